@@ -1,0 +1,357 @@
+"""The ``thumbctl`` command: parse, call the library, render. No SQL, no pixels."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from .errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES, ExitCode, Interrupted, ThumbctlError, UsageError
+from .intake import SubmitOptions, prepare_submission, submit
+from .ledger import Ledger
+from .models import ITEM_STATES
+from .reporter import Reporter
+from .settings import Limits, Profile, SettingError, parse_count, parse_duration, parse_ratios
+from .sources import ScanRules
+
+EXIT_CODES_HELP = "Exit codes: " + "; ".join(f"{int(c)} {m}" for c, m in EXIT_CODE_MEANINGS.items()) + "."
+
+app = typer.Typer(
+    name="thumbctl",
+    help=(
+        "Smart-cropped thumbnails in several aspect ratios, through a durable SQLite ledger.\n\n"
+        "Every command takes --db PATH (env THUMBCTL_DB). " + EXIT_CODES_HELP
+    ),
+    no_args_is_help=True,
+    add_completion=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+
+def default_db_path() -> Path:
+    return Path(typer.get_app_dir("thumbctl")) / "ledger.db"
+
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option("--db", envvar="THUMBCTL_DB", help="Ledger file. Default: ledger.db in the per-user app folder."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only.")]
+
+
+def _reporter(json_mode: bool, quiet: bool = False) -> Reporter:
+    no_color = bool(os.environ.get("NO_COLOR"))
+    return Reporter(
+        json_mode=json_mode,
+        quiet=quiet,
+        console=Console(stderr=True, highlight=False, no_color=no_color, soft_wrap=True),
+    )
+
+
+@contextmanager
+def _handled(reporter: Reporter) -> Iterator[None]:
+    """The one place where errors become exit codes."""
+    try:
+        yield
+    except ThumbctlError as err:
+        reporter.error(err)
+        raise typer.Exit(int(err.exit_code)) from None
+    except KeyboardInterrupt:
+        reporter.error(Interrupted("interrupted"))
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except BrokenPipeError:
+        _silence_broken_pipe()
+        raise typer.Exit(int(ExitCode.OK)) from None
+
+
+def _silence_broken_pipe() -> None:
+    """After a closed pipe, point stdout at /dev/null so the exit flush is quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _open_ledger(db: Path | None) -> Ledger:
+    return Ledger(db or default_db_path())
+
+
+class StopFlag:
+    """Set by a signal handler; polled by loops that must stop promptly."""
+
+    def __init__(self) -> None:
+        self.raised = False
+
+    def __call__(self) -> bool:
+        return self.raised
+
+    @contextmanager
+    def on_sigint(self) -> Iterator[StopFlag]:
+        def handler(signum: int, frame: Any) -> None:
+            self.raised = True
+
+        previous = signal.signal(signal.SIGINT, handler)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _ratios_callback(values: list[str] | None) -> list[str] | None:
+    if values:
+        try:
+            parse_ratios(values)
+        except SettingError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+    return values
+
+
+def _parsed(parse: Callable[[str], Any], value: str | None, flag: str) -> Any:
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except SettingError as exc:
+        raise typer.BadParameter(str(exc), param_hint=flag) from exc
+
+
+def _build_options(
+    out: Path,
+    ratio: list[str] | None,
+    size: int,
+    fmt: str,
+    quality: int,
+    crop: str,
+    upscale: bool,
+    background: str,
+    key: str | None,
+    include: list[str] | None,
+    exclude: list[str] | None,
+    attempts: int,
+    deadline: str | None,
+    limits: Limits,
+) -> SubmitOptions:
+    try:
+        profile = Profile(
+            ratios=parse_ratios(ratio) if ratio else Profile().ratios,
+            size=size,
+            format=fmt,
+            quality=quality,
+            crop=crop,
+            upscale=upscale,
+            background=background,
+        )
+    except SettingError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    return SubmitOptions(
+        out_dir=out,
+        profile=profile,
+        limits=limits,
+        rules=ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ())),
+        key=key,
+        max_attempts=attempts,
+        deadline_seconds=_parsed(parse_duration, deadline, "--deadline"),
+    )
+
+
+def _build_limits(
+    max_pixels: str | None,
+    max_bytes: str | None,
+    max_items: int | None,
+    max_runnable: int | None,
+    queue_age: str | None,
+) -> Limits:
+    base = Limits()
+    return Limits(
+        max_pixels=_parsed(parse_count, max_pixels, "--max-pixels") or base.max_pixels,
+        max_bytes=_parsed(parse_count, max_bytes, "--max-bytes") or base.max_bytes,
+        max_ratios=base.max_ratios,
+        max_items=max_items or base.max_items,
+        max_runnable=max_runnable or base.max_runnable,
+        queue_age_objective=(
+            base.queue_age_objective
+            if queue_age is None
+            else _parsed(parse_duration, queue_age, "--queue-age-objective")
+        ),
+    )
+
+
+@app.command("submit", epilog=EXIT_CODES_HELP)
+def submit_command(
+    source: Annotated[
+        Path,
+        typer.Argument(metavar="SOURCE", help="A folder (scanned recursively) or a manifest: .json, .jsonl, .csv."),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", envvar="THUMBCTL_OUT", help="Output folder.")] = Path("thumbs"),
+    ratio: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ratio",
+            "-r",
+            metavar="W:H",
+            help="Aspect ratio W:H; repeat for several. Default 1:1, 4:3, 16:9.",
+            callback=_ratios_callback,
+        ),
+    ] = None,
+    size: Annotated[int, typer.Option(help="Longest side of each thumbnail, px.")] = 512,
+    fmt: Annotated[str, typer.Option("--format", help="jpeg, webp, avif or png.")] = "jpeg",
+    quality: Annotated[int, typer.Option(help="Encoder quality 1-100.")] = 85,
+    crop: Annotated[str, typer.Option(help="Crop policy: smart, entropy or center.")] = "smart",
+    upscale: Annotated[bool, typer.Option(help="Allow outputs larger than the source crop.")] = False,
+    background: Annotated[str, typer.Option(help="Colour to flatten transparency onto, #rrggbb.")] = "#ffffff",
+    key: Annotated[str | None, typer.Option(help="Idempotency key. Default: derived from the request digest.")] = None,
+    include: Annotated[
+        list[str] | None, typer.Option(metavar="GLOB", help="Also take files matching this glob.")
+    ] = None,
+    exclude: Annotated[list[str] | None, typer.Option(metavar="GLOB", help="Skip files matching this glob.")] = None,
+    attempts: Annotated[int, typer.Option(min=1, max=100, help="Attempts per item before it fails.")] = 3,
+    deadline: Annotated[str | None, typer.Option(help="Batch deadline, e.g. 30m or 2h.")] = None,
+    detach: Annotated[bool, typer.Option("--detach", help="Record the batch and return at once.")] = False,
+    retry_admission: Annotated[
+        bool, typer.Option("--retry-admission", help="When refused (exit 75), retry with backoff and jitter.")
+    ] = False,
+    admission_wait: Annotated[str, typer.Option(help="How long --retry-admission keeps trying.")] = "10m",
+    max_pixels: Annotated[
+        str | None, typer.Option(envvar="THUMBCTL_MAX_PIXELS", help="Pixel limit per source (100M).")
+    ] = None,
+    max_bytes: Annotated[
+        str | None, typer.Option(envvar="THUMBCTL_MAX_BYTES", help="Byte limit per source (100MB).")
+    ] = None,
+    max_items: Annotated[
+        int | None, typer.Option(envvar="THUMBCTL_MAX_ITEMS", help="Item limit per batch (100000).")
+    ] = None,
+    max_runnable: Annotated[
+        int | None, typer.Option(envvar="THUMBCTL_MAX_RUNNABLE", help="Admission: runnable items the ledger may hold.")
+    ] = None,
+    queue_age_objective: Annotated[
+        str | None,
+        typer.Option(
+            envvar="THUMBCTL_QUEUE_AGE_OBJECTIVE",
+            help="Admission: refuse while the oldest runnable item is older (24h; 0 = off).",
+        ),
+    ] = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Validate SOURCE and record a batch durably (idempotent: the same request replays the same batch)."""
+    reporter = _reporter(json_out, quiet)
+    with _handled(reporter):
+        if not detach:
+            raise UsageError(
+                "rendering in the foreground needs the worker pool, which this build does not have; "
+                "pass --detach to record the batch",
+                code="foreground_unavailable",
+            )
+        limits = _build_limits(max_pixels, max_bytes, max_items, max_runnable, queue_age_objective)
+        options = _build_options(
+            out,
+            ratio,
+            size,
+            fmt,
+            quality,
+            crop,
+            upscale,
+            background,
+            key,
+            include,
+            exclude,
+            attempts,
+            deadline,
+            limits,
+        )
+        wait = _parsed(parse_duration, admission_wait, "--admission-wait")
+        with _open_ledger(db) as ledger:
+            prepared = prepare_submission(source, options, ledger)
+            with StopFlag().on_sigint() as stop:
+                batch = submit(
+                    ledger, prepared, limits, retry_admission=retry_admission, max_wait=wait, should_stop=stop
+                )
+        reporter.submitted(batch, prepared.report)
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def status(
+    batch: Annotated[
+        str | None,
+        typer.Argument(metavar="[BATCH]", help="Batch id (or a unique prefix). Omit to list recent batches."),
+    ] = None,
+    items: Annotated[bool, typer.Option("--items", help="List the batch's items.")] = False,
+    state: Annotated[str | None, typer.Option(help="With --items: only items in this state.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="How many recent batches to list.")] = 20,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Show recent batches, or one batch: state, fixed total, counts per state, failures by code."""
+    reporter = _reporter(json_out, quiet)
+    with _handled(reporter):
+        if state is not None and state not in ITEM_STATES:
+            raise typer.BadParameter(f"choose one of {', '.join(ITEM_STATES)}", param_hint="--state")
+        if (items or state) and batch is None:
+            raise UsageError("--items and --state need a BATCH")
+        with _open_ledger(db) as ledger:
+            if batch is None:
+                reporter.batch_list(ledger.batches(limit))
+            elif items:
+                batch_id = ledger.resolve_batch_id(batch)
+                reporter.items(batch_id, ledger.items(batch_id, state=state))
+            else:
+                reporter.batch_detail(ledger.batch(batch))
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def events(
+    batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
+    item: Annotated[str | None, typer.Option("--item", help="Only the events of this item id.")] = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """The transition log of a batch: every state change with time, attempt, worker, error code."""
+    reporter = _reporter(json_out, quiet)
+    with _handled(reporter), _open_ledger(db) as ledger:
+        reporter.events(ledger.events(batch, item_id=item))
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def cancel(
+    batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Record a cancel durably: queued items are cancelled at once. Repeating it changes nothing."""
+    reporter = _reporter(json_out, quiet)
+    with _handled(reporter), _open_ledger(db) as ledger:
+        reporter.cancelled(ledger.request_cancel(batch))
+
+
+@app.command("codes")
+def codes_command(json_out: JsonOption = False) -> None:
+    """List the item error codes and the exit codes."""
+    reporter = _reporter(json_out)
+    if json_out:
+        reporter.emit_json(
+            {
+                "item_error_codes": {c: {"transient": t, "meaning": m} for c, (t, m) in ITEM_ERROR_CODES.items()},
+                "exit_codes": {str(int(c)): m for c, m in EXIT_CODE_MEANINGS.items()},
+            }
+        )
+        return
+    for code, (transient, meaning) in ITEM_ERROR_CODES.items():
+        reporter.say(f"{code:20} {'transient' if transient else 'permanent':9}  {meaning}")
+    reporter.say("")
+    for exit_code, meaning in EXIT_CODE_MEANINGS.items():
+        reporter.say(f"exit {int(exit_code):<3}  {meaning}")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,162 @@
+"""Errors: one small hierarchy, each carrying a stable code and an exit code.
+
+Two families live here:
+
+* :class:`ThumbctlError` and its subclasses end a *command* (a rejected
+  submission, an idempotency conflict, a busy ledger). The CLI maps them to
+  exit codes in one place.
+* :class:`ItemFailure` ends or delays one *item*. Its code is one of
+  :data:`ITEM_ERROR_CODES`; whether it is retried is decided there, in one
+  place, by :func:`is_transient`.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes, as documented in the README and ``--help``."""
+
+    OK = 0
+    PARTIAL = 1
+    USAGE = 2
+    CONFLICT = 3
+    CANCELLED = 4
+    REJECTED = 65
+    UNAVAILABLE = 75
+    INTERRUPTED = 130
+
+
+EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "success (batch succeeded, or the command did what was asked)",
+    ExitCode.PARTIAL: "finished, but some items failed — or reconcile found problems",
+    ExitCode.USAGE: "usage error (bad flags, unknown batch)",
+    ExitCode.CONFLICT: "idempotency conflict: the key was already used with different content",
+    ExitCode.CANCELLED: "the batch was cancelled",
+    ExitCode.REJECTED: "submission rejected permanently: retrying cannot help",
+    ExitCode.UNAVAILABLE: "temporarily unavailable (queue saturated, ledger busy): retry later",
+    ExitCode.INTERRUPTED: "interrupted by Ctrl-C",
+}
+
+
+class ThumbctlError(Exception):
+    """Base of every error that ends a command.
+
+    ``code`` is a stable snake_case string, ``transient`` says whether the
+    same call may succeed later, ``exit_code`` is what the CLI exits with.
+    """
+
+    code: str = "error"
+    transient: bool = False
+    exit_code: ExitCode = ExitCode.PARTIAL
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else self.code
+
+
+class UsageError(ThumbctlError):
+    """The command line itself is wrong (exit 2)."""
+
+    code = "usage"
+    exit_code = ExitCode.USAGE
+
+
+class BatchNotFound(UsageError):
+    code = "batch_not_found"
+
+
+class RejectedError(ThumbctlError):
+    """The submission can never be accepted as it is (exit 65)."""
+
+    code = "rejected"
+    exit_code = ExitCode.REJECTED
+
+
+class IdempotencyConflict(ThumbctlError):
+    """The idempotency key was already used for a different request (exit 3)."""
+
+    code = "idempotency_conflict"
+    exit_code = ExitCode.CONFLICT
+
+    def __init__(self, message: str, *, batch_id: str) -> None:
+        super().__init__(message)
+        self.batch_id = batch_id
+
+
+class UnavailableError(ThumbctlError):
+    """Try again later (exit 75). ``retry_after`` is a hint in seconds."""
+
+    code = "unavailable"
+    transient = True
+    exit_code = ExitCode.UNAVAILABLE
+
+    def __init__(self, message: str, *, code: str | None = None, retry_after: float = 30.0) -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+
+
+class AdmissionRefused(UnavailableError):
+    code = "admission_refused"
+
+
+class LedgerBusy(UnavailableError):
+    code = "ledger_busy"
+
+
+class LedgerError(ThumbctlError):
+    """The ledger file cannot be used (not a database, newer schema, unwritable)."""
+
+    code = "ledger_error"
+    exit_code = ExitCode.USAGE
+
+
+class Interrupted(ThumbctlError):
+    """The user pressed Ctrl-C (exit 130)."""
+
+    code = "interrupted"
+    exit_code = ExitCode.INTERRUPTED
+
+
+#: Item error codes: code -> (transient?, what it means). The one place that
+#: classifies failures as retryable or not.
+ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
+    "unsupported_format": (False, "content is not an image format thumbctl reads"),
+    "corrupt_image": (False, "a recognised format that fails to decode"),
+    "too_many_pixels": (False, "over the pixel limit, read from the header"),
+    "too_large": (False, "source file over the byte limit"),
+    "source_missing": (False, "the source vanished, or a symlink dangles"),
+    "source_changed": (False, "content differs from the digest accepted at submit"),
+    "path_outside_root": (False, "the source resolves outside the submitted root"),
+    "worker_crashed": (True, "the worker died while rendering this item"),
+    "timeout": (False, "the render took longer than the per-item time limit"),
+    "deadline_exceeded": (False, "the batch deadline passed"),
+    "io_error": (True, "permission denied, symlink loop or another OS error"),
+    "attempts_exhausted": (False, "every attempt of the retry budget failed"),
+}
+
+
+def is_transient(code: str) -> bool:
+    """Whether an item failing with ``code`` may be retried."""
+    return ITEM_ERROR_CODES.get(code, (False, ""))[0]
+
+
+class ItemFailure(Exception):
+    """One item cannot be produced; ``code`` is a key of ITEM_ERROR_CODES."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        if code not in ITEM_ERROR_CODES:
+            raise ValueError(f"unknown item error code {code!r}")
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+    @property
+    def transient(self) -> bool:
+        return is_transient(self.code)

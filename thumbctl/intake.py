@@ -1,0 +1,407 @@
+"""Intake: turn a folder or manifest into a normalized, digested request and admit it.
+
+The steps, in order: find the sources (scan or manifest), check ids, ratios
+and limits (whole-batch rejections, exit 65), resolve and inspect every
+source (content digest and header probe, through the stat cache), then
+build one item per (source, ratio) and digest the canonical request.
+A source that fails inspection becomes failed items; it never shrinks the
+total.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .admission import retry_unavailable
+from .errors import ItemFailure, RejectedError, UsageError
+from .imaging import SNIFF_BYTES, probe
+from .keys import derivative_key, digest_json, digest_stream
+from .ledger import Ledger
+from .manifest import ManifestError, is_manifest_path, read_manifest
+from .models import BatchView, CachedSource, NewBatch, NewItem
+from .settings import Limits, Profile, Ratio
+from .sources import ScanRules, resolve_source, scan_directory
+from .store import OutputLayout, UnsafeItemId, check_item_id, friendly_stems, resolve_out_dir
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    """Everything a submission needs besides its source."""
+
+    out_dir: Path = Path("thumbs")
+    profile: Profile = field(default_factory=Profile)
+    limits: Limits = field(default_factory=Limits)
+    rules: ScanRules = field(default_factory=ScanRules)
+    key: str | None = None
+    max_attempts: int = 3
+    deadline_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """One source to admit: its id, the path as named, and per-item overrides."""
+
+    item_id: str
+    given: str
+    ratios: tuple[Ratio, ...]
+    focus: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """The outcome of resolving and reading one source."""
+
+    source: str
+    info: CachedSource | None = None
+    failure: ItemFailure | None = None
+
+
+@dataclass
+class IntakeReport:
+    """What intake saw, for the user: counts that are not part of the batch."""
+
+    sources: int = 0
+    ignored_files: int = 0
+    failed_sources: int = 0
+    read: int = 0
+    cached: int = 0
+
+
+@dataclass(frozen=True)
+class PreparedSubmission:
+    batch: NewBatch
+    report: IntakeReport
+
+
+def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> PreparedSubmission:
+    """Validate ``source`` and build the batch to accept (nothing recorded yet).
+
+    Raises :class:`UsageError` for a source that is neither a folder nor a
+    manifest, and :class:`RejectedError` for whole-batch rejections.
+    """
+    out_dir = resolve_out_dir_or_fail(options.out_dir)
+    root, entries, ignored = _collect_entries(source, options, out_dir)
+    report = IntakeReport(sources=len(entries), ignored_files=ignored)
+    _check_limits(entries, options.limits)
+    inspections = _inspect_all(root, entries, options.limits, ledger, report)
+    items = _build_items(entries, inspections, options.profile, OutputLayout(out_dir))
+    request = _canonical_request(root, out_dir, options.profile, entries, inspections)
+    request_digest = digest_json(request)
+    batch = NewBatch(
+        idempotency_key=options.key or request_digest,
+        request_digest=request_digest,
+        source_root=str(root),
+        out_dir=str(out_dir),
+        profile=request["profile"],
+        items=tuple(items),
+        max_attempts=options.max_attempts,
+        deadline_seconds=options.deadline_seconds,
+    )
+    return PreparedSubmission(batch, report)
+
+
+def submit(
+    ledger: Ledger,
+    prepared: PreparedSubmission,
+    limits: Limits,
+    *,
+    retry_admission: bool = False,
+    max_wait: float = 600.0,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> BatchView:
+    """Accept a prepared submission (or replay the batch its key names).
+
+    With ``retry_admission``, a refusal for saturation or a busy ledger is
+    retried with capped exponential backoff and full jitter, keeping the
+    same key, until ``max_wait`` seconds pass or ``should_stop()`` is true.
+    """
+
+    def attempt() -> BatchView:
+        return ledger.accept_batch(prepared.batch, limits)
+
+    if retry_admission:
+        return retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait)
+    return attempt()
+
+
+def resolve_out_dir_or_fail(out: Path) -> Path:
+    try:
+        return resolve_out_dir(out)
+    except NotADirectoryError as exc:
+        raise UsageError(str(exc), code="bad_out_dir") from exc
+
+
+# -- finding entries ----------------------------------------------------------
+
+
+def _collect_entries(source: Path, options: SubmitOptions, out_dir: Path) -> tuple[Path, list[SourceEntry], int]:
+    if source.is_dir():
+        root = Path(os.path.realpath(source))
+        if out_dir == root:
+            raise UsageError("--out must not be the source folder itself; pick a separate folder", code="bad_out_dir")
+        return root, *_entries_from_scan(root, options, out_dir)
+    if source.is_file() and is_manifest_path(source):
+        root = Path(os.path.realpath(source.parent))
+        return root, _entries_from_manifest(source, root, options.profile), 0
+    if not source.exists():
+        raise UsageError(f"source {source} does not exist", code="source_not_found")
+    raise UsageError(
+        f"source {source} is neither a folder nor a manifest (.json, .jsonl, .csv)",
+        code="bad_source",
+    )
+
+
+def _entries_from_scan(root: Path, options: SubmitOptions, out_dir: Path) -> tuple[list[SourceEntry], int]:
+    scan = scan_directory(root, options.rules, skip=out_dir)
+    entries = []
+    for candidate in scan.candidates:
+        entries.append(SourceEntry(_checked_id(candidate.item_id), str(candidate.path), options.profile.ratios))
+    if not entries:
+        raise RejectedError(f"no image files found in {root} ({scan.ignored} other files ignored)", code="empty_batch")
+    return entries, scan.ignored
+
+
+def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[SourceEntry]:
+    try:
+        manifest = read_manifest(path)
+    except ManifestError as exc:
+        raise RejectedError(f"malformed manifest {path.name}: {exc}", code="malformed_manifest") from exc
+    if not manifest.entries:
+        raise RejectedError(f"manifest {path.name} lists no items", code="empty_batch")
+    default_ratios = manifest.ratios or profile.ratios
+    entries = []
+    for entry in manifest.entries:
+        item_id = _checked_id(entry.id) if entry.id is not None else _default_id(entry.source, root)
+        entries.append(SourceEntry(item_id, entry.source, entry.ratios or default_ratios, entry.focus))
+    return entries
+
+
+def _default_id(source: str, root: Path) -> str:
+    """The id of an item whose manifest entry names none: its source, normalised.
+
+    A source outside the root keeps its text as id: it becomes a failed item
+    (``path_outside_root``) and is never written anywhere.
+    """
+    joined = os.path.normpath(os.path.join(root, source))
+    for base in (str(root), os.path.abspath(root)):
+        if joined.startswith(base.rstrip(os.sep) + os.sep):
+            return _checked_id(PurePosixPath(Path(os.path.relpath(joined, base))).as_posix())
+    return source
+
+
+def _checked_id(item_id: str) -> str:
+    try:
+        return check_item_id(item_id)
+    except UnsafeItemId as exc:
+        raise RejectedError(f"{exc}; ids must be safe relative paths inside --out", code="unsafe_id") from exc
+
+
+def _check_limits(entries: list[SourceEntry], limits: Limits) -> None:
+    dupes = [item_id for item_id, n in Counter(e.item_id for e in entries).items() if n > 1]
+    if dupes:
+        shown = ", ".join(repr(d) for d in sorted(dupes)[:5])
+        raise RejectedError(f"duplicate item ids: {shown}", code="duplicate_id")
+    for entry in entries:
+        if len(entry.ratios) > limits.max_ratios:
+            raise RejectedError(
+                f"item {entry.item_id!r} asks for {len(entry.ratios)} ratios; the limit is {limits.max_ratios}",
+                code="too_many_ratios",
+            )
+    total = sum(len(e.ratios) for e in entries)
+    if total > limits.max_items:
+        raise RejectedError(
+            f"{total} items ({len(entries)} sources x ratios) is over the limit of {limits.max_items}",
+            code="too_many_items",
+        )
+
+
+# -- inspecting sources -------------------------------------------------------
+
+
+def _inspect_all(
+    root: Path, entries: list[SourceEntry], limits: Limits, ledger: Ledger, report: IntakeReport
+) -> dict[str, Inspection]:
+    resolved: dict[str, Path | ItemFailure] = {}
+    for entry in entries:
+        try:
+            resolved[entry.item_id] = resolve_source(root, entry.given)
+        except ItemFailure as failure:
+            resolved[entry.item_id] = failure
+    paths = [str(p) for p in resolved.values() if isinstance(p, Path)]
+    cache = ledger.cached_sources(paths)
+    fresh: list[CachedSource] = []
+    inspections = {}
+    for item_id, target in resolved.items():
+        inspections[item_id] = _inspect_one(target, cache, limits, fresh, report)
+    ledger.remember_sources(fresh)
+    report.failed_sources = sum(1 for i in inspections.values() if i.failure)
+    return inspections
+
+
+def _inspect_one(
+    target: Path | ItemFailure,
+    cache: dict[str, CachedSource],
+    limits: Limits,
+    fresh: list[CachedSource],
+    report: IntakeReport,
+) -> Inspection:
+    if isinstance(target, ItemFailure):
+        return Inspection(source="", failure=target)
+    try:
+        info, from_cache = inspect_source(target, cache.get(str(target)), limits)
+    except ItemFailure as failure:
+        return Inspection(source=str(target), failure=failure)
+    if from_cache:
+        report.cached += 1
+    else:
+        report.read += 1
+        fresh.append(info)
+    return Inspection(source=str(target), info=info)
+
+
+def inspect_source(path: Path, cached: CachedSource | None, limits: Limits) -> tuple[CachedSource, bool]:
+    """Digest and probe one resolved source, reusing ``cached`` if its stat still matches.
+
+    Returns (what the source holds, whether it came from the cache).
+    """
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise _os_failure(path, exc) from exc
+    if st.st_size > limits.max_bytes:
+        raise ItemFailure("too_large", f"{st.st_size / 1e6:.1f} MB is over the limit of {limits.max_bytes / 1e6:g} MB")
+    if cached and cached.matches(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+        _check_pixels(cached, limits)
+        return cached, True
+    return _read_source(path, limits), False
+
+
+def _read_source(path: Path, limits: Limits) -> CachedSource:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _os_failure(path, exc) from exc
+    with os.fdopen(fd, "rb") as stream:
+        st = os.fstat(stream.fileno())
+        if st.st_size > limits.max_bytes:
+            raise ItemFailure("too_large", f"{st.st_size / 1e6:.1f} MB is over the limit")
+        head = stream.read(SNIFF_BYTES)
+        stream.seek(0)
+        digest = digest_stream(stream)
+        stream.seek(0)
+        info = probe(stream, head, limits.max_pixels)
+    return CachedSource(
+        str(path),
+        st.st_dev,
+        st.st_ino,
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+        digest,
+        info.format,
+        info.width,
+        info.height,
+        info.orientation,
+    )
+
+
+def _check_pixels(info: CachedSource, limits: Limits) -> None:
+    if info.width * info.height > limits.max_pixels:
+        raise ItemFailure(
+            "too_many_pixels",
+            f"{info.width}x{info.height} is over the limit of {limits.max_pixels / 1e6:g} MP",
+        )
+
+
+def _os_failure(path: Path, exc: OSError) -> ItemFailure:
+    if exc.errno == errno.ENOENT:
+        return ItemFailure("source_missing", f"{path} vanished")
+    if exc.errno == errno.ELOOP:
+        return ItemFailure("io_error", f"{path} is a symlink (loop or swapped in)")
+    return ItemFailure("io_error", f"cannot read {path}: {exc.strerror}")
+
+
+# -- building the batch ---------------------------------------------------------
+
+
+def _build_items(
+    entries: list[SourceEntry],
+    inspections: dict[str, Inspection],
+    profile: Profile,
+    layout: OutputLayout,
+) -> list[NewItem]:
+    stems = friendly_stems([e.item_id for e in entries])
+    items = []
+    for entry in sorted(entries, key=lambda e: e.item_id):
+        inspection = inspections[entry.item_id]
+        for ratio in entry.ratios:
+            items.append(_new_item(entry, ratio, inspection, profile, layout, stems[entry.item_id]))
+    return items
+
+
+def _new_item(
+    entry: SourceEntry,
+    ratio: Ratio,
+    inspection: Inspection,
+    profile: Profile,
+    layout: OutputLayout,
+    stem: str,
+) -> NewItem:
+    common = {"item_id": entry.item_id, "ratio": str(ratio), "focus": entry.focus}
+    if inspection.failure is not None or inspection.info is None:
+        failure = inspection.failure
+        return NewItem(
+            **common,
+            source=inspection.source or entry.given,
+            state="failed",
+            error_code=failure.code if failure else "io_error",
+            error_detail=failure.detail if failure else None,
+        )
+    info = inspection.info
+    key = derivative_key(info.digest, ratio, profile, entry.focus)
+    return NewItem(
+        **common,
+        source=inspection.source,
+        state="queued",
+        source_digest=info.digest,
+        source_format=info.format,
+        source_width=info.width,
+        source_height=info.height,
+        derivative_key=key,
+        object_path=str(layout.object_path(key, profile.extension)),
+        friendly_path=str(layout.friendly_path(stem, ratio, profile.extension)),
+    )
+
+
+def _canonical_request(
+    root: Path,
+    out_dir: Path,
+    profile: Profile,
+    entries: list[SourceEntry],
+    inspections: dict[str, Inspection],
+) -> dict[str, object]:
+    """The normalized request: what was asked, independent of how it was written."""
+    items = []
+    for entry in sorted(entries, key=lambda e: e.item_id):
+        inspection = inspections[entry.item_id]
+        items.append(
+            {
+                "id": entry.item_id,
+                "source": inspection.source or entry.given,
+                "digest": inspection.info.digest if inspection.info else None,
+                "error": inspection.failure.code if inspection.failure else None,
+                "ratios": [str(r) for r in entry.ratios],
+                "focus": list(entry.focus) if entry.focus else None,
+            }
+        )
+    return {
+        "root": str(root),
+        "out": str(out_dir),
+        "profile": {"ratios": [str(r) for r in profile.ratios], **profile.encoder_settings()},
+        "items": items,
+    }

@@ -1,0 +1,47 @@
+"""Digests: canonical JSON, content digests and derivative keys.
+
+A derivative key names one output object. It covers everything that shapes
+the output bytes and nothing else (no paths, no ids), so the same photo
+rendered the same way converges on one object across batches, ledgers and
+source locations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import BinaryIO
+
+from .settings import Profile, Ratio
+
+
+def canonical_json(value: object) -> str:
+    """JSON with sorted keys and no insignificant whitespace."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest_json(value: object) -> str:
+    """sha256 (hex) of the canonical JSON of ``value``."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def digest_stream(stream: BinaryIO) -> str:
+    """sha256 (hex) of everything left in a binary stream."""
+    return hashlib.file_digest(stream, "sha256").hexdigest()
+
+
+def derivative_key(
+    source_digest: str,
+    ratio: Ratio,
+    profile: Profile,
+    focus: tuple[float, float] | None,
+) -> str:
+    """The key of the object rendering ``source_digest`` at ``ratio`` with ``profile``."""
+    return digest_json(
+        {
+            "source": source_digest,
+            "ratio": str(ratio),
+            "focus": list(focus) if focus is not None else None,
+            "encoder": profile.encoder_settings(),
+        }
+    )

@@ -1,0 +1,444 @@
+"""The ledger: the one owner of the SQLite database and every SQL statement.
+
+The rest of thumbctl talks to :class:`Ledger` through a narrow interface of
+whole operations (accept a batch, request a cancel, read a view), so a
+server-backed ledger could stand in for this one without touching callers.
+
+Rules kept here:
+
+* WAL mode, ``busy_timeout``, every write inside ``BEGIN IMMEDIATE``;
+  acceptance and cancellation commit with ``synchronous=FULL``.
+* Every state change is a conditional ``UPDATE`` on the current state that
+  appends its event in the same transaction; event times are taken inside
+  the transaction and events carry a monotonic sequence number.
+* Counts are always derived from item rows.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import sqlite_utils
+
+from ..admission import check_admission
+from ..errors import BatchNotFound, IdempotencyConflict, LedgerBusy, LedgerError
+from ..models import (
+    ITEM_STATES,
+    BatchView,
+    CachedSource,
+    EventView,
+    FailureView,
+    ItemView,
+    NewBatch,
+    NewItem,
+    batch_state,
+)
+from ..settings import Limits
+from ..store import OutputLayout
+from .schema import MIGRATIONS, SCHEMA_VERSION
+
+Clock = Callable[[], float]
+_SQL_CHUNK = 500
+
+
+def iso(ts: float) -> str:
+    """Fixed-width ISO 8601 UTC, so stored times sort as text."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_iso(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+
+
+def new_batch_id() -> str:
+    return "b_" + secrets.token_hex(8)
+
+
+class Ledger:
+    """A connection to one ledger file. Not shared across processes or threads."""
+
+    def __init__(self, path: Path, *, busy_timeout: float = 10.0, clock: Clock = time.time) -> None:
+        self.path = Path(path)
+        self.clock = clock
+        self._conn = _connect(self.path, busy_timeout)
+        self.db = sqlite_utils.Database(self._conn)
+        self._migrate()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transactions -------------------------------------------------------
+
+    @contextmanager
+    def _write(self, *, durable: bool = False) -> Iterator[float]:
+        """A ``BEGIN IMMEDIATE`` transaction; yields the time taken inside it."""
+        self._conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise _busy_or_error(exc) from exc
+        try:
+            yield self.clock()
+            self._conn.execute("COMMIT")
+        except BaseException as exc:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise _busy_or_error(exc) from exc
+            raise
+
+    def _migrate(self) -> None:
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise LedgerError(
+                f"{self.path} has schema version {version}; this thumbctl knows up to "
+                f"{SCHEMA_VERSION}: upgrade thumbctl"
+            )
+        with self._write(durable=True):
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            for target, migrate in MIGRATIONS:
+                if target > version:
+                    migrate(self.db)
+                    self._conn.execute(f"PRAGMA user_version={int(target)}")
+
+    # -- intake -------------------------------------------------------------
+
+    def accept_batch(self, new: NewBatch, limits: Limits) -> BatchView:
+        """Record ``new`` durably, or return the batch its key already names.
+
+        Same key and digest: the original batch, ``replayed=True``. Same key,
+        other digest: :class:`IdempotencyConflict`, nothing changes. A new
+        batch must pass admission control (:class:`AdmissionRefused`).
+        """
+        with self._write(durable=True) as now:
+            row = self._conn.execute(
+                "SELECT batch_id, request_digest FROM batches WHERE idempotency_key = ?",
+                (new.idempotency_key,),
+            ).fetchone()
+            if row is not None:
+                if row[1] != new.request_digest:
+                    raise IdempotencyConflict(
+                        f"key {new.idempotency_key!r} was already used by batch {row[0]} "
+                        "for a different request; nothing was changed",
+                        batch_id=row[0],
+                    )
+                batch_id, replayed = row[0], True
+            else:
+                check_admission(self._queue_snapshot(now), new.runnable_count, limits)
+                batch_id, replayed = self._insert_batch(new, now), False
+        view = self.batch(batch_id)
+        return replace(view, replayed=replayed)
+
+    def _insert_batch(self, new: NewBatch, now: float) -> str:
+        batch_id = new_batch_id()
+        at = iso(now)
+        layout = OutputLayout(Path(new.out_dir))
+        deadline = iso(now + new.deadline_seconds) if new.deadline_seconds else None
+        self.db["batches"].insert(
+            {
+                "batch_id": batch_id,
+                "idempotency_key": new.idempotency_key,
+                "request_digest": new.request_digest,
+                "total": len(new.items),
+                "source_root": new.source_root,
+                "out_dir": new.out_dir,
+                "manifest_path": str(layout.batch_manifest_path(batch_id)),
+                "profile": new.profile,
+                "max_attempts": new.max_attempts,
+                "created_at": at,
+                "deadline_at": deadline,
+            }
+        )
+        self._conn.executemany(_INSERT_ITEM, (_item_row(batch_id, item, at) for item in new.items))
+        self._conn.execute(_INSERT_CREATION_EVENTS, (at, batch_id))
+        return batch_id
+
+    def _queue_snapshot(self, now: float) -> tuple[int, float | None]:
+        """Runnable items in the ledger and the age of the oldest one."""
+        count, oldest = self._conn.execute(
+            "SELECT count(*), min(i.queued_at) FROM items i JOIN batches b USING (batch_id) "
+            "WHERE i.state = 'queued' AND b.cancel_requested_at IS NULL"
+        ).fetchone()
+        return count, (now - parse_iso(oldest)) if oldest else None
+
+    # -- stat cache ---------------------------------------------------------
+
+    def cached_sources(self, paths: Iterable[str]) -> dict[str, CachedSource]:
+        """Stat-cache rows for ``paths`` (those that have one)."""
+        found: dict[str, CachedSource] = {}
+        for chunk in _chunks(list(paths), _SQL_CHUNK):
+            marks = ",".join("?" * len(chunk))
+            for row in self._conn.execute(f"SELECT {_CACHE_COLUMNS} FROM stat_cache WHERE path IN ({marks})", chunk):
+                found[row[0]] = CachedSource(*row)
+        return found
+
+    def remember_sources(self, entries: Iterable[CachedSource]) -> None:
+        rows = [
+            (
+                e.path,
+                e.dev,
+                e.inode,
+                e.size,
+                e.mtime_ns,
+                e.ctime_ns,
+                e.digest,
+                e.format,
+                e.width,
+                e.height,
+                e.orientation,
+            )
+            for e in entries
+        ]
+        if not rows:
+            return
+        with self._write():
+            self._conn.executemany(
+                f"INSERT OR REPLACE INTO stat_cache ({_CACHE_COLUMNS}) VALUES ({','.join('?' * 11)})",
+                rows,
+            )
+
+    # -- cancellation -------------------------------------------------------
+
+    def request_cancel(self, batch_id: str) -> BatchView:
+        """Record a cancel: flag the batch and cancel its queued items, at once.
+
+        Idempotent; a terminal batch is left as it is.
+        """
+        batch_id = self.resolve_batch_id(batch_id)
+        with self._write(durable=True) as now:
+            at = iso(now)
+            if self._cancel_allowed(batch_id):
+                self._conn.execute("UPDATE batches SET cancel_requested_at = ? WHERE batch_id = ?", (at, batch_id))
+                self._append_event(at, batch_id, None, None, None, "cancel_requested")
+            self._conn.execute(_CANCEL_QUEUED_EVENTS, (at, batch_id))
+            self._conn.execute(
+                "UPDATE items SET state = 'cancelled', updated_at = ? WHERE batch_id = ? AND state = 'queued'",
+                (at, batch_id),
+            )
+        return self.batch(batch_id)
+
+    def _cancel_allowed(self, batch_id: str) -> bool:
+        row = self._conn.execute("SELECT cancel_requested_at FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()
+        if row[0] is not None:
+            return False
+        live = self._conn.execute(
+            "SELECT count(*) FROM items WHERE batch_id = ? AND state IN ('queued', 'running')",
+            (batch_id,),
+        ).fetchone()[0]
+        return live > 0
+
+    def _append_event(
+        self,
+        at: str,
+        batch_id: str,
+        item_row: int | None,
+        from_state: str | None,
+        attempt: int | None,
+        to_state: str,
+    ) -> None:
+        self._conn.execute(
+            "INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt) VALUES (?, ?, ?, ?, ?, ?)",
+            (at, batch_id, item_row, from_state, to_state, attempt),
+        )
+
+    # -- reading ------------------------------------------------------------
+
+    def resolve_batch_id(self, text: str) -> str:
+        """The full batch id for ``text``: an id, or an unambiguous prefix of one."""
+        rows = self._conn.execute(
+            "SELECT batch_id FROM batches WHERE batch_id >= ? AND batch_id < ? LIMIT 2",
+            (text, text + "\U0010ffff"),
+        ).fetchall()
+        exact = [r[0] for r in rows if r[0] == text]
+        if exact:
+            return exact[0]
+        if len(rows) == 1 and len(text) >= 4:
+            return rows[0][0]
+        if len(rows) > 1:
+            raise BatchNotFound(f"batch id prefix {text!r} is ambiguous")
+        raise BatchNotFound(f"no batch {text!r} in {self.path}")
+
+    def batch(self, batch_id: str, *, with_failures: bool = True) -> BatchView:
+        """The current view of one batch, counts derived from its item rows."""
+        batch_id = self.resolve_batch_id(batch_id)
+        row = self._conn.execute(f"SELECT {_BATCH_COLUMNS} FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()
+        return self._batch_view(row, with_failures)
+
+    def batches(self, limit: int = 20) -> list[BatchView]:
+        """The most recent batches, newest first."""
+        rows = self._conn.execute(
+            f"SELECT {_BATCH_COLUMNS} FROM batches ORDER BY created_at DESC, batch_id LIMIT ?", (limit,)
+        ).fetchall()
+        return [self._batch_view(row, False) for row in rows]
+
+    def _batch_view(self, row: tuple, with_failures: bool) -> BatchView:
+        (batch_id, key, digest, total, root, out_dir, manifest, created, cancel_at) = row
+        counts = dict.fromkeys(ITEM_STATES, 0)
+        oldest_queued = None
+        for state, n, oldest in self._conn.execute(
+            "SELECT state, count(*), min(queued_at) FROM items WHERE batch_id = ? GROUP BY state",
+            (batch_id,),
+        ):
+            counts[state] = n
+            if state == "queued":
+                oldest_queued = oldest
+        updated = (
+            self._conn.execute("SELECT max(at) FROM events WHERE batch_id = ?", (batch_id,)).fetchone()[0] or created
+        )
+        state = batch_state(counts, total, cancel_at is not None)
+        terminal = state in {"succeeded", "partial", "failed", "cancelled"}
+        age = max(0.0, self.clock() - parse_iso(oldest_queued)) if oldest_queued else None
+        return BatchView(
+            batch_id=batch_id,
+            state=state,
+            idempotency_key=key,
+            request_digest=digest,
+            total=total,
+            counts=counts,
+            created_at=created,
+            updated_at=updated,
+            cancel_requested_at=cancel_at,
+            finished_at=updated if terminal else None,
+            out_dir=out_dir,
+            manifest_path=manifest,
+            source_root=root,
+            queue_age_seconds=age,
+            failures=tuple(self._failures(batch_id)) if with_failures else (),
+        )
+
+    def _failures(self, batch_id: str) -> Iterator[FailureView]:
+        for row in self._conn.execute(
+            "SELECT item_id, ratio, error_code, error_detail FROM items "
+            "WHERE batch_id = ? AND state = 'failed' ORDER BY id",
+            (batch_id,),
+        ):
+            yield FailureView(*row)
+
+    def items(self, batch_id: str, *, state: str | None = None) -> list[ItemView]:
+        batch_id = self.resolve_batch_id(batch_id)
+        sql = f"SELECT {_ITEM_VIEW_COLUMNS} FROM items WHERE batch_id = ?"
+        params: list[object] = [batch_id]
+        if state is not None:
+            sql += " AND state = ?"
+            params.append(state)
+        rows = self._conn.execute(sql + " ORDER BY id", params).fetchall()
+        return [ItemView(*row) for row in rows]
+
+    def events(self, batch_id: str, *, item_id: str | None = None) -> list[EventView]:
+        """The transition log of a batch (or of one item of it), in commit order."""
+        batch_id = self.resolve_batch_id(batch_id)
+        sql = (
+            "SELECT e.seq, e.at, e.batch_id, i.item_id, i.ratio, e.from_state, e.to_state, "
+            "e.attempt, e.worker, e.error_code, e.detail, e.dedup "
+            "FROM events e LEFT JOIN items i ON i.id = e.item_row WHERE e.batch_id = ?"
+        )
+        params: list[object] = [batch_id]
+        if item_id is not None:
+            sql += " AND i.item_id = ?"
+            params.append(item_id)
+        rows = self._conn.execute(sql + " ORDER BY e.seq", params).fetchall()
+        return [EventView(*row[:11], bool(row[11])) for row in rows]
+
+
+def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.DatabaseError as exc:
+        raise _open_error(path, exc) from exc
+    except OSError as exc:
+        raise LedgerError(f"cannot open ledger {path}: {exc.strerror}") from exc
+    return conn
+
+
+def _open_error(path: Path, exc: sqlite3.DatabaseError) -> Exception:
+    if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+        return LedgerBusy(f"ledger {path} is busy: {exc}", retry_after=5)
+    return LedgerError(f"cannot use {path} as a ledger: {exc}")
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _busy_or_error(exc: sqlite3.OperationalError) -> Exception:
+    if _is_busy(exc):
+        return LedgerBusy(f"the ledger stayed busy past its timeout ({exc}); retry shortly", retry_after=5)
+    return exc
+
+
+def _chunks(values: list[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def _item_row(batch_id: str, item: NewItem, at: str) -> tuple:
+    focus_x, focus_y = item.focus if item.focus else (None, None)
+    return (
+        batch_id,
+        item.item_id,
+        item.ratio,
+        item.source,
+        item.source_digest,
+        item.source_format,
+        item.source_width,
+        item.source_height,
+        focus_x,
+        focus_y,
+        item.state,
+        item.error_code,
+        item.error_detail,
+        item.derivative_key,
+        item.object_path,
+        item.friendly_path,
+        int(item.dedup),
+        at,
+        at,
+        at if item.state == "queued" else None,
+    )
+
+
+_INSERT_ITEM = (
+    "INSERT INTO items (batch_id, item_id, ratio, source, source_digest, source_format, "
+    "source_width, source_height, focus_x, focus_y, state, error_code, error_detail, "
+    "derivative_key, object_path, friendly_path, dedup, created_at, updated_at, queued_at) "
+    "VALUES (" + ",".join("?" * 20) + ")"
+)
+_INSERT_CREATION_EVENTS = (
+    "INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt, error_code, detail, dedup) "
+    "SELECT ?1, batch_id, id, NULL, state, 0, error_code, error_detail, dedup "
+    "FROM items WHERE batch_id = ?2 ORDER BY id"
+)
+_CANCEL_QUEUED_EVENTS = (
+    "INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt) "
+    "SELECT ?1, batch_id, id, 'queued', 'cancelled', attempt "
+    "FROM items WHERE batch_id = ?2 AND state = 'queued' ORDER BY id"
+)
+_CACHE_COLUMNS = "path, dev, inode, size, mtime_ns, ctime_ns, digest, format, width, height, orientation"
+_BATCH_COLUMNS = (
+    "batch_id, idempotency_key, request_digest, total, source_root, out_dir, "
+    "manifest_path, created_at, cancel_requested_at"
+)
+_ITEM_VIEW_COLUMNS = (
+    "item_id, source, ratio, state, attempt, error_code, error_detail, derivative_key, "
+    "object_path, friendly_path, updated_at"
+)

@@ -1,0 +1,120 @@
+"""Versioned schema migrations, applied in order inside one write transaction.
+
+Each migration is ``(version, function)``; ``PRAGMA user_version`` records
+the last one applied. Migrations only ever add: a released one is never
+edited, a new one is appended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlite_utils
+
+ITEM_STATES_SQL = "('queued', 'running', 'succeeded', 'failed', 'cancelled')"
+
+
+def _v1_initial(db: sqlite_utils.Database) -> None:
+    db["batches"].create(
+        {
+            "batch_id": str,
+            "idempotency_key": str,
+            "request_digest": str,
+            "total": int,
+            "source_root": str,
+            "out_dir": str,
+            "manifest_path": str,
+            "profile": str,
+            "max_attempts": int,
+            "created_at": str,
+            "deadline_at": str,
+            "cancel_requested_at": str,
+        },
+        pk="batch_id",
+        not_null={"idempotency_key", "request_digest", "total", "out_dir", "created_at"},
+    )
+    db["batches"].create_index(["idempotency_key"], unique=True)
+    db["batches"].create_index(["created_at"])
+    db.execute(
+        f"""
+        CREATE TABLE items (
+            id INTEGER PRIMARY KEY,
+            batch_id TEXT NOT NULL REFERENCES batches(batch_id),
+            item_id TEXT NOT NULL,
+            ratio TEXT NOT NULL,
+            source TEXT NOT NULL,
+            source_digest TEXT,
+            source_format TEXT,
+            source_width INTEGER,
+            source_height INTEGER,
+            focus_x REAL,
+            focus_y REAL,
+            state TEXT NOT NULL CHECK (state IN {ITEM_STATES_SQL}),
+            attempt INTEGER NOT NULL DEFAULT 0,
+            not_before TEXT,
+            error_code TEXT,
+            error_detail TEXT,
+            derivative_key TEXT,
+            object_path TEXT,
+            friendly_path TEXT,
+            dedup INTEGER NOT NULL DEFAULT 0,
+            lease_owner TEXT,
+            lease_token TEXT,
+            lease_expires_at TEXT,
+            result TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            queued_at TEXT,
+            UNIQUE (batch_id, item_id, ratio)
+        )
+        """
+    )
+    db["items"].create_index(["batch_id", "state"])
+    db["items"].create_index(["state", "not_before"], index_name="items_runnable")
+    db["items"].create_index(["derivative_key"])
+    db.execute(
+        f"""
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            at TEXT NOT NULL,
+            batch_id TEXT NOT NULL REFERENCES batches(batch_id),
+            item_row INTEGER REFERENCES items(id),
+            from_state TEXT,
+            to_state TEXT NOT NULL,
+            attempt INTEGER,
+            worker TEXT,
+            error_code TEXT,
+            detail TEXT,
+            dedup INTEGER NOT NULL DEFAULT 0,
+            CHECK (from_state IS NULL OR from_state IN {ITEM_STATES_SQL})
+        )
+        """
+    )
+    db["events"].create_index(["batch_id", "seq"])
+    db["events"].create_index(["item_row", "seq"])
+    db.execute(
+        "CREATE TRIGGER events_append_only BEFORE UPDATE ON events "
+        "BEGIN SELECT RAISE(ABORT, 'events are append-only'); END"
+    )
+    db["stat_cache"].create(
+        {
+            "path": str,
+            "dev": int,
+            "inode": int,
+            "size": int,
+            "mtime_ns": int,
+            "ctime_ns": int,
+            "digest": str,
+            "format": str,
+            "width": int,
+            "height": int,
+            "orientation": int,
+        },
+        pk="path",
+    )
+
+
+MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
+    (1, _v1_initial),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]

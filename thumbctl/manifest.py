@@ -1,0 +1,190 @@
+"""Manifest parsers: JSON, JSONL and CSV into one list of entries.
+
+Parsing is strict: anything malformed, an unknown field or a bad ratio or
+focal point raises :class:`ManifestError` naming where it is. Path safety
+is not judged here (that needs the root); ids are checked by intake.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from .settings import Ratio, SettingError, parse_ratios
+
+MANIFEST_SUFFIXES = (".json", ".jsonl", ".csv")
+_ITEM_FIELDS = {"id", "source", "ratios", "focus"}
+_CSV_FIELDS = {"id", "source", "ratios", "focus_x", "focus_y"}
+
+
+class ManifestError(ValueError):
+    """The manifest cannot be read as a whole; the message names the place."""
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One source as a manifest lists it (paths as written, not yet resolved)."""
+
+    source: str
+    id: str | None = None
+    ratios: tuple[Ratio, ...] | None = None
+    focus: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    entries: tuple[ManifestEntry, ...]
+    ratios: tuple[Ratio, ...] | None = None
+
+
+def is_manifest_path(path: Path) -> bool:
+    return path.suffix.lower() in MANIFEST_SUFFIXES
+
+
+def parse_manifest_text(text: str, suffix: str) -> Manifest:
+    """Parse a manifest's text; ``suffix`` (``.json``/``.jsonl``/``.csv``) picks the format."""
+    suffix = suffix.lower()
+    if suffix == ".json":
+        return _parse_json(text)
+    if suffix == ".jsonl":
+        return _parse_jsonl(text)
+    if suffix == ".csv":
+        return _parse_csv(text)
+    raise ManifestError(f"unknown manifest type {suffix!r}: use .json, .jsonl or .csv")
+
+
+def read_manifest(path: Path) -> Manifest:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"cannot read manifest {path}: {exc.strerror}") from exc
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"manifest {path} is not UTF-8 text (byte {exc.start})") from exc
+    return parse_manifest_text(text, path.suffix)
+
+
+def _parse_json(text: str) -> Manifest:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    ratios = None
+    if isinstance(doc, dict):
+        unknown = set(doc) - {"items", "ratios"}
+        if unknown:
+            raise ManifestError(f"unknown top-level field(s): {', '.join(sorted(unknown))}")
+        if "items" not in doc:
+            raise ManifestError('a JSON manifest object needs an "items" list')
+        if "ratios" in doc:
+            ratios = _ratios(doc["ratios"], "top-level ratios")
+        doc = doc["items"]
+    if not isinstance(doc, list):
+        raise ManifestError('a JSON manifest is a list of items or {"items": [...]}')
+    entries = tuple(_entry_from_object(obj, f"item {i + 1}") for i, obj in enumerate(doc))
+    return Manifest(entries, ratios)
+
+
+def _parse_jsonl(text: str) -> Manifest:
+    entries = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ManifestError(f"line {lineno}: invalid JSON: {exc.msg}") from exc
+        entries.append(_entry_from_object(obj, f"line {lineno}"))
+    return Manifest(tuple(entries))
+
+
+def _entry_from_object(obj: object, where: str) -> ManifestEntry:
+    if not isinstance(obj, dict):
+        raise ManifestError(f'{where}: an item must be an object with a "source"')
+    unknown = set(obj) - _ITEM_FIELDS
+    if unknown:
+        raise ManifestError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+    source = obj.get("source")
+    if not isinstance(source, str) or not source:
+        raise ManifestError(f'{where}: "source" must be a non-empty string')
+    item_id = obj.get("id")
+    if item_id is not None and not isinstance(item_id, str):
+        raise ManifestError(f'{where}: "id" must be a string')
+    ratios = _ratios(obj["ratios"], f"{where}: ratios") if "ratios" in obj else None
+    focus = _focus(obj["focus"], where) if obj.get("focus") is not None else None
+    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus)
+
+
+def _parse_csv(text: str) -> Manifest:
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        rows = list(reader)
+    except csv.Error as exc:
+        raise ManifestError(f"malformed CSV at line {reader.line_num}: {exc}") from exc
+    if not rows:
+        raise ManifestError("the CSV manifest is empty: it needs a header id,source[,ratios][,focus_x,focus_y]")
+    header = [name.strip() for name in rows[0]]
+    _check_csv_header(header)
+    entries = []
+    for lineno, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise ManifestError(f"line {lineno}: {len(row)} fields, the header has {len(header)}")
+        entries.append(_entry_from_csv_row(dict(zip(header, row, strict=True)), f"line {lineno}"))
+    return Manifest(tuple(entries))
+
+
+def _check_csv_header(header: list[str]) -> None:
+    unknown = set(header) - _CSV_FIELDS
+    if unknown:
+        raise ManifestError(f"CSV header has unknown column(s): {', '.join(sorted(unknown))}")
+    if len(set(header)) != len(header):
+        raise ManifestError("CSV header repeats a column")
+    if "source" not in header:
+        raise ManifestError('CSV header needs a "source" column')
+    if ("focus_x" in header) != ("focus_y" in header):
+        raise ManifestError("CSV header needs both focus_x and focus_y, or neither")
+
+
+def _entry_from_csv_row(row: dict[str, str], where: str) -> ManifestEntry:
+    source = row["source"].strip()
+    if not source:
+        raise ManifestError(f'{where}: "source" is empty')
+    item_id = row.get("id", "").strip() or None
+    ratios_text = row.get("ratios", "").strip()
+    ratios = _ratios(ratios_text, f"{where}: ratios") if ratios_text else None
+    focus = None
+    fx, fy = row.get("focus_x", "").strip(), row.get("focus_y", "").strip()
+    if fx or fy:
+        try:
+            numbers = [float(fx), float(fy)]
+        except ValueError as exc:
+            raise ManifestError(f"{where}: focus_x and focus_y must both be numbers in 0..1") from exc
+        focus = _focus(numbers, where)
+    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus)
+
+
+def _ratios(value: object, where: str) -> tuple[Ratio, ...]:
+    try:
+        return parse_ratios(value)
+    except SettingError as exc:
+        raise ManifestError(f"{where}: {exc}") from exc
+
+
+def _focus(value: object, where: str) -> tuple[float, float]:
+    ok = (
+        isinstance(value, (list, tuple))
+        and len(value) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    )
+    if ok:
+        x, y = float(value[0]), float(value[1])  # type: ignore[index]
+        if all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in (x, y)):
+            return (x, y)
+    raise ManifestError(f"{where}: focus must be [x, y] with both in 0..1, got {value!r}")

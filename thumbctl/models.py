@@ -1,0 +1,221 @@
+"""Plain data passed between modules: new batches going in, views coming out.
+
+Views are read-only projections of ledger rows; their ``to_json`` methods
+give the stable JSON shapes of the README.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ITEM_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+TERMINAL_ITEM_STATES = frozenset({"succeeded", "failed", "cancelled"})
+TERMINAL_BATCH_STATES = frozenset({"succeeded", "partial", "failed", "cancelled"})
+
+
+@dataclass(frozen=True)
+class NewItem:
+    """One (source, ratio) pair as intake admits it."""
+
+    item_id: str
+    ratio: str
+    source: str
+    state: str
+    source_digest: str | None = None
+    source_format: str | None = None
+    source_width: int | None = None
+    source_height: int | None = None
+    focus: tuple[float, float] | None = None
+    error_code: str | None = None
+    error_detail: str | None = None
+    derivative_key: str | None = None
+    object_path: str | None = None
+    friendly_path: str | None = None
+    dedup: bool = False
+
+
+@dataclass(frozen=True)
+class NewBatch:
+    """A normalized, digested request ready to be accepted by the ledger."""
+
+    idempotency_key: str
+    request_digest: str
+    source_root: str
+    out_dir: str
+    profile: dict[str, object]
+    items: tuple[NewItem, ...]
+    max_attempts: int = 3
+    deadline_seconds: float | None = None
+
+    @property
+    def runnable_count(self) -> int:
+        return sum(1 for item in self.items if item.state == "queued")
+
+
+def batch_state(counts: dict[str, int], total: int, cancel_requested: bool) -> str:
+    """Project a batch's state from its item counts and its cancel flag."""
+    if cancel_requested:
+        return "cancel_requested" if counts["running"] or counts["queued"] else "cancelled"
+    if counts["running"] or (counts["queued"] and counts["succeeded"]):
+        return "running"
+    if counts["queued"]:
+        return "queued"
+    if counts["failed"] == total:
+        return "failed"
+    if counts["failed"] or counts["cancelled"]:
+        return "partial"
+    return "succeeded"
+
+
+@dataclass(frozen=True)
+class FailureView:
+    item_id: str
+    ratio: str
+    error_code: str
+    detail: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "item_id": self.item_id,
+            "ratio": self.ratio,
+            "error_code": self.error_code,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class BatchView:
+    batch_id: str
+    state: str
+    idempotency_key: str
+    request_digest: str
+    total: int
+    counts: dict[str, int]
+    created_at: str
+    updated_at: str
+    cancel_requested_at: str | None
+    finished_at: str | None
+    out_dir: str
+    manifest_path: str
+    source_root: str
+    queue_age_seconds: float | None = None
+    failures: tuple[FailureView, ...] = ()
+    replayed: bool = False
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_BATCH_STATES
+
+    @property
+    def done(self) -> int:
+        return sum(self.counts[s] for s in TERMINAL_ITEM_STATES)
+
+    def to_json(self, *, with_failures: bool = True) -> dict[str, object]:
+        doc: dict[str, object] = {
+            "batch_id": self.batch_id,
+            "state": self.state,
+            "replayed": self.replayed,
+            "idempotency_key": self.idempotency_key,
+            "request_digest": self.request_digest,
+            "total": self.total,
+            "counts": dict(self.counts),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "cancel_requested_at": self.cancel_requested_at,
+            "finished_at": self.finished_at,
+            "out_dir": self.out_dir,
+            "manifest_path": self.manifest_path,
+            "source_root": self.source_root,
+            "queue_age_seconds": self.queue_age_seconds,
+        }
+        if with_failures:
+            doc["failures"] = [f.to_json() for f in self.failures]
+        return doc
+
+
+@dataclass(frozen=True)
+class ItemView:
+    item_id: str
+    source: str
+    ratio: str
+    state: str
+    attempt: int
+    error_code: str | None
+    error_detail: str | None
+    derivative_key: str | None
+    object_path: str | None
+    friendly_path: str | None
+    updated_at: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "item_id": self.item_id,
+            "source": self.source,
+            "ratio": self.ratio,
+            "state": self.state,
+            "attempt": self.attempt,
+            "error_code": self.error_code,
+            "error_detail": self.error_detail,
+            "derivative_key": self.derivative_key,
+            "object_path": self.object_path,
+            "friendly_path": self.friendly_path,
+            "updated_at": self.updated_at,
+        }
+
+
+@dataclass(frozen=True)
+class EventView:
+    seq: int
+    at: str
+    batch_id: str
+    item_id: str | None
+    ratio: str | None
+    from_state: str | None
+    to_state: str
+    attempt: int | None
+    worker: str | None
+    error_code: str | None
+    detail: str | None
+    dedup: bool
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "seq": self.seq,
+            "at": self.at,
+            "batch_id": self.batch_id,
+            "item_id": self.item_id,
+            "ratio": self.ratio,
+            "from_state": self.from_state,
+            "to_state": self.to_state,
+            "attempt": self.attempt,
+            "worker": self.worker,
+            "error_code": self.error_code,
+            "detail": self.detail,
+            "dedup": self.dedup,
+        }
+
+
+@dataclass(frozen=True)
+class CachedSource:
+    """A stat-cache row: what a file held when it last had this stat signature."""
+
+    path: str
+    dev: int
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    digest: str
+    format: str
+    width: int
+    height: int
+    orientation: int = 1
+
+    def matches(self, dev: int, inode: int, size: int, mtime_ns: int, ctime_ns: int) -> bool:
+        return (self.dev, self.inode, self.size, self.mtime_ns, self.ctime_ns) == (
+            dev,
+            inode,
+            size,
+            mtime_ns,
+            ctime_ns,
+        )

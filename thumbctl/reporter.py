@@ -1,0 +1,196 @@
+"""Output for people and programs: Rich on a terminal, plain lines elsewhere, JSON on demand.
+
+The library never prints; the CLI hands views to a :class:`Reporter`.
+Human output goes to stderr; with ``--json`` exactly one JSON document goes
+to stdout and nothing else does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from typing import TextIO
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .errors import ThumbctlError
+from .intake import IntakeReport
+from .models import ITEM_STATES, BatchView, EventView, ItemView
+
+STATE_STYLES = {
+    "queued": "cyan",
+    "running": "yellow",
+    "succeeded": "green",
+    "failed": "red",
+    "cancelled": "magenta",
+    "cancel_requested": "magenta",
+    "partial": "yellow",
+}
+
+
+def styled(state: str) -> str:
+    return f"[{STATE_STYLES.get(state, 'white')}]{state}[/]"
+
+
+def format_age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+class Reporter:
+    """Renders results; ``json_mode`` sends one document to stdout instead."""
+
+    def __init__(
+        self,
+        *,
+        json_mode: bool = False,
+        quiet: bool = False,
+        console: Console | None = None,
+        stdout: TextIO | None = None,
+    ) -> None:
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self.console = console or Console(stderr=True, highlight=False)
+        self.stdout = stdout or sys.stdout
+
+    # -- primitives -----------------------------------------------------------
+
+    def emit_json(self, doc: object) -> None:
+        self.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        self.stdout.flush()
+
+    def say(self, markup: str) -> None:
+        """A human line (Rich markup), unless quiet or in JSON mode."""
+        if not (self.quiet or self.json_mode):
+            self.console.print(markup)
+
+    def error(self, err: ThumbctlError) -> None:
+        """One line naming the stable code, always shown (even with -q or --json)."""
+        self.console.print(f"[bold red]error[/] [dim]\\[{err.code}][/] {escape(err.message)}")
+
+    # -- commands -------------------------------------------------------------
+
+    def submitted(self, batch: BatchView, report: IntakeReport) -> None:
+        if self.json_mode:
+            self.emit_json(batch.to_json())
+            return
+        verb = "Replayed existing" if batch.replayed else "Accepted"
+        self.say(f"{verb} batch [bold]{batch.batch_id}[/]: {batch.total} items from {report.sources} sources")
+        if report.ignored_files:
+            self.say(f"  {report.ignored_files} other files ignored (not image names; see --include)")
+        self.say(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
+        self._counts_line(batch)
+        self._failure_summary(batch)
+        self.say(f"  outputs will go to {escape(batch.out_dir)}")
+
+    def batch_detail(self, batch: BatchView) -> None:
+        if self.json_mode:
+            self.emit_json(batch.to_json())
+            return
+        done_pct = 100.0 * batch.done / batch.total if batch.total else 100.0
+        self.say(f"[bold]{batch.batch_id}[/]  {styled(batch.state)}  {batch.done}/{batch.total} done ({done_pct:.0f}%)")
+        self._counts_line(batch)
+        self.say(f"  created {batch.created_at}   updated {batch.updated_at}")
+        if batch.queue_age_seconds is not None:
+            self.say(f"  queue age {format_age(batch.queue_age_seconds)} (oldest queued item)")
+        if batch.cancel_requested_at:
+            self.say(f"  cancel requested at {batch.cancel_requested_at}")
+        if batch.finished_at:
+            self.say(f"  finished at {batch.finished_at}")
+        self.say(f"  source {escape(batch.source_root)}  ->  out {escape(batch.out_dir)}")
+        self._failure_summary(batch)
+
+    def batch_list(self, batches: list[BatchView]) -> None:
+        if self.json_mode:
+            self.emit_json({"batches": [b.to_json(with_failures=False) for b in batches]})
+            return
+        if not batches:
+            self.say("No batches yet. Start one with: thumbctl submit FOLDER --detach")
+            return
+        table = Table(box=None, pad_edge=False)
+        for column in ("batch", "state", "done", "failed", "created", "source"):
+            table.add_column(column)
+        for b in batches:
+            table.add_row(
+                b.batch_id,
+                styled(b.state),
+                f"{b.done}/{b.total}",
+                str(b.counts["failed"]),
+                b.created_at[:19].replace("T", " "),
+                escape(b.source_root),
+            )
+        self._table(table)
+
+    def items(self, batch_id: str, items: list[ItemView]) -> None:
+        if self.json_mode:
+            self.emit_json({"batch_id": batch_id, "items": [i.to_json() for i in items]})
+            return
+        table = Table(box=None, pad_edge=False)
+        for column in ("item", "ratio", "state", "attempt", "error", "output"):
+            table.add_column(column)
+        for i in items:
+            table.add_row(
+                escape(i.item_id),
+                i.ratio,
+                styled(i.state),
+                str(i.attempt),
+                i.error_code or "",
+                escape(i.friendly_path or i.error_detail or ""),
+            )
+        self._table(table)
+
+    def events(self, events: list[EventView]) -> None:
+        if self.json_mode:
+            self.emit_json({"events": [e.to_json() for e in events]})
+            return
+        table = Table(box=None, pad_edge=False)
+        for column in ("seq", "at", "item", "ratio", "transition", "attempt", "worker", "error"):
+            table.add_column(column)
+        for e in events:
+            transition = f"{e.from_state or '∅'} → {e.to_state}" + (" (dedup)" if e.dedup else "")
+            table.add_row(
+                str(e.seq),
+                e.at,
+                escape(e.item_id or "(batch)"),
+                e.ratio or "",
+                transition,
+                "" if e.attempt is None else str(e.attempt),
+                e.worker or "",
+                e.error_code or "",
+            )
+        self._table(table)
+
+    def cancelled(self, batch: BatchView) -> None:
+        if self.json_mode:
+            self.emit_json(batch.to_json())
+            return
+        self.say(f"Batch [bold]{batch.batch_id}[/] is {styled(batch.state)}")
+        self._counts_line(batch)
+
+    # -- pieces ---------------------------------------------------------------
+
+    def _table(self, table: Table) -> None:
+        if not (self.quiet or self.json_mode):
+            self.console.print(table)
+
+    def _counts_line(self, batch: BatchView) -> None:
+        parts = [f"{styled(s)} {batch.counts[s]}" for s in ITEM_STATES if batch.counts[s]]
+        self.say("  " + ", ".join(parts))
+
+    def _failure_summary(self, batch: BatchView) -> None:
+        if not batch.failures:
+            return
+        by_code = Counter(f.error_code for f in batch.failures)
+        for code, n in by_code.most_common():
+            example = next(f for f in batch.failures if f.error_code == code)
+            self.say(f"  [red]{code}[/] x{n}: e.g. {escape(example.item_id)} ({escape(example.detail or '')})")

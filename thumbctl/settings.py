@@ -1,0 +1,174 @@
+"""Settings: output ratios, render profile and limits, with their parsers.
+
+Everything here is plain immutable data; nothing touches the disk.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+
+OUTPUT_FORMATS: dict[str, str] = {"jpeg": "jpg", "webp": "webp", "avif": "avif", "png": "png"}
+#: Crop policy -> version. The version is part of every derivative key, so a
+#: change to a policy's algorithm gives new objects instead of stale ones.
+CROP_POLICIES: dict[str, int] = {"smart": 1, "entropy": 1, "center": 1}
+#: Bumped whenever decoding, resampling or encoding changes output bytes.
+PIPELINE_VERSION = 1
+
+MAX_RATIO_TERM = 10_000
+_RATIO_RE = re.compile(r"^\s*(\d+)\s*[:xX/]\s*(\d+)\s*$")
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)", re.IGNORECASE)
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class SettingError(ValueError):
+    """A setting's text cannot be parsed; the message says why."""
+
+
+@dataclass(frozen=True, order=True)
+class Ratio:
+    """An aspect ratio in lowest terms, e.g. ``Ratio(16, 9)``."""
+
+    w: int
+    h: int
+
+    def __str__(self) -> str:
+        return f"{self.w}:{self.h}"
+
+    @property
+    def slug(self) -> str:
+        """The form used in friendly file names: ``16x9``."""
+        return f"{self.w}x{self.h}"
+
+    @property
+    def value(self) -> float:
+        return self.w / self.h
+
+
+def parse_ratio(text: object) -> Ratio:
+    """Parse ``W:H`` (also ``WxH`` or ``W/H``) into a ratio in lowest terms."""
+    if not isinstance(text, str):
+        raise SettingError(f"ratio must be a string like '4:3', got {text!r}")
+    match = _RATIO_RE.match(text)
+    if not match:
+        raise SettingError(f"bad ratio {text!r}: expected W:H with whole numbers, e.g. 16:9")
+    w, h = int(match.group(1)), int(match.group(2))
+    if not (1 <= w <= MAX_RATIO_TERM and 1 <= h <= MAX_RATIO_TERM):
+        raise SettingError(f"bad ratio {text!r}: each side must be 1..{MAX_RATIO_TERM}")
+    g = math.gcd(w, h)
+    return Ratio(w // g, h // g)
+
+
+def parse_ratios(values: object) -> tuple[Ratio, ...]:
+    """Parse a list of ratios, or one string of ratios separated by spaces or commas.
+
+    Duplicates (``1:1`` and ``2:2``) collapse to one, keeping first-seen order.
+    """
+    if isinstance(values, str):
+        values = [v for v in re.split(r"[\s,]+", values) if v]
+    if not isinstance(values, (list, tuple)):
+        raise SettingError(f"ratios must be a list like ['1:1', '16:9'], got {values!r}")
+    if not values:
+        raise SettingError("ratios must not be empty")
+    seen: dict[Ratio, None] = {}
+    for value in values:
+        seen.setdefault(parse_ratio(value), None)
+    return tuple(seen)
+
+
+def parse_duration(text: str) -> float:
+    """Parse ``90``, ``90s``, ``15m``, ``2h30m``, ``30d`` into seconds."""
+    stripped = text.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", stripped):
+        return float(stripped)
+    pos, total = 0, 0.0
+    for match in _DURATION_RE.finditer(stripped):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2).lower()]
+        pos = match.end()
+    if pos != len(stripped) or not stripped:
+        raise SettingError(f"bad duration {text!r}: use e.g. 90s, 15m, 2h, 30d")
+    return total
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What to render for every source: the part of a request that shapes pixels."""
+
+    ratios: tuple[Ratio, ...] = (Ratio(1, 1), Ratio(4, 3), Ratio(16, 9))
+    size: int = 512
+    format: str = "jpeg"
+    quality: int = 85
+    crop: str = "smart"
+    upscale: bool = False
+    background: str = "#ffffff"
+
+    def __post_init__(self) -> None:
+        if self.format not in OUTPUT_FORMATS:
+            raise SettingError(f"unknown format {self.format!r}: choose one of {', '.join(OUTPUT_FORMATS)}")
+        if self.crop not in CROP_POLICIES:
+            raise SettingError(f"unknown crop policy {self.crop!r}: choose one of {', '.join(CROP_POLICIES)}")
+        if not 1 <= self.size <= 16384:
+            raise SettingError(f"size must be 1..16384 px, got {self.size}")
+        if not 1 <= self.quality <= 100:
+            raise SettingError(f"quality must be 1..100, got {self.quality}")
+        if not re.fullmatch(r"#[0-9a-fA-F]{6}", self.background):
+            raise SettingError(f"background must be #rrggbb, got {self.background!r}")
+
+    @property
+    def extension(self) -> str:
+        return OUTPUT_FORMATS[self.format]
+
+    def encoder_settings(self) -> dict[str, object]:
+        """Everything besides the source and the ratio that changes output bytes."""
+        return {
+            "size": self.size,
+            "format": self.format,
+            "quality": self.quality,
+            "crop": self.crop,
+            "crop_version": CROP_POLICIES[self.crop],
+            "upscale": self.upscale,
+            "background": self.background.lower(),
+            "pipeline": PIPELINE_VERSION,
+        }
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-source, per-request and queue limits (all configurable)."""
+
+    max_pixels: int = 100_000_000
+    max_bytes: int = 100 * 1024 * 1024
+    max_ratios: int = 12
+    max_items: int = 100_000
+    #: Admission control: refuse a batch that would bring the runnable
+    #: items of the whole ledger over this many.
+    max_runnable: int = 1_000_000
+    #: Admission control: refuse while the oldest runnable item has waited
+    #: longer than this (seconds); 0 turns the check off.
+    queue_age_objective: float = 24 * 3600.0
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+
+
+def parse_count(text: str) -> int:
+    """Parse a byte or pixel count: ``100000000``, ``100M``, ``100MB``, ``1.5G``, ``64MiB``.
+
+    Suffixes k/M/G/T are powers of 1000; with ``i`` (``MiB``) powers of 1024.
+    """
+    match = _SIZE_RE.match(text)
+    if not match:
+        raise SettingError(f"bad count {text!r}: use e.g. 100000000, 100M, 64MiB")
+    number, prefix, binary = float(match.group(1)), match.group(2).lower(), match.group(3).lower()
+    base = 1024 if binary.startswith("i") else 1000
+    power = " kmgt".index(prefix) if prefix else 0
+    value = int(number * base**power)
+    if value < 1:
+        raise SettingError(f"bad count {text!r}: must be at least 1")
+    return value

@@ -1,0 +1,142 @@
+"""Finding sources: directory scans and safe path resolution under a root.
+
+Nothing here opens a file. A source outside the root is refused from its
+path alone (lexically, then after resolving symlinks with ``lstat``/``readlink``),
+so it is never read.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ItemFailure
+
+IMAGE_EXTENSIONS = frozenset(
+    {".jpg", ".jpeg", ".png", ".webp", ".gif", ".tif", ".tiff", ".bmp", ".avif", ".heic", ".heif"}
+)
+
+
+@dataclass(frozen=True)
+class ScanRules:
+    """Which files of a directory are candidates. Content decides the rest.
+
+    A file is a candidate when its name ends in a common image extension or
+    matches an ``include`` glob, and matches no ``exclude`` glob. Globs are
+    matched against the path relative to the root and against the file name.
+    """
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def is_candidate(self, rel_path: str, name: str) -> bool:
+        if any(_glob_match(g, rel_path, name) for g in self.exclude):
+            return False
+        if os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
+            return True
+        return any(_glob_match(g, rel_path, name) for g in self.include)
+
+
+def _glob_match(pattern: str, rel_path: str, name: str) -> bool:
+    return fnmatch.fnmatchcase(rel_path, pattern) or fnmatch.fnmatchcase(name, pattern)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A source to be admitted: its id and its path as found (not resolved)."""
+
+    item_id: str
+    path: Path
+
+
+@dataclass
+class ScanResult:
+    candidates: list[Candidate] = field(default_factory=list)
+    ignored: int = 0
+
+
+def scan_directory(root: Path, rules: ScanRules, skip: Path | None = None) -> ScanResult:
+    """Candidates under ``root``, recursively, sorted by id.
+
+    Hidden entries are skipped, directory symlinks are not followed, and the
+    subtree ``skip`` (the output directory, when it lies inside the root) is
+    left out. Non-candidate files are counted in ``ignored``.
+    """
+    result = ScanResult()
+    pending = [(root, "")]
+    while pending:
+        folder, prefix = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            result.ignored += 1
+            continue
+        for entry in entries:
+            _visit(entry, prefix, rules, skip, pending, result)
+    result.candidates.sort(key=lambda c: c.item_id)
+    return result
+
+
+def _visit(
+    entry: os.DirEntry[str],
+    prefix: str,
+    rules: ScanRules,
+    skip: Path | None,
+    pending: list[tuple[Path, str]],
+    result: ScanResult,
+) -> None:
+    if entry.name.startswith("."):
+        return
+    rel = f"{prefix}{entry.name}"
+    try:
+        is_dir = entry.is_dir(follow_symlinks=False)
+    except OSError:
+        is_dir = False
+    if is_dir:
+        if skip is None or Path(entry.path) != skip:
+            pending.append((Path(entry.path), rel + "/"))
+        return
+    try:
+        plausible = entry.is_symlink() or entry.is_file(follow_symlinks=False)
+    except OSError:
+        plausible = False
+    if plausible and rules.is_candidate(rel, entry.name):
+        result.candidates.append(Candidate(rel, Path(entry.path)))
+    else:
+        result.ignored += 1
+
+
+def is_within(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or below it (both absolute, normalised)."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def resolve_source(root: Path, given: str | Path) -> Path:
+    """The real path of a source named relative to ``root``, or an ItemFailure.
+
+    ``path_outside_root`` when it escapes the root lexically or through a
+    symlink; ``source_missing`` when it (or a symlink's target) does not
+    exist; ``io_error`` for a symlink loop or an unreadable folder;
+    ``unsupported_format`` when it is not a regular file.
+    """
+    root_abs = os.path.abspath(root)
+    root_real = os.path.realpath(root)
+    lexical = os.path.normpath(os.path.join(root_abs, os.fspath(given)))
+    if not (is_within(lexical, root_abs) or is_within(lexical, root_real)):
+        raise ItemFailure("path_outside_root", f"{given} is outside {root_abs}")
+    try:
+        real = os.path.realpath(lexical, strict=True)
+    except FileNotFoundError as exc:
+        raise ItemFailure("source_missing", f"{given} does not exist") from exc
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ItemFailure("io_error", f"{given} is a symlink loop") from exc
+        raise ItemFailure("io_error", f"{given}: {exc.strerror}") from exc
+    if not is_within(real, root_real):
+        raise ItemFailure("path_outside_root", f"{given} resolves outside {root_abs}")
+    if not os.path.isfile(real):
+        raise ItemFailure("unsupported_format", f"{given} is not a regular file")
+    return Path(real)
