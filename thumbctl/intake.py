@@ -25,7 +25,7 @@ from .ledger import Ledger
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
 from .settings import Limits, Profile, Ratio
-from .sources import ScanRules, resolve_source, scan_directory
+from .sources import ScanRules, SourceRoot, scan_directory
 from .store import OutputLayout, UnsafeItemId, check_item_id, friendly_stems, resolve_out_dir
 
 
@@ -50,6 +50,8 @@ class SourceEntry:
     given: str
     ratios: tuple[Ratio, ...]
     focus: tuple[float, float] | None = None
+    #: The scan already knows ``given`` is a real path inside the root.
+    known_real: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     report = IntakeReport(sources=len(entries), ignored_files=ignored)
     _check_limits(entries, options.limits)
     inspections = _inspect_all(root, entries, options.limits, ledger, report)
-    items = _build_items(entries, inspections, options.profile, OutputLayout(out_dir))
+    items = _build_items(entries, inspections, options.profile, OutputLayout(str(out_dir)))
     request = _canonical_request(root, out_dir, options.profile, entries, inspections)
     request_digest = digest_json(request)
     batch = NewBatch(
@@ -160,7 +162,8 @@ def _entries_from_scan(root: Path, options: SubmitOptions, out_dir: Path) -> tup
     scan = scan_directory(root, options.rules, skip=out_dir)
     entries = []
     for candidate in scan.candidates:
-        entries.append(SourceEntry(_checked_id(candidate.item_id), str(candidate.path), options.profile.ratios))
+        item_id = _checked_id(candidate.item_id)
+        entries.append(SourceEntry(item_id, candidate.path, options.profile.ratios, known_real=not candidate.is_link))
     if not entries:
         raise RejectedError(f"no image files found in {root} ({scan.ignored} other files ignored)", code="empty_batch")
     return entries, scan.ignored
@@ -226,13 +229,14 @@ def _check_limits(entries: list[SourceEntry], limits: Limits) -> None:
 def _inspect_all(
     root: Path, entries: list[SourceEntry], limits: Limits, ledger: Ledger, report: IntakeReport
 ) -> dict[str, Inspection]:
-    resolved: dict[str, Path | ItemFailure] = {}
+    source_root = SourceRoot(root)
+    resolved: dict[str, str | ItemFailure] = {}
     for entry in entries:
         try:
-            resolved[entry.item_id] = resolve_source(root, entry.given)
+            resolved[entry.item_id] = entry.given if entry.known_real else str(source_root.resolve(entry.given))
         except ItemFailure as failure:
             resolved[entry.item_id] = failure
-    paths = [str(p) for p in resolved.values() if isinstance(p, Path)]
+    paths = [p for p in resolved.values() if isinstance(p, str)]
     cache = ledger.cached_sources(paths)
     fresh: list[CachedSource] = []
     inspections = {}
@@ -244,7 +248,7 @@ def _inspect_all(
 
 
 def _inspect_one(
-    target: Path | ItemFailure,
+    target: str | ItemFailure,
     cache: dict[str, CachedSource],
     limits: Limits,
     fresh: list[CachedSource],
@@ -253,18 +257,18 @@ def _inspect_one(
     if isinstance(target, ItemFailure):
         return Inspection(source="", failure=target)
     try:
-        info, from_cache = inspect_source(target, cache.get(str(target)), limits)
+        info, from_cache = inspect_source(target, cache.get(target), limits)
     except ItemFailure as failure:
-        return Inspection(source=str(target), failure=failure)
+        return Inspection(source=target, failure=failure)
     if from_cache:
         report.cached += 1
     else:
         report.read += 1
         fresh.append(info)
-    return Inspection(source=str(target), info=info)
+    return Inspection(source=target, info=info)
 
 
-def inspect_source(path: Path, cached: CachedSource | None, limits: Limits) -> tuple[CachedSource, bool]:
+def inspect_source(path: str, cached: CachedSource | None, limits: Limits) -> tuple[CachedSource, bool]:
     """Digest and probe one resolved source, reusing ``cached`` if its stat still matches.
 
     Returns (what the source holds, whether it came from the cache).
@@ -281,7 +285,7 @@ def inspect_source(path: Path, cached: CachedSource | None, limits: Limits) -> t
     return _read_source(path, limits), False
 
 
-def _read_source(path: Path, limits: Limits) -> CachedSource:
+def _read_source(path: str, limits: Limits) -> CachedSource:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
@@ -296,7 +300,7 @@ def _read_source(path: Path, limits: Limits) -> CachedSource:
         stream.seek(0)
         info = probe(stream, head, limits.max_pixels)
     return CachedSource(
-        str(path),
+        path,
         st.st_dev,
         st.st_ino,
         st.st_size,
@@ -318,7 +322,7 @@ def _check_pixels(info: CachedSource, limits: Limits) -> None:
         )
 
 
-def _os_failure(path: Path, exc: OSError) -> ItemFailure:
+def _os_failure(path: str, exc: OSError) -> ItemFailure:
     if exc.errno == errno.ENOENT:
         return ItemFailure("source_missing", f"{path} vanished")
     if exc.errno == errno.ELOOP:
@@ -373,8 +377,8 @@ def _new_item(
         source_width=info.width,
         source_height=info.height,
         derivative_key=key,
-        object_path=str(layout.object_path(key, profile.extension)),
-        friendly_path=str(layout.friendly_path(stem, ratio, profile.extension)),
+        object_path=layout.object_path(key, profile.extension),
+        friendly_path=layout.friendly_path(stem, ratio, profile.extension),
     )
 
 
@@ -402,6 +406,6 @@ def _canonical_request(
     return {
         "root": str(root),
         "out": str(out_dir),
-        "profile": {"ratios": [str(r) for r in profile.ratios], **profile.encoder_settings()},
+        "profile": {"ratios": [str(r) for r in profile.ratios], **profile.encoder_settings},
         "items": items,
     }

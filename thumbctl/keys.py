@@ -42,6 +42,6 @@ def derivative_key(
             "source": source_digest,
             "ratio": str(ratio),
             "focus": list(focus) if focus is not None else None,
-            "encoder": profile.encoder_settings(),
+            "encoder": profile.encoder_settings,
         }
     )

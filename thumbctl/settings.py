@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass
+from functools import cached_property
 
 OUTPUT_FORMATS: dict[str, str] = {"jpeg": "jpg", "webp": "webp", "avif": "avif", "png": "png"}
 #: Crop policy -> version. The version is part of every derivative key, so a
@@ -121,6 +122,7 @@ class Profile:
     def extension(self) -> str:
         return OUTPUT_FORMATS[self.format]
 
+    @cached_property
     def encoder_settings(self) -> dict[str, object]:
         """Everything besides the source and the ratio that changes output bytes."""
         return {

@@ -46,10 +46,15 @@ def _glob_match(pattern: str, rel_path: str, name: str) -> bool:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A source to be admitted: its id and its path as found (not resolved)."""
+    """A file found by a scan: its id, its path, and whether that path is a symlink.
+
+    Scans start from a resolved root and never follow directory symlinks, so
+    the path of a candidate that is not itself a symlink is already real.
+    """
 
     item_id: str
-    path: Path
+    path: str
+    is_link: bool
 
 
 @dataclass
@@ -100,11 +105,12 @@ def _visit(
             pending.append((Path(entry.path), rel + "/"))
         return
     try:
-        plausible = entry.is_symlink() or entry.is_file(follow_symlinks=False)
+        is_link = entry.is_symlink()
+        plausible = is_link or entry.is_file(follow_symlinks=False)
     except OSError:
-        plausible = False
+        is_link = plausible = False
     if plausible and rules.is_candidate(rel, entry.name):
-        result.candidates.append(Candidate(rel, Path(entry.path)))
+        result.candidates.append(Candidate(rel, entry.path, is_link))
     else:
         result.ignored += 1
 
@@ -114,29 +120,39 @@ def is_within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def resolve_source(root: Path, given: str | Path) -> Path:
-    """The real path of a source named relative to ``root``, or an ItemFailure.
+class SourceRoot:
+    """The folder every source must stay inside, in its lexical and its real form."""
 
-    ``path_outside_root`` when it escapes the root lexically or through a
-    symlink; ``source_missing`` when it (or a symlink's target) does not
-    exist; ``io_error`` for a symlink loop or an unreadable folder;
-    ``unsupported_format`` when it is not a regular file.
-    """
-    root_abs = os.path.abspath(root)
-    root_real = os.path.realpath(root)
-    lexical = os.path.normpath(os.path.join(root_abs, os.fspath(given)))
-    if not (is_within(lexical, root_abs) or is_within(lexical, root_real)):
-        raise ItemFailure("path_outside_root", f"{given} is outside {root_abs}")
-    try:
-        real = os.path.realpath(lexical, strict=True)
-    except FileNotFoundError as exc:
-        raise ItemFailure("source_missing", f"{given} does not exist") from exc
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ItemFailure("io_error", f"{given} is a symlink loop") from exc
-        raise ItemFailure("io_error", f"{given}: {exc.strerror}") from exc
-    if not is_within(real, root_real):
-        raise ItemFailure("path_outside_root", f"{given} resolves outside {root_abs}")
-    if not os.path.isfile(real):
-        raise ItemFailure("unsupported_format", f"{given} is not a regular file")
-    return Path(real)
+    def __init__(self, root: Path) -> None:
+        self.abs = os.path.abspath(root)
+        self.real = os.path.realpath(root)
+
+    def resolve(self, given: str | Path) -> Path:
+        """The real path of a source named relative to the root, or an ItemFailure.
+
+        ``path_outside_root`` when it escapes the root lexically or through a
+        symlink; ``source_missing`` when it (or a symlink's target) does not
+        exist; ``io_error`` for a symlink loop or an unreadable folder;
+        ``unsupported_format`` when it is not a regular file.
+        """
+        lexical = os.path.normpath(os.path.join(self.abs, os.fspath(given)))
+        if not (is_within(lexical, self.abs) or is_within(lexical, self.real)):
+            raise ItemFailure("path_outside_root", f"{given} is outside {self.abs}")
+        try:
+            real = os.path.realpath(lexical, strict=True)
+        except FileNotFoundError as exc:
+            raise ItemFailure("source_missing", f"{given} does not exist") from exc
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ItemFailure("io_error", f"{given} is a symlink loop") from exc
+            raise ItemFailure("io_error", f"{given}: {exc.strerror}") from exc
+        if not is_within(real, self.real):
+            raise ItemFailure("path_outside_root", f"{given} resolves outside {self.abs}")
+        if not os.path.isfile(real):
+            raise ItemFailure("unsupported_format", f"{given} is not a regular file")
+        return Path(real)
+
+
+def resolve_source(root: Path, given: str | Path) -> Path:
+    """:meth:`SourceRoot.resolve` for a one-off call."""
+    return SourceRoot(root).resolve(given)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import unicodedata
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from .settings import Ratio
 
@@ -58,8 +58,7 @@ def friendly_stems(item_ids: list[str]) -> dict[str, str]:
     stems: dict[str, str] = {}
     taken: set[str] = set()
     for item_id in sorted(item_ids):
-        path = PurePosixPath(item_id)
-        stem = str(path.with_suffix("")) if path.suffix and path.stem else item_id
+        stem = _without_extension(item_id)
         if stem in taken:
             stem = item_id
         taken.add(stem)
@@ -67,24 +66,31 @@ def friendly_stems(item_ids: list[str]) -> dict[str, str]:
     return stems
 
 
+def _without_extension(item_id: str) -> str:
+    """``rooms/sofa.jpg`` -> ``rooms/sofa``; names like ``.hidden`` or ``x.`` stay whole."""
+    head, sep, name = item_id.rpartition("/")
+    dot = name.rfind(".")
+    return f"{head}{sep}{name[:dot]}" if 0 < dot < len(name) - 1 else item_id
+
+
 @dataclass(frozen=True)
 class OutputLayout:
-    """Path arithmetic for one output directory (no I/O)."""
+    """Path arithmetic for one output directory (no I/O). Paths are absolute strings."""
 
-    root: Path
+    root: str
 
-    def object_path(self, key: str, extension: str) -> Path:
-        return self.root / "objects" / key[:2] / f"{key}.{extension}"
+    def object_path(self, key: str, extension: str) -> str:
+        return f"{self.root}/objects/{key[:2]}/{key}.{extension}"
 
-    def friendly_path(self, stem: str, ratio: Ratio, extension: str) -> Path:
-        return self.root / f"{stem}.{ratio.slug}.{extension}"
+    def friendly_path(self, stem: str, ratio: Ratio, extension: str) -> str:
+        return f"{self.root}/{stem}.{ratio.slug}.{extension}"
 
-    def batch_manifest_path(self, batch_id: str) -> Path:
-        return self.root / "batches" / f"{batch_id}.json"
+    def batch_manifest_path(self, batch_id: str) -> str:
+        return f"{self.root}/batches/{batch_id}.json"
 
     @property
-    def tmp_dir(self) -> Path:
-        return self.root / ".tmp"
+    def tmp_dir(self) -> str:
+        return f"{self.root}/.tmp"
 
 
 def resolve_out_dir(out: Path) -> Path:

@@ -147,7 +147,7 @@ class Ledger:
     def _insert_batch(self, new: NewBatch, now: float) -> str:
         batch_id = new_batch_id()
         at = iso(now)
-        layout = OutputLayout(Path(new.out_dir))
+        layout = OutputLayout(new.out_dir)
         deadline = iso(now + new.deadline_seconds) if new.deadline_seconds else None
         self.db["batches"].insert(
             {
@@ -157,7 +157,7 @@ class Ledger:
                 "total": len(new.items),
                 "source_root": new.source_root,
                 "out_dir": new.out_dir,
-                "manifest_path": str(layout.batch_manifest_path(batch_id)),
+                "manifest_path": layout.batch_manifest_path(batch_id),
                 "profile": new.profile,
                 "max_attempts": new.max_attempts,
                 "created_at": at,

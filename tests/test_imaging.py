@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from thumbctl.errors import ItemFailure
+from thumbctl.imaging import probe, sniff_format
+
+from conftest import SAMPLE_IMAGES
+from support import make_image
+
+LIMIT = 100_000_000
+
+
+def head_of(path: Path) -> bytes:
+    return path.read_bytes()[:32]
+
+
+@pytest.mark.parametrize(
+    ("pillow_format", "name", "expected"),
+    [
+        ("JPEG", "x.png", "jpeg"),
+        ("PNG", "x.jpg", "png"),
+        ("GIF", "x.gif", "gif"),
+        ("WEBP", "x.bin", "webp"),
+        ("TIFF", "x.tif", "tiff"),
+        ("BMP", "x.bmp", "bmp"),
+        ("AVIF", "x.avif", "avif"),
+    ],
+)
+def test_formats_are_recognised_by_content_not_name(
+    tmp_path: Path, pillow_format: str, name: str, expected: str
+) -> None:
+    path = make_image(tmp_path / name, (12, 8), pillow_format)
+    assert sniff_format(head_of(path)) == expected
+    info = probe(path, head_of(path), LIMIT)
+    assert (info.format, info.width, info.height) == (expected, 12, 8)
+
+
+def test_heif_brand_is_recognised() -> None:
+    assert sniff_format(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic") == "heif"
+
+
+def ihdr_png(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height, with almost no data behind it."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    idat = zlib.compress(b"\x00" * 64)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [
+        (b"", "unsupported_format"),
+        (b"hello, I am text in a .jpg\n", "unsupported_format"),
+        (b"\xff\xd8\xff\xe0" + b"\x00" * 64, "corrupt_image"),
+        (b"\x89PNG\r\n\x1a\n" + b"garbage" * 10, "corrupt_image"),
+        (ihdr_png(20_000, 20_000), "too_many_pixels"),
+    ],
+    ids=["zero-bytes", "text", "corrupt-jpeg-header", "corrupt-png-header", "bomb"],
+)
+def test_hostile_inputs_map_to_codes_from_the_header(tmp_path: Path, content: bytes, code: str) -> None:
+    path = tmp_path / "hostile.jpg"
+    path.write_bytes(content)
+    with pytest.raises(ItemFailure) as info:
+        probe(path, content[:32], LIMIT)
+    assert info.value.code == code
+
+
+def test_pixel_limit_is_configurable(tmp_path: Path) -> None:
+    path = make_image(tmp_path / "x.png", (100, 100), "PNG")
+    assert probe(path, head_of(path), 10_000).width == 100
+    with pytest.raises(ItemFailure) as info:
+        probe(path, head_of(path), 9_999)
+    assert info.value.code == "too_many_pixels"
+
+
+def test_truncated_file_with_intact_header_passes_the_probe(tmp_path: Path) -> None:
+    """A truncated body is only found by decoding, which the render does; the header is fine."""
+    data = (SAMPLE_IMAGES / "public-domain" / "sk-rocket.jpg").read_bytes()
+    path = tmp_path / "cut.jpg"
+    path.write_bytes(data[: len(data) // 3])
+    assert probe(path, data[:32], LIMIT).format == "jpeg"
+
+
+@pytest.mark.parametrize(
+    ("name", "upright"),
+    [("Landscape_6.jpg", (1800, 1200)), ("Portrait_8.jpg", (1200, 1800)), ("Portrait_3.jpg", (1200, 1800))],
+)
+def test_dimensions_are_upright_after_exif_orientation(name: str, upright: tuple[int, int]) -> None:
+    path = SAMPLE_IMAGES / "orientation" / name
+    info = probe(path, head_of(path), LIMIT)
+    assert (info.width, info.height) == upright
+
+
+def test_probe_reads_from_an_open_stream() -> None:
+    buf = io.BytesIO()
+    Image.new("RGB", (5, 7)).save(buf, "PNG")
+    buf.seek(0)
+    assert probe(buf, buf.getvalue()[:32], LIMIT).height == 7

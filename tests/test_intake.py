@@ -1,0 +1,358 @@
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import struct
+import zlib
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError, SubmitOptions
+from thumbctl.errors import AdmissionRefused, Interrupted
+from thumbctl.intake import prepare_submission, submit
+from thumbctl.settings import Ratio
+
+from support import check_invariants, make_image
+
+
+def run(ledger: Ledger, source: Path, out: Path, **kwargs):
+    """Prepare and submit like the CLI does; check invariant 1 afterwards."""
+    limits = kwargs.pop("limits", Limits())
+    options = SubmitOptions(out_dir=out, limits=limits, **kwargs)
+    prepared = prepare_submission(source, options, ledger)
+    batch = submit(ledger, prepared, limits)
+    check_invariants(ledger)
+    return batch, prepared
+
+
+def table_snapshot(ledger: Ledger) -> dict[str, list]:
+    with sqlite3.connect(ledger.path) as raw:
+        return {t: raw.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in ("batches", "items", "events")}
+
+
+def bomb_png(path: Path) -> None:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", 30_000, 30_000, 8, 2, 0, 0, 0)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 99)) + chunk(b"IEND", b"")
+    )
+
+
+# -- directory submissions ------------------------------------------------------
+
+
+def test_directory_submit_records_one_item_per_source_and_ratio(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    batch, prepared = run(ledger, photos, out_dir)
+    assert (batch.total, batch.state, batch.replayed) == (12, "queued", False)
+    assert batch.counts == {"queued": 12, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
+    assert prepared.report.sources == 4 and prepared.report.read == 4
+    items = ledger.items(batch.batch_id)
+    assert {i.item_id for i in items} == {"coffee.png", "garden.jpeg", "rooms/kitchen.webp", "rooms/living.jpg"}
+    living = {i.ratio: i for i in items if i.item_id == "rooms/living.jpg"}
+    assert living["16:9"].friendly_path == str(out_dir / "rooms" / "living.16x9.jpg")
+    key = living["1:1"].derivative_key
+    assert living["1:1"].object_path == str(out_dir / "objects" / key[:2] / f"{key}.jpg")
+    assert len({i.derivative_key for i in items}) == 12
+    assert all(Path(i.object_path).is_relative_to(out_dir) for i in items)
+
+
+def test_bad_files_become_failed_items_and_never_shrink_the_total(
+    ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    (photos / "readme.jpg").write_text("I am text")
+    (photos / "empty.png").write_bytes(b"")
+    (photos / "cut.jpg").write_bytes(b"\xff\xd8\xff\xe0" + b"\x00" * 40)
+    bomb_png(photos / "bomb.png")
+    make_image(photos / "huge-file.bmp", (500, 500), "BMP")
+    os.symlink(tmp_path / "elsewhere.jpg", photos / "dangling.jpg")
+    make_image(tmp_path / "outside.jpg", (8, 8), "JPEG")
+    os.symlink(tmp_path / "outside.jpg", photos / "escape.jpg")
+    limits = Limits(max_bytes=600_000)
+    batch, _ = run(ledger, photos, out_dir, limits=limits, profile=Profile(ratios=(Ratio(1, 1), Ratio(3, 2))))
+    assert batch.total == 11 * 2
+    assert batch.counts["queued"] == 4 * 2 and batch.counts["failed"] == 7 * 2
+    codes = {(f.item_id, f.error_code) for f in batch.failures}
+    assert codes == {
+        ("readme.jpg", "unsupported_format"),
+        ("empty.png", "unsupported_format"),
+        ("cut.jpg", "corrupt_image"),
+        ("bomb.png", "too_many_pixels"),
+        ("huge-file.bmp", "too_large"),
+        ("dangling.jpg", "source_missing"),
+        ("escape.jpg", "path_outside_root"),
+    }
+    failed = ledger.items(batch.batch_id, state="failed")
+    assert all(i.object_path is None and i.friendly_path is None for i in failed)
+    assert [e.to_state for e in ledger.events(batch.batch_id, item_id="bomb.png")] == ["failed", "failed"]
+
+
+def test_a_png_holding_jpeg_bytes_is_taken_by_its_content(ledger: Ledger, tmp_path: Path, out_dir: Path) -> None:
+    make_image(tmp_path / "src" / "really-a-jpeg.png", (16, 16), "JPEG")
+    batch, _ = run(ledger, tmp_path / "src", out_dir)
+    assert batch.counts["queued"] == 3
+
+
+def test_empty_folder_is_rejected(ledger: Ledger, tmp_path: Path, out_dir: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "notes.txt").write_text("x")
+    with pytest.raises(RejectedError) as info:
+        run(ledger, tmp_path / "src", out_dir)
+    assert info.value.code == "empty_batch" and "1 other files ignored" in info.value.message
+
+
+# -- idempotency ------------------------------------------------------------------
+
+
+def test_the_same_submit_replays_the_same_batch(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    first, _ = run(ledger, photos, out_dir)
+    before = table_snapshot(ledger)
+    second, prepared = run(ledger, photos, out_dir)
+    assert second.replayed and second.batch_id == first.batch_id
+    assert prepared.report.cached == 4 and prepared.report.read == 0
+    assert table_snapshot(ledger) == before
+
+
+def test_same_key_with_other_content_conflicts_and_changes_nothing(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    first, _ = run(ledger, photos, out_dir, key="listing-42")
+    before = table_snapshot(ledger)
+    with pytest.raises(IdempotencyConflict) as info:
+        run(ledger, photos, out_dir, key="listing-42", profile=Profile(size=256))
+    assert info.value.batch_id == first.batch_id and info.value.exit_code == 3
+    assert table_snapshot(ledger) == before
+    again, _ = run(ledger, photos, out_dir, key="listing-42")
+    assert again.replayed and again.batch_id == first.batch_id
+
+
+def test_changing_one_photo_makes_a_new_request_and_keeps_the_other_keys(
+    ledger: Ledger, photos: Path, out_dir: Path
+) -> None:
+    first, _ = run(ledger, photos, out_dir)
+    make_image(photos / "garden.jpeg", (200, 320), "JPEG", seed=99)
+    second, prepared = run(ledger, photos, out_dir)
+    assert second.batch_id != first.batch_id and not second.replayed
+    assert prepared.report.read == 1 and prepared.report.cached == 3
+    keys = [{(i.item_id, i.ratio): i.derivative_key for i in ledger.items(b.batch_id)} for b in (first, second)]
+    changed = {k for k in keys[0] if keys[0][k] != keys[1][k]}
+    assert changed == {("garden.jpeg", r) for r in ("1:1", "4:3", "16:9")}
+
+
+def test_stat_cache_catches_content_changes_that_keep_size_and_mtime(
+    ledger: Ledger, photos: Path, out_dir: Path
+) -> None:
+    first, _ = run(ledger, photos, out_dir)
+    path = photos / "coffee.png"
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[-20] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    second, prepared = run(ledger, photos, out_dir)
+    assert prepared.report.read == 1
+    assert second.request_digest != first.request_digest
+
+
+def test_keys_do_not_depend_on_ledger_or_source_location(photos: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(photos, copy)
+    keys = []
+    for name, source in (("one.db", photos), ("two.db", copy)):
+        with Ledger(tmp_path / name) as led:
+            batch, _ = run(led, source, tmp_path / f"out-{name}")
+            keys.append(sorted(i.derivative_key for i in led.items(batch.batch_id)))
+    assert keys[0] == keys[1]
+
+
+# -- manifests -------------------------------------------------------------------
+
+
+def write_manifests(root: Path) -> dict[str, Path]:
+    items = [
+        {"id": "listing/a", "source": "rooms/living.jpg", "ratios": ["1:1", "4:5"], "focus": [0.2, 0.3]},
+        {"source": "coffee.png"},
+    ]
+    paths = {}
+    paths["json"] = root / "m.json"
+    paths["json"].write_text(json.dumps({"items": items}))
+    paths["jsonl"] = root / "m.jsonl"
+    paths["jsonl"].write_text("\n".join(json.dumps(i) for i in items))
+    paths["csv"] = root / "m.csv"
+    paths["csv"].write_text(
+        "\ufeffid,source,ratios,focus_x,focus_y\nlisting/a,rooms/living.jpg,1:1 4:5,0.2,0.3\n,coffee.png,,,\n",
+        encoding="utf-8",
+    )
+    return paths
+
+
+def test_three_manifest_formats_make_the_same_request(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    digests = set()
+    for path in write_manifests(photos).values():
+        batch, _ = run(ledger, path, out_dir)
+        digests.add(batch.request_digest)
+    assert len(digests) == 1 and len(ledger.batches()) == 1
+    items = ledger.items(ledger.batches()[0].batch_id)
+    assert [(i.item_id, i.ratio) for i in items] == [
+        ("coffee.png", "1:1"),
+        ("coffee.png", "4:3"),
+        ("coffee.png", "16:9"),
+        ("listing/a", "1:1"),
+        ("listing/a", "4:5"),
+    ]
+    assert items[3].friendly_path == str(out_dir / "listing" / "a.1x1.jpg")
+
+
+def test_focus_is_part_of_the_derivative_key(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    manifest = photos / "m.json"
+    keys = []
+    for focus in ([0.5, 0.5], [0.9, 0.1]):
+        manifest.write_text(json.dumps([{"source": "coffee.png", "ratios": ["1:1"], "focus": focus}]))
+        batch, _ = run(ledger, manifest, out_dir)
+        keys.append(ledger.items(batch.batch_id)[0].derivative_key)
+    assert keys[0] != keys[1]
+
+
+def test_absolute_source_inside_the_root_gets_a_relative_id(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    manifest = photos / "m.jsonl"
+    manifest.write_text(json.dumps({"source": str(photos / "rooms" / "living.jpg")}))
+    batch, _ = run(ledger, manifest, out_dir)
+    assert {i.item_id for i in ledger.items(batch.batch_id)} == {"rooms/living.jpg"}
+
+
+def test_manifest_traversal_is_never_read_and_never_accepted(
+    ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    os.mkfifo(tmp_path / "trap.jpg")  # reading it would hang the test until its timeout
+    os.symlink(tmp_path / "trap.jpg", photos / "link-out.jpg")
+    manifest = photos / "m.json"
+    manifest.write_text(
+        json.dumps(
+            [
+                {"source": "../trap.jpg"},
+                {"source": str(tmp_path / "trap.jpg")},
+                {"source": "link-out.jpg"},
+                {"source": "rooms/../../trap.jpg", "id": "sneaky"},
+                {"source": "coffee.png"},
+            ]
+        )
+    )
+    batch, _ = run(ledger, manifest, out_dir)
+    assert batch.total == 15 and batch.counts["queued"] == 3
+    assert {f.error_code for f in batch.failures} == {"path_outside_root"}
+    assert all(i.friendly_path is None for i in ledger.items(batch.batch_id, state="failed"))
+
+
+def test_nothing_is_written_outside_the_ledger(ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    before = {p for p in tmp_path.rglob("*")}
+    manifest = photos / "m.json"
+    manifest.write_text(json.dumps([{"source": "coffee.png", "id": "x/y"}]))
+    before.add(manifest)
+    run(ledger, photos, out_dir)
+    run(ledger, manifest, out_dir)
+    after = {p for p in tmp_path.rglob("*")}
+    assert {p.name for p in after - before} <= {"ledger.db", "ledger.db-wal", "ledger.db-shm"}
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [
+        ("[{]", "malformed_manifest"),
+        ('[{"source": "coffee.png", "ratios": ["1:1", "banana"]}]', "malformed_manifest"),
+        ('[{"source": "coffee.png"}, {"source": "garden.jpeg", "id": "coffee.png"}]', "duplicate_id"),
+        ('[{"source": "coffee.png"}, {"source": "./coffee.png"}]', "duplicate_id"),
+        (
+            '[{"source": "coffee.png", "ratios": ' + json.dumps([f"{n}:1" for n in range(1, 14)]) + "}]",
+            "too_many_ratios",
+        ),
+        ('[{"source": "coffee.png", "id": "../escape"}]', "unsafe_id"),
+        ('[{"source": "coffee.png", "id": "/etc/x"}]', "unsafe_id"),
+        ('[{"source": "coffee.png", "id": "a\\u0000b"}]', "unsafe_id"),
+        ('[{"source": "coffee.png", "id": ""}]', "unsafe_id"),
+        ("[]", "empty_batch"),
+    ],
+)
+def test_whole_batch_rejections(ledger: Ledger, photos: Path, out_dir: Path, content: str, code: str) -> None:
+    manifest = photos / "m.json"
+    manifest.write_text(content)
+    with pytest.raises(RejectedError) as info:
+        run(ledger, manifest, out_dir)
+    assert info.value.code == code and info.value.exit_code == 65
+    assert ledger.batches() == []
+
+
+def test_item_limit_rejects_the_whole_batch(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    with pytest.raises(RejectedError) as info:
+        run(ledger, photos, out_dir, limits=Limits(max_items=11))
+    assert info.value.code == "too_many_items" and "12 items" in info.value.message
+    assert ledger.batches() == []
+
+
+# -- admission control --------------------------------------------------------------
+
+
+def prepared_for(ledger: Ledger, source: Path, out: Path, **kwargs):
+    return prepare_submission(source, SubmitOptions(out_dir=out, **kwargs), ledger)
+
+
+def test_saturated_queue_refuses_new_batches_but_replays_old_ones(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    limits = Limits(max_runnable=20)
+    first, _ = run(ledger, photos, out_dir, limits=limits)
+    other = prepared_for(ledger, photos, out_dir, profile=Profile(size=128))
+    with pytest.raises(AdmissionRefused) as info:
+        submit(ledger, other, limits)
+    assert info.value.exit_code == 75 and "12 runnable" in info.value.message
+    assert run(ledger, photos, out_dir, limits=limits)[0].replayed
+    ledger.request_cancel(first.batch_id)
+    assert submit(ledger, other, limits).batch_id != first.batch_id
+
+
+def test_stale_queue_refuses_until_it_is_drained(photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    now = [1_000_000.0]
+    with Ledger(tmp_path / "clocked.db", clock=lambda: now[0]) as led:
+        limits = Limits(queue_age_objective=3600)
+        first, _ = run(led, photos, out_dir, limits=limits)
+        now[0] += 3601
+        other = prepared_for(led, photos, out_dir, profile=Profile(size=128))
+        with pytest.raises(AdmissionRefused) as info:
+            submit(led, other, limits)
+        assert "3601s" in info.value.message
+        assert submit(led, other, replace(limits, queue_age_objective=0)).total == 12
+        led.request_cancel(first.batch_id)
+
+
+def test_retry_admission_waits_for_room_with_the_same_key(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    limits = Limits(max_runnable=20)
+    first, _ = run(ledger, photos, out_dir, limits=limits)
+    other = prepared_for(ledger, photos, out_dir, profile=Profile(size=128), key="second")
+    polls = []
+
+    def drain_on_first_poll() -> bool:
+        if not polls:
+            ledger.request_cancel(first.batch_id)
+        polls.append(1)
+        return False
+
+    batch = submit(ledger, other, limits, retry_admission=True, max_wait=30, should_stop=drain_on_first_poll)
+    assert batch.idempotency_key == "second" and not batch.replayed
+    assert polls
+
+
+def test_retry_admission_stops_promptly_when_asked(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    limits = Limits(max_runnable=20)
+    run(ledger, photos, out_dir, limits=limits)
+    other = prepared_for(ledger, photos, out_dir, profile=Profile(size=128))
+    with pytest.raises(Interrupted):
+        submit(ledger, other, limits, retry_admission=True, max_wait=600, should_stop=lambda: True)
+    assert len(ledger.batches()) == 1
+
+
+def test_retry_admission_gives_up_after_max_wait(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    limits = Limits(max_runnable=20)
+    run(ledger, photos, out_dir, limits=limits)
+    other = prepared_for(ledger, photos, out_dir, profile=Profile(size=128))
+    with pytest.raises(AdmissionRefused):
+        submit(ledger, other, limits, retry_admission=True, max_wait=0.3)

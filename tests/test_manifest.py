@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from thumbctl.manifest import ManifestEntry, ManifestError, parse_manifest_text
+from thumbctl.settings import Ratio
+
+ENTRIES = [
+    ManifestEntry(source="a.jpg"),
+    ManifestEntry(source="rooms/b.png", id="listing-7/b", ratios=(Ratio(1, 1), Ratio(3, 2))),
+    ManifestEntry(source="c.webp", focus=(0.25, 0.75)),
+]
+
+
+def as_json(entries: list[ManifestEntry], top_ratios: list[str] | None = None) -> str:
+    items = []
+    for e in entries:
+        obj: dict = {"source": e.source}
+        if e.id is not None:
+            obj["id"] = e.id
+        if e.ratios is not None:
+            obj["ratios"] = [str(r) for r in e.ratios]
+        if e.focus is not None:
+            obj["focus"] = list(e.focus)
+        items.append(obj)
+    return json.dumps({"items": items, "ratios": top_ratios} if top_ratios else items)
+
+
+def as_jsonl(entries: list[ManifestEntry]) -> str:
+    return "\n".join(json.dumps(obj) for obj in json.loads(as_json(entries))) + "\n"
+
+
+def as_csv(entries: list[ManifestEntry]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["id", "source", "ratios", "focus_x", "focus_y"])
+    for e in entries:
+        fx, fy = e.focus if e.focus else ("", "")
+        writer.writerow([e.id or "", e.source, " ".join(str(r) for r in e.ratios or ()), fx, fy])
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(("render", "suffix"), [(as_json, ".json"), (as_jsonl, ".jsonl"), (as_csv, ".csv")])
+def test_three_formats_parse_to_the_same_entries(render, suffix: str) -> None:
+    assert list(parse_manifest_text(render(ENTRIES), suffix).entries) == ENTRIES
+
+
+def test_json_object_form_carries_batch_ratios() -> None:
+    manifest = parse_manifest_text(as_json(ENTRIES, ["4:5"]), ".json")
+    assert manifest.ratios == (Ratio(4, 5),)
+    assert len(manifest.entries) == 3
+
+
+def test_csv_with_only_a_source_column_crlf_and_blank_lines() -> None:
+    manifest = parse_manifest_text("source\r\na.jpg\r\n\r\nb.jpg\r\n", ".csv")
+    assert [e.source for e in manifest.entries] == ["a.jpg", "b.jpg"]
+
+
+def test_jsonl_skips_blank_lines() -> None:
+    manifest = parse_manifest_text('{"source": "a.jpg"}\n\n   \n{"source": "b.jpg"}', ".jsonl")
+    assert [e.source for e in manifest.entries] == ["a.jpg", "b.jpg"]
+
+
+@pytest.mark.parametrize(
+    ("text", "suffix", "fragment"),
+    [
+        ("{not json", ".json", "invalid JSON"),
+        ('{"things": []}', ".json", "unknown top-level"),
+        ('{"ratios": ["1:1"]}', ".json", '"items"'),
+        ('"a.jpg"', ".json", "list of items"),
+        ('["a.jpg"]', ".json", "item 1"),
+        ('[{"id": "x"}]', ".json", '"source"'),
+        ('[{"source": ""}]', ".json", '"source"'),
+        ('[{"source": "a.jpg", "id": 7}]', ".json", '"id"'),
+        ('[{"source": "a.jpg", "focal": [0.5, 0.5]}]', ".json", "unknown field"),
+        ('[{"source": "a.jpg", "ratios": ["4:x"]}]', ".json", "bad ratio"),
+        ('[{"source": "a.jpg", "ratios": []}]', ".json", "ratios"),
+        ('[{"source": "a.jpg", "focus": [1.5, 0]}]', ".json", "focus"),
+        ('[{"source": "a.jpg", "focus": [0.5]}]', ".json", "focus"),
+        ('[{"source": "a.jpg", "focus": [true, 0]}]', ".json", "focus"),
+        ('{"source": "a.jpg"}\n{oops', ".jsonl", "line 2"),
+        ('["a.jpg"]', ".jsonl", "line 1"),
+        ("", ".csv", "empty"),
+        ("id,path\nx,a.jpg\n", ".csv", "unknown column"),
+        ("id\nx\n", ".csv", '"source"'),
+        ("source,focus_x\na.jpg,0.5\n", ".csv", "focus_y"),
+        ("source,source\na.jpg,b.jpg\n", ".csv", "repeats"),
+        ("source,ratios\na.jpg,1:1,extra\n", ".csv", "line 2"),
+        ("source,ratios\na.jpg,1:0\n", ".csv", "bad ratio"),
+        ("source,focus_x,focus_y\na.jpg,left,0.5\n", ".csv", "numbers"),
+        ("source,focus_x,focus_y\na.jpg,0.5,2\n", ".csv", "focus"),
+        ('source\n"a.jpg\n', ".csv", "CSV"),
+        ("[]", ".yaml", "unknown manifest type"),
+    ],
+)
+def test_malformed_manifests_name_the_problem(text: str, suffix: str, fragment: str) -> None:
+    with pytest.raises(ManifestError, match=None) as info:
+        parse_manifest_text(text, suffix)
+    assert fragment in str(info.value)
+
+
+@given(st.text(max_size=300), st.sampled_from([".json", ".jsonl", ".csv"]))
+def test_any_text_parses_or_raises_manifest_error(text: str, suffix: str) -> None:
+    try:
+        manifest = parse_manifest_text(text, suffix)
+    except ManifestError:
+        return
+    for entry in manifest.entries:
+        assert isinstance(entry.source, str) and entry.source
+
+
+sources = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=30).filter(
+    lambda s: s.strip() == s and s.strip()
+)
+ratios = st.lists(
+    st.sampled_from([Ratio(1, 1), Ratio(4, 3), Ratio(16, 9), Ratio(2, 3)]), min_size=1, max_size=3, unique=True
+)
+focus = st.tuples(st.sampled_from([0.0, 0.125, 0.5, 1.0]), st.sampled_from([0.0, 0.25, 1.0]))
+entries = st.lists(
+    st.builds(
+        ManifestEntry,
+        source=sources,
+        id=st.none() | sources,
+        ratios=st.none() | ratios.map(tuple),
+        focus=st.none() | focus,
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@given(entries)
+def test_generated_manifests_round_trip_in_every_format(generated: list[ManifestEntry]) -> None:
+    for render, suffix in ((as_json, ".json"), (as_jsonl, ".jsonl"), (as_csv, ".csv")):
+        assert list(parse_manifest_text(render(generated), suffix).entries) == generated
