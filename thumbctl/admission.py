@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from .errors import AdmissionRefused, Interrupted, UnavailableError
 from .settings import Limits
@@ -26,15 +26,15 @@ def check_admission(snapshot: tuple[int, float | None], incoming: int, limits: L
     if incoming and runnable + incoming > limits.max_runnable:
         raise AdmissionRefused(
             f"queue saturated: {runnable} runnable items in the ledger, this batch adds "
-            f"{incoming}, the limit is {limits.max_runnable}; run `thumbctl work` or retry "
-            "later (--retry-admission waits for room)",
+            f"{incoming}, the limit is {limits.max_runnable}; let workers drain the queue, "
+            "cancel old batches, or retry later (--retry-admission waits for room)",
             retry_after=30,
         )
     objective = limits.queue_age_objective
     if incoming and objective and oldest_age is not None and oldest_age > objective:
         raise AdmissionRefused(
             f"queue is behind: the oldest runnable item has waited {oldest_age:.0f}s, the "
-            f"objective is {objective:.0f}s; run `thumbctl work` or retry later "
+            f"objective is {objective:.0f}s; let workers drain the queue or retry later "
             "(--retry-admission waits for room)",
             retry_after=60,
         )
@@ -47,12 +47,14 @@ def retry_unavailable(
     max_wait: float = 600.0,
     max_delay: float = 30.0,
     sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[UnavailableError, float], None] | None = None,
 ) -> T:
     """Call ``attempt`` until it stops raising :class:`UnavailableError`.
 
     Delays grow exponentially with full jitter, capped at ``max_delay``; after
     ``max_wait`` seconds the last error is raised. ``should_stop`` is polled
     while waiting, so Ctrl-C ends the wait promptly with :class:`Interrupted`.
+    ``on_retry(error, delay)`` is told of each refusal before its wait.
     """
 
     def wait(seconds: float) -> None:
@@ -64,11 +66,17 @@ def retry_unavailable(
             sleep(min(0.1, left))
         raise Interrupted("interrupted while waiting for admission; nothing was recorded")
 
+    def announce(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        if on_retry is not None and isinstance(error, UnavailableError):
+            on_retry(error, state.upcoming_sleep)
+
     retrying = Retrying(
         retry=retry_if_exception_type(UnavailableError),
         wait=wait_random_exponential(multiplier=0.5, max=max_delay),
         stop=stop_after_delay(max_wait),
         sleep=wait,
+        before_sleep=announce,
         reraise=True,
     )
     return retrying(attempt)

@@ -272,7 +272,13 @@ def submit_command(
             prepared = prepare_submission(source, options, ledger)
             with StopFlag().on_sigint() as stop:
                 batch = submit(
-                    ledger, prepared, limits, retry_admission=retry_admission, max_wait=wait, should_stop=stop
+                    ledger,
+                    prepared,
+                    limits,
+                    retry_admission=retry_admission,
+                    max_wait=wait,
+                    should_stop=stop,
+                    on_retry=reporter.admission_retry,
                 )
         reporter.submitted(batch, prepared.report)
 

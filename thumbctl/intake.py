@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .admission import retry_unavailable
-from .errors import ItemFailure, RejectedError, UsageError
+from .errors import ItemFailure, RejectedError, UnavailableError, UsageError
 from .imaging import SNIFF_BYTES, probe
 from .keys import derivative_key, digest_json, digest_stream
 from .ledger import Ledger
@@ -115,6 +115,7 @@ def submit(
     retry_admission: bool = False,
     max_wait: float = 600.0,
     should_stop: Callable[[], bool] = lambda: False,
+    on_retry: Callable[[UnavailableError, float], None] | None = None,
 ) -> BatchView:
     """Accept a prepared submission (or replay the batch its key names).
 
@@ -127,7 +128,7 @@ def submit(
         return ledger.accept_batch(prepared.batch, limits)
 
     if retry_admission:
-        return retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait)
+        return retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait, on_retry=on_retry)
     return attempt()
 
 

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .errors import ThumbctlError
+from .errors import ThumbctlError, UnavailableError
 from .intake import IntakeReport
 from .models import ITEM_STATES, BatchView, EventView, ItemView
 
@@ -92,6 +92,13 @@ class Reporter:
         self._counts_line(batch)
         self._failure_summary(batch)
         self.say(f"  outputs will go to {escape(batch.out_dir)}")
+
+    def admission_retry(self, error: UnavailableError, delay: float) -> None:
+        """Shown even with --json (on stderr): the user is waiting and should know why."""
+        if not self.quiet:
+            self.console.print(
+                f"[yellow]waiting[/] [dim]\\[{error.code}][/] {escape(error.message)}; retrying in {delay:.1f}s"
+            )
 
     def batch_detail(self, batch: BatchView) -> None:
         if self.json_mode:

@@ -1,0 +1,239 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from thumbctl.cli import app
+
+BATCH_FIELDS = {
+    "batch_id",
+    "state",
+    "replayed",
+    "idempotency_key",
+    "request_digest",
+    "total",
+    "counts",
+    "created_at",
+    "updated_at",
+    "cancel_requested_at",
+    "finished_at",
+    "out_dir",
+    "manifest_path",
+    "failures",
+}
+ITEM_FIELDS = {
+    "item_id",
+    "source",
+    "ratio",
+    "state",
+    "attempt",
+    "error_code",
+    "derivative_key",
+    "object_path",
+    "friendly_path",
+    "updated_at",
+}
+EVENT_FIELDS = {
+    "at",
+    "batch_id",
+    "item_id",
+    "ratio",
+    "from_state",
+    "to_state",
+    "attempt",
+    "worker",
+    "error_code",
+    "seq",
+    "dedup",
+}
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Run thumbctl in-process against a ledger in tmp_path; returns the click Result."""
+    monkeypatch.setenv("THUMBCTL_DB", str(tmp_path / "ledger.db"))
+    monkeypatch.delenv("THUMBCTL_OUT", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+    return invoke
+
+
+def submit_json(cli, photos: Path, out: Path, *extra: str) -> tuple[int, dict | None, str]:
+    result = cli("submit", photos, "--out", out, "--detach", "--json", *extra)
+    doc = json.loads(result.stdout) if result.stdout.strip() else None
+    return result.exit_code, doc, result.stderr
+
+
+def test_submit_json_prints_the_batch_object(cli, photos: Path, out_dir: Path) -> None:
+    code, doc, _ = submit_json(cli, photos, out_dir)
+    assert code == 0
+    assert BATCH_FIELDS <= set(doc)
+    assert (doc["total"], doc["state"], doc["replayed"]) == (12, "queued", False)
+    assert doc["counts"] == {"queued": 12, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
+    assert doc["out_dir"] == str(out_dir) and doc["manifest_path"] == f"{out_dir}/batches/{doc['batch_id']}.json"
+    assert doc["created_at"].endswith("Z") and doc["finished_at"] is None
+
+
+def test_replay_and_conflict_exit_codes(cli, photos: Path, out_dir: Path) -> None:
+    _, first, _ = submit_json(cli, photos, out_dir, "--key", "K")
+    code, again, _ = submit_json(cli, photos, out_dir, "--key", "K")
+    assert code == 0 and again["replayed"] is True and again["batch_id"] == first["batch_id"]
+    code, doc, err = submit_json(cli, photos, out_dir, "--key", "K", "--size", "300")
+    assert code == 3 and doc is None
+    assert "idempotency_conflict" in err and first["batch_id"] in err
+    listing = json.loads(cli("status", "--json").stdout)
+    assert [b["batch_id"] for b in listing["batches"]] == [first["batch_id"]]
+
+
+def test_failed_sources_are_listed_with_their_codes(cli, photos: Path, out_dir: Path) -> None:
+    (photos / "notes.jpg").write_text("text, not a photo")
+    code, doc, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+    assert code == 0
+    assert doc["total"] == 5 and doc["counts"]["failed"] == 1
+    assert doc["failures"] == [
+        {
+            "item_id": "notes.jpg",
+            "ratio": "1:1",
+            "error_code": "unsupported_format",
+            "detail": "not an image of a supported format",
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--ratio", "4:x"], 2, "bad ratio"),
+        (["--format", "tga"], 2, "unknown format"),
+        (["--deadline", "soon"], 2, "bad duration"),
+        (["--max-pixels", "lots"], 2, "bad count"),
+        (["--max-items", "5"], 65, "too_many_items"),
+        (["--max-runnable", "5"], 75, "admission_refused"),
+    ],
+)
+def test_submit_error_exit_codes(cli, photos: Path, out_dir: Path, args: list[str], code: int, message: str) -> None:
+    exit_code, doc, err = submit_json(cli, photos, out_dir, *args)
+    assert exit_code == code and doc is None
+    assert message in err
+
+
+def test_submit_rejects_a_malformed_manifest_with_65(cli, photos: Path, out_dir: Path) -> None:
+    (photos / "m.jsonl").write_text('{"source": "coffee.png"}\n{"source": oops}\n')
+    code, doc, err = submit_json(cli, photos / "m.jsonl", out_dir)
+    assert code == 65 and doc is None
+    assert "malformed_manifest" in err and "line 2" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_submit_usage_errors(cli, photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    assert cli("submit", photos, "--out", out_dir).exit_code == 2  # no worker pool in this build: --detach
+    assert cli("submit", tmp_path / "missing", "--out", out_dir, "--detach").exit_code == 2
+    (tmp_path / "list.txt").write_text("a.jpg")
+    assert cli("submit", tmp_path / "list.txt", "--out", out_dir, "--detach").exit_code == 2
+    assert cli("submit", photos, "--out", photos, "--detach").exit_code == 2
+
+
+def test_status_items_events_and_cancel_json(cli, photos: Path, out_dir: Path) -> None:
+    _, batch, _ = submit_json(cli, photos, out_dir)
+    batch_id = batch["batch_id"]
+
+    status = cli("status", batch_id[:10], "--json")
+    assert status.exit_code == 0 and json.loads(status.stdout)["batch_id"] == batch_id
+
+    items = json.loads(cli("status", batch_id, "--items", "--json").stdout)
+    assert items["batch_id"] == batch_id and len(items["items"]) == 12
+    assert all(ITEM_FIELDS <= set(i) for i in items["items"])
+
+    cancel = cli("cancel", batch_id, "--json")
+    assert cancel.exit_code == 0
+    cancelled = json.loads(cancel.stdout)
+    assert cancelled["state"] == "cancelled" and cancelled["counts"]["cancelled"] == 12
+
+    events = json.loads(cli("events", batch_id, "--json").stdout)["events"]
+    assert all(EVENT_FIELDS <= set(e) for e in events)
+    batch_events = [e for e in events if e["item_id"] is None]
+    assert [e["to_state"] for e in batch_events] == ["cancel_requested"]
+    assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
+
+    only = json.loads(cli("status", batch_id, "--items", "--state", "cancelled", "--json").stdout)
+    assert len(only["items"]) == 12
+    item_events = json.loads(cli("events", batch_id, "--item", "coffee.png", "--json").stdout)["events"]
+    assert {e["item_id"] for e in item_events} == {"coffee.png"}
+
+    listing = json.loads(cli("status", "--json").stdout)
+    assert "failures" not in listing["batches"][0]
+
+
+def test_status_of_an_unknown_batch_is_a_usage_error(cli) -> None:
+    result = cli("status", "b_doesnotexist", "--json")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "batch_not_found" in result.stderr
+
+
+def test_human_output_goes_to_stderr(cli, photos: Path, out_dir: Path) -> None:
+    result = cli("submit", photos, "--out", out_dir, "--detach")
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "Accepted batch" in result.stderr
+    assert "Replayed existing batch" in cli("submit", photos, "--out", out_dir, "--detach").stderr
+    assert cli("status").stdout == ""
+
+
+def test_empty_ledger_status(cli) -> None:
+    result = cli("status", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout) == {"batches": []}
+
+
+@pytest.mark.parametrize("command", ["submit", "status", "events", "cancel", "codes"])
+def test_every_command_has_help(cli, command: str) -> None:
+    result = cli(command, "--help")
+    assert result.exit_code == 0
+    assert "Usage" in result.stdout
+
+
+def test_top_level_help_lists_exit_codes(cli) -> None:
+    text = cli("--help").stdout
+    for code in ("0", "1", "2", "3", "4", "65", "75", "130"):
+        assert f" {code} " in text.replace("\n", " ")
+
+
+def test_codes_json_lists_every_item_code(cli) -> None:
+    doc = json.loads(cli("codes", "--json").stdout)
+    assert {"unsupported_format", "corrupt_image", "too_many_pixels", "path_outside_root"} <= set(
+        doc["item_error_codes"]
+    )
+    assert doc["exit_codes"]["75"].startswith("temporarily unavailable")
+
+
+def test_ctrl_c_during_retry_admission_exits_130_and_records_nothing(
+    photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    env = {**os.environ, "THUMBCTL_DB": str(tmp_path / "ledger.db")}
+    base = [sys.executable, "-m", "thumbctl", "submit", str(photos), "--out", str(out_dir), "--detach"]
+    assert subprocess.run(base, env=env, capture_output=True).returncode == 0
+    proc = subprocess.Popen(
+        [*base, "--size", "200", "--max-runnable", "12", "--retry-admission", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first_line = proc.stderr.readline()  # printed when the first refusal is about to be retried
+    assert "admission_refused" in first_line
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130 and out == ""
+    assert "nothing was recorded" in err and "Traceback" not in err
+    listing = subprocess.run(
+        [sys.executable, "-m", "thumbctl", "status", "--json"], env=env, capture_output=True, text=True
+    )
+    assert len(json.loads(listing.stdout)["batches"]) == 1
