@@ -50,10 +50,11 @@ QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors o
 
 def _reporter(json_mode: bool, quiet: bool = False) -> Reporter:
     no_color = bool(os.environ.get("NO_COLOR"))
+    width = None if sys.stderr.isatty() else 200
     return Reporter(
         json_mode=json_mode,
         quiet=quiet,
-        console=Console(stderr=True, highlight=False, no_color=no_color, soft_wrap=True),
+        console=Console(stderr=True, highlight=False, no_color=no_color, soft_wrap=True, width=width),
     )
 
 
