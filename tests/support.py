@@ -28,8 +28,14 @@ def make_image(path: Path, size: tuple[int, int], fmt: str, *, seed: int = 0, mo
     return path
 
 
-def check_invariants(ledger: Ledger) -> None:
-    """Invariant 1, from the views and straight from the rows: total = sum of counts."""
+def check_invariants(ledger: Ledger, *, outputs: bool = True) -> None:
+    """Invariants 1-3 of DESIGN section 8, from the views and straight from the rows.
+
+    1. total = sum of counts, for every batch.
+    2. (``outputs``) every succeeded item's object exists, decodes, and has the
+       requested dimensions; objects are named by their derivative key.
+    3. no success is committed after the batch's cancel request.
+    """
     with sqlite3.connect(ledger.path) as raw:
         rows = dict(raw.execute("SELECT batch_id, total FROM batches").fetchall())
         for batch_id, total in rows.items():
@@ -38,3 +44,30 @@ def check_invariants(ledger: Ledger) -> None:
             view = ledger.batch(batch_id)
             assert set(view.counts) == set(ITEM_STATES)
             assert sum(view.counts.values()) == view.total == total
+            _check_no_success_after_cancel(raw, batch_id)
+            if outputs:
+                _check_outputs(ledger, batch_id)
+
+
+def _check_no_success_after_cancel(raw: sqlite3.Connection, batch_id: str) -> None:
+    cancel = raw.execute(
+        "SELECT min(seq) FROM events WHERE batch_id = ? AND to_state = 'cancel_requested'", (batch_id,)
+    ).fetchone()[0]
+    if cancel is not None:
+        late = raw.execute(
+            "SELECT count(*) FROM events WHERE batch_id = ? AND to_state = 'succeeded' AND seq > ? "
+            "AND from_state IS NOT NULL",
+            (batch_id, cancel),
+        ).fetchone()[0]
+        assert late == 0, f"{batch_id}: {late} successes committed after the cancel request"
+
+
+def _check_outputs(ledger: Ledger, batch_id: str) -> None:
+    for item in ledger.items(batch_id, state="succeeded"):
+        path = Path(item.object_path)
+        assert path.name.startswith(item.derivative_key), path
+        assert path.exists(), f"missing object for {item.item_id} {item.ratio}"
+        with Image.open(path) as image:
+            image.load()
+            w, h = (int(v) for v in item.ratio.split(":"))
+            assert abs(image.width * h - image.height * w) <= max(w, h), (item.item_id, item.ratio, image.size)

@@ -16,8 +16,10 @@ from rich.console import Console
 from .errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES, ExitCode, Interrupted, ThumbctlError, UsageError
 from .intake import SubmitOptions, prepare_submission, submit
 from .ledger import Ledger
-from .models import ITEM_STATES
+from .models import ITEM_STATES, BatchView
+from .progress import RunProgress
 from .reporter import Reporter
+from .runner import RunOptions, default_workers, run_batch, run_work, wait_until_terminal
 from .settings import Limits, Profile, SettingError, parse_count, parse_duration, parse_ratios
 from .sources import ScanRules
 
@@ -46,6 +48,9 @@ DbOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only.")]
+WorkersOption = Annotated[
+    int, typer.Option("--workers", "-w", min=0, envvar="THUMBCTL_WORKERS", help="Worker processes (0: one per CPU).")
+]
 
 
 def _reporter(json_mode: bool, quiet: bool = False) -> Reporter:
@@ -81,28 +86,44 @@ def _silence_broken_pipe() -> None:
 
 
 def _open_ledger(db: Path | None) -> Ledger:
+    """The ledger at ``db`` (or the default path)."""
     return Ledger(db or default_db_path())
 
 
-class StopFlag:
-    """Set by a signal handler; polled by loops that must stop promptly."""
+class Interrupts:
+    """Counts Ctrl-C presses. The signal handler only counts; the main loops act on it."""
 
     def __init__(self) -> None:
-        self.raised = False
+        self.presses = 0
 
     def __call__(self) -> bool:
-        return self.raised
+        return self.presses > 0
+
+    def count(self) -> int:
+        return self.presses
 
     @contextmanager
-    def on_sigint(self) -> Iterator[StopFlag]:
+    def on_sigint(self) -> Iterator[Interrupts]:
         def handler(signum: int, frame: Any) -> None:
-            self.raised = True
+            self.presses += 1
 
         previous = signal.signal(signal.SIGINT, handler)
         try:
             yield self
         finally:
             signal.signal(signal.SIGINT, previous)
+
+
+def outcome_exit_code(batch: BatchView, interrupted: bool) -> ExitCode:
+    """Exit code of a command that ran a batch until it ended."""
+    if interrupted:
+        return ExitCode.INTERRUPTED
+    return {
+        "succeeded": ExitCode.OK,
+        "partial": ExitCode.PARTIAL,
+        "failed": ExitCode.PARTIAL,
+        "cancelled": ExitCode.CANCELLED,
+    }.get(batch.state, ExitCode.PARTIAL)
 
 
 def _ratios_callback(values: list[str] | None) -> list[str] | None:
@@ -214,7 +235,10 @@ def submit_command(
     exclude: Annotated[list[str] | None, typer.Option(metavar="GLOB", help="Skip files matching this glob.")] = None,
     attempts: Annotated[int, typer.Option(min=1, max=100, help="Attempts per item before it fails.")] = 3,
     deadline: Annotated[str | None, typer.Option(help="Batch deadline, e.g. 30m or 2h.")] = None,
-    detach: Annotated[bool, typer.Option("--detach", help="Record the batch and return at once.")] = False,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Record the batch and return at once; `thumbctl work` renders it.")
+    ] = False,
+    workers: WorkersOption = 0,
     retry_admission: Annotated[
         bool, typer.Option("--retry-admission", help="When refused (exit 75), retry with backoff and jitter.")
     ] = False,
@@ -245,12 +269,7 @@ def submit_command(
     """Validate SOURCE and record a batch durably (idempotent: the same request replays the same batch)."""
     reporter = _reporter(json_out, quiet)
     with _handled(reporter):
-        if not detach:
-            raise UsageError(
-                "rendering in the foreground needs the worker pool, which this build does not have; "
-                "pass --detach to record the batch",
-                code="foreground_unavailable",
-            )
+        workers = workers or default_workers()
         limits = _build_limits(max_pixels, max_bytes, max_items, max_runnable, queue_age_objective)
         options = _build_options(
             out,
@@ -269,19 +288,53 @@ def submit_command(
             limits,
         )
         wait = _parsed(parse_duration, admission_wait, "--admission-wait")
-        with _open_ledger(db) as ledger:
+        db_path = db or default_db_path()
+        with _open_ledger(db_path) as ledger, Interrupts().on_sigint() as interrupts:
             prepared = prepare_submission(source, options, ledger)
-            with StopFlag().on_sigint() as stop:
-                batch = submit(
-                    ledger,
-                    prepared,
-                    limits,
-                    retry_admission=retry_admission,
-                    max_wait=wait,
-                    should_stop=stop,
-                    on_retry=reporter.admission_retry,
+            batch = submit(
+                ledger,
+                prepared,
+                limits,
+                retry_admission=retry_admission,
+                max_wait=wait,
+                should_stop=interrupts,
+                on_retry=reporter.admission_retry,
+            )
+            if detach:
+                reporter.submitted(batch, prepared.report)
+                return
+            reporter.submitted(batch, prepared.report, final=False)
+            with RunProgress(reporter.console, batch_id=batch.batch_id, enabled=not (quiet or json_out)) as progress:
+                result = run_batch(
+                    db_path, batch.batch_id, RunOptions(workers=workers), interrupts=interrupts.count, observer=progress
                 )
-        reporter.submitted(batch, prepared.report)
+        reporter.finished(result.batch, interrupted=result.supervision.interrupted)
+        raise typer.Exit(int(outcome_exit_code(result.batch, result.supervision.interrupted)))
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def work(
+    batch: Annotated[str | None, typer.Option("--batch", help="Only this batch (id or unique prefix).")] = None,
+    until_idle: Annotated[
+        bool, typer.Option("--until-idle", help="Exit when no item is queued or running; else run until Ctrl-C.")
+    ] = False,
+    workers: WorkersOption = 0,
+    db: DbOption = None,
+    quiet: QuietOption = False,
+) -> None:
+    """Run the worker pool over queued items of every batch (or --batch), for detached batches and cron."""
+    reporter = _reporter(False, quiet)
+    with _handled(reporter), Interrupts().on_sigint() as interrupts:
+        with RunProgress(reporter.console, batch_id=None, enabled=not quiet) as progress:
+            result = run_work(
+                db or default_db_path(),
+                RunOptions(workers=workers or default_workers()),
+                batch_id=batch,
+                until_idle=until_idle,
+                interrupts=interrupts.count,
+                observer=progress,
+            )
+        reporter.work_done(result.supervision)
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -331,14 +384,21 @@ def events(
 @app.command(epilog=EXIT_CODES_HELP)
 def cancel(
     batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
+    wait: Annotated[bool, typer.Option("--wait", help="Block until the batch is terminal.")] = False,
     db: DbOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
-    """Record a cancel durably: queued items are cancelled at once. Repeating it changes nothing."""
+    """Record a cancel durably: queued items are cancelled at once, running ones at their next checkpoint.
+
+    Repeating it converges on the same state; a finished batch stays as it is.
+    """
     reporter = _reporter(json_out, quiet)
-    with _handled(reporter), _open_ledger(db) as ledger:
-        reporter.cancelled(ledger.request_cancel(batch))
+    with _handled(reporter), _open_ledger(db) as ledger, Interrupts().on_sigint() as interrupts:
+        view = ledger.request_cancel(batch)
+        if wait:
+            view = wait_until_terminal(ledger, view.batch_id, should_stop=interrupts)
+        reporter.cancelled(view)
 
 
 @app.command("codes")

@@ -8,6 +8,8 @@ a decompression bomb is refused without allocating its pixels.
 from __future__ import annotations
 
 import importlib.util
+import io
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import BinaryIO
 from PIL import Image, UnidentifiedImageError
 
 from .errors import ItemFailure
+from .settings import Ratio
 
 # thumbctl enforces its own pixel limit from the header (Limits.max_pixels),
 # before any decode; Pillow's global guard would only get in the way of it.
@@ -132,3 +135,170 @@ def _orientation(image: Image.Image) -> int:
     except _DECODE_ERRORS:
         return 1
     return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+# -- rendering ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Where one output comes from and how big it is, in upright source pixels."""
+
+    crop_w: int
+    crop_h: int
+    out_w: int
+    out_h: int
+
+
+def output_geometry(src_w: int, src_h: int, ratio: Ratio, size: int, upscale: bool) -> Geometry:
+    """The largest ``ratio`` window that fits the source, scaled so its longest side is ``size``.
+
+    Without ``upscale`` the output is never larger than the window itself; a
+    small source gives the largest exact-ratio crop it has.
+    """
+    if src_w * ratio.h >= src_h * ratio.w:
+        crop_h = src_h
+        crop_w = max(1, min(src_w, round(src_h * ratio.w / ratio.h)))
+    else:
+        crop_w = src_w
+        crop_h = max(1, min(src_h, round(src_w * ratio.h / ratio.w)))
+    if ratio.w >= ratio.h:
+        out_w, out_h = size, max(1, round(size * ratio.h / ratio.w))
+    else:
+        out_w, out_h = max(1, round(size * ratio.w / ratio.h)), size
+    if not upscale and max(out_w, out_h) > max(crop_w, crop_h):
+        out_w, out_h = crop_w, crop_h
+    return Geometry(crop_w, crop_h, out_w, out_h)
+
+
+def crop_box(
+    src_w: int, src_h: int, geometry: Geometry, focus: tuple[float, float] | None
+) -> tuple[int, int, int, int]:
+    """Place the crop window: centred, or centred on ``focus`` as near as the edges allow."""
+    fx, fy = focus if focus is not None else (0.5, 0.5)
+    left = min(max(round(fx * src_w - geometry.crop_w / 2), 0), src_w - geometry.crop_w)
+    top = min(max(round(fy * src_h - geometry.crop_h / 2), 0), src_h - geometry.crop_h)
+    return left, top, left + geometry.crop_w, top + geometry.crop_h
+
+
+@dataclass
+class DecodedSource:
+    """A source decoded once, upright, in RGB or RGBA, possibly reduced by DCT scaling."""
+
+    image: Image.Image
+    width: int  # upright source width before any reduction
+    height: int
+
+    @property
+    def scale(self) -> float:
+        return self.image.width / self.width
+
+
+def decode_source(data: bytes, fmt: str, max_pixels: int, needed_scale: float) -> DecodedSource:
+    """Decode the first frame of ``data`` upright, reducing JPEGs at decode time.
+
+    ``needed_scale`` is the largest output/source scale any output needs; the
+    DCT reduction keeps at least twice that resolution. Pixel limits are
+    checked on the header before anything is decoded.
+    """
+    try:
+        image = Image.open(io.BytesIO(data), formats=[PILLOW_FORMATS[check_supported(fmt, data[:SNIFF_BYTES])]])
+        stored_w, stored_h = image.size
+        if stored_w * stored_h > max_pixels:
+            raise ItemFailure("too_many_pixels", f"{stored_w}x{stored_h} is over the limit")
+        orientation = _orientation(image)
+        if fmt == "jpeg" and needed_scale < 0.5:
+            want = max(1, math.ceil(stored_w * needed_scale * 2)), max(1, math.ceil(stored_h * needed_scale * 2))
+            image.draft("RGB", want)
+        image.load()
+        image = _upright(image, orientation)
+    except ItemFailure:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise ItemFailure("corrupt_image", f"{fmt} data does not decode: {exc}") from exc
+    upright_w, upright_h = (stored_h, stored_w) if orientation in _SWAPPED_ORIENTATIONS else (stored_w, stored_h)
+    return DecodedSource(_to_rgb_or_rgba(image), upright_w, upright_h)
+
+
+def _upright(image: Image.Image, orientation: int) -> Image.Image:
+    method = {
+        2: Image.Transpose.FLIP_LEFT_RIGHT,
+        3: Image.Transpose.ROTATE_180,
+        4: Image.Transpose.FLIP_TOP_BOTTOM,
+        5: Image.Transpose.TRANSPOSE,
+        6: Image.Transpose.ROTATE_270,
+        7: Image.Transpose.TRANSVERSE,
+        8: Image.Transpose.ROTATE_90,
+    }.get(orientation)
+    return image.transpose(method) if method is not None else image
+
+
+def _to_rgb_or_rgba(image: Image.Image) -> Image.Image:
+    if image.mode in ("RGB", "RGBA"):
+        return image
+    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+        return image.point(lambda v: v / 256).convert("L").convert("RGB")
+    if image.mode == "P" and "transparency" in image.info:
+        return image.convert("RGBA")
+    if image.mode in ("LA", "PA", "La", "RGBa"):
+        return image.convert("RGBA")
+    return image.convert("RGB")
+
+
+def render(
+    source: DecodedSource,
+    geometry: Geometry,
+    focus: tuple[float, float] | None,
+    background: str,
+) -> Image.Image:
+    """Crop and resample one output from a decoded source (transparency flattened)."""
+    box = crop_box(source.width, source.height, geometry, focus)
+    scale = source.scale
+    scaled_box = tuple(v * scale for v in box)
+    image = source.image
+    if image.mode == "RGBA":
+        image = _flatten(image, background)
+    return image.resize((geometry.out_w, geometry.out_h), Image.Resampling.LANCZOS, box=scaled_box, reducing_gap=3.0)
+
+
+def _flatten(image: Image.Image, background: str) -> Image.Image:
+    base = Image.new("RGB", image.size, background)
+    base.paste(image, mask=image.getchannel("A"))
+    return base
+
+
+def encode(image: Image.Image, fmt: str, quality: int) -> bytes:
+    """Encode deterministically, with no metadata."""
+    buf = io.BytesIO()
+    if fmt == "jpeg":
+        image.save(buf, "JPEG", quality=quality, progressive=True, optimize=True, subsampling="4:2:0")
+    elif fmt == "webp":
+        image.save(buf, "WEBP", quality=quality, method=4)
+    elif fmt == "avif":
+        image.save(buf, "AVIF", quality=quality, speed=8, max_threads=1)
+    elif fmt == "png":
+        image.save(buf, "PNG", compress_level=6)
+    else:
+        raise ValueError(f"unknown output format {fmt!r}")
+    return buf.getvalue()
+
+
+def verify_output(source: BinaryIO | Path, fmt: str, width: int, height: int, *, full: bool = True) -> str | None:
+    """Why an output file is not what it should be, or None when it is.
+
+    Checks the media type and exact dimensions from the header and, with
+    ``full``, that every pixel decodes.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(source, formats=[PILLOW_FORMATS[fmt]]) as image:
+                if image.size != (width, height):
+                    return f"is {image.width}x{image.height}, expected {width}x{height}"
+                if full:
+                    image.load()
+    except FileNotFoundError:
+        return "is missing"
+    except _DECODE_ERRORS as exc:
+        return f"does not decode as {fmt}: {exc}"
+    return None

@@ -10,6 +10,7 @@ total.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections import Counter
@@ -19,14 +20,22 @@ from pathlib import Path, PurePosixPath
 
 from .admission import retry_unavailable
 from .errors import ItemFailure, RejectedError, UnavailableError, UsageError
-from .imaging import SNIFF_BYTES, probe
+from .imaging import SNIFF_BYTES, output_geometry, probe, verify_output
 from .keys import derivative_key, digest_json, digest_stream
 from .ledger import Ledger
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
 from .settings import Limits, Profile, Ratio
 from .sources import ScanRules, SourceRoot, scan_directory
-from .store import OutputLayout, UnsafeItemId, check_item_id, friendly_stems, resolve_out_dir
+from .store import (
+    OutputLayout,
+    UnsafeItemId,
+    check_item_id,
+    friendly_stems,
+    link_friendly,
+    resolve_out_dir,
+    write_batch_manifest,
+)
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,7 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
         items=tuple(items),
         max_attempts=options.max_attempts,
         deadline_seconds=options.deadline_seconds,
+        limits={"max_pixels": options.limits.max_pixels, "max_bytes": options.limits.max_bytes},
     )
     return PreparedSubmission(batch, report)
 
@@ -128,8 +138,24 @@ def submit(
         return ledger.accept_batch(prepared.batch, limits)
 
     if retry_admission:
-        return retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait, on_retry=on_retry)
-    return attempt()
+        batch = retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait, on_retry=on_retry)
+    else:
+        batch = attempt()
+    if not batch.replayed:
+        _publish_reused(prepared.batch, batch, ledger)
+    return batch
+
+
+def _publish_reused(new: NewBatch, batch: BatchView, ledger: Ledger) -> None:
+    """Give items whose object already existed their friendly names; finish the batch
+    manifest if nothing is left to render."""
+    layout = OutputLayout(new.out_dir)
+    for item in new.items:
+        if item.dedup and item.object_path and item.friendly_path:
+            with contextlib.suppress(OSError):
+                link_friendly(layout, item.object_path, item.friendly_path)
+    if batch.is_terminal:
+        write_batch_manifest(batch, ledger.items(batch.batch_id))
 
 
 def resolve_out_dir_or_fail(out: Path) -> Path:
@@ -369,18 +395,29 @@ def _new_item(
         )
     info = inspection.info
     key = derivative_key(info.digest, ratio, profile, entry.focus)
+    object_path = layout.object_path(key, profile.extension)
+    reused = _object_is_valid(object_path, info, ratio, profile)
     return NewItem(
         **common,
         source=inspection.source,
-        state="queued",
+        state="succeeded" if reused else "queued",
+        dedup=reused,
         source_digest=info.digest,
         source_format=info.format,
         source_width=info.width,
         source_height=info.height,
         derivative_key=key,
-        object_path=layout.object_path(key, profile.extension),
+        object_path=object_path,
         friendly_path=layout.friendly_path(stem, ratio, profile.extension),
     )
+
+
+def _object_is_valid(object_path: str, info: CachedSource, ratio: Ratio, profile: Profile) -> bool:
+    """Whether an earlier run already made this object (right type and size, from its header)."""
+    if not os.path.exists(object_path):
+        return False
+    geometry = output_geometry(info.width, info.height, ratio, profile.size, profile.upscale)
+    return verify_output(Path(object_path), profile.format, geometry.out_w, geometry.out_h, full=False) is None
 
 
 def _canonical_request(

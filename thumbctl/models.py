@@ -46,6 +46,8 @@ class NewBatch:
     items: tuple[NewItem, ...]
     max_attempts: int = 3
     deadline_seconds: float | None = None
+    #: Render-time limits (max_pixels, max_bytes) the workers apply to this batch.
+    limits: dict[str, int] | None = None
 
     @property
     def runnable_count(self) -> int:

@@ -19,6 +19,7 @@ from rich.table import Table
 from .errors import ThumbctlError, UnavailableError
 from .intake import IntakeReport
 from .models import ITEM_STATES, BatchView, EventView, ItemView
+from .pool import Supervision
 
 STATE_STYLES = {
     "queued": "cyan",
@@ -80,9 +81,10 @@ class Reporter:
 
     # -- commands -------------------------------------------------------------
 
-    def submitted(self, batch: BatchView, report: IntakeReport) -> None:
+    def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool = True) -> None:
         if self.json_mode:
-            self.emit_json(batch.to_json())
+            if final:
+                self.emit_json(batch.to_json())
             return
         verb = "Replayed existing" if batch.replayed else "Accepted"
         self.say(f"{verb} batch [bold]{batch.batch_id}[/]: {batch.total} items from {report.sources} sources")
@@ -91,7 +93,28 @@ class Reporter:
         self.say(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
         self._counts_line(batch)
         self._failure_summary(batch)
-        self.say(f"  outputs will go to {escape(batch.out_dir)}")
+        self.say(f"  outputs: {escape(batch.out_dir)}")
+        if batch.counts["succeeded"] and not batch.replayed:
+            self.say(f"  {batch.counts['succeeded']} outputs already existed and were reused")
+
+    def finished(self, batch: BatchView, *, interrupted: bool) -> None:
+        """The end of a foreground run: the batch object, or a summary."""
+        if self.json_mode:
+            self.emit_json(batch.to_json())
+            return
+        if interrupted:
+            self.say(f"Interrupted: batch {batch.batch_id} is {styled(batch.state)}; the cancel is recorded.")
+        else:
+            self.say(f"Batch [bold]{batch.batch_id}[/] {styled(batch.state)}")
+        self._counts_line(batch)
+        self._failure_summary(batch)
+        if batch.counts["succeeded"]:
+            self.say(f"  outputs in {escape(batch.out_dir)}, manifest {escape(batch.manifest_path)}")
+
+    def work_done(self, supervision: Supervision) -> None:
+        note = " (stopped by Ctrl-C)" if supervision.interrupted else ""
+        crashes = f", {supervision.crashes} worker processes died and were replaced" if supervision.crashes else ""
+        self.say(f"Workers finished{note}{crashes}.")
 
     def admission_retry(self, error: UnavailableError, delay: float) -> None:
         """Shown even with --json (on stderr): the user is waiting and should know why."""

@@ -10,11 +10,16 @@ Layout of OUT (nothing else is ever written there)::
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
+import secrets
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from .models import BatchView, ItemView
 from .settings import Ratio
 
 RESERVED_TOP_LEVEL = {".tmp"}
@@ -99,3 +104,114 @@ def resolve_out_dir(out: Path) -> Path:
     if resolved.exists() and not resolved.is_dir():
         raise NotADirectoryError(f"--out {out} exists and is not a directory")
     return resolved
+
+
+# -- publishing -------------------------------------------------------------------------
+
+
+def temp_name(layout: OutputLayout, extension: str) -> str:
+    """A fresh temp path in OUT/.tmp, named with the writer's pid (reconcile relies on it)."""
+    return f"{layout.tmp_dir}/{os.getpid()}-{secrets.token_hex(6)}.{extension}"
+
+
+def write_temp(layout: OutputLayout, data: bytes, extension: str) -> str:
+    """Write ``data`` durably to a new temp file in OUT/.tmp and return its path."""
+    os.makedirs(layout.tmp_dir, exist_ok=True)
+    path = temp_name(layout, extension)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def discard(path: str | None) -> None:
+    """Remove a temp file if it is there."""
+    if path:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def same_content(a: str, b: str) -> bool:
+    """Whether two files hold the same bytes (size first, then sha256)."""
+    if os.path.getsize(a) != os.path.getsize(b):
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        return hashlib.file_digest(fa, "sha256").digest() == hashlib.file_digest(fb, "sha256").digest()
+
+
+def publish_object(temp_path: str, object_path: str) -> bool:
+    """Create ``object_path`` from a verified temp file, if absent (``os.link``).
+
+    An existing object with the same bytes is success, not an error: that is
+    duplicate delivery. One with other bytes (damaged) is replaced atomically.
+    Returns whether this call created or replaced the object.
+    """
+    os.makedirs(os.path.dirname(object_path), exist_ok=True)
+    try:
+        os.link(temp_path, object_path)
+        return True
+    except FileExistsError:
+        if same_content(temp_path, object_path):
+            return False
+        os.replace(temp_path, object_path)
+        return True
+    finally:
+        discard(temp_path)
+
+
+def link_friendly(layout: OutputLayout, object_path: str, friendly_path: str) -> None:
+    """Point ``friendly_path`` at the object: a hard link switched by an atomic rename.
+
+    ``rename()`` of one hard link onto another link of the same inode does
+    nothing and leaves the source name behind, so that case is checked first.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.samefile(friendly_path, object_path):
+            return
+    os.makedirs(os.path.dirname(friendly_path), exist_ok=True)
+    os.makedirs(layout.tmp_dir, exist_ok=True)
+    staging = temp_name(layout, "link")
+    os.link(object_path, staging)
+    try:
+        os.replace(staging, friendly_path)
+    finally:
+        discard(staging)
+
+
+def write_json_atomically(layout: OutputLayout, path: str, doc: object) -> None:
+    """Write a JSON document through a temp file and an atomic rename."""
+    os.makedirs(layout.tmp_dir, exist_ok=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    staging = temp_name(layout, "json")
+    with open(staging, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(staging, path)
+
+
+def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
+    """Write OUT/batches/<batch_id>.json: every item with its object and friendly path."""
+    entries = [
+        {
+            "item_id": item.item_id,
+            "ratio": item.ratio,
+            "state": item.state,
+            "error_code": item.error_code,
+            "derivative_key": item.derivative_key,
+            "object_path": item.object_path if item.state == "succeeded" else None,
+            "friendly_path": item.friendly_path if item.state == "succeeded" else None,
+        }
+        for item in items
+    ]
+    doc = {**batch.to_json(with_failures=False), "items": entries}
+    doc.pop("replayed", None)
+    doc.pop("queue_age_seconds", None)
+    write_json_atomically(OutputLayout(batch.out_dir), batch.manifest_path, doc)
+    return batch.manifest_path

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import sqlite_utils
@@ -43,25 +42,18 @@ from ..models import (
 from ..settings import Limits
 from ..store import OutputLayout
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .timefmt import iso, parse_iso
+from .work import WorkQueue
 
 Clock = Callable[[], float]
 _SQL_CHUNK = 500
-
-
-def iso(ts: float) -> str:
-    """Fixed-width ISO 8601 UTC, so stored times sort as text."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_iso(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
 def new_batch_id() -> str:
     return "b_" + secrets.token_hex(8)
 
 
-class Ledger:
+class Ledger(WorkQueue):
     """A connection to one ledger file. Not shared across processes or threads."""
 
     def __init__(self, path: Path, *, busy_timeout: float = 10.0, clock: Clock = time.time) -> None:
@@ -160,6 +152,7 @@ class Ledger:
                 "manifest_path": layout.batch_manifest_path(batch_id),
                 "profile": new.profile,
                 "max_attempts": new.max_attempts,
+                "limits": new.limits or {},
                 "created_at": at,
                 "deadline_at": deadline,
             }
@@ -328,6 +321,11 @@ class Ledger:
             (batch_id,),
         ):
             yield FailureView(*row)
+
+    def batches_touched_since(self, at: str) -> list[str]:
+        """Ids of batches with an event at or after ``at``."""
+        rows = self._conn.execute("SELECT DISTINCT batch_id FROM events WHERE at >= ?", (at,)).fetchall()
+        return [r[0] for r in rows]
 
     def items(self, batch_id: str, *, state: str | None = None) -> list[ItemView]:
         batch_id = self.resolve_batch_id(batch_id)

@@ -26,6 +26,7 @@ def _v1_initial(db: sqlite_utils.Database) -> None:
             "manifest_path": str,
             "profile": str,
             "max_attempts": int,
+            "limits": str,
             "created_at": str,
             "deadline_at": str,
             "cancel_requested_at": str,

@@ -1,0 +1,267 @@
+"""Claims, leases, heartbeats, publish, failure and rescue — at the ledger, with a movable clock."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from thumbctl import Ledger, Limits
+from thumbctl.errors import LedgerBusy
+from thumbctl.models import NewBatch, NewItem
+
+from support import check_invariants
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def request(key: str = "k", sources: int = 2, ratios: tuple[str, ...] = ("1:1", "4:3"), **kwargs) -> NewBatch:
+    items = tuple(
+        NewItem(
+            f"img{s}.jpg",
+            ratio,
+            f"/src/img{s}.jpg",
+            "queued",
+            source_digest=f"{s:064d}",
+            source_format="jpeg",
+            source_width=40,
+            source_height=30,
+            derivative_key=f"{s}{ratio}",
+            object_path=f"/out/o{s}{ratio}",
+            friendly_path=f"/out/f{s}{ratio}",
+        )
+        for s in range(sources)
+        for ratio in ratios
+    )
+    return NewBatch(key, f"digest-{key}", "/src", "/out", {"size": 64}, items, **kwargs)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def led(tmp_path: Path, clock: Clock):
+    with Ledger(tmp_path / "l.db", clock=clock) as ledger:
+        yield ledger
+        check_invariants(ledger, outputs=False)
+
+
+def no_delay(attempt: int) -> float:
+    return 0.0
+
+
+def test_a_claim_takes_every_ratio_of_one_source_under_one_lease(led: Ledger, clock: Clock) -> None:
+    batch = led.accept_batch(request(), Limits())
+    claim = led.claim("w1", lease_seconds=30)
+    assert claim is not None and claim.source == "/src/img0.jpg"
+    assert [i.ratio for i in claim.items] == ["1:1", "4:3"] and all(i.attempt == 1 for i in claim.items)
+    other = led.claim("w2")
+    assert other is not None and other.source == "/src/img1.jpg" and other.token != claim.token
+    assert led.claim("w3") is None
+    assert led.batch(batch.batch_id).counts["running"] == 4
+    events = [e for e in led.events(batch.batch_id) if e.to_state == "running"]
+    assert {(e.worker, e.attempt) for e in events} == {("w1", 1), ("w2", 1)}
+
+
+def test_claims_skip_batches_with_a_cancel_request(led: Ledger) -> None:
+    batch = led.accept_batch(request(), Limits())
+    led.request_cancel(batch.batch_id)
+    assert led.claim("w1") is None
+
+
+def test_a_cancel_recorded_while_no_worker_runs_means_nothing_renders(led: Ledger) -> None:
+    batch = led.accept_batch(request(sources=3), Limits())
+    view = led.request_cancel(batch.batch_id)
+    assert view.state == "cancelled" and view.counts["cancelled"] == 6
+    assert led.claim("late-worker") is None
+    assert not [e for e in led.events(batch.batch_id) if e.to_state in ("running", "succeeded")]
+
+
+def test_heartbeats_keep_a_long_item_from_being_claimed_twice(led: Ledger, clock: Clock) -> None:
+    led.accept_batch(request(sources=1), Limits())
+    claim = led.claim("w1", lease_seconds=30)
+    for _ in range(10):  # five minutes of work, a heartbeat every 10 s
+        clock.now += 10
+        assert led.heartbeat(claim.token, 30) == 2
+        assert led.claim("w2", lease_seconds=30, delay_for=no_delay) is None
+
+
+def test_an_expired_lease_is_rescued_with_the_attempt_counted(led: Ledger, clock: Clock) -> None:
+    batch = led.accept_batch(request(sources=1), Limits())
+    stale = led.claim("w1", lease_seconds=30)
+    clock.now += 31
+    fresh = led.claim("w2", lease_seconds=30, delay_for=no_delay)
+    assert fresh is not None and fresh.token != stale.token
+    assert [i.attempt for i in fresh.items] == [2, 2]
+    rescued = [e for e in led.events(batch.batch_id) if e.error_code == "worker_crashed"]
+    assert [(e.from_state, e.to_state, e.worker) for e in rescued] == [("running", "queued", "w1")] * 2
+
+
+def test_a_stale_workers_completion_after_rescue_is_rejected(led: Ledger, clock: Clock) -> None:
+    batch = led.accept_batch(request(sources=1), Limits())
+    stale = led.claim("w1", lease_seconds=30)
+    clock.now += 31
+    fresh = led.claim("w2", lease_seconds=30, delay_for=no_delay)
+    published: list[str] = []
+    assert led.publish(stale, stale.items[0], lambda: published.append("stale")) == "lost"
+    assert led.heartbeat(stale.token) == 0
+    assert led.fail(stale, [stale.items[1].row], "io_error", "late", no_delay) == {}
+    assert published == []
+    assert led.publish(fresh, fresh.items[0], lambda: published.append("fresh")) == "succeeded"
+    assert published == ["fresh"]
+    assert led.batch(batch.batch_id).counts == {"queued": 0, "running": 1, "succeeded": 1, "failed": 0, "cancelled": 0}
+
+
+def test_a_dead_owner_on_this_host_is_rescued_at_once(led: Ledger) -> None:
+    led.accept_batch(request(sources=1), Limits())
+    led.claim("host:1:dead", lease_seconds=3600)
+    fresh = led.claim("w2", is_dead=lambda owner: owner == "host:1:dead", delay_for=no_delay)
+    assert fresh is not None and [i.attempt for i in fresh.items] == [2, 2]
+
+
+def test_transient_failures_back_off_with_a_persisted_not_before(led: Ledger, clock: Clock, tmp_path: Path) -> None:
+    batch = led.accept_batch(request(sources=1), Limits())
+    claim = led.claim("w1")
+    outcome = led.fail(claim, [i.row for i in claim.items], "io_error", "disk hiccup", lambda attempt: 20.0)
+    assert set(outcome.values()) == {"queued"}
+    assert led.claim("w2") is None  # not before its time
+    state = led.queue_state(batch.batch_id)
+    assert (state.runnable, state.delayed) == (0, 2)
+    with Ledger(tmp_path / "l.db", clock=clock) as restarted:  # a restart keeps the schedule
+        assert restarted.claim("w3") is None
+        clock.now += 20
+        again = restarted.claim("w3")
+    assert again is not None and [i.attempt for i in again.items] == [2, 2]
+    events = [e for e in led.events(batch.batch_id) if e.to_state == "queued" and e.from_state == "running"]
+    assert {e.error_code for e in events} == {"io_error"}
+
+
+def test_a_delayed_retry_is_claimed_exactly_once_after_its_time(led: Ledger, clock: Clock) -> None:
+    led.accept_batch(request(sources=1, ratios=("1:1",)), Limits())
+    claim = led.claim("w1")
+    led.fail(claim, [claim.items[0].row], "io_error", "x", lambda attempt: 5.0)
+    clock.now += 4.9
+    assert led.claim("w2") is None
+    clock.now += 0.2
+    claims = [led.claim(f"w{n}") for n in range(3, 7)]
+    assert sum(c is not None for c in claims) == 1
+
+
+def test_permanent_failures_are_never_retried(led: Ledger) -> None:
+    batch = led.accept_batch(request(sources=1), Limits())
+    claim = led.claim("w1")
+    outcome = led.fail(claim, [i.row for i in claim.items], "corrupt_image", "bad data", lambda a: 0.0)
+    assert set(outcome.values()) == {"failed"}
+    assert led.claim("w2") is None
+    assert led.batch(batch.batch_id).state == "failed"
+
+
+def test_attempts_run_out(led: Ledger, clock: Clock) -> None:
+    batch = led.accept_batch(request(sources=1, ratios=("1:1",), max_attempts=3), Limits())
+    for attempt in (1, 2, 3):
+        claim = led.claim("w")
+        assert claim.items[0].attempt == attempt
+        led.fail(claim, [claim.items[0].row], "io_error", "flaky", no_delay)
+    failure = led.batch(batch.batch_id).failures[0]
+    assert failure.error_code == "attempts_exhausted" and "io_error" in failure.detail and "3 of 3" in failure.detail
+
+
+def test_a_source_that_kills_its_worker_every_time_ends_worker_crashed(led: Ledger, clock: Clock) -> None:
+    batch = led.accept_batch(request(sources=1, ratios=("1:1",), max_attempts=2), Limits())
+    for _ in range(2):
+        assert led.claim("w", lease_seconds=30, delay_for=no_delay) is not None
+        clock.now += 31
+    led.rescue_leases(lambda owner: False, no_delay)
+    assert led.claim("w") is None
+    view = led.batch(batch.batch_id)
+    assert view.state == "failed" and view.failures[0].error_code == "worker_crashed"
+
+
+def test_the_deadline_stops_retries_and_queued_work(led: Ledger, clock: Clock) -> None:
+    batch = led.accept_batch(request(sources=2, ratios=("1:1",), deadline_seconds=60), Limits())
+    claim = led.claim("w")
+    outcome = led.fail(claim, [claim.items[0].row], "io_error", "x", lambda attempt: 120.0)
+    assert set(outcome.values()) == {"failed"}
+    clock.now += 61
+    assert led.claim("w") is None
+    view = led.batch(batch.batch_id)
+    assert view.state == "failed" and {f.error_code for f in view.failures} == {"deadline_exceeded"}
+
+
+def test_publish_after_the_cancel_is_refused_and_success_before_it_stays(led: Ledger) -> None:
+    batch = led.accept_batch(request(sources=1), Limits())
+    claim = led.claim("w1")
+    assert led.publish(claim, claim.items[0], lambda: None) == "succeeded"
+    led.request_cancel(batch.batch_id)
+    published = []
+    assert led.publish(claim, claim.items[1], lambda: published.append(1)) == "cancelled"
+    assert published == []
+    view = led.batch(batch.batch_id)
+    assert view.state == "cancelled" and view.counts["succeeded"] == 1 and view.counts["cancelled"] == 1
+
+
+def test_a_failing_publish_effect_commits_nothing(led: Ledger) -> None:
+    batch = led.accept_batch(request(sources=1), Limits())
+    claim = led.claim("w1")
+
+    def disk_full() -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        led.publish(claim, claim.items[0], disk_full)
+    assert led.batch(batch.batch_id).counts["running"] == 2
+
+
+def test_checkpoint_cancel_settles_every_held_item(led: Ledger) -> None:
+    batch = led.accept_batch(request(sources=1), Limits())
+    claim = led.claim("w1")
+    assert not led.cancel_if_requested(claim)
+    led.request_cancel(batch.batch_id)
+    assert led.batch(batch.batch_id).state == "cancel_requested"
+    assert led.cancel_if_requested(claim)
+    assert led.batch(batch.batch_id).state == "cancelled"
+
+
+def _claim_many(path: str, name: str, results: multiprocessing.Queue) -> None:
+    claimed, errors = [], []
+    with Ledger(Path(path), busy_timeout=30) as ledger:
+        while True:
+            try:
+                claim = ledger.claim(name)
+            except LedgerBusy as exc:  # would surface to a user as 'database is locked'
+                errors.append(str(exc))
+                continue
+            if claim is None:
+                break
+            claimed.extend(i.row for i in claim.items)
+    results.put((claimed, errors))
+
+
+def test_four_processes_claiming_at_once_never_double_claim(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with Ledger(path) as ledger:
+        ledger.accept_batch(request(sources=200), Limits())
+    ctx = multiprocessing.get_context("spawn")
+    results: multiprocessing.Queue = ctx.Queue()
+    procs = [ctx.Process(target=_claim_many, args=(str(path), f"w{n}", results)) for n in range(4)]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    rows = [row for claimed, _ in outcomes for row in claimed]
+    assert sorted(rows) == list(range(1, 401))
+    assert [errors for _, errors in outcomes] == [[], [], [], []]
+    with sqlite3.connect(path) as raw:
+        claims = raw.execute("SELECT count(*) FROM events WHERE to_state = 'running'").fetchone()[0]
+    assert claims == 400

@@ -1,0 +1,63 @@
+"""Fault injection for tests: make a worker die or pause at a named checkpoint.
+
+``THUMBCTL_FAULT`` holds comma-separated rules:
+
+* ``crash:CHECKPOINT`` — the worker process dies at once (``os._exit``), as a
+  kill -9 would leave it; ``crash:CHECKPOINT:0.3`` does so with probability 0.3.
+* ``pause:CHECKPOINT`` — the worker creates ``$THUMBCTL_FAULT_DIR/paused-CHECKPOINT-PID``
+  and waits there until ``$THUMBCTL_FAULT_DIR/release`` exists.
+
+Checkpoints: ``before_decode``, ``before_encode``, ``before_publish``,
+``after_link`` (object linked, commit not yet made) and ``after_commit``.
+This is a testing aid; with the variable unset every checkpoint is a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CHECKPOINTS = ("before_decode", "before_encode", "before_publish", "after_link", "after_commit")
+
+
+@dataclass(frozen=True)
+class FaultRule:
+    action: str
+    checkpoint: str
+    probability: float = 1.0
+
+
+def parse_faults(text: str) -> tuple[FaultRule, ...]:
+    rules = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        fields = part.split(":")
+        if len(fields) not in (2, 3) or fields[0] not in ("crash", "pause") or fields[1] not in CHECKPOINTS:
+            raise ValueError(f"bad THUMBCTL_FAULT rule {part!r}: use crash:CHECKPOINT[:P] or pause:CHECKPOINT")
+        rules.append(FaultRule(fields[0], fields[1], float(fields[2]) if len(fields) == 3 else 1.0))
+    return tuple(rules)
+
+
+class Faults:
+    """The rules of this process, read once from the environment."""
+
+    def __init__(self, text: str | None = None, folder: str | None = None) -> None:
+        self.rules = parse_faults(os.environ.get("THUMBCTL_FAULT", "") if text is None else text)
+        self.folder = Path(folder or os.environ.get("THUMBCTL_FAULT_DIR", "."))
+
+    def hit(self, checkpoint: str) -> None:
+        for rule in self.rules:
+            if rule.checkpoint != checkpoint or random.random() >= rule.probability:
+                continue
+            if rule.action == "crash":
+                os._exit(137)
+            self._pause(checkpoint)
+
+    def _pause(self, checkpoint: str) -> None:
+        marker = self.folder / f"paused-{checkpoint}-{os.getpid()}"
+        marker.touch()
+        while not (self.folder / "release").exists():
+            time.sleep(0.02)
+        marker.unlink(missing_ok=True)

@@ -1,0 +1,369 @@
+"""The work queue half of the ledger: claims, leases, heartbeats, publish, failure, rescue.
+
+Every method is one ``BEGIN IMMEDIATE`` transaction. Every commit made on
+behalf of a worker is conditional on its lease token, so a worker whose
+lease was rescued can no longer change anything.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from ..errors import is_transient
+from .timefmt import iso
+
+DelayFor = Callable[[int], float]
+
+
+@dataclass(frozen=True)
+class ClaimedItem:
+    row: int
+    item_id: str
+    ratio: str
+    attempt: int
+    derivative_key: str
+    object_path: str
+    friendly_path: str
+    focus: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """All claimed ratio items of one source of one batch, under one lease."""
+
+    token: str
+    owner: str
+    batch_id: str
+    out_dir: str
+    source: str
+    source_digest: str
+    source_format: str
+    source_width: int
+    source_height: int
+    profile: dict[str, object]
+    limits: dict[str, int]
+    items: tuple[ClaimedItem, ...]
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """Live items in a scope (one batch or the whole ledger)."""
+
+    runnable: int
+    delayed: int
+    running: int
+    next_not_before: str | None
+
+    @property
+    def idle(self) -> bool:
+        return self.runnable == 0 and self.delayed == 0 and self.running == 0
+
+
+class WorkQueue:
+    """Mixin for :class:`~thumbctl.ledger.core.Ledger`: the worker-facing transitions."""
+
+    _conn: sqlite3.Connection
+    _write: Callable[..., AbstractContextManager[float]]
+
+    # -- the one transition primitive -------------------------------------------------
+
+    def _transition(
+        self,
+        at: str,
+        rows: list[int],
+        from_state: str,
+        to_state: str,
+        *,
+        token: str | None = None,
+        error_code: str | None = None,
+        detail: str | None = None,
+        not_before: str | None = None,
+        worker: str | None = None,
+    ) -> list[int]:
+        """Move ``rows`` from ``from_state`` to ``to_state`` (only those still there,
+        and still under ``token`` when given) and log one event each. Returns the moved rows.
+        """
+        if not rows:
+            return []
+        marks = ",".join("?" * len(rows))
+        guard = " AND lease_token = ?" if token is not None else ""
+        moved = [
+            r[0]
+            for r in self._conn.execute(
+                f"SELECT id FROM items WHERE id IN ({marks}) AND state = ?{guard}",
+                [*rows, from_state, *([token] if token is not None else [])],
+            )
+        ]
+        if not moved:
+            return []
+        marks = ",".join("?" * len(moved))
+        keep_lease = to_state == "running"
+        self._conn.execute(
+            f"""UPDATE items SET state = ?, updated_at = ?, error_code = ?, error_detail = ?,
+                not_before = ?, queued_at = CASE WHEN ? = 'queued' THEN ? ELSE queued_at END,
+                lease_owner = CASE WHEN ? THEN lease_owner END,
+                lease_token = CASE WHEN ? THEN lease_token END,
+                lease_expires_at = CASE WHEN ? THEN lease_expires_at END
+                WHERE id IN ({marks})""",
+            [to_state, at, error_code, detail, not_before, to_state, at, keep_lease, keep_lease, keep_lease, *moved],
+        )
+        self._conn.execute(
+            f"""INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt, worker,
+                error_code, detail) SELECT ?, batch_id, id, ?, ?, attempt, ?, ?, ? FROM items
+                WHERE id IN ({marks}) ORDER BY id""",
+            [at, from_state, to_state, worker, error_code, detail, *moved],
+        )
+        return moved
+
+    # -- claims and leases ------------------------------------------------------------
+
+    def claim(
+        self,
+        owner: str,
+        *,
+        batch_id: str | None = None,
+        lease_seconds: float = 30.0,
+        is_dead: Callable[[str], bool] = lambda owner: False,
+        delay_for: DelayFor = lambda attempt: 0.0,
+    ) -> Claim | None:
+        """Claim every runnable ratio item of the next source, or return None.
+
+        The claimer first rescues expired or dead leases and fails queued items
+        whose batch deadline has passed, so no separate janitor is needed.
+        """
+        with self._write() as now:
+            at = iso(now)
+            self._rescue(now, is_dead, delay_for)
+            self._expire_deadlines(at)
+            pick = self._next_source(at, batch_id)
+            if pick is None:
+                return None
+            token = secrets.token_hex(12)
+            rows = [
+                r[0]
+                for r in self._conn.execute(
+                    "SELECT id FROM items WHERE batch_id = ? AND source = ? AND state = 'queued' "
+                    "AND (not_before IS NULL OR not_before <= ?) ORDER BY id",
+                    (pick[0], pick[1], at),
+                )
+            ]
+            marks = ",".join("?" * len(rows))
+            self._conn.execute(
+                f"UPDATE items SET attempt = attempt + 1, lease_owner = ?, lease_token = ?, lease_expires_at = ? "
+                f"WHERE id IN ({marks})",
+                [owner, token, iso(now + lease_seconds), *rows],
+            )
+            self._transition(at, rows, "queued", "running", worker=owner)
+            return self._load_claim(token, owner, rows)
+
+    def _next_source(self, at: str, batch_id: str | None) -> tuple[str, str] | None:
+        scope = " AND i.batch_id = ?" if batch_id else ""
+        row = self._conn.execute(
+            "SELECT i.batch_id, i.source FROM items i JOIN batches b USING (batch_id) "
+            "WHERE i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= ?) "
+            f"AND b.cancel_requested_at IS NULL{scope} "
+            "ORDER BY coalesce(i.not_before, i.queued_at), i.id LIMIT 1",
+            [at, *([batch_id] if batch_id else [])],
+        ).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def _load_claim(self, token: str, owner: str, rows: list[int]) -> Claim:
+        marks = ",".join("?" * len(rows))
+        items = self._conn.execute(
+            "SELECT id, item_id, ratio, attempt, derivative_key, object_path, friendly_path, focus_x, focus_y, "
+            f"batch_id, source, source_digest, source_format, source_width, source_height FROM items "
+            f"WHERE id IN ({marks}) ORDER BY id",
+            rows,
+        ).fetchall()
+        first = items[0]
+        profile, limits, out_dir = self._conn.execute(
+            "SELECT profile, limits, out_dir FROM batches WHERE batch_id = ?", (first[9],)
+        ).fetchone()
+        return Claim(
+            token=token,
+            owner=owner,
+            batch_id=first[9],
+            out_dir=out_dir,
+            source=first[10],
+            source_digest=first[11],
+            source_format=first[12],
+            source_width=first[13],
+            source_height=first[14],
+            profile=json.loads(profile),
+            limits=json.loads(limits or "{}"),
+            items=tuple(
+                ClaimedItem(r[0], r[1], r[2], r[3], r[4], r[5], r[6], (r[7], r[8]) if r[7] is not None else None)
+                for r in items
+            ),
+        )
+
+    def heartbeat(self, token: str, lease_seconds: float = 30.0) -> int:
+        """Extend a lease; returns how many of its items it still holds (0: lost)."""
+        with self._write() as now:
+            return self._conn.execute(
+                "UPDATE items SET lease_expires_at = ? WHERE lease_token = ? AND state = 'running'",
+                (iso(now + lease_seconds), token),
+            ).rowcount
+
+    # -- outcomes -----------------------------------------------------------------------
+
+    def cancel_if_requested(self, claim: Claim) -> bool:
+        """At a checkpoint: if the batch has a cancel request, end the claim's items
+        ``cancelled`` and return True."""
+        if not self._cancel_requested(claim.batch_id):
+            return False
+        with self._write() as now:
+            rows = self._held_rows(claim)
+            self._transition(iso(now), rows, "running", "cancelled", token=claim.token, worker=claim.owner)
+        return True
+
+    def _cancel_requested(self, batch_id: str) -> bool:
+        row = self._conn.execute("SELECT cancel_requested_at FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()
+        return row is not None and row[0] is not None
+
+    def _held_rows(self, claim: Claim) -> list[int]:
+        return [
+            r[0]
+            for r in self._conn.execute(
+                "SELECT id FROM items WHERE lease_token = ? AND state = 'running'", (claim.token,)
+            )
+        ]
+
+    def publish(self, claim: Claim, item: ClaimedItem, effect: Callable[[], None]) -> str:
+        """The race rule: check the cancel flag and the lease, run ``effect`` (link the
+        object and the friendly name) and mark ``succeeded``, all in one write transaction.
+
+        Returns ``succeeded``, ``cancelled`` (the cancel committed first) or ``lost``
+        (the lease was rescued; nothing was published).
+        """
+        with self._write() as now:
+            at = iso(now)
+            row = self._conn.execute(
+                "SELECT i.state, i.lease_token, b.cancel_requested_at FROM items i JOIN batches b USING (batch_id) "
+                "WHERE i.id = ?",
+                (item.row,),
+            ).fetchone()
+            if row is None or row[0] != "running" or row[1] != claim.token:
+                return "lost"
+            if row[2] is not None:
+                self._transition(at, [item.row], "running", "cancelled", token=claim.token, worker=claim.owner)
+                return "cancelled"
+            effect()
+            self._transition(at, [item.row], "running", "succeeded", token=claim.token, worker=claim.owner)
+            return "succeeded"
+
+    def fail(
+        self,
+        claim: Claim,
+        rows: list[int],
+        code: str,
+        detail: str,
+        delay_for: DelayFor,
+    ) -> dict[int, str]:
+        """Settle failed items: transient ones go back to ``queued`` with a persisted
+        ``not_before`` while attempts and the deadline allow; the rest end ``failed``.
+        Returns the new state of each row the claim still held.
+        """
+        with self._write() as now:
+            at = iso(now)
+            held = set(self._held_rows(claim))
+            outcome: dict[int, str] = {}
+            for row in [r for r in rows if r in held]:
+                outcome[row] = self._settle_one(now, at, row, code, detail, claim.token, claim.owner, delay_for)
+            return outcome
+
+    def _settle_one(
+        self,
+        now: float,
+        at: str,
+        row: int,
+        code: str,
+        detail: str,
+        token: str | None,
+        worker: str | None,
+        delay_for: DelayFor,
+    ) -> str:
+        attempt, max_attempts, deadline, cancel_at = self._conn.execute(
+            "SELECT i.attempt, b.max_attempts, b.deadline_at, b.cancel_requested_at FROM items i "
+            "JOIN batches b USING (batch_id) WHERE i.id = ?",
+            (row,),
+        ).fetchone()
+        common = {"token": token, "worker": worker}
+        if cancel_at is not None:
+            self._transition(at, [row], "running", "cancelled", **common)
+            return "cancelled"
+        if is_transient(code) and attempt < max_attempts:
+            not_before = iso(now + delay_for(attempt))
+            if deadline is None or not_before < deadline:
+                self._transition(
+                    at, [row], "running", "queued", error_code=code, detail=detail, not_before=not_before, **common
+                )
+                return "queued"
+            code, detail = "deadline_exceeded", f"the next attempt would start after the deadline ({detail})"
+        elif is_transient(code):
+            if code != "worker_crashed":
+                detail = f"{code}: {detail}"
+                code = "attempts_exhausted"
+            detail = f"{detail} (attempt {attempt} of {max_attempts})"
+        self._transition(at, [row], "running", "failed", error_code=code, detail=detail, **common)
+        return "failed"
+
+    # -- rescue and deadlines -----------------------------------------------------------
+
+    def rescue_leases(self, is_dead: Callable[[str], bool], delay_for: DelayFor) -> int:
+        """Requeue (or fail, when the attempts are spent) items whose lease expired or
+        whose owner process is gone; returns how many were rescued."""
+        with self._write() as now:
+            return self._rescue(now, is_dead, delay_for)
+
+    def _rescue(self, now: float, is_dead: Callable[[str], bool], delay_for: DelayFor) -> int:
+        at = iso(now)
+        running = self._conn.execute(
+            "SELECT id, lease_owner, lease_expires_at FROM items WHERE state = 'running'"
+        ).fetchall()
+        dead = {owner for owner in {r[1] for r in running} if owner and is_dead(owner)}
+        victims = [(r[0], r[1]) for r in running if r[1] in dead or (r[2] is not None and r[2] <= at)]
+        for row, owner in victims:
+            why = "its worker process is gone" if owner in dead else "its lease expired"
+            self._settle_one(now, at, row, "worker_crashed", why, None, owner, delay_for)
+        return len(victims)
+
+    def _expire_deadlines(self, at: str) -> None:
+        rows = [
+            r[0]
+            for r in self._conn.execute(
+                "SELECT i.id FROM items i JOIN batches b USING (batch_id) WHERE i.state = 'queued' "
+                "AND b.deadline_at IS NOT NULL AND b.deadline_at <= ?",
+                (at,),
+            )
+        ]
+        self._transition(
+            at, rows, "queued", "failed", error_code="deadline_exceeded", detail="the batch deadline passed"
+        )
+
+    # -- reading the queue ----------------------------------------------------------------
+
+    def queue_state(self, batch_id: str | None = None) -> QueueState:
+        """Live items in scope: runnable now, delayed by backoff, running."""
+        at = iso(self.clock())  # type: ignore[attr-defined]
+        scope = " AND i.batch_id = ?" if batch_id else ""
+        params: list[object] = [at, at, at, *([batch_id] if batch_id else [])]
+        row = self._conn.execute(
+            "SELECT sum(i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= ?)), "
+            "sum(i.state = 'queued' AND i.not_before > ?), sum(i.state = 'running'), "
+            "min(CASE WHEN i.state = 'queued' AND i.not_before > ? THEN i.not_before END) "
+            "FROM items i JOIN batches b USING (batch_id) WHERE i.state IN ('queued', 'running') "
+            f"AND (b.cancel_requested_at IS NULL OR i.state = 'running'){scope}",
+            params,
+        ).fetchone()
+        return QueueState(row[0] or 0, row[1] or 0, row[2] or 0, row[3])
+
+    def running_owners(self) -> Iterator[str]:
+        for (owner,) in self._conn.execute("SELECT DISTINCT lease_owner FROM items WHERE state = 'running'"):
+            if owner:
+                yield owner

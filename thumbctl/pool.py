@@ -1,0 +1,148 @@
+"""A pool of worker processes and the supervising loop that acts on Ctrl-C flags.
+
+Workers are started from an explicit ``spawn`` context with SIGINT blocked,
+then ignore it: a terminal's Ctrl-C reaches the whole process group, and
+only the parent decides what it means. The parent never holds a write
+transaction while it waits on children; when a child dies it rescues the
+dead child's leases at once and starts a replacement.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
+
+from .errors import ExitCode, ThumbctlError
+from .ledger import Ledger
+from .proc import owner_is_dead
+from .worker import WorkerConfig, worker_main
+
+
+class Pool:
+    """``size`` worker processes sharing one stop event."""
+
+    def __init__(self, config: WorkerConfig, size: int, context: str = "spawn") -> None:
+        self.config = config
+        self.size = max(1, size)
+        self.ctx = multiprocessing.get_context(context)
+        self.stop_event = self.ctx.Event()
+        self.children: list[BaseProcess] = []
+        self.crashes = 0
+
+    def start(self) -> None:
+        for _ in range(self.size):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            child = self.ctx.Process(target=worker_main, args=(self.config, self.stop_event), name="thumbctl-worker")
+            child.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        self.children.append(child)
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_event.is_set()
+
+    def request_stop(self) -> None:
+        """Workers finish the claim in hand, then exit."""
+        self.stop_event.set()
+
+    def reap(self) -> int:
+        """Forget exited children; returns how many of them died abnormally."""
+        crashed = 0
+        for child in [c for c in self.children if c.exitcode is not None]:
+            child.join()
+            self.children.remove(child)
+            if child.exitcode != 0:
+                crashed += 1
+        self.crashes += crashed
+        return crashed
+
+    def replace(self, count: int) -> None:
+        if not self.stopping:
+            for _ in range(count):
+                self._spawn()
+
+    def kill(self) -> None:
+        """Terminate every worker now (second Ctrl-C); their leases are rescued later."""
+        for child in self.children:
+            child.kill()
+        for child in self.children:
+            child.join(timeout=5)
+        self.children.clear()
+
+    @property
+    def alive(self) -> int:
+        return len(self.children)
+
+
+#: Worker deaths with no lease held (a broken start-up, not a bad photo) tolerated in a row.
+MAX_IDLE_CRASHES = 3
+
+
+class WorkerStartFailed(ThumbctlError):
+    """Worker processes keep dying before they take any work."""
+
+    code = "worker_start_failed"
+    exit_code = ExitCode.PARTIAL
+
+
+@dataclass(frozen=True)
+class Supervision:
+    """How a supervised run ended."""
+
+    interrupted: bool = False
+    killed: bool = False
+    crashes: int = 0
+
+
+def supervise(
+    ledger: Ledger,
+    pool: Pool,
+    *,
+    interrupts: Callable[[], int],
+    on_first_interrupt: Callable[[], None],
+    on_tick: Callable[[], None],
+    tick: float = 0.2,
+) -> Supervision:
+    """Run ``pool`` until its workers are idle and gone, acting on Ctrl-C presses.
+
+    ``interrupts()`` is how many times the user pressed Ctrl-C (counted by a
+    signal handler that does nothing else). The first press calls
+    ``on_first_interrupt``; the second kills the workers and returns at once.
+    """
+    pool.start()
+    handled = False
+    idle_crashes = 0
+    try:
+        while True:
+            presses = interrupts()
+            if presses >= 2:
+                pool.kill()
+                return Supervision(interrupted=True, killed=True, crashes=pool.crashes)
+            if presses == 1 and not handled:
+                handled = True
+                on_first_interrupt()
+            crashed = pool.reap()
+            if crashed:
+                rescued = ledger.rescue_leases(owner_is_dead, pool.config.backoff.delay_for)
+                idle_crashes = 0 if rescued else idle_crashes + crashed
+                if idle_crashes > MAX_IDLE_CRASHES:
+                    raise WorkerStartFailed(
+                        f"{idle_crashes} worker processes died without holding any work; see the errors above"
+                    )
+                pool.replace(crashed)
+            if pool.alive == 0:
+                return Supervision(interrupted=handled, crashes=pool.crashes)
+            on_tick()
+            time.sleep(tick)
+    except BaseException:
+        pool.kill()
+        raise

@@ -1,0 +1,166 @@
+"""Running batches: the foreground run of ``submit``, ``work``, and ``cancel --wait``.
+
+Policy on top of the pool: what the first Ctrl-C means (a durable cancel for
+a foreground batch; a graceful stop for ``work``), and writing each finished
+batch's JSON manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from .errors import Interrupted
+from .ledger import Ledger, iso
+from .models import BatchView
+from .pool import Pool, Supervision, supervise
+from .retrypolicy import Backoff
+from .store import write_batch_manifest as store_batch_manifest
+from .worker import WorkerConfig
+
+
+class RunObserver(Protocol):
+    """What a run tells its caller (the CLI renders it; the library never prints)."""
+
+    def tick(self, ledger: Ledger) -> None: ...
+
+    def cancel_recorded(self, batch: BatchView) -> None: ...
+
+    def stopping(self) -> None: ...
+
+
+class SilentObserver:
+    def tick(self, ledger: Ledger) -> None:
+        pass
+
+    def cancel_recorded(self, batch: BatchView) -> None:
+        pass
+
+    def stopping(self) -> None:
+        pass
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    workers: int = field(default_factory=default_workers)
+    lease_seconds: float = 30.0
+    heartbeat_seconds: float = 10.0
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    batch: BatchView | None
+    supervision: Supervision
+
+
+def run_batch(
+    db_path: Path,
+    batch_id: str,
+    options: RunOptions,
+    *,
+    interrupts: Callable[[], int] = lambda: 0,
+    observer: RunObserver | None = None,
+) -> RunResult:
+    """Render one batch in the foreground until it is terminal.
+
+    The first Ctrl-C records the cancel durably at once; running items stop
+    at their next checkpoint. The second kills the workers.
+    """
+    observer = observer or SilentObserver()
+    with Ledger(db_path) as ledger:
+        batch_id = ledger.resolve_batch_id(batch_id)
+        supervision = Supervision()
+        if not ledger.batch(batch_id, with_failures=False).is_terminal:
+            pool = Pool(_config(db_path, options, batch_id, until_idle=True), options.workers)
+
+            def cancel_now() -> None:
+                observer.cancel_recorded(ledger.request_cancel(batch_id))
+
+            supervision = supervise(
+                ledger,
+                pool,
+                interrupts=interrupts,
+                on_first_interrupt=cancel_now,
+                on_tick=lambda: observer.tick(ledger),
+            )
+        view = ledger.batch(batch_id)
+        if view.is_terminal:
+            write_batch_manifest(ledger, view)
+        return RunResult(view, supervision)
+
+
+def run_work(
+    db_path: Path,
+    options: RunOptions,
+    *,
+    batch_id: str | None = None,
+    until_idle: bool = False,
+    interrupts: Callable[[], int] = lambda: 0,
+    observer: RunObserver | None = None,
+) -> RunResult:
+    """Process runnable items of every batch (or one), until idle or stopped.
+
+    The first Ctrl-C lets workers finish the source in hand and exit; the
+    second kills them. Batches that finished meanwhile get their manifests.
+    """
+    observer = observer or SilentObserver()
+    with Ledger(db_path) as ledger:
+        if batch_id is not None:
+            batch_id = ledger.resolve_batch_id(batch_id)
+        started = iso(ledger.clock())
+        pool = Pool(_config(db_path, options, batch_id, until_idle=until_idle), options.workers)
+
+        def stop_gracefully() -> None:
+            observer.stopping()
+            pool.request_stop()
+
+        supervision = supervise(
+            ledger,
+            pool,
+            interrupts=interrupts,
+            on_first_interrupt=stop_gracefully,
+            on_tick=lambda: observer.tick(ledger),
+        )
+        for touched in ledger.batches_touched_since(started):
+            view = ledger.batch(touched)
+            if view.is_terminal:
+                write_batch_manifest(ledger, view)
+        return RunResult(ledger.batch(batch_id) if batch_id else None, supervision)
+
+
+def wait_until_terminal(
+    ledger: Ledger, batch_id: str, *, should_stop: Callable[[], bool], poll: float = 0.2
+) -> BatchView:
+    """Block until the batch is terminal (``cancel --wait``)."""
+    while True:
+        view = ledger.batch(batch_id)
+        if view.is_terminal:
+            return view
+        if should_stop():
+            raise Interrupted("stopped waiting; the cancel stays recorded")
+        time.sleep(poll)
+
+
+def write_batch_manifest(ledger: Ledger, batch: BatchView) -> str:
+    """Write OUT/batches/<batch_id>.json for a batch (see :func:`store.write_batch_manifest`)."""
+    return store_batch_manifest(batch, ledger.items(batch.batch_id))
+
+
+def _config(db_path: Path, options: RunOptions, batch_id: str | None, *, until_idle: bool) -> WorkerConfig:
+    return WorkerConfig(
+        db_path=str(db_path),
+        batch_id=batch_id,
+        until_idle=until_idle,
+        lease_seconds=options.lease_seconds,
+        heartbeat_seconds=options.heartbeat_seconds,
+        backoff=options.backoff,
+    )

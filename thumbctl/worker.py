@@ -1,0 +1,224 @@
+"""One worker process: claim a source's items, render them, publish each exactly once.
+
+The loop: claim (all ratio items of one source, under one lease) → checkpoint
+``before_decode`` → read and verify the source, decode it once → for each
+item: checkpoint ``before_encode`` → crop, resample, encode, write and verify
+a temp file → checkpoint ``before_publish`` → publish in one ledger
+transaction (cancel flag and lease checked, object linked, friendly name
+switched, item marked ``succeeded``). A heartbeat thread keeps the lease
+alive; if the lease is lost, the worker stops touching the claim.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ItemFailure
+from .faults import Faults
+from .imaging import DecodedSource, Geometry, decode_source, encode, output_geometry, render, verify_output
+from .ledger import Claim, ClaimedItem, Ledger
+from .proc import owner_id, owner_is_dead
+from .retrypolicy import Backoff
+from .settings import OUTPUT_FORMATS, Limits, parse_ratio
+from .store import OutputLayout, discard, link_friendly, publish_object, write_temp
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What every worker process of a pool is told (picklable, for spawn)."""
+
+    db_path: str
+    batch_id: str | None = None
+    until_idle: bool = True
+    lease_seconds: float = 30.0
+    heartbeat_seconds: float = 10.0
+    poll_seconds: float = 0.25
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+class LeaseLost(Exception):
+    """The claim's lease was rescued by someone else; drop the claim."""
+
+
+def worker_main(config: WorkerConfig, stop: threading.Event) -> None:
+    """Entry point of a worker process. Ctrl-C is the parent's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    run_worker(config, stop)
+
+
+def run_worker(config: WorkerConfig, stop: threading.Event, faults: Faults | None = None) -> int:
+    """Claim and process until idle (``until_idle``) or ``stop`` is set; returns claims processed."""
+    faults = faults or Faults()
+    owner = owner_id()
+    processed = 0
+    with Ledger(Path(config.db_path)) as ledger:
+        while not stop.is_set():
+            claim = ledger.claim(
+                owner,
+                batch_id=config.batch_id,
+                lease_seconds=config.lease_seconds,
+                is_dead=owner_is_dead,
+                delay_for=config.backoff.delay_for,
+            )
+            if claim is None:
+                if config.until_idle and ledger.queue_state(config.batch_id).idle:
+                    break
+                stop.wait(config.poll_seconds)
+                continue
+            with Heartbeat(config, claim.token) as beat:
+                ClaimRun(ledger, claim, faults, config, beat.lost).run()
+            processed += 1
+    return processed
+
+
+class Heartbeat:
+    """Extends a lease every ``heartbeat_seconds`` from its own thread and connection."""
+
+    def __init__(self, config: WorkerConfig, token: str) -> None:
+        self.config = config
+        self.token = token
+        self.lost = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        with Ledger(Path(self.config.db_path)) as ledger:
+            while not self._done.wait(self.config.heartbeat_seconds):
+                if ledger.heartbeat(self.token, self.config.lease_seconds) == 0:
+                    self.lost.set()
+                    return
+
+
+class ClaimRun:
+    """Processing of one claim, with its checkpoints."""
+
+    def __init__(
+        self, ledger: Ledger, claim: Claim, faults: Faults, config: WorkerConfig, lost: threading.Event
+    ) -> None:
+        self.ledger = ledger
+        self.claim = claim
+        self.faults = faults
+        self.config = config
+        self.lost = lost
+        self.layout = OutputLayout(claim.out_dir)
+        profile = claim.profile
+        self.fmt = str(profile["format"])
+        self.extension = OUTPUT_FORMATS[self.fmt]
+        self.geometries = {
+            item.row: output_geometry(
+                claim.source_width,
+                claim.source_height,
+                parse_ratio(item.ratio),
+                int(profile["size"]),
+                bool(profile["upscale"]),
+            )
+            for item in claim.items
+        }
+
+    def run(self) -> None:
+        try:
+            if self._checkpoint("before_decode"):
+                return
+            try:
+                decoded = self._decode()
+            except ItemFailure as failure:
+                self._fail([i.row for i in self.claim.items], failure.code, failure.detail)
+                return
+            for item in self.claim.items:
+                if self._checkpoint("before_encode") or self._render_and_publish(decoded, item) == "stop":
+                    return
+        except LeaseLost:
+            return
+        except Exception as exc:  # a bug or resource error: retried like a crash
+            rows = [i.row for i in self.claim.items]
+            self._fail(rows, "worker_crashed", f"{type(exc).__name__}: {exc}")
+
+    def _checkpoint(self, name: str) -> bool:
+        """Fault point, lease check and cancel check; True when the claim must stop."""
+        self.faults.hit(name)
+        if self.lost.is_set():
+            raise LeaseLost
+        return self.ledger.cancel_if_requested(self.claim)
+
+    def _fail(self, rows: list[int], code: str, detail: str) -> None:
+        self.ledger.fail(self.claim, rows, code, detail, self.config.backoff.delay_for)
+
+    def _decode(self) -> DecodedSource:
+        limits = Limits()
+        max_bytes = int(self.claim.limits.get("max_bytes", limits.max_bytes))
+        max_pixels = int(self.claim.limits.get("max_pixels", limits.max_pixels))
+        data = read_verified_source(self.claim.source, self.claim.source_digest, max_bytes)
+        needed = max(g.out_w / g.crop_w for g in self.geometries.values())
+        return decode_source(data, self.claim.source_format, max_pixels, needed)
+
+    def _render_and_publish(self, decoded: DecodedSource, item: ClaimedItem) -> str:
+        geometry = self.geometries[item.row]
+        temp = None
+        try:
+            temp = self._render_to_temp(decoded, item, geometry)
+            if self._checkpoint("before_publish"):
+                return "stop"
+            outcome = self.ledger.publish(self.claim, item, lambda: self._publish_effect(temp, item))
+        except ItemFailure as failure:
+            self._fail([item.row], failure.code, failure.detail)
+            return "next"
+        except OSError as exc:
+            self._fail([item.row], "io_error", f"{exc.strerror or exc}")
+            return "next"
+        finally:
+            discard(temp)
+        if outcome == "lost":
+            raise LeaseLost
+        if outcome == "cancelled":
+            self.ledger.cancel_if_requested(self.claim)
+            return "stop"
+        self.faults.hit("after_commit")
+        return "next"
+
+    def _render_to_temp(self, decoded: DecodedSource, item: ClaimedItem, geometry: Geometry) -> str:
+        profile = self.claim.profile
+        image = render(decoded, geometry, item.focus, str(profile["background"]))
+        data = encode(image, self.fmt, int(profile["quality"]))
+        temp = write_temp(self.layout, data, self.extension)
+        problem = verify_output(Path(temp), self.fmt, geometry.out_w, geometry.out_h)
+        if problem:
+            discard(temp)
+            raise ItemFailure("worker_crashed", f"the encoded output {problem}")
+        return temp
+
+    def _publish_effect(self, temp: str, item: ClaimedItem) -> None:
+        publish_object(temp, item.object_path)
+        self.faults.hit("after_link")
+        link_friendly(self.layout, item.object_path, item.friendly_path)
+
+
+def read_verified_source(path: str, digest: str, max_bytes: int) -> bytes:
+    """The source's bytes, if they still are the ones accepted at submit."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise ItemFailure("source_missing", f"{path} is gone") from exc
+        raise ItemFailure("io_error", f"cannot read {path}: {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as stream:
+        if os.fstat(stream.fileno()).st_size > max_bytes:
+            raise ItemFailure("too_large", f"{path} grew over the byte limit")
+        data = stream.read()
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise ItemFailure("source_changed", f"{path} changed since it was submitted")
+    return data
