@@ -236,3 +236,27 @@ def test_ctrl_c_during_retry_admission_exits_130_and_records_nothing(
         [sys.executable, "-m", "thumbctl", "status", "--json"], env=env, capture_output=True, text=True
     )
     assert len(json.loads(listing.stdout)["batches"]) == 1
+
+
+def test_cancel_wait_returns_once_the_batch_is_terminal(cli, photos: Path, out_dir: Path) -> None:
+    _, batch, _ = submit_json(cli, photos, out_dir)
+    result = cli("cancel", batch["batch_id"], "--wait", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["state"] == "cancelled"
+
+
+def test_foreground_submit_renders_and_exits_by_outcome(cli, photos: Path, out_dir: Path) -> None:
+    (photos / "notes.jpg").write_text("text")
+    result = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
+    assert result.exit_code == 1  # partial: one source is not an image
+    doc = json.loads(result.stdout)
+    assert doc["state"] == "partial" and doc["counts"]["succeeded"] == 4
+    manifest = json.loads(Path(doc["manifest_path"]).read_text())
+    assert {i["item_id"] for i in manifest["items"] if i["state"] == "succeeded"} == {
+        "coffee.png",
+        "garden.jpeg",
+        "rooms/kitchen.webp",
+        "rooms/living.jpg",
+    }
+    assert all(Path(i["friendly_path"]).exists() for i in manifest["items"] if i["state"] == "succeeded")
+    again = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
+    assert again.exit_code == 1 and json.loads(again.stdout)["replayed"] is True

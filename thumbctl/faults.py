@@ -3,7 +3,9 @@
 ``THUMBCTL_FAULT`` holds comma-separated rules:
 
 * ``crash:CHECKPOINT`` — the worker process dies at once (``os._exit``), as a
-  kill -9 would leave it; ``crash:CHECKPOINT:0.3`` does so with probability 0.3.
+  kill -9 would leave it; ``crash:CHECKPOINT:0.3`` does so with probability 0.3;
+  ``crash:CHECKPOINT:once`` only in the first process to get there (it leaves
+  ``$THUMBCTL_FAULT_DIR/fired-CHECKPOINT`` behind).
 * ``pause:CHECKPOINT`` — the worker creates ``$THUMBCTL_FAULT_DIR/paused-CHECKPOINT-PID``
   and waits there until ``$THUMBCTL_FAULT_DIR/release`` exists.
 
@@ -28,6 +30,7 @@ class FaultRule:
     action: str
     checkpoint: str
     probability: float = 1.0
+    once: bool = False
 
 
 def parse_faults(text: str) -> tuple[FaultRule, ...]:
@@ -35,8 +38,10 @@ def parse_faults(text: str) -> tuple[FaultRule, ...]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         fields = part.split(":")
         if len(fields) not in (2, 3) or fields[0] not in ("crash", "pause") or fields[1] not in CHECKPOINTS:
-            raise ValueError(f"bad THUMBCTL_FAULT rule {part!r}: use crash:CHECKPOINT[:P] or pause:CHECKPOINT")
-        rules.append(FaultRule(fields[0], fields[1], float(fields[2]) if len(fields) == 3 else 1.0))
+            raise ValueError(f"bad THUMBCTL_FAULT rule {part!r}: use crash:CHECKPOINT[:P|:once] or pause:CHECKPOINT")
+        odds = fields[2] if len(fields) == 3 else "1"
+        once = odds == "once"
+        rules.append(FaultRule(fields[0], fields[1], 1.0 if once else float(odds), once))
     return tuple(rules)
 
 
@@ -51,9 +56,18 @@ class Faults:
         for rule in self.rules:
             if rule.checkpoint != checkpoint or random.random() >= rule.probability:
                 continue
+            if rule.once and not self._first_to_fire(checkpoint):
+                continue
             if rule.action == "crash":
                 os._exit(137)
             self._pause(checkpoint)
+
+    def _first_to_fire(self, checkpoint: str) -> bool:
+        try:
+            os.close(os.open(self.folder / f"fired-{checkpoint}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
 
     def _pause(self, checkpoint: str) -> None:
         marker = self.folder / f"paused-{checkpoint}-{os.getpid()}"

@@ -1,0 +1,271 @@
+"""Real processes: Ctrl-C, cancel races at each checkpoint, crashes and kill -9, with fault injection.
+
+Workers pause or die at named checkpoints (THUMBCTL_FAULT); a paused worker
+announces itself with a marker file and waits for a release file, so every
+race here is staged, not hoped for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from thumbctl import Ledger
+
+from support import check_invariants, make_image
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Env:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path
+        self.db = tmp_path / "ledger.db"
+        self.out = tmp_path / "out"
+        self.faults = tmp_path / "faults"
+        self.faults.mkdir()
+        self.photos = tmp_path / "photos"
+        for n, size in enumerate([(300, 200), (200, 300), (256, 256)]):
+            make_image(self.photos / f"p{n}.jpg", size, "JPEG", seed=n)
+
+    def env(self, fault: str | None = None) -> dict[str, str]:
+        env = {**os.environ, "THUMBCTL_DB": str(self.db), "THUMBCTL_FAULT_DIR": str(self.faults)}
+        env.pop("THUMBCTL_FAULT", None)
+        if fault:
+            env["THUMBCTL_FAULT"] = fault
+        return env
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "thumbctl", *args]
+
+    def run(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(self.command(*args), env=self.env(fault), capture_output=True, text=True, timeout=90)
+
+    def start(self, *args: str, fault: str | None = None) -> subprocess.Popen:
+        return subprocess.Popen(
+            self.command(*args),
+            env=self.env(fault),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def paused(self, checkpoint: str, count: int = 1, exclude: set[int] = frozenset()) -> list[int]:
+        """Wait until ``count`` workers are paused at ``checkpoint``; return their pids."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pids = [int(p.name.rsplit("-", 1)[1]) for p in self.faults.glob(f"paused-{checkpoint}-*")]
+            pids = [p for p in pids if p not in exclude]
+            if len(pids) >= count:
+                return pids
+            time.sleep(0.02)
+        raise AssertionError(f"no worker paused at {checkpoint}")
+
+    def release(self) -> None:
+        (self.faults / "release").touch()
+
+    def batch(self) -> dict:
+        doc = json.loads(self.run("status", "--json").stdout)
+        assert len(doc["batches"]) == 1
+        return json.loads(self.run("status", doc["batches"][0]["batch_id"], "--json").stdout)
+
+    def events(self, batch_id: str) -> list[dict]:
+        return json.loads(self.run("events", batch_id, "--json").stdout)["events"]
+
+    def check(self) -> None:
+        with Ledger(self.db) as ledger:
+            check_invariants(ledger)
+
+
+class Lines:
+    """Reads a pipe on a thread so a test can wait for a line without blocking forever."""
+
+    def __init__(self, stream) -> None:
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream) -> None:
+        for line in stream:
+            self.lines.put(line)
+
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"{text!r} never appeared in: {''.join(self.seen)}")
+
+    def rest(self) -> str:
+        while True:
+            try:
+                self.seen.append(self.lines.get(timeout=0.5))
+            except queue.Empty:
+                return "".join(self.seen)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Env:
+    return Env(tmp_path)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_ctrl_c_records_the_cancel_and_exits_130(env: Env) -> None:
+    proc = env.start("submit", str(env.photos), "--out", str(env.out), "-w", "1", fault="pause:before_encode")
+    err = Lines(proc.stderr)
+    env.paused("before_encode")
+    os.killpg(proc.pid, signal.SIGINT)
+    err.wait_for("Cancel recorded")
+    env.release()
+    assert proc.wait(timeout=60) == 130
+    text = err.rest()
+    assert "Traceback" not in text
+    batch = env.batch()
+    assert batch["state"] == "cancelled" and batch["cancel_requested_at"] is not None
+    assert batch["counts"]["succeeded"] == 0
+    assert [e["to_state"] for e in env.events(batch["batch_id"]) if e["item_id"] is None] == ["cancel_requested"]
+    env.check()
+
+
+def test_a_second_ctrl_c_quits_at_once_and_the_next_work_finishes(env: Env) -> None:
+    proc = env.start("submit", str(env.photos), "--out", str(env.out), "-w", "1", fault="pause:before_publish")
+    err = Lines(proc.stderr)
+    [worker] = env.paused("before_publish")
+    os.killpg(proc.pid, signal.SIGINT)
+    err.wait_for("Cancel recorded")
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=10) == 130
+    deadline = time.monotonic() + 10
+    while alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(worker)
+    assert "Traceback" not in err.rest()
+    assert env.batch()["state"] == "cancel_requested"  # the dead worker's lease is still there
+    result = env.run("work", "--until-idle", "-w", "1")
+    assert result.returncode == 0
+    batch = env.batch()
+    assert batch["state"] == "cancelled" and batch["counts"]["running"] == 0
+    env.check()
+
+
+@pytest.mark.parametrize("checkpoint", ["before_decode", "before_encode", "before_publish"])
+def test_cancel_from_another_shell_at_each_checkpoint(env: Env, checkpoint: str) -> None:
+    proc = env.start("submit", str(env.photos), "--out", str(env.out), "-w", "1", fault=f"pause:{checkpoint}")
+    env.paused(checkpoint)
+    batch_id = json.loads(env.run("status", "--json").stdout)["batches"][0]["batch_id"]
+    assert env.run("cancel", batch_id).returncode == 0
+    env.release()
+    assert proc.wait(timeout=60) == 4
+    batch = env.batch()
+    assert batch["state"] == "cancelled" and batch["counts"]["succeeded"] == 0
+    assert not list(env.out.rglob("*.jpg"))  # nothing was published
+    repeat = json.loads(env.run("cancel", batch_id, "--json").stdout)
+    assert (repeat["state"], repeat["counts"]) == (batch["state"], batch["counts"])
+    env.check()
+
+
+def test_a_success_committed_before_the_cancel_stays(env: Env) -> None:
+    proc = env.start("submit", str(env.photos), "--out", str(env.out), "-w", "1", fault="pause:after_commit")
+    env.paused("after_commit")
+    batch_id = json.loads(env.run("status", "--json").stdout)["batches"][0]["batch_id"]
+    assert env.run("cancel", batch_id).returncode == 0
+    env.release()
+    assert proc.wait(timeout=60) == 4
+    batch = env.batch()
+    assert batch["state"] == "cancelled" and batch["counts"]["succeeded"] == 1
+    events = env.events(batch_id)
+    cancel_seq = next(e["seq"] for e in events if e["to_state"] == "cancel_requested")
+    assert [e["seq"] < cancel_seq for e in events if e["to_state"] == "succeeded"] == [True]
+    env.check()
+
+
+@pytest.mark.parametrize("checkpoint", ["before_publish", "after_link", "after_commit"])
+def test_a_worker_dying_at_each_crash_point_loses_and_duplicates_nothing(env: Env, checkpoint: str) -> None:
+    result = env.run(
+        "submit", str(env.photos), "--out", str(env.out), "-w", "1", "--json", fault=f"crash:{checkpoint}:once"
+    )
+    assert result.returncode == 0, result.stderr
+    batch = json.loads(result.stdout)
+    assert batch["state"] == "succeeded" and batch["counts"]["succeeded"] == 9
+    rescued = [e for e in env.events(batch["batch_id"]) if e["error_code"] == "worker_crashed"]
+    assert rescued and all(e["to_state"] == "queued" for e in rescued)
+    objects = list((env.out / "objects").rglob("*.jpg"))
+    assert len(objects) == 9
+    env.check()
+
+
+def test_sigkill_of_real_workers_is_rescued_by_their_supervisor(env: Env) -> None:
+    assert env.run("submit", str(env.photos), "--out", str(env.out), "--detach").returncode == 0
+    proc = env.start("work", "--until-idle", "-w", "2", fault="pause:before_publish")
+    first = env.paused("before_publish", count=2)
+    for pid in first:
+        os.kill(pid, signal.SIGKILL)
+    env.paused("before_publish", count=1, exclude=set(first))  # a replacement took the work up
+    env.release()
+    assert proc.wait(timeout=60) == 0
+    batch = env.batch()
+    assert batch["state"] == "succeeded"
+    crashed = {e["worker"].split(":")[1] for e in env.events(batch["batch_id"]) if e["error_code"] == "worker_crashed"}
+    assert crashed == {str(pid) for pid in first}
+    env.check()
+
+
+def test_kill_9_of_the_whole_process_group_then_work_again(env: Env) -> None:
+    assert env.run("submit", str(env.photos), "--out", str(env.out), "--detach").returncode == 0
+    proc = env.start("work", "-w", "2", fault="pause:before_publish")
+    env.paused("before_publish", count=2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert env.batch()["counts"]["running"] > 0
+    result = env.run("work", "--until-idle", "-w", "2")
+    assert result.returncode == 0, result.stderr
+    batch = env.batch()
+    assert batch["state"] == "succeeded" and batch["counts"]["succeeded"] == 9
+    assert not [
+        p for p in env.out.rglob("*") if p.is_file() and ".tmp" not in p.parts and p.suffix not in (".jpg", ".json")
+    ]
+    env.check()
+
+
+def test_a_source_that_kills_its_worker_every_time_ends_failed(env: Env) -> None:
+    result = env.run(
+        "submit",
+        str(env.photos),
+        "--out",
+        str(env.out),
+        "-w",
+        "1",
+        "--attempts",
+        "2",
+        "-r",
+        "1:1",
+        "--json",
+        fault="crash:before_decode",
+    )
+    assert result.returncode == 1
+    batch = json.loads(result.stdout)
+    assert batch["state"] == "failed"
+    assert {f["error_code"] for f in batch["failures"]} == {"worker_crashed"}
+    env.check()

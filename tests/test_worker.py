@@ -1,0 +1,167 @@
+"""The worker pipeline in-process: render, verify, publish, and every failure path."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
+from thumbctl.faults import Faults, parse_faults
+from thumbctl.imaging import output_geometry
+from thumbctl.retrypolicy import Backoff
+from thumbctl.settings import Ratio
+from thumbctl.worker import WorkerConfig, run_worker
+
+from support import check_invariants, make_image
+
+
+def accept(ledger: Ledger, source: Path, out: Path, **kwargs):
+    options = SubmitOptions(out_dir=out, **kwargs)
+    return submit(ledger, prepare_submission(source, options, ledger), options.limits)
+
+
+def work(ledger: Ledger, batch_id: str | None = None) -> int:
+    config = WorkerConfig(str(ledger.path), batch_id=batch_id, backoff=Backoff(base=0.01, cap=0.02), poll_seconds=0.01)
+    return run_worker(config, threading.Event(), Faults(""))
+
+
+def test_a_batch_renders_to_objects_friendly_links_and_nothing_else(ledger: Ledger, photos: Path, out_dir: Path):
+    batch = accept(ledger, photos, out_dir)
+    assert work(ledger) == 4  # one claim per source, all ratios decoded once
+    view = ledger.batch(batch.batch_id)
+    assert view.state == "succeeded" and view.counts["succeeded"] == 12
+    check_invariants(ledger)
+    for item in ledger.items(batch.batch_id):
+        assert os.path.samefile(item.object_path, item.friendly_path)
+        w, h = (int(v) for v in item.ratio.split(":"))
+        with Image.open(item.object_path) as image:
+            assert max(image.size) <= 512 and abs(image.width * h - image.height * w) <= max(w, h)
+    files = {p.relative_to(out_dir).parts[0] for p in out_dir.rglob("*") if p.is_file()}
+    assert files <= {
+        "objects",
+        "rooms",
+        "coffee.1x1.jpg",
+        "coffee.4x3.jpg",
+        "coffee.16x9.jpg",
+        "garden.1x1.jpg",
+        "garden.4x3.jpg",
+        "garden.16x9.jpg",
+    }
+    assert not list((out_dir / ".tmp").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("size", "ratio"), [(512, Ratio(1, 1)), (100, Ratio(16, 9)), (64, Ratio(3, 1)), (300, Ratio(1, 7))]
+)
+def test_outputs_have_exact_dimensions(ledger: Ledger, photos: Path, out_dir: Path, size: int, ratio: Ratio):
+    batch = accept(ledger, photos, out_dir, profile=Profile(ratios=(ratio,), size=size))
+    work(ledger)
+    for item in ledger.items(batch.batch_id):
+        source = {
+            "coffee.png": (600, 400),
+            "garden.jpeg": (200, 320),
+            "rooms/kitchen.webp": (320, 200),
+            "rooms/living.jpg": (1800, 1200),
+        }[item.item_id]
+        geometry = output_geometry(*source, ratio, size, False)
+        with Image.open(item.object_path) as image:
+            assert image.size == (geometry.out_w, geometry.out_h)
+
+
+def test_a_source_changed_after_submit_fails_source_changed(ledger: Ledger, photos: Path, out_dir: Path):
+    batch = accept(ledger, photos, out_dir)
+    make_image(photos / "garden.jpeg", (200, 320), "JPEG", seed=42)
+    (photos / "coffee.png").unlink()
+    work(ledger)
+    view = ledger.batch(batch.batch_id)
+    assert view.state == "partial"
+    assert {(f.item_id, f.error_code) for f in view.failures} == {
+        ("garden.jpeg", "source_changed"),
+        ("coffee.png", "source_missing"),
+    }
+
+
+def test_a_truncated_photo_fails_corrupt_image_at_render(ledger: Ledger, tmp_path: Path, out_dir: Path):
+    src = tmp_path / "src"
+    src.mkdir()
+    data = (Path(__file__).parent.parent / "sample_images" / "public-domain" / "sk-rocket.jpg").read_bytes()
+    (src / "cut.jpg").write_bytes(data[: len(data) // 2])
+    make_image(src / "ok.png", (50, 40), "PNG")
+    batch = accept(ledger, src, out_dir)
+    assert batch.counts["queued"] == 6  # the header is intact: admitted
+    work(ledger)
+    view = ledger.batch(batch.batch_id)
+    assert {(f.item_id, f.error_code) for f in view.failures} == {("cut.jpg", "corrupt_image")}
+    assert view.counts["succeeded"] == 3
+    events = [e for e in ledger.events(batch.batch_id, item_id="cut.jpg") if e.to_state == "failed"]
+    assert len(events) == 3 and all(e.attempt == 1 for e in events)  # permanent: never retried
+
+
+def test_identical_photos_share_one_object(ledger: Ledger, photos: Path, out_dir: Path):
+    (photos / "copy.png").write_bytes((photos / "coffee.png").read_bytes())
+    batch = accept(ledger, photos, out_dir)
+    work(ledger)
+    items = ledger.items(batch.batch_id)
+    assert ledger.batch(batch.batch_id).state == "succeeded"
+    assert len({i.derivative_key for i in items}) == 12
+    assert len(list((out_dir / "objects").rglob("*.jpg"))) == 12
+    assert os.path.samefile(out_dir / "copy.1x1.jpg", out_dir / "coffee.1x1.jpg")
+
+
+def test_resubmitting_reuses_objects_and_renders_only_the_changed_photo(ledger: Ledger, photos: Path, out_dir: Path):
+    first = accept(ledger, photos, out_dir)
+    work(ledger)
+    make_image(photos / "garden.jpeg", (200, 320), "JPEG", seed=7)
+    (out_dir / "coffee.1x1.jpg").unlink()
+    second = accept(ledger, photos, out_dir)
+    assert second.batch_id != first.batch_id
+    assert second.counts == {"queued": 3, "running": 0, "succeeded": 9, "failed": 0, "cancelled": 0}
+    created = [e for e in ledger.events(second.batch_id) if e.from_state is None]
+    assert sum(e.dedup for e in created) == 9 and all(e.to_state == "succeeded" for e in created if e.dedup)
+    assert (out_dir / "coffee.1x1.jpg").exists()  # a reused object gets its friendly name back
+    work(ledger)
+    claimed = [e for e in ledger.events(second.batch_id) if e.to_state == "running"]
+    assert {e.item_id for e in claimed} == {"garden.jpeg"}
+    check_invariants(ledger)
+
+
+def test_a_batch_whose_outputs_all_exist_is_finished_at_acceptance(ledger: Ledger, photos: Path, out_dir: Path):
+    accept(ledger, photos, out_dir)
+    work(ledger)
+    again = accept(ledger, photos, out_dir, key="another-key")
+    assert again.state == "succeeded" and not again.replayed
+    assert Path(again.manifest_path).exists()
+
+
+def test_a_damaged_object_is_not_reused(ledger: Ledger, photos: Path, out_dir: Path):
+    first = accept(ledger, photos, out_dir)
+    work(ledger)
+    victim = ledger.items(first.batch_id)[0]
+    Path(victim.object_path).write_bytes(b"\xff\xd8\xff garbage")
+    second = accept(ledger, photos, out_dir, key="again")
+    assert second.counts["queued"] == 1
+    work(ledger)
+    check_invariants(ledger)
+
+
+def test_fault_rules_parse_and_reject_typos():
+    assert parse_faults("crash:before_publish:0.3, pause:after_link") == (
+        parse_faults("crash:before_publish:0.3")[0],
+        parse_faults("pause:after_link")[0],
+    )
+    assert parse_faults("crash:after_commit:once")[0].once
+    for bad in ("crash", "explode:before_publish", "crash:during_lunch", "crash:before_publish:x"):
+        with pytest.raises(ValueError):
+            parse_faults(bad)
+
+
+def test_backoff_is_capped_and_jittered():
+    backoff = Backoff(base=1.0, cap=8.0)
+    for attempt in range(1, 12):
+        samples = [backoff.delay_for(attempt) for _ in range(50)]
+        assert all(0 <= s <= min(8.0, 2 ** (attempt - 1)) for s in samples)
+        assert len(set(samples)) > 1
