@@ -7,6 +7,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -308,8 +309,9 @@ def submit_command(
                 result = run_batch(
                     db_path, batch.batch_id, RunOptions(workers=workers), interrupts=interrupts.count, observer=progress
                 )
-        reporter.finished(result.batch, interrupted=result.supervision.interrupted)
-        raise typer.Exit(int(outcome_exit_code(result.batch, result.supervision.interrupted)))
+        final = replace(result.batch, replayed=batch.replayed)
+        reporter.finished(final, interrupted=result.supervision.interrupted)
+        raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
 
 
 @app.command(epilog=EXIT_CODES_HELP)
