@@ -290,25 +290,26 @@ def submit_command(
         )
         wait = _parsed(parse_duration, admission_wait, "--admission-wait")
         db_path = db or default_db_path()
-        with _open_ledger(db_path) as ledger, Interrupts().on_sigint() as interrupts:
-            prepared = prepare_submission(source, options, ledger)
-            batch = submit(
-                ledger,
-                prepared,
-                limits,
-                retry_admission=retry_admission,
-                max_wait=wait,
-                should_stop=interrupts,
-                on_retry=reporter.admission_retry,
-            )
-            if detach:
-                reporter.submitted(batch, prepared.report)
-                return
-            reporter.submitted(batch, prepared.report, final=False)
-            with RunProgress(reporter.console, batch_id=batch.batch_id, enabled=not (quiet or json_out)) as progress:
-                result = run_batch(
-                    db_path, batch.batch_id, RunOptions(workers=workers), interrupts=interrupts.count, observer=progress
+        with _open_ledger(db_path) as ledger:
+            prepared = prepare_submission(source, options, ledger)  # Ctrl-C here: nothing recorded
+            with Interrupts().on_sigint() as interrupts:
+                batch = submit(
+                    ledger,
+                    prepared,
+                    limits,
+                    retry_admission=retry_admission,
+                    max_wait=wait,
+                    should_stop=interrupts,
+                    on_retry=reporter.admission_retry,
                 )
+                if detach:
+                    reporter.submitted(batch, prepared.report)
+                    return
+                reporter.submitted(batch, prepared.report, final=False)
+                with RunProgress(reporter.console, batch_id=batch.batch_id, enabled=not (quiet or json_out)) as bar:
+                    result = run_batch(
+                        db_path, batch.batch_id, RunOptions(workers=workers), interrupts=interrupts.count, observer=bar
+                    )
         final = replace(result.batch, replayed=batch.replayed)
         reporter.finished(final, interrupted=result.supervision.interrupted)
         raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
