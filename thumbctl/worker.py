@@ -16,6 +16,8 @@ import hashlib
 import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,7 +60,7 @@ def run_worker(config: WorkerConfig, stop: threading.Event, faults: Faults | Non
     faults = faults or Faults()
     owner = owner_id()
     processed = 0
-    with Ledger(Path(config.db_path)) as ledger:
+    with Ledger(Path(config.db_path)) as ledger, Heartbeat(config) as heartbeat:
         while not stop.is_set():
             claim = ledger.claim(
                 owner,
@@ -72,19 +74,24 @@ def run_worker(config: WorkerConfig, stop: threading.Event, faults: Faults | Non
                     break
                 stop.wait(config.poll_seconds)
                 continue
-            with Heartbeat(config, claim.token) as beat:
-                ClaimRun(ledger, claim, faults, config, beat.lost).run()
+            with heartbeat.tracking(claim.token) as lost:
+                ClaimRun(ledger, claim, faults, config, lost).run()
             processed += 1
     return processed
 
 
 class Heartbeat:
-    """Extends a lease every ``heartbeat_seconds`` from its own thread and connection."""
+    """Extends the lease of the claim in hand every ``heartbeat_seconds``.
 
-    def __init__(self, config: WorkerConfig, token: str) -> None:
+    One thread and one connection per worker process, for all its claims;
+    if the ledger says the lease is gone, ``lost`` is set for that claim.
+    """
+
+    def __init__(self, config: WorkerConfig) -> None:
         self.config = config
-        self.token = token
         self.lost = threading.Event()
+        self._token: str | None = None
+        self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
 
@@ -96,12 +103,23 @@ class Heartbeat:
         self._done.set()
         self._thread.join()
 
+    @contextmanager
+    def tracking(self, token: str) -> Iterator[threading.Event]:
+        with self._lock:
+            self._token = token
+            self.lost.clear()
+        try:
+            yield self.lost
+        finally:
+            with self._lock:
+                self._token = None
+
     def _beat(self) -> None:
         with Ledger(Path(self.config.db_path)) as ledger:
             while not self._done.wait(self.config.heartbeat_seconds):
-                if ledger.heartbeat(self.token, self.config.lease_seconds) == 0:
-                    self.lost.set()
-                    return
+                with self._lock:
+                    if self._token is not None and ledger.heartbeat(self._token, self.config.lease_seconds) == 0:
+                        self.lost.set()
 
 
 class ClaimRun:

@@ -290,9 +290,10 @@ class Ledger(WorkQueue):
             counts[state] = n
             if state == "queued":
                 oldest_queued = oldest
-        updated = (
-            self._conn.execute("SELECT max(at) FROM events WHERE batch_id = ?", (batch_id,)).fetchone()[0] or created
-        )
+        last = self._conn.execute(
+            "SELECT at FROM events WHERE batch_id = ? ORDER BY seq DESC LIMIT 1", (batch_id,)
+        ).fetchone()
+        updated = last[0] if last else created
         state = batch_state(counts, total, cancel_at is not None)
         terminal = state in {"succeeded", "partial", "failed", "cancelled"}
         age = max(0.0, self.clock() - parse_iso(oldest_queued)) if oldest_queued else None

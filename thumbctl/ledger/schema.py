@@ -73,6 +73,7 @@ def _v1_initial(db: sqlite_utils.Database) -> None:
     db["items"].create_index(["batch_id", "state"])
     db["items"].create_index(["state", "not_before"], index_name="items_runnable")
     db["items"].create_index(["derivative_key"])
+    db["items"].create_index(["batch_id", "source"])
     db.execute(
         f"""
         CREATE TABLE events (

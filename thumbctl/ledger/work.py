@@ -18,6 +18,7 @@ from ..errors import is_transient
 from .timefmt import iso
 
 DelayFor = Callable[[int], float]
+_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,21 @@ class WorkQueue:
         """Move ``rows`` from ``from_state`` to ``to_state`` (only those still there,
         and still under ``token`` when given) and log one event each. Returns the moved rows.
         """
+        if len(rows) > _CHUNK:
+            moved: list[int] = []
+            for start in range(0, len(rows), _CHUNK):
+                moved += self._transition(
+                    at,
+                    rows[start : start + _CHUNK],
+                    from_state,
+                    to_state,
+                    token=token,
+                    error_code=error_code,
+                    detail=detail,
+                    not_before=not_before,
+                    worker=worker,
+                )
+            return moved
         if not rows:
             return []
         marks = ",".join("?" * len(rows))
@@ -162,15 +178,18 @@ class WorkQueue:
             return self._load_claim(token, owner, rows)
 
     def _next_source(self, at: str, batch_id: str | None) -> tuple[str, str] | None:
-        scope = " AND i.batch_id = ?" if batch_id else ""
-        row = self._conn.execute(
-            "SELECT i.batch_id, i.source FROM items i JOIN batches b USING (batch_id) "
-            "WHERE i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= ?) "
-            f"AND b.cancel_requested_at IS NULL{scope} "
-            "ORDER BY coalesce(i.not_before, i.queued_at), i.id LIMIT 1",
-            [at, *([batch_id] if batch_id else [])],
-        ).fetchone()
-        return (row[0], row[1]) if row else None
+        """The source of the next runnable item: retries that are due first, then the
+        oldest fresh item. Both queries walk the runnable index without sorting."""
+        scope = " AND batch_id = ?" if batch_id else ""
+        extra = [batch_id] if batch_id else []
+        for sql, params in (
+            (f"WHERE state = 'queued' AND not_before <= ?{scope} ORDER BY not_before", [at, *extra]),
+            (f"WHERE state = 'queued' AND not_before IS NULL{scope} ORDER BY id", extra),
+        ):
+            row = self._conn.execute(f"SELECT batch_id, source FROM items {sql} LIMIT 1", params).fetchone()
+            if row is not None:
+                return row[0], row[1]
+        return None
 
     def _load_claim(self, token: str, owner: str, rows: list[int]) -> Claim:
         marks = ",".join("?" * len(rows))
@@ -334,17 +353,20 @@ class WorkQueue:
         return len(victims)
 
     def _expire_deadlines(self, at: str) -> None:
-        rows = [
+        late = [
             r[0]
             for r in self._conn.execute(
-                "SELECT i.id FROM items i JOIN batches b USING (batch_id) WHERE i.state = 'queued' "
-                "AND b.deadline_at IS NOT NULL AND b.deadline_at <= ?",
-                (at,),
+                "SELECT batch_id FROM batches WHERE deadline_at IS NOT NULL AND deadline_at <= ?", (at,)
             )
         ]
-        self._transition(
-            at, rows, "queued", "failed", error_code="deadline_exceeded", detail="the batch deadline passed"
-        )
+        for batch_id in late:
+            rows = [
+                r[0]
+                for r in self._conn.execute("SELECT id FROM items WHERE batch_id = ? AND state = 'queued'", (batch_id,))
+            ]
+            self._transition(
+                at, rows, "queued", "failed", error_code="deadline_exceeded", detail="the batch deadline passed"
+            )
 
     # -- reading the queue ----------------------------------------------------------------
 
