@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -7,7 +9,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from thumbctl.settings import Ratio
-from thumbctl.store import OutputLayout, UnsafeItemId, check_item_id, friendly_stems
+from thumbctl.store import (
+    OutputLayout,
+    UnsafeItemId,
+    check_item_id,
+    friendly_stems,
+    link_friendly,
+    publish_object,
+    write_json_atomically,
+    write_temp,
+)
 
 
 @pytest.mark.parametrize("item_id", ["a.jpg", "rooms/living room.jpg", "ünïcode/фото.png", ".hidden/x.jpg", "a..b.jpg"])
@@ -67,3 +78,45 @@ def test_layout_paths_stay_inside_out(tmp_path: Path) -> None:
     assert layout.friendly_path("rooms/sofa", Ratio(16, 9), "webp") == str(tmp_path / "rooms" / "sofa.16x9.webp")
     assert layout.batch_manifest_path("b_1") == str(tmp_path / "batches" / "b_1.json")
     assert layout.tmp_dir == str(tmp_path / ".tmp")
+
+
+def test_publish_object_is_create_if_absent_and_tolerates_duplicates(tmp_path: Path) -> None:
+    layout = OutputLayout(str(tmp_path))
+    obj = layout.object_path("cd" + "1" * 62, "jpg")
+    first = write_temp(layout, b"same bytes", "jpg")
+    assert publish_object(first, obj) is True
+    second = write_temp(layout, b"same bytes", "jpg")
+    inode = os.stat(obj).st_ino
+    assert publish_object(second, obj) is False  # duplicate delivery is success
+    assert os.stat(obj).st_ino == inode and not os.listdir(layout.tmp_dir)
+
+
+def test_publish_object_replaces_a_damaged_object(tmp_path: Path) -> None:
+    layout = OutputLayout(str(tmp_path))
+    obj = layout.object_path("ef" + "2" * 62, "jpg")
+    publish_object(write_temp(layout, b"truncat", "jpg"), obj)
+    assert publish_object(write_temp(layout, b"truncated no more", "jpg"), obj) is True
+    assert Path(obj).read_bytes() == b"truncated no more"
+
+
+def test_link_friendly_switches_atomically_and_leaves_no_staging_link(tmp_path: Path) -> None:
+    layout = OutputLayout(str(tmp_path))
+    a = layout.object_path("aa" + "3" * 62, "jpg")
+    b = layout.object_path("bb" + "4" * 62, "jpg")
+    publish_object(write_temp(layout, b"A", "jpg"), a)
+    publish_object(write_temp(layout, b"B", "jpg"), b)
+    friendly = str(tmp_path / "rooms" / "sofa.1x1.jpg")
+    link_friendly(layout, a, friendly)
+    link_friendly(layout, a, friendly)  # same inode again: rename() would be a no-op
+    assert os.path.samefile(friendly, a)
+    link_friendly(layout, b, friendly)
+    assert Path(friendly).read_bytes() == b"B"
+    assert os.listdir(layout.tmp_dir) == []
+    assert os.stat(a).st_nlink == 1 and os.stat(b).st_nlink == 2
+
+
+def test_batch_manifest_is_written_atomically(tmp_path: Path) -> None:
+    layout = OutputLayout(str(tmp_path))
+    write_json_atomically(layout, layout.batch_manifest_path("b_1"), {"ok": True})
+    assert json.loads(Path(layout.batch_manifest_path("b_1")).read_text()) == {"ok": True}
+    assert os.listdir(layout.tmp_dir) == []

@@ -60,8 +60,9 @@ def run_worker(config: WorkerConfig, stop: threading.Event, faults: Faults | Non
     faults = faults or Faults()
     owner = owner_id()
     processed = 0
+    parent = os.getppid()
     with Ledger(Path(config.db_path)) as ledger, Heartbeat(config) as heartbeat:
-        while not stop.is_set():
+        while not stop.is_set() and os.getppid() == parent:  # an orphaned worker stops
             claim = ledger.claim(
                 owner,
                 batch_id=config.batch_id,
