@@ -105,14 +105,17 @@ class Interrupts:
 
     @contextmanager
     def on_sigint(self) -> Iterator[Interrupts]:
+        """Count SIGINT (Ctrl-C) and SIGTERM (a service manager's stop) as presses."""
+
         def handler(signum: int, frame: Any) -> None:
             self.presses += 1
 
-        previous = signal.signal(signal.SIGINT, handler)
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield self
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for sig, old in previous.items():
+                signal.signal(sig, old)
 
 
 def outcome_exit_code(batch: BatchView, interrupted: bool) -> ExitCode:

@@ -23,13 +23,14 @@ from .worker import WorkerConfig, worker_main
 
 
 class Pool:
-    """``size`` worker processes sharing one stop event."""
+    """``size`` worker processes. Stopping is by signal, so no shared semaphore can leak
+    when the parent is killed."""
 
     def __init__(self, config: WorkerConfig, size: int, context: str = "spawn") -> None:
         self.config = config
         self.size = max(1, size)
         self.ctx = multiprocessing.get_context(context)
-        self.stop_event = self.ctx.Event()
+        self.stopping = False
         self.children: list[BaseProcess] = []
         self.crashes = 0
 
@@ -38,21 +39,19 @@ class Pool:
             self._spawn()
 
     def _spawn(self) -> None:
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
-            child = self.ctx.Process(target=worker_main, args=(self.config, self.stop_event), name="thumbctl-worker")
+            child = self.ctx.Process(target=worker_main, args=(self.config,), name="thumbctl-worker")
             child.start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         self.children.append(child)
 
-    @property
-    def stopping(self) -> bool:
-        return self.stop_event.is_set()
-
     def request_stop(self) -> None:
-        """Workers finish the claim in hand, then exit."""
-        self.stop_event.set()
+        """Workers finish the claim in hand, then exit (SIGTERM)."""
+        self.stopping = True
+        for child in self.children:
+            child.terminate()
 
     def reap(self) -> int:
         """Forget exited children; returns how many of them died abnormally."""

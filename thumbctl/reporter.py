@@ -112,7 +112,7 @@ class Reporter:
             self.say(f"  outputs in {escape(batch.out_dir)}, manifest {escape(batch.manifest_path)}")
 
     def work_done(self, supervision: Supervision) -> None:
-        note = " (stopped by Ctrl-C)" if supervision.interrupted else ""
+        note = " (stopped on request)" if supervision.interrupted else ""
         crashes = f", {supervision.crashes} worker processes died and were replaced" if supervision.crashes else ""
         self.say(f"Workers finished{note}{crashes}.")
 

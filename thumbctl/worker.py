@@ -48,10 +48,16 @@ class LeaseLost(Exception):
     """The claim's lease was rescued by someone else; drop the claim."""
 
 
-def worker_main(config: WorkerConfig, stop: threading.Event) -> None:
-    """Entry point of a worker process. Ctrl-C is the parent's to handle."""
+def worker_main(config: WorkerConfig) -> None:
+    """Entry point of a worker process.
+
+    Ctrl-C is the parent's to handle, so SIGINT is ignored. SIGTERM asks the
+    worker to finish the claim in hand and exit; the handler only sets a flag.
+    """
+    stop = threading.Event()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     run_worker(config, stop)
 
 
