@@ -148,6 +148,8 @@ class ItemView:
     object_path: str | None
     friendly_path: str | None
     updated_at: str
+    #: What the render chose: output size, crop window (upright source pixels), its score and policy.
+    result: dict[str, object] | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -162,6 +164,7 @@ class ItemView:
             "object_path": self.object_path,
             "friendly_path": self.friendly_path,
             "updated_at": self.updated_at,
+            "result": self.result,
         }
 
 

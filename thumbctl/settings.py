@@ -13,9 +13,9 @@ from functools import cached_property
 OUTPUT_FORMATS: dict[str, str] = {"jpeg": "jpg", "webp": "webp", "avif": "avif", "png": "png"}
 #: Crop policy -> version. The version is part of every derivative key, so a
 #: change to a policy's algorithm gives new objects instead of stale ones.
-CROP_POLICIES: dict[str, int] = {"smart": 1, "entropy": 1, "center": 1}
+CROP_POLICIES: dict[str, int] = {"smart": 2, "entropy": 2, "center": 1}
 #: Bumped whenever decoding, resampling or encoding changes output bytes.
-PIPELINE_VERSION = 1
+PIPELINE_VERSION = 2
 
 MAX_RATIO_TERM = 10_000
 _RATIO_RE = re.compile(r"^\s*(\d+)\s*[:xX/]\s*(\d+)\s*$")

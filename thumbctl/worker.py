@@ -23,7 +23,17 @@ from pathlib import Path
 
 from .errors import ItemFailure
 from .faults import Faults
-from .imaging import DecodedSource, Geometry, decode_source, encode, output_geometry, render, verify_output
+from .imaging import (
+    ALPHA_FORMATS,
+    CropAnalysis,
+    DecodedSource,
+    Geometry,
+    decode_source,
+    encode,
+    output_geometry,
+    resample,
+    verify_output,
+)
 from .ledger import Claim, ClaimedItem, Ledger
 from .proc import owner_id, owner_is_dead
 from .retrypolicy import Backoff
@@ -164,8 +174,9 @@ class ClaimRun:
             except ItemFailure as failure:
                 self._fail([i.row for i in self.claim.items], failure.code, failure.detail)
                 return
+            analysis = CropAnalysis(decoded.image, decoded.width, decoded.height, str(self.claim.profile["crop"]))
             for item in self.claim.items:
-                if self._checkpoint("before_encode") or self._render_and_publish(decoded, item) == "stop":
+                if self._checkpoint("before_encode") or self._render_and_publish(decoded, analysis, item) == "stop":
                     return
         except LeaseLost:
             return
@@ -189,16 +200,30 @@ class ClaimRun:
         max_pixels = int(self.claim.limits.get("max_pixels", limits.max_pixels))
         data = read_verified_source(self.claim.source, self.claim.source_digest, max_bytes)
         needed = max(g.out_w / g.crop_w for g in self.geometries.values())
-        return decode_source(data, self.claim.source_format, max_pixels, needed)
+        return decode_source(
+            data,
+            self.claim.source_format,
+            max_pixels,
+            needed,
+            background=str(self.claim.profile["background"]),
+            keep_alpha=self.fmt in ALPHA_FORMATS,
+        )
 
-    def _render_and_publish(self, decoded: DecodedSource, item: ClaimedItem) -> str:
+    def _render_and_publish(self, decoded: DecodedSource, analysis: CropAnalysis, item: ClaimedItem) -> str:
         geometry = self.geometries[item.row]
         temp = None
         try:
-            temp = self._render_to_temp(decoded, item, geometry)
+            choice = analysis.choose(geometry, item.focus)
+            temp = self._render_to_temp(decoded, choice.box, geometry)
             if self._checkpoint("before_publish"):
                 return "stop"
-            outcome = self.ledger.publish(self.claim, item, lambda: self._publish_effect(temp, item))
+            result = {
+                "width": geometry.out_w,
+                "height": geometry.out_h,
+                "crop": choice.to_json(),
+                "source_smaller_than_target": geometry.limited,
+            }
+            outcome = self.ledger.publish(self.claim, item, lambda: self._publish_effect(temp, item), result=result)
         except ItemFailure as failure:
             self._fail([item.row], failure.code, failure.detail)
             return "next"
@@ -215,10 +240,9 @@ class ClaimRun:
         self.faults.hit("after_commit")
         return "next"
 
-    def _render_to_temp(self, decoded: DecodedSource, item: ClaimedItem, geometry: Geometry) -> str:
-        profile = self.claim.profile
-        image = render(decoded, geometry, item.focus, str(profile["background"]))
-        data = encode(image, self.fmt, int(profile["quality"]))
+    def _render_to_temp(self, decoded: DecodedSource, box: tuple[int, int, int, int], geometry: Geometry) -> str:
+        image = resample(decoded, box, geometry.out_w, geometry.out_h)
+        data = encode(image, self.fmt, int(self.claim.profile["quality"]))
         temp = write_temp(self.layout, data, self.extension)
         problem = verify_output(Path(temp), self.fmt, geometry.out_w, geometry.out_h)
         if problem:

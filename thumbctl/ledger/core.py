@@ -16,6 +16,7 @@ Rules kept here:
 
 from __future__ import annotations
 
+import json
 import secrets
 import sqlite3
 import time
@@ -336,7 +337,7 @@ class Ledger(WorkQueue):
             sql += " AND state = ?"
             params.append(state)
         rows = self._conn.execute(sql + " ORDER BY id", params).fetchall()
-        return [ItemView(*row) for row in rows]
+        return [ItemView(*row[:-1], json.loads(row[-1]) if row[-1] else None) for row in rows]
 
     def events(self, batch_id: str, *, item_id: str | None = None) -> list[EventView]:
         """The transition log of a batch (or of one item of it), in commit order."""
@@ -439,5 +440,5 @@ _BATCH_COLUMNS = (
 )
 _ITEM_VIEW_COLUMNS = (
     "item_id, source, ratio, state, attempt, error_code, error_detail, derivative_key, "
-    "object_path, friendly_path, updated_at"
+    "object_path, friendly_path, updated_at, result"
 )

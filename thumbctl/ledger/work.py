@@ -253,7 +253,9 @@ class WorkQueue:
             )
         ]
 
-    def publish(self, claim: Claim, item: ClaimedItem, effect: Callable[[], None]) -> str:
+    def publish(
+        self, claim: Claim, item: ClaimedItem, effect: Callable[[], None], *, result: dict[str, object] | None = None
+    ) -> str:
         """The race rule: check the cancel flag and the lease, run ``effect`` (link the
         object and the friendly name) and mark ``succeeded``, all in one write transaction.
 
@@ -274,6 +276,8 @@ class WorkQueue:
                 return "cancelled"
             effect()
             self._transition(at, [item.row], "running", "succeeded", token=claim.token, worker=claim.owner)
+            if result is not None:
+                self._conn.execute("UPDATE items SET result = ? WHERE id = ?", (json.dumps(result), item.row))
             return "succeeded"
 
     def fail(

@@ -1,0 +1,40 @@
+"""All the pixels: sniffing and probing sources, decoding, cropping, resampling, encoding.
+
+Pure functions of bytes and settings; no ledger, no output folder.
+"""
+
+from .crop import CropAnalysis, CropChoice, Geometry, focus_box, output_geometry
+from .decode import DecodedSource, decode_source, flatten
+from .encode import ALPHA_FORMATS, SRGB_PROFILE, encode, resample, verify_output
+from .formats import (
+    PILLOW_FORMATS,
+    SNIFF_BYTES,
+    SourceInfo,
+    check_supported,
+    heif_available,
+    probe,
+    sniff_format,
+)
+
+__all__ = [
+    "ALPHA_FORMATS",
+    "PILLOW_FORMATS",
+    "SNIFF_BYTES",
+    "SRGB_PROFILE",
+    "CropAnalysis",
+    "CropChoice",
+    "DecodedSource",
+    "Geometry",
+    "SourceInfo",
+    "check_supported",
+    "decode_source",
+    "encode",
+    "flatten",
+    "focus_box",
+    "heif_available",
+    "output_geometry",
+    "probe",
+    "resample",
+    "sniff_format",
+    "verify_output",
+]

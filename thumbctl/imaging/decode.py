@@ -1,0 +1,155 @@
+"""Decoding a source once, upright, in sRGB, reduced as early as the outputs allow.
+
+* Pixel limits are checked on the header before ``draft`` or ``load``.
+* JPEGs are decoded with DCT scaling (``draft``) to the smallest scale that
+  keeps at least twice the resolution the largest output needs.
+* EXIF orientation is applied after the reduced decode (a cheap transpose).
+* Embedded ICC profiles are converted to sRGB (ImageCms); CMYK goes through
+  its embedded profile when it has one. Palette, 1-bit, 16-bit and grey
+  sources become RGB(A) before any resampling; 16-bit values are rescaled.
+* Transparency is kept (premultiplied for resampling) when the output
+  format has alpha, else flattened onto the background once per source.
+* Animated and multi-page files give their first frame.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import warnings
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from PIL import Image, ImageCms
+
+from ..errors import ItemFailure
+from .formats import DECODE_ERRORS, PILLOW_FORMATS, SNIFF_BYTES, SWAPPED_ORIENTATIONS, check_supported, read_orientation
+
+_TRANSPOSE = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+_SIXTEEN_BIT = {"I;16", "I;16B", "I;16L", "I;16N", "I"}
+_SRGB = ImageCms.createProfile("sRGB")
+
+
+@dataclass
+class DecodedSource:
+    """A source decoded once: upright, RGB or RGBA, possibly reduced by DCT scaling."""
+
+    image: Image.Image
+    width: int  # upright source width before any reduction
+    height: int
+    _premultiplied: Image.Image | None = field(default=None, repr=False)
+
+    @property
+    def scale(self) -> float:
+        return self.image.width / self.width
+
+    def for_resampling(self) -> Image.Image:
+        """The image to resample: RGBA is premultiplied (``RGBa``) once, so edges do not darken."""
+        if self.image.mode != "RGBA":
+            return self.image
+        if self._premultiplied is None:
+            self._premultiplied = self.image.convert("RGBa")
+        return self._premultiplied
+
+
+def decode_source(
+    data: bytes,
+    fmt: str,
+    max_pixels: int,
+    needed_scale: float,
+    *,
+    background: str = "#ffffff",
+    keep_alpha: bool = False,
+) -> DecodedSource:
+    """Decode the first frame of ``data`` under ``max_pixels`` (see the module notes)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            image = Image.open(io.BytesIO(data), formats=[PILLOW_FORMATS[check_supported(fmt, data[:SNIFF_BYTES])]])
+            stored_w, stored_h = image.size
+            if stored_w * stored_h > max_pixels:
+                raise ItemFailure("too_many_pixels", f"{stored_w}x{stored_h} is over the limit")
+            orientation = read_orientation(image)
+            icc = image.info.get("icc_profile")
+            _draft(image, fmt, stored_w, stored_h, needed_scale)
+            image.load()
+            image = _to_srgb(image, icc)
+    except ItemFailure:
+        raise
+    except DECODE_ERRORS as exc:
+        raise ItemFailure("corrupt_image", f"{fmt} data does not decode: {exc}") from exc
+    except ImageCms.PyCMSError as exc:
+        raise ItemFailure("corrupt_image", f"embedded colour profile is unusable: {exc}") from exc
+    method = _TRANSPOSE.get(orientation)
+    if method is not None:
+        image = image.transpose(method)
+    if image.mode == "RGBA" and not keep_alpha:
+        image = flatten(image, background)
+    upright = (stored_h, stored_w) if orientation in SWAPPED_ORIENTATIONS else (stored_w, stored_h)
+    return DecodedSource(image, *upright)
+
+
+def _draft(image: Image.Image, fmt: str, width: int, height: int, needed_scale: float) -> None:
+    if fmt != "jpeg" or needed_scale >= 0.5:
+        return
+    want = (max(1, math.ceil(width * needed_scale * 2)), max(1, math.ceil(height * needed_scale * 2)))
+    image.draft(image.mode if image.mode in ("CMYK", "L") else "RGB", want)
+
+
+def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
+    """RGB or RGBA in sRGB, from any mode Pillow decodes."""
+    if image.mode in _SIXTEEN_BIT:
+        image = image.convert("I").point(lambda v: v * (1 / 257)).convert("L")
+    if image.mode == "1":
+        image = image.convert("L")
+    if image.mode == "P":
+        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
+    if image.mode in ("LA", "PA", "La", "RGBa"):
+        image = image.convert("RGBA")
+    if image.mode not in ("RGB", "RGBA", "CMYK", "L"):
+        image = image.convert("RGB")
+    if icc and image.mode in ("RGB", "RGBA", "CMYK"):
+        return _apply_profile(image, icc)
+    return image if image.mode in ("RGB", "RGBA") else image.convert("RGB")
+
+
+def _apply_profile(image: Image.Image, icc: bytes) -> Image.Image:
+    alpha = image.getchannel("A") if image.mode == "RGBA" else None
+    base = image.convert("RGB") if alpha is not None else image
+    transform = _transform(hashlib.sha256(icc).digest(), icc, base.mode)
+    if transform is None:
+        converted = base if base.mode == "RGB" else base.convert("RGB")
+    else:
+        converted = ImageCms.applyTransform(base, transform)
+    if alpha is not None:
+        converted.putalpha(alpha)
+    return converted
+
+
+@lru_cache(maxsize=32)
+def _transform(key: bytes, icc: bytes, mode: str) -> ImageCms.ImageCmsTransform | None:
+    """A cached transform from the embedded profile to sRGB; None when it is sRGB already
+    or does not describe ``mode``."""
+    profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+    space = profile.profile.xcolor_space.strip()
+    if (mode == "RGB" and space != "RGB") or (mode == "CMYK" and space != "CMYK"):
+        return None
+    if mode == "RGB" and "srgb" in (profile.profile.profile_description or "").lower():
+        return None
+    return ImageCms.buildTransform(profile, _SRGB, mode, "RGB", renderingIntent=ImageCms.Intent.PERCEPTUAL)
+
+
+def flatten(image: Image.Image, background: str) -> Image.Image:
+    """Composite RGBA onto an opaque background colour."""
+    base = Image.new("RGB", image.size, background)
+    base.paste(image, mask=image.getchannel("A"))
+    return base

@@ -1,0 +1,78 @@
+"""Resampling, encoding and verification of outputs.
+
+Outputs carry no metadata but a fixed sRGB ICC profile (the same bytes every
+time), so the same inputs give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from pathlib import Path
+from typing import BinaryIO
+
+from PIL import Image, ImageCms
+
+from .decode import DecodedSource
+from .formats import DECODE_ERRORS, PILLOW_FORMATS
+
+ALPHA_FORMATS = frozenset({"png", "webp", "avif"})
+
+
+def _fixed_srgb_profile() -> bytes:
+    """lcms's sRGB profile with its creation date and profile id zeroed, so it never changes."""
+    data = bytearray(ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes())
+    data[24:36] = bytes(12)
+    data[84:100] = bytes(16)
+    return bytes(data)
+
+
+SRGB_PROFILE = _fixed_srgb_profile()
+
+
+def resample(source: DecodedSource, box: tuple[int, int, int, int], width: int, height: int) -> Image.Image:
+    """Crop ``box`` (upright source pixels) and resample it to ``width`` x ``height`` with Lanczos."""
+    scale = source.scale
+    scaled = tuple(v * scale for v in box)
+    image = source.for_resampling().resize((width, height), Image.Resampling.LANCZOS, box=scaled, reducing_gap=3.0)
+    return image.convert("RGBA") if image.mode == "RGBa" else image
+
+
+def encode(image: Image.Image, fmt: str, quality: int) -> bytes:
+    """Encode deterministically, with no metadata but the sRGB profile."""
+    buf = io.BytesIO()
+    if image.mode == "RGBA" and fmt not in ALPHA_FORMATS:
+        raise ValueError(f"{fmt} has no alpha channel; flatten first")
+    common = {"icc_profile": SRGB_PROFILE}
+    if fmt == "jpeg":
+        image.save(buf, "JPEG", quality=quality, progressive=True, optimize=True, subsampling="4:2:0", **common)
+    elif fmt == "webp":
+        image.save(buf, "WEBP", quality=quality, method=4, exact=False, **common)
+    elif fmt == "avif":
+        image.save(buf, "AVIF", quality=quality, speed=8, max_threads=1, **common)
+    elif fmt == "png":
+        image.save(buf, "PNG", compress_level=6, **common)
+    else:
+        raise ValueError(f"unknown output format {fmt!r}")
+    return buf.getvalue()
+
+
+def verify_output(source: BinaryIO | Path, fmt: str, width: int, height: int, *, full: bool = True) -> str | None:
+    """Why an output file is not what it should be, or None when it is.
+
+    Checks the media type and exact dimensions from the header and, with
+    ``full``, that every pixel decodes.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(source, formats=[PILLOW_FORMATS[fmt]]) as image:
+                if image.size != (width, height):
+                    return f"is {image.width}x{image.height}, expected {width}x{height}"
+                if full:
+                    image.load()
+    except FileNotFoundError:
+        return "is missing"
+    except DECODE_ERRORS as exc:
+        return f"does not decode as {fmt}: {exc}"
+    return None

@@ -1,0 +1,134 @@
+"""Content sniffing and header probes under limits.
+
+Formats are recognised by their leading bytes, never by file name, and a
+source's dimensions are read from its header before anything is decoded, so
+a decompression bomb is refused without allocating its pixels.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from PIL import Image, UnidentifiedImageError
+
+from ..errors import ItemFailure
+
+# thumbctl enforces its own pixel limit from the header (Limits.max_pixels),
+# before any decode; Pillow's global guard would only get in the way of it.
+Image.MAX_IMAGE_PIXELS = None
+
+#: Our format name -> the Pillow plugin that decodes it.
+PILLOW_FORMATS: dict[str, str] = {
+    "jpeg": "JPEG",
+    "png": "PNG",
+    "gif": "GIF",
+    "webp": "WEBP",
+    "tiff": "TIFF",
+    "bmp": "BMP",
+    "avif": "AVIF",
+    "heif": "HEIF",
+}
+_AVIF_BRANDS = {b"avif", b"avis"}
+_HEIF_BRANDS = {b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1"}
+DECODE_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, IndexError)
+SWAPPED_ORIENTATIONS = {5, 6, 7, 8}
+SNIFF_BYTES = 32
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """What a header says about a source: format and upright dimensions."""
+
+    format: str
+    width: int
+    height: int
+    orientation: int = 1
+
+
+def sniff_format(head: bytes) -> str | None:
+    """Name the image format of a file from its first bytes, or None."""
+    if head.startswith(b"\xff\xd8\xff"):
+        return "jpeg"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "webp"
+    if head[:4] in (b"II*\x00", b"MM\x00*"):
+        return "tiff"
+    if head[:2] == b"BM" and len(head) >= 26:
+        return "bmp"
+    if head[4:8] == b"ftyp":
+        brands = {head[i : i + 4] for i in range(8, min(len(head), SNIFF_BYTES) - 3, 4)}
+        if brands & _AVIF_BRANDS:
+            return "avif"
+        if brands & _HEIF_BRANDS:
+            return "heif"
+    return None
+
+
+def heif_available() -> bool:
+    """Whether the optional HEIC/HEIF decoder (``thumbctl[heif]``) is installed."""
+    return importlib.util.find_spec("pillow_heif") is not None
+
+
+def _register_heif() -> None:
+    import pillow_heif  # type: ignore[import-not-found]
+
+    pillow_heif.register_heif_opener()
+
+
+def check_supported(fmt: str | None, head: bytes) -> str:
+    """Return ``fmt`` if thumbctl can decode it, else raise ``unsupported_format``."""
+    if fmt is None:
+        what = "an empty file" if not head else "not an image of a supported format"
+        raise ItemFailure("unsupported_format", what)
+    if fmt == "heif":
+        if not heif_available():
+            raise ItemFailure("unsupported_format", "HEIC/HEIF needs the optional extra: pip install 'thumbctl[heif]'")
+        _register_heif()
+    return fmt
+
+
+def probe(source: BinaryIO | Path, head: bytes, max_pixels: int) -> SourceInfo:
+    """Read the header of ``source`` (whose first bytes are ``head``) under the pixel limit.
+
+    Raises :class:`ItemFailure` with ``unsupported_format``, ``corrupt_image``
+    or ``too_many_pixels``. Nothing is decoded.
+    """
+    fmt = check_supported(sniff_format(head), head)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(source, formats=[PILLOW_FORMATS[fmt]]) as image:
+                width, height = image.size
+                orientation = read_orientation(image)
+    except FileNotFoundError as exc:
+        raise ItemFailure("source_missing", f"vanished while reading: {exc.strerror}") from exc
+    except PermissionError as exc:
+        raise ItemFailure("io_error", f"cannot read: {exc.strerror}") from exc
+    except DECODE_ERRORS as exc:
+        raise ItemFailure("corrupt_image", f"{fmt} header does not decode: {exc}") from exc
+    if width < 1 or height < 1:
+        raise ItemFailure("corrupt_image", f"{fmt} header gives {width}x{height} pixels")
+    if width * height > max_pixels:
+        raise ItemFailure(
+            "too_many_pixels",
+            f"{width}x{height} = {width * height / 1e6:.1f} MP is over the limit of {max_pixels / 1e6:g} MP",
+        )
+    if orientation in SWAPPED_ORIENTATIONS:
+        width, height = height, width
+    return SourceInfo(fmt, width, height, orientation)
+
+
+def read_orientation(image: Image.Image) -> int:
+    try:
+        value = image.getexif().get(0x0112, 1)
+    except DECODE_ERRORS:
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
