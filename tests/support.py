@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import struct
+import zlib
 from pathlib import Path
 
 from PIL import Image
@@ -26,6 +28,16 @@ def make_image(path: Path, size: tuple[int, int], fmt: str, *, seed: int = 0, mo
     path.parent.mkdir(parents=True, exist_ok=True)
     image.save(path, fmt)
     return path
+
+
+def ihdr_png(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height, with almost no data behind it (a bomb)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
 
 
 def check_invariants(ledger: Ledger, *, outputs: bool = True) -> None:

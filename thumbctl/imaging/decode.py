@@ -24,7 +24,15 @@ from functools import lru_cache
 from PIL import Image, ImageCms
 
 from ..errors import ItemFailure
-from .formats import DECODE_ERRORS, PILLOW_FORMATS, SNIFF_BYTES, SWAPPED_ORIENTATIONS, check_supported, read_orientation
+from .formats import (
+    DECODE_ERRORS,
+    PILLOW_FORMATS,
+    SNIFF_BYTES,
+    SWAPPED_ORIENTATIONS,
+    check_supported,
+    read_orientation,
+    sniff_format,
+)
 
 _TRANSPOSE = {
     2: Image.Transpose.FLIP_LEFT_RIGHT,
@@ -70,11 +78,16 @@ def decode_source(
     background: str = "#ffffff",
     keep_alpha: bool = False,
 ) -> DecodedSource:
-    """Decode the first frame of ``data`` under ``max_pixels`` (see the module notes)."""
+    """Decode the first frame of ``data`` under ``max_pixels`` (see the module notes).
+
+    ``fmt`` is what intake recorded; the bytes are sniffed again and their
+    content decides.
+    """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            image = Image.open(io.BytesIO(data), formats=[PILLOW_FORMATS[check_supported(fmt, data[:SNIFF_BYTES])]])
+            fmt = check_supported(sniff_format(data[:SNIFF_BYTES]), data[:SNIFF_BYTES])  # content decides
+            image = Image.open(io.BytesIO(data), formats=[PILLOW_FORMATS[fmt]])
             stored_w, stored_h = image.size
             if stored_w * stored_h > max_pixels:
                 raise ItemFailure("too_many_pixels", f"{stored_w}x{stored_h} is over the limit")

@@ -1,0 +1,328 @@
+"""The imaging pipeline on real photos: orientation, smart crop, colour, alpha, formats, geometry."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import pytest
+from icc import wide_gamut_profile
+from PIL import Image, ImageCms, ImageFilter
+
+from thumbctl.errors import ItemFailure
+from thumbctl.imaging import (
+    CropAnalysis,
+    DecodedSource,
+    decode_source,
+    encode,
+    output_geometry,
+    probe,
+    resample,
+)
+from thumbctl.settings import Ratio
+
+from conftest import REPO, SAMPLE_IMAGES
+from support import ihdr_png
+
+CORPUS = REPO.parent / "shared" / "corpus" / "photos"
+LIMIT = 100_000_000
+RATIOS = [Ratio(1, 1), Ratio(4, 3), Ratio(16, 9), Ratio(3, 4), Ratio(9, 16), Ratio(3, 1), Ratio(1, 5)]
+
+
+def to_bytes(image: Image.Image, fmt: str, **params) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, fmt, **params)
+    return buf.getvalue()
+
+
+def render(
+    data: bytes,
+    ratio: Ratio,
+    size: int = 256,
+    *,
+    crop: str = "center",
+    focus=None,
+    fmt: str = "jpeg",
+    upscale: bool = False,
+    background: str = "#ffffff",
+    keep_alpha: bool = False,
+):
+    info = probe(io.BytesIO(data), data[:32], LIMIT)
+    geometry = output_geometry(info.width, info.height, ratio, size, upscale)
+    decoded = decode_source(
+        data, info.format, LIMIT, geometry.out_w / geometry.crop_w, background=background, keep_alpha=keep_alpha
+    )
+    choice = CropAnalysis(decoded.image, decoded.width, decoded.height, crop).choose(geometry, focus)
+    image = resample(decoded, choice.box, geometry.out_w, geometry.out_h)
+    return image, choice, geometry, encode(image, fmt, 85)
+
+
+def mean_abs_diff(a: Image.Image, b: Image.Image, size: int = 32) -> float:
+    a = a.convert("L").resize((size, size), Image.Resampling.BOX)
+    b = b.convert("L").resize((size, size), Image.Resampling.BOX)
+    return sum(abs(x - y) for x, y in zip(a.tobytes(), b.tobytes(), strict=True)) / (size * size)
+
+
+# -- orientation ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["Landscape", "Portrait"])
+def test_all_eight_exif_orientations_match_orientation_1(kind: str) -> None:
+    if not CORPUS.exists():
+        pytest.skip("the shared corpus is not beside this checkout")
+    reference, *_ = render((CORPUS / f"{kind}_1.jpg").read_bytes(), Ratio(4, 3))
+    for orientation in range(2, 9):
+        image, *_ = render((CORPUS / f"{kind}_{orientation}.jpg").read_bytes(), Ratio(4, 3))
+        assert image.size == reference.size
+        assert mean_abs_diff(image, reference) < 6.0, f"{kind}_{orientation}"  # grey levels of 255
+
+
+def test_orientation_is_applied_to_synthetic_rotations() -> None:
+    upright = Image.open(SAMPLE_IMAGES / "orientation" / "Landscape_1.jpg").convert("RGB")
+    inverse = {
+        2: Image.Transpose.FLIP_LEFT_RIGHT,
+        3: Image.Transpose.ROTATE_180,
+        4: Image.Transpose.FLIP_TOP_BOTTOM,
+        5: Image.Transpose.TRANSPOSE,
+        6: Image.Transpose.ROTATE_90,
+        7: Image.Transpose.TRANSVERSE,
+        8: Image.Transpose.ROTATE_270,
+    }
+    reference, *_ = render(to_bytes(upright, "JPEG", quality=95), Ratio(16, 9))
+    for orientation, method in inverse.items():
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        stored = to_bytes(upright.transpose(method), "JPEG", quality=95, exif=exif.tobytes())
+        image, *_ = render(stored, Ratio(16, 9))
+        assert mean_abs_diff(image, reference) < 4.0, orientation
+
+
+# -- crop policies -------------------------------------------------------------------------
+
+
+def pasted(photo: Path, where: float) -> tuple[bytes, tuple[int, int, int, int]]:
+    """A real photo pasted onto a wide, smooth, low-contrast canvas at ``where`` (0..1 across)."""
+    subject = Image.open(photo).convert("RGB")
+    subject.thumbnail((400, 400))
+    canvas = Image.linear_gradient("L").resize((1600, 400)).point(lambda v: 110 + v // 16).convert("RGB")
+    canvas = canvas.filter(ImageFilter.GaussianBlur(8))
+    left = round((canvas.width - subject.width) * where)
+    top = (canvas.height - subject.height) // 2
+    canvas.paste(subject, (left, top))
+    return to_bytes(canvas, "JPEG", quality=92), (left, top, left + subject.width, top + subject.height)
+
+
+def coverage(box: tuple[int, int, int, int], region: tuple[int, int, int, int]) -> float:
+    w = max(0, min(box[2], region[2]) - max(box[0], region[0]))
+    h = max(0, min(box[3], region[3]) - max(box[1], region[1]))
+    return w * h / ((region[2] - region[0]) * (region[3] - region[1]))
+
+
+SUBJECTS = sorted((SAMPLE_IMAGES / "unsplash").glob("*.jpg")) + [SAMPLE_IMAGES / "public-domain" / "sk-astronaut.png"]
+
+
+@pytest.mark.parametrize("where", [0.05, 0.2, 0.8, 0.95])
+def test_smart_crop_finds_the_subject_and_beats_center(where: float) -> None:
+    smart_total = center_total = 0.0
+    for photo in SUBJECTS:
+        data, region = pasted(photo, where)
+        _, smart, *_ = render(data, Ratio(1, 1), crop="smart")
+        _, center, *_ = render(data, Ratio(1, 1), crop="center")
+        assert coverage(smart.box, region) >= 0.7, (photo.name, smart, region)
+        smart_total += coverage(smart.box, region)
+        center_total += coverage(center.box, region)
+    assert smart_total > center_total
+
+
+def test_entropy_crop_also_finds_the_subject() -> None:
+    data, region = pasted(SUBJECTS[0], 0.9)
+    _, choice, *_ = render(data, Ratio(1, 1), crop="entropy")
+    assert choice.policy == "entropy" and coverage(choice.box, region) >= 0.7
+
+
+@pytest.mark.parametrize("focus", [(0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (0.3, 0.6)])
+@pytest.mark.parametrize("ratio", [Ratio(1, 1), Ratio(9, 16), Ratio(3, 1)])
+def test_a_focal_point_stays_inside_the_crop(focus: tuple[float, float], ratio: Ratio) -> None:
+    data = (SAMPLE_IMAGES / "unsplash" / "rachel-hisko-rEM3cK8F1pk.jpg").read_bytes()
+    _, choice, geometry, _ = render(data, ratio, crop="smart", focus=focus)
+    info = probe(io.BytesIO(data), data[:32], LIMIT)
+    x, y = focus[0] * info.width, focus[1] * info.height
+    left, top, right, bottom = choice.box
+    assert left <= x <= right and top <= y <= bottom and choice.policy == "focus"
+    assert (right - left, bottom - top) == (geometry.crop_w, geometry.crop_h)
+
+
+def test_the_crop_choice_is_recorded_in_source_pixels() -> None:
+    data = (SAMPLE_IMAGES / "unsplash" / "seondol-son-skcD9ONunJw.jpg").read_bytes()
+    _, choice, geometry, _ = render(data, Ratio(1, 1), crop="smart")
+    doc = choice.to_json()
+    assert doc["policy"] == "smart" and 0 < doc["score"] <= 1
+    left, top, right, bottom = doc["box"]
+    assert (right - left, bottom - top) == (geometry.crop_w, geometry.crop_h) == (1200, 1200)
+
+
+# -- colour ----------------------------------------------------------------------------------
+
+
+def delta_e(a: Image.Image, b: Image.Image) -> float:
+    """Mean CIE76 colour difference of two sRGB images (compared on a 48x48 copy)."""
+    to_lab = ImageCms.buildTransform(ImageCms.createProfile("sRGB"), ImageCms.createProfile("LAB"), "RGB", "LAB")
+    la, lb = (ImageCms.applyTransform(i.convert("RGB").resize((48, 48), Image.Resampling.BOX), to_lab) for i in (a, b))
+    total = 0.0
+    pixels = zip(zip(*[iter(la.tobytes())] * 3, strict=True), zip(*[iter(lb.tobytes())] * 3, strict=True), strict=True)
+    for (l1, a1, b1), (l2, a2, b2) in pixels:
+        total += math.sqrt(((l1 - l2) * 100 / 255) ** 2 + (a1 - a2) ** 2 + (b1 - b2) ** 2)
+    return total / (48 * 48)
+
+
+@pytest.fixture(scope="module")
+def coffee() -> Image.Image:
+    return Image.open(SAMPLE_IMAGES / "public-domain" / "sk-coffee.png").convert("RGB")
+
+
+def test_a_wide_gamut_profile_is_converted_to_srgb(coffee: Image.Image) -> None:
+    icc = wide_gamut_profile()
+    to_wide = ImageCms.buildTransform(
+        ImageCms.createProfile("sRGB"), ImageCms.ImageCmsProfile(io.BytesIO(icc)), "RGB", "RGB"
+    )
+    wide = ImageCms.applyTransform(coffee, to_wide)
+    wide.info.pop("icc_profile", None)  # applyTransform tags its output; embed explicitly below
+    reference, *_ = render(to_bytes(coffee, "PNG"), Ratio(3, 2), size=300, fmt="png")
+    managed, *_ = render(to_bytes(wide, "PNG", icc_profile=icc), Ratio(3, 2), size=300, fmt="png")
+    ignored, *_ = render(to_bytes(wide, "PNG"), Ratio(3, 2), size=300, fmt="png")
+    assert delta_e(managed, reference) < 2.0
+    assert delta_e(ignored, reference) > 3 * delta_e(managed, reference)
+
+
+@pytest.mark.parametrize("container", ["JPEG", "TIFF"], ids=["adobe-inverted-cmyk-jpeg", "plain-cmyk-tiff"])
+def test_cmyk_sources_come_out_in_the_right_colours(coffee: Image.Image, container: str) -> None:
+    cmyk = coffee.convert("CMYK")
+    params = {"quality": 95} if container == "JPEG" else {}
+    reference, *_ = render(to_bytes(coffee, "PNG"), Ratio(3, 2), size=300, fmt="png")
+    image, *_ = render(to_bytes(cmyk, container, **params), Ratio(3, 2), size=300, fmt="png")
+    assert image.mode == "RGB" and delta_e(image, reference) < 4.0
+
+
+def test_transparency_is_flattened_onto_the_background() -> None:
+    rgba = Image.new("RGBA", (200, 100), (0, 255, 0, 0))
+    rgba.paste((200, 0, 0, 255), (50, 0, 150, 100))
+    data = to_bytes(rgba, "PNG")
+    white, *_ = render(data, Ratio(2, 1), size=100)
+    assert white.getpixel((2, 25)) == (255, 255, 255)
+    black, *_ = render(data, Ratio(2, 1), size=100, background="#000000")
+    assert black.getpixel((2, 25)) == (0, 0, 0)
+    edge = white.getpixel((25, 25))  # where red meets transparency: no green fringe
+    assert edge[1] <= max(edge[2], 8) + 4
+
+
+def test_alpha_is_kept_premultiplied_for_formats_that_have_it() -> None:
+    rgba = Image.new("RGBA", (201, 101), (0, 255, 0, 0))
+    rgba.paste((200, 0, 0, 255), (50, 0, 151, 101))
+    image, *_ = render(to_bytes(rgba, "PNG"), Ratio(2, 1), size=67, fmt="png", keep_alpha=True)
+    assert image.mode == "RGBA"
+    for x in range(image.width):
+        r, g, b, a = image.getpixel((x, 10))
+        assert a == 0 or g <= 2, (x, (r, g, b, a))  # never a green halo from the transparent pixels
+
+
+def test_palette_with_transparency_and_one_bit_sources() -> None:
+    palette = Image.new("P", (120, 60), 0)
+    palette.putpalette([0, 0, 255] + [255, 0, 0] * 255)
+    palette.paste(1, (60, 0, 120, 60))
+    image, *_ = render(to_bytes(palette, "PNG", transparency=0), Ratio(2, 1), size=60)
+    assert image.getpixel((5, 15)) == (255, 255, 255) and image.getpixel((50, 15))[0] > 200
+    gif = to_bytes(palette, "GIF", transparency=0)
+    assert render(gif, Ratio(2, 1), size=60)[0].getpixel((5, 15)) == (255, 255, 255)
+    onebit = Image.new("1", (64, 64), 0)
+    onebit.paste(1, (0, 0, 32, 64))
+    mono, *_ = render(to_bytes(onebit, "PNG"), Ratio(1, 1), size=16)
+    values = sorted(set(mono.convert("L").tobytes()))
+    assert values[0] < 10 and values[-1] > 245 and len(values) > 2  # resampled, not nearest-neighbour
+
+
+def test_sixteen_bit_sources_are_rescaled_not_clamped() -> None:
+    gradient = Image.new("I;16", (256, 64))
+    gradient.putdata([x * 257 for _ in range(64) for x in range(256)])
+    image, *_ = render(to_bytes(gradient, "PNG"), Ratio(4, 1), size=256)
+    row = [image.getpixel((x, 32))[0] for x in (8, 128, 247)]
+    assert row[0] < 20 and 100 < row[1] < 156 and row[2] > 235
+
+
+def test_animated_and_multi_page_sources_give_their_first_frame() -> None:
+    frames = [Image.new("RGB", (60, 60), colour) for colour in ((250, 0, 0), (0, 250, 0), (0, 0, 250))]
+    gif = io.BytesIO()
+    frames[0].save(gif, "GIF", save_all=True, append_images=frames[1:], duration=100)
+    tiff = io.BytesIO()
+    frames[0].save(tiff, "TIFF", save_all=True, append_images=frames[1:])
+    for data in (gif.getvalue(), tiff.getvalue()):
+        image, *_ = render(data, Ratio(1, 1), size=20)
+        r, g, b = image.getpixel((10, 10))
+        assert r > 200 and g < 40 and b < 40
+
+
+# -- geometry, formats, determinism, limits ------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", [(1, 1), (3, 2), (2000, 10), (10, 2000), (640, 427), (4000, 3000)])
+@pytest.mark.parametrize("size", [1, 16, 512])
+def test_exact_output_dimensions(source: tuple[int, int], size: int) -> None:
+    data = to_bytes(Image.new("RGB", source, (90, 120, 150)), "PNG")
+    for ratio in RATIOS:
+        image, _, geometry, encoded = render(data, ratio, size=size)
+        assert image.size == (geometry.out_w, geometry.out_h) and min(image.size) >= 1
+        assert max(image.size) <= size
+        assert abs(geometry.crop_w * ratio.h - geometry.crop_h * ratio.w) <= max(ratio.w, ratio.h)
+        with Image.open(io.BytesIO(encoded)) as decoded:
+            assert decoded.size == image.size
+
+
+def test_small_sources_are_not_upscaled_unless_asked() -> None:
+    data = (SAMPLE_IMAGES / "public-domain" / "sk-rocket.jpg").read_bytes()  # 640x427
+    _, _, geometry, _ = render(data, Ratio(1, 1), size=1024)
+    assert (geometry.out_w, geometry.out_h, geometry.limited) == (427, 427, True)
+    _, _, bigger, _ = render(data, Ratio(1, 1), size=1024, upscale=True)
+    assert (bigger.out_w, bigger.out_h, bigger.limited) == (1024, 1024, False)
+
+
+@pytest.mark.parametrize("fmt", ["jpeg", "webp", "avif", "png"])
+def test_every_output_format_is_deterministic_and_tagged_srgb(fmt: str) -> None:
+    data = (SAMPLE_IMAGES / "unsplash" / "alfred-schrock-shoE2y51uX0.jpg").read_bytes()
+    first = render(data, Ratio(4, 3), crop="smart", fmt=fmt)[3]
+    second = render(data, Ratio(4, 3), crop="smart", fmt=fmt)[3]
+    assert first == second
+    with Image.open(io.BytesIO(first)) as image:
+        assert image.format == {"jpeg": "JPEG", "webp": "WEBP", "avif": "AVIF", "png": "PNG"}[fmt]
+        profile = ImageCms.ImageCmsProfile(io.BytesIO(image.info["icc_profile"]))
+        assert "srgb" in profile.profile.profile_description.lower()
+        assert "exif" not in image.info
+
+
+def test_jpeg_sources_are_decoded_reduced() -> None:
+    data = (SAMPLE_IMAGES / "unsplash" / "seondol-son-skcD9ONunJw.jpg").read_bytes()  # 1600x1200
+    decoded = decode_source(data, "jpeg", LIMIT, 128 / 1200)
+    assert isinstance(decoded, DecodedSource)
+    assert decoded.image.width < 1600 and decoded.image.width >= 2 * 128 * 1600 / 1200
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        (b"", "unsupported_format"),
+        (b"plain text, not a photo", "unsupported_format"),
+        (b"\xff\xd8\xff\xe0" + bytes(60), "corrupt_image"),
+        (ihdr_png(30_000, 30_000), "too_many_pixels"),
+    ],
+    ids=["zero-bytes", "text", "corrupt-header", "bomb"],
+)
+def test_hostile_inputs_fail_with_their_code_before_any_full_decode(data: bytes, code: str) -> None:
+    with pytest.raises(ItemFailure) as info:
+        decode_source(data, "png" if data.startswith(b"\x89PNG") else "jpeg", LIMIT, 0.1)
+    assert info.value.code == code
+
+
+def test_a_truncated_jpeg_fails_corrupt_image_when_decoded() -> None:
+    data = (SAMPLE_IMAGES / "public-domain" / "sk-rocket.jpg").read_bytes()
+    with pytest.raises(ItemFailure) as info:
+        decode_source(data[: len(data) // 2], "jpeg", LIMIT, 0.5)
+    assert info.value.code == "corrupt_image"
