@@ -269,3 +269,24 @@ def test_a_source_that_kills_its_worker_every_time_ends_failed(env: Env) -> None
     assert batch["state"] == "failed"
     assert {f["error_code"] for f in batch["failures"]} == {"worker_crashed"}
     env.check()
+
+
+def test_a_render_over_the_time_limit_fails_timeout(env: Env) -> None:
+    result = env.run(
+        "submit",
+        str(env.photos),
+        "--out",
+        str(env.out),
+        "-w",
+        "1",
+        "--item-timeout",
+        "1s",
+        "--json",
+        fault="pause:before_encode",
+    )
+    assert result.returncode == 1
+    batch = json.loads(result.stdout)
+    assert batch["state"] == "failed" and {f["error_code"] for f in batch["failures"]} == {"timeout"}
+    timed_out = [e for e in env.events(batch["batch_id"]) if e["error_code"] == "timeout"]
+    assert len(timed_out) == 9 and all(e["attempt"] == 1 for e in timed_out)  # permanent: not retried
+    env.check()

@@ -49,6 +49,13 @@ DbOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only.")]
+ItemTimeoutOption = Annotated[
+    str,
+    typer.Option(
+        envvar="THUMBCTL_ITEM_TIMEOUT",
+        help="Time limit for rendering one source (all its ratios); over it, its items fail `timeout`. 0: none.",
+    ),
+]
 WorkersOption = Annotated[
     int, typer.Option("--workers", "-w", min=0, envvar="THUMBCTL_WORKERS", help="Worker processes (0: one per CPU).")
 ]
@@ -243,6 +250,7 @@ def submit_command(
         bool, typer.Option("--detach", help="Record the batch and return at once; `thumbctl work` renders it.")
     ] = False,
     workers: WorkersOption = 0,
+    item_timeout: ItemTimeoutOption = "5m",
     retry_admission: Annotated[
         bool, typer.Option("--retry-admission", help="When refused (exit 75), retry with backoff and jitter.")
     ] = False,
@@ -273,7 +281,9 @@ def submit_command(
     """Validate SOURCE and record a batch durably (idempotent: the same request replays the same batch)."""
     reporter = _reporter(json_out, quiet)
     with _handled(reporter):
-        workers = workers or default_workers()
+        run_options = RunOptions(
+            workers=workers or default_workers(), item_timeout=_parsed(parse_duration, item_timeout, "--item-timeout")
+        )
         limits = _build_limits(max_pixels, max_bytes, max_items, max_runnable, queue_age_objective)
         options = _build_options(
             out,
@@ -310,9 +320,7 @@ def submit_command(
                     return
                 reporter.submitted(batch, prepared.report, final=False)
                 with RunProgress(reporter.console, batch_id=batch.batch_id, enabled=not (quiet or json_out)) as bar:
-                    result = run_batch(
-                        db_path, batch.batch_id, RunOptions(workers=workers), interrupts=interrupts.count, observer=bar
-                    )
+                    result = run_batch(db_path, batch.batch_id, run_options, interrupts=interrupts.count, observer=bar)
         final = replace(result.batch, replayed=batch.replayed)
         reporter.finished(final, interrupted=result.supervision.interrupted)
         raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
@@ -325,6 +333,7 @@ def work(
         bool, typer.Option("--until-idle", help="Exit when no item is queued or running; else run until Ctrl-C.")
     ] = False,
     workers: WorkersOption = 0,
+    item_timeout: ItemTimeoutOption = "5m",
     db: DbOption = None,
     quiet: QuietOption = False,
 ) -> None:
@@ -334,7 +343,10 @@ def work(
         with RunProgress(reporter.console, batch_id=None, enabled=not quiet) as progress:
             result = run_work(
                 db or default_db_path(),
-                RunOptions(workers=workers or default_workers()),
+                RunOptions(
+                    workers=workers or default_workers(),
+                    item_timeout=_parsed(parse_duration, item_timeout, "--item-timeout"),
+                ),
                 batch_id=batch,
                 until_idle=until_idle,
                 interrupts=interrupts.count,

@@ -18,7 +18,7 @@ from multiprocessing.process import BaseProcess
 
 from .errors import ExitCode, ThumbctlError
 from .ledger import Ledger
-from .proc import owner_is_dead
+from .proc import owner_id, owner_is_dead
 from .worker import WorkerConfig, worker_main
 
 
@@ -64,6 +64,19 @@ class Pool:
         self.crashes += crashed
         return crashed
 
+    def child_for(self, owner: str) -> BaseProcess | None:
+        """The live child whose lease owner id is ``owner``."""
+        for child in self.children:
+            if child.pid is not None and owner_id(child.pid) == owner:
+                return child
+        return None
+
+    def kill_child(self, child: BaseProcess) -> None:
+        """Kill one worker on purpose; it is not counted as a crash."""
+        child.kill()
+        child.join(timeout=5)
+        self.children.remove(child)
+
     def replace(self, count: int) -> None:
         if not self.stopping:
             for _ in range(count):
@@ -91,6 +104,19 @@ class WorkerStartFailed(ThumbctlError):
 
     code = "worker_start_failed"
     exit_code = ExitCode.PARTIAL
+
+
+def _enforce_time_limit(ledger: Ledger, pool: Pool) -> None:
+    """Kill workers whose claim has run past the per-item time limit; fail its items ``timeout``."""
+    limit = pool.config.item_timeout
+    if not limit:
+        return
+    for owner in ledger.overdue_owners(limit):
+        child = pool.child_for(owner)
+        if child is not None:
+            pool.kill_child(child)
+            ledger.fail_owner(owner, "timeout", f"the render took longer than {limit:g}s and was stopped")
+            pool.replace(1)
 
 
 @dataclass(frozen=True)
@@ -129,6 +155,7 @@ def supervise(
             if presses == 1 and not handled:
                 handled = True
                 on_first_interrupt()
+            _enforce_time_limit(ledger, pool)
             crashed = pool.reap()
             if crashed:
                 rescued = ledger.rescue_leases(owner_is_dead, pool.config.backoff.delay_for)

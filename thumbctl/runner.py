@@ -54,6 +54,7 @@ class RunOptions:
     lease_seconds: float = 30.0
     heartbeat_seconds: float = 10.0
     backoff: Backoff = field(default_factory=Backoff)
+    item_timeout: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -163,4 +164,5 @@ def _config(db_path: Path, options: RunOptions, batch_id: str | None, *, until_i
         lease_seconds=options.lease_seconds,
         heartbeat_seconds=options.heartbeat_seconds,
         backoff=options.backoff,
+        item_timeout=options.item_timeout,
     )

@@ -52,6 +52,8 @@ class WorkerConfig:
     heartbeat_seconds: float = 10.0
     poll_seconds: float = 0.25
     backoff: Backoff = field(default_factory=Backoff)
+    #: Per-claim (one source, all its ratios) time limit in seconds; 0 for none.
+    item_timeout: float = 300.0
 
 
 class LeaseLost(Exception):

@@ -389,6 +389,29 @@ class WorkQueue:
         ).fetchone()
         return QueueState(row[0] or 0, row[1] or 0, row[2] or 0, row[3])
 
+    def overdue_owners(self, seconds: float) -> list[str]:
+        """Lease owners whose oldest running item was claimed more than ``seconds`` ago."""
+        cutoff = iso(self.clock() - seconds)  # type: ignore[attr-defined]
+        rows = self._conn.execute(
+            "SELECT lease_owner FROM items WHERE state = 'running' AND lease_owner IS NOT NULL "
+            "GROUP BY lease_owner HAVING min(updated_at) < ?",
+            (cutoff,),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def fail_owner(self, owner: str, code: str, detail: str) -> int:
+        """End every running item of ``owner`` as ``failed`` with ``code`` (a permanent verdict)."""
+        with self._write() as now:
+            rows = [
+                r[0]
+                for r in self._conn.execute(
+                    "SELECT id FROM items WHERE state = 'running' AND lease_owner = ?", (owner,)
+                )
+            ]
+            return len(
+                self._transition(iso(now), rows, "running", "failed", error_code=code, detail=detail, worker=owner)
+            )
+
     def running_owners(self) -> Iterator[str]:
         for (owner,) in self._conn.execute("SELECT DISTINCT lease_owner FROM items WHERE state = 'running'"):
             if owner:
