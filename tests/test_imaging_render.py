@@ -264,10 +264,11 @@ def test_animated_and_multi_page_sources_give_their_first_frame() -> None:
 # -- geometry, formats, determinism, limits ------------------------------------------------------
 
 
-@pytest.mark.parametrize("source", [(1, 1), (3, 2), (2000, 10), (10, 2000), (640, 427), (4000, 3000)])
+@pytest.mark.parametrize("source", [(1, 1), (3, 2), (2000, 10), (10, 2000), (640, 427), (4000, 3000), (1267, 1600)])
 @pytest.mark.parametrize("size", [1, 16, 512])
-def test_exact_output_dimensions(source: tuple[int, int], size: int) -> None:
-    data = to_bytes(Image.new("RGB", source, (90, 120, 150)), "PNG")
+@pytest.mark.parametrize("container", ["PNG", "JPEG"])
+def test_exact_output_dimensions(source: tuple[int, int], size: int, container: str) -> None:
+    data = to_bytes(Image.new("RGB", source, (90, 120, 150)), container)
     for ratio in RATIOS:
         image, _, geometry, encoded = render(data, ratio, size=size)
         assert image.size == (geometry.out_w, geometry.out_h) and min(image.size) >= 1

@@ -56,9 +56,19 @@ class DecodedSource:
     height: int
     _premultiplied: Image.Image | None = field(default=None, repr=False)
 
-    @property
-    def scale(self) -> float:
-        return self.image.width / self.width
+    def to_decoded(self, box: tuple[int, int, int, int]) -> tuple[float, float, float, float]:
+        """A box in upright source pixels, in the decoded (possibly reduced) image's pixels.
+
+        DCT scaling rounds each axis up on its own, so each axis has its own scale.
+        """
+        sx, sy = self.image.width / self.width, self.image.height / self.height
+        left, top, right, bottom = box
+        return (
+            min(left * sx, self.image.width),
+            min(top * sy, self.image.height),
+            min(right * sx, self.image.width),
+            min(bottom * sy, self.image.height),
+        )
 
     def for_resampling(self) -> Image.Image:
         """The image to resample: RGBA is premultiplied (``RGBa``) once, so edges do not darken."""

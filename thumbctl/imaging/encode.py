@@ -32,8 +32,7 @@ SRGB_PROFILE = _fixed_srgb_profile()
 
 def resample(source: DecodedSource, box: tuple[int, int, int, int], width: int, height: int) -> Image.Image:
     """Crop ``box`` (upright source pixels) and resample it to ``width`` x ``height`` with Lanczos."""
-    scale = source.scale
-    scaled = tuple(v * scale for v in box)
+    scaled = source.to_decoded(box)
     image = source.for_resampling().resize((width, height), Image.Resampling.LANCZOS, box=scaled, reducing_gap=3.0)
     return image.convert("RGBA") if image.mode == "RGBa" else image
 
