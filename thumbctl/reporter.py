@@ -48,6 +48,15 @@ def format_age(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f}d"
 
 
+def crop_text(result: dict[str, object] | None) -> str:
+    """``smart 0.81 @ 310,0 1200x1200``: the policy, its score and the window it chose."""
+    crop = (result or {}).get("crop")
+    if not isinstance(crop, dict):
+        return ""
+    left, top, right, bottom = crop["box"]
+    return f"{crop['policy']} {crop['score']:.2f} @ {left},{top} {right - left}x{bottom - top}"
+
+
 class Reporter:
     """Renders results; ``json_mode`` sends one document to stdout instead."""
 
@@ -166,7 +175,7 @@ class Reporter:
             self.emit_json({"batch_id": batch_id, "items": [i.to_json() for i in items]})
             return
         table = Table(box=None, pad_edge=False)
-        for column in ("item", "ratio", "state", "attempt", "error", "output"):
+        for column in ("item", "ratio", "state", "attempt", "error", "crop", "output"):
             table.add_column(column)
         for i in items:
             table.add_row(
@@ -175,6 +184,7 @@ class Reporter:
                 styled(i.state),
                 str(i.attempt),
                 i.error_code or "",
+                crop_text(i.result),
                 escape(i.friendly_path or i.error_detail or ""),
             )
         self._table(table)
