@@ -236,7 +236,11 @@ def bench_source(source: Source, out_dir: Path, repeat: int, with_vips: bool) ->
     """Warm up and check every case once, then ``repeat`` interleaved rounds; medians per case."""
     runners = case_runners(source, out_dir, with_vips)
     for case, run in runners.items():
-        check_outputs(case, source, run())
+        try:
+            outputs = run()
+        except Exception as exc:
+            sys.exit(f"FAILED: {case} raised {type(exc).__name__}: {exc} on {source.path.name}")
+        check_outputs(case, source, outputs)
     times: dict[str, list[float]] = {case: [] for case in runners}
     for _ in range(repeat):
         for case, run in runners.items():
@@ -292,7 +296,7 @@ def folder_table(results: list[SourceResult]) -> str:
         target = TARGETS[case][1]
         verdict = "PASS" if median_ratio <= target else "FAIL"
         lines.append(
-            f"| {LABELS[case]} | {median_ms} | {median_ratio:.2f} | {geometric_mean(ratios):.2f} | "
+            f"| {LABELS[case]} | {median_ms} | {median_ratio:.3f} | {geometric_mean(ratios):.3f} | "
             f"<= {target:.2f} | {verdict} |"
         )
     return "\n".join(lines)
@@ -325,6 +329,20 @@ def machine_line(core: int, vips: str | None) -> str:
         f"nproc {os.cpu_count()}, Python {platform.python_version()}, Pillow {PIL.__version__}, "
         f"libvips {vips or 'not installed'}, {platform.system()} {platform.machine()}, pinned to core {core}"
     )
+
+
+def code_version() -> str:
+    """The commit of the checkout, and whether ``thumbctl/`` differs from it."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--", "thumbctl"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return f"commit {commit}" + (", with uncommitted changes under thumbctl/" if changed else "")
 
 
 def command_line() -> str:
@@ -459,6 +477,7 @@ def main() -> None:
 
     print(f"Command: `{command_line()}`\n")
     print(f"Machine: {machine_line(args.core, vips)}\n")
+    print(f"Code: {code_version()}\n")
     for label, results in reports:
         print(f"### `{label}/`: {describe_folder(results)}\n")
         print(folder_table(results) + "\n")

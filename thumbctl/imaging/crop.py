@@ -87,10 +87,10 @@ class CropAnalysis:
         self.small: Image.Image | None = None
         self.saliency: Image.Image | None = None
         if policy in ("smart", "entropy"):
-            small = image.convert("RGB") if image.mode != "RGB" else image
-            small = small.copy()
-            small.thumbnail((ANALYSIS_SIZE, ANALYSIS_SIZE), Image.Resampling.BOX)
-            self.small = small
+            fit = ANALYSIS_SIZE / max(image.width, image.height)
+            size = (max(1, round(image.width * fit)), max(1, round(image.height * fit)))
+            small = image.resize(size, Image.Resampling.BOX, reducing_gap=2.0) if fit < 1 else image
+            self.small = small.convert("RGB") if small.mode != "RGB" else small
             if policy == "smart":
                 self.saliency = saliency_map(small)
 
@@ -187,7 +187,7 @@ def best_window(profile: list[float], length: float) -> tuple[float, float]:
 def saliency_map(small: Image.Image) -> Image.Image:
     """Edges, saturation and skin-like tones, smoothed, times the composition prior."""
     grey = small.convert("L")
-    edges = grey.filter(ImageFilter.FIND_EDGES).filter(ImageFilter.MaxFilter(3))
+    edges = grey.filter(ImageFilter.FIND_EDGES)
     saturation = small.convert("HSV").getchannel("S")
     _, cb, cr = small.convert("YCbCr").split()
     skin = ImageChops.multiply(
