@@ -168,7 +168,9 @@ def draft_size(source: Source) -> tuple[int, int] | None:
 
 
 def run_floor(source: Source) -> list[bytes]:
-    """Read, decode at our DCT scale, three plain JPEG q85 encodes of output-sized images."""
+    """Read, decode at our DCT scale, and three encodes of output-sized images with the
+    pipeline's own encoder settings (progressive JPEG q85 with the sRGB profile): the work no
+    thumbnailer of these outputs can skip."""
     data = source.path.read_bytes()
     with Image.open(io.BytesIO(data)) as image:
         want = draft_size(source)
@@ -177,9 +179,7 @@ def run_floor(source: Source) -> list[bytes]:
         image.load()
     outputs = []
     for picture in source.floor_images:
-        buf = io.BytesIO()
-        picture.save(buf, "JPEG", quality=QUALITY)
-        outputs.append(buf.getvalue())
+        outputs.append(encode(picture, "jpeg", QUALITY))
     return outputs
 
 
