@@ -265,3 +265,25 @@ def test_four_processes_claiming_at_once_never_double_claim(tmp_path: Path) -> N
     with sqlite3.connect(path) as raw:
         claims = raw.execute("SELECT count(*) FROM events WHERE to_state = 'running'").fetchone()[0]
     assert claims == 400
+
+
+def test_a_running_item_past_the_deadline_is_not_published(led: Ledger, clock: Clock) -> None:
+    batch = led.accept_batch(request(sources=1, ratios=("1:1",), deadline_seconds=60), Limits())
+    claim = led.claim("w1")
+    clock.now += 61
+    published: list[int] = []
+    assert led.publish(claim, claim.items[0], lambda: published.append(1)) == "late"
+    assert published == []
+    failure = led.batch(batch.batch_id).failures[0]
+    assert failure.error_code == "deadline_exceeded"
+
+
+def test_cancel_wait_settles_the_items_of_dead_workers(led: Ledger) -> None:
+    from thumbctl.proc import hostname
+    from thumbctl.runner import wait_until_terminal
+
+    batch = led.accept_batch(request(sources=2), Limits())
+    led.claim(f"{hostname()}:999999999:1", lease_seconds=3600)  # a worker killed by a second Ctrl-C
+    assert led.request_cancel(batch.batch_id).state == "cancel_requested"
+    view = wait_until_terminal(led, batch.batch_id, should_stop=lambda: False)
+    assert view.state == "cancelled" and view.counts["running"] == 0

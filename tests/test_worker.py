@@ -165,3 +165,13 @@ def test_backoff_is_capped_and_jittered():
         samples = [backoff.delay_for(attempt) for _ in range(50)]
         assert all(0 <= s <= min(8.0, 2 ** (attempt - 1)) for s in samples)
         assert len(set(samples)) > 1
+
+
+def test_a_replay_restores_missing_friendly_names_of_reused_outputs(ledger: Ledger, photos: Path, out_dir: Path):
+    accept(ledger, photos, out_dir)
+    work(ledger)
+    reused = accept(ledger, photos, out_dir, key="reuse")
+    assert reused.state == "succeeded"
+    (out_dir / "coffee.4x3.jpg").unlink()
+    again = accept(ledger, photos, out_dir, key="reuse")
+    assert again.replayed and (out_dir / "coffee.4x3.jpg").exists()

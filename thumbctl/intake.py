@@ -141,20 +141,20 @@ def submit(
         batch = retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait, on_retry=on_retry)
     else:
         batch = attempt()
-    if not batch.replayed:
-        _publish_reused(prepared.batch, batch, ledger)
+    _publish_reused(prepared.batch, batch, ledger)
     return batch
 
 
 def _publish_reused(new: NewBatch, batch: BatchView, ledger: Ledger) -> None:
-    """Give items whose object already existed their friendly names; finish the batch
-    manifest if nothing is left to render."""
+    """Give items whose object already existed their missing friendly names (also on a
+    replay, so an interrupted first submit is completed); finish the batch manifest if
+    nothing is left to render."""
     layout = OutputLayout(new.out_dir)
     for item in new.items:
-        if item.dedup and item.object_path and item.friendly_path:
-            with contextlib.suppress(OSError):
+        if item.dedup and item.object_path and item.friendly_path and not os.path.lexists(item.friendly_path):
+            with contextlib.suppress(OSError):  # reconcile reports and relinks what is still missing
                 link_friendly(layout, item.object_path, item.friendly_path)
-    if batch.is_terminal:
+    if batch.is_terminal and not (batch.replayed and os.path.exists(batch.manifest_path)):
         write_batch_manifest(batch, ledger.items(batch.batch_id))
 
 

@@ -114,8 +114,10 @@ def _enforce_time_limit(ledger: Ledger, pool: Pool) -> None:
     for owner in ledger.overdue_owners(limit):
         child = pool.child_for(owner)
         if child is not None:
-            pool.kill_child(child)
+            # Fail first: once the lease is gone nobody can rescue the items as a crash,
+            # and the worker can no longer publish them.
             ledger.fail_owner(owner, "timeout", f"the render took longer than {limit:g}s and was stopped")
+            pool.kill_child(child)
             pool.replace(1)
 
 

@@ -18,6 +18,7 @@ from .errors import Interrupted
 from .ledger import Ledger, iso
 from .models import BatchView
 from .pool import Pool, Supervision, supervise
+from .proc import owner_is_dead
 from .retrypolicy import Backoff
 from .store import write_batch_manifest as store_batch_manifest
 from .worker import WorkerConfig
@@ -141,8 +142,10 @@ def run_work(
 def wait_until_terminal(
     ledger: Ledger, batch_id: str, *, should_stop: Callable[[], bool], poll: float = 0.2
 ) -> BatchView:
-    """Block until the batch is terminal (``cancel --wait``)."""
+    """Block until the batch is terminal (``cancel --wait``), rescuing the leases of dead
+    or expired workers meanwhile so their items can settle."""
     while True:
+        ledger.rescue_leases(owner_is_dead, Backoff().delay_for)
         view = ledger.batch(batch_id)
         if view.is_terminal:
             return view

@@ -11,17 +11,19 @@ alive; if the lease is lost, the worker stops touching the claim.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
 import signal
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ItemFailure
+from .errors import ItemFailure, ThumbctlError
 from .faults import Faults
 from .imaging import (
     ALPHA_FORMATS,
@@ -136,7 +138,7 @@ class Heartbeat:
     def _beat(self) -> None:
         with Ledger(Path(self.config.db_path)) as ledger:
             while not self._done.wait(self.config.heartbeat_seconds):
-                with self._lock:
+                with self._lock, contextlib.suppress(ThumbctlError, sqlite3.Error):  # try again next beat
                     if self._token is not None and ledger.heartbeat(self._token, self.config.lease_seconds) == 0:
                         self.lost.set()
 

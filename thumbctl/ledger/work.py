@@ -259,14 +259,15 @@ class WorkQueue:
         """The race rule: check the cancel flag and the lease, run ``effect`` (link the
         object and the friendly name) and mark ``succeeded``, all in one write transaction.
 
-        Returns ``succeeded``, ``cancelled`` (the cancel committed first) or ``lost``
-        (the lease was rescued; nothing was published).
+        Returns ``succeeded``, ``cancelled`` (the cancel committed first), ``late`` (the
+        batch deadline passed: the item failed ``deadline_exceeded``) or ``lost`` (the lease
+        was rescued; nothing was published).
         """
         with self._write() as now:
             at = iso(now)
             row = self._conn.execute(
-                "SELECT i.state, i.lease_token, b.cancel_requested_at FROM items i JOIN batches b USING (batch_id) "
-                "WHERE i.id = ?",
+                "SELECT i.state, i.lease_token, b.cancel_requested_at, b.deadline_at FROM items i "
+                "JOIN batches b USING (batch_id) WHERE i.id = ?",
                 (item.row,),
             ).fetchone()
             if row is None or row[0] != "running" or row[1] != claim.token:
@@ -274,6 +275,18 @@ class WorkQueue:
             if row[2] is not None:
                 self._transition(at, [item.row], "running", "cancelled", token=claim.token, worker=claim.owner)
                 return "cancelled"
+            if row[3] is not None and row[3] <= at:
+                self._transition(
+                    at,
+                    [item.row],
+                    "running",
+                    "failed",
+                    token=claim.token,
+                    worker=claim.owner,
+                    error_code="deadline_exceeded",
+                    detail="the batch deadline passed before it could be published",
+                )
+                return "late"
             effect()
             self._transition(at, [item.row], "running", "succeeded", token=claim.token, worker=claim.owner)
             if result is not None:
