@@ -36,10 +36,10 @@ class RunProgress:
 
     def __enter__(self) -> RunProgress:
         if self.live:
+            bar = (BarColumn(), MofNCompleteColumn()) if self.batch_id else ()
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
+                *bar,
                 TextColumn("{task.fields[counts]}"),
                 TimeElapsedColumn(),
                 console=self.console,
