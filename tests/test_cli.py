@@ -192,7 +192,7 @@ def test_empty_ledger_status(cli) -> None:
     assert result.exit_code == 0 and json.loads(result.stdout) == {"batches": []}
 
 
-@pytest.mark.parametrize("command", ["submit", "status", "events", "cancel", "codes"])
+@pytest.mark.parametrize("command", ["submit", "work", "status", "events", "cancel", "retry", "codes"])
 def test_every_command_has_help(cli, command: str) -> None:
     result = cli(command, "--help")
     assert result.exit_code == 0
@@ -260,3 +260,34 @@ def test_foreground_submit_renders_and_exits_by_outcome(cli, photos: Path, out_d
     assert all(Path(i["friendly_path"]).exists() for i in manifest["items"] if i["state"] == "succeeded")
     again = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
     assert again.exit_code == 1 and json.loads(again.stdout)["replayed"] is True
+
+
+def test_retry_requeues_failed_renders_only_and_renders_them(cli, photos: Path, out_dir: Path) -> None:
+    original = (photos / "garden.jpeg").read_bytes()
+    (photos / "notes.jpg").write_text("not a photo")  # refused at submit: retry leaves it failed
+    _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+    batch_id = batch["batch_id"]
+    (photos / "garden.jpeg").write_bytes(original[:-10] + b"0123456789")  # changed after submit
+    assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
+    failed = json.loads(cli("status", batch_id, "--json").stdout)["failures"]
+    assert {(f["item_id"], f["error_code"]) for f in failed} == {
+        ("garden.jpeg", "source_changed"),
+        ("notes.jpg", "unsupported_format"),
+    }
+    (photos / "garden.jpeg").write_bytes(original)
+    result = cli("retry", batch_id, "-w", "1", "--json")
+    assert result.exit_code == 1  # partial: the refused source stays failed
+    doc = json.loads(result.stdout)
+    assert doc["counts"] == {"queued": 0, "running": 0, "succeeded": 4, "failed": 1, "cancelled": 0}
+    events = json.loads(cli("events", batch_id, "--json").stdout)["events"]
+    retried = [e for e in events if e["from_state"] == "failed" and e["to_state"] == "queued"]
+    assert [(e["item_id"], e["detail"]) for e in retried] == [("garden.jpeg", "retry requested")]
+    claims = [e["item_id"] for e in events if e["to_state"] == "running"]
+    assert claims.count("garden.jpeg") == 2 and claims.count("coffee.png") == 1  # completed work not redone
+
+
+def test_retry_of_a_cancelled_batch_is_refused(cli, photos: Path, out_dir: Path) -> None:
+    _, batch, _ = submit_json(cli, photos, out_dir)
+    cli("cancel", batch["batch_id"])
+    result = cli("retry", batch["batch_id"])
+    assert result.exit_code == 2 and "was cancelled" in result.stderr

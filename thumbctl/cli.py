@@ -400,6 +400,44 @@ def events(
 
 
 @app.command(epilog=EXIT_CODES_HELP)
+def retry(
+    batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
+    detach: Annotated[bool, typer.Option("--detach", help="Requeue and return; `thumbctl work` renders them.")] = False,
+    workers: WorkersOption = 0,
+    item_timeout: ItemTimeoutOption = "5m",
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Put a batch's failed items back to queued with a fresh attempt budget, then render them.
+
+    Completed work is never redone; items refused at submit (not an image, outside the
+    root, unreadable) need a new submit. Exit codes as for submit.
+    """
+    reporter = _reporter(json_out, quiet)
+    with _handled(reporter):
+        db_path = db or default_db_path()
+        with _open_ledger(db_path) as ledger:
+            batch_id = ledger.resolve_batch_id(batch)
+            requeued = ledger.retry_failed(batch_id)
+            reporter.say(f"Requeued {requeued} failed items of {batch_id}")
+            view = ledger.batch(batch_id)
+        if detach or not requeued:
+            reporter.finished(view, interrupted=False)
+            raise typer.Exit(int(outcome_exit_code(view, False)) if view.is_terminal else 0)
+        run_options = RunOptions(
+            workers=workers or default_workers(), item_timeout=_parsed(parse_duration, item_timeout, "--item-timeout")
+        )
+        with (
+            Interrupts().on_sigint() as interrupts,
+            RunProgress(reporter.console, batch_id=batch_id, enabled=not (quiet or json_out)) as bar,
+        ):
+            result = run_batch(db_path, batch_id, run_options, interrupts=interrupts.count, observer=bar)
+        reporter.finished(result.batch, interrupted=result.supervision.interrupted)
+        raise typer.Exit(int(outcome_exit_code(result.batch, result.supervision.interrupted)))
+
+
+@app.command(epilog=EXIT_CODES_HELP)
 def cancel(
     batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
     wait: Annotated[bool, typer.Option("--wait", help="Block until the batch is terminal.")] = False,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from ..errors import is_transient
+from ..errors import UsageError, is_transient
 from .timefmt import iso
 
 DelayFor = Callable[[int], float]
@@ -348,6 +348,40 @@ class WorkQueue:
             detail = f"{detail} (attempt {attempt} of {max_attempts})"
         self._transition(at, [row], "running", "failed", error_code=code, detail=detail, **common)
         return "failed"
+
+    # -- explicit retry -------------------------------------------------------------------
+
+    def retry_failed(self, batch_id: str) -> int:
+        """Put a batch's failed items back to ``queued`` with a fresh attempt budget.
+
+        The one non-monotonic transition, logged like any other. Items that failed at
+        admission (nothing was ever accepted to render: unreadable, outside the root, not an
+        image) are left as they are; submitting again is the way to retry those. Returns how
+        many items were requeued.
+        """
+        with self._write(durable=True) as now:
+            at = iso(now)
+            cancel_at, deadline = self._conn.execute(
+                "SELECT cancel_requested_at, deadline_at FROM batches WHERE batch_id = ?", (batch_id,)
+            ).fetchone()
+            if cancel_at is not None:
+                raise UsageError(f"batch {batch_id} was cancelled at {cancel_at}; submit again to redo its work")
+            if deadline is not None and deadline <= at:
+                raise UsageError(
+                    f"the deadline of batch {batch_id} passed at {deadline}; submit again to redo its work"
+                )
+            rows = [
+                r[0]
+                for r in self._conn.execute(
+                    "SELECT id FROM items WHERE batch_id = ? AND state = 'failed' AND derivative_key IS NOT NULL",
+                    (batch_id,),
+                )
+            ]
+            moved = self._transition(at, rows, "failed", "queued", detail="retry requested")
+            for start in range(0, len(moved), _CHUNK):
+                chunk = moved[start : start + _CHUNK]
+                self._conn.execute(f"UPDATE items SET attempt = 0 WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            return len(moved)
 
     # -- rescue and deadlines -----------------------------------------------------------
 
