@@ -291,3 +291,10 @@ def test_retry_of_a_cancelled_batch_is_refused(cli, photos: Path, out_dir: Path)
     cli("cancel", batch["batch_id"])
     result = cli("retry", batch["batch_id"])
     assert result.exit_code == 2 and "was cancelled" in result.stderr
+
+
+def test_status_watch_follows_a_batch_until_it_is_terminal(cli, photos: Path, out_dir: Path) -> None:
+    _, batch, _ = submit_json(cli, photos, out_dir)
+    cli("cancel", batch["batch_id"])
+    result = cli("status", batch["batch_id"], "--watch", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["state"] == "cancelled"

@@ -20,7 +20,7 @@ from .ledger import Ledger
 from .models import ITEM_STATES, BatchView
 from .progress import RunProgress
 from .reporter import Reporter
-from .runner import RunOptions, default_workers, run_batch, run_work, wait_until_terminal
+from .runner import RunOptions, default_workers, run_batch, run_work, wait_until_terminal, watch_batch
 from .settings import Limits, Profile, SettingError, parse_count, parse_duration, parse_ratios
 from .sources import ScanRules
 
@@ -364,6 +364,9 @@ def status(
     items: Annotated[bool, typer.Option("--items", help="List the batch's items.")] = False,
     state: Annotated[str | None, typer.Option(help="With --items: only items in this state.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="How many recent batches to list.")] = 20,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="With BATCH: follow it live until it is terminal (Ctrl-C stops watching).")
+    ] = False,
     db: DbOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
@@ -381,6 +384,16 @@ def status(
             elif items:
                 batch_id = ledger.resolve_batch_id(batch)
                 reporter.items(batch_id, ledger.items(batch_id, state=state))
+            elif watch:
+                batch_id = ledger.resolve_batch_id(batch)
+                with (
+                    Interrupts().on_sigint() as interrupts,
+                    RunProgress(
+                        reporter.console, batch_id=batch_id, enabled=not (quiet or json_out), interval=2.0
+                    ) as bar,
+                ):
+                    watch_batch(ledger, batch_id, observer=bar, should_stop=interrupts)
+                reporter.batch_detail(ledger.batch(batch_id))
             else:
                 reporter.batch_detail(ledger.batch(batch))
 

@@ -154,6 +154,18 @@ def wait_until_terminal(
         time.sleep(poll)
 
 
+def watch_batch(
+    ledger: Ledger, batch_id: str, *, observer: RunObserver, should_stop: Callable[[], bool], poll: float = 0.5
+) -> BatchView:
+    """Follow a batch from the ledger until it is terminal or ``should_stop()``; renders nothing itself."""
+    while True:
+        observer.tick(ledger)
+        view = ledger.batch(batch_id, with_failures=False)
+        if view.is_terminal or should_stop():
+            return view
+        time.sleep(poll)
+
+
 def write_batch_manifest(ledger: Ledger, batch: BatchView) -> str:
     """Write OUT/batches/<batch_id>.json for a batch (see :func:`store.write_batch_manifest`)."""
     return store_batch_manifest(batch, ledger.items(batch.batch_id))
