@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from thumbctl import Ledger, Limits
 from thumbctl.errors import LedgerBusy
@@ -287,3 +291,84 @@ def test_cancel_wait_settles_the_items_of_dead_workers(led: Ledger) -> None:
     assert led.request_cancel(batch.batch_id).state == "cancel_requested"
     view = wait_until_terminal(led, batch.batch_id, should_stop=lambda: False)
     assert view.state == "cancelled" and view.counts["running"] == 0
+
+
+class WorkQueueMachine(RuleBasedStateMachine):
+    """Random interleavings of claims, publishes, failures, heartbeats, time, rescues and cancels.
+
+    After every step: invariant 1 (total = sum of counts), invariant 3 (no success after the
+    cancel in commit order), and no item is held by two claims or published twice.
+    """
+
+    @initialize()
+    def open_ledger(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        self.clock = Clock()
+        self.led = Ledger(Path(self.tmp.name) / "l.db", clock=self.clock)
+        self.batches: list[str] = []
+        self.claims: list = []
+        self.published: list[int] = []
+
+    def teardown(self) -> None:
+        self.led.close()
+        self.tmp.cleanup()
+
+    @rule(sources=st.integers(1, 3))
+    def submit(self, sources: int) -> None:
+        key = f"k{len(self.batches)}"
+        self.batches.append(self.led.accept_batch(request(key, sources=sources), Limits()).batch_id)
+
+    @rule(worker=st.sampled_from(["w1", "w2", "w3"]))
+    def claim(self, worker: str) -> None:
+        claim = self.led.claim(worker, lease_seconds=30, delay_for=lambda attempt: 5.0)
+        if claim is not None:
+            self.claims.append(claim)
+
+    @rule(data=st.data())
+    def publish(self, data) -> None:
+        if self.claims:
+            claim = data.draw(st.sampled_from(self.claims))
+            item = data.draw(st.sampled_from(claim.items))
+            self.led.publish(claim, item, lambda: self.published.append(item.row))
+
+    @rule(data=st.data(), code=st.sampled_from(["io_error", "corrupt_image", "worker_crashed"]))
+    def fail(self, data, code: str) -> None:
+        if self.claims:
+            claim = data.draw(st.sampled_from(self.claims))
+            self.led.fail(claim, [i.row for i in claim.items], code, "test", lambda attempt: 5.0)
+
+    @rule(data=st.data())
+    def heartbeat(self, data) -> None:
+        if self.claims:
+            self.led.heartbeat(data.draw(st.sampled_from(self.claims)).token, 30)
+
+    @rule(seconds=st.sampled_from([1.0, 10.0, 31.0]))
+    def advance(self, seconds: float) -> None:
+        self.clock.now += seconds
+
+    @rule()
+    def rescue(self) -> None:
+        self.led.rescue_leases(lambda owner: False, lambda attempt: 5.0)
+
+    @rule(data=st.data())
+    def cancel(self, data) -> None:
+        if self.batches:
+            self.led.request_cancel(data.draw(st.sampled_from(self.batches)))
+
+    @invariant()
+    def consistent(self) -> None:
+        if not hasattr(self, "led"):
+            return
+        check_invariants(self.led, outputs=False)
+        assert len(self.published) == len(set(self.published)), "an item was published twice"
+        with sqlite3.connect(self.led.path) as raw:
+            bad = raw.execute(
+                "SELECT count(*) FROM items WHERE (state = 'running') != (lease_token IS NOT NULL)"
+            ).fetchone()[0]
+        assert bad == 0, "a running item without a lease, or a lease on an item that is not running"
+
+
+TestWorkQueueMachine = WorkQueueMachine.TestCase
+TestWorkQueueMachine.settings = settings(
+    max_examples=60, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
