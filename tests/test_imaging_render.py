@@ -327,3 +327,27 @@ def test_a_truncated_jpeg_fails_corrupt_image_when_decoded() -> None:
     with pytest.raises(ItemFailure) as info:
         decode_source(data[: len(data) // 2], "jpeg", LIMIT, 0.5)
     assert info.value.code == "corrupt_image"
+
+
+def heic_bytes() -> bytes:
+    pillow_heif = pytest.importorskip("pillow_heif", reason="HEIC needs the optional extra thumbctl[heif]")
+    pillow_heif.register_heif_opener()
+    image = Image.open(SAMPLE_IMAGES / "public-domain" / "sk-coffee.png").convert("RGB")
+    return to_bytes(image, "HEIF", quality=80)
+
+
+def test_heic_sources_render_with_the_optional_extra() -> None:
+    data = heic_bytes()
+    image, _, geometry, _ = render(data, Ratio(1, 1), size=128)
+    assert probe(io.BytesIO(data), data[:32], LIMIT).format == "heif"
+    assert image.size == (geometry.out_w, geometry.out_h) == (128, 128)
+
+
+def test_heic_without_the_extra_fails_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from thumbctl.imaging import formats
+
+    monkeypatch.setattr(formats, "heif_available", lambda: False)
+    head = b"\x00\x00\x00\x1cftypheic\x00\x00\x00\x00mif1heicmiaf\x00\x00\x01W"
+    with pytest.raises(ItemFailure) as info:
+        formats.check_supported("heif", head)
+    assert info.value.code == "unsupported_format" and "thumbctl[heif]" in info.value.detail
