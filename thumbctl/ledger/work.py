@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -458,8 +458,3 @@ class WorkQueue:
             return len(
                 self._transition(iso(now), rows, "running", "failed", error_code=code, detail=detail, worker=owner)
             )
-
-    def running_owners(self) -> Iterator[str]:
-        for (owner,) in self._conn.execute("SELECT DISTINCT lease_owner FROM items WHERE state = 'running'"):
-            if owner:
-                yield owner
