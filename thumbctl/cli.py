@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -135,6 +135,23 @@ def outcome_exit_code(batch: BatchView, interrupted: bool) -> ExitCode:
         "failed": ExitCode.PARTIAL,
         "cancelled": ExitCode.CANCELLED,
     }.get(batch.state, ExitCode.PARTIAL)
+
+
+def _run_options(workers: int, item_timeout: str) -> RunOptions:
+    return RunOptions(
+        workers=workers or default_workers(), item_timeout=_parsed(parse_duration, item_timeout, "--item-timeout")
+    )
+
+
+def _render_in_foreground(
+    reporter: Reporter, db_path: Path, batch_id: str, options: RunOptions, interrupts: Interrupts, *, replayed: bool
+) -> NoReturn:
+    """Run a batch until it is terminal with live progress, report it, exit by its outcome."""
+    with RunProgress(reporter.console, batch_id=batch_id, enabled=not (reporter.quiet or reporter.json_mode)) as bar:
+        result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar)
+    final = replace(result.batch, replayed=replayed)
+    reporter.finished(final, interrupted=result.supervision.interrupted)
+    raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
 
 
 def _ratios_callback(values: list[str] | None) -> list[str] | None:
@@ -281,9 +298,7 @@ def submit_command(
     """Validate SOURCE and record a batch durably (idempotent: the same request replays the same batch)."""
     reporter = _reporter(json_out, quiet)
     with _handled(reporter):
-        run_options = RunOptions(
-            workers=workers or default_workers(), item_timeout=_parsed(parse_duration, item_timeout, "--item-timeout")
-        )
+        run_options = _run_options(workers, item_timeout)
         limits = _build_limits(max_pixels, max_bytes, max_items, max_runnable, queue_age_objective)
         options = _build_options(
             out,
@@ -319,11 +334,9 @@ def submit_command(
                     reporter.submitted(batch, prepared.report)
                     return
                 reporter.submitted(batch, prepared.report, final=False)
-                with RunProgress(reporter.console, batch_id=batch.batch_id, enabled=not (quiet or json_out)) as bar:
-                    result = run_batch(db_path, batch.batch_id, run_options, interrupts=interrupts.count, observer=bar)
-        final = replace(result.batch, replayed=batch.replayed)
-        reporter.finished(final, interrupted=result.supervision.interrupted)
-        raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
+                _render_in_foreground(
+                    reporter, db_path, batch.batch_id, run_options, interrupts, replayed=batch.replayed
+                )
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -343,10 +356,7 @@ def work(
         with RunProgress(reporter.console, batch_id=None, enabled=not quiet) as progress:
             result = run_work(
                 db or default_db_path(),
-                RunOptions(
-                    workers=workers or default_workers(),
-                    item_timeout=_parsed(parse_duration, item_timeout, "--item-timeout"),
-                ),
+                _run_options(workers, item_timeout),
                 batch_id=batch,
                 until_idle=until_idle,
                 interrupts=interrupts.count,
@@ -429,6 +439,7 @@ def retry(
     """
     reporter = _reporter(json_out, quiet)
     with _handled(reporter):
+        run_options = _run_options(workers, item_timeout)
         db_path = db or default_db_path()
         with _open_ledger(db_path) as ledger:
             batch_id = ledger.resolve_batch_id(batch)
@@ -438,16 +449,8 @@ def retry(
         if detach or not requeued:
             reporter.finished(view, interrupted=False)
             raise typer.Exit(int(outcome_exit_code(view, False)) if view.is_terminal else 0)
-        run_options = RunOptions(
-            workers=workers or default_workers(), item_timeout=_parsed(parse_duration, item_timeout, "--item-timeout")
-        )
-        with (
-            Interrupts().on_sigint() as interrupts,
-            RunProgress(reporter.console, batch_id=batch_id, enabled=not (quiet or json_out)) as bar,
-        ):
-            result = run_batch(db_path, batch_id, run_options, interrupts=interrupts.count, observer=bar)
-        reporter.finished(result.batch, interrupted=result.supervision.interrupted)
-        raise typer.Exit(int(outcome_exit_code(result.batch, result.supervision.interrupted)))
+        with Interrupts().on_sigint() as interrupts:
+            _render_in_foreground(reporter, db_path, batch_id, run_options, interrupts, replayed=False)
 
 
 @app.command(epilog=EXIT_CODES_HELP)
