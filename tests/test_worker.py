@@ -175,3 +175,16 @@ def test_a_replay_restores_missing_friendly_names_of_reused_outputs(ledger: Ledg
     (out_dir / "coffee.4x3.jpg").unlink()
     again = accept(ledger, photos, out_dir, key="reuse")
     assert again.replayed and (out_dir / "coffee.4x3.jpg").exists()
+
+
+def test_a_replay_does_no_image_work(ledger: Ledger, photos: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    accept(ledger, photos, out_dir)
+    work(ledger)
+    import thumbctl.intake as intake
+
+    def no_image_work(*args, **kwargs):
+        raise AssertionError("a replay must not open outputs")
+
+    monkeypatch.setattr(intake, "verify_output", no_image_work)
+    again = accept(ledger, photos, out_dir)
+    assert again.replayed and again.state == "succeeded"

@@ -15,7 +15,7 @@ import errno
 import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from .admission import retry_unavailable
@@ -25,7 +25,7 @@ from .keys import derivative_key, digest_json, digest_stream
 from .ledger import Ledger
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
-from .settings import Limits, Profile, Ratio
+from .settings import Limits, Profile, Ratio, parse_ratio
 from .sources import ScanRules, SourceRoot, scan_directory
 from .store import (
     OutputLayout,
@@ -87,6 +87,7 @@ class IntakeReport:
 class PreparedSubmission:
     batch: NewBatch
     report: IntakeReport
+    profile: Profile
 
 
 def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> PreparedSubmission:
@@ -114,7 +115,7 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
         deadline_seconds=options.deadline_seconds,
         limits={"max_pixels": options.limits.max_pixels, "max_bytes": options.limits.max_bytes},
     )
-    return PreparedSubmission(batch, report)
+    return PreparedSubmission(batch, report, options.profile)
 
 
 def submit(
@@ -134,28 +135,47 @@ def submit(
     same key, until ``max_wait`` seconds pass or ``should_stop()`` is true.
     """
 
+    new = prepared.batch
+    if ledger.batch_for_key(new.idempotency_key) is None:  # a replay does no image work at all
+        new = with_reused_outputs(new, prepared.profile)
+
     def attempt() -> BatchView:
-        return ledger.accept_batch(prepared.batch, limits)
+        return ledger.accept_batch(new, limits)
 
     if retry_admission:
         batch = retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait, on_retry=on_retry)
     else:
         batch = attempt()
-    _publish_reused(prepared.batch, batch, ledger)
+    _restore_friendly_names(batch, ledger)
+    if batch.is_terminal and not (batch.replayed and os.path.exists(batch.manifest_path)):
+        write_batch_manifest(batch, ledger.items(batch.batch_id))
     return batch
 
 
-def _publish_reused(new: NewBatch, batch: BatchView, ledger: Ledger) -> None:
-    """Give items whose object already existed their missing friendly names (also on a
-    replay, so an interrupted first submit is completed); finish the batch manifest if
-    nothing is left to render."""
-    layout = OutputLayout(new.out_dir)
-    for item in new.items:
-        if item.dedup and item.object_path and item.friendly_path and not os.path.lexists(item.friendly_path):
+def with_reused_outputs(new: NewBatch, profile: Profile) -> NewBatch:
+    """Mark queued items whose object an earlier run already made as ``succeeded`` (dedup).
+
+    The object must be there with the right media type and dimensions (from its header).
+    """
+    items = tuple(
+        replace(item, state="succeeded", dedup=True)
+        if item.state == "queued" and _object_is_valid(item, profile)
+        else item
+        for item in new.items
+    )
+    return replace(new, items=items)
+
+
+def _restore_friendly_names(batch: BatchView, ledger: Ledger) -> None:
+    """Give succeeded items whose friendly name is missing their link back: items reused at
+    acceptance, and those of an earlier submit that was interrupted before linking them."""
+    if not batch.counts["succeeded"]:
+        return
+    layout = OutputLayout(batch.out_dir)
+    for object_path, friendly_path in ledger.published_paths(batch.batch_id):
+        if not os.path.lexists(friendly_path):
             with contextlib.suppress(OSError):  # reconcile reports and relinks what is still missing
-                link_friendly(layout, item.object_path, item.friendly_path)
-    if batch.is_terminal and not (batch.replayed and os.path.exists(batch.manifest_path)):
-        write_batch_manifest(batch, ledger.items(batch.batch_id))
+                link_friendly(layout, object_path, friendly_path)
 
 
 def resolve_out_dir_or_fail(out: Path) -> Path:
@@ -395,29 +415,28 @@ def _new_item(
         )
     info = inspection.info
     key = derivative_key(info.digest, ratio, profile, entry.focus)
-    object_path = layout.object_path(key, profile.extension)
-    reused = _object_is_valid(object_path, info, ratio, profile)
     return NewItem(
         **common,
         source=inspection.source,
-        state="succeeded" if reused else "queued",
-        dedup=reused,
+        state="queued",
         source_digest=info.digest,
         source_format=info.format,
         source_width=info.width,
         source_height=info.height,
         derivative_key=key,
-        object_path=object_path,
+        object_path=layout.object_path(key, profile.extension),
         friendly_path=layout.friendly_path(stem, ratio, profile.extension),
     )
 
 
-def _object_is_valid(object_path: str, info: CachedSource, ratio: Ratio, profile: Profile) -> bool:
-    """Whether an earlier run already made this object (right type and size, from its header)."""
-    if not os.path.exists(object_path):
+def _object_is_valid(item: NewItem, profile: Profile) -> bool:
+    """Whether an earlier run already made this item's object (right type and size, from its header)."""
+    if not item.object_path or not os.path.exists(item.object_path) or not item.source_width or not item.source_height:
         return False
-    geometry = output_geometry(info.width, info.height, ratio, profile.size, profile.upscale)
-    return verify_output(Path(object_path), profile.format, geometry.out_w, geometry.out_h, full=False) is None
+    geometry = output_geometry(
+        item.source_width, item.source_height, parse_ratio(item.ratio), profile.size, profile.upscale
+    )
+    return verify_output(Path(item.object_path), profile.format, geometry.out_w, geometry.out_h, full=False) is None
 
 
 def _canonical_request(

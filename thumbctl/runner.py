@@ -81,7 +81,8 @@ def run_batch(
     with Ledger(db_path) as ledger:
         batch_id = ledger.resolve_batch_id(batch_id)
         supervision = Supervision()
-        if not ledger.batch(batch_id, with_failures=False).is_terminal:
+        ran = not ledger.batch(batch_id, with_failures=False).is_terminal
+        if ran:
             pool = Pool(_config(db_path, options, batch_id, until_idle=True), options.workers)
 
             def cancel_now() -> None:
@@ -95,7 +96,7 @@ def run_batch(
                 on_tick=lambda: observer.tick(ledger),
             )
         view = ledger.batch(batch_id)
-        if view.is_terminal:
+        if view.is_terminal and (ran or not os.path.exists(view.manifest_path)):
             write_batch_manifest(ledger, view)
         return RunResult(view, supervision)
 

@@ -111,6 +111,11 @@ class Ledger(WorkQueue):
 
     # -- intake -------------------------------------------------------------
 
+    def batch_for_key(self, key: str) -> str | None:
+        """The id of the batch an idempotency key names, if any."""
+        row = self._conn.execute("SELECT batch_id FROM batches WHERE idempotency_key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
     def accept_batch(self, new: NewBatch, limits: Limits) -> BatchView:
         """Record ``new`` durably, or return the batch its key already names.
 
@@ -323,6 +328,14 @@ class Ledger(WorkQueue):
             (batch_id,),
         ):
             yield FailureView(*row)
+
+    def published_paths(self, batch_id: str) -> list[tuple[str, str]]:
+        """(object path, friendly path) of every succeeded item of a batch."""
+        return self._conn.execute(
+            "SELECT object_path, friendly_path FROM items WHERE batch_id = ? AND state = 'succeeded' "
+            "AND object_path IS NOT NULL AND friendly_path IS NOT NULL",
+            (batch_id,),
+        ).fetchall()
 
     def batches_touched_since(self, at: str) -> list[str]:
         """Ids of batches with an event at or after ``at``."""
