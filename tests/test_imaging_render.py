@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 from icc import wide_gamut_profile
-from PIL import Image, ImageCms, ImageFilter
+from PIL import Image, ImageCms, ImageFilter, JpegImagePlugin
 
 from thumbctl.errors import ItemFailure
 from thumbctl.imaging import (
     CropAnalysis,
-    DecodedSource,
     decode_source,
     encode,
     output_geometry,
@@ -299,11 +298,28 @@ def test_every_output_format_is_deterministic_and_tagged_srgb(fmt: str) -> None:
         assert "exif" not in image.info
 
 
-def test_jpeg_sources_are_decoded_reduced() -> None:
+def test_jpeg_sources_are_decoded_reduced_with_twice_the_needed_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     data = (SAMPLE_IMAGES / "unsplash" / "seondol-son-skcD9ONunJw.jpg").read_bytes()  # 1600x1200
-    decoded = decode_source(data, "jpeg", LIMIT, 128 / 1200)
-    assert isinstance(decoded, DecodedSource)
-    assert decoded.image.width < 1600 and decoded.image.width >= 2 * 128 * 1600 / 1200
+    drafts: list[tuple[int, int]] = []
+    original = JpegImagePlugin.JpegImageFile.draft
+
+    def spy(self: Image.Image, mode: str | None, size: tuple[int, int] | None):  # type: ignore[no-untyped-def]
+        drafts.append(size)
+        return original(self, mode, size)
+
+    monkeypatch.setattr(JpegImagePlugin.JpegImageFile, "draft", spy)
+    decode_source(data, "jpeg", LIMIT, 128 / 1200)
+    assert drafts == [(2 * 128 * 1600 // 1200 + 1, 2 * 128)]  # DCT scaling keeps 2x headroom
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA"])
+@pytest.mark.parametrize("needed", [1.0, 0.6, 0.5, 0.26, 0.1])
+def test_decode_is_box_reduced_once_but_never_below_what_the_outputs_need(mode: str, needed: float) -> None:
+    data = to_bytes(Image.new(mode, (400, 300), (200, 100, 50, 128)[: len(mode)]), "png")
+    decoded = decode_source(data, "png", LIMIT, needed, keep_alpha=True)
+    assert decoded.image.mode == mode
+    assert decoded.image.width >= 400 * needed and decoded.image.height >= 300 * needed
+    assert decoded.image.width < 2 * 400 * needed or decoded.image.width == 400
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,9 @@
 * Pixel limits are checked on the header before ``draft`` or ``load``.
 * JPEGs are decoded with DCT scaling (``draft``) to the smallest scale that
   keeps at least twice the resolution the largest output needs.
-* EXIF orientation is applied after the reduced decode (a cheap transpose).
+* The decode is then box-reduced once, by the largest whole factor that still
+  leaves the largest output's resolution, before colour conversion and
+  orientation (a cheap transpose), so both touch as few pixels as possible.
 * Embedded ICC profiles are converted to sRGB (ImageCms); CMYK goes through
   its embedded profile when it has one. Palette, 1-bit, 16-bit and grey
   sources become RGB(A) before any resampling; 16-bit values are rescaled.
@@ -105,7 +107,7 @@ def decode_source(
             icc = image.info.get("icc_profile")
             _draft(image, fmt, stored_w, stored_h, needed_scale)
             image.load()
-            image = _to_srgb(image, icc)
+            image = _to_srgb(_shrink(_normalise_mode(image), stored_w, stored_h, needed_scale), icc)
     except ItemFailure:
         raise
     except DECODE_ERRORS as exc:
@@ -128,8 +130,20 @@ def _draft(image: Image.Image, fmt: str, width: int, height: int, needed_scale: 
     image.draft(image.mode if image.mode in ("CMYK", "L") else "RGB", want)
 
 
-def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
-    """RGB or RGBA in sRGB, from any mode Pillow decodes."""
+def _shrink(image: Image.Image, stored_w: int, stored_h: int, needed_scale: float) -> Image.Image:
+    """Box-reduce the decoded image by the largest whole factor that keeps it at least as large
+    as the largest output needs, once for all ratios (resampling finishes each ratio with
+    Lanczos). Colour conversion and orientation then run on fewer pixels."""
+    factor = math.floor(min(image.width / (stored_w * needed_scale), image.height / (stored_h * needed_scale)))
+    if factor < 2:
+        return image
+    if image.mode == "RGBA":  # average premultiplied colour, or transparent pixels bleed in
+        return image.convert("RGBa").reduce(factor).convert("RGBA")
+    return image.reduce(factor)
+
+
+def _normalise_mode(image: Image.Image) -> Image.Image:
+    """RGB, RGBA, CMYK or L, from any mode Pillow decodes: 16-bit rescaled, palettes expanded."""
     if image.mode in _SIXTEEN_BIT:
         image = image.convert("I").point(lambda v: v * (1 / 257)).convert("L")
     if image.mode == "1":
@@ -140,6 +154,11 @@ def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
         image = image.convert("RGBA")
     if image.mode not in ("RGB", "RGBA", "CMYK", "L"):
         image = image.convert("RGB")
+    return image
+
+
+def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
+    """RGB or RGBA in sRGB, from RGB, RGBA, CMYK or L."""
     if icc and image.mode in ("RGB", "RGBA", "CMYK"):
         return _apply_profile(image, icc)
     return image if image.mode in ("RGB", "RGBA") else image.convert("RGB")
