@@ -19,6 +19,7 @@ from .intake import SubmitOptions, prepare_submission, submit
 from .ledger import Ledger
 from .models import ITEM_STATES, BatchView
 from .progress import RunProgress
+from .reconcile import DEFAULT_GRACE, collect_garbage, reconcile
 from .reporter import Reporter
 from .runner import RunOptions, default_workers, run_batch, run_work, wait_until_terminal, watch_batch
 from .settings import Limits, Profile, SettingError, parse_count, parse_duration, parse_ratios
@@ -490,6 +491,58 @@ def codes_command(json_out: JsonOption = False) -> None:
     reporter.say("")
     for exit_code, meaning in EXIT_CODE_MEANINGS.items():
         reporter.say(f"exit {int(exit_code):<3}  {meaning}")
+
+
+GraceOption = Annotated[
+    str,
+    typer.Option(
+        "--grace",
+        help=f"Temp files whose writer may still be running are left this long ({DEFAULT_GRACE / 3600:.0f}h).",
+    ),
+]
+
+
+@app.command("reconcile", epilog=EXIT_CODES_HELP)
+def reconcile_command(
+    repair: Annotated[
+        bool, typer.Option("--repair", help="Apply the safe repairs, each logged with its reason.")
+    ] = False,
+    grace: GraceOption = "1h",
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Check the ledger against the outputs: stalled leases, unfinished cancels, objects, friendly names,
+    orphans, temp files. Live work is never touched. Exit 0 when clean, 1 when findings remain (for cron)."""
+    reporter = _reporter(json_out, quiet)
+    with _handled(reporter):
+        grace_seconds = _parsed(parse_duration, grace, "--grace")
+        with _open_ledger(db) as ledger:
+            report = reconcile(ledger, repair=repair, grace=grace_seconds)
+        reporter.reconciled(report, repair=repair)
+    raise typer.Exit(int(ExitCode.OK if report.clean else ExitCode.PARTIAL))
+
+
+@app.command("gc", epilog=EXIT_CODES_HELP)
+def gc_command(
+    older_than: Annotated[
+        str, typer.Option("--older-than", help="Expire terminal batches whose last change is older, e.g. 30d.")
+    ],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would go; change nothing.")] = False,
+    grace: GraceOption = "1h",
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Retention: expire old terminal batches, then remove objects no remaining batch references (checked
+    by derivative key), their expired friendly names, stale temp files and expired batch manifests."""
+    reporter = _reporter(json_out, quiet)
+    with _handled(reporter):
+        age = _parsed(parse_duration, older_than, "--older-than")
+        grace_seconds = _parsed(parse_duration, grace, "--grace")
+        with _open_ledger(db) as ledger:
+            report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds)
+        reporter.garbage_collected(report)
 
 
 def main() -> None:

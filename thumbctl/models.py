@@ -224,3 +224,119 @@ class CachedSource:
             mtime_ns,
             ctime_ns,
         )
+
+
+# -- reconcile and gc -------------------------------------------------------------------
+
+#: Finding kinds of ``thumbctl reconcile``, stable; what each means is in the README.
+FINDING_KINDS = (
+    "expired_lease",
+    "dead_worker_lease",
+    "cancel_not_finalized",
+    "object_missing",
+    "object_invalid",
+    "friendly_link_missing",
+    "friendly_link_wrong",
+    "stale_temp_file",
+    "orphan_object",
+)
+
+
+@dataclass(frozen=True)
+class StalledItem:
+    """A live item (``running`` or ``queued``) as reconcile sees it, with its lease."""
+
+    row: int
+    batch_id: str
+    item_id: str
+    ratio: str
+    state: str
+    lease_owner: str | None
+    lease_token: str | None
+    lease_expires_at: str | None
+    cancel_requested_at: str | None
+
+
+@dataclass(frozen=True)
+class PublishedItem:
+    """A ``succeeded`` item of a batch that has not expired, with what its object must be."""
+
+    row: int
+    batch_id: str
+    item_id: str
+    ratio: str
+    derivative_key: str
+    object_path: str
+    friendly_path: str
+    source_width: int
+    source_height: int
+    profile: dict[str, object]
+    out_dir: str
+    #: Whether this item is the newest success to claim its friendly name (it decides where
+    #: the name points when batches share an output folder).
+    owns_friendly_name: bool
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem reconcile found; ``repaired`` once a safe repair was applied."""
+
+    kind: str
+    batch_id: str | None
+    item_id: str | None
+    detail: str
+    ratio: str | None = None
+    path: str | None = None
+    repaired: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "batch_id": self.batch_id,
+            "item_id": self.item_id,
+            "ratio": self.ratio,
+            "path": self.path,
+            "detail": self.detail,
+            "repaired": self.repaired,
+        }
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    findings: tuple[Finding, ...]
+
+    @property
+    def remaining(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if not f.repaired)
+
+    @property
+    def clean(self) -> bool:
+        """No finding is left unrepaired."""
+        return not self.remaining
+
+    def to_json(self) -> dict[str, object]:
+        return {"findings": [f.to_json() for f in self.findings], "clean": self.clean}
+
+
+@dataclass(frozen=True)
+class GcReport:
+    """What ``gc`` removed (or, with ``dry_run``, would remove)."""
+
+    dry_run: bool
+    expired_batches: tuple[str, ...]
+    objects_removed: int
+    links_removed: int
+    temp_files_removed: int
+    manifests_removed: int
+    bytes_reclaimed: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "dry_run": self.dry_run,
+            "expired_batches": list(self.expired_batches),
+            "objects_removed": self.objects_removed,
+            "links_removed": self.links_removed,
+            "temp_files_removed": self.temp_files_removed,
+            "manifests_removed": self.manifests_removed,
+            "bytes_reclaimed": self.bytes_reclaimed,
+        }

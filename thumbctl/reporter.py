@@ -18,7 +18,7 @@ from rich.table import Table
 
 from .errors import ThumbctlError, UnavailableError
 from .intake import IntakeReport
-from .models import ITEM_STATES, BatchView, EventView, ItemView
+from .models import ITEM_STATES, BatchView, EventView, Finding, GcReport, ItemView, ReconcileReport
 from .pool import Supervision
 
 STATE_STYLES = {
@@ -46,6 +46,16 @@ def format_age(seconds: float | None) -> str:
     if seconds < 172800:
         return f"{seconds / 3600:.1f}h"
     return f"{seconds / 86400:.1f}d"
+
+
+def format_bytes(size: int) -> str:
+    """``1.5 MB``: a byte count for people (powers of 1000, as disk tools print)."""
+    value = float(size)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
 
 
 def crop_text(result: dict[str, object] | None) -> str:
@@ -217,6 +227,39 @@ class Reporter:
         self.say(f"Batch [bold]{batch.batch_id}[/] is {styled(batch.state)}")
         self._counts_line(batch)
 
+    def reconciled(self, report: ReconcileReport, *, repair: bool) -> None:
+        """One line per finding (its kind first), then a summary by kind."""
+        if self.json_mode:
+            self.emit_json(report.to_json())
+            return
+        for finding in report.findings:
+            self.say(_finding_line(finding))
+        if not report.findings:
+            self.say("[green]clean[/]: no findings")
+            return
+        by_kind = Counter(f.kind for f in report.findings)
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(by_kind.items()))
+        repaired = len(report.findings) - len(report.remaining)
+        tail = (
+            f"; {repaired} repaired, {len(report.remaining)} remain"
+            if repair
+            else "; --repair applies the safe repairs, `thumbctl gc` removes orphan objects"
+        )
+        self.say(f"{len(report.findings)} findings ({kinds}){tail}")
+
+    def garbage_collected(self, report: GcReport) -> None:
+        if self.json_mode:
+            self.emit_json(report.to_json())
+            return
+        verb = "would remove" if report.dry_run else "removed"
+        expired = "would expire" if report.dry_run else "expired"
+        self.say(f"{expired} {len(report.expired_batches)} batches: {' '.join(report.expired_batches) or '-'}")
+        self.say(
+            f"{verb} {report.objects_removed} objects, {report.links_removed} friendly names, "
+            f"{report.temp_files_removed} temp files, {report.manifests_removed} manifests"
+        )
+        self.say(f"{'reclaimable' if report.dry_run else 'reclaimed'}: {format_bytes(report.bytes_reclaimed)}")
+
     # -- pieces ---------------------------------------------------------------
 
     def _table(self, table: Table) -> None:
@@ -234,3 +277,11 @@ class Reporter:
         for code, n in by_code.most_common():
             example = next(f for f in batch.failures if f.error_code == code)
             self.say(f"  [red]{code}[/] x{n}: e.g. {escape(example.item_id)} ({escape(example.detail or '')})")
+
+
+def _finding_line(finding: Finding) -> str:
+    where = " ".join(escape(part) for part in (finding.batch_id, finding.item_id, finding.ratio) if part)
+    path = f" [dim]{escape(finding.path)}[/]" if finding.path else ""
+    mark = " [green](repaired)[/]" if finding.repaired else ""
+    head = f"[yellow]{finding.kind}[/]" + (f" {where}" if where else "")
+    return f"{head}: {escape(finding.detail)}{path}{mark}"

@@ -14,12 +14,16 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import secrets
+import stat
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .models import BatchView, ItemView
+from .proc import hostname, start_ticks
 from .settings import Ratio
 
 RESERVED_TOP_LEVEL = {".tmp"}
@@ -110,8 +114,35 @@ def resolve_out_dir(out: Path) -> Path:
 
 
 def temp_name(layout: OutputLayout, extension: str) -> str:
-    """A fresh temp path in OUT/.tmp, named with the writer's pid (reconcile relies on it)."""
-    return f"{layout.tmp_dir}/{os.getpid()}-{secrets.token_hex(6)}.{extension}"
+    """A fresh temp path in OUT/.tmp, named after its writer (see :func:`temp_writer`).
+
+    ``<pid>-<start ticks>-<host tag>-<random>.<ext>``: reconcile removes the
+    temp files of writers that are gone at once, and others only after a grace period.
+    """
+    pid = os.getpid()
+    ticks = start_ticks(pid).replace("?", "x")
+    return f"{layout.tmp_dir}/{pid}-{ticks}-{host_tag()}-{secrets.token_hex(6)}.{extension}"
+
+
+def host_tag(host: str | None = None) -> str:
+    """A short, filename-safe tag of a host name (hosts may share an output folder)."""
+    return hashlib.sha256((host or hostname()).encode()).hexdigest()[:8]
+
+
+_TEMP_NAME = re.compile(r"^(\d+)-(\d+|x)-([0-9a-f]{8})-[0-9a-f]{12}\.")
+
+
+def temp_writer(name: str) -> str | None:
+    """The lease-style owner id (``host:pid:ticks``) of the process that wrote temp file
+    ``name``, when the name says and the writer ran on this host; else None (unknown).
+
+    Names of the older ``<pid>-<random>`` scheme carry no start time or host: unknown.
+    """
+    match = _TEMP_NAME.match(name)
+    if match is None or match.group(3) != host_tag():
+        return None
+    ticks = match.group(2).replace("x", "?")
+    return f"{hostname()}:{match.group(1)}:{ticks}"
 
 
 def write_temp(layout: OutputLayout, data: bytes, extension: str) -> str:
@@ -215,3 +246,108 @@ def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
     doc.pop("queue_age_seconds", None)
     write_json_atomically(OutputLayout(batch.out_dir), batch.manifest_path, doc)
     return batch.manifest_path
+
+
+# -- inspection and removal (reconcile and gc) --------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """A regular file found under OUT: its path, size in bytes and modification time."""
+
+    path: str
+    size: int
+    mtime: float
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+
+def temp_files(layout: OutputLayout) -> list[StoredFile]:
+    """The regular files in OUT/.tmp (none when it does not exist)."""
+    return sorted(_regular_files(layout.tmp_dir), key=lambda f: f.path)
+
+
+def object_files(layout: OutputLayout) -> Iterator[tuple[str, StoredFile]]:
+    """(derivative key, file) of every object under OUT/objects/<k[:2]>/<k>.<ext>.
+
+    Files whose name does not fit the layout are not objects and are never listed.
+    """
+    objects = f"{layout.root}/objects"
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for shard in sorted(os.listdir(objects)):
+            for found in sorted(_regular_files(f"{objects}/{shard}"), key=lambda f: f.path):
+                key = found.name.split(".", 1)[0]
+                if key[:2] == shard and re.fullmatch(r"[0-9a-f]{64}\.[a-z]+", found.name):
+                    yield key, found
+
+
+def _regular_files(folder: str) -> Iterator[StoredFile]:
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(folder) as entries:
+        for entry in entries:
+            with contextlib.suppress(FileNotFoundError):
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode):
+                    yield StoredFile(entry.path, info.st_size, info.st_mtime)
+
+
+def friendly_link_problem(object_path: str, friendly_path: str) -> str | None:
+    """``missing`` when the friendly name is absent, ``wrong`` when it is not a link to
+    the object, None when it is."""
+    if not os.path.lexists(friendly_path):
+        return "missing"
+    try:
+        return None if os.path.samefile(friendly_path, object_path) else "wrong"
+    except OSError:
+        return "wrong"
+
+
+def remove_stored_file(layout: OutputLayout, path: str) -> int:
+    """Remove one file under OUT (never a folder, never outside OUT); returns the bytes it
+    held when this was its last link, else 0. A file already gone counts 0."""
+    if not _inside(layout.root, path):
+        raise ValueError(f"{path} is not inside the output folder {layout.root}")
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            return 0
+        os.unlink(path)
+    except FileNotFoundError:
+        return 0
+    return info.st_size if info.st_nlink == 1 else 0
+
+
+def reclaimable(object_path: str, friendly_paths: list[str]) -> tuple[list[str], int]:
+    """Which of ``friendly_paths`` are links to the object, and the bytes removing the object
+    and those links would free (0 while another link to it would remain)."""
+    try:
+        info = os.stat(object_path)
+    except FileNotFoundError:
+        return [], 0
+    linked = [f for f in friendly_paths if _same_file(f, object_path)]
+    return linked, info.st_size if info.st_nlink == 1 + len(linked) else 0
+
+
+def remove_object_and_links(layout: OutputLayout, object_path: str, friendly_paths: list[str]) -> tuple[int, int]:
+    """Remove an object and those of ``friendly_paths`` that are links to it.
+
+    Returns (friendly names removed, bytes reclaimed): the bytes count only when no
+    other link to them is left.
+    """
+    linked, _ = reclaimable(object_path, friendly_paths)
+    for friendly in linked:
+        remove_stored_file(layout, friendly)
+    return len(linked), remove_stored_file(layout, object_path)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _inside(root: str, path: str) -> bool:
+    root = os.path.abspath(root)
+    return os.path.commonpath([root, os.path.abspath(path)]) == root and os.path.abspath(path) != root

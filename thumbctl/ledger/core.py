@@ -42,6 +42,7 @@ from ..models import (
 )
 from ..settings import Limits
 from ..store import OutputLayout
+from .maintenance import Maintenance
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .timefmt import iso, parse_iso
 from .work import WorkQueue
@@ -54,7 +55,7 @@ def new_batch_id() -> str:
     return "b_" + secrets.token_hex(8)
 
 
-class Ledger(WorkQueue):
+class Ledger(WorkQueue, Maintenance):
     """A connection to one ledger file. Not shared across processes or threads."""
 
     def __init__(self, path: Path, *, busy_timeout: float = 10.0, clock: Clock = time.time) -> None:
@@ -249,10 +250,14 @@ class Ledger(WorkQueue):
         from_state: str | None,
         attempt: int | None,
         to_state: str,
+        *,
+        error_code: str | None = None,
+        detail: str | None = None,
     ) -> None:
         self._conn.execute(
-            "INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt) VALUES (?, ?, ?, ?, ?, ?)",
-            (at, batch_id, item_row, from_state, to_state, attempt),
+            "INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt, error_code, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (at, batch_id, item_row, from_state, to_state, attempt, error_code, detail),
         )
 
     # -- reading ------------------------------------------------------------

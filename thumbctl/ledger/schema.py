@@ -116,7 +116,14 @@ def _v1_initial(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v2_batch_expiry(db: sqlite_utils.Database) -> None:
+    """Retention (``thumbctl gc``): when a batch expired; friendly names looked up by path."""
+    db.execute("ALTER TABLE batches ADD COLUMN expired_at TEXT")
+    db["items"].create_index(["friendly_path"], index_name="items_friendly_path")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
+    (2, _v2_batch_expiry),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,302 @@
+"""Reconcile (findings and safe repairs) and gc (retention): what an operator runs from cron.
+
+``reconcile`` compares the ledger with the output folders: stalled leases, cancels whose
+claims have stopped, every ``succeeded`` item's object (present, decodes, exact
+dimensions) and friendly name, orphan objects and stale temp files. Each problem is a
+:class:`~thumbctl.models.Finding` of a stable kind; with ``repair`` the safe repairs are
+applied through conditional ledger transactions (a live lease is never touched) and each
+is logged with its reason. Orphan objects are only reported: ``gc`` removes them.
+
+``gc`` expires terminal batches past an age, then removes objects no remaining batch
+references (checked by derivative key inside a write transaction, one object at a time),
+the friendly names of expired items that link to them, stale temp files and the manifests
+of expired batches.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+
+from .imaging import output_geometry, verify_output
+from .ledger import Ledger, iso
+from .models import Finding, GcReport, PublishedItem, ReconcileReport, StalledItem
+from .proc import owner_is_dead
+from .retrypolicy import Backoff
+from .settings import parse_ratio
+from .store import (
+    OutputLayout,
+    StoredFile,
+    friendly_link_problem,
+    link_friendly,
+    object_files,
+    reclaimable,
+    remove_object_and_links,
+    remove_stored_file,
+    temp_files,
+    temp_writer,
+)
+
+#: Temp files whose writer may still be alive are left this long (seconds) before they count as stale.
+DEFAULT_GRACE = 3600.0
+
+IsDead = Callable[[str], bool]
+Fix = Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A finding and the safe repair for it (None: report only)."""
+
+    finding: Finding
+    fix: Fix | None = None
+
+
+def find_problems(ledger: Ledger, *, grace: float = DEFAULT_GRACE, is_dead: IsDead = owner_is_dead) -> list[Finding]:
+    """Every problem reconcile can see now, changing nothing."""
+    return [p.finding for p in _problems(ledger, grace, is_dead, Backoff().delay_for)]
+
+
+def reconcile(
+    ledger: Ledger,
+    *,
+    repair: bool = False,
+    grace: float = DEFAULT_GRACE,
+    is_dead: IsDead = owner_is_dead,
+    delay_for: Callable[[int], float] | None = None,
+) -> ReconcileReport:
+    """Find problems and, with ``repair``, apply the safe repairs (each audited)."""
+    problems = list(_problems(ledger, grace, is_dead, delay_for or Backoff().delay_for))
+    if not repair:
+        return ReconcileReport(tuple(p.finding for p in problems))
+    return ReconcileReport(tuple(_repaired(p) for p in problems))
+
+
+def _repaired(problem: Problem) -> Finding:
+    if problem.fix is None:
+        return problem.finding
+    return replace(problem.finding, repaired=problem.fix())
+
+
+def _problems(ledger: Ledger, grace: float, is_dead: IsDead, delay_for: Callable[[int], float]) -> Iterator[Problem]:
+    now = ledger.clock()
+    for item in ledger.stalled_candidates():
+        problem = _stalled_problem(ledger, item, iso(now), is_dead, delay_for)
+        if problem is not None:
+            yield problem
+    yield from _output_problems(ledger)
+    referenced = ledger.referenced_object_paths()
+    for out_dir, newest_batch in ledger.output_folders():
+        layout = OutputLayout(out_dir)
+        yield from _orphan_problems(layout, referenced)
+        yield from _temp_problems(ledger, layout, newest_batch, now, grace, is_dead)
+
+
+# -- leases and cancels ---------------------------------------------------------------------
+
+
+def _stalled_problem(
+    ledger: Ledger, item: StalledItem, at: str, is_dead: IsDead, delay_for: Callable[[int], float]
+) -> Problem | None:
+    """A running item whose lease expired or whose owner is gone; a queued item of a
+    cancelled batch. A lease that is not expired and whose owner lives is no problem."""
+    if item.state == "queued":
+        why = f"queued in a batch whose cancel was requested at {item.cancel_requested_at}"
+    elif item.lease_owner is not None and is_dead(item.lease_owner):
+        why = f"its worker {item.lease_owner} is gone"
+    elif item.lease_expires_at is not None and item.lease_expires_at <= at:
+        why = f"the lease of {item.lease_owner} expired at {item.lease_expires_at}"
+    else:
+        return None
+    if item.cancel_requested_at is not None:
+        kind = "cancel_not_finalized"
+    else:
+        kind = "dead_worker_lease" if "is gone" in why else "expired_lease"
+    finding = Finding(kind, item.batch_id, item.item_id, why, ratio=item.ratio)
+
+    def fix() -> bool:
+        return ledger.rescue_stalled(item.row, item.lease_token, is_dead, delay_for) is not None
+
+    return Problem(finding, fix)
+
+
+# -- objects and friendly names ------------------------------------------------------------------
+
+
+def object_problem(item: PublishedItem) -> str | None:
+    """Why a succeeded item's object is not what it must be (missing, wrong type or
+    dimensions, does not decode), or None."""
+    if not os.path.exists(item.object_path):
+        return "is missing"
+    geometry = output_geometry(
+        item.source_width,
+        item.source_height,
+        parse_ratio(item.ratio),
+        int(item.profile["size"]),
+        bool(item.profile["upscale"]),
+    )
+    return verify_output(Path(item.object_path), str(item.profile["format"]), geometry.out_w, geometry.out_h, full=True)
+
+
+def _output_problems(ledger: Ledger) -> Iterator[Problem]:
+    verdicts: dict[str, str | None] = {}  # objects shared by several items are checked once
+    for item in ledger.published_items():
+        if item.object_path not in verdicts:
+            verdicts[item.object_path] = object_problem(item)
+        problem = verdicts[item.object_path]
+        if problem is not None:
+            yield _object_finding(ledger, item, problem)
+        elif item.owns_friendly_name:
+            link = friendly_link_problem(item.object_path, item.friendly_path)
+            if link is not None:
+                yield _link_finding(ledger, item, link)
+
+
+def _object_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Problem:
+    kind = "object_missing" if problem == "is missing" else "object_invalid"
+    finding = Finding(
+        kind, item.batch_id, item.item_id, f"the object {problem}", ratio=item.ratio, path=item.object_path
+    )
+
+    def fix() -> bool:
+        return ledger.requeue_published(item.row, item.object_path, kind, finding.detail) is not None
+
+    return Problem(finding, fix)
+
+
+def _link_finding(ledger: Ledger, item: PublishedItem, link: str) -> Problem:
+    kind = f"friendly_link_{link}"
+    detail = "the friendly name is missing" if link == "missing" else "the friendly name is not a link to its object"
+    finding = Finding(kind, item.batch_id, item.item_id, detail, ratio=item.ratio, path=item.friendly_path)
+    layout = OutputLayout(item.out_dir)
+
+    def fix() -> bool:
+        return ledger.relink_published(
+            item.row,
+            item.object_path,
+            item.friendly_path,
+            kind,
+            detail,
+            lambda: link_friendly(layout, item.object_path, item.friendly_path),
+        )
+
+    return Problem(finding, fix)
+
+
+# -- files nobody accounts for --------------------------------------------------------------------
+
+
+def _orphan_problems(layout: OutputLayout, referenced: set[str]) -> Iterator[Problem]:
+    for _key, found in object_files(layout):
+        if found.path not in referenced:
+            detail = f"no item of a live batch references this object ({found.size} bytes); `thumbctl gc` removes it"
+            yield Problem(Finding("orphan_object", None, None, detail, path=found.path))
+
+
+def stale_temp_reason(found: StoredFile, now: float, grace: float, is_dead: IsDead) -> str | None:
+    """Why a temp file may go: its writer is gone (at once), or it is older than ``grace``."""
+    writer = temp_writer(found.name)
+    if writer is not None and is_dead(writer):
+        return f"its writer {writer} is gone"
+    age = now - found.mtime
+    if age > grace:
+        return f"older than the grace period ({age:.0f}s > {grace:.0f}s)" + ("" if writer else "; writer unknown")
+    return None
+
+
+def _temp_problems(
+    ledger: Ledger, layout: OutputLayout, batch_id: str, now: float, grace: float, is_dead: IsDead
+) -> Iterator[Problem]:
+    for found in temp_files(layout):
+        reason = stale_temp_reason(found, now, grace, is_dead)
+        if reason is None:
+            continue
+        finding = Finding("stale_temp_file", batch_id, None, f"a temp file: {reason}", path=found.path)
+
+        def fix(found: StoredFile = found, detail: str = finding.detail) -> bool:
+            ledger.record_file_removal(
+                batch_id, "stale_temp_file", f"{found.path}: {detail}", lambda: remove_stored_file(layout, found.path)
+            )
+            return True
+
+        yield Problem(finding, fix)
+
+
+# -- gc -----------------------------------------------------------------------------------------
+
+
+def collect_garbage(
+    ledger: Ledger,
+    older_than: float,
+    *,
+    dry_run: bool = False,
+    grace: float = DEFAULT_GRACE,
+    is_dead: IsDead = owner_is_dead,
+) -> GcReport:
+    """Expire terminal batches whose last event is older than ``older_than`` seconds, then
+    remove what no remaining batch references. ``dry_run`` changes nothing and reports
+    what would go."""
+    now = ledger.clock()
+    cutoff = iso(now - older_than)
+    expiring = ledger.expirable_batches(cutoff)
+    expired = expiring if dry_run else [b for b in expiring if ledger.expire_batch(b, cutoff)]
+    pending = expired if dry_run else []
+    objects, links, object_bytes = _collect_objects(ledger, pending, dry_run)
+    temps, temp_bytes = _collect_temps(ledger, now, grace, is_dead, dry_run)
+    manifests, manifest_bytes = _collect_manifests(ledger, pending, dry_run)
+    return GcReport(
+        dry_run=dry_run,
+        expired_batches=tuple(expired),
+        objects_removed=objects,
+        links_removed=links,
+        temp_files_removed=temps,
+        manifests_removed=manifests,
+        bytes_reclaimed=object_bytes + temp_bytes + manifest_bytes,
+    )
+
+
+def _collect_objects(ledger: Ledger, pending: list[str], dry_run: bool) -> tuple[int, int, int]:
+    """Objects no live batch references (``pending`` batches counted as expired): (objects, links, bytes)."""
+    referenced = ledger.referenced_object_paths(also_expiring=pending)
+    objects = links = freed = 0
+    for out_dir, _ in ledger.output_folders():
+        layout = OutputLayout(out_dir)
+        for key, found in object_files(layout):
+            if found.path in referenced:
+                continue
+            names = ledger.expired_friendly_paths(key, found.path, also_expiring=pending)
+            if dry_run:
+                linked, size = reclaimable(found.path, names)
+                objects, links, freed = objects + 1, links + len(linked), freed + size
+                continue
+            outcome = ledger.remove_if_unreferenced(
+                key, found.path, partial(remove_object_and_links, layout, found.path, names)
+            )
+            if outcome is not None:
+                objects, links, freed = objects + 1, links + outcome[0], freed + outcome[1]
+    return objects, links, freed
+
+
+def _collect_temps(ledger: Ledger, now: float, grace: float, is_dead: IsDead, dry_run: bool) -> tuple[int, int]:
+    count = freed = 0
+    for out_dir, _ in ledger.output_folders():
+        layout = OutputLayout(out_dir)
+        for found in temp_files(layout):
+            if stale_temp_reason(found, now, grace, is_dead) is None:
+                continue
+            count += 1
+            freed += found.size if dry_run else remove_stored_file(layout, found.path)
+    return count, freed
+
+
+def _collect_manifests(ledger: Ledger, pending: list[str], dry_run: bool) -> tuple[int, int]:
+    count = freed = 0
+    for out_dir, manifest in ledger.expired_manifests(also_expiring=pending):
+        if not os.path.isfile(manifest):
+            continue
+        count += 1
+        freed += os.path.getsize(manifest) if dry_run else remove_stored_file(OutputLayout(out_dir), manifest)
+    return count, freed
