@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .imaging import output_geometry, verify_output
 from .ledger import Ledger, iso
+from .ledger.maintenance import stall_reason
 from .models import Finding, GcReport, PublishedItem, ReconcileReport, StalledItem
 from .proc import owner_is_dead
 from .retrypolicy import Backoff
@@ -103,18 +104,14 @@ def _stalled_problem(
 ) -> Problem | None:
     """A running item whose lease expired or whose owner is gone; a queued item of a
     cancelled batch. A lease that is not expired and whose owner lives is no problem."""
-    if item.state == "queued":
-        why = f"queued in a batch whose cancel was requested at {item.cancel_requested_at}"
-    elif item.lease_owner is not None and is_dead(item.lease_owner):
-        why = f"its worker {item.lease_owner} is gone"
-    elif item.lease_expires_at is not None and item.lease_expires_at <= at:
-        why = f"the lease of {item.lease_owner} expired at {item.lease_expires_at}"
-    else:
+    why = stall_reason(item.state, item.lease_owner, item.lease_expires_at, item.cancel_requested_at, at, is_dead)
+    if why is None:
         return None
     if item.cancel_requested_at is not None:
         kind = "cancel_not_finalized"
+        why = f"the batch's cancel was requested at {item.cancel_requested_at} and {why}"
     else:
-        kind = "dead_worker_lease" if "is gone" in why else "expired_lease"
+        kind = "dead_worker_lease" if item.lease_owner and is_dead(item.lease_owner) else "expired_lease"
     finding = Finding(kind, item.batch_id, item.item_id, why, ratio=item.ratio)
 
     def fix() -> bool:
@@ -162,7 +159,7 @@ def _object_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Proble
     )
 
     def fix() -> bool:
-        return ledger.requeue_published(item.row, item.object_path, kind, finding.detail) is not None
+        return ledger.requeue_published(item.row, item.object_path, kind, f"reconcile: {finding.detail}") is not None
 
     return Problem(finding, fix)
 
@@ -179,7 +176,7 @@ def _link_finding(ledger: Ledger, item: PublishedItem, link: str) -> Problem:
             item.object_path,
             item.friendly_path,
             kind,
-            detail,
+            f"reconcile: {detail}",
             lambda: link_friendly(layout, item.object_path, item.friendly_path),
         )
 
@@ -218,7 +215,10 @@ def _temp_problems(
 
         def fix(found: StoredFile = found, detail: str = finding.detail) -> bool:
             ledger.record_file_removal(
-                batch_id, "stale_temp_file", f"{found.path}: {detail}", lambda: remove_stored_file(layout, found.path)
+                batch_id,
+                "stale_temp_file",
+                f"reconcile removed {found.path}: {detail}",
+                lambda: remove_stored_file(layout, found.path),
             )
             return True
 

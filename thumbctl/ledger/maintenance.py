@@ -84,8 +84,9 @@ class Maintenance:
 
         A running item whose lease (``token``) is unchanged and expired, or whose owner is
         gone, goes back to ``queued`` (the attempt counts) or ``failed`` when the budget is
-        spent, or ``cancelled`` when its batch's cancel was requested. A queued item of a
-        batch with a cancel request ends ``cancelled``. Anything else is left alone: None.
+        spent; in a batch whose cancel was requested it ends ``cancelled``, as does a queued
+        item there. Anything else (a live lease, a renewed one, an item that moved on) is
+        left alone: None.
         """
         with self._write() as now:
             at = iso(now)
@@ -94,21 +95,17 @@ class Maintenance:
                 "FROM items i JOIN batches b USING (batch_id) WHERE i.id = ?",
                 (row,),
             ).fetchone()
-            if found is None:
+            if found is None or found[1] != token:
                 return None
-            state, lease_token, owner, expires, cancel_at = found
-            if state == "queued" and token is None and cancel_at is not None:
-                detail = f"cancel finalized by reconcile (requested at {cancel_at})"
-                return "cancelled" if self._transition(at, [row], "queued", "cancelled", detail=detail) else None
-            if state != "running" or lease_token is None or lease_token != token:
+            state, _, owner, expires, cancel_at = found
+            why = stall_reason(state, owner, expires, cancel_at, at, is_dead)
+            if why is None:
                 return None
-            if owner is not None and is_dead(owner):
-                why = "its worker process is gone (rescued by reconcile)"
-            elif expires is not None and expires <= at:
-                why = f"its lease expired at {expires} (rescued by reconcile)"
-            else:
-                return None
-            return self._settle_one(now, at, row, "worker_crashed", why, None, owner, delay_for)
+            if cancel_at is not None:
+                detail = f"reconcile finalized the cancel requested at {cancel_at}: {why}"
+                self._transition(at, [row], state, "cancelled", detail=detail, worker=owner)
+                return "cancelled"
+            return self._settle_one(now, at, row, "worker_crashed", f"reconcile: {why}", None, owner, delay_for)
 
     def requeue_published(self, row: int, object_path: str, code: str, detail: str) -> str | None:
         """A succeeded item whose object is missing or damaged goes back to ``queued`` with a
@@ -250,6 +247,21 @@ class Maintenance:
                 (key, object_path),
             ).fetchone()
             return None if referenced is not None else remove()
+
+
+def stall_reason(
+    state: str, owner: str | None, expires: str | None, cancel_at: str | None, at: str, is_dead: IsDead
+) -> str | None:
+    """Why an item is stalled: nobody will ever finish it as it stands. None when it is live."""
+    if state == "queued":
+        return "no claim remains" if cancel_at is not None else None
+    if state != "running":
+        return None
+    if owner is not None and is_dead(owner):
+        return f"its worker {owner} is gone"
+    if expires is not None and expires <= at:
+        return f"its lease expired at {expires}"
+    return None
 
 
 def _excluding(batch_ids: Sequence[str]) -> tuple[str, list[str]]:

@@ -1,0 +1,393 @@
+"""reconcile and gc on real ledgers and real outputs: each finding made for real, reported,
+repaired (audited), gone on the next run, and the outputs restored by the next work."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
+from thumbctl.faults import Faults
+from thumbctl.models import GcReport, ItemView
+from thumbctl.proc import owner_id
+from thumbctl.reconcile import collect_garbage, find_problems, reconcile
+from thumbctl.retrypolicy import Backoff
+from thumbctl.runner import write_batch_manifest
+from thumbctl.store import host_tag
+from thumbctl.worker import WorkerConfig, run_worker
+
+from support import check_invariants, make_image
+
+DAY = 86400.0
+OTHER_HOST_OWNER = "another-host:4242:777"  # never declared dead here: its leases only expire
+
+
+class Clock:
+    """Wall time moved by ``offset`` seconds: how the tests move time for the ledger."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def led(tmp_path: Path, clock: Clock):
+    with Ledger(tmp_path / "ledger.db", clock=clock) as ledger:
+        yield ledger
+        check_invariants(ledger)
+
+
+def accept(ledger: Ledger, source: Path, out: Path, **kwargs):
+    options = SubmitOptions(out_dir=out, **kwargs)
+    return submit(ledger, prepare_submission(source, options, ledger), options.limits)
+
+
+def work(ledger: Ledger) -> None:
+    config = WorkerConfig(str(ledger.path), backoff=Backoff(base=0.001, cap=0.001), poll_seconds=0.01)
+    run_worker(config, threading.Event(), Faults(""))
+
+
+def dead_owner() -> str:
+    """The owner id of a real process of this host that has exited."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    owner = owner_id(child.pid)
+    child.communicate(b"")
+    return owner
+
+
+def kinds(findings) -> list[str]:
+    return [f.kind for f in findings]
+
+
+def reconcile_events(ledger: Ledger, batch_id: str) -> list:
+    return [e for e in ledger.events(batch_id) if e.detail and "reconcile" in e.detail]
+
+
+def assert_found_repaired_then_clean(ledger: Ledger, kind: str, count: int) -> None:
+    found = reconcile(ledger)
+    assert kinds(found.findings) == [kind] * count and not found.clean
+    assert not any(f.repaired for f in found.findings)
+    fixed = reconcile(ledger, repair=True, delay_for=lambda attempt: 0.0)
+    assert [(f.kind, f.repaired) for f in fixed.findings] == [(kind, True)] * count and fixed.clean
+    again = reconcile(ledger)
+    assert again.findings == () and again.clean
+
+
+def assert_restored(ledger: Ledger, batch_id: str) -> None:
+    work(ledger)
+    view = ledger.batch(batch_id)
+    assert view.state == "succeeded", view.counts
+    for item in ledger.items(batch_id):
+        assert os.path.samefile(item.object_path, item.friendly_path)
+    check_invariants(ledger)
+    assert find_problems(ledger) == []
+
+
+@pytest.fixture
+def rendered(led: Ledger, photos: Path, out_dir: Path):
+    batch = accept(led, photos, out_dir)
+    work(led)
+    assert led.batch(batch.batch_id).state == "succeeded"
+    assert find_problems(led) == []
+    return batch
+
+
+# -- the outputs of succeeded items -------------------------------------------------------------
+
+
+def delete_object(item: ItemView, other: ItemView) -> None:
+    os.unlink(item.object_path)
+
+
+def truncate_object(item: ItemView, other: ItemView) -> None:
+    os.truncate(item.object_path, os.path.getsize(item.object_path) // 2)
+
+
+def wrong_dimensions(item: ItemView, other: ItemView) -> None:
+    make_image(Path(item.object_path), (31, 17), "JPEG", seed=9)
+
+
+def undecodable(item: ItemView, other: ItemView) -> None:
+    Path(item.object_path).write_bytes(b"\xff\xd8\xff\xe0" + b"not a picture" * 20)
+
+
+def delete_friendly_name(item: ItemView, other: ItemView) -> None:
+    os.unlink(item.friendly_path)
+
+
+def friendly_name_to_a_copy(item: ItemView, other: ItemView) -> None:
+    os.unlink(item.friendly_path)
+    shutil.copy(other.object_path, item.friendly_path)
+
+
+@pytest.mark.parametrize(
+    ("damage", "kind", "audited_as"),
+    [
+        (delete_object, "object_missing", "object_missing"),
+        (truncate_object, "object_invalid", "object_invalid"),
+        (wrong_dimensions, "object_invalid", "object_invalid"),
+        (undecodable, "object_invalid", "object_invalid"),
+        (delete_friendly_name, "friendly_link_missing", "friendly_link_missing"),
+        (friendly_name_to_a_copy, "friendly_link_wrong", "friendly_link_wrong"),
+    ],
+)
+def test_a_damaged_output_is_found_repaired_and_rendered_again(
+    led: Ledger,
+    rendered,
+    damage: Callable[[ItemView, ItemView], None],
+    kind: str,
+    audited_as: str,
+) -> None:
+    items = led.items(rendered.batch_id)
+    item, other = items[4], items[0]
+    damage(item, other)
+    [finding] = find_problems(led)
+    assert (finding.batch_id, finding.item_id, finding.ratio) == (rendered.batch_id, item.item_id, item.ratio)
+    assert_found_repaired_then_clean(led, kind, 1)
+    [event] = reconcile_events(led, rendered.batch_id)
+    assert (event.item_id, event.ratio, event.error_code) == (item.item_id, item.ratio, audited_as)
+    assert_restored(led, rendered.batch_id)
+
+
+def test_a_bad_object_is_requeued_with_a_fresh_attempt_budget(led: Ledger, rendered) -> None:
+    item = led.items(rendered.batch_id)[2]
+    os.unlink(item.object_path)
+    reconcile(led, repair=True)
+    requeued = next(i for i in led.items(rendered.batch_id) if (i.item_id, i.ratio) == (item.item_id, item.ratio))
+    assert (requeued.state, requeued.attempt, requeued.error_code) == ("queued", 0, "object_missing")
+    event = reconcile_events(led, rendered.batch_id)[-1]
+    assert (event.from_state, event.to_state) == ("succeeded", "queued")
+
+
+def test_a_bad_object_of_a_cancelled_batch_ends_cancelled(led: Ledger, photos: Path, out_dir: Path) -> None:
+    batch = accept(led, photos, out_dir)
+    claim = led.claim(OTHER_HOST_OWNER)
+    led.publish(claim, claim.items[0], lambda: make_image(Path(claim.items[0].object_path), (1, 1), "JPEG"))
+    led.request_cancel(batch.batch_id)
+    led.cancel_if_requested(claim)
+    assert reconcile(led, repair=True).clean  # wrong dimensions: nothing more is rendered for a cancelled batch
+    assert led.batch(batch.batch_id).state == "cancelled"
+    assert led.batch(batch.batch_id).counts["succeeded"] == 0
+
+
+def test_a_friendly_name_taken_over_by_a_newer_batch_is_not_a_finding(
+    led: Ledger, clock: Clock, rendered, photos: Path, out_dir: Path
+) -> None:
+    make_image(photos / "garden.jpeg", (200, 320), "JPEG", seed=77)  # the photo changed
+    clock.offset = 60
+    newer = accept(led, photos, out_dir, key="second")
+    work(led)
+    garden = [i for i in led.items(newer.batch_id) if i.item_id == "garden.jpeg"]
+    assert all(os.path.samefile(i.friendly_path, i.object_path) for i in garden)
+    assert find_problems(led) == []  # the old batch's garden names now rightly point at the new renders
+
+
+# -- leases and cancels ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("owner", "move", "kind"),
+    [
+        (OTHER_HOST_OWNER, 31.0, "expired_lease"),
+        (None, 0.0, "dead_worker_lease"),
+    ],
+)
+def test_a_stalled_lease_is_rescued_and_the_batch_finishes(
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path, owner: str | None, move: float, kind: str
+) -> None:
+    batch = accept(led, photos, out_dir)
+    clock.offset = -move  # claimed `move` seconds ago
+    claim = led.claim(owner or dead_owner(), lease_seconds=30)
+    clock.offset = 0
+    assert_found_repaired_then_clean(led, kind, len(claim.items))
+    rescued = reconcile_events(led, batch.batch_id)
+    assert [(e.from_state, e.to_state, e.error_code) for e in rescued] == [
+        ("running", "queued", "worker_crashed")
+    ] * len(claim.items)
+    assert_restored(led, batch.batch_id)
+
+
+def test_a_live_lease_is_never_a_finding(led: Ledger, clock: Clock, photos: Path, out_dir: Path) -> None:
+    accept(led, photos, out_dir)
+    clock.offset = -29
+    led.claim(owner_id(), lease_seconds=30)  # this very process: alive, and 1 s of lease left
+    clock.offset = 0
+    assert reconcile(led, repair=True).findings == ()
+    assert led.queue_state().running == 3
+
+
+def test_a_lease_renewed_after_the_finding_is_left_alone(
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path
+) -> None:
+    accept(led, photos, out_dir)
+    clock.offset = -31
+    claim = led.claim(OTHER_HOST_OWNER, lease_seconds=30)
+    clock.offset = 0
+    stale = find_problems(led)
+    assert kinds(stale) == ["expired_lease"] * 3
+    led.heartbeat(claim.token, 30)  # the worker was only slow: its heartbeat lands first
+    report = reconcile(led, repair=True)
+    assert report.findings == ()
+    row = claim.items[0].row
+    assert led.rescue_stalled(row, claim.token, lambda owner: False, lambda attempt: 0.0) is None
+    assert led.queue_state().running == 3
+
+
+def test_a_cancel_whose_claims_stopped_is_finalized(led: Ledger, clock: Clock, photos: Path, out_dir: Path) -> None:
+    batch = accept(led, photos, out_dir)
+    claim = led.claim(OTHER_HOST_OWNER, lease_seconds=30)
+    led.request_cancel(batch.batch_id)
+    assert led.batch(batch.batch_id).state == "cancel_requested"
+    assert find_problems(led) == []  # the claim may still observe the cancel itself
+    clock.offset = 31  # its lease runs out
+    assert_found_repaired_then_clean(led, "cancel_not_finalized", len(claim.items))
+    assert led.batch(batch.batch_id).state == "cancelled"
+    finalized = reconcile_events(led, batch.batch_id)
+    assert [(e.from_state, e.to_state) for e in finalized] == [("running", "cancelled")] * len(claim.items)
+    work(led)
+    assert led.batch(batch.batch_id).state == "cancelled"
+
+
+# -- files nobody accounts for ---------------------------------------------------------------------
+
+
+def temp_path(out_dir: Path, name: str) -> Path:
+    path = out_dir / ".tmp" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"half a thumbnail")
+    return path
+
+
+def test_a_temp_file_of_a_dead_writer_goes_at_once(led: Ledger, rendered, out_dir: Path) -> None:
+    _, pid, ticks = dead_owner().rsplit(":", 2)
+    temp = temp_path(out_dir, f"{pid}-{ticks}-{host_tag()}-{'a' * 12}.jpg")
+    assert_found_repaired_then_clean(led, "stale_temp_file", 1)
+    assert not temp.exists()
+    [event] = reconcile_events(led, rendered.batch_id)
+    assert (event.item_id, event.to_state, event.error_code) == (None, "removed", "stale_temp_file")
+    assert str(temp) in event.detail
+    assert_restored(led, rendered.batch_id)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        f"{os.getpid()}-{{ticks}}-{{host}}-{'b' * 12}.jpg",  # this live process
+        "12345-0123456789ab.jpg",  # the older scheme: writer unknown
+        f"1-1-{'0' * 8}-{'c' * 12}.jpg",  # another host
+    ],
+)
+def test_other_temp_files_go_only_after_the_grace_period(
+    led: Ledger, clock: Clock, rendered, out_dir: Path, name: str
+) -> None:
+    live = owner_id().rsplit(":", 1)[1]
+    temp = temp_path(out_dir, name.format(ticks=live, host=host_tag()))
+    assert reconcile(led, repair=True).findings == ()
+    assert temp.exists()
+    clock.offset = 3601
+    assert_found_repaired_then_clean(led, "stale_temp_file", 1)
+    assert not temp.exists()
+
+
+def test_an_orphan_object_is_reported_and_left_for_gc(led: Ledger, rendered, out_dir: Path) -> None:
+    source = led.items(rendered.batch_id)[0].object_path
+    orphan = out_dir / "objects" / "ff" / ("f" * 64 + ".jpg")
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source, orphan)
+    for _ in range(2):
+        report = reconcile(led, repair=True)
+        assert [(f.kind, f.path, f.repaired) for f in report.findings] == [("orphan_object", str(orphan), False)]
+        assert not report.clean
+    size = orphan.stat().st_size
+    gc = collect_garbage(led, 30 * DAY)
+    assert (gc.expired_batches, gc.objects_removed, gc.links_removed, gc.bytes_reclaimed) == ((), 1, 0, size)
+    assert not orphan.exists()
+    assert reconcile(led).clean
+    assert_restored(led, rendered.batch_id)
+
+
+# -- gc -------------------------------------------------------------------------------------------
+
+
+def objects_in(out_dir: Path) -> set[Path]:
+    return {p for p in (out_dir / "objects").rglob("*") if p.is_file()}
+
+
+def test_gc_keeps_an_object_until_no_remaining_batch_references_it(
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path
+) -> None:
+    clock.offset = -80 * DAY
+    first = accept(led, photos, out_dir, key="first")
+    work(led)  # workers publish at real time: first's last change is now
+    clock.offset = -40 * DAY
+    second = accept(led, photos, out_dir, key="second")  # the same photos, all reused: every object shared
+    for batch_id in (first.batch_id, second.batch_id):
+        write_batch_manifest(led, led.batch(batch_id))
+    assert led.batch(second.batch_id).counts["succeeded"] == 12
+    shared = objects_in(out_dir)
+    assert len(shared) == 12
+    assert {i.object_path for i in led.items(first.batch_id)} == {str(p) for p in shared}
+
+    clock.offset = 0  # first finished just now, second 40 days ago
+    dry = collect_garbage(led, 30 * DAY, dry_run=True)
+    assert (dry.expired_batches, dry.objects_removed, dry.manifests_removed) == ((second.batch_id,), 0, 1)
+    assert objects_in(out_dir) == shared and led.events(second.batch_id)[-1].to_state != "expired"
+
+    report = collect_garbage(led, 30 * DAY)
+    assert report.expired_batches == (second.batch_id,)
+    assert (report.objects_removed, report.links_removed, report.manifests_removed) == (0, 0, 1)
+    assert objects_in(out_dir) == shared  # first still references every one of them
+    assert not Path(led.batch(second.batch_id).manifest_path).exists()
+    assert Path(led.batch(first.batch_id).manifest_path).exists()
+    expired = led.events(second.batch_id)[-1]
+    assert (expired.item_id, expired.to_state) == (None, "expired")
+    assert find_problems(led) == []
+
+    clock.offset = 31 * DAY
+    freed = sum(p.stat().st_size for p in shared) + Path(led.batch(first.batch_id).manifest_path).stat().st_size
+    dry = collect_garbage(led, 30 * DAY, dry_run=True)
+    assert dry == GcReport(True, (first.batch_id,), 12, 12, 0, 1, freed)
+    assert objects_in(out_dir) == shared
+    report = collect_garbage(led, 30 * DAY)
+    assert report == GcReport(False, (first.batch_id,), 12, 12, 0, 1, freed)
+    assert [p for p in out_dir.rglob("*") if p.is_file()] == []  # objects, friendly names, manifests
+    assert find_problems(led) == []
+    assert collect_garbage(led, 30 * DAY) == GcReport(False, (), 0, 0, 0, 0, 0)
+
+
+def test_gc_never_expires_a_batch_with_live_items(led: Ledger, clock: Clock, photos: Path, out_dir: Path) -> None:
+    clock.offset = -40 * DAY
+    batch = accept(led, photos, out_dir)
+    clock.offset = 0
+    report = collect_garbage(led, 30 * DAY)
+    assert report.expired_batches == () and led.batch(batch.batch_id).counts["queued"] == 12
+
+
+def test_an_expired_batch_releases_its_key_so_the_same_request_renders_again(
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path
+) -> None:
+    clock.offset = -40 * DAY
+    first = accept(led, photos, out_dir)
+    clock.offset = 0
+    work(led)
+    clock.offset = 31 * DAY
+    assert collect_garbage(led, 30 * DAY).expired_batches == (first.batch_id,)
+    again = accept(led, photos, out_dir)
+    assert again.batch_id != first.batch_id and not again.replayed
+    assert again.idempotency_key == first.idempotency_key and again.counts["queued"] == 12
+    assert led.batch(first.batch_id).idempotency_key == f"{first.idempotency_key}#expired:{first.batch_id}"
