@@ -298,3 +298,82 @@ def test_status_watch_follows_a_batch_until_it_is_terminal(cli, photos: Path, ou
     cli("cancel", batch["batch_id"])
     result = cli("status", batch["batch_id"], "--watch", "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["state"] == "cancelled"
+
+
+def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli) -> None:
+    result = cli("reconcile", "--json")
+    assert (result.exit_code, json.loads(result.stdout)) == (0, {"findings": [], "clean": True})
+    result = cli("gc", "--older-than", "30d", "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {
+        "dry_run": False,
+        "expired_batches": [],
+        "objects_removed": 0,
+        "links_removed": 0,
+        "temp_files_removed": 0,
+        "manifests_removed": 0,
+        "bytes_reclaimed": 0,
+    }
+
+
+def test_reconcile_exits_1_while_findings_remain_and_0_once_repaired(cli, photos: Path, out_dir: Path) -> None:
+    _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+    assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
+    item = json.loads(cli("status", batch["batch_id"], "--items", "--json").stdout)["items"][0]
+    os.unlink(item["object_path"])
+    finding = {
+        "kind": "object_missing",
+        "batch_id": batch["batch_id"],
+        "item_id": item["item_id"],
+        "ratio": "1:1",
+        "path": item["object_path"],
+        "detail": "the object is missing",
+        "repaired": False,
+    }
+    found = cli("reconcile", "--json")
+    assert (found.exit_code, json.loads(found.stdout)) == (1, {"findings": [finding], "clean": False})
+    human = cli("reconcile")
+    assert human.exit_code == 1 and human.stdout == ""
+    assert f"object_missing {batch['batch_id']} {item['item_id']} 1:1: the object is missing" in human.stderr
+    fixed = cli("reconcile", "--repair", "--json")
+    assert (fixed.exit_code, json.loads(fixed.stdout)) == (
+        0,
+        {"findings": [{**finding, "repaired": True}], "clean": True},
+    )
+    assert cli("reconcile").exit_code == 0
+    assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
+    assert os.path.exists(item["object_path"]) and cli("reconcile").exit_code == 0
+
+
+def test_gc_dry_run_then_gc_reclaims_the_bytes_of_expired_batches(cli, photos: Path, out_dir: Path) -> None:
+    _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+    assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
+    files = [p for p in out_dir.rglob("*") if p.is_file()]
+    dry = cli("gc", "--older-than", "0s", "--dry-run", "--json")
+    assert dry.exit_code == 0
+    planned = json.loads(dry.stdout)
+    assert (planned["dry_run"], planned["expired_batches"], planned["objects_removed"]) == (
+        True,
+        [batch["batch_id"]],
+        4,
+    )
+    assert [p for p in out_dir.rglob("*") if p.is_file()] == files
+    done = cli("gc", "--older-than", "0s")
+    assert done.exit_code == 0 and done.stdout == ""
+    assert f"expired 1 batches: {batch['batch_id']}" in done.stderr
+    assert "removed 4 objects, 4 friendly names, 0 temp files, 1 manifests" in done.stderr
+    assert "reclaimed: " in done.stderr and "kB" in done.stderr
+    assert [p for p in out_dir.rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["gc"], "--older-than"),
+        (["gc", "--older-than", "soon"], "bad duration"),
+        (["reconcile", "--grace", "later"], "bad duration"),
+    ],
+)
+def test_reconcile_and_gc_usage_errors_exit_2(cli, args: list[str], message: str) -> None:
+    result = cli(*args)
+    assert result.exit_code == 2 and message in result.stderr

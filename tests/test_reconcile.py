@@ -3,8 +3,11 @@ repaired (audited), gone on the next run, and the outputs restored by the next w
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -13,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_crash import Env
 
 from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
 from thumbctl.faults import Faults
@@ -391,3 +395,77 @@ def test_an_expired_batch_releases_its_key_so_the_same_request_renders_again(
     assert again.batch_id != first.batch_id and not again.replayed
     assert again.idempotency_key == first.idempotency_key and again.counts["queued"] == 12
     assert led.batch(first.batch_id).idempotency_key == f"{first.idempotency_key}#expired:{first.batch_id}"
+
+
+# -- real processes: a crash between link and commit, and reconcile beside a live pool ---------------
+
+FINDING_FIELDS = {"kind", "batch_id", "item_id", "ratio", "path", "detail", "repaired"}
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Env:
+    """Real processes against a ledger and photos in tmp_path (see tests/test_crash.py)."""
+    return Env(tmp_path)
+
+
+def live_rows(db: Path) -> tuple[list[tuple], int]:
+    """What a worker's claim consists of (lease expiry aside: heartbeats move it), and the last event."""
+    with sqlite3.connect(db) as raw:
+        items = raw.execute("SELECT id, state, lease_owner, lease_token, attempt, updated_at FROM items").fetchall()
+        last = raw.execute("SELECT max(seq) FROM events").fetchone()[0]
+    return items, last
+
+
+def test_a_crash_between_link_and_commit_is_found_repaired_and_finished(env: Env) -> None:
+    assert env.run("submit", str(env.photos), "--out", str(env.out), "--detach").returncode == 0
+    proc = env.start("work", "-w", "1", fault="pause:after_link")
+    env.paused("after_link")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    batch_id = env.batch()["batch_id"]
+    assert env.batch()["counts"]["running"] == 3 and len(objects_in(env.out)) == 1  # linked, never committed
+
+    found = env.run("reconcile", "--json")
+    assert found.returncode == 1, found.stderr
+    doc = json.loads(found.stdout)
+    assert doc["clean"] is False and all(set(f) == FINDING_FIELDS for f in doc["findings"])
+    assert [(f["kind"], f["batch_id"], f["repaired"]) for f in doc["findings"]] == [
+        ("dead_worker_lease", batch_id, False)
+    ] * 3
+    fixed = env.run("reconcile", "--repair", "--json")
+    assert fixed.returncode == 0, fixed.stderr
+    assert [(f["kind"], f["repaired"]) for f in json.loads(fixed.stdout)["findings"]] == [
+        ("dead_worker_lease", True)
+    ] * 3
+    again = env.run("reconcile", "--json")
+    assert (again.returncode, json.loads(again.stdout)) == (0, {"findings": [], "clean": True})
+    rescued = [e for e in env.events(batch_id) if e["error_code"] == "worker_crashed"]
+    assert len(rescued) == 3 and all(e["to_state"] == "queued" for e in rescued)
+
+    assert env.run("work", "--until-idle", "-w", "1").returncode == 0
+    batch = env.batch()
+    assert batch["state"] == "succeeded" and batch["counts"]["succeeded"] == 9
+    assert len(objects_in(env.out)) == 9
+    assert env.run("reconcile").returncode == 0
+    env.check()
+
+
+def test_reconcile_beside_a_live_worker_pool_changes_nothing_live(env: Env) -> None:
+    assert env.run("submit", str(env.photos), "--out", str(env.out), "--detach").returncode == 0
+    proc = env.start("work", "--until-idle", "-w", "2", fault="pause:before_publish")
+    env.paused("before_publish", count=2)
+    before = live_rows(env.db)
+    temps = sorted((env.out / ".tmp").iterdir())
+    assert len(temps) == 2 and sum(row[1] == "running" for row in before[0]) == 6
+
+    result = env.run("reconcile", "--repair", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"findings": [], "clean": True}
+    assert live_rows(env.db) == before
+    assert sorted((env.out / ".tmp").iterdir()) == temps
+
+    env.release()
+    assert proc.wait(timeout=60) == 0
+    assert env.batch()["state"] == "succeeded"
+    assert env.run("reconcile").returncode == 0
+    env.check()
