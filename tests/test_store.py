@@ -8,14 +8,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from thumbctl.proc import owner_id, owner_is_dead
 from thumbctl.settings import Ratio
 from thumbctl.store import (
     OutputLayout,
     UnsafeItemId,
     check_item_id,
+    friendly_link_problem,
     friendly_stems,
+    host_tag,
     link_friendly,
+    object_files,
     publish_object,
+    reclaimable,
+    remove_object_and_links,
+    remove_stored_file,
+    temp_files,
+    temp_writer,
     write_json_atomically,
     write_temp,
 )
@@ -120,3 +129,71 @@ def test_batch_manifest_is_written_atomically(tmp_path: Path) -> None:
     write_json_atomically(layout, layout.batch_manifest_path("b_1"), {"ok": True})
     assert json.loads(Path(layout.batch_manifest_path("b_1")).read_text()) == {"ok": True}
     assert os.listdir(layout.tmp_dir) == []
+
+
+def test_temp_names_carry_their_writer(tmp_path: Path) -> None:
+    layout = OutputLayout(str(tmp_path))
+    path = write_temp(layout, b"x", "jpg")
+    [found] = temp_files(layout)
+    assert found.path == path and found.size == 1
+    assert temp_writer(found.name) == owner_id() and not owner_is_dead(temp_writer(found.name))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "4242-0123456789ab.jpg",  # the older <pid>-<random> scheme
+        f"4242-99-{'0' * 8}-{'a' * 12}.jpg",  # written on another host
+        "notes.txt",
+    ],
+)
+def test_temp_names_without_a_known_writer_give_none(name: str) -> None:
+    assert host_tag() != "0" * 8
+    assert temp_writer(name) is None
+
+
+def test_object_files_lists_only_names_that_fit_the_layout(tmp_path: Path) -> None:
+    layout = OutputLayout(str(tmp_path))
+    key = "ab" + "5" * 62
+    publish_object(write_temp(layout, b"A", "jpg"), layout.object_path(key, "jpg"))
+    (tmp_path / "objects" / "ab" / "stray.jpg").write_bytes(b"?")
+    (tmp_path / "objects" / "cd").mkdir()
+    (tmp_path / "objects" / "cd" / f"{key}.jpg").write_bytes(b"wrong shard")
+    assert [(k, f.path) for k, f in object_files(layout)] == [(key, layout.object_path(key, "jpg"))]
+    assert list(object_files(OutputLayout(str(tmp_path / "nowhere")))) == []
+
+
+def test_friendly_link_problem(tmp_path: Path) -> None:
+    layout = OutputLayout(str(tmp_path))
+    a = layout.object_path("aa" + "6" * 62, "jpg")
+    b = layout.object_path("bb" + "7" * 62, "jpg")
+    publish_object(write_temp(layout, b"A", "jpg"), a)
+    publish_object(write_temp(layout, b"B", "jpg"), b)
+    friendly = str(tmp_path / "x.1x1.jpg")
+    assert friendly_link_problem(a, friendly) == "missing"
+    link_friendly(layout, b, friendly)
+    assert friendly_link_problem(a, friendly) == "wrong"
+    link_friendly(layout, a, friendly)
+    assert friendly_link_problem(a, friendly) is None
+
+
+def test_removing_an_object_frees_its_bytes_only_with_its_last_link(tmp_path: Path) -> None:
+    layout = OutputLayout(str(tmp_path))
+    obj = layout.object_path("ee" + "8" * 62, "jpg")
+    publish_object(write_temp(layout, b"12345", "jpg"), obj)
+    kept, gone = str(tmp_path / "kept.1x1.jpg"), str(tmp_path / "gone.1x1.jpg")
+    link_friendly(layout, obj, kept)
+    link_friendly(layout, obj, gone)
+    assert reclaimable(obj, [gone]) == ([gone], 0)
+    assert reclaimable(obj, [gone, kept]) == ([gone, kept], 5)
+    assert remove_object_and_links(layout, obj, [gone]) == (1, 0)
+    assert Path(kept).read_bytes() == b"12345" and not os.path.exists(gone) and not os.path.exists(obj)
+    assert remove_stored_file(layout, kept) == 5
+    assert remove_stored_file(layout, kept) == 0
+
+
+@pytest.mark.parametrize("outside", ["../elsewhere.jpg", "/elsewhere/x.jpg", "."])
+def test_remove_stored_file_refuses_anything_outside_out(tmp_path: Path, outside: str) -> None:
+    layout = OutputLayout(str(tmp_path / "out"))
+    with pytest.raises(ValueError, match="not inside"):
+        remove_stored_file(layout, os.path.join(layout.root, outside))

@@ -1,0 +1,89 @@
+"""The maintenance transitions of the ledger: each one applies only to the row reconcile saw."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import sqlite_utils
+
+from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
+from thumbctl.faults import Faults
+from thumbctl.ledger import iso
+from thumbctl.ledger.schema import MIGRATIONS
+from thumbctl.worker import WorkerConfig, run_worker
+
+
+def accept(ledger: Ledger, source: Path, out: Path, **kwargs):
+    options = SubmitOptions(out_dir=out, **kwargs)
+    return submit(ledger, prepare_submission(source, options, ledger), options.limits)
+
+
+def publish_all(ledger: Ledger) -> None:
+    """Render every queued item for real."""
+    run_worker(WorkerConfig(str(ledger.path), poll_seconds=0.01), threading.Event(), Faults(""))
+
+
+def test_requeue_applies_only_to_the_succeeded_row_with_that_object(ledger: Ledger, photos: Path, out_dir: Path):
+    batch = accept(ledger, photos, out_dir)
+    publish_all(ledger)
+    first = ledger.published_items()[0]
+    assert ledger.requeue_published(first.row, first.object_path + ".other", "object_missing", "x") is None
+    assert ledger.requeue_published(first.row, first.object_path, "object_missing", "gone") == "queued"
+    assert ledger.requeue_published(first.row, first.object_path, "object_missing", "gone") is None  # moved on
+    event = ledger.events(batch.batch_id)[-1]
+    assert (event.from_state, event.to_state, event.error_code, event.detail) == (
+        "succeeded",
+        "queued",
+        "object_missing",
+        "gone",
+    )
+
+
+def test_relink_is_refused_to_an_item_whose_name_a_newer_success_claims(
+    ledger: Ledger, photos: Path, out_dir: Path
+) -> None:
+    old = accept(ledger, photos, out_dir, key="old")
+    publish_all(ledger)
+    new = accept(ledger, photos, out_dir, key="new")  # same names, reused: created succeeded later
+    owners = {(p.batch_id, p.friendly_path): p.owns_friendly_name for p in ledger.published_items()}
+    assert set(owners.values()) == {True, False}
+    assert all(owners[(new.batch_id, name)] and not owners[(old.batch_id, name)] for _, name in owners)
+    stale = next(p for p in ledger.published_items() if p.batch_id == old.batch_id)
+    linked: list[str] = []
+    args = (stale.row, stale.object_path, stale.friendly_path, "friendly_link_wrong", "x")
+    assert ledger.relink_published(*args, lambda: linked.append("old")) is False
+    fresh = next(p for p in ledger.published_items() if p.owns_friendly_name and p.friendly_path == stale.friendly_path)
+    args = (fresh.row, fresh.object_path, fresh.friendly_path, "friendly_link_wrong", "relinked by reconcile")
+    assert ledger.relink_published(*args, lambda: linked.append("new")) is True
+    assert linked == ["new"]
+    event = ledger.events(new.batch_id)[-1]
+    assert (event.from_state, event.to_state, event.error_code) == ("succeeded", "relinked", "friendly_link_wrong")
+
+
+def test_a_batch_expires_once_and_only_when_every_item_is_terminal(ledger: Ledger, photos: Path, out_dir: Path):
+    batch = accept(ledger, photos, out_dir)
+    future = iso(ledger.clock() + 60)
+    assert ledger.expirable_batches(future) == [] and ledger.expire_batch(batch.batch_id, future) is False
+    publish_all(ledger)
+    assert ledger.expirable_batches(iso(ledger.clock() - 60)) == []  # finished just now
+    assert ledger.expire_batch(batch.batch_id, future) is True
+    assert ledger.expire_batch(batch.batch_id, future) is False
+    assert [e.to_state for e in ledger.events(batch.batch_id)][-1] == "expired"
+    assert ledger.published_items() == [] and ledger.referenced_object_paths() == set()
+    assert ledger.expired_manifests() == [(str(out_dir), batch.manifest_path)]
+
+
+def test_a_version_1_ledger_is_migrated_to_version_2(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as conn:
+        MIGRATIONS[0][1](sqlite_utils.Database(conn))
+        conn.execute("PRAGMA user_version = 1")
+    with Ledger(path) as ledger:
+        assert ledger.output_folders() == []
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(batches)")}
+        indexes = {row[1] for row in conn.execute("PRAGMA index_list(items)")}
+    assert "expired_at" in columns and "items_friendly_path" in indexes
