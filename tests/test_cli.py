@@ -377,3 +377,19 @@ def test_gc_dry_run_then_gc_reclaims_the_bytes_of_expired_batches(cli, photos: P
 def test_reconcile_and_gc_usage_errors_exit_2(cli, args: list[str], message: str) -> None:
     result = cli(*args)
     assert result.exit_code == 2 and message in result.stderr
+
+
+def test_quiet_reconcile_prints_only_the_findings_that_remain(cli, photos: Path, out_dir: Path) -> None:
+    submit_json(cli, photos, out_dir, "-r", "1:1")
+    assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
+    clean = cli("reconcile", "--repair", "-q")
+    assert (clean.exit_code, clean.stdout, clean.stderr) == (0, "", "")
+    orphan = out_dir / "objects" / "ab" / ("ab" + "0" * 62 + ".jpg")
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_bytes(b"left behind")
+    (out_dir / "rooms" / "living.1x1.jpg").unlink()
+    left = cli("reconcile", "--repair", "-q")
+    assert left.exit_code == 1 and left.stdout == ""
+    assert left.stderr.splitlines() == [
+        f"orphan_object: no item of a live batch references this object (11 bytes); `thumbctl gc` removes it {orphan}"
+    ]

@@ -228,9 +228,14 @@ class Reporter:
         self._counts_line(batch)
 
     def reconciled(self, report: ReconcileReport, *, repair: bool) -> None:
-        """One line per finding (its kind first), then a summary by kind."""
+        """One line per finding (its kind first), then a summary by kind. Quiet: only the
+        findings that remain, so cron mails only when something is left to do."""
         if self.json_mode:
             self.emit_json(report.to_json())
+            return
+        if self.quiet:
+            for finding in report.remaining:
+                self.console.print(_finding_line(finding))
             return
         for finding in report.findings:
             self.say(_finding_line(finding))
