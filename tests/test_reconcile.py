@@ -20,7 +20,7 @@ from test_crash import Env
 
 from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
 from thumbctl.faults import Faults
-from thumbctl.models import GcReport, ItemView
+from thumbctl.models import FINDING_KINDS, GcReport, ItemView
 from thumbctl.proc import owner_id
 from thumbctl.reconcile import collect_garbage, find_problems, reconcile
 from thumbctl.retrypolicy import Backoff
@@ -83,6 +83,7 @@ def reconcile_events(ledger: Ledger, batch_id: str) -> list:
 
 
 def assert_found_repaired_then_clean(ledger: Ledger, kind: str, count: int) -> None:
+    assert kind in FINDING_KINDS
     found = reconcile(ledger)
     assert kinds(found.findings) == [kind] * count and not found.clean
     assert not any(f.repaired for f in found.findings)
@@ -184,7 +185,8 @@ def test_a_bad_object_of_a_cancelled_batch_ends_cancelled(led: Ledger, photos: P
     led.publish(claim, claim.items[0], lambda: make_image(Path(claim.items[0].object_path), (1, 1), "JPEG"))
     led.request_cancel(batch.batch_id)
     led.cancel_if_requested(claim)
-    assert reconcile(led, repair=True).clean  # wrong dimensions: nothing more is rendered for a cancelled batch
+    report = reconcile(led, repair=True)  # wrong dimensions; nothing more is rendered for a cancelled batch
+    assert [(f.kind, f.repaired) for f in report.findings] == [("object_invalid", True)]
     assert led.batch(batch.batch_id).state == "cancelled"
     assert led.batch(batch.batch_id).counts["succeeded"] == 0
 
@@ -469,3 +471,9 @@ def test_reconcile_beside_a_live_worker_pool_changes_nothing_live(env: Env) -> N
     assert env.batch()["state"] == "succeeded"
     assert env.run("reconcile").returncode == 0
     env.check()
+
+
+def test_every_finding_kind_is_documented_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = [line.split("|")[1].strip(" `") for line in readme.splitlines() if line.startswith("| `")]
+    assert [kind for kind in table if kind in FINDING_KINDS] == list(FINDING_KINDS)

@@ -169,14 +169,16 @@ class Maintenance:
 
     # -- retention ----------------------------------------------------------------------------
 
-    def expirable_batches(self, cutoff: str) -> list[str]:
-        """Batches not yet expired whose every item is terminal and whose last event is before ``cutoff``."""
+    def expirable_batches(self, cutoff: str, *, batch_id: str | None = None) -> list[str]:
+        """Batches not yet expired whose every item is terminal and whose last event is before
+        ``cutoff`` (only ``batch_id``, when given)."""
+        only = " AND b.batch_id = ?" if batch_id is not None else ""
         rows = self._conn.execute(
-            f"SELECT b.batch_id FROM batches b WHERE {_LIVE_BATCH} "
+            f"SELECT b.batch_id FROM batches b WHERE {_LIVE_BATCH}{only} "
             "AND NOT EXISTS (SELECT 1 FROM items i WHERE i.batch_id = b.batch_id AND i.state IN ('queued', 'running')) "
             "AND coalesce((SELECT max(e.at) FROM events e WHERE e.batch_id = b.batch_id), b.created_at) < ? "
             "ORDER BY b.created_at, b.batch_id",
-            (cutoff,),
+            [*([batch_id] if batch_id is not None else []), cutoff],
         ).fetchall()
         return [r[0] for r in rows]
 
@@ -188,7 +190,7 @@ class Maintenance:
         are gone.
         """
         with self._write(durable=True) as now:
-            if batch_id not in self.expirable_batches(cutoff):
+            if not self.expirable_batches(cutoff, batch_id=batch_id):
                 return False
             at = iso(now)
             key = self._conn.execute("SELECT idempotency_key FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()[
