@@ -23,6 +23,7 @@ from .reporter import Reporter
 from .runner import RunOptions, default_workers, run_batch, run_work, wait_until_terminal, watch_batch
 from .settings import Limits, Profile, SettingError, parse_count, parse_duration, parse_ratios
 from .sources import ScanRules
+from .stats import build_report, write_prometheus_file
 
 EXIT_CODES_HELP = "Exit codes: " + "; ".join(f"{int(c)} {m}" for c, m in EXIT_CODE_MEANINGS.items()) + "."
 
@@ -471,6 +472,29 @@ def cancel(
         if wait:
             view = wait_until_terminal(ledger, view.batch_id, should_stop=interrupts)
         reporter.cancelled(view)
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def stats(
+    window: Annotated[str, typer.Option(help="How far back rates, bytes and timings look, e.g. 15m, 1h, 7d.")] = "1h",
+    batch: Annotated[str | None, typer.Option("--batch", help="Only this batch (id or unique prefix).")] = None,
+    prometheus: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="Also write the metrics in Prometheus text format, atomically."),
+    ] = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Queue age, admission/claim/completion rates, retries, cancellation lag, bytes, dedup hits, stage timings."""
+    reporter = _reporter(json_out, quiet)
+    with _handled(reporter), _open_ledger(db) as ledger:
+        span = _parsed(parse_duration, window, "--window")
+        batch_id = ledger.resolve_batch_id(batch) if batch else None
+        report = build_report(ledger.stats_facts(ledger.clock() - span, batch_id), batch_id)
+        if prometheus is not None:
+            write_prometheus_file(report, prometheus)
+        reporter.stats(report, str(prometheus) if prometheus else None)
 
 
 @app.command("codes")

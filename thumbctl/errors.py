@@ -72,6 +72,12 @@ class BatchNotFound(UsageError):
     code = "batch_not_found"
 
 
+class CannotWrite(UsageError):
+    """A file the user named (a report, a metrics file) cannot be written there."""
+
+    code = "cannot_write"
+
+
 class RejectedError(ThumbctlError):
     """The submission can never be accepted as it is (exit 65)."""
 

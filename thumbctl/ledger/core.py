@@ -42,6 +42,7 @@ from ..models import (
 )
 from ..settings import Limits
 from ..store import OutputLayout
+from .observe import Observation
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .timefmt import iso, parse_iso
 from .work import WorkQueue
@@ -54,7 +55,7 @@ def new_batch_id() -> str:
     return "b_" + secrets.token_hex(8)
 
 
-class Ledger(WorkQueue):
+class Ledger(WorkQueue, Observation):
     """A connection to one ledger file. Not shared across processes or threads."""
 
     def __init__(self, path: Path, *, busy_timeout: float = 10.0, clock: Clock = time.time) -> None:
