@@ -50,6 +50,19 @@ DbOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only.")]
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="More detail: every failure as it happens and in the summary.")
+]
+StatsIntervalOption = Annotated[
+    float,
+    typer.Option(
+        "--stats-interval",
+        envvar="THUMBCTL_STATS_INTERVAL",
+        min=0.5,
+        metavar="SECONDS",
+        help="Off a terminal (CI, pipes): seconds between plain progress lines.",
+    ),
+]
 ItemTimeoutOption = Annotated[
     str,
     typer.Option(
@@ -62,13 +75,26 @@ WorkersOption = Annotated[
 ]
 
 
-def _reporter(json_mode: bool, quiet: bool = False) -> Reporter:
+def _reporter(json_mode: bool, quiet: bool = False, verbose: bool = False, interval: float = 5.0) -> Reporter:
     no_color = bool(os.environ.get("NO_COLOR"))
     width = None if sys.stderr.isatty() else 200
     return Reporter(
         json_mode=json_mode,
         quiet=quiet,
+        verbose=verbose,
+        progress_interval=interval,
         console=Console(stderr=True, highlight=False, no_color=no_color, soft_wrap=True, width=width),
+    )
+
+
+def _progress(reporter: Reporter, batch_id: str | None) -> RunProgress:
+    """The live view (terminal) or plain lines (elsewhere) for a run, as the reporter's flags say."""
+    return RunProgress(
+        reporter.console,
+        batch_id=batch_id,
+        enabled=not (reporter.quiet or reporter.json_mode),
+        interval=reporter.progress_interval,
+        verbose=reporter.verbose,
     )
 
 
@@ -148,7 +174,7 @@ def _render_in_foreground(
     reporter: Reporter, db_path: Path, batch_id: str, options: RunOptions, interrupts: Interrupts, *, replayed: bool
 ) -> NoReturn:
     """Run a batch until it is terminal with live progress, report it, exit by its outcome."""
-    with RunProgress(reporter.console, batch_id=batch_id, enabled=not (reporter.quiet or reporter.json_mode)) as bar:
+    with _progress(reporter, batch_id) as bar:
         result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar)
     final = replace(result.batch, replayed=replayed)
     reporter.finished(final, interrupted=result.supervision.interrupted)
@@ -295,9 +321,11 @@ def submit_command(
     db: DbOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+    stats_interval: StatsIntervalOption = 5.0,
 ) -> None:
     """Validate SOURCE and record a batch durably (idempotent: the same request replays the same batch)."""
-    reporter = _reporter(json_out, quiet)
+    reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
         run_options = _run_options(workers, item_timeout)
         limits = _build_limits(max_pixels, max_bytes, max_items, max_runnable, queue_age_objective)
@@ -350,11 +378,13 @@ def work(
     item_timeout: ItemTimeoutOption = "5m",
     db: DbOption = None,
     quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+    stats_interval: StatsIntervalOption = 5.0,
 ) -> None:
     """Run the worker pool over queued items of every batch (or --batch), for detached batches and cron."""
-    reporter = _reporter(False, quiet)
+    reporter = _reporter(False, quiet, verbose, stats_interval)
     with _handled(reporter), Interrupts().on_sigint() as interrupts:
-        with RunProgress(reporter.console, batch_id=None, enabled=not quiet) as progress:
+        with _progress(reporter, None) as progress:
             result = run_work(
                 db or default_db_path(),
                 _run_options(workers, item_timeout),
@@ -381,9 +411,11 @@ def status(
     db: DbOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+    stats_interval: StatsIntervalOption = 5.0,
 ) -> None:
     """Show recent batches, or one batch: state, fixed total, counts per state, failures by code."""
-    reporter = _reporter(json_out, quiet)
+    reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
         if state is not None and state not in ITEM_STATES:
             raise typer.BadParameter(f"choose one of {', '.join(ITEM_STATES)}", param_hint="--state")
@@ -399,9 +431,7 @@ def status(
                 batch_id = ledger.resolve_batch_id(batch)
                 with (
                     Interrupts().on_sigint() as interrupts,
-                    RunProgress(
-                        reporter.console, batch_id=batch_id, enabled=not (quiet or json_out), interval=2.0
-                    ) as bar,
+                    _progress(reporter, batch_id) as bar,
                 ):
                     watch_batch(ledger, batch_id, observer=bar, should_stop=interrupts)
                 reporter.batch_detail(ledger.batch(batch_id))
@@ -432,13 +462,15 @@ def retry(
     db: DbOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+    stats_interval: StatsIntervalOption = 5.0,
 ) -> None:
     """Put a batch's failed items back to queued with a fresh attempt budget, then render them.
 
     Completed work is never redone; items refused at submit (not an image, outside the
     root, unreadable) need a new submit. Exit codes as for submit.
     """
-    reporter = _reporter(json_out, quiet)
+    reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
         run_options = _run_options(workers, item_timeout)
         db_path = db or default_db_path()

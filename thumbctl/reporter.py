@@ -79,11 +79,16 @@ class Reporter:
         *,
         json_mode: bool = False,
         quiet: bool = False,
+        verbose: bool = False,
+        progress_interval: float = 5.0,
         console: Console | None = None,
         stdout: TextIO | None = None,
     ) -> None:
         self.json_mode = json_mode
         self.quiet = quiet
+        self.verbose = verbose and not quiet
+        #: Seconds between plain progress lines off a terminal.
+        self.progress_interval = progress_interval
         self.console = console or Console(stderr=True, highlight=False)
         self.stdout = stdout or sys.stdout
 
@@ -294,6 +299,10 @@ class Reporter:
 
     def _failure_summary(self, batch: BatchView) -> None:
         if not batch.failures:
+            return
+        if self.verbose:
+            for f in batch.failures:
+                self.say(f"  [red]{f.error_code}[/] {escape(f.item_id)} {f.ratio}: {escape(f.detail or '')}")
             return
         by_code = Counter(f.error_code for f in batch.failures)
         for code, n in by_code.most_common():
