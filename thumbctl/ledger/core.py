@@ -271,6 +271,8 @@ class Ledger(WorkQueue, Observation):
             return rows[0][0]
         if len(rows) > 1:
             raise BatchNotFound(f"batch id prefix {text!r} is ambiguous")
+        if rows:
+            raise BatchNotFound(f"batch id prefix {text!r} is too short: give at least 4 characters")
         raise BatchNotFound(f"no batch {text!r} in {self.path}")
 
     def batch(self, batch_id: str, *, with_failures: bool = True) -> BatchView:
