@@ -94,7 +94,7 @@ def test_the_plain_line_for_logs(ledger: Ledger) -> None:
         f"1970-01-24T03:33:40Z {bid} running 2/6 done (queued 2, running 2, failed 2); 0.2/s, eta 20s, queue age 20s"
     )
     assert plain_line(None, ledger.activity()) == (
-        "1970-01-24T03:33:40Z work: runnable 2, delayed 0, running 2; 0.2/s, queue age 20s"
+        "1970-01-24T03:33:40Z work: runnable 2, delayed 0, running 2; 0.2/s, eta 20s, queue age 20s"
     )
 
 

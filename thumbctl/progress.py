@@ -39,6 +39,13 @@ def eta_text(activity: Activity, remaining: int) -> str:
     return "-" if eta is None else format_age(eta)
 
 
+def remaining(view: BatchView | None, activity: Activity) -> int:
+    """Items left: of the batch, or (for ``work``) every live item in the ledger."""
+    if view is not None:
+        return view.total - view.done
+    return activity.runnable + activity.delayed + activity.running
+
+
 def plain_line(view: BatchView | None, activity: Activity) -> str:
     """One timestamped line for logs: no colour, no control codes."""
     stamp = activity.at[:19] + "Z"
@@ -46,12 +53,11 @@ def plain_line(view: BatchView | None, activity: Activity) -> str:
     if view is None:
         return (
             f"{stamp} work: runnable {activity.runnable}, delayed {activity.delayed}, running {activity.running}; "
-            f"{rate_text(activity)}, queue age {age}"
+            f"{rate_text(activity)}, eta {eta_text(activity, remaining(None, activity))}, queue age {age}"
         )
-    remaining = view.total - view.done
     return (
         f"{stamp} {view.batch_id} {view.state} {view.done}/{view.total} done ({counts_text(view.counts)}); "
-        f"{rate_text(activity)}, eta {eta_text(activity, remaining)}, queue age {age}"
+        f"{rate_text(activity)}, eta {eta_text(activity, remaining(view, activity))}, queue age {age}"
     )
 
 
@@ -77,7 +83,7 @@ def live_view(view: BatchView | None, activity: Activity, elapsed: float, failur
 def _headline(view: BatchView | None, activity: Activity, elapsed: float) -> RenderableType:
     grid = Table.grid(padding=(0, 1))
     figures = (
-        f"{rate_text(activity)}  eta {eta_text(activity, view.total - view.done) if view else '-'}  "
+        f"{rate_text(activity)}  eta {eta_text(activity, remaining(view, activity))}  "
         f"queue age {format_age(activity.queue_age_seconds)}  elapsed {format_age(elapsed)}"
     )
     if view is None:
