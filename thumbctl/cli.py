@@ -226,9 +226,7 @@ def submit_command(
     attempts: Annotated[
         int | None, _setting("--attempts", min=1, max=100, help="Attempts per item before it fails.")
     ] = None,
-    deadline: Annotated[
-        str | None, _setting("--deadline", help="Batch deadline, e.g. 30m or 2h; none: no deadline.")
-    ] = None,
+    deadline: Annotated[str | None, _setting("--deadline", help="Batch deadline, e.g. 30m or 2h; 0: none.")] = None,
     detach: Annotated[
         bool, typer.Option("--detach", help="Record the batch and return at once; `thumbctl work` renders it.")
     ] = False,

@@ -90,13 +90,6 @@ def _seconds(raw: object) -> float:
     raise SettingError(f"must be a duration such as 90s, 15m, 2h (or seconds), got {raw!r}")
 
 
-def _optional_seconds(raw: object) -> float | None:
-    """A duration, or ``none`` for no limit (so a flag can lift a limit the file sets)."""
-    if isinstance(raw, str) and raw.strip().lower() == "none":
-        return None
-    return _seconds(raw)
-
-
 def _count(raw: object) -> int:
     if isinstance(raw, str):
         return parse_count(raw)
@@ -162,7 +155,7 @@ KEYS: tuple[Key, ...] = (
     Key("upscale", "--upscale", _switch, lambda: _PROFILE.upscale),
     Key("background", "--background", _profile_field("background", _text), lambda: _PROFILE.background),
     Key("attempts", "--attempts", _whole_in(1, 100), lambda: _SUBMIT.max_attempts),
-    Key("deadline", "--deadline", _optional_seconds, lambda: _SUBMIT.deadline_seconds),
+    Key("deadline", "--deadline", _seconds, lambda: _SUBMIT.deadline_seconds),
     Key("workers", "--workers", _whole_in(0), lambda: 0),
     Key("item_timeout", "--item-timeout", _seconds, lambda: _RUN.item_timeout),
     Key("max_pixels", "--max-pixels", _count, lambda: _LIMITS.max_pixels),
