@@ -423,3 +423,13 @@ def test_config_command_and_shell_completion_are_listed(run) -> None:
     text = run("--help").stdout
     assert "config" in COMMANDS
     assert "--install-completion" in text and "--show-completion" in text
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [("thumbctl con", "config\n"), ("thumbctl submit --pro", "--profile\n"), ("thumbctl config --js", "--json\n")],
+)
+def test_shell_completion_completes_commands_and_options(words: str, expected: str) -> None:
+    env = {"_THUMBCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1)}
+    result = CliRunner().invoke(app, [], env=env, prog_name="thumbctl")
+    assert (result.exit_code, result.stdout) == (0, expected)
