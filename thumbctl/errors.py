@@ -78,6 +78,12 @@ class CannotWrite(UsageError):
     code = "cannot_write"
 
 
+class ConfigError(UsageError):
+    """A setting from the config file or a ``THUMBCTL_*`` variable is wrong (exit 2); the message says where."""
+
+    code = "config_error"
+
+
 class RejectedError(ThumbctlError):
     """The submission can never be accepted as it is (exit 65)."""
 

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .config import Settings, display_value
 from .errors import ThumbctlError, UnavailableError
 from .intake import IntakeReport
 from .models import ITEM_STATES, BatchView, EventView, ItemView
@@ -286,6 +287,21 @@ class Reporter:
             observed = "-" if lag.observed_seconds is None else f"{lag.observed_seconds:.1f}s"
             final = "not yet" if lag.finalized_seconds is None else f"{lag.finalized_seconds:.1f}s"
             self.say(f"  cancel {lag.batch_id}: requested {lag.requested_at}, observed +{observed}, final {final}")
+
+    def settings(self, settings: Settings) -> None:
+        """``thumbctl config``: every resolved setting with its value and its source."""
+        if self.json_mode:
+            self.emit_json(settings.to_json())
+            return
+        self.say(f"config file: {escape(str(settings.config_file or 'none found'))}")
+        chosen = f"{settings.profile} ({settings.profile_source})" if settings.profile else "none"
+        self.say(f"profile: {escape(chosen)}")
+        table = Table(box=None, pad_edge=False)
+        for column in ("setting", "value", "source"):
+            table.add_column(column)
+        for name, setting in settings.values.items():
+            table.add_row(name, escape(display_value(name, setting.value)), escape(setting.source))
+        self._table(table)
 
     # -- pieces ---------------------------------------------------------------
 
