@@ -8,11 +8,20 @@ from pathlib import Path
 import pytest
 
 from thumbctl import Ledger
+from thumbctl.config import CONFIG_ENV, KEYS, PROFILE_ENV
 
 from support import check_invariants, make_image
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_IMAGES = REPO / "sample_images"
+
+
+@pytest.fixture(autouse=True)
+def isolated_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither the per-user config file nor THUMBCTL_* settings of the machine reach a test."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config-home")))
+    for name in (CONFIG_ENV, PROFILE_ENV, *(key.env for key in KEYS)):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

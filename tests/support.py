@@ -11,7 +11,7 @@ from pathlib import Path
 from PIL import Image
 
 from thumbctl import Ledger
-from thumbctl.models import ITEM_STATES
+from thumbctl.models import ITEM_STATES, NewBatch, NewItem
 
 
 def make_image(path: Path, size: tuple[int, int], fmt: str, *, seed: int = 0, mode: str = "RGB") -> Path:
@@ -84,3 +84,35 @@ def _check_outputs(ledger: Ledger, batch_id: str) -> None:
             image.load()
             w, h = (int(v) for v in item.ratio.split(":"))
             assert abs(image.width * h - image.height * w) <= max(w, h), (item.item_id, item.ratio, image.size)
+
+
+class Clock:
+    """A clock tests move by hand: ``clock.now += 30``."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def request(key: str = "k", sources: int = 2, ratios: tuple[str, ...] = ("1:1", "4:3"), **kwargs) -> NewBatch:
+    """A batch request of ``sources`` fake sources x ``ratios``, for ledger-level tests (no files)."""
+    items = tuple(
+        NewItem(
+            f"img{s}.jpg",
+            ratio,
+            f"/src/img{s}.jpg",
+            "queued",
+            source_digest=f"{s:064d}",
+            source_format="jpeg",
+            source_width=40,
+            source_height=30,
+            derivative_key=f"{s}{ratio}",
+            object_path=f"/out/o{s}{ratio}",
+            friendly_path=f"/out/f{s}{ratio}",
+        )
+        for s in range(sources)
+        for ratio in ratios
+    )
+    return NewBatch(key, f"digest-{key}", "/src", "/out", {"size": 64}, items, **kwargs)

@@ -8,9 +8,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
+from thumbctl import Ledger, Limits
 from thumbctl.cli import app
+
+from conftest import SAMPLE_IMAGES
+from support import request
+
+SAMPLE_ONE = SAMPLE_IMAGES / "public-domain"
 
 BATCH_FIELDS = {
     "batch_id",
@@ -298,6 +305,87 @@ def test_status_watch_follows_a_batch_until_it_is_terminal(cli, photos: Path, ou
     cli("cancel", batch["batch_id"])
     result = cli("status", batch["batch_id"], "--watch", "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["state"] == "cancelled"
+
+
+def registered_commands() -> list[str]:
+    return sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+def test_every_command_has_help_text_and_a_place_in_the_readme(cli) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for name in registered_commands():
+        command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+        assert command.help and len(command.help.strip()) > 20, name
+        assert f"thumbctl {name}" in readme, f"README does not document `thumbctl {name}`"
+
+
+def test_quiet_prints_nothing_but_errors(cli, photos: Path, out_dir: Path) -> None:
+    result = cli("submit", photos, "--out", out_dir, "-q")
+    assert result.exit_code == 0 and result.stdout == "" and result.stderr == ""
+    bad = cli("status", "b_nope", "-q")
+    assert bad.exit_code == 2 and bad.stderr.startswith("error [batch_not_found]")
+
+
+def test_verbose_lists_every_failure(cli, photos: Path, out_dir: Path) -> None:
+    (photos / "notes.jpg").write_text("not a photo")
+    result = cli("submit", photos, "--out", out_dir, "-v", "--stats-interval", "60")
+    assert result.exit_code == 1
+    for ratio in ("1:1", "4:3", "16:9"):
+        assert f"unsupported_format notes.jpg {ratio}: not an image of a supported format" in result.stderr
+    assert "x3: e.g." not in result.stderr
+    lines = result.stderr.splitlines()
+    assert any(" running " in line or " done (" in line for line in lines)  # plain progress lines off a terminal
+    assert "\x1b" not in result.stderr
+
+
+def run_in_terminal(args: list[str], env: dict[str, str]) -> bytes:
+    """Run thumbctl with a pseudo-terminal as stdout and stderr; return what it wrote."""
+    main, child = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "thumbctl", *args], stdin=subprocess.DEVNULL, stdout=child, stderr=child, env=env
+        )
+        os.close(child)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert proc.wait(timeout=60) == 0
+        return b"".join(chunks)
+    finally:
+        os.close(main)
+
+
+def test_colour_on_a_terminal_unless_no_color(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "THUMBCTL_DB")}
+    env.update(TERM="xterm-256color", COLUMNS="120")
+    db = tmp_path / "l.db"
+    args = ["status", "--db", str(db)]
+    CliRunner().invoke(app, ["submit", str(SAMPLE_ONE), "--out", str(tmp_path / "out"), "--db", str(db), "-q"])
+    coloured = run_in_terminal(args, env)
+    plain = run_in_terminal(args, {**env, "NO_COLOR": "1"})
+    assert b"\x1b[3" in coloured  # a foreground colour
+    assert b"\x1b[3" not in plain and b"succeeded" in plain
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger(db) as ledger:
+        batch = ledger.accept_batch(request("big", sources=400, ratios=("1:1", "4:3", "16:9")), Limits())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "thumbctl", "events", batch.batch_id, "--json", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"{\n"
+    proc.stdout.close()  # like `| head -1`
+    assert proc.wait(timeout=60) == 0
+    assert proc.stderr is not None and proc.stderr.read() == b""
 
 
 def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli) -> None:

@@ -14,38 +14,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from thumbctl import Ledger, Limits
 from thumbctl.errors import LedgerBusy
-from thumbctl.models import NewBatch, NewItem
 
-from support import check_invariants
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def request(key: str = "k", sources: int = 2, ratios: tuple[str, ...] = ("1:1", "4:3"), **kwargs) -> NewBatch:
-    items = tuple(
-        NewItem(
-            f"img{s}.jpg",
-            ratio,
-            f"/src/img{s}.jpg",
-            "queued",
-            source_digest=f"{s:064d}",
-            source_format="jpeg",
-            source_width=40,
-            source_height=30,
-            derivative_key=f"{s}{ratio}",
-            object_path=f"/out/o{s}{ratio}",
-            friendly_path=f"/out/f{s}{ratio}",
-        )
-        for s in range(sources)
-        for ratio in ratios
-    )
-    return NewBatch(key, f"digest-{key}", "/src", "/out", {"size": 64}, items, **kwargs)
+from support import Clock, check_invariants, request
 
 
 @pytest.fixture

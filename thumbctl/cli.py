@@ -14,25 +14,39 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
+from .config import (
+    Settings,
+    default_text,
+    environment_help,
+    resolve_ledger_path,
+    resolve_settings,
+    setting_key,
+)
 from .errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES, ExitCode, Interrupted, ThumbctlError, UsageError
-from .intake import SubmitOptions, prepare_submission, submit
+from .intake import prepare_submission, submit
 from .ledger import Ledger
 from .models import ITEM_STATES, BatchView
 from .progress import RunProgress
 from .reconcile import DEFAULT_GRACE, collect_garbage, reconcile
 from .reporter import Reporter
-from .runner import RunOptions, default_workers, run_batch, run_work, wait_until_terminal, watch_batch
-from .settings import Limits, Profile, SettingError, parse_count, parse_duration, parse_ratios
+from .runner import RunOptions, run_batch, run_work, wait_until_terminal, watch_batch
+from .settings import SettingError, parse_duration
 from .sources import ScanRules
+from .stats import build_report, write_prometheus_file
 
 EXIT_CODES_HELP = "Exit codes: " + "; ".join(f"{int(c)} {m}" for c, m in EXIT_CODE_MEANINGS.items()) + "."
+#: Every command's help ends with the environment variables and the exit codes.
+COMMAND_EPILOG = (
+    environment_help() + "\n\n\b\nExit codes:\n" + "\n".join(f"  {int(c):<5}{m}" for c, m in EXIT_CODE_MEANINGS.items())
+)
 
 app = typer.Typer(
     name="thumbctl",
     help=(
         "Smart-cropped thumbnails in several aspect ratios, through a durable SQLite ledger.\n\n"
-        "Every command takes --db PATH (env THUMBCTL_DB). " + EXIT_CODES_HELP
+        "Every command takes --db PATH (env THUMBCTL_DB). Shell completion: --install-completion."
     ),
+    epilog=COMMAND_EPILOG,
     no_args_is_help=True,
     add_completion=True,
     rich_markup_mode=None,
@@ -41,34 +55,71 @@ app = typer.Typer(
 
 
 def default_db_path() -> Path:
-    return Path(typer.get_app_dir("thumbctl")) / "ledger.db"
+    """The ledger when --db is not given: THUMBCTL_DB, else the config file's db, else the app folder's."""
+    return resolve_ledger_path(None)
+
+
+def _setting(*names: str, help: str, **kwargs: Any) -> Any:
+    """An option resolved through thumbctl.config: its env var and default are shown from there."""
+    key = setting_key(names[0])
+    return typer.Option(*names, help=f"{help} Env {key.env}. Default: {default_text(key.name)}.", **kwargs)
 
 
 DbOption = Annotated[
     Path | None,
-    typer.Option("--db", envvar="THUMBCTL_DB", help="Ledger file. Default: ledger.db in the per-user app folder."),
+    typer.Option(
+        "--db", help="Ledger file (env THUMBCTL_DB, config key db). Default: ledger.db in the per-user app folder."
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only.")]
-ItemTimeoutOption = Annotated[
-    str,
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="More detail: every failure as it happens and in the summary.")
+]
+StatsIntervalOption = Annotated[
+    float,
     typer.Option(
-        envvar="THUMBCTL_ITEM_TIMEOUT",
+        "--stats-interval",
+        envvar="THUMBCTL_STATS_INTERVAL",
+        min=0.5,
+        metavar="SECONDS",
+        help="Off a terminal (CI, pipes): seconds between plain progress lines.",
+    ),
+]
+ItemTimeoutOption = Annotated[
+    str | None,
+    _setting(
+        "--item-timeout",
         help="Time limit for rendering one source (all its ratios); over it, its items fail `timeout`. 0: none.",
     ),
 ]
-WorkersOption = Annotated[
-    int, typer.Option("--workers", "-w", min=0, envvar="THUMBCTL_WORKERS", help="Worker processes (0: one per CPU).")
+WorkersOption = Annotated[int | None, _setting("--workers", "-w", min=0, help="Worker processes (0: one per CPU).")]
+ProfileOption = Annotated[
+    str | None,
+    typer.Option("--profile", metavar="NAME", help="Use [profiles.NAME] of the config file (env THUMBCTL_PROFILE)."),
 ]
 
 
-def _reporter(json_mode: bool, quiet: bool = False) -> Reporter:
+def _reporter(json_mode: bool, quiet: bool = False, verbose: bool = False, interval: float = 5.0) -> Reporter:
     no_color = bool(os.environ.get("NO_COLOR"))
     width = None if sys.stderr.isatty() else 200
     return Reporter(
         json_mode=json_mode,
         quiet=quiet,
+        verbose=verbose,
+        progress_interval=interval,
         console=Console(stderr=True, highlight=False, no_color=no_color, soft_wrap=True, width=width),
+    )
+
+
+def _progress(reporter: Reporter, batch_id: str | None) -> RunProgress:
+    """The live view (terminal) or plain lines (elsewhere) for a run, as the reporter's flags say."""
+    return RunProgress(
+        reporter.console,
+        batch_id=batch_id,
+        enabled=not (reporter.quiet or reporter.json_mode),
+        interval=reporter.progress_interval,
+        verbose=reporter.verbose,
     )
 
 
@@ -95,8 +146,22 @@ def _silence_broken_pipe() -> None:
 
 
 def _open_ledger(db: Path | None) -> Ledger:
-    """The ledger at ``db`` (or the default path)."""
+    """The ledger at ``db`` (or the configured path)."""
     return Ledger(db or default_db_path())
+
+
+def _source_name(ctx: typer.Context, name: str) -> str | None:
+    source = ctx.get_parameter_source(name)
+    return None if source is None else source.name
+
+
+def _settings(ctx: typer.Context) -> Settings:
+    """Resolve the settings from the options typed on this command line (not their defaults).
+
+    Click's ParameterSource is compared by name: recent Typer releases carry their own copy of Click.
+    """
+    typed = {name: value for name, value in ctx.params.items() if _source_name(ctx, name) == "COMMANDLINE"}
+    return resolve_settings(typed)
 
 
 class Interrupts:
@@ -138,30 +203,15 @@ def outcome_exit_code(batch: BatchView, interrupted: bool) -> ExitCode:
     }.get(batch.state, ExitCode.PARTIAL)
 
 
-def _run_options(workers: int, item_timeout: str) -> RunOptions:
-    return RunOptions(
-        workers=workers or default_workers(), item_timeout=_parsed(parse_duration, item_timeout, "--item-timeout")
-    )
-
-
 def _render_in_foreground(
     reporter: Reporter, db_path: Path, batch_id: str, options: RunOptions, interrupts: Interrupts, *, replayed: bool
 ) -> NoReturn:
     """Run a batch until it is terminal with live progress, report it, exit by its outcome."""
-    with RunProgress(reporter.console, batch_id=batch_id, enabled=not (reporter.quiet or reporter.json_mode)) as bar:
+    with _progress(reporter, batch_id) as bar:
         result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar)
     final = replace(result.batch, replayed=replayed)
     reporter.finished(final, interrupted=result.supervision.interrupted)
     raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
-
-
-def _ratios_callback(values: list[str] | None) -> list[str] | None:
-    if values:
-        try:
-            parse_ratios(values)
-        except SettingError as exc:
-            raise typer.BadParameter(str(exc)) from exc
-    return values
 
 
 def _parsed(parse: Callable[[str], Any], value: str | None, flag: str) -> Any:
@@ -173,159 +223,79 @@ def _parsed(parse: Callable[[str], Any], value: str | None, flag: str) -> Any:
         raise typer.BadParameter(str(exc), param_hint=flag) from exc
 
 
-def _build_options(
-    out: Path,
-    ratio: list[str] | None,
-    size: int,
-    fmt: str,
-    quality: int,
-    crop: str,
-    upscale: bool,
-    background: str,
-    key: str | None,
-    include: list[str] | None,
-    exclude: list[str] | None,
-    attempts: int,
-    deadline: str | None,
-    limits: Limits,
-) -> SubmitOptions:
-    try:
-        profile = Profile(
-            ratios=parse_ratios(ratio) if ratio else Profile().ratios,
-            size=size,
-            format=fmt,
-            quality=quality,
-            crop=crop,
-            upscale=upscale,
-            background=background,
-        )
-    except SettingError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    return SubmitOptions(
-        out_dir=out,
-        profile=profile,
-        limits=limits,
-        rules=ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ())),
-        key=key,
-        max_attempts=attempts,
-        deadline_seconds=_parsed(parse_duration, deadline, "--deadline"),
-    )
-
-
-def _build_limits(
-    max_pixels: str | None,
-    max_bytes: str | None,
-    max_items: int | None,
-    max_runnable: int | None,
-    queue_age: str | None,
-) -> Limits:
-    base = Limits()
-    return Limits(
-        max_pixels=_parsed(parse_count, max_pixels, "--max-pixels") or base.max_pixels,
-        max_bytes=_parsed(parse_count, max_bytes, "--max-bytes") or base.max_bytes,
-        max_ratios=base.max_ratios,
-        max_items=max_items or base.max_items,
-        max_runnable=max_runnable or base.max_runnable,
-        queue_age_objective=(
-            base.queue_age_objective
-            if queue_age is None
-            else _parsed(parse_duration, queue_age, "--queue-age-objective")
-        ),
-    )
-
-
-@app.command("submit", epilog=EXIT_CODES_HELP)
+@app.command("submit", epilog=COMMAND_EPILOG)
 def submit_command(
+    ctx: typer.Context,
     source: Annotated[
         Path,
         typer.Argument(metavar="SOURCE", help="A folder (scanned recursively) or a manifest: .json, .jsonl, .csv."),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", envvar="THUMBCTL_OUT", help="Output folder.")] = Path("thumbs"),
+    out: Annotated[Path | None, _setting("--out", "-o", help="Output folder.")] = None,
     ratio: Annotated[
         list[str] | None,
-        typer.Option(
-            "--ratio",
-            "-r",
-            metavar="W:H",
-            help="Aspect ratio W:H; repeat for several. Default 1:1, 4:3, 16:9.",
-            callback=_ratios_callback,
-        ),
+        _setting("--ratio", "-r", metavar="W:H", help="Aspect ratio W:H; repeat for several."),
     ] = None,
-    size: Annotated[int, typer.Option(help="Longest side of each thumbnail, px.")] = 512,
-    fmt: Annotated[str, typer.Option("--format", help="jpeg, webp, avif or png.")] = "jpeg",
-    quality: Annotated[int, typer.Option(help="Encoder quality 1-100.")] = 85,
-    crop: Annotated[str, typer.Option(help="Crop policy: smart, entropy or center.")] = "smart",
-    upscale: Annotated[bool, typer.Option(help="Allow outputs larger than the source crop.")] = False,
-    background: Annotated[str, typer.Option(help="Colour to flatten transparency onto, #rrggbb.")] = "#ffffff",
+    size: Annotated[int | None, _setting("--size", help="Longest side of each thumbnail, px.")] = None,
+    fmt: Annotated[str | None, _setting("--format", help="jpeg, webp, avif or png.")] = None,
+    quality: Annotated[int | None, _setting("--quality", help="Encoder quality 1-100.")] = None,
+    crop: Annotated[str | None, _setting("--crop", help="Crop policy: smart, entropy or center.")] = None,
+    upscale: Annotated[
+        bool, _setting("--upscale/--no-upscale", help="Allow outputs larger than the source crop.", show_default=False)
+    ] = False,
+    background: Annotated[
+        str | None, _setting("--background", help="Colour to flatten transparency onto, #rrggbb.")
+    ] = None,
+    profile: ProfileOption = None,
     key: Annotated[str | None, typer.Option(help="Idempotency key. Default: derived from the request digest.")] = None,
     include: Annotated[
         list[str] | None, typer.Option(metavar="GLOB", help="Also take files matching this glob.")
     ] = None,
     exclude: Annotated[list[str] | None, typer.Option(metavar="GLOB", help="Skip files matching this glob.")] = None,
-    attempts: Annotated[int, typer.Option(min=1, max=100, help="Attempts per item before it fails.")] = 3,
-    deadline: Annotated[str | None, typer.Option(help="Batch deadline, e.g. 30m or 2h.")] = None,
+    attempts: Annotated[
+        int | None, _setting("--attempts", min=1, max=100, help="Attempts per item before it fails.")
+    ] = None,
+    deadline: Annotated[str | None, _setting("--deadline", help="Batch deadline, e.g. 30m or 2h; 0: none.")] = None,
     detach: Annotated[
         bool, typer.Option("--detach", help="Record the batch and return at once; `thumbctl work` renders it.")
     ] = False,
-    workers: WorkersOption = 0,
-    item_timeout: ItemTimeoutOption = "5m",
+    workers: WorkersOption = None,
+    item_timeout: ItemTimeoutOption = None,
     retry_admission: Annotated[
         bool, typer.Option("--retry-admission", help="When refused (exit 75), retry with backoff and jitter.")
     ] = False,
     admission_wait: Annotated[str, typer.Option(help="How long --retry-admission keeps trying.")] = "10m",
-    max_pixels: Annotated[
-        str | None, typer.Option(envvar="THUMBCTL_MAX_PIXELS", help="Pixel limit per source (100M).")
-    ] = None,
-    max_bytes: Annotated[
-        str | None, typer.Option(envvar="THUMBCTL_MAX_BYTES", help="Byte limit per source (100MB).")
-    ] = None,
-    max_items: Annotated[
-        int | None, typer.Option(envvar="THUMBCTL_MAX_ITEMS", help="Item limit per batch (100000).")
-    ] = None,
+    max_pixels: Annotated[str | None, _setting("--max-pixels", help="Pixel limit per source.")] = None,
+    max_bytes: Annotated[str | None, _setting("--max-bytes", help="Byte limit per source.")] = None,
+    max_items: Annotated[int | None, _setting("--max-items", help="Item limit per batch.")] = None,
     max_runnable: Annotated[
-        int | None, typer.Option(envvar="THUMBCTL_MAX_RUNNABLE", help="Admission: runnable items the ledger may hold.")
+        int | None, _setting("--max-runnable", help="Admission: runnable items the ledger may hold.")
     ] = None,
     queue_age_objective: Annotated[
         str | None,
-        typer.Option(
-            envvar="THUMBCTL_QUEUE_AGE_OBJECTIVE",
-            help="Admission: refuse while the oldest runnable item is older (24h; 0 = off).",
-        ),
+        _setting("--queue-age-objective", help="Admission: refuse while the oldest runnable item is older (0 = off)."),
     ] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+    stats_interval: StatsIntervalOption = 5.0,
 ) -> None:
     """Validate SOURCE and record a batch durably (idempotent: the same request replays the same batch)."""
-    reporter = _reporter(json_out, quiet)
+    reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
-        run_options = _run_options(workers, item_timeout)
-        limits = _build_limits(max_pixels, max_bytes, max_items, max_runnable, queue_age_objective)
-        options = _build_options(
-            out,
-            ratio,
-            size,
-            fmt,
-            quality,
-            crop,
-            upscale,
-            background,
-            key,
-            include,
-            exclude,
-            attempts,
-            deadline,
-            limits,
-        )
+        settings = _settings(ctx)
+        rules = ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ()))
+        options = settings.submit_options(key=key, rules=rules)
+        run_options = settings.run_options()
         wait = _parsed(parse_duration, admission_wait, "--admission-wait")
-        db_path = db or default_db_path()
+        db_path = settings.ledger_path
         with _open_ledger(db_path) as ledger:
             prepared = prepare_submission(source, options, ledger)  # Ctrl-C here: nothing recorded
             with Interrupts().on_sigint() as interrupts:
                 batch = submit(
                     ledger,
                     prepared,
-                    limits,
+                    options.limits,
                     retry_admission=retry_admission,
                     max_wait=wait,
                     should_stop=interrupts,
@@ -340,24 +310,29 @@ def submit_command(
                 )
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command(epilog=COMMAND_EPILOG)
 def work(
+    ctx: typer.Context,
     batch: Annotated[str | None, typer.Option("--batch", help="Only this batch (id or unique prefix).")] = None,
     until_idle: Annotated[
         bool, typer.Option("--until-idle", help="Exit when no item is queued or running; else run until Ctrl-C.")
     ] = False,
-    workers: WorkersOption = 0,
-    item_timeout: ItemTimeoutOption = "5m",
+    workers: WorkersOption = None,
+    item_timeout: ItemTimeoutOption = None,
+    profile: ProfileOption = None,
     db: DbOption = None,
     quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+    stats_interval: StatsIntervalOption = 5.0,
 ) -> None:
     """Run the worker pool over queued items of every batch (or --batch), for detached batches and cron."""
-    reporter = _reporter(False, quiet)
+    reporter = _reporter(False, quiet, verbose, stats_interval)
     with _handled(reporter), Interrupts().on_sigint() as interrupts:
-        with RunProgress(reporter.console, batch_id=None, enabled=not quiet) as progress:
+        settings = _settings(ctx)
+        with _progress(reporter, None) as progress:
             result = run_work(
-                db or default_db_path(),
-                _run_options(workers, item_timeout),
+                settings.ledger_path,
+                settings.run_options(),
                 batch_id=batch,
                 until_idle=until_idle,
                 interrupts=interrupts.count,
@@ -366,7 +341,7 @@ def work(
         reporter.work_done(result.supervision)
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command(epilog=COMMAND_EPILOG)
 def status(
     batch: Annotated[
         str | None,
@@ -381,9 +356,11 @@ def status(
     db: DbOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+    stats_interval: StatsIntervalOption = 5.0,
 ) -> None:
     """Show recent batches, or one batch: state, fixed total, counts per state, failures by code."""
-    reporter = _reporter(json_out, quiet)
+    reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
         if state is not None and state not in ITEM_STATES:
             raise typer.BadParameter(f"choose one of {', '.join(ITEM_STATES)}", param_hint="--state")
@@ -399,9 +376,7 @@ def status(
                 batch_id = ledger.resolve_batch_id(batch)
                 with (
                     Interrupts().on_sigint() as interrupts,
-                    RunProgress(
-                        reporter.console, batch_id=batch_id, enabled=not (quiet or json_out), interval=2.0
-                    ) as bar,
+                    _progress(reporter, batch_id) as bar,
                 ):
                     watch_batch(ledger, batch_id, observer=bar, should_stop=interrupts)
                 reporter.batch_detail(ledger.batch(batch_id))
@@ -409,7 +384,7 @@ def status(
                 reporter.batch_detail(ledger.batch(batch))
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command(epilog=COMMAND_EPILOG)
 def events(
     batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
     item: Annotated[str | None, typer.Option("--item", help="Only the events of this item id.")] = None,
@@ -423,25 +398,30 @@ def events(
         reporter.events(ledger.events(batch, item_id=item))
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command(epilog=COMMAND_EPILOG)
 def retry(
+    ctx: typer.Context,
     batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
     detach: Annotated[bool, typer.Option("--detach", help="Requeue and return; `thumbctl work` renders them.")] = False,
-    workers: WorkersOption = 0,
-    item_timeout: ItemTimeoutOption = "5m",
+    workers: WorkersOption = None,
+    item_timeout: ItemTimeoutOption = None,
+    profile: ProfileOption = None,
     db: DbOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+    stats_interval: StatsIntervalOption = 5.0,
 ) -> None:
     """Put a batch's failed items back to queued with a fresh attempt budget, then render them.
 
     Completed work is never redone; items refused at submit (not an image, outside the
     root, unreadable) need a new submit. Exit codes as for submit.
     """
-    reporter = _reporter(json_out, quiet)
+    reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
-        run_options = _run_options(workers, item_timeout)
-        db_path = db or default_db_path()
+        settings = _settings(ctx)
+        run_options = settings.run_options()
+        db_path = settings.ledger_path
         with _open_ledger(db_path) as ledger:
             batch_id = ledger.resolve_batch_id(batch)
             requeued = ledger.retry_failed(batch_id)
@@ -454,7 +434,7 @@ def retry(
             _render_in_foreground(reporter, db_path, batch_id, run_options, interrupts, replayed=False)
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command(epilog=COMMAND_EPILOG)
 def cancel(
     batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
     wait: Annotated[bool, typer.Option("--wait", help="Block until the batch is terminal.")] = False,
@@ -474,7 +454,30 @@ def cancel(
         reporter.cancelled(view)
 
 
-@app.command("codes")
+@app.command(epilog=COMMAND_EPILOG)
+def stats(
+    window: Annotated[str, typer.Option(help="How far back rates, bytes and timings look, e.g. 15m, 1h, 7d.")] = "1h",
+    batch: Annotated[str | None, typer.Option("--batch", help="Only this batch (id or unique prefix).")] = None,
+    prometheus: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="Also write the metrics in Prometheus text format, atomically."),
+    ] = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Queue age, admission/claim/completion rates, retries, cancellation lag, bytes, dedup hits, stage timings."""
+    reporter = _reporter(json_out, quiet)
+    with _handled(reporter), _open_ledger(db) as ledger:
+        span = _parsed(parse_duration, window, "--window")
+        batch_id = ledger.resolve_batch_id(batch) if batch else None
+        report = build_report(ledger.stats_facts(ledger.clock() - span, batch_id), batch_id)
+        if prometheus is not None:
+            write_prometheus_file(report, prometheus)
+        reporter.stats(report, str(prometheus) if prometheus else None)
+
+
+@app.command("codes", epilog=COMMAND_EPILOG)
 def codes_command(json_out: JsonOption = False) -> None:
     """List the item error codes and the exit codes."""
     reporter = _reporter(json_out)
@@ -493,6 +496,19 @@ def codes_command(json_out: JsonOption = False) -> None:
         reporter.say(f"exit {int(exit_code):<3}  {meaning}")
 
 
+@app.command("config", epilog=COMMAND_EPILOG)
+def config_command(
+    ctx: typer.Context,
+    profile: ProfileOption = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Show the resolved settings and where each came from: flag, THUMBCTL_* env, config file or default."""
+    reporter = _reporter(json_out)
+    with _handled(reporter):
+        reporter.settings(_settings(ctx))
+
+
 GraceOption = Annotated[
     str,
     typer.Option(
@@ -502,7 +518,7 @@ GraceOption = Annotated[
 ]
 
 
-@app.command("reconcile", epilog=EXIT_CODES_HELP)
+@app.command("reconcile", epilog=COMMAND_EPILOG)
 def reconcile_command(
     repair: Annotated[
         bool, typer.Option("--repair", help="Apply the safe repairs, each logged with its reason.")
@@ -523,7 +539,7 @@ def reconcile_command(
     raise typer.Exit(int(ExitCode.OK if report.clean else ExitCode.PARTIAL))
 
 
-@app.command("gc", epilog=EXIT_CODES_HELP)
+@app.command("gc", epilog=COMMAND_EPILOG)
 def gc_command(
     older_than: Annotated[
         str, typer.Option("--older-than", help="Expire terminal batches whose last change is older, e.g. 30d.")

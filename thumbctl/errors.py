@@ -72,6 +72,18 @@ class BatchNotFound(UsageError):
     code = "batch_not_found"
 
 
+class CannotWrite(UsageError):
+    """A file the user named (a report, a metrics file) cannot be written there."""
+
+    code = "cannot_write"
+
+
+class ConfigError(UsageError):
+    """A setting from the config file or a ``THUMBCTL_*`` variable is wrong (exit 2); the message says where."""
+
+    code = "config_error"
+
+
 class RejectedError(ThumbctlError):
     """The submission can never be accepted as it is (exit 65)."""
 

@@ -226,6 +226,68 @@ class CachedSource:
         )
 
 
+@dataclass(frozen=True)
+class WorkerActivity:
+    """What one worker process holds right now: one source, all of its claimed ratios."""
+
+    worker: str
+    item_id: str
+    ratios: tuple[str, ...]
+    since: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"worker": self.worker, "item_id": self.item_id, "ratios": list(self.ratios), "since": self.since}
+
+
+@dataclass(frozen=True)
+class RecentFailure:
+    at: str
+    item_id: str
+    ratio: str
+    error_code: str | None
+    detail: str | None
+    retrying: bool
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "at": self.at,
+            "item_id": self.item_id,
+            "ratio": self.ratio,
+            "error_code": self.error_code,
+            "detail": self.detail,
+            "retrying": self.retrying,
+        }
+
+
+@dataclass(frozen=True)
+class Activity:
+    """A live snapshot of one batch (or of every batch) for progress views, read from the ledger."""
+
+    at: str
+    runnable: int
+    delayed: int
+    running: int
+    queue_age_seconds: float | None
+    #: Items that reached a terminal state during the last ``window_seconds``.
+    completed_recently: int
+    window_seconds: float
+    workers: tuple[WorkerActivity, ...] = ()
+    recent_failures: tuple[RecentFailure, ...] = ()
+
+    @property
+    def rate(self) -> float | None:
+        """Items per second over the window, or None before anything finished in it."""
+        if self.completed_recently == 0 or self.window_seconds <= 0:
+            return None
+        return self.completed_recently / self.window_seconds
+
+    def eta_seconds(self, remaining: int) -> float | None:
+        rate = self.rate
+        if remaining == 0:
+            return 0.0
+        return remaining / rate if rate else None
+
+
 # -- reconcile and gc -------------------------------------------------------------------
 
 #: Finding kinds of ``thumbctl reconcile``, stable; what each means is in the README.

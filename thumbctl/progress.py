@@ -1,88 +1,235 @@
-"""Progress of a run, read from the ledger: a Rich bar on a terminal, plain lines elsewhere.
+"""Progress of a run, read from the ledger: a Rich live view on a terminal, plain lines elsewhere.
 
-Every number comes from the ledger (item rows), never from counters kept in
-memory, so any process watching a batch sees the same thing.
+Every number comes from the ledger (item rows and the event log), never from
+counters kept in memory, so two shells watching the same batch see the same
+thing, and a watcher attached to a batch started elsewhere works.
 """
 
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from types import TracebackType
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markup import escape
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
 
-from .ledger import Ledger
-from .models import ITEM_STATES, BatchView
+from .ledger import Ledger, parse_iso
+from .models import ITEM_STATES, Activity, BatchView, RecentFailure
+from .reporter import STATE_STYLES, format_age, styled
+
+#: How often the ledger is read for the live view; the runner ticks more often than this.
+LIVE_REFRESH_SECONDS = 0.5
 
 
 def counts_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{state} {counts[state]}" for state in ITEM_STATES if counts[state])
 
 
-class RunProgress:
-    """Observer of a foreground batch run (``submit``) or of ``work``."""
+def rate_text(activity: Activity) -> str:
+    rate = activity.rate
+    return "-" if rate is None else f"{rate:.1f}/s"
 
-    def __init__(self, console: Console, *, batch_id: str | None, enabled: bool = True, interval: float = 5.0) -> None:
+
+def eta_text(activity: Activity, remaining: int) -> str:
+    eta = activity.eta_seconds(remaining)
+    return "-" if eta is None else format_age(eta)
+
+
+def remaining(view: BatchView | None, activity: Activity) -> int:
+    """Items left: of the batch, or (for ``work``) every live item in the ledger."""
+    if view is not None:
+        return view.total - view.done
+    return activity.runnable + activity.delayed + activity.running
+
+
+def plain_line(view: BatchView | None, activity: Activity) -> str:
+    """One timestamped line for logs: no colour, no control codes."""
+    stamp = activity.at[:19] + "Z"
+    age = format_age(activity.queue_age_seconds)
+    if view is None:
+        return (
+            f"{stamp} work: runnable {activity.runnable}, delayed {activity.delayed}, running {activity.running}; "
+            f"{rate_text(activity)}, eta {eta_text(activity, remaining(None, activity))}, queue age {age}"
+        )
+    return (
+        f"{stamp} {view.batch_id} {view.state} {view.done}/{view.total} done ({counts_text(view.counts)}); "
+        f"{rate_text(activity)}, eta {eta_text(activity, remaining(view, activity))}, queue age {age}"
+    )
+
+
+def failure_lines(activity: Activity) -> list[str]:
+    """Plain lines for the recent failures (with -v off a terminal)."""
+    return [
+        f"{f.at[:19]}Z {'retrying' if f.retrying else 'failed'} {f.item_id} {f.ratio} "
+        f"[{f.error_code}] {f.detail or ''}".rstrip()
+        for f in reversed(activity.recent_failures)
+    ]
+
+
+def live_view(view: BatchView | None, activity: Activity, elapsed: float, failures: int = 3) -> RenderableType:
+    """The live panel: overall bar, counts, rate/ETA/queue age, workers, the last ``failures``."""
+    parts: list[RenderableType] = [_headline(view, activity, elapsed)]
+    if activity.workers:
+        parts.append(_workers_table(activity))
+    if activity.recent_failures and failures:
+        parts.append(_failures_table(activity, failures))
+    return Group(*parts)
+
+
+def _headline(view: BatchView | None, activity: Activity, elapsed: float) -> RenderableType:
+    grid = Table.grid(padding=(0, 1))
+    figures = (
+        f"{rate_text(activity)}  eta {eta_text(activity, remaining(view, activity))}  "
+        f"queue age {format_age(activity.queue_age_seconds)}  elapsed {format_age(elapsed)}"
+    )
+    if view is None:
+        grid.add_row(
+            Text("work", style="bold"),
+            Text.from_markup(
+                f"runnable {activity.runnable}, delayed {activity.delayed}, running {activity.running}  {figures}"
+            ),
+        )
+        return grid
+    grid.add_column(no_wrap=True)
+    grid.add_column(ratio=1)
+    grid.add_column(no_wrap=True)
+    pct = 100.0 * view.done / view.total if view.total else 100.0
+    grid.add_row(
+        Text.from_markup(f"[bold]{view.batch_id}[/] {styled(view.state)}"),
+        ProgressBar(total=max(view.total, 1), completed=view.done, width=None),
+        Text(f"{view.done}/{view.total} {pct:3.0f}%"),
+    )
+    counts = "  ".join(f"{styled(state)} {view.counts[state]}" for state in ITEM_STATES if view.counts[state])
+    grid.add_row(Text(""), Text.from_markup(counts), Text(""))
+    grid.add_row(Text(""), Text(figures, style="dim"), Text(""))
+    return grid
+
+
+def _workers_table(activity: Activity) -> Table:
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="dim", title_justify="left")
+    for column in ("worker", "source", "ratios", "for"):
+        table.add_column(column, no_wrap=column != "source", overflow="ellipsis")
+    now = parse_iso(activity.at)
+    for worker in activity.workers:
+        table.add_row(
+            worker.worker,
+            escape(worker.item_id),
+            " ".join(worker.ratios),
+            format_age(max(0.0, now - parse_iso(worker.since))),
+        )
+    return table
+
+
+def grouped_failures(activity: Activity, limit: int) -> list[tuple[RecentFailure, list[str]]]:
+    """Recent failures, newest first, with the ratios of one source that failed alike merged."""
+    groups: dict[tuple[str, str | None, str | None, bool], tuple[RecentFailure, list[str]]] = {}
+    for failure in activity.recent_failures:
+        key = (failure.item_id, failure.error_code, failure.detail, failure.retrying)
+        if key not in groups:
+            if len(groups) == limit:
+                break
+            groups[key] = (failure, [])
+        groups[key][1].append(failure.ratio)
+    return list(groups.values())
+
+
+def _failures_table(activity: Activity, limit: int) -> Table:
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
+    for column in ("at", "item", "ratios", "error", "detail"):
+        table.add_column(column, no_wrap=True, overflow="ellipsis", ratio=1 if column == "detail" else None)
+    for failure, ratios in grouped_failures(activity, limit):
+        style = "yellow" if failure.retrying else STATE_STYLES["failed"]
+        table.add_row(
+            failure.at[11:19],
+            escape(failure.item_id),
+            " ".join(sorted(ratios)),
+            f"[{style}]{failure.error_code}[/]" + (" (retrying)" if failure.retrying else ""),
+            escape(failure.detail or ""),
+        )
+    return table
+
+
+class RunProgress:
+    """Observer of a foreground batch run (``submit``, ``retry``, ``status --watch``) or of ``work``.
+
+    On a terminal: a Rich live view redrawn from the ledger. Elsewhere: a plain
+    line every ``interval`` seconds, and with ``verbose`` each new failure.
+    """
+
+    def __init__(
+        self,
+        console: Console,
+        *,
+        batch_id: str | None,
+        enabled: bool = True,
+        interval: float = 5.0,
+        verbose: bool = False,
+    ) -> None:
         self.console = console
         self.batch_id = batch_id
         self.enabled = enabled
         self.interval = interval
+        self.verbose = verbose
         self.live = enabled and console.is_terminal
-        self._last_line = 0.0
-        self._progress: Progress | None = None
-        self._task: int | None = None
+        self._started = time.monotonic()
+        self._last_read = float("-inf")
+        self._last_line = float("-inf")
+        self._seen_failures: set[tuple[str, str, str]] = set()
+        self._live: Live | None = None
+        self._failures_shown = 8 if verbose else 3
 
     def __enter__(self) -> RunProgress:
         if self.live:
-            bar = (BarColumn(), MofNCompleteColumn()) if self.batch_id else ()
-            self._progress = Progress(
-                TextColumn("[bold]{task.description}"),
-                *bar,
-                TextColumn("{task.fields[counts]}"),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=False,
-            )
-            self._progress.start()
-            self._task = self._progress.add_task(self.batch_id or "work", total=None, counts="")
+            self._live = Live(console=self.console, refresh_per_second=4, transient=False, redirect_stdout=False)
+            self._live.start()
         return self
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if self._progress is not None:
-            self._progress.stop()
+        if self._live is not None:
+            self._live.stop()
 
     # -- RunObserver -------------------------------------------------------------------
 
     def tick(self, ledger: Ledger) -> None:
         if not self.enabled:
             return
-        if self.batch_id is None:
-            self._tick_queue(ledger)
-            return
-        view = ledger.batch(self.batch_id, with_failures=False)
-        if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, total=view.total, completed=view.done, counts=counts_text(view.counts))
-        elif self._due():
-            self.console.print(
-                f"{_now()} {view.batch_id} {view.state} {view.done}/{view.total} done ({counts_text(view.counts)})"
-            )
-
-    def _tick_queue(self, ledger: Ledger) -> None:
-        state = ledger.queue_state()
-        text = f"runnable {state.runnable}, delayed {state.delayed}, running {state.running}"
-        if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, counts=text)
-        elif self._due():
-            self.console.print(f"{_now()} work: {text}")
-
-    def _due(self) -> bool:
         now = time.monotonic()
-        if now - self._last_line < self.interval:
-            return False
-        self._last_line = now
-        return True
+        if self._live is not None:
+            if now - self._last_read >= LIVE_REFRESH_SECONDS:
+                self._last_read = now
+                view, activity = self._read(ledger)
+                self._live.update(live_view(view, activity, now - self._started, self._failures_shown))
+            return
+        if now - self._last_line >= self.interval:
+            self._last_line = now
+            view, activity = self._read(ledger)
+            self._print_plain(view, activity)
+
+    def finish(self, ledger: Ledger) -> None:
+        """A last frame or line, so the view ends on the final counts."""
+        if self.enabled:
+            view, activity = self._read(ledger)
+            if self._live is not None:
+                self._live.update(live_view(view, activity, time.monotonic() - self._started, self._failures_shown))
+            else:
+                self._print_plain(view, activity)
+
+    def _read(self, ledger: Ledger) -> tuple[BatchView | None, Activity]:
+        view = ledger.batch(self.batch_id, with_failures=False) if self.batch_id else None
+        return view, ledger.activity(self.batch_id, failures=30)
+
+    def _print_plain(self, view: BatchView | None, activity: Activity) -> None:
+        if self.verbose:
+            for failure, line in zip(reversed(activity.recent_failures), failure_lines(activity), strict=True):
+                key = (failure.at, failure.item_id, failure.ratio)
+                if key not in self._seen_failures:
+                    self._seen_failures.add(key)
+                    self.console.print(line, markup=False, highlight=False)
+        self.console.print(plain_line(view, activity), markup=False, highlight=False)
 
     def cancel_recorded(self, batch: BatchView) -> None:
         self.console.print(
@@ -92,7 +239,3 @@ class RunProgress:
 
     def stopping(self) -> None:
         self.console.print("Stopping after the sources in hand. Press Ctrl-C again to quit at once.")
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -16,10 +16,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .config import Settings, display_value
 from .errors import ThumbctlError, UnavailableError
 from .intake import IntakeReport
 from .models import ITEM_STATES, BatchView, EventView, Finding, GcReport, ItemView, ReconcileReport
 from .pool import Supervision
+from .stats import StatsReport
 
 STATE_STYLES = {
     "queued": "cyan",
@@ -48,14 +50,17 @@ def format_age(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f}d"
 
 
-def format_bytes(size: int) -> str:
-    """``1.5 MB``: a byte count for people (powers of 1000, as disk tools print)."""
-    value = float(size)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    raise AssertionError("unreachable")
+def format_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
+
+
+def format_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def crop_text(result: dict[str, object] | None) -> str:
@@ -75,11 +80,16 @@ class Reporter:
         *,
         json_mode: bool = False,
         quiet: bool = False,
+        verbose: bool = False,
+        progress_interval: float = 5.0,
         console: Console | None = None,
         stdout: TextIO | None = None,
     ) -> None:
         self.json_mode = json_mode
         self.quiet = quiet
+        self.verbose = verbose and not quiet
+        #: Seconds between plain progress lines off a terminal.
+        self.progress_interval = progress_interval
         self.console = console or Console(stderr=True, highlight=False)
         self.stdout = stdout or sys.stdout
 
@@ -227,6 +237,72 @@ class Reporter:
         self.say(f"Batch [bold]{batch.batch_id}[/] is {styled(batch.state)}")
         self._counts_line(batch)
 
+    def stats(self, report: StatsReport, prometheus_file: str | None = None) -> None:
+        if self.json_mode:
+            self.emit_json(report.to_json())
+            return
+        scope = f"batch {report.batch_id}" if report.batch_id else "all batches"
+        self.say(f"[bold]Stats[/] for {scope}, window {format_age(report.window_seconds)} (since {report.since})")
+        queue = report.queue
+        age = queue["oldest_runnable_age_seconds"]
+        self.say(
+            f"  queue: runnable {queue['runnable']}, delayed {queue['delayed']}, running {queue['running']}; "
+            f"oldest runnable {format_age(age if isinstance(age, float | int) else None)}"
+        )
+        counts = report.counts
+        self.say(
+            f"  rates: admitted {counts['admitted']} ({report.rate('admitted'):.2f}/s), "
+            f"claimed {counts['claimed']} ({report.rate('claimed'):.2f}/s), "
+            f"completed {counts['completed']} ({report.rate('completed'):.2f}/s: "
+            f"{counts['completed_succeeded']} succeeded, {counts['completed_failed']} failed, "
+            f"{counts['completed_cancelled']} cancelled)"
+        )
+        self.say(
+            f"  bytes: read {format_bytes(report.bytes_read)}, written {format_bytes(report.bytes_written)}; "
+            f"dedup hits {report.dedup_hits}"
+        )
+        self._stats_tables(report)
+        if prometheus_file:
+            self.say(f"  Prometheus metrics written to {escape(prometheus_file)}")
+
+    def _stats_tables(self, report: StatsReport) -> None:
+        stages = Table(box=None, pad_edge=False, title_justify="left")
+        for column in ("stage", "count", "p50 ms", "p95 ms"):
+            stages.add_column(column, justify="left" if column == "stage" else "right")
+        for stage, dist in report.timings_ms.items():
+            stages.add_row(stage, str(dist.count), format_ms(dist.p50), format_ms(dist.p95))
+        self._table(stages)
+        if report.per_ratio:
+            ratios = Table(box=None, pad_edge=False)
+            for column in ("ratio", "items", "source bytes", "output bytes"):
+                ratios.add_column(column, justify="left" if column == "ratio" else "right")
+            for ratio, figures in report.per_ratio.items():
+                ratios.add_row(
+                    ratio, str(figures.items), format_bytes(figures.source_bytes), format_bytes(figures.output_bytes)
+                )
+            self._table(ratios)
+        for batch_id, n in report.retries.items():
+            self.say(f"  retries: {batch_id} {n}")
+        for lag in report.cancellations:
+            observed = "-" if lag.observed_seconds is None else f"{lag.observed_seconds:.1f}s"
+            final = "not yet" if lag.finalized_seconds is None else f"{lag.finalized_seconds:.1f}s"
+            self.say(f"  cancel {lag.batch_id}: requested {lag.requested_at}, observed +{observed}, final {final}")
+
+    def settings(self, settings: Settings) -> None:
+        """``thumbctl config``: every resolved setting with its value and its source."""
+        if self.json_mode:
+            self.emit_json(settings.to_json())
+            return
+        self.say(f"config file: {escape(str(settings.config_file or 'none found'))}")
+        chosen = f"{settings.profile} ({settings.profile_source})" if settings.profile else "none"
+        self.say(f"profile: {escape(chosen)}")
+        table = Table(box=None, pad_edge=False)
+        for column in ("setting", "value", "source"):
+            table.add_column(column)
+        for name, setting in settings.values.items():
+            table.add_row(name, escape(display_value(name, setting.value)), escape(setting.source))
+        self._table(table)
+
     def reconciled(self, report: ReconcileReport, *, repair: bool) -> None:
         """One line per finding (its kind first), then a summary by kind. Quiet: only the
         findings that remain, so cron mails only when something is left to do."""
@@ -277,6 +353,10 @@ class Reporter:
 
     def _failure_summary(self, batch: BatchView) -> None:
         if not batch.failures:
+            return
+        if self.verbose:
+            for f in batch.failures:
+                self.say(f"  [red]{f.error_code}[/] {escape(f.item_id)} {f.ratio}: {escape(f.detail or '')}")
             return
         by_code = Counter(f.error_code for f in batch.failures)
         for code, n in by_code.most_common():

@@ -33,6 +33,8 @@ class RunObserver(Protocol):
 
     def stopping(self) -> None: ...
 
+    def finish(self, ledger: Ledger) -> None: ...
+
 
 class SilentObserver:
     def tick(self, ledger: Ledger) -> None:
@@ -42,6 +44,9 @@ class SilentObserver:
         pass
 
     def stopping(self) -> None:
+        pass
+
+    def finish(self, ledger: Ledger) -> None:
         pass
 
 
@@ -95,6 +100,7 @@ def run_batch(
                 on_first_interrupt=cancel_now,
                 on_tick=lambda: observer.tick(ledger),
             )
+            observer.finish(ledger)
         view = ledger.batch(batch_id)
         if view.is_terminal and (ran or not os.path.exists(view.manifest_path)):
             write_batch_manifest(ledger, view)
@@ -133,6 +139,7 @@ def run_work(
             on_first_interrupt=stop_gracefully,
             on_tick=lambda: observer.tick(ledger),
         )
+        observer.finish(ledger)
         for touched in ledger.batches_touched_since(started):
             view = ledger.batch(touched)
             if view.is_terminal:
@@ -163,6 +170,7 @@ def watch_batch(
         observer.tick(ledger)
         view = ledger.batch(batch_id, with_failures=False)
         if view.is_terminal or should_stop():
+            observer.finish(ledger)
             return view
         time.sleep(poll)
 

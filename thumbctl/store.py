@@ -248,6 +248,20 @@ def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
     return batch.manifest_path
 
 
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write a file outside OUT (a report, a metrics file) through a temp file beside it and an
+    atomic rename, so a reader such as a metrics collector never sees half of it."""
+    staging = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        with open(staging, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(staging, path)
+    finally:
+        discard(str(staging))
+
+
 # -- inspection and removal (reconcile and gc) --------------------------------------------
 
 

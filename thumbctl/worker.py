@@ -18,6 +18,7 @@ import os
 import signal
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -155,6 +156,8 @@ class ClaimRun:
         self.config = config
         self.lost = lost
         self.layout = OutputLayout(claim.out_dir)
+        self.source_bytes = 0
+        self.source_timings: dict[str, float] = {}
         profile = claim.profile
         self.fmt = str(profile["format"])
         self.extension = OUTPUT_FORMATS[self.fmt]
@@ -174,11 +177,13 @@ class ClaimRun:
             if self._checkpoint("before_decode"):
                 return
             try:
-                decoded = self._decode()
+                with self._timed(self.source_timings, "decode_ms"):
+                    decoded = self._decode()
             except ItemFailure as failure:
                 self._fail([i.row for i in self.claim.items], failure.code, failure.detail)
                 return
-            analysis = CropAnalysis(decoded.image, decoded.width, decoded.height, str(self.claim.profile["crop"]))
+            with self._timed(self.source_timings, "crop_ms"):
+                analysis = CropAnalysis(decoded.image, decoded.width, decoded.height, str(self.claim.profile["crop"]))
             for item in self.claim.items:
                 if self._checkpoint("before_encode") or self._render_and_publish(decoded, analysis, item) == "stop":
                     return
@@ -195,6 +200,15 @@ class ClaimRun:
             raise LeaseLost
         return self.ledger.cancel_if_requested(self.claim)
 
+    @staticmethod
+    @contextmanager
+    def _timed(into: dict[str, float], name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            into[name] = round((time.perf_counter() - started) * 1000, 3)
+
     def _fail(self, rows: list[int], code: str, detail: str) -> None:
         self.ledger.fail(self.claim, rows, code, detail, self.config.backoff.delay_for)
 
@@ -203,6 +217,7 @@ class ClaimRun:
         max_bytes = int(self.claim.limits.get("max_bytes", limits.max_bytes))
         max_pixels = int(self.claim.limits.get("max_pixels", limits.max_pixels))
         data = read_verified_source(self.claim.source, self.claim.source_digest, max_bytes)
+        self.source_bytes = len(data)
         needed = max(g.out_w / g.crop_w for g in self.geometries.values())
         return decode_source(
             data,
@@ -216,9 +231,13 @@ class ClaimRun:
     def _render_and_publish(self, decoded: DecodedSource, analysis: CropAnalysis, item: ClaimedItem) -> str:
         geometry = self.geometries[item.row]
         temp = None
+        timings = dict(self.source_timings)
         try:
             choice = analysis.choose(geometry, item.focus)
-            temp = self._render_to_temp(decoded, choice.box, geometry)
+            with self._timed(timings, "encode_ms"):
+                data = self._render(decoded, choice.box, geometry)
+            with self._timed(timings, "publish_ms"):
+                temp = self._write_verified(data, geometry)
             if self._checkpoint("before_publish"):
                 return "stop"
             result = {
@@ -226,8 +245,13 @@ class ClaimRun:
                 "height": geometry.out_h,
                 "crop": choice.to_json(),
                 "source_smaller_than_target": geometry.limited,
+                "source_bytes": self.source_bytes,
+                "output_bytes": len(data),
+                "timings": timings,
             }
-            outcome = self.ledger.publish(self.claim, item, lambda: self._publish_effect(temp, item), result=result)
+            outcome = self.ledger.publish(
+                self.claim, item, lambda: self._publish_effect(temp, item, timings), result=result
+            )
         except ItemFailure as failure:
             self._fail([item.row], failure.code, failure.detail)
             return "next"
@@ -244,9 +268,11 @@ class ClaimRun:
         self.faults.hit("after_commit")
         return "next"
 
-    def _render_to_temp(self, decoded: DecodedSource, box: tuple[int, int, int, int], geometry: Geometry) -> str:
+    def _render(self, decoded: DecodedSource, box: tuple[int, int, int, int], geometry: Geometry) -> bytes:
         image = resample(decoded, box, geometry.out_w, geometry.out_h)
-        data = encode(image, self.fmt, int(self.claim.profile["quality"]))
+        return encode(image, self.fmt, int(self.claim.profile["quality"]))
+
+    def _write_verified(self, data: bytes, geometry: Geometry) -> str:
         temp = write_temp(self.layout, data, self.extension)
         problem = verify_output(Path(temp), self.fmt, geometry.out_w, geometry.out_h)
         if problem:
@@ -254,10 +280,14 @@ class ClaimRun:
             raise ItemFailure("worker_crashed", f"the encoded output {problem}")
         return temp
 
-    def _publish_effect(self, temp: str, item: ClaimedItem) -> None:
+    def _publish_effect(self, temp: str, item: ClaimedItem, timings: dict[str, float]) -> None:
+        """Runs inside the ledger's publish transaction, before the result is stored, so the
+        link time is added to ``timings`` (the temp write and verification are already in it)."""
+        started = time.perf_counter()
         publish_object(temp, item.object_path)
         self.faults.hit("after_link")
         link_friendly(self.layout, item.object_path, item.friendly_path)
+        timings["publish_ms"] = round(timings["publish_ms"] + (time.perf_counter() - started) * 1000, 3)
 
 
 def read_verified_source(path: str, digest: str, max_bytes: int) -> bytes:

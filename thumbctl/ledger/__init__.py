@@ -1,7 +1,18 @@
 """The ledger package: the one owner of the SQLite database and its SQL."""
 
 from .core import Ledger
+from .observe import CancelTimes, RenderFacts, StatsFacts
 from .timefmt import iso, parse_iso
 from .work import Claim, ClaimedItem, QueueState
 
-__all__ = ["Claim", "ClaimedItem", "Ledger", "QueueState", "iso", "parse_iso"]
+__all__ = [
+    "CancelTimes",
+    "Claim",
+    "ClaimedItem",
+    "Ledger",
+    "QueueState",
+    "RenderFacts",
+    "StatsFacts",
+    "iso",
+    "parse_iso",
+]

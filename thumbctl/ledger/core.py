@@ -43,6 +43,7 @@ from ..models import (
 from ..settings import Limits
 from ..store import OutputLayout
 from .maintenance import Maintenance
+from .observe import Observation
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .timefmt import iso, parse_iso
 from .work import WorkQueue
@@ -55,7 +56,7 @@ def new_batch_id() -> str:
     return "b_" + secrets.token_hex(8)
 
 
-class Ledger(WorkQueue, Maintenance):
+class Ledger(WorkQueue, Observation, Maintenance):
     """A connection to one ledger file. Not shared across processes or threads."""
 
     def __init__(self, path: Path, *, busy_timeout: float = 10.0, clock: Clock = time.time) -> None:
@@ -275,6 +276,8 @@ class Ledger(WorkQueue, Maintenance):
             return rows[0][0]
         if len(rows) > 1:
             raise BatchNotFound(f"batch id prefix {text!r} is ambiguous")
+        if rows:
+            raise BatchNotFound(f"batch id prefix {text!r} is too short: give at least 4 characters")
         raise BatchNotFound(f"no batch {text!r} in {self.path}")
 
     def batch(self, batch_id: str, *, with_failures: bool = True) -> BatchView:

@@ -1,0 +1,435 @@
+"""Settings resolution: precedence, file discovery, errors, `thumbctl config`, profiles in requests, help."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from thumbctl.cli import app
+from thumbctl.config import (
+    KEYS,
+    display_value,
+    find_config_file,
+    format_seconds,
+    load_config_file,
+    resolve_ledger_path,
+    resolve_settings,
+)
+from thumbctl.errors import ConfigError, UsageError
+from thumbctl.settings import Ratio
+
+SHOP_AND_LISTING = """\
+[defaults]
+workers = 2
+
+[profiles.shop]
+ratios = ["1:1", "4:5"]
+size = 1024
+format = "webp"
+
+[profiles.listing]
+ratios = ["3:2", "16:9"]
+size = 1600
+"""
+
+# key, CLI parameter name, flag value, env text, TOML literal, then the expected value from
+# the flag, the env, the file and the default. Every layer differs from the one below it.
+PRECEDENCE = [
+    ("out", "out", Path("f"), "e", '"t"', Path("f"), Path("e"), Path("t"), Path("thumbs")),
+    (
+        "ratios",
+        "ratio",
+        ["3:2"],
+        "4:5,1:1",
+        '["16:9"]',
+        (Ratio(3, 2),),
+        (Ratio(4, 5), Ratio(1, 1)),
+        (Ratio(16, 9),),
+        (Ratio(1, 1), Ratio(4, 3), Ratio(16, 9)),
+    ),
+    ("size", "size", 100, "200", "300", 100, 200, 300, 512),
+    ("format", "fmt", "png", "webp", '"avif"', "png", "webp", "avif", "jpeg"),
+    ("quality", "quality", 50, "60", "70", 50, 60, 70, 85),
+    ("crop", "crop", "center", "entropy", '"center"', "center", "entropy", "center", "smart"),
+    ("upscale", "upscale", True, "no", "true", True, False, True, False),
+    ("background", "background", "#000000", "#111111", '"#222222"', "#000000", "#111111", "#222222", "#ffffff"),
+    ("attempts", "attempts", 5, "6", "7", 5, 6, 7, 3),
+    ("deadline", "deadline", "30m", "1h", '"2h"', 1800.0, 3600.0, 7200.0, None),
+    ("workers", "workers", 1, "2", "3", 1, 2, 3, 0),
+    ("item_timeout", "item_timeout", "10s", "20s", "30", 10.0, 20.0, 30.0, 300.0),
+    ("max_pixels", "max_pixels", "1M", "2M", "3000000", 1_000_000, 2_000_000, 3_000_000, 100_000_000),
+    ("max_bytes", "max_bytes", "1k", "2KiB", '"3k"', 1000, 2048, 3000, 104_857_600),
+    ("max_items", "max_items", 10, "20", "30", 10, 20, 30, 100_000),
+    ("max_runnable", "max_runnable", 10, "20", "30", 10, 20, 30, 1_000_000),
+    ("queue_age_objective", "queue_age_objective", "1h", "2h", '"0"', 3600.0, 7200.0, 0.0, 86400.0),
+    ("db", "db", Path("f.db"), "e.db", '"t.db"', Path("f.db"), Path("e.db"), Path("t.db"), None),
+]
+
+
+def test_precedence_cases_cover_every_setting() -> None:
+    assert [case[0] for case in PRECEDENCE] == [key.name for key in KEYS]
+
+
+@pytest.mark.parametrize("layers", [("flag", "env", "file"), ("env", "file"), ("file",), ()], ids=str)
+@pytest.mark.parametrize("case", PRECEDENCE, ids=[case[0] for case in PRECEDENCE])
+def test_flag_beats_env_beats_file_beats_default(case: tuple, layers: tuple[str, ...], tmp_path: Path) -> None:
+    name, param, flag, env_text, toml, from_flag, from_env, from_file, default = case
+    config = tmp_path / "thumbctl.toml"
+    flags = {param: flag} if "flag" in layers else {}
+    env = {f"THUMBCTL_{name.upper()}": env_text} if "env" in layers else {}
+    if "file" in layers:
+        config.write_text(f"[defaults]\n{name} = {toml}\n")
+    setting = resolve_settings(flags, env, tmp_path).values[name]
+    if name == "db":
+        default = Path(typer.get_app_dir("thumbctl")) / "ledger.db"
+    expected = {
+        "flag": (from_flag, "flag"),
+        "env": (from_env, f"env THUMBCTL_{name.upper()}"),
+        "file": (from_file, f"file {config} [defaults]"),
+        "default": (default, "default"),
+    }[layers[0] if layers else "default"]
+    assert (setting.value, setting.source) == expected
+
+
+def test_a_profile_beats_defaults_and_is_chosen_by_flag_or_env(tmp_path: Path) -> None:
+    config = tmp_path / "thumbctl.toml"
+    config.write_text(SHOP_AND_LISTING)
+    plain = resolve_settings({}, {}, tmp_path)
+    assert (plain.profile, plain["size"], plain.values["workers"].source) == (None, 512, f"file {config} [defaults]")
+    shop = resolve_settings({"profile": "shop"}, {"THUMBCTL_PROFILE": "listing"}, tmp_path)
+    assert (shop.profile, shop.profile_source) == ("shop", "flag")
+    assert shop.values["size"].value == 1024 and shop.values["size"].source == f"file {config} [profiles.shop]"
+    assert shop["workers"] == 2 and shop["format"] == "webp"
+    listing = resolve_settings({}, {"THUMBCTL_PROFILE": "listing"}, tmp_path)
+    assert (listing.profile, listing.profile_source, listing["size"]) == ("listing", "env THUMBCTL_PROFILE", 1600)
+    assert listing["ratios"] == (Ratio(3, 2), Ratio(16, 9)) and listing["format"] == "jpeg"
+
+
+@pytest.mark.parametrize(
+    ("key", "raw", "expected"),
+    [
+        ("deadline", "0", 0.0),
+        ("deadline", 90, 90.0),
+        ("item_timeout", 1.5, 1.5),
+        ("upscale", "ON", True),
+        ("upscale", "0", False),
+        ("ratios", "1:1 2:2 16:9", (Ratio(1, 1), Ratio(16, 9))),
+        ("max_bytes", "64MiB", 64 * 1024 * 1024),
+        ("max_pixels", 5, 5),
+        ("out", "~/thumbs", Path.home() / "thumbs"),
+    ],
+)
+def test_values_parse_from_text_and_from_toml_types(key: str, raw: object, expected: object, tmp_path: Path) -> None:
+    param = {"ratios": "ratio"}.get(key, key)
+    assert resolve_settings({param: raw}, {}, tmp_path)[key] == expected
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0.0, "0"), (300.0, "5m"), (86400.0, "24h"), (90.0, "90s"), (1.5, "1.5s")]
+)
+def test_durations_are_shown_as_typed(seconds: float, text: str) -> None:
+    assert format_seconds(seconds) == text
+
+
+def test_values_are_displayed_as_a_person_types_them() -> None:
+    assert display_value("ratios", (Ratio(1, 1), Ratio(4, 5))) == "1:1 4:5"
+    assert display_value("workers", 0) == "0 (one per CPU)"
+    assert (display_value("deadline", None), display_value("upscale", False)) == ("none", "false")
+
+
+# -- discovery --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """(current folder, per-user config file) with XDG_CONFIG_HOME under tmp_path."""
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    user_file = tmp_path / "xdg" / "thumbctl" / "config.toml"
+    user_file.parent.mkdir(parents=True)
+    return cwd, user_file
+
+
+def test_no_config_file_is_fine(folders: tuple[Path, Path]) -> None:
+    cwd, _ = folders
+    assert find_config_file({}, cwd) is None
+    assert resolve_settings({}, {}, cwd).config_file is None
+
+
+def test_the_user_file_is_used_without_a_local_one(folders: tuple[Path, Path]) -> None:
+    cwd, user_file = folders
+    user_file.write_text("[defaults]\nsize = 300\n")
+    settings = resolve_settings({}, {}, cwd)
+    assert settings.config_file == user_file and settings["size"] == 300
+
+
+def test_the_local_file_wins_over_the_user_file(folders: tuple[Path, Path]) -> None:
+    cwd, user_file = folders
+    user_file.write_text("[defaults]\nsize = 300\n")
+    (cwd / "thumbctl.toml").write_text("[defaults]\nsize = 400\n")
+    settings = resolve_settings({}, {}, cwd)
+    assert settings.config_file == cwd / "thumbctl.toml" and settings["size"] == 400
+
+
+def test_thumbctl_config_names_the_file(folders: tuple[Path, Path], tmp_path: Path) -> None:
+    cwd, _ = folders
+    (cwd / "thumbctl.toml").write_text("[defaults]\nsize = 400\n")
+    named = tmp_path / "elsewhere.toml"
+    named.write_text("[defaults]\nsize = 500\n")
+    settings = resolve_settings({}, {"THUMBCTL_CONFIG": str(named)}, cwd)
+    assert settings.config_file == named and settings["size"] == 500
+    with pytest.raises(ConfigError, match="THUMBCTL_CONFIG: no such file"):
+        find_config_file({"THUMBCTL_CONFIG": str(tmp_path / "missing.toml")}, cwd)
+
+
+def test_without_xdg_config_home_the_user_file_is_under_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    user_file = tmp_path / ".config" / "thumbctl" / "config.toml"
+    user_file.parent.mkdir(parents=True)
+    user_file.write_text('[defaults]\ndb = "~/ledgers/main.db"\n')
+    assert find_config_file({}, tmp_path / "elsewhere") == user_file
+    assert resolve_ledger_path(None, {}, tmp_path / "elsewhere") == tmp_path / "ledgers" / "main.db"
+    assert resolve_ledger_path(None, {"THUMBCTL_DB": "env.db"}, tmp_path) == Path("env.db")
+    assert resolve_ledger_path(Path("flag.db"), {"THUMBCTL_DB": "env.db"}, tmp_path) == Path("flag.db")
+
+
+def test_the_whole_file_is_validated_when_loaded(tmp_path: Path) -> None:
+    config = tmp_path / "thumbctl.toml"
+    config.write_text(SHOP_AND_LISTING)
+    loaded = load_config_file(config)
+    assert loaded.defaults == {"workers": 2}
+    assert loaded.profiles["shop"] == {"ratios": (Ratio(1, 1), Ratio(4, 5)), "size": 1024, "format": "webp"}
+    config.write_text(SHOP_AND_LISTING + '\n[profiles.unused]\nformat = "tga"\n')
+    with pytest.raises(ConfigError, match=r"\[profiles.unused\] format: unknown format 'tga'"):
+        resolve_settings({"profile": "shop"}, {}, tmp_path)
+
+
+def test_a_bad_flag_value_is_a_usage_error_naming_the_flag(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="^--size: size must be 1..16384 px, got 0$") as caught:
+        resolve_settings({"size": 0}, {}, tmp_path)
+    assert not isinstance(caught.value, ConfigError)
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Run thumbctl in-process from tmp_path (where thumbctl.toml is looked for)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("THUMBCTL_DB", str(tmp_path / "ledger.db"))
+    runner = CliRunner()
+
+    def invoke(*args: object):
+        return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+    return invoke
+
+
+ALLOWED = (
+    "out, ratios, size, format, quality, crop, upscale, background, attempts, deadline, workers, "
+    "item_timeout, max_pixels, max_bytes, max_items, max_runnable, queue_age_objective"
+)
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "args", "message"),
+    [
+        (
+            "[defaults]\nsize = \n",
+            {},
+            [],
+            "{file}: not valid TOML: Invalid value (at line 2, column 8)",
+        ),
+        ("[defaults]\nsise = 3\n", {}, [], f"{{file}} [defaults]: unknown key 'sise'; allowed keys: {ALLOWED}, db"),
+        (
+            "[profiles.shop]\nsise = 3\n",
+            {},
+            [],
+            f"{{file}} [profiles.shop]: unknown key 'sise'; allowed keys: {ALLOWED}",
+        ),
+        (
+            '[profiles.shop]\ndb = "x.db"\n',
+            {},
+            [],
+            "{file} [profiles.shop]: unknown key 'db'; db belongs in [defaults] (one ledger for every profile)",
+        ),
+        ("size = 3\n", {}, [], "{file}: unknown table or key 'size'; the file holds [defaults] and [profiles.NAME]"),
+        ("[profiles]\nshop = 3\n", {}, [], "{file} [profiles.shop]: must be a table"),
+        ("profiles = 3\n", {}, [], "{file}: profiles must be tables, [profiles.NAME]"),
+        ("[profiles.shop]\nsize = 0\n", {}, [], "{file} [profiles.shop] size: size must be 1..16384 px, got 0"),
+        ('[defaults]\nsize = "big"\n', {}, [], "{file} [defaults] size: must be a whole number, got 'big'"),
+        (
+            "[defaults]\nratios = 3\n",
+            {},
+            [],
+            "{file} [defaults] ratios: ratios must be a list like ['1:1', '16:9'], got 3",
+        ),
+        ("[defaults]\nupscale = 1\n", {}, [], "{file} [defaults] upscale: must be true or false, got 1"),
+        (SHOP_AND_LISTING, {}, ["--profile", "nope"], "{file}: no profile 'nope'; profiles defined: listing, shop"),
+        (
+            SHOP_AND_LISTING,
+            {"THUMBCTL_PROFILE": "nope"},
+            [],
+            "{file}: no profile 'nope'; profiles defined: listing, shop",
+        ),
+        (None, {"THUMBCTL_SIZE": "big"}, [], "THUMBCTL_SIZE: must be a whole number, got 'big'"),
+        (None, {"THUMBCTL_UPSCALE": "maybe"}, [], "THUMBCTL_UPSCALE: must be true or false, got 'maybe'"),
+        (
+            None,
+            {"THUMBCTL_ITEM_TIMEOUT": "soon"},
+            [],
+            "THUMBCTL_ITEM_TIMEOUT: bad duration 'soon': use e.g. 90s, 15m, 2h, 30d",
+        ),
+        (None, {"THUMBCTL_CONFIG": "missing.toml"}, [], "THUMBCTL_CONFIG: no such file missing.toml"),
+    ],
+)
+def test_config_errors_exit_2_with_one_line_naming_the_origin(
+    run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toml: str | None, env: dict, args: list, message: str
+) -> None:
+    if toml is not None:
+        (tmp_path / "thumbctl.toml").write_text(toml)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = run("config", "--json", *args)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"error [config_error] {message.format(file=tmp_path / 'thumbctl.toml')}\n"
+
+
+def test_a_profile_without_a_config_file_is_an_error(run) -> None:
+    result = run("config", "--profile", "shop")
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith("error [config_error] profile 'shop' needs a config file, and none was found")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["submit", "photos", "--detach"],
+        ["work", "--until-idle"],
+        ["retry", "b_0000"],
+        ["status"],
+        ["events", "b_0000"],
+        ["cancel", "b_0000"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_every_command_refuses_a_broken_config_file(run, tmp_path: Path, command: list[str]) -> None:
+    (tmp_path / "thumbctl.toml").write_text("[defaults]\nworkers = -1\n")
+    result = run(*command)
+    assert result.exit_code == 2
+    where = f"{tmp_path / 'thumbctl.toml'} [defaults] workers"
+    assert result.stderr == f"error [config_error] {where}: must be at least 0, got -1\n"
+
+
+def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "thumbctl.toml"
+    config.write_text(SHOP_AND_LISTING.replace("workers = 2", f'workers = 2\ndb = "{tmp_path / "main.db"}"'))
+    monkeypatch.delenv("THUMBCTL_DB")
+    monkeypatch.setenv("THUMBCTL_QUALITY", "70")
+    result = run("config", "--profile", "shop", "--json")
+    assert result.exit_code == 0 and result.stderr == ""
+    shop, defaults = f"file {config} [profiles.shop]", f"file {config} [defaults]"
+    assert json.loads(result.stdout) == {
+        "config_file": str(config),
+        "profile": "shop",
+        "profile_source": "flag",
+        "settings": {
+            "out": {"value": "thumbs", "source": "default"},
+            "ratios": {"value": ["1:1", "4:5"], "source": shop},
+            "size": {"value": 1024, "source": shop},
+            "format": {"value": "webp", "source": shop},
+            "quality": {"value": 70, "source": "env THUMBCTL_QUALITY"},
+            "crop": {"value": "smart", "source": "default"},
+            "upscale": {"value": False, "source": "default"},
+            "background": {"value": "#ffffff", "source": "default"},
+            "attempts": {"value": 3, "source": "default"},
+            "deadline": {"value": None, "source": "default"},
+            "workers": {"value": 2, "source": defaults},
+            "item_timeout": {"value": 300.0, "source": "default"},
+            "max_pixels": {"value": 100_000_000, "source": "default"},
+            "max_bytes": {"value": 104_857_600, "source": "default"},
+            "max_items": {"value": 100_000, "source": "default"},
+            "max_runnable": {"value": 1_000_000, "source": "default"},
+            "queue_age_objective": {"value": 86400.0, "source": "default"},
+            "db": {"value": str(tmp_path / "main.db"), "source": defaults},
+        },
+    }
+
+
+def test_config_table_goes_to_stderr(run, tmp_path: Path) -> None:
+    (tmp_path / "thumbctl.toml").write_text(SHOP_AND_LISTING)
+    result = run("config", "--profile", "listing", "--db", tmp_path / "other.db")
+    assert result.exit_code == 0 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[:2] == [f"config file: {tmp_path / 'thumbctl.toml'}", "profile: listing (flag)"]
+    rows = {line.split()[0]: line.split(maxsplit=1)[1].rstrip() for line in lines[3:]}
+    assert rows["ratios"].split() == ["3:2", "16:9", "file", str(tmp_path / "thumbctl.toml"), "[profiles.listing]"]
+    assert rows["db"].split() == [str(tmp_path / "other.db"), "flag"]
+    assert rows["item_timeout"].split() == ["5m", "default"]
+
+
+def submit_batch(run, *args: object) -> dict:
+    result = run("submit", *args, "--detach", "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_a_profile_makes_the_same_request_as_the_equivalent_flags(run, tmp_path: Path, photos: Path) -> None:
+    out = tmp_path / "out"
+    (tmp_path / "thumbctl.toml").write_text(
+        f'[defaults]\nout = "{out}"\n\n[profiles.shop]\nratios = ["1:1", "4:5"]\nsize = 200\n'
+        'format = "webp"\nquality = 70\ncrop = "center"\nmax_items = 50\n'
+    )
+    by_profile = submit_batch(run, photos, "--profile", "shop")
+    assert by_profile["replayed"] is False and by_profile["total"] == 8 and by_profile["out_dir"] == str(out)
+    flags = ["--out", out, "-r", "1:1", "-r", "4:5", "--size", "200", "--format", "webp", "--quality", "70"]
+    by_flags = submit_batch(run, photos, *flags, "--crop", "center", "--max-items", "50")
+    assert by_flags["replayed"] is True
+    assert (by_flags["batch_id"], by_flags["request_digest"]) == (by_profile["batch_id"], by_profile["request_digest"])
+    other = submit_batch(run, photos, "--profile", "shop", "--size", "300")
+    assert other["batch_id"] != by_profile["batch_id"] and other["replayed"] is False
+
+
+def test_work_takes_its_workers_from_the_profile(run, tmp_path: Path) -> None:
+    (tmp_path / "thumbctl.toml").write_text("[profiles.cron]\nworkers = 1\n")
+    assert run("work", "--until-idle", "--profile", "cron", "-q").exit_code == 0
+    result = run("work", "--until-idle", "--profile", "nightly")
+    assert result.exit_code == 2 and "profiles defined: cron" in result.stderr
+
+
+# -- help -------------------------------------------------------------------------------------
+
+COMMANDS = sorted(typer.main.get_command(app).commands)
+
+
+@pytest.mark.parametrize("command", [[], *([name] for name in COMMANDS)], ids=lambda c: c[0] if c else "thumbctl")
+def test_every_help_lists_the_environment_and_the_exit_codes(run, command: list[str]) -> None:
+    text = run(*command, "--help").stdout
+    assert "THUMBCTL_CONFIG" in text and "THUMBCTL_PROFILE" in text
+    assert all(key.env in text for key in KEYS)
+    assert "Exit codes:" in text
+    for code in ("0", "1", "2", "3", "4", "65", "75", "130"):
+        assert f"\n    {code} " in text
+
+
+def test_config_command_and_shell_completion_are_listed(run) -> None:
+    text = run("--help").stdout
+    assert "config" in COMMANDS
+    assert "--install-completion" in text and "--show-completion" in text
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [("thumbctl con", "config\n"), ("thumbctl submit --pro", "--profile\n"), ("thumbctl config --js", "--json\n")],
+)
+def test_shell_completion_completes_commands_and_options(words: str, expected: str) -> None:
+    env = {"_THUMBCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1)}
+    result = CliRunner().invoke(app, [], env=env, prog_name="thumbctl")
+    assert (result.exit_code, result.stdout) == (0, expected)

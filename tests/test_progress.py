@@ -1,0 +1,133 @@
+"""The live view and the plain CI lines, rendered from a ledger in a known state."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from thumbctl import Ledger, Limits
+from thumbctl.progress import RunProgress, live_view, plain_line
+
+from support import Clock, request
+
+T0 = 2_000_000.0  # 1970-01-24T03:33:20Z
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    """Batch of 3 sources x 2 ratios at T0: img0 running on w1 since T0+10, img1 failed
+    corrupt_image at T0+12, img2 queued since T0. The clock reads T0+20."""
+    clock = Clock(T0)
+    with Ledger(tmp_path / "l.db", clock=clock) as led:
+        led.accept_batch(request("A", sources=3), Limits())
+        clock.now = T0 + 10
+        led.claim("w1")
+        failing = led.claim("w2")
+        clock.now = T0 + 12
+        led.fail(failing, [i.row for i in failing.items], "corrupt_image", "jpeg data does not decode", lambda a: 0.0)
+        clock.now = T0 + 20
+        yield led
+
+
+def batch_id(led: Ledger) -> str:
+    return led.batches()[0].batch_id
+
+
+def render(renderable, width: int = 100) -> str:
+    console = Console(width=width, force_terminal=True, color_system=None, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_activity_is_read_from_rows_and_events(ledger: Ledger) -> None:
+    activity = ledger.activity(batch_id(ledger))
+    assert (activity.runnable, activity.delayed, activity.running) == (2, 0, 2)
+    assert activity.queue_age_seconds == 20.0
+    assert (activity.completed_recently, activity.window_seconds) == (2, 10.0)  # first claim 10 s ago
+    assert activity.rate == 0.2 and activity.eta_seconds(4) == 20.0
+    assert [(w.worker, w.item_id, w.ratios) for w in activity.workers] == [("w1", "img0.jpg", ("1:1", "4:3"))]
+    assert [(f.item_id, f.ratio, f.error_code, f.retrying) for f in activity.recent_failures] == [
+        ("img1.jpg", "4:3", "corrupt_image", False),
+        ("img1.jpg", "1:1", "corrupt_image", False),
+    ]
+
+
+def test_the_live_view_shows_bar_counts_rate_eta_workers_and_failures(ledger: Ledger) -> None:
+    bid = batch_id(ledger)
+    text = render(live_view(ledger.batch(bid, with_failures=False), ledger.activity(bid), elapsed=20))
+    lines = [line.rstrip() for line in text.splitlines()]
+    assert lines[0].startswith(f"{bid} running ") and lines[0].endswith("2/6  33%")
+    assert "queued 2  running 2  failed 2" in lines[1]
+    assert "0.2/s  eta 20s  queue age 20s  elapsed 20s" in lines[2]
+    assert lines[3].split() == ["worker", "source", "ratios", "for"]
+    assert lines[4].split() == ["w1", "img0.jpg", "1:1", "4:3", "10s"]
+    assert lines[5].split() == ["at", "item", "ratios", "error", "detail"]
+    assert lines[6].split() == [
+        "03:33:32",
+        "img1.jpg",
+        "1:1",
+        "4:3",
+        "corrupt_image",
+        "jpeg",
+        "data",
+        "does",
+        "not",
+        "decode",
+    ]
+    assert len(lines) == 7
+
+
+def test_a_narrow_terminal_truncates_instead_of_wrapping(ledger: Ledger) -> None:
+    bid = batch_id(ledger)
+    text = render(live_view(ledger.batch(bid, with_failures=False), ledger.activity(bid), elapsed=20), width=60)
+    assert all(len(line.rstrip()) <= 60 for line in text.splitlines())
+    assert "…" in text  # the failure detail is cut, not wrapped onto more lines
+
+
+def test_the_plain_line_for_logs(ledger: Ledger) -> None:
+    bid = batch_id(ledger)
+    line = plain_line(ledger.batch(bid, with_failures=False), ledger.activity(bid))
+    assert line == (
+        f"1970-01-24T03:33:40Z {bid} running 2/6 done (queued 2, running 2, failed 2); 0.2/s, eta 20s, queue age 20s"
+    )
+    assert plain_line(None, ledger.activity()) == (
+        "1970-01-24T03:33:40Z work: runnable 2, delayed 0, running 2; 0.2/s, eta 20s, queue age 20s"
+    )
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_off_a_terminal_lines_are_plain_throttled_and_failures_shown_once_with_verbose(
+    ledger: Ledger, verbose: bool
+) -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=False, width=200)
+    bid = batch_id(ledger)
+    with RunProgress(console, batch_id=bid, interval=3600, verbose=verbose) as progress:
+        assert not progress.live
+        progress.tick(ledger)
+        progress.tick(ledger)  # within the interval: no second line
+        progress.finish(ledger)  # the final line always comes
+    lines = out.getvalue().splitlines()
+    assert "\x1b" not in out.getvalue()
+    progress_lines = [line for line in lines if f" {bid} running 2/6 done" in line]
+    failure_lines = [line for line in lines if " failed img1.jpg " in line]
+    assert len(progress_lines) == 2
+    assert failure_lines == (
+        [
+            "1970-01-24T03:33:32Z failed img1.jpg 1:1 [corrupt_image] jpeg data does not decode",
+            "1970-01-24T03:33:32Z failed img1.jpg 4:3 [corrupt_image] jpeg data does not decode",
+        ]
+        if verbose
+        else []
+    )
+
+
+def test_disabled_progress_prints_nothing(ledger: Ledger) -> None:
+    out = io.StringIO()
+    with RunProgress(Console(file=out), batch_id=batch_id(ledger), enabled=False) as progress:
+        progress.tick(ledger)
+        progress.finish(ledger)
+    assert out.getvalue() == ""

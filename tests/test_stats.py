@@ -1,0 +1,202 @@
+"""Stats from a ledger whose every event time is known: exact figures, JSON and Prometheus text."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from thumbctl import Ledger, Limits
+from thumbctl.cli import app
+from thumbctl.stats import build_report, percentile, prometheus_text
+
+from support import Clock, request
+
+T0 = 1_000_000.0
+
+
+def result(source_bytes: int, output_bytes: int, **timings: float) -> dict[str, object]:
+    return {"width": 64, "height": 64, "source_bytes": source_bytes, "output_bytes": output_bytes, "timings": timings}
+
+
+def publish_all(led: Ledger, claim, results: list[dict[str, object]]) -> list[str]:
+    return [led.publish(claim, item, lambda: None, result=r) for item, r in zip(claim.items, results, strict=True)]
+
+
+def build_history(led: Ledger, clock: Clock) -> None:
+    """Five batches with known times (seconds after T0 in brackets):
+
+    A [0]: img0 claimed [10], published [12]; img1 claimed [15], io_error retried [16],
+    claimed again [20], published [22]. B [30]: cancelled while queued [31].
+    C [40]: claimed [41], cancel [42], seen at publish [45]. D [46]: one reused output.
+    E [48]: one queued item. Stats are taken at [50].
+    """
+    led.accept_batch(request("A"), Limits())
+    clock.now = T0 + 10
+    first = led.claim("w1")
+    clock.now = T0 + 12
+    publish_all(
+        led,
+        first,
+        [
+            result(1000, 100, decode_ms=10, crop_ms=2, encode_ms=5, publish_ms=1),
+            result(1000, 200, decode_ms=10, crop_ms=2, encode_ms=7, publish_ms=3),
+        ],
+    )
+    clock.now = T0 + 15
+    second = led.claim("w2")
+    clock.now = T0 + 16
+    led.fail(second, [i.row for i in second.items], "io_error", "disk hiccup", lambda attempt: 0.0)
+    clock.now = T0 + 20
+    third = led.claim("w3")
+    clock.now = T0 + 22
+    publish_all(
+        led,
+        third,
+        [
+            result(3000, 300, decode_ms=30, crop_ms=4, encode_ms=9, publish_ms=2),
+            result(3000, 400, decode_ms=30, crop_ms=4, encode_ms=11, publish_ms=4),
+        ],
+    )
+    clock.now = T0 + 30
+    b = led.accept_batch(request("B", sources=1), Limits())
+    clock.now = T0 + 31
+    led.request_cancel(b.batch_id)
+    clock.now = T0 + 40
+    c = led.accept_batch(request("C", sources=1), Limits())
+    clock.now = T0 + 41
+    running = led.claim("w4")
+    clock.now = T0 + 42
+    led.request_cancel(c.batch_id)
+    clock.now = T0 + 45
+    assert publish_all(led, running, [result(1, 1), result(1, 1)]) == ["cancelled", "cancelled"]
+    clock.now = T0 + 46
+    reused = request("D", sources=1, ratios=("1:1",))
+    led.accept_batch(replace(reused, items=(replace(reused.items[0], state="succeeded", dedup=True),)), Limits())
+    clock.now = T0 + 48
+    led.accept_batch(request("E", sources=1, ratios=("1:1",)), Limits())
+    clock.now = T0 + 50
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Ledger:
+    clock = Clock(T0)
+    with Ledger(tmp_path / "l.db", clock=clock) as led:
+        build_history(led, clock)
+        yield led
+
+
+@pytest.mark.parametrize(
+    ("values", "p", "expected"),
+    [([], 50, None), ([7.0], 95, 7.0), ([1, 2, 3, 4], 50, 2), ([4, 1, 3, 2], 95, 4), ([1, 2, 3, 4, 5], 50, 3)],
+)
+def test_percentiles_use_the_nearest_rank(values: list[float], p: float, expected: float | None) -> None:
+    assert percentile(values, p) == expected
+
+
+def test_every_figure_of_a_known_history(history: Ledger) -> None:
+    batches = {b.idempotency_key: b.batch_id for b in history.batches()}
+    doc = build_report(history.stats_facts(T0 - 3600)).to_json()
+    assert doc["window_seconds"] == 3650.0
+    assert doc["queue"] == {"runnable": 1, "delayed": 0, "running": 0, "oldest_runnable_age_seconds": 2.0}
+    assert doc["counts"] == {
+        "batches_admitted": 5,
+        "admitted": 10,  # creation events: A 4, B 2, C 2, D 1, E 1
+        "claimed": 8,
+        "completed": 6,
+        "completed_succeeded": 4,
+        "completed_failed": 0,
+        "completed_cancelled": 2,
+    }
+    assert doc["rates_per_second"] == {
+        "admitted": round(10 / 3650, 4),
+        "claimed": round(8 / 3650, 4),
+        "completed": round(6 / 3650, 4),
+    }
+    assert doc["retries"] == {batches["A"]: 2}
+    assert doc["cancellations"] == [
+        {
+            "batch_id": batches["B"],
+            "requested_at": "1970-01-12T13:47:11.000000Z",
+            "observed_seconds": 0.0,
+            "finalized_seconds": 0.0,
+        },
+        {
+            "batch_id": batches["C"],
+            "requested_at": "1970-01-12T13:47:22.000000Z",
+            "observed_seconds": 3.0,
+            "finalized_seconds": 3.0,
+        },
+    ]
+    assert (doc["bytes_read"], doc["bytes_written"], doc["dedup_hits"]) == (4000, 1000, 1)
+    assert doc["per_ratio"] == {
+        "1:1": {"items": 2, "source_bytes": 4000, "output_bytes": 400},
+        "4:3": {"items": 2, "source_bytes": 4000, "output_bytes": 600},
+    }
+    assert doc["timings_ms"] == {
+        "decode": {"count": 2, "p50": 10.0, "p95": 30.0},  # once per source render
+        "crop": {"count": 2, "p50": 2.0, "p95": 4.0},
+        "encode": {"count": 4, "p50": 7.0, "p95": 11.0},
+        "publish": {"count": 4, "p50": 2.0, "p95": 4.0},
+    }
+
+
+def test_the_window_leaves_out_what_happened_before_it(history: Ledger) -> None:
+    doc = build_report(history.stats_facts(T0 + 35)).to_json()
+    assert doc["counts"]["batches_admitted"] == 3  # C, D, E
+    assert (doc["counts"]["claimed"], doc["counts"]["completed_succeeded"]) == (2, 0)
+    assert doc["retries"] == {} and [c["observed_seconds"] for c in doc["cancellations"]] == [3.0]
+    assert doc["timings_ms"]["decode"] == {"count": 0, "p50": None, "p95": None}
+
+
+def test_one_batch_only(history: Ledger) -> None:
+    a = next(b.batch_id for b in history.batches() if b.idempotency_key == "A")
+    doc = build_report(history.stats_facts(T0 - 3600, a), a).to_json()
+    assert doc["batch_id"] == a
+    assert doc["counts"]["admitted"] == 4 and doc["counts"]["completed"] == 4 and doc["queue"]["runnable"] == 0
+
+
+def test_prometheus_text_has_each_metric_typed_once_with_exact_samples(history: Ledger) -> None:
+    text = prometheus_text(build_report(history.stats_facts(T0 - 3600)))
+    lines = text.splitlines()
+    assert 'thumbctl_queue_items{state="runnable"} 1' in lines
+    assert "thumbctl_queue_oldest_runnable_age_seconds 2" in lines
+    assert 'thumbctl_window_bytes_written{ratio="4:3"} 600' in lines
+    assert 'thumbctl_stage_milliseconds{stage="encode",quantile="0.95"} 11' in lines
+    types = [line.split()[2] for line in lines if line.startswith("# TYPE")]
+    assert len(types) == len(set(types))
+    for line in lines:
+        if not line.startswith("#"):
+            name = line.split("{")[0].split(" ")[0]
+            assert name in types and float(line.rsplit(" ", 1)[1]) >= 0
+
+
+def test_stats_command_json_and_prometheus_file(history: Ledger, tmp_path: Path) -> None:
+    db = str(tmp_path / "l.db")
+    prom = tmp_path / "metrics" / "thumbctl.prom"
+    prom.parent.mkdir()
+    out = CliRunner().invoke(app, ["stats", "--db", db, "--window", "100000d", "--json", "--prometheus", str(prom)])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["counts"]["batches_admitted"] == 5 and doc["bytes_written"] == 1000
+    assert "thumbctl_window_bytes_read 4000" in prom.read_text().splitlines()
+    assert [p.name for p in prom.parent.iterdir()] == ["thumbctl.prom"]  # no temp file left behind
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--window", "soon"], 2, "--window"),
+        (["--batch", "b_nope"], 2, "batch_not_found"),
+        (["--prometheus", "/nonexistent-dir/x.prom"], 2, "cannot_write"),
+    ],
+)
+def test_stats_command_errors_are_one_line(
+    history: Ledger, tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
+    out = CliRunner().invoke(app, ["stats", "--db", str(tmp_path / "l.db"), *args])
+    assert out.exit_code == code
+    assert message in out.output and "Traceback" not in out.output

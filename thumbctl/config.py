@@ -1,0 +1,437 @@
+"""Settings resolution, in one place: flag > ``THUMBCTL_*`` environment > config file > default.
+
+The config file is TOML: ``thumbctl.toml`` in the current folder, else ``config.toml`` in
+the per-user app folder (next to the default ledger); ``THUMBCTL_CONFIG`` names another.
+Its optional ``[defaults]`` table always applies; ``[profiles.NAME]`` applies when the
+profile is chosen (``--profile NAME`` or ``THUMBCTL_PROFILE``) and wins over ``[defaults]``.
+
+Every value, whatever its origin, goes through the same parser; an error names where the
+value came from (``--size``, ``THUMBCTL_SIZE`` or ``thumbctl.toml [profiles.shop] size``).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .errors import ConfigError, UsageError
+from .intake import SubmitOptions
+from .runner import RunOptions, default_workers
+from .settings import Limits, Profile, Ratio, SettingError, parse_count, parse_duration, parse_ratios
+from .sources import ScanRules
+
+APP_NAME = "thumbctl"
+LOCAL_FILE_NAME = "thumbctl.toml"
+USER_FILE_NAME = "config.toml"
+CONFIG_ENV = "THUMBCTL_CONFIG"
+PROFILE_ENV = "THUMBCTL_PROFILE"
+FLAG_SOURCE = "flag"
+DEFAULT_SOURCE = "default"
+_TRUE_WORDS = {"1", "true", "yes", "on"}
+_FALSE_WORDS = {"0", "false", "no", "off"}
+
+
+def app_dir() -> Path:
+    """The per-user app folder (``$XDG_CONFIG_HOME/thumbctl`` or ``~/.config/thumbctl`` on Linux)."""
+    return Path(typer.get_app_dir(APP_NAME))
+
+
+def default_ledger_path() -> Path:
+    return app_dir() / "ledger.db"
+
+
+# -- value parsers: raw text (flag, env) or TOML value -> typed value, or SettingError ----------
+
+
+def _whole(raw: object) -> int:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().isdigit():
+        return int(raw)
+    raise SettingError(f"must be a whole number, got {raw!r}")
+
+
+def _whole_in(low: int, high: int | None = None) -> Callable[[object], int]:
+    def parse(raw: object) -> int:
+        value = _whole(raw)
+        if value < low or (high is not None and value > high):
+            bounds = f"{low}..{high}" if high is not None else f"at least {low}"
+            raise SettingError(f"must be {bounds}, got {value}")
+        return value
+
+    return parse
+
+
+def _text(raw: object) -> str:
+    if not isinstance(raw, str):
+        raise SettingError(f"must be a string, got {raw!r}")
+    return raw
+
+
+def _switch(raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in _TRUE_WORDS | _FALSE_WORDS:
+        return raw.strip().lower() in _TRUE_WORDS
+    raise SettingError(f"must be true or false, got {raw!r}")
+
+
+def _seconds(raw: object) -> float:
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw >= 0:
+        return float(raw)
+    if isinstance(raw, str):
+        return parse_duration(raw)
+    raise SettingError(f"must be a duration such as 90s, 15m, 2h (or seconds), got {raw!r}")
+
+
+def _count(raw: object) -> int:
+    if isinstance(raw, str):
+        return parse_count(raw)
+    return _whole_in(1)(raw)
+
+
+def _path(raw: object) -> Path:
+    if isinstance(raw, Path):
+        return raw
+    if isinstance(raw, str) and raw.strip():
+        return Path(raw).expanduser()
+    raise SettingError(f"must be a path, got {raw!r}")
+
+
+def _profile_field(name: str, convert: Callable[[object], Any]) -> Callable[[object], Any]:
+    """Convert, then let :class:`Profile` check the value exactly as it checks a flag."""
+
+    def parse(raw: object) -> Any:
+        value = convert(raw)
+        Profile(**{name: value})
+        return value
+
+    return parse
+
+
+# -- the settings ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Key:
+    """One setting: its file key (the env var is ``THUMBCTL_`` + the key in upper case)."""
+
+    name: str
+    flag: str
+    parse: Callable[[object], Any]
+    default: Callable[[], Any]
+    #: The command's parameter name when it differs from ``name`` (``--format`` is ``fmt``).
+    param: str = ""
+    #: ``db`` is one ledger for every profile, so it may be set only in ``[defaults]``.
+    in_profiles: bool = True
+
+    @property
+    def env(self) -> str:
+        return f"THUMBCTL_{self.name.upper()}"
+
+    @property
+    def param_name(self) -> str:
+        return self.param or self.name
+
+
+_PROFILE = Profile()
+_LIMITS = Limits()
+_SUBMIT = SubmitOptions()
+_RUN = RunOptions(workers=0)
+
+KEYS: tuple[Key, ...] = (
+    Key("out", "--out", _path, lambda: _SUBMIT.out_dir),
+    Key("ratios", "--ratio", parse_ratios, lambda: _PROFILE.ratios, param="ratio"),
+    Key("size", "--size", _profile_field("size", _whole), lambda: _PROFILE.size),
+    Key("format", "--format", _profile_field("format", _text), lambda: _PROFILE.format, param="fmt"),
+    Key("quality", "--quality", _profile_field("quality", _whole), lambda: _PROFILE.quality),
+    Key("crop", "--crop", _profile_field("crop", _text), lambda: _PROFILE.crop),
+    Key("upscale", "--upscale", _switch, lambda: _PROFILE.upscale),
+    Key("background", "--background", _profile_field("background", _text), lambda: _PROFILE.background),
+    Key("attempts", "--attempts", _whole_in(1, 100), lambda: _SUBMIT.max_attempts),
+    Key("deadline", "--deadline", _seconds, lambda: _SUBMIT.deadline_seconds),
+    Key("workers", "--workers", _whole_in(0), lambda: 0),
+    Key("item_timeout", "--item-timeout", _seconds, lambda: _RUN.item_timeout),
+    Key("max_pixels", "--max-pixels", _count, lambda: _LIMITS.max_pixels),
+    Key("max_bytes", "--max-bytes", _count, lambda: _LIMITS.max_bytes),
+    Key("max_items", "--max-items", _whole_in(1), lambda: _LIMITS.max_items),
+    Key("max_runnable", "--max-runnable", _whole_in(1), lambda: _LIMITS.max_runnable),
+    Key("queue_age_objective", "--queue-age-objective", _seconds, lambda: _LIMITS.queue_age_objective),
+    Key("db", "--db", _path, default_ledger_path, in_profiles=False),
+)
+KEYS_BY_NAME: dict[str, Key] = {key.name: key for key in KEYS}
+KEYS_BY_FLAG: dict[str, Key] = {key.flag: key for key in KEYS}
+_DB = KEYS_BY_NAME["db"]
+DURATION_KEYS = frozenset({"deadline", "item_timeout", "queue_age_objective"})
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A resolved value and where it came from: ``flag``, ``env THUMBCTL_X``, ``file PATH [TABLE]``, ``default``."""
+
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A loaded, fully validated config file: parsed values per table."""
+
+    path: Path
+    defaults: dict[str, Any]
+    profiles: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting resolved, with its source; builds the library's option objects."""
+
+    config_file: Path | None
+    profile: str | None
+    profile_source: str | None
+    values: dict[str, Setting]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name].value
+
+    @property
+    def ledger_path(self) -> Path:
+        return self["db"]
+
+    def render_profile(self) -> Profile:
+        names = ("ratios", "size", "format", "quality", "crop", "upscale", "background")
+        return Profile(**{name: self[name] for name in names})
+
+    def limits(self) -> Limits:
+        names = ("max_pixels", "max_bytes", "max_items", "max_runnable", "queue_age_objective")
+        return Limits(**{name: self[name] for name in names})
+
+    def submit_options(self, *, key: str | None, rules: ScanRules) -> SubmitOptions:
+        return SubmitOptions(
+            out_dir=self["out"],
+            profile=self.render_profile(),
+            limits=self.limits(),
+            rules=rules,
+            key=key,
+            max_attempts=self["attempts"],
+            deadline_seconds=self["deadline"],
+        )
+
+    def run_options(self) -> RunOptions:
+        return RunOptions(workers=self["workers"] or default_workers(), item_timeout=self["item_timeout"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "config_file": None if self.config_file is None else str(self.config_file),
+            "profile": self.profile,
+            "profile_source": self.profile_source,
+            "settings": {
+                name: {"value": json_value(setting.value), "source": setting.source}
+                for name, setting in self.values.items()
+            },
+        }
+
+
+def json_value(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple) and all(isinstance(v, Ratio) for v in value):
+        return [str(v) for v in value]
+    return value
+
+
+def display_value(name: str, value: Any) -> str:
+    """A setting's value as a person would type it: ``1:1 4:3``, ``5m``, ``none``."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if name in DURATION_KEYS:
+        return format_seconds(value)
+    if name == "workers" and value == 0:
+        return "0 (one per CPU)"
+    if isinstance(value, tuple):
+        return " ".join(str(v) for v in value)
+    return str(value)
+
+
+def format_seconds(seconds: float) -> str:
+    """``300.0`` -> ``5m``, ``86400.0`` -> ``24h``, ``1.5`` -> ``1.5s``, ``0`` -> ``0``."""
+    if seconds == 0:
+        return "0"
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+# -- resolution --------------------------------------------------------------------------------
+
+
+def resolve_settings(
+    flags: Mapping[str, Any], env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> Settings:
+    """Resolve every setting. ``flags`` holds only the parameters typed on the command line.
+
+    ``flags`` is keyed by the command's parameter names (``fmt`` for ``--format``,
+    ``ratio`` for ``--ratio``, ``profile``); other names in it are ignored.
+    """
+    env = os.environ if env is None else env
+    profile, profile_source = _chosen_profile(flags, env)
+    loaded = _load_found(env, cwd)
+    layers = _file_layers(loaded, profile)
+    values = {key.name: _resolve_key(key, flags, env, layers) for key in KEYS}
+    return Settings(loaded.path if loaded else None, profile, profile_source, values)
+
+
+def resolve_ledger_path(flag: Path | None, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
+    """The ledger path alone (for commands without profiles): --db, THUMBCTL_DB, the file's [defaults], default."""
+    env = os.environ if env is None else env
+    flags = {} if flag is None else {_DB.param_name: flag}
+    return _resolve_key(_DB, flags, env, _file_layers(_load_found(env, cwd), None)).value
+
+
+def _resolve_key(key: Key, flags: Mapping[str, Any], env: Mapping[str, str], layers: list[_Layer]) -> Setting:
+    if key.param_name in flags:
+        return Setting(_parse(key, flags[key.param_name], key.flag, error=UsageError), FLAG_SOURCE)
+    if env.get(key.env):
+        return Setting(_parse(key, env[key.env], key.env, error=ConfigError), f"env {key.env}")
+    for table, source in layers:
+        if key.name in table:
+            return Setting(table[key.name], source)
+    return Setting(key.default(), DEFAULT_SOURCE)
+
+
+def _parse(key: Key, raw: object, where: str, *, error: type[UsageError]) -> Any:
+    try:
+        return key.parse(raw)
+    except SettingError as exc:
+        raise error(f"{where}: {exc}") from None
+
+
+def _chosen_profile(flags: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    if flags.get("profile"):
+        return flags["profile"], FLAG_SOURCE
+    if env.get(PROFILE_ENV):
+        return env[PROFILE_ENV], f"env {PROFILE_ENV}"
+    return None, None
+
+
+_Layer = tuple[dict[str, Any], str]
+
+
+def _file_layers(loaded: ConfigFile | None, profile: str | None) -> list[_Layer]:
+    """The file's tables that apply, highest precedence first."""
+    if profile is not None and loaded is None:
+        raise ConfigError(f"profile {profile!r} needs a config file, and none was found ({_looked_at()})")
+    if loaded is None:
+        return []
+    layers: list[_Layer] = []
+    if profile is not None:
+        if profile not in loaded.profiles:
+            defined = ", ".join(sorted(loaded.profiles)) or "none"
+            raise ConfigError(f"{loaded.path}: no profile {profile!r}; profiles defined: {defined}")
+        layers.append((loaded.profiles[profile], f"file {loaded.path} [profiles.{profile}]"))
+    layers.append((loaded.defaults, f"file {loaded.path} [defaults]"))
+    return layers
+
+
+# -- the file ----------------------------------------------------------------------------------
+
+
+def find_config_file(env: Mapping[str, str], cwd: Path | None = None) -> Path | None:
+    """``$THUMBCTL_CONFIG``, else ``./thumbctl.toml``, else ``config.toml`` in the app folder, else none."""
+    named = env.get(CONFIG_ENV)
+    if named:
+        path = Path(named).expanduser().absolute()
+        if not path.is_file():
+            raise ConfigError(f"{CONFIG_ENV}: no such file {named}")
+        return path
+    for candidate in ((cwd or Path.cwd()).absolute() / LOCAL_FILE_NAME, app_dir() / USER_FILE_NAME):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _looked_at() -> str:
+    return f"looked for ./{LOCAL_FILE_NAME} and {app_dir() / USER_FILE_NAME}; {CONFIG_ENV} names another"
+
+
+def _load_found(env: Mapping[str, str], cwd: Path | None) -> ConfigFile | None:
+    path = find_config_file(env, cwd)
+    return None if path is None else load_config_file(path)
+
+
+def load_config_file(path: Path) -> ConfigFile:
+    """Read and validate the whole file: unknown tables or keys and bad values are errors."""
+    try:
+        with path.open("rb") as handle:
+            document = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
+    unknown = sorted(set(document) - {"defaults", "profiles"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown table or key {unknown[0]!r}; the file holds [defaults] and [profiles.NAME]")
+    profiles = document.get("profiles", {})
+    if not isinstance(profiles, dict):
+        raise ConfigError(f"{path}: profiles must be tables, [profiles.NAME]")
+    return ConfigFile(
+        path=path,
+        defaults=_parse_table(path, "defaults", document.get("defaults", {})),
+        profiles={name: _parse_table(path, f"profiles.{name}", table) for name, table in profiles.items()},
+    )
+
+
+def _parse_table(path: Path, label: str, table: object) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path} [{label}]: must be a table")
+    in_profile = label != "defaults"
+    allowed = [key.name for key in KEYS if key.in_profiles or not in_profile]
+    for name in table:
+        if name not in allowed:
+            hint = "db belongs in [defaults] (one ledger for every profile)" if name == _DB.name else ""
+            raise ConfigError(
+                f"{path} [{label}]: unknown key {name!r}; {hint or 'allowed keys: ' + ', '.join(allowed)}"
+            )
+    return {
+        name: _parse(KEYS_BY_NAME[name], raw, f"{path} [{label}] {name}", error=ConfigError)
+        for name, raw in table.items()
+    }
+
+
+def environment_help() -> str:
+    """The env-var table shown in every command's help (built from :data:`KEYS`, so it cannot drift)."""
+    rows = [
+        (CONFIG_ENV, f"config file (else ./{LOCAL_FILE_NAME}, else {USER_FILE_NAME} in the app folder)"),
+        (PROFILE_ENV, "--profile: the [profiles.NAME] table of the config file"),
+    ]
+    rows += [(key.env, key.flag) for key in KEYS]
+    rows += [
+        ("THUMBCTL_STATS_INTERVAL", "--stats-interval: seconds between progress lines off a terminal"),
+        ("NO_COLOR", "set to anything: no colour in human output"),
+    ]
+    width = max(len(name) for name, _ in rows) + 2
+    lines = [f"  {name:<{width}}{meaning}" for name, meaning in rows]
+    return (
+        "Settings: flag, else THUMBCTL_* environment, else config file, else default"
+        " (`thumbctl config` shows them). File keys are the variable names without THUMBCTL_, in lower case.\n\n"
+        "\b\nEnvironment:\n" + "\n".join(lines)
+    )
+
+
+def setting_key(flag: str) -> Key:
+    """The setting behind a command-line option such as ``--format`` or ``--upscale/--no-upscale``."""
+    return KEYS_BY_FLAG[flag.split("/")[0]]
+
+
+def default_text(name: str) -> str:
+    """A setting's default as help shows it."""
+    return display_value(name, KEYS_BY_NAME[name].default())
