@@ -22,6 +22,7 @@ from .progress import RunProgress
 from .reporter import Reporter
 from .runner import RunOptions, default_workers, run_batch, run_work, wait_until_terminal, watch_batch
 from .settings import Limits, Profile, SettingError, parse_count, parse_duration, parse_ratios
+from .sheet import write_contact_sheet
 from .sources import ScanRules
 from .stats import build_report, write_prometheus_file
 
@@ -546,6 +547,32 @@ def codes_command(json_out: JsonOption = False) -> None:
     reporter.say("")
     for exit_code, meaning in EXIT_CODE_MEANINGS.items():
         reporter.say(f"exit {int(exit_code):<3}  {meaning}")
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def sheet(
+    batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE.html",
+            help="Where to write the page; its folder must exist. Default: OUT/batches/<batch_id>.html.",
+        ),
+    ] = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Write a contact sheet: every source with its crops side by side, failures with their reason.
+
+    One self-contained HTML page (no network, no JavaScript) with relative links to the
+    outputs; open it in a browser to review the crops. Exit 0 once written, whatever the batch's state.
+    """
+    reporter = _reporter(json_out, quiet)
+    with _handled(reporter), _open_ledger(db) as ledger:
+        reporter.sheet_written(write_contact_sheet(ledger, batch, output))
 
 
 def main() -> None:

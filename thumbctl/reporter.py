@@ -20,6 +20,7 @@ from .errors import ThumbctlError, UnavailableError
 from .intake import IntakeReport
 from .models import ITEM_STATES, BatchView, EventView, ItemView
 from .pool import Supervision
+from .sheet import SheetSummary
 from .stats import StatsReport
 
 STATE_STYLES = {
@@ -286,6 +287,16 @@ class Reporter:
             observed = "-" if lag.observed_seconds is None else f"{lag.observed_seconds:.1f}s"
             final = "not yet" if lag.finalized_seconds is None else f"{lag.finalized_seconds:.1f}s"
             self.say(f"  cancel {lag.batch_id}: requested {lag.requested_at}, observed +{observed}, final {final}")
+
+    def sheet_written(self, summary: SheetSummary) -> None:
+        if self.json_mode:
+            self.emit_json(summary.to_json())
+            return
+        self.say(f"Contact sheet of [bold]{summary.batch_id}[/] ({styled(summary.state)}): {escape(summary.path)}")
+        sizes = f"{summary.sources} sources, {summary.items} items"
+        self.say(f"  {sizes}: {summary.succeeded} succeeded, {summary.failed} failed")
+        if summary.missing:
+            self.say(f"  [red]{summary.missing} outputs are missing[/] (shown as placeholders; see thumbctl reconcile)")
 
     # -- pieces ---------------------------------------------------------------
 
