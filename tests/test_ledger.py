@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,17 @@ def test_batch_ids_resolve_from_unique_prefixes(ledger: Ledger) -> None:
         ledger.resolve_batch_id("b_")  # too short to be taken as a prefix
     with pytest.raises(BatchNotFound):
         ledger.batch("b_nope")
+
+
+def test_source_sizes_are_read_for_items_whose_header_was_read(ledger: Ledger) -> None:
+    sized = [
+        NewItem(f"img{i}.jpg", "1:1", f"/src/img{i}.jpg", "queued", source_width=30 + i, source_height=20)
+        for i in range(2)
+    ]
+    unread = NewItem("bad.jpg", "1:1", "/src/bad.jpg", "failed", error_code="unsupported_format")
+    batch = replace(new_batch("k", "d1", queued=0), items=(*sized, unread))
+    batch_id = ledger.accept_batch(batch, Limits()).batch_id
+    assert ledger.source_sizes(batch_id[:8]) == {"img0.jpg": (30, 20), "img1.jpg": (31, 20)}
 
 
 def _accept_in_process(path: str, batch: NewBatch, results: multiprocessing.Queue) -> None:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from thumbctl.models import ItemView
 from thumbctl.proc import owner_id, owner_is_dead
 from thumbctl.settings import Ratio
 from thumbctl.store import (
@@ -23,9 +24,11 @@ from thumbctl.store import (
     reclaimable,
     remove_object_and_links,
     remove_stored_file,
+    shown_output,
     temp_files,
     temp_writer,
     write_json_atomically,
+    write_page,
     write_temp,
 )
 
@@ -86,6 +89,7 @@ def test_layout_paths_stay_inside_out(tmp_path: Path) -> None:
     assert layout.object_path(key, "jpg") == str(tmp_path / "objects" / "ab" / f"{key}.jpg")
     assert layout.friendly_path("rooms/sofa", Ratio(16, 9), "webp") == str(tmp_path / "rooms" / "sofa.16x9.webp")
     assert layout.batch_manifest_path("b_1") == str(tmp_path / "batches" / "b_1.json")
+    assert layout.batch_sheet_path("b_1") == str(tmp_path / "batches" / "b_1.html")
     assert layout.tmp_dir == str(tmp_path / ".tmp")
 
 
@@ -129,6 +133,70 @@ def test_batch_manifest_is_written_atomically(tmp_path: Path) -> None:
     write_json_atomically(layout, layout.batch_manifest_path("b_1"), {"ok": True})
     assert json.loads(Path(layout.batch_manifest_path("b_1")).read_text()) == {"ok": True}
     assert os.listdir(layout.tmp_dir) == []
+
+
+def published_item(tmp_path: Path, state: str = "succeeded") -> ItemView:
+    """A succeeded item whose object and friendly name exist, linked, under tmp_path/out."""
+    layout = OutputLayout(str(tmp_path / "out"))
+    obj = layout.object_path("ab" + "5" * 62, "jpg")
+    publish_object(write_temp(layout, b"pixels", "jpg"), obj)
+    friendly = layout.friendly_path("sofa", Ratio(1, 1), "jpg")
+    link_friendly(layout, obj, friendly)
+    return ItemView("sofa.jpg", "/src/sofa.jpg", "1:1", state, 1, None, None, "ab", obj, friendly, "t")
+
+
+def test_shown_output_is_the_friendly_name_while_it_links_to_the_object(tmp_path: Path) -> None:
+    item = published_item(tmp_path)
+    assert shown_output(item) == item.friendly_path
+
+
+@pytest.mark.parametrize("change", ["relinked", "removed"])
+def test_shown_output_falls_back_to_the_object_when_the_friendly_name_moved_on(tmp_path: Path, change: str) -> None:
+    item = published_item(tmp_path)
+    os.unlink(item.friendly_path)
+    if change == "relinked":
+        Path(item.friendly_path).write_bytes(b"a later batch's output")
+    assert shown_output(item) == item.object_path
+
+
+@pytest.mark.parametrize("state", ["failed", "queued", "cancelled"])
+def test_shown_output_is_none_without_a_success(tmp_path: Path, state: str) -> None:
+    assert shown_output(published_item(tmp_path, state)) is None
+
+
+def test_shown_output_is_none_when_the_object_is_gone(tmp_path: Path) -> None:
+    item = published_item(tmp_path)
+    os.unlink(item.friendly_path)
+    os.unlink(item.object_path)
+    assert shown_output(item) is None
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["inside-out", "elsewhere"])
+def test_write_page_replaces_the_file_atomically_and_leaves_no_temp(tmp_path: Path, inside: bool) -> None:
+    layout = OutputLayout(str(tmp_path / "out"))
+    target = Path(layout.batch_sheet_path("b_1")) if inside else tmp_path / "review" / "sheet.html"
+    target.parent.mkdir(parents=True)
+    target.write_text("old")
+    write_page(layout, str(target), "<p>é</p>")
+    assert target.read_text(encoding="utf-8") == "<p>é</p>"
+    assert os.listdir(target.parent) == [target.name]
+    assert os.listdir(layout.tmp_dir) == [] if inside else not os.path.exists(layout.tmp_dir)
+
+
+def test_write_page_needs_the_folder_unless_asked_to_create_it(tmp_path: Path) -> None:
+    layout = OutputLayout(str(tmp_path / "out"))
+    with pytest.raises(FileNotFoundError):
+        write_page(layout, str(tmp_path / "missing" / "sheet.html"), "x")
+    assert not (tmp_path / "missing").exists()
+    write_page(layout, layout.batch_sheet_path("b_1"), "x", create_folder=True)
+    assert Path(layout.batch_sheet_path("b_1")).read_text() == "x"
+
+
+def test_write_page_refuses_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "taken.html").mkdir()
+    with pytest.raises(IsADirectoryError):
+        write_page(OutputLayout(str(tmp_path / "out")), str(tmp_path / "taken.html"), "x")
+    assert os.listdir(tmp_path) == ["taken.html"]
 
 
 def test_temp_names_carry_their_writer(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from .reconcile import DEFAULT_GRACE, collect_garbage, reconcile
 from .reporter import Reporter
 from .runner import RunOptions, run_batch, run_work, wait_until_terminal, watch_batch
 from .settings import SettingError, parse_duration
+from .sheet import write_contact_sheet
 from .sources import ScanRules
 from .stats import build_report, write_prometheus_file
 
@@ -507,6 +508,32 @@ def config_command(
     reporter = _reporter(json_out)
     with _handled(reporter):
         reporter.settings(_settings(ctx))
+
+
+@app.command(epilog=COMMAND_EPILOG)
+def sheet(
+    batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE.html",
+            help="Where to write the page; its folder must exist. Default: OUT/batches/<batch_id>.html.",
+        ),
+    ] = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Write a contact sheet: every source with its crops side by side, failures with their reason.
+
+    One self-contained HTML page (no network, no JavaScript) with relative links to the
+    outputs; open it in a browser to review the crops. Exit 0 once written, whatever the batch's state.
+    """
+    reporter = _reporter(json_out, quiet)
+    with _handled(reporter), _open_ledger(db) as ledger:
+        reporter.sheet_written(write_contact_sheet(ledger, batch, output))
 
 
 GraceOption = Annotated[

@@ -21,6 +21,7 @@ from .errors import ThumbctlError, UnavailableError
 from .intake import IntakeReport
 from .models import ITEM_STATES, BatchView, EventView, Finding, GcReport, ItemView, ReconcileReport
 from .pool import Supervision
+from .sheet import SheetSummary
 from .stats import StatsReport
 
 STATE_STYLES = {
@@ -302,6 +303,16 @@ class Reporter:
         for name, setting in settings.values.items():
             table.add_row(name, escape(display_value(name, setting.value)), escape(setting.source))
         self._table(table)
+
+    def sheet_written(self, summary: SheetSummary) -> None:
+        if self.json_mode:
+            self.emit_json(summary.to_json())
+            return
+        self.say(f"Contact sheet of [bold]{summary.batch_id}[/] ({styled(summary.state)}): {escape(summary.path)}")
+        sizes = f"{summary.sources} sources, {summary.items} items"
+        self.say(f"  {sizes}: {summary.succeeded} succeeded, {summary.failed} failed")
+        if summary.missing:
+            self.say(f"  [red]{summary.missing} outputs are missing[/] (shown as placeholders; see thumbctl reconcile)")
 
     def reconciled(self, report: ReconcileReport, *, repair: bool) -> None:
         """One line per finding (its kind first), then a summary by kind. Quiet: only the

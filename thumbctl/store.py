@@ -5,12 +5,14 @@ Layout of OUT (nothing else is ever written there)::
     OUT/objects/<k[:2]>/<k>.<ext>        one object per derivative key
     OUT/<item path without ext>.<W>x<H>.<ext>   friendly names (links)
     OUT/batches/<batch_id>.json          per-batch manifest
+    OUT/batches/<batch_id>.html          contact sheet (``thumbctl sheet``, default place)
     OUT/.tmp/                            temp files of writers
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -96,6 +98,9 @@ class OutputLayout:
 
     def batch_manifest_path(self, batch_id: str) -> str:
         return f"{self.root}/batches/{batch_id}.json"
+
+    def batch_sheet_path(self, batch_id: str) -> str:
+        return f"{self.root}/batches/{batch_id}.html"
 
     @property
     def tmp_dir(self) -> str:
@@ -251,15 +256,55 @@ def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
 def write_text_atomically(path: Path, text: str) -> None:
     """Write a file outside OUT (a report, a metrics file) through a temp file beside it and an
     atomic rename, so a reader such as a metrics collector never sees half of it."""
-    staging = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    _write_and_rename(str(path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")), str(path), text)
+
+
+def _write_and_rename(staging: str, target: str, text: str) -> None:
+    """Write ``text`` durably to the new file ``staging``, then rename it over ``target``."""
     try:
-        with open(staging, "w", encoding="utf-8") as fh:
+        with open(staging, "x", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(staging, path)
+        os.replace(staging, target)
     finally:
-        discard(str(staging))
+        discard(staging)
+
+
+def shown_output(item: ItemView) -> str | None:
+    """The file that shows a succeeded item's output now, or None if it is gone.
+
+    The friendly name, while it still links to the item's object (a later batch
+    with other settings may have switched it to another object); else the object.
+    """
+    if item.state != "succeeded" or not item.object_path:
+        return None
+    if item.friendly_path:
+        with contextlib.suppress(OSError):
+            if os.path.samefile(item.friendly_path, item.object_path):
+                return item.friendly_path
+    return item.object_path if os.path.isfile(item.object_path) else None
+
+
+def write_page(layout: OutputLayout, path: str, text: str, *, create_folder: bool = False) -> None:
+    """Write an HTML page (UTF-8) to ``path`` through a temp file and an atomic rename.
+
+    Inside OUT the temp file is staged in OUT/.tmp like every other writer's;
+    elsewhere :func:`write_text_atomically` stages it beside ``path``. The
+    folder of ``path`` must exist unless ``create_folder``.
+    """
+    folder, name = os.path.split(os.path.abspath(path))
+    if create_folder:
+        os.makedirs(folder, exist_ok=True)
+    folder = os.path.realpath(folder)
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(errno.ENOENT, "no such folder", folder)
+    target = f"{folder}/{name}"
+    if os.path.commonpath([layout.root, folder]) != layout.root:
+        write_text_atomically(Path(target), text)
+        return
+    os.makedirs(layout.tmp_dir, exist_ok=True)
+    _write_and_rename(temp_name(layout, "html"), target, text)
 
 
 # -- inspection and removal (reconcile and gc) --------------------------------------------

@@ -375,6 +375,16 @@ class Ledger(WorkQueue, Observation, Maintenance):
         rows = self._conn.execute(sql + " ORDER BY e.seq", params).fetchall()
         return [EventView(*row[:11], bool(row[11])) for row in rows]
 
+    def source_sizes(self, batch_id: str) -> dict[str, tuple[int, int]]:
+        """Item id -> upright (width, height) of its source, for items whose header was read at submit."""
+        batch_id = self.resolve_batch_id(batch_id)
+        rows = self._conn.execute(
+            "SELECT item_id, source_width, source_height FROM items "
+            "WHERE batch_id = ? AND source_width IS NOT NULL AND source_height IS NOT NULL",
+            (batch_id,),
+        ).fetchall()
+        return {item_id: (width, height) for item_id, width, height in rows}
+
 
 def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     try:

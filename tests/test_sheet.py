@@ -1,0 +1,242 @@
+"""The contact sheet: built from a really rendered batch, parsed as HTML, every link followed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import defaultdict
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from typer.testing import CliRunner
+
+from thumbctl import Ledger
+from thumbctl.cli import app
+from thumbctl.models import BatchView, ItemView
+from thumbctl.sheet import render_sheet, write_contact_sheet
+
+from conftest import SAMPLE_IMAGES
+
+#: A file name that is also an HTML injection attempt and a URL with a fragment and a query.
+HOSTILE_ID = '<img src=x onerror=alert(1)> Tom & "Jerry\'s" #1 50%?é.jpg'
+
+
+class SheetParser(HTMLParser):
+    """Collects what the tests check: cards, their text, images, links and every attribute."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.attributes: list[tuple[str, str]] = []
+        self.cards: list[str] = []
+        self.card_text: dict[str, str] = defaultdict(str)
+        self.images: dict[str, list[dict[str, str]]] = defaultdict(list)
+        self.links: list[str] = []
+        self.current: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {name: value or "" for name, value in attrs}
+        self.tags.append(tag)
+        self.attributes.extend(values.items())
+        if tag == "section":
+            self.current = values["data-item-id"]
+            self.cards.append(self.current)
+        if tag == "img":
+            self.images[self.current or ""].append(values)
+            self.links.append(values["src"])
+        if tag == "a":
+            self.links.append(values["href"])
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "section":
+            self.current = None
+
+    def handle_data(self, data: str) -> None:
+        if self.current is not None:
+            self.card_text[self.current] += data
+
+
+def parse(page: str) -> SheetParser:
+    parser = SheetParser()
+    parser.feed(page)
+    parser.close()
+    return parser
+
+
+def invoke(tmp_path: Path, *args: object):
+    runner = CliRunner()
+    return runner.invoke(app, [*map(str, args), "--db", str(tmp_path / "ledger.db")], catch_exceptions=False)
+
+
+@pytest.fixture
+def rendered(tmp_path: Path, photos: Path, out_dir: Path) -> str:
+    """A batch run for real: four photos, a hostile file name, and a text file named .jpg."""
+    shutil.copy(SAMPLE_IMAGES / "orientation" / "Portrait_8.jpg", photos / HOSTILE_ID)
+    (photos / "notes.jpg").write_text("meeting notes, not a photo")
+    result = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9", "--json")
+    assert result.exit_code == 1, result.stderr  # partial: notes.jpg is not an image
+    return json.loads(result.stdout)["batch_id"]
+
+
+def assert_links_resolve(parser: SheetParser, page_dir: Path) -> None:
+    """Every link is relative, has no query or fragment, and names an existing file."""
+    assert parser.links
+    for link in parser.links:
+        parts = urlsplit(link)
+        assert not (parts.scheme or parts.netloc or parts.query or parts.fragment), link
+        assert not link.startswith("/"), link
+        assert (page_dir / unquote(link)).is_file(), link
+
+
+def assert_every_item_shown(parser: SheetParser, items: list[ItemView]) -> None:
+    """Each source has one card; each success an image of its output size; each failure its code."""
+    assert sorted(parser.cards) == sorted({i.item_id for i in items})
+    for item in items:
+        text, images = parser.card_text[item.item_id], parser.images[item.item_id]
+        if item.state == "succeeded":
+            (image,) = [img for img in images if img["alt"] == f"{item.item_id} {item.ratio}"]
+            assert (int(image["width"]), int(image["height"])) == (item.result["width"], item.result["height"])
+        else:
+            assert not images
+            assert item.state in text and item.error_code in text and item.error_detail in text
+
+
+def test_the_sheet_shows_every_item_and_every_link_resolves(tmp_path: Path, rendered: str, out_dir: Path) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        summary = write_contact_sheet(ledger, rendered)
+        items = ledger.items(rendered)
+    page = Path(summary.path)
+    assert page == Path(os.path.realpath(out_dir)) / "batches" / f"{rendered}.html"
+    parser = parse(page.read_text(encoding="utf-8"))
+    assert_every_item_shown(parser, items)
+    assert_links_resolve(parser, page.parent)
+    assert parser.card_text["notes.jpg"].count("unsupported_format") == 2
+    assert parser.cards[0] == "notes.jpg"  # sources that need attention come first
+    assert {i.state for i in items} == {"succeeded", "failed"}
+
+
+def test_the_sheet_is_self_contained_and_escapes_item_ids(tmp_path: Path, rendered: str) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        page = Path(write_contact_sheet(ledger, rendered).path).read_text(encoding="utf-8")
+    parser = parse(page)
+    assert "script" not in parser.tags and "link" not in parser.tags
+    assert not [(k, v) for k, v in parser.attributes if k.startswith("on")]
+    assert not [v for _, v in parser.attributes if "http:" in v or "https:" in v or "//" in v]
+    assert not [word for word in ("http:", "https:", "url(", "@import") if word in page]
+    assert parser.tags.count("img") == 10  # 5 photos x 2 ratios; the hostile name is text, not markup
+    assert HOSTILE_ID in parser.cards
+    assert "onerror=alert(1)> Tom" not in page
+
+
+def test_a_sheet_written_elsewhere_links_back_to_the_outputs(tmp_path: Path, rendered: str) -> None:
+    review = tmp_path / "review" / "sheet.html"
+    review.parent.mkdir()
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        summary = write_contact_sheet(ledger, rendered[:8], review)
+        items = ledger.items(rendered)
+    assert summary.path == str(review) and summary.batch_id == rendered
+    parser = parse(review.read_text(encoding="utf-8"))
+    assert_every_item_shown(parser, items)
+    assert_links_resolve(parser, review.parent)
+    assert [p.name for p in review.parent.iterdir()] == ["sheet.html"]  # no temp file left behind
+
+
+def test_links_keep_to_the_batchs_own_objects_after_a_later_batch_takes_the_names(
+    tmp_path: Path, photos: Path, out_dir: Path
+) -> None:
+    first = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
+    second = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--size", "96", "--json")
+    assert first.exit_code == second.exit_code == 0
+    batch_id = json.loads(first.stdout)["batch_id"]
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        page = Path(write_contact_sheet(ledger, batch_id).path)
+        items = ledger.items(batch_id)
+    parser = parse(page.read_text(encoding="utf-8"))
+    shown = {os.path.realpath(page.parent / unquote(src)) for src in parser.links}
+    assert shown == {os.path.realpath(i.object_path) for i in items}
+    assert_every_item_shown(parser, items)
+
+
+def test_outputs_reused_at_submit_are_shown_without_a_crop(tmp_path: Path, photos: Path, out_dir: Path) -> None:
+    invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1")
+    again = invoke(tmp_path, "submit", photos, "--out", out_dir, "-r", "1:1", "--key", "again", "--detach", "--json")
+    batch_id = json.loads(again.stdout)["batch_id"]
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        page = Path(write_contact_sheet(ledger, batch_id).path)
+        items = ledger.items(batch_id)
+    assert {i.state for i in items} == {"succeeded"} and all(i.result is None for i in items)
+    parser = parse(page.read_text(encoding="utf-8"))
+    assert parser.tags.count("img") == len(items) == 4
+    assert all("aspect-ratio:1 / 1" in img["style"] for imgs in parser.images.values() for img in imgs)
+    assert all("no crop recorded" in parser.card_text[i.item_id] for i in items)
+    assert_links_resolve(parser, page.parent)
+
+
+def view_of(state: str, error_code: str | None = None) -> tuple[BatchView, list[ItemView]]:
+    """A batch of one unfinished or failed item, as the ledger would project it."""
+    counts = {"queued": 0, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0, state: 1}
+    batch = BatchView("b_1", state, "k", "d", 1, counts, "2026-01-02T03:04:05Z", "t", None, None, "/o", "/o/m", "/s")
+    detail = "why" if error_code else None
+    item = ItemView("a.jpg", "/s/a.jpg", "4:3", state, 1, error_code, detail, None, None, None, "t")
+    return batch, [item]
+
+
+@pytest.mark.parametrize(
+    ("state", "error_code", "label"),
+    [
+        ("queued", None, "queued"),
+        ("running", None, "running"),
+        ("cancelled", None, "cancelled"),
+        ("failed", "timeout", "failed"),
+        ("succeeded", None, "missing"),  # its output file is gone
+    ],
+)
+def test_items_without_an_output_to_show_are_labelled_placeholders(state: str, error_code: str | None, label: str):
+    batch, items = view_of(state, error_code)
+    parser = parse(render_sheet(batch, items, {"a.jpg": (400, 300)}, {}, "/o/batches"))
+    assert parser.cards == ["a.jpg"] and not parser.links
+    text = parser.card_text["a.jpg"]
+    assert label in text and "400×300 px" in text
+    assert (error_code or "") in text and ("why" in text) == bool(error_code)
+    assert ("aspect-ratio", "4 / 3") in [tuple(v.split(":")) for k, v in parser.attributes if k == "style"]
+
+
+@pytest.mark.parametrize("place", ["missing/review.html", "."], ids=["folder-missing", "a-folder"])
+def test_sheet_refuses_an_unwritable_place_with_exit_2(tmp_path: Path, rendered: str, place: str):
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = invoke(tmp_path, "sheet", rendered, "-o", tmp_path / place, "--json")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "cannot_write" in result.stderr and "cannot write the contact sheet" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_sheet_json_names_the_page_and_its_counts(tmp_path: Path, rendered: str, out_dir: Path) -> None:
+    result = invoke(tmp_path, "sheet", rendered[:6], "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {
+        "batch_id": rendered,
+        "state": "partial",
+        "path": str(Path(os.path.realpath(out_dir)) / "batches" / f"{rendered}.html"),
+        "sources": 6,
+        "items": 12,
+        "succeeded": 10,
+        "failed": 2,
+        "missing": 0,
+    }
+
+
+def test_sheet_human_output_goes_to_stderr(tmp_path: Path, rendered: str) -> None:
+    review = tmp_path / "review.html"
+    result = invoke(tmp_path, "sheet", rendered, "-o", review)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert str(review) in result.stderr and "6 sources, 12 items: 10 succeeded, 2 failed" in result.stderr
+    assert review.is_file()
+
+
+def test_sheet_of_an_unknown_batch_is_a_usage_error(tmp_path: Path) -> None:
+    result = invoke(tmp_path, "sheet", "b_nope", "--json")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "batch_not_found" in result.stderr

@@ -1,0 +1,359 @@
+"""The contact sheet of a batch: one self-contained HTML page to review its crops at a glance.
+
+Each source is a card: its id and size, a small diagram of the source frame with
+every crop window drawn on it, and its crops side by side at their true aspect
+ratios. Failed, cancelled and unfinished items are labelled placeholders with
+their state, error code and detail. Images are relative links to the outputs,
+so the page works from disk, offline, with no JavaScript; nothing is copied.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from urllib.parse import quote
+
+from .errors import CannotWrite
+from .ledger import Ledger
+from .models import ITEM_STATES, BatchView, ItemView
+from .store import OutputLayout, shown_output, write_page
+
+#: Outline colours of the ratios, in the order the batch lists them.
+RATIO_COLOURS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2")
+FRAME_BOX = (168, 126)  # the source diagram fits in this many CSS px
+
+ItemKey = tuple[str, str]  # (item id, ratio)
+
+
+@dataclass(frozen=True)
+class SheetSummary:
+    """What ``thumbctl sheet`` wrote."""
+
+    batch_id: str
+    state: str
+    path: str
+    sources: int
+    items: int
+    succeeded: int
+    failed: int
+    #: Succeeded items whose output file is gone (shown as placeholders).
+    missing: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "batch_id": self.batch_id,
+            "state": self.state,
+            "path": self.path,
+            "sources": self.sources,
+            "items": self.items,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "missing": self.missing,
+        }
+
+
+def write_contact_sheet(ledger: Ledger, batch: str, path: Path | None = None) -> SheetSummary:
+    """Write the contact sheet of ``batch`` to ``path`` (default OUT/batches/<batch_id>.html).
+
+    The folder of an explicit ``path`` must exist; the default one is created.
+    """
+    view = ledger.batch(batch)
+    items = ledger.items(view.batch_id)
+    layout = OutputLayout(view.out_dir)
+    target = sheet_target(layout, view.batch_id, path)
+    shown = {(i.item_id, i.ratio): p for i in items if (p := shown_output(i))}
+    page = render_sheet(view, items, ledger.source_sizes(view.batch_id), shown, os.path.dirname(target))
+    try:
+        write_page(layout, target, page, create_folder=path is None)
+    except OSError as exc:
+        raise CannotWrite(f"cannot write the contact sheet to {target}: {exc.strerror or exc}") from exc
+    succeeded = sum(1 for i in items if i.state == "succeeded")
+    return SheetSummary(
+        batch_id=view.batch_id,
+        state=view.state,
+        path=target,
+        sources=len({i.item_id for i in items}),
+        items=len(items),
+        succeeded=succeeded,
+        failed=sum(1 for i in items if i.state == "failed"),
+        missing=succeeded - len(shown),
+    )
+
+
+def sheet_target(layout: OutputLayout, batch_id: str, path: Path | None) -> str:
+    """Where the page goes, with its folder resolved so relative links are computed from the real place."""
+    if path is None:
+        return layout.batch_sheet_path(batch_id)
+    folder, name = os.path.split(os.path.abspath(path))
+    return os.path.join(os.path.realpath(folder), name)
+
+
+def render_sheet(
+    batch: BatchView,
+    items: list[ItemView],
+    sizes: dict[str, tuple[int, int]],
+    shown: dict[ItemKey, str],
+    page_dir: str,
+) -> str:
+    """The whole page.
+
+    ``shown`` maps (item id, ratio) to the output file to show; links are relative to ``page_dir``.
+    """
+    ratios = list(dict.fromkeys(i.ratio for i in items))
+    colours = {r: RATIO_COLOURS[n % len(RATIO_COLOURS)] for n, r in enumerate(ratios)}
+    groups = group_by_source(items, shown)
+    cards = "\n".join(
+        source_card(item_id, group, sizes.get(item_id), shown, page_dir, colours) for item_id, group in groups.items()
+    )
+    title = f"Contact sheet · {batch.batch_id}"
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+        f"<title>{escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+        f"{sheet_header(batch, len(groups), ratios, colours, page_dir)}\n"
+        f'<main class="sheet">\n{cards}\n</main>\n</body>\n</html>\n'
+    )
+
+
+def group_by_source(items: list[ItemView], shown: dict[ItemKey, str]) -> dict[str, list[ItemView]]:
+    """Items by item id (one source each), in ledger order, sources with an item not shown first.
+
+    On a sheet of thousands of sources, the ones that need attention must not hide at the bottom.
+    """
+    groups: dict[str, list[ItemView]] = {}
+    for item in items:
+        groups.setdefault(item.item_id, []).append(item)
+    ordered = sorted(groups.items(), key=lambda pair: all((i.item_id, i.ratio) in shown for i in pair[1]))
+    return dict(ordered)
+
+
+def relative_href(path: str, page_dir: str) -> str:
+    """A URL to ``path`` relative to the page, percent-encoded (names may hold ``#``, ``?``, ``%``)."""
+    return quote(os.path.relpath(path, page_dir), safe="/")
+
+
+def sheet_header(batch: BatchView, sources: int, ratios: list[str], colours: dict[str, str], page_dir: str) -> str:
+    counts = "".join(
+        f'<li class="count {state}"><b>{batch.counts[state]}</b> {state}</li>'
+        for state in ITEM_STATES
+        if batch.counts[state]
+    )
+    legend = "".join(f'<li><i style="--c:{colours[r]}"></i>{escape(r)}</li>' for r in ratios)
+    facts = [("created", timestamp(batch.created_at)), ("finished", timestamp(batch.finished_at))]
+    if batch.cancel_requested_at:
+        facts.append(("cancel requested", timestamp(batch.cancel_requested_at)))
+    source = os.path.relpath(batch.source_root, page_dir)
+    facts.append(("source", f'<span title="{escape(batch.source_root)}">{escape(source)}</span>'))
+    dl = "".join(f"<div><dt>{escape(k)}</dt><dd>{v}</dd></div>" for k, v in facts)
+    return (
+        '<header class="batch">\n'
+        f'<div class="title"><h1>Contact sheet</h1><code class="batch-id">{escape(batch.batch_id)}</code>'
+        f'<span class="pill {escape(batch.state)}">{escape(batch.state)}</span></div>\n'
+        f'<ul class="counts"><li class="count"><b>{sources}</b> sources</li>'
+        f'<li class="count"><b>{batch.total}</b> items</li>{counts}</ul>\n'
+        f"{failure_summary(batch)}"
+        f'<dl class="facts">{dl}</dl>\n'
+        f'<ul class="legend" aria-label="crop windows">{legend}</ul>\n'
+        "</header>"
+    )
+
+
+def timestamp(at: str | None) -> str:
+    """``2026-01-02T03:04:05.123Z`` shown as ``2026-01-02 03:04:05 UTC``, in a <time> element."""
+    if not at:
+        return "not yet"
+    shown = at[:19].replace("T", " ") + " UTC" if at.endswith("Z") else at
+    return f'<time datetime="{escape(at)}">{escape(shown)}</time>'
+
+
+def breakable(text: str) -> str:
+    """Escaped text that may wrap after each ``/`` of a path."""
+    return escape(text).replace("/", "/<wbr>")
+
+
+def failure_summary(batch: BatchView) -> str:
+    """One line per error code with how many items failed with it."""
+    by_code = Counter(f.error_code for f in batch.failures)
+    if not by_code:
+        return ""
+    parts = "".join(f"<li><code>{escape(code)}</code> ×{n}</li>" for code, n in by_code.most_common())
+    return f'<ul class="failure-codes" aria-label="failures by code">{parts}</ul>\n'
+
+
+def source_card(
+    item_id: str,
+    items: list[ItemView],
+    size: tuple[int, int] | None,
+    shown: dict[ItemKey, str],
+    page_dir: str,
+    colours: dict[str, str],
+) -> str:
+    """One source: its id, size and crop diagram, then one tile per ratio."""
+    tiles = "".join(
+        crop_figure(item, shown[(item.item_id, item.ratio)], page_dir, colours[item.ratio])
+        if (item.item_id, item.ratio) in shown
+        else placeholder_figure(item, colours[item.ratio])
+        for item in items
+    )
+    flagged = " has-problem" if any((i.item_id, i.ratio) not in shown for i in items) else ""
+    dimensions = f"{size[0]}×{size[1]} px" if size else "size unknown"
+    return (
+        f'<section class="source{flagged}" data-item-id="{escape(item_id)}">\n'
+        f'<div class="about"><h2>{breakable(item_id)}</h2><p class="dims">{dimensions}</p>'
+        f"{source_frame(size, items, colours)}</div>\n"
+        f'<div class="crops">{tiles}</div>\n</section>'
+    )
+
+
+def source_frame(size: tuple[int, int] | None, items: list[ItemView], colours: dict[str, str]) -> str:
+    """The source's outline, scaled down, with each recorded crop window drawn on it (CSS only)."""
+    if not size:
+        return ""
+    width, height = size
+    scale = min(FRAME_BOX[0] / width, FRAME_BOX[1] / height)
+    windows = "".join(crop_window(item, size, colours[item.ratio]) for item in items)
+    return (
+        f'<div class="frame" style="width:{round(width * scale)}px;height:{round(height * scale)}px" '
+        f'role="img" aria-label="crop windows on the source">{windows}</div>'
+    )
+
+
+def crop_window(item: ItemView, size: tuple[int, int], colour: str) -> str:
+    box = crop_box(item)
+    if box is None:
+        return ""
+    width, height = size
+    left, top, right, bottom = box
+    return (
+        f'<span class="window" title="{escape(item.ratio)}" style="--c:{colour};'
+        f"left:{100 * left / width:.2f}%;top:{100 * top / height:.2f}%;"
+        f'width:{100 * (right - left) / width:.2f}%;height:{100 * (bottom - top) / height:.2f}%"></span>'
+    )
+
+
+def crop_box(item: ItemView) -> tuple[int, int, int, int] | None:
+    """The crop window the render recorded, if any (outputs reused at submit record none)."""
+    crop = (item.result or {}).get("crop")
+    if not isinstance(crop, dict) or len(crop.get("box") or ()) != 4:
+        return None
+    left, top, right, bottom = (int(v) for v in crop["box"])
+    return left, top, right, bottom
+
+
+def crop_figure(item: ItemView, path: str, page_dir: str, colour: str) -> str:
+    """A crop at its true aspect ratio, linked to the full-size output."""
+    href = escape(relative_href(path, page_dir))
+    out_w, out_h = output_size(item)
+    dims = f'width="{out_w}" height="{out_h}"' if out_w else f'style="aspect-ratio:{ratio_css(item.ratio)}"'
+    alt = escape(f"{item.item_id} {item.ratio}")
+    return (
+        f'<figure class="tile" style="--c:{colour}"><a href="{href}">'
+        f'<img src="{href}" {dims} alt="{alt}" loading="lazy" decoding="async"></a>'
+        f"<figcaption>{crop_caption(item)}</figcaption></figure>"
+    )
+
+
+def output_size(item: ItemView) -> tuple[int, int] | tuple[None, None]:
+    result = item.result or {}
+    width, height = result.get("width"), result.get("height")
+    if isinstance(width, int) and isinstance(height, int):
+        return width, height
+    return None, None
+
+
+def crop_caption(item: ItemView) -> str:
+    """``1:1 512×512`` then ``smart 0.81 · 1200×1200 at 310,0`` (the window in source pixels)."""
+    out_w, out_h = output_size(item)
+    first = f'<span class="ratio">{escape(item.ratio)}</span> {out_w}×{out_h}' if out_w else escape(item.ratio)
+    crop = (item.result or {}).get("crop")
+    box = crop_box(item)
+    if not isinstance(crop, dict) or box is None:
+        return f'{first}<br><span class="muted">no crop recorded (output reused)</span>'
+    left, top, right, bottom = box
+    score = crop.get("score")
+    score_text = f" {score:.2f}" if isinstance(score, int | float) else ""
+    second = f"{escape(str(crop.get('policy', '')))}{score_text} · {right - left}×{bottom - top} at {left},{top}"
+    if (item.result or {}).get("source_smaller_than_target"):
+        second += " · source smaller than asked"
+    return f"{first}<br>{second}"
+
+
+def placeholder_figure(item: ItemView, colour: str) -> str:
+    """A labelled box of the ratio's shape for an item with no output to show."""
+    if item.state == "succeeded":
+        label, code, detail = "missing", "", "the output file is gone; see thumbctl reconcile"
+    else:
+        label, code, detail = item.state, item.error_code or "", item.error_detail or ""
+    code_html = f'<code class="error-code">{escape(code)}</code>' if code else ""
+    detail_html = f'<p class="detail">{escape(detail)}</p>' if detail else ""
+    return (
+        f'<figure class="tile placeholder {escape(item.state)}" style="--c:{colour}">'
+        f'<div class="box" style="aspect-ratio:{ratio_css(item.ratio)}">'
+        f'<span class="state">{escape(label)}</span>{code_html}</div>'
+        f'<figcaption><span class="ratio">{escape(item.ratio)}</span>{detail_html}</figcaption></figure>'
+    )
+
+
+def ratio_css(ratio: str) -> str:
+    """``16:9`` -> ``16 / 9`` for CSS ``aspect-ratio``; anything unexpected -> a square."""
+    w, _, h = ratio.partition(":")
+    return f"{int(w)} / {int(h)}" if w.isdigit() and h.isdigit() and int(w) and int(h) else "1 / 1"
+
+
+CSP = "default-src 'none'; img-src 'self' file:; style-src 'unsafe-inline'"
+
+STYLE = """
+:root { color-scheme: light; --ink: #1c1917; --muted: #78716c; --line: #e7e5e4; --bad: #dc2626; }
+* { box-sizing: border-box; }
+body { margin: 0; background: #f5f5f4; color: var(--ink);
+  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
+header.batch { background: #fff; border-bottom: 1px solid var(--line); padding: 20px 28px 16px; }
+.title { display: flex; align-items: baseline; gap: 12px; flex-wrap: wrap; }
+h1 { font-size: 20px; margin: 0; font-weight: 650; }
+.batch-id { color: var(--muted); }
+.pill { font-size: 12px; font-weight: 600; padding: 2px 10px; border-radius: 999px; background: #e7e5e4; }
+.pill.succeeded { background: #dcfce7; color: #166534; } .pill.partial { background: #fef3c7; color: #92400e; }
+.pill.failed, .pill.cancelled { background: #fee2e2; color: #991b1b; }
+.pill.running, .pill.queued, .pill.cancel_requested { background: #e0f2fe; color: #075985; }
+ul { list-style: none; margin: 0; padding: 0; }
+.counts, .failure-codes, .legend { display: flex; flex-wrap: wrap; gap: 8px 18px; margin-top: 12px; }
+.count b { font-size: 16px; } .count.succeeded b { color: #15803d; } .count.failed b { color: var(--bad); }
+.count.cancelled b { color: #a21caf; }
+.failure-codes li { background: #fef2f2; color: #991b1b; border-radius: 6px; padding: 2px 8px; }
+.facts { display: flex; flex-wrap: wrap; gap: 4px 24px; margin: 12px 0 0; color: var(--muted); }
+.facts div { display: flex; gap: 6px; } .facts dt::after { content: ":"; } .facts dd { margin: 0; color: var(--ink); }
+.legend { color: var(--muted); font-size: 13px; }
+.legend i { display: inline-block; width: 12px; height: 12px; border: 2px solid var(--c); border-radius: 2px;
+  margin-right: 6px; vertical-align: -1px; }
+.sheet { padding: 20px 28px 40px; display: grid; gap: 14px; }
+.source { display: grid; grid-template-columns: 200px 1fr; gap: 20px; background: #fff; border: 1px solid var(--line);
+  border-radius: 10px; padding: 14px 16px; box-shadow: 0 1px 2px rgb(0 0 0 / 4%); }
+.source.has-problem { border-left: 4px solid var(--bad); }
+.about h2 { font-size: 14px; font-weight: 600; margin: 0; overflow-wrap: break-word; }
+.dims { margin: 2px 0 10px; color: var(--muted); font-size: 13px; }
+.frame { position: relative; background: repeating-linear-gradient(45deg, #f5f5f4 0 6px, #ecebea 6px 12px);
+  border: 1px solid #d6d3d1; }
+.window { position: absolute; border: 2px solid var(--c); border-radius: 1px; }
+.crops { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; min-width: 0; }
+.tile { margin: 0; min-width: 150px; max-width: 100%; }
+.tile img, .tile .box { display: block; height: 196px; width: auto; max-width: 100%; object-fit: contain;
+  border-radius: 3px; outline: 2px solid var(--c); outline-offset: 2px; }
+.tile a { display: block; margin: 4px; }
+.tile figcaption { width: 0; min-width: calc(100% - 8px); margin: 8px 4px 0; font-size: 12px; color: var(--muted);
+  line-height: 1.4; }
+.tile .ratio { font-weight: 650; color: var(--ink); }
+.placeholder .box { margin: 4px; min-width: 142px; display: flex; flex-direction: column; align-items: center;
+  justify-content: center; gap: 6px; background: #fafaf9; outline: 2px dashed #d6d3d1; }
+.placeholder.failed .box { background: #fef2f2; outline-color: #fca5a5; }
+.placeholder .state { font-weight: 650; text-transform: uppercase; font-size: 11px; letter-spacing: .06em; }
+.placeholder.failed .state, .error-code { color: #b91c1c; }
+.placeholder .detail { margin: 2px 0 0; overflow-wrap: anywhere; }
+.muted { color: var(--muted); }
+@media (max-width: 720px) { .source { grid-template-columns: 1fr; } }
+"""
