@@ -400,6 +400,7 @@ def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli) -> None:
         "links_removed": 0,
         "temp_files_removed": 0,
         "manifests_removed": 0,
+        "sheets_removed": 0,
         "bytes_reclaimed": 0,
     }
 

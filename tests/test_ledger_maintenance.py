@@ -72,7 +72,7 @@ def test_a_batch_expires_once_and_only_when_every_item_is_terminal(ledger: Ledge
     assert ledger.expire_batch(batch.batch_id, future) is False
     assert [e.to_state for e in ledger.events(batch.batch_id)][-1] == "expired"
     assert ledger.published_items() == [] and ledger.referenced_object_paths() == set()
-    assert ledger.expired_manifests() == [(str(out_dir), batch.manifest_path)]
+    assert ledger.expired_manifests() == [(str(out_dir), batch.batch_id, batch.manifest_path)]
 
 
 def test_a_version_1_ledger_is_migrated_to_version_2(tmp_path: Path) -> None:

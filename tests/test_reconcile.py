@@ -25,6 +25,7 @@ from thumbctl.proc import owner_id
 from thumbctl.reconcile import collect_garbage, find_problems, reconcile
 from thumbctl.retrypolicy import Backoff
 from thumbctl.runner import write_batch_manifest
+from thumbctl.sheet import write_contact_sheet
 from thumbctl.store import host_tag
 from thumbctl.worker import WorkerConfig, run_worker
 
@@ -344,6 +345,7 @@ def test_gc_keeps_an_object_until_no_remaining_batch_references_it(
     second = accept(led, photos, out_dir, key="second")  # the same photos, all reused: every object shared
     for batch_id in (first.batch_id, second.batch_id):
         write_batch_manifest(led, led.batch(batch_id))
+        write_contact_sheet(led, batch_id)
     assert led.batch(second.batch_id).counts["succeeded"] == 12
     shared = objects_in(out_dir)
     assert len(shared) == 12
@@ -358,20 +360,24 @@ def test_gc_keeps_an_object_until_no_remaining_batch_references_it(
     assert report.expired_batches == (second.batch_id,)
     assert (report.objects_removed, report.links_removed, report.manifests_removed) == (0, 0, 1)
     assert objects_in(out_dir) == shared  # first still references every one of them
+    assert report.sheets_removed == 1
     assert not Path(led.batch(second.batch_id).manifest_path).exists()
+    assert not (out_dir / "batches" / f"{second.batch_id}.html").exists()
     assert Path(led.batch(first.batch_id).manifest_path).exists()
+    assert (out_dir / "batches" / f"{first.batch_id}.html").exists()
     expired = led.events(second.batch_id)[-1]
     assert (expired.item_id, expired.to_state) == (None, "expired")
     assert find_problems(led) == []
 
     clock.offset = 31 * DAY
-    freed = sum(p.stat().st_size for p in shared) + Path(led.batch(first.batch_id).manifest_path).stat().st_size
+    documents = [Path(led.batch(first.batch_id).manifest_path), out_dir / "batches" / f"{first.batch_id}.html"]
+    freed = sum(p.stat().st_size for p in [*shared, *documents])
     dry = collect_garbage(led, 30 * DAY, dry_run=True)
-    assert dry == GcReport(True, (first.batch_id,), 12, 12, 0, 1, freed)
+    assert dry == GcReport(True, (first.batch_id,), 12, 12, 0, 1, freed, sheets_removed=1)
     assert objects_in(out_dir) == shared
     report = collect_garbage(led, 30 * DAY)
-    assert report == GcReport(False, (first.batch_id,), 12, 12, 0, 1, freed)
-    assert [p for p in out_dir.rglob("*") if p.is_file()] == []  # objects, friendly names, manifests
+    assert report == GcReport(False, (first.batch_id,), 12, 12, 0, 1, freed, sheets_removed=1)
+    assert [p for p in out_dir.rglob("*") if p.is_file()] == []  # objects, friendly names, manifests, sheets
     assert find_problems(led) == []
     assert collect_garbage(led, 30 * DAY) == GcReport(False, (), 0, 0, 0, 0, 0)
 

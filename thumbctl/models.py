@@ -391,6 +391,7 @@ class GcReport:
     temp_files_removed: int
     manifests_removed: int
     bytes_reclaimed: int
+    sheets_removed: int = 0
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -400,5 +401,6 @@ class GcReport:
             "links_removed": self.links_removed,
             "temp_files_removed": self.temp_files_removed,
             "manifests_removed": self.manifests_removed,
+            "sheets_removed": self.sheets_removed,
             "bytes_reclaimed": self.bytes_reclaimed,
         }

@@ -246,7 +246,7 @@ def collect_garbage(
     pending = expired if dry_run else []
     objects, links, object_bytes = _collect_objects(ledger, pending, dry_run)
     temps, temp_bytes = _collect_temps(ledger, now, grace, is_dead, dry_run)
-    manifests, manifest_bytes = _collect_manifests(ledger, pending, dry_run)
+    (manifests, sheets), document_bytes = _collect_batch_documents(ledger, pending, dry_run)
     return GcReport(
         dry_run=dry_run,
         expired_batches=tuple(expired),
@@ -254,7 +254,8 @@ def collect_garbage(
         links_removed=links,
         temp_files_removed=temps,
         manifests_removed=manifests,
-        bytes_reclaimed=object_bytes + temp_bytes + manifest_bytes,
+        sheets_removed=sheets,
+        bytes_reclaimed=object_bytes + temp_bytes + document_bytes,
     )
 
 
@@ -292,11 +293,15 @@ def _collect_temps(ledger: Ledger, now: float, grace: float, is_dead: IsDead, dr
     return count, freed
 
 
-def _collect_manifests(ledger: Ledger, pending: list[str], dry_run: bool) -> tuple[int, int]:
-    count = freed = 0
-    for out_dir, manifest in ledger.expired_manifests(also_expiring=pending):
-        if not os.path.isfile(manifest):
-            continue
-        count += 1
-        freed += os.path.getsize(manifest) if dry_run else remove_stored_file(OutputLayout(out_dir), manifest)
-    return count, freed
+def _collect_batch_documents(ledger: Ledger, pending: list[str], dry_run: bool) -> tuple[tuple[int, int], int]:
+    """Expired batches' manifests and contact sheets (at their default place in OUT):
+    ((manifests, sheets), bytes)."""
+    manifests = sheets = freed = 0
+    for out_dir, batch_id, manifest in ledger.expired_manifests(also_expiring=pending):
+        layout = OutputLayout(out_dir)
+        for path, is_sheet in ((manifest, False), (layout.batch_sheet_path(batch_id), True)):
+            if not os.path.isfile(path):
+                continue
+            sheets, manifests = (sheets + 1, manifests) if is_sheet else (sheets, manifests + 1)
+            freed += os.path.getsize(path) if dry_run else remove_stored_file(layout, path)
+    return (manifests, sheets), freed

@@ -348,7 +348,8 @@ class Reporter:
         self.say(f"{expired} {len(report.expired_batches)} batches: {' '.join(report.expired_batches) or '-'}")
         self.say(
             f"{verb} {report.objects_removed} objects, {report.links_removed} friendly names, "
-            f"{report.temp_files_removed} temp files, {report.manifests_removed} manifests"
+            f"{report.temp_files_removed} temp files, {report.manifests_removed} manifests, "
+            f"{report.sheets_removed} contact sheets"
         )
         self.say(f"{'reclaimable' if report.dry_run else 'reclaimed'}: {format_bytes(report.bytes_reclaimed)}")
 

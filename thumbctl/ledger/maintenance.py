@@ -204,15 +204,16 @@ class Maintenance:
             self._append_event(at, batch_id, None, None, None, "expired", detail=detail)
             return True
 
-    def expired_manifests(self, *, also_expiring: Sequence[str] = ()) -> list[tuple[str, str]]:
-        """(output folder, manifest path) of every expired batch (and those in ``also_expiring``)."""
+    def expired_manifests(self, *, also_expiring: Sequence[str] = ()) -> list[tuple[str, str, str]]:
+        """(output folder, batch id, manifest path) of every expired batch (and those in ``also_expiring``)."""
         marks = ",".join("?" * len(also_expiring))
         extra = f" OR batch_id IN ({marks})" if also_expiring else ""
         rows = self._conn.execute(
-            f"SELECT out_dir, manifest_path FROM batches WHERE expired_at IS NOT NULL{extra} ORDER BY batch_id",
+            f"SELECT out_dir, batch_id, manifest_path FROM batches WHERE expired_at IS NOT NULL{extra} "
+            "ORDER BY batch_id",
             list(also_expiring),
         ).fetchall()
-        return [(r[0], r[1]) for r in rows]
+        return [(r[0], r[1], r[2]) for r in rows]
 
     def expired_friendly_paths(self, key: str, object_path: str, *, also_expiring: Sequence[str] = ()) -> list[str]:
         """Friendly names of expired items of this object that no live item claims."""
