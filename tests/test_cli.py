@@ -449,8 +449,8 @@ def test_gc_dry_run_then_gc_reclaims_the_bytes_of_expired_batches(cli, photos: P
     assert [p for p in out_dir.rglob("*") if p.is_file()] == files
     done = cli("gc", "--older-than", "0s")
     assert done.exit_code == 0 and done.stdout == ""
-    assert f"expired 1 batches: {batch['batch_id']}" in done.stderr
-    assert "removed 4 objects, 4 friendly names, 0 temp files, 1 manifests" in done.stderr
+    assert f"expired 1 batch: {batch['batch_id']}" in done.stderr
+    assert "removed 4 objects, 4 friendly names, 0 temp files, 1 manifest" in done.stderr
     assert "reclaimed: " in done.stderr and "kB" in done.stderr
     assert [p for p in out_dir.rglob("*") if p.is_file()] == []
 

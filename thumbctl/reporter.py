@@ -60,6 +60,13 @@ def format_bytes(n: int) -> str:
     return f"{size:.1f} GB"
 
 
+def plural(n: int, noun: str) -> str:
+    """``1 batch``, ``2 batches``, ``0 findings``."""
+    if n == 1:
+        return f"{n} {noun}"
+    return f"{n} {noun}es" if noun.endswith(("s", "sh", "ch", "x")) else f"{n} {noun}s"
+
+
 def format_ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
@@ -337,7 +344,7 @@ class Reporter:
             if repair
             else "; --repair applies the safe repairs, `thumbctl gc` removes orphan objects"
         )
-        self.say(f"{len(report.findings)} findings ({kinds}){tail}")
+        self.say(f"{plural(len(report.findings), 'finding')} ({kinds}){tail}")
 
     def garbage_collected(self, report: GcReport) -> None:
         if self.json_mode:
@@ -345,11 +352,12 @@ class Reporter:
             return
         verb = "would remove" if report.dry_run else "removed"
         expired = "would expire" if report.dry_run else "expired"
-        self.say(f"{expired} {len(report.expired_batches)} batches: {' '.join(report.expired_batches) or '-'}")
+        batches = plural(len(report.expired_batches), "batch")
+        self.say(f"{expired} {batches}: {' '.join(report.expired_batches) or '-'}")
         self.say(
-            f"{verb} {report.objects_removed} objects, {report.links_removed} friendly names, "
-            f"{report.temp_files_removed} temp files, {report.manifests_removed} manifests, "
-            f"{report.sheets_removed} contact sheets"
+            f"{verb} {plural(report.objects_removed, 'object')}, {plural(report.links_removed, 'friendly name')}, "
+            f"{plural(report.temp_files_removed, 'temp file')}, {plural(report.manifests_removed, 'manifest')}, "
+            f"{plural(report.sheets_removed, 'contact sheet')}"
         )
         self.say(f"{'reclaimable' if report.dry_run else 'reclaimed'}: {format_bytes(report.bytes_reclaimed)}")
 
