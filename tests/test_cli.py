@@ -482,3 +482,41 @@ def test_quiet_reconcile_prints_only_the_findings_that_remain(cli, photos: Path,
     assert left.stderr.splitlines() == [
         f"orphan_object: no item of a live batch references this object (11 bytes); `thumbctl gc` removes it {orphan}"
     ]
+
+
+STATS_FIELDS = {
+    "at", "since", "window_seconds", "batch_id", "queue", "counts", "rates_per_second", "retries",
+    "cancellations", "bytes_read", "bytes_written", "per_ratio", "dedup_hits", "timings_ms",
+}  # fmt: skip
+
+
+def test_every_json_command_prints_one_document_of_its_documented_shape(cli, photos: Path, out_dir: Path) -> None:
+    (photos / "notes.jpg").write_text("not a photo")
+    submitted = cli("submit", photos, "--out", out_dir, "-w", "1", "--json")
+    assert submitted.exit_code == 1
+    batch = json.loads(submitted.stdout)
+    bid = batch["batch_id"]
+    assert set(batch) >= BATCH_FIELDS and batch["failures"][0]["error_code"] == "unsupported_format"
+    assert set(batch["failures"][0]) == {"item_id", "ratio", "error_code", "detail"}
+
+    def doc(*args: str) -> dict:
+        result = cli(*args, "--json")
+        assert result.exit_code in (0, 1), result.stderr
+        return json.loads(result.stdout)  # the whole of stdout is one JSON document
+
+    assert set(doc("status", bid)) >= BATCH_FIELDS
+    listing = doc("status")
+    assert list(listing) == ["batches"] and set(listing["batches"][0]) >= BATCH_FIELDS - {"failures"}
+    items = doc("status", bid, "--items")
+    assert list(items) == ["batch_id", "items"] and all(set(i) >= ITEM_FIELDS for i in items["items"])
+    events = doc("events", bid)
+    assert list(events) == ["events"] and all(set(e) >= EVENT_FIELDS for e in events["events"])
+    assert set(doc("retry", bid, "--detach")) >= BATCH_FIELDS
+    assert set(doc("cancel", bid)) >= BATCH_FIELDS
+    assert set(doc("stats")) == STATS_FIELDS
+    assert set(doc("config")) >= {"config_file", "profile", "settings"}
+    assert set(doc("sheet", bid)) >= {"batch_id", "path"}
+    reconciled = doc("reconcile")
+    assert set(reconciled) == {"findings", "clean"} and reconciled == {"findings": [], "clean": True}
+    assert set(doc("gc", "--older-than", "30d", "--dry-run")) >= {"dry_run", "expired_batches", "bytes_reclaimed"}
+    assert set(doc("codes")) == {"item_error_codes", "exit_codes"}
