@@ -402,6 +402,7 @@ def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli) -> None:
         "manifests_removed": 0,
         "sheets_removed": 0,
         "bytes_reclaimed": 0,
+        "errors": [],
     }
 
 

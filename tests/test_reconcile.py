@@ -19,6 +19,7 @@ import pytest
 from test_crash import Env
 
 from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
+from thumbctl.errors import UsageError
 from thumbctl.faults import Faults
 from thumbctl.models import FINDING_KINDS, GcReport, ItemView
 from thumbctl.proc import owner_id
@@ -403,6 +404,20 @@ def test_an_expired_batch_releases_its_key_so_the_same_request_renders_again(
     assert again.batch_id != first.batch_id and not again.replayed
     assert again.idempotency_key == first.idempotency_key and again.counts["queued"] == 12
     assert led.batch(first.batch_id).idempotency_key == f"{first.idempotency_key}#expired:{first.batch_id}"
+
+
+def test_an_expired_batch_says_so_and_cannot_be_retried(led: Ledger, clock: Clock, photos: Path, out_dir: Path):
+    (photos / "notes.jpg").write_text("not a photo")
+    clock.offset = -40 * DAY
+    batch = accept(led, photos, out_dir)
+    clock.offset = 0
+    work(led)
+    clock.offset = 31 * DAY
+    assert collect_garbage(led, 30 * DAY).expired_batches == (batch.batch_id,)
+    view = led.batch(batch.batch_id)
+    assert view.expired_at is not None and view.to_json()["expired_at"] == view.expired_at
+    with pytest.raises(UsageError, match="expired"):  # its outputs are gone: a retry would publish unreferenced ones
+        led.retry_failed(batch.batch_id)
 
 
 # -- real processes: a crash between link and commit, and reconcile beside a live pool ---------------

@@ -178,7 +178,7 @@ def test_stats_command_json_and_prometheus_file(history: Ledger, tmp_path: Path)
     db = str(tmp_path / "l.db")
     prom = tmp_path / "metrics" / "thumbctl.prom"
     prom.parent.mkdir()
-    out = CliRunner().invoke(app, ["stats", "--db", db, "--window", "100000d", "--json", "--prometheus", str(prom)])
+    out = CliRunner().invoke(app, ["stats", "--db", db, "--window", "25000d", "--json", "--prometheus", str(prom)])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     assert doc["counts"]["batches_admitted"] == 5 and doc["bytes_written"] == 1000
@@ -200,3 +200,21 @@ def test_stats_command_errors_are_one_line(
     out = CliRunner().invoke(app, ["stats", "--db", str(tmp_path / "l.db"), *args])
     assert out.exit_code == code
     assert message in out.output and "Traceback" not in out.output
+
+
+def test_cancellation_lag_is_measured_on_the_running_items_not_the_queued_ones(tmp_path: Path) -> None:
+    clock = Clock(T0)
+    with Ledger(tmp_path / "l.db", clock=clock) as led:
+        batch = led.accept_batch(request("F", sources=2), Limits())  # img0 will run, img1 stays queued
+        clock.now = T0 + 1
+        running = led.claim("w1")
+        clock.now = T0 + 2
+        led.request_cancel(batch.batch_id)  # img1's items are cancelled in this transaction
+        clock.now = T0 + 3
+        pending = build_report(led.stats_facts(T0)).to_json()["cancellations"]
+        assert [(c["observed_seconds"], c["finalized_seconds"]) for c in pending] == [(None, None)]
+        clock.now = T0 + 7.5
+        assert publish_all(led, running, [result(1, 1), result(1, 1)]) == ["cancelled", "cancelled"]
+        clock.now = T0 + 9
+        done = build_report(led.stats_facts(T0)).to_json()["cancellations"]
+        assert [(c["observed_seconds"], c["finalized_seconds"]) for c in done] == [(5.5, 5.5)]

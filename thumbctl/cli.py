@@ -22,7 +22,7 @@ from .config import (
     resolve_settings,
     setting_key,
 )
-from .errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES, ExitCode, Interrupted, ThumbctlError, UsageError
+from .errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES, ExitCode, Interrupted, StorageError, ThumbctlError, UsageError
 from .intake import prepare_submission, submit
 from .ledger import Ledger
 from .models import ITEM_STATES, BatchView
@@ -35,7 +35,6 @@ from .sheet import write_contact_sheet
 from .sources import ScanRules
 from .stats import build_report, write_prometheus_file
 
-EXIT_CODES_HELP = "Exit codes: " + "; ".join(f"{int(c)} {m}" for c, m in EXIT_CODE_MEANINGS.items()) + "."
 #: Every command's help ends with the environment variables and the exit codes.
 COMMAND_EPILOG = (
     environment_help() + "\n\n\b\nExit codes:\n" + "\n".join(f"  {int(c):<5}{m}" for c, m in EXIT_CODE_MEANINGS.items())
@@ -138,6 +137,10 @@ def _handled(reporter: Reporter) -> Iterator[None]:
     except BrokenPipeError:
         _silence_broken_pipe()
         raise typer.Exit(int(ExitCode.OK)) from None
+    except OSError as exc:  # a filesystem refusal the library did not expect: one line, not a traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        reporter.error(StorageError(f"{exc.strerror or exc}{where}"))
+        raise typer.Exit(int(ExitCode.PARTIAL)) from None
 
 
 def _silence_broken_pipe() -> None:
@@ -586,6 +589,8 @@ def gc_command(
         with _open_ledger(db) as ledger:
             report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds)
         reporter.garbage_collected(report)
+        if report.errors:
+            raise typer.Exit(int(ExitCode.PARTIAL))
 
 
 def main() -> None:

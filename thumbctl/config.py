@@ -12,6 +12,7 @@ value came from (``--size``, ``THUMBCTL_SIZE`` or ``thumbctl.toml [profiles.shop
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,7 +24,16 @@ import typer
 from .errors import ConfigError, UsageError
 from .intake import SubmitOptions
 from .runner import RunOptions, default_workers
-from .settings import Limits, Profile, Ratio, SettingError, parse_count, parse_duration, parse_ratios
+from .settings import (
+    Limits,
+    Profile,
+    Ratio,
+    SettingError,
+    check_duration,
+    parse_count,
+    parse_duration,
+    parse_ratios,
+)
 from .sources import ScanRules
 
 APP_NAME = "thumbctl"
@@ -52,7 +62,7 @@ def default_ledger_path() -> Path:
 def _whole(raw: object) -> int:
     if isinstance(raw, int) and not isinstance(raw, bool):
         return raw
-    if isinstance(raw, str) and raw.strip().isdigit():
+    if isinstance(raw, str) and re.fullmatch(r"[0-9]+", raw.strip()):
         return int(raw)
     raise SettingError(f"must be a whole number, got {raw!r}")
 
@@ -84,7 +94,7 @@ def _switch(raw: object) -> bool:
 
 def _seconds(raw: object) -> float:
     if isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw >= 0:
-        return float(raw)
+        return check_duration(float(raw), raw)
     if isinstance(raw, str):
         return parse_duration(raw)
     raise SettingError(f"must be a duration such as 90s, 15m, 2h (or seconds), got {raw!r}")

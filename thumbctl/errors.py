@@ -84,6 +84,13 @@ class ConfigError(UsageError):
     code = "config_error"
 
 
+class StorageError(ThumbctlError):
+    """A file operation the command needed was refused (permissions, a full disk); exit 1."""
+
+    code = "io_error"
+    exit_code = ExitCode.PARTIAL
+
+
 class RejectedError(ThumbctlError):
     """The submission can never be accepted as it is (exit 65)."""
 

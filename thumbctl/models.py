@@ -101,6 +101,8 @@ class BatchView:
     manifest_path: str
     source_root: str
     queue_age_seconds: float | None = None
+    #: When ``gc`` expired the batch (its outputs may be gone), else None.
+    expired_at: str | None = None
     failures: tuple[FailureView, ...] = ()
     replayed: bool = False
 
@@ -129,6 +131,7 @@ class BatchView:
             "manifest_path": self.manifest_path,
             "source_root": self.source_root,
             "queue_age_seconds": self.queue_age_seconds,
+            "expired_at": self.expired_at,
         }
         if with_failures:
             doc["failures"] = [f.to_json() for f in self.failures]
@@ -392,6 +395,8 @@ class GcReport:
     manifests_removed: int
     bytes_reclaimed: int
     sheets_removed: int = 0
+    #: Files gc could not remove (path: reason); they stay, and gc exits 1.
+    errors: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -403,4 +408,5 @@ class GcReport:
             "manifests_removed": self.manifests_removed,
             "sheets_removed": self.sheets_removed,
             "bytes_reclaimed": self.bytes_reclaimed,
+            "errors": list(self.errors),
         }

@@ -79,7 +79,11 @@ def reconcile(
 def _repaired(problem: Problem) -> Finding:
     if problem.fix is None:
         return problem.finding
-    return replace(problem.finding, repaired=problem.fix())
+    try:
+        return replace(problem.finding, repaired=problem.fix())
+    except OSError as exc:  # e.g. OUT is read-only for this user: the finding stays, with why
+        detail = f"{problem.finding.detail}; repair failed: {exc.strerror or exc}"
+        return replace(problem.finding, detail=detail, repaired=False)
 
 
 def _problems(ledger: Ledger, grace: float, is_dead: IsDead, delay_for: Callable[[int], float]) -> Iterator[Problem]:
@@ -244,9 +248,10 @@ def collect_garbage(
     expiring = ledger.expirable_batches(cutoff)
     expired = expiring if dry_run else [b for b in expiring if ledger.expire_batch(b, cutoff)]
     pending = expired if dry_run else []
-    objects, links, object_bytes = _collect_objects(ledger, pending, dry_run)
-    temps, temp_bytes = _collect_temps(ledger, now, grace, is_dead, dry_run)
-    (manifests, sheets), document_bytes = _collect_batch_documents(ledger, pending, dry_run)
+    errors: list[str] = []
+    objects, links, object_bytes = _collect_objects(ledger, pending, dry_run, errors)
+    temps, temp_bytes = _collect_temps(ledger, now, grace, is_dead, dry_run, errors)
+    (manifests, sheets), document_bytes = _collect_batch_documents(ledger, pending, dry_run, errors)
     return GcReport(
         dry_run=dry_run,
         expired_batches=tuple(expired),
@@ -256,10 +261,20 @@ def collect_garbage(
         manifests_removed=manifests,
         sheets_removed=sheets,
         bytes_reclaimed=object_bytes + temp_bytes + document_bytes,
+        errors=tuple(errors),
     )
 
 
-def _collect_objects(ledger: Ledger, pending: list[str], dry_run: bool) -> tuple[int, int, int]:
+def _removing(path: str, errors: list[str], remove: Callable[[], int]) -> int:
+    """Run one removal; a filesystem error is recorded (the file stays) and gc goes on."""
+    try:
+        return remove()
+    except OSError as exc:
+        errors.append(f"{path}: {exc.strerror or exc}")
+        return -1
+
+
+def _collect_objects(ledger: Ledger, pending: list[str], dry_run: bool, errors: list[str]) -> tuple[int, int, int]:
     """Objects no live batch references (``pending`` batches counted as expired): (objects, links, bytes)."""
     referenced = ledger.referenced_object_paths(also_expiring=pending)
     objects = links = freed = 0
@@ -273,27 +288,40 @@ def _collect_objects(ledger: Ledger, pending: list[str], dry_run: bool) -> tuple
                 linked, size = reclaimable(found.path, names)
                 objects, links, freed = objects + 1, links + len(linked), freed + size
                 continue
-            outcome = ledger.remove_if_unreferenced(
-                key, found.path, partial(remove_object_and_links, layout, found.path, names)
-            )
+            try:
+                outcome = ledger.remove_if_unreferenced(
+                    key, found.path, partial(remove_object_and_links, layout, found.path, names)
+                )
+            except OSError as exc:
+                errors.append(f"{found.path}: {exc.strerror or exc}")
+                continue
             if outcome is not None:
                 objects, links, freed = objects + 1, links + outcome[0], freed + outcome[1]
     return objects, links, freed
 
 
-def _collect_temps(ledger: Ledger, now: float, grace: float, is_dead: IsDead, dry_run: bool) -> tuple[int, int]:
+def _collect_temps(
+    ledger: Ledger, now: float, grace: float, is_dead: IsDead, dry_run: bool, errors: list[str]
+) -> tuple[int, int]:
     count = freed = 0
     for out_dir, _ in ledger.output_folders():
         layout = OutputLayout(out_dir)
         for found in temp_files(layout):
             if stale_temp_reason(found, now, grace, is_dead) is None:
                 continue
-            count += 1
-            freed += found.size if dry_run else remove_stored_file(layout, found.path)
+            size = (
+                found.size
+                if dry_run
+                else _removing(found.path, errors, partial(remove_stored_file, layout, found.path))
+            )
+            if size >= 0:
+                count, freed = count + 1, freed + size
     return count, freed
 
 
-def _collect_batch_documents(ledger: Ledger, pending: list[str], dry_run: bool) -> tuple[tuple[int, int], int]:
+def _collect_batch_documents(
+    ledger: Ledger, pending: list[str], dry_run: bool, errors: list[str]
+) -> tuple[tuple[int, int], int]:
     """Expired batches' manifests and contact sheets (at their default place in OUT):
     ((manifests, sheets), bytes)."""
     manifests = sheets = freed = 0
@@ -302,6 +330,11 @@ def _collect_batch_documents(ledger: Ledger, pending: list[str], dry_run: bool) 
         for path, is_sheet in ((manifest, False), (layout.batch_sheet_path(batch_id), True)):
             if not os.path.isfile(path):
                 continue
+            size = (
+                os.path.getsize(path) if dry_run else _removing(path, errors, partial(remove_stored_file, layout, path))
+            )
+            if size < 0:
+                continue
             sheets, manifests = (sheets + 1, manifests) if is_sheet else (sheets, manifests + 1)
-            freed += os.path.getsize(path) if dry_run else remove_stored_file(layout, path)
+            freed += size
     return (manifests, sheets), freed

@@ -174,6 +174,8 @@ class Reporter:
             self.say(f"  cancel requested at {batch.cancel_requested_at}")
         if batch.finished_at:
             self.say(f"  finished at {batch.finished_at}")
+        if batch.expired_at:
+            self.say(f"  [dim]expired at {batch.expired_at} by gc: its outputs may be gone[/]")
         self.say(f"  source {escape(batch.source_root)}  ->  out {escape(batch.out_dir)}")
         self._failure_summary(batch)
 
@@ -360,6 +362,8 @@ class Reporter:
             f"{plural(report.sheets_removed, 'contact sheet')}"
         )
         self.say(f"{'reclaimable' if report.dry_run else 'reclaimed'}: {format_bytes(report.bytes_reclaimed)}")
+        for error in report.errors:
+            self.console.print(f"[bold red]error[/] [dim]\\[io_error][/] could not remove {escape(error)}")
 
     # -- pieces ---------------------------------------------------------------
 

@@ -78,8 +78,22 @@ def parse_ratios(values: object) -> tuple[Ratio, ...]:
     return tuple(seen)
 
 
+#: The longest duration accepted anywhere (100 years): beyond it, times stop being representable.
+MAX_DURATION_SECONDS = 100 * 365 * 86400.0
+
+
 def parse_duration(text: str) -> float:
-    """Parse ``90``, ``90s``, ``15m``, ``2h30m``, ``30d`` into seconds."""
+    """Parse ``90``, ``90s``, ``15m``, ``2h30m``, ``30d`` into seconds (at most 100 years)."""
+    return check_duration(_duration_seconds(text), text)
+
+
+def check_duration(seconds: float, shown: object) -> float:
+    if not 0 <= seconds <= MAX_DURATION_SECONDS:
+        raise SettingError(f"duration {shown!r} is out of range: at most 100 years")
+    return seconds
+
+
+def _duration_seconds(text: str) -> float:
     stripped = text.strip()
     if re.fullmatch(r"\d+(\.\d+)?", stripped):
         return float(stripped)

@@ -294,7 +294,7 @@ class Ledger(WorkQueue, Observation, Maintenance):
         return [self._batch_view(row, False) for row in rows]
 
     def _batch_view(self, row: tuple, with_failures: bool) -> BatchView:
-        (batch_id, key, digest, total, root, out_dir, manifest, created, cancel_at) = row
+        (batch_id, key, digest, total, root, out_dir, manifest, created, cancel_at, expired_at) = row
         counts = dict.fromkeys(ITEM_STATES, 0)
         oldest_queued = None
         for state, n, oldest in self._conn.execute(
@@ -326,6 +326,7 @@ class Ledger(WorkQueue, Observation, Maintenance):
             manifest_path=manifest,
             source_root=root,
             queue_age_seconds=age,
+            expired_at=expired_at,
             failures=tuple(self._failures(batch_id)) if with_failures else (),
         )
 
@@ -467,7 +468,7 @@ _CANCEL_QUEUED_EVENTS = (
 _CACHE_COLUMNS = "path, dev, inode, size, mtime_ns, ctime_ns, digest, format, width, height, orientation"
 _BATCH_COLUMNS = (
     "batch_id, idempotency_key, request_digest, total, source_root, out_dir, "
-    "manifest_path, created_at, cancel_requested_at"
+    "manifest_path, created_at, cancel_requested_at, expired_at"
 )
 _ITEM_VIEW_COLUMNS = (
     "item_id, source, ratio, state, attempt, error_code, error_detail, derivative_key, "

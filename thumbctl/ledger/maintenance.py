@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from typing import TypeVar
 
 from ..models import PublishedItem, StalledItem
+from .schema import ITEM_STATES_SQL
 from .timefmt import iso
 
 DelayFor = Callable[[int], float]
@@ -170,13 +171,15 @@ class Maintenance:
     # -- retention ----------------------------------------------------------------------------
 
     def expirable_batches(self, cutoff: str, *, batch_id: str | None = None) -> list[str]:
-        """Batches not yet expired whose every item is terminal and whose last event is before
-        ``cutoff`` (only ``batch_id``, when given)."""
+        """Batches not yet expired whose every item is terminal and whose last item transition
+        is before ``cutoff`` (only ``batch_id``, when given). Maintenance events (relinks, temp
+        file removals) do not count: they do not make a batch's outputs newer."""
         only = " AND b.batch_id = ?" if batch_id is not None else ""
         rows = self._conn.execute(
             f"SELECT b.batch_id FROM batches b WHERE {_LIVE_BATCH}{only} "
             "AND NOT EXISTS (SELECT 1 FROM items i WHERE i.batch_id = b.batch_id AND i.state IN ('queued', 'running')) "
-            "AND coalesce((SELECT max(e.at) FROM events e WHERE e.batch_id = b.batch_id), b.created_at) < ? "
+            "AND coalesce((SELECT max(e.at) FROM events e WHERE e.batch_id = b.batch_id AND e.item_row IS NOT NULL "
+            f"AND e.to_state IN {ITEM_STATES_SQL}), b.created_at) < ? "
             "ORDER BY b.created_at, b.batch_id",
             [*([batch_id] if batch_id is not None else []), cutoff],
         ).fetchall()

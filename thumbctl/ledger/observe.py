@@ -176,20 +176,22 @@ class Observation:
         return dict(rows)
 
     def _cancel_times(self, start: str, batch_id: str | None) -> list[CancelTimes]:
+        """Observed: the first running item that stopped after the request (queued items are
+        cancelled in the request's own transaction, so they say nothing about workers); when
+        nothing was running, the request itself. Finalized: the last item transition into a
+        terminal state once no item is live."""
         scope, params = _scope(batch_id, "b")
         rows = self._conn.execute(
             "SELECT b.batch_id, b.cancel_requested_at, "
             "(SELECT min(e.at) FROM events e WHERE e.batch_id = b.batch_id AND e.item_row IS NOT NULL "
-            "AND e.to_state = 'cancelled' AND e.at >= b.cancel_requested_at), "
+            f"AND e.from_state = 'running' AND e.to_state IN {_TERMINAL} AND e.at >= b.cancel_requested_at), "
             "(SELECT count(*) FROM items i WHERE i.batch_id = b.batch_id AND i.state IN ('queued', 'running')), "
-            "(SELECT max(e.at) FROM events e WHERE e.batch_id = b.batch_id AND e.item_row IS NOT NULL) "
+            "(SELECT max(e.at) FROM events e WHERE e.batch_id = b.batch_id AND e.item_row IS NOT NULL "
+            f"AND e.to_state IN {_TERMINAL}) "
             f"FROM batches b WHERE b.cancel_requested_at >= ?{scope} ORDER BY b.cancel_requested_at",
             [start, *params],
         ).fetchall()
-        return [
-            CancelTimes(bid, requested, observed, None if live else max(requested, last or requested))
-            for bid, requested, observed, live, last in rows
-        ]
+        return [_cancel_times(*row) for row in rows]
 
     def _renders(self, start: str, batch_id: str | None) -> list[RenderFacts]:
         scope, params = _scope(batch_id, "i")
@@ -202,6 +204,14 @@ class Observation:
             RenderFacts(bid, source, ratio, attempt, bool(dedup), json.loads(result) if result else None)
             for bid, source, ratio, attempt, dedup, result in rows
         ]
+
+
+def _cancel_times(
+    batch_id: str, requested: str, first_stop: str | None, live: int, last_terminal: str | None
+) -> CancelTimes:
+    finalized = None if live else max(requested, last_terminal or requested)
+    observed = first_stop or (None if live else requested)
+    return CancelTimes(batch_id, requested, observed, finalized)
 
 
 def _scope(batch_id: str | None, alias: str) -> tuple[str, list[object]]:

@@ -361,9 +361,11 @@ class WorkQueue:
         """
         with self._write(durable=True) as now:
             at = iso(now)
-            cancel_at, deadline = self._conn.execute(
-                "SELECT cancel_requested_at, deadline_at FROM batches WHERE batch_id = ?", (batch_id,)
+            cancel_at, deadline, expired_at = self._conn.execute(
+                "SELECT cancel_requested_at, deadline_at, expired_at FROM batches WHERE batch_id = ?", (batch_id,)
             ).fetchone()
+            if expired_at is not None:
+                raise UsageError(f"batch {batch_id} expired at {expired_at} (gc); submit again to redo its work")
             if cancel_at is not None:
                 raise UsageError(f"batch {batch_id} was cancelled at {cancel_at}; submit again to redo its work")
             if deadline is not None and deadline <= at:
