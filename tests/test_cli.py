@@ -521,3 +521,8 @@ def test_every_json_command_prints_one_document_of_its_documented_shape(cli, pho
     assert set(reconciled) == {"findings", "clean"} and reconciled == {"findings": [], "clean": True}
     assert set(doc("gc", "--older-than", "30d", "--dry-run")) >= {"dry_run", "expired_batches", "bytes_reclaimed"}
     assert set(doc("codes")) == {"item_error_codes", "exit_codes"}
+
+
+def test_status_watch_needs_a_batch(cli) -> None:
+    result = cli("status", "--watch")
+    assert result.exit_code == 2 and "need a BATCH" in result.stderr

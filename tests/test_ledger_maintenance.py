@@ -75,7 +75,7 @@ def test_a_batch_expires_once_and_only_when_every_item_is_terminal(ledger: Ledge
     assert ledger.expired_manifests() == [(str(out_dir), batch.batch_id, batch.manifest_path)]
 
 
-def test_a_version_1_ledger_is_migrated_to_version_2(tmp_path: Path) -> None:
+def test_a_version_1_ledger_is_migrated_to_the_latest_version(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     with sqlite3.connect(path) as conn:
         MIGRATIONS[0][1](sqlite_utils.Database(conn))
@@ -83,7 +83,9 @@ def test_a_version_1_ledger_is_migrated_to_version_2(tmp_path: Path) -> None:
     with Ledger(path) as ledger:
         assert ledger.output_folders() == []
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
         columns = {row[1] for row in conn.execute("PRAGMA table_info(batches)")}
         indexes = {row[1] for row in conn.execute("PRAGMA index_list(items)")}
+        event_indexes = {row[1] for row in conn.execute("PRAGMA index_list(events)")}
     assert "expired_at" in columns and "items_friendly_path" in indexes
+    assert {"events_at", "events_errors"} <= event_indexes

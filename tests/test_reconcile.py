@@ -498,3 +498,38 @@ def test_every_finding_kind_is_documented_in_the_readme() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     table = [line.split("|")[1].strip(" `") for line in readme.splitlines() if line.startswith("| `")]
     assert [kind for kind in table if kind in FINDING_KINDS] == list(FINDING_KINDS)
+
+
+def refuse(*args: object, **kwargs: object) -> None:
+    raise PermissionError(13, "Permission denied")
+
+
+def test_a_repair_the_filesystem_refuses_is_reported_unrepaired(
+    led: Ledger, photos: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batch = accept(led, photos, out_dir)
+    work(led)
+    item = led.items(batch.batch_id)[0]
+    os.unlink(item.friendly_path)
+    monkeypatch.setattr("thumbctl.reconcile.link_friendly", refuse)
+    (finding,) = reconcile(led, repair=True).findings
+    assert (finding.kind, finding.repaired) == ("friendly_link_missing", False)
+    assert finding.detail.endswith("repair failed: Permission denied")
+    monkeypatch.undo()
+    assert [f.repaired for f in reconcile(led, repair=True).findings] == [True]
+
+
+def test_gc_reports_files_it_could_not_remove_and_keeps_going(
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batch = accept(led, photos, out_dir)
+    work(led)  # workers publish at real time
+    write_batch_manifest(led, led.batch(batch.batch_id))
+    clock.offset = 31 * DAY
+    before = objects_in(out_dir)
+    monkeypatch.setattr("thumbctl.reconcile.remove_object_and_links", refuse)
+    report = collect_garbage(led, 30 * DAY)
+    assert report.expired_batches == (batch.batch_id,) and report.objects_removed == 0
+    assert len(report.errors) == 12 and all(e.endswith(": Permission denied") for e in report.errors)
+    assert report.manifests_removed == 1  # the rest went on
+    assert objects_in(out_dir) == before

@@ -240,3 +240,13 @@ def test_sheet_of_an_unknown_batch_is_a_usage_error(tmp_path: Path) -> None:
     result = invoke(tmp_path, "sheet", "b_nope", "--json")
     assert result.exit_code == 2 and result.stdout == ""
     assert "batch_not_found" in result.stderr
+
+
+def test_sheet_never_lands_on_an_output_inside_out(tmp_path: Path, rendered: str, out_dir: Path) -> None:
+    friendly = next(p for p in out_dir.rglob("*.jpg") if "objects" not in p.parts)
+    before = friendly.read_bytes()
+    result = invoke(tmp_path, "sheet", rendered, "-o", friendly, "--json")
+    assert result.exit_code == 2 and "cannot_write" in result.stderr
+    assert friendly.read_bytes() == before
+    inside = invoke(tmp_path, "sheet", rendered, "-o", out_dir / "batches" / "review.html", "--json")
+    assert inside.exit_code == 0 and (out_dir / "batches" / "review.html").is_file()

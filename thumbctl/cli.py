@@ -368,8 +368,8 @@ def status(
     with _handled(reporter):
         if state is not None and state not in ITEM_STATES:
             raise typer.BadParameter(f"choose one of {', '.join(ITEM_STATES)}", param_hint="--state")
-        if (items or state) and batch is None:
-            raise UsageError("--items and --state need a BATCH")
+        if (items or state or watch) and batch is None:
+            raise UsageError("--items, --state and --watch need a BATCH")
         with _open_ledger(db) as ledger:
             if batch is None:
                 reporter.batch_list(ledger.batches(limit))

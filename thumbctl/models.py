@@ -340,6 +340,8 @@ class PublishedItem:
     #: Whether this item is the newest success to claim its friendly name (it decides where
     #: the name points when batches share an output folder).
     owns_friendly_name: bool
+    #: The object's size in bytes as the worker that rendered it recorded (None for reused outputs).
+    output_bytes: int | None = None
 
 
 @dataclass(frozen=True)

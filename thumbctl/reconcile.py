@@ -132,6 +132,9 @@ def object_problem(item: PublishedItem) -> str | None:
     dimensions, does not decode), or None."""
     if not os.path.exists(item.object_path):
         return "is missing"
+    size = os.path.getsize(item.object_path)
+    if item.output_bytes is not None and size != item.output_bytes:
+        return f"is {size} bytes, {item.output_bytes} were published"
     geometry = output_geometry(
         item.source_width,
         item.source_height,

@@ -88,7 +88,12 @@ def sheet_target(layout: OutputLayout, batch_id: str, path: Path | None) -> str:
     if path is None:
         return layout.batch_sheet_path(batch_id)
     folder, name = os.path.split(os.path.abspath(path))
-    return os.path.join(os.path.realpath(folder), name)
+    target = os.path.join(os.path.realpath(folder), name)
+    batches = os.path.dirname(layout.batch_sheet_path(batch_id))
+    inside = os.path.commonpath([layout.root, target]) == layout.root
+    if inside and os.path.dirname(target) != batches:  # never over an object or a friendly name
+        raise CannotWrite(f"inside the output folder a contact sheet may only go in {batches}, not {target}")
+    return target
 
 
 def render_sheet(

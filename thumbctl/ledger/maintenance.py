@@ -52,11 +52,12 @@ class Maintenance:
         rows = self._conn.execute(
             "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.derivative_key, i.object_path, i.friendly_path, "
             "i.source_width, i.source_height, b.profile, b.out_dir, "
-            "row_number() OVER (PARTITION BY i.friendly_path ORDER BY i.updated_at DESC, i.id DESC) = 1 "
+            "row_number() OVER (PARTITION BY i.friendly_path ORDER BY i.updated_at DESC, i.id DESC) = 1, "
+            "json_extract(i.result, '$.output_bytes') "
             f"FROM items i JOIN batches b USING (batch_id) WHERE i.state = 'succeeded' AND {_LIVE_BATCH} "
             "AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL ORDER BY i.id"
         ).fetchall()
-        return [PublishedItem(*row[:9], json.loads(row[9]), row[10], bool(row[11])) for row in rows]
+        return [PublishedItem(*row[:9], json.loads(row[9]), row[10], bool(row[11]), row[12]) for row in rows]
 
     def referenced_object_paths(self, *, also_expiring: Sequence[str] = ()) -> set[str]:
         """Object paths named by any item (any state) of a batch that has not expired
@@ -124,8 +125,8 @@ class Maintenance:
                 return None
             target = "queued" if found[2] is None else "cancelled"
             self._transition(at, [row], "succeeded", target, error_code=code, detail=detail)
-            if target == "queued":
-                self._conn.execute("UPDATE items SET attempt = 0 WHERE id = ?", (row,))
+            if target == "queued":  # rendered afresh: not a reuse any more, and the old result is void
+                self._conn.execute("UPDATE items SET attempt = 0, dedup = 0, result = NULL WHERE id = ?", (row,))
             return target
 
     def relink_published(

@@ -93,15 +93,17 @@ class Observation:
 
     def _recent_completions(self, batch_id: str | None, start: str, now: float, window: float) -> tuple[int, float]:
         """Completions since ``start``, and the span they count over: the window, or less when
-        the first claim in it came later (a run that began 5 s ago is not averaged over 30 s)."""
+        the first claim or completion in it came later (a run that began 5 s ago is not
+        averaged over 30 s, nor one that resumed after an idle spell over its last claim)."""
         scope, params = _scope(batch_id, "e")
-        done, first_claim = self._conn.execute(
+        done, first = self._conn.execute(
             f"SELECT count(CASE WHEN e.to_state IN {_TERMINAL} AND e.from_state = 'running' THEN 1 END), "
-            "min(CASE WHEN e.to_state = 'running' THEN e.at END) "
+            f"min(CASE WHEN e.to_state = 'running' OR (e.to_state IN {_TERMINAL} AND e.from_state = 'running') "
+            "THEN e.at END) "
             f"FROM events e WHERE e.at >= ?{scope}",
             [start, *params],
         ).fetchone()
-        span = window if first_claim is None else min(window, now - parse_iso(first_claim))
+        span = window if first is None else min(window, now - parse_iso(first))
         return done, max(span, 1.0)
 
     def _workers(self, batch_id: str | None) -> list[WorkerActivity]:

@@ -122,8 +122,16 @@ def _v2_batch_expiry(db: sqlite_utils.Database) -> None:
     db["items"].create_index(["friendly_path"], index_name="items_friendly_path")
 
 
+def _v3_event_time_indexes(db: sqlite_utils.Database) -> None:
+    """Live views and stats read the recent events of the whole ledger twice a second:
+    by time, and the latest failures."""
+    db["events"].create_index(["at"], index_name="events_at")
+    db.execute("CREATE INDEX events_errors ON events (seq) WHERE error_code IS NOT NULL")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
+    (3, _v3_event_time_indexes),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
