@@ -197,78 +197,45 @@ def _timings(renders: list[RenderFacts]) -> dict[str, Distribution]:
     return timings
 
 
+Samples = list[tuple[str, float | None]]
+
+
 def prometheus_text(report: StatsReport) -> str:
-    """The report in the Prometheus text exposition format (for node-exporter's textfile collector)."""
+    """The report in the Prometheus text exposition format (for node-exporter's textfile collector).
+    Every metric is a gauge; a metric without samples is left out."""
     lines: list[str] = []
-
-    def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float | None]]) -> None:
+    for name, help_text, samples in _metrics(report):
         present = [(labels, value) for labels, value in samples if value is not None]
-        if not present:
-            return
-        lines.extend([f"# HELP thumbctl_{name} {help_text}", f"# TYPE thumbctl_{name} {kind}"])
-        lines.extend(f"thumbctl_{name}{labels} {_number(value)}" for labels, value in present)
-
-    queue = report.queue
-    metric(
-        "queue_items",
-        "gauge",
-        "Live items by queue state.",
-        [(f'{{state="{state}"}}', _as_float(queue[state])) for state in ("runnable", "delayed", "running")],
-    )
-    metric(
-        "queue_oldest_runnable_age_seconds",
-        "gauge",
-        "Age of the oldest runnable item.",
-        [("", _as_float(queue["oldest_runnable_age_seconds"]))],
-    )
-    metric(
-        "window_items_per_second",
-        "gauge",
-        f"Item rates over the last {_number(report.window_seconds)} s.",
-        [(f'{{event="{name}"}}', report.rate(name)) for name in ("admitted", "claimed", "completed")],
-    )
-    metric(
-        "window_retries",
-        "gauge",
-        "Items sent back to the queue in the window, per batch.",
-        [(f'{{batch_id="{batch}"}}', float(n)) for batch, n in report.retries.items()],
-    )
-    metric(
-        "window_bytes_written",
-        "gauge",
-        "Output bytes published in the window, per ratio.",
-        [(f'{{ratio="{ratio}"}}', float(figures.output_bytes)) for ratio, figures in report.per_ratio.items()],
-    )
-    metric(
-        "window_bytes_read", "gauge", "Source bytes read by renders in the window.", [("", float(report.bytes_read))]
-    )
-    metric(
-        "window_dedup_hits",
-        "gauge",
-        "Items satisfied by an existing object in the window.",
-        [("", float(report.dedup_hits))],
-    )
-    metric(
-        "stage_milliseconds",
-        "gauge",
-        "Stage time percentiles in the window.",
-        [
-            (f'{{stage="{stage}",quantile="{q}"}}', value)
-            for stage, dist in report.timings_ms.items()
-            for q, value in (("0.5", dist.p50), ("0.95", dist.p95))
-        ],
-    )
-    metric(
-        "cancel_lag_seconds",
-        "gauge",
-        "Cancellation lag per batch: request to observed and to finalized.",
-        [
-            (f'{{batch_id="{lag.batch_id}",phase="{phase}"}}', value)
-            for lag in report.cancellations
-            for phase, value in (("observed", lag.observed_seconds), ("finalized", lag.finalized_seconds))
-        ],
-    )
+        if present:
+            lines += [f"# HELP thumbctl_{name} {help_text}", f"# TYPE thumbctl_{name} gauge"]
+            lines += [f"thumbctl_{name}{labels} {_number(value)}" for labels, value in present]
     return "\n".join(lines) + "\n"
+
+
+def _metrics(report: StatsReport) -> list[tuple[str, str, Samples]]:
+    """(name, help, samples) of every metric, samples as (labels, value)."""
+    queue = report.queue
+    return [
+        ("queue_items", "Live items by queue state.",
+         [(f'{{state="{state}"}}', _as_float(queue[state])) for state in ("runnable", "delayed", "running")]),
+        ("queue_oldest_runnable_age_seconds", "Age of the oldest runnable item.",
+         [("", _as_float(queue["oldest_runnable_age_seconds"]))]),
+        ("window_items_per_second", f"Item rates over the last {_number(report.window_seconds)} s.",
+         [(f'{{event="{name}"}}', report.rate(name)) for name in ("admitted", "claimed", "completed")]),
+        ("window_retries", "Items sent back to the queue in the window, per batch.",
+         [(f'{{batch_id="{batch}"}}', float(n)) for batch, n in report.retries.items()]),
+        ("window_bytes_written", "Output bytes published in the window, per ratio.",
+         [(f'{{ratio="{ratio}"}}', float(figures.output_bytes)) for ratio, figures in report.per_ratio.items()]),
+        ("window_bytes_read", "Source bytes read by renders in the window.", [("", float(report.bytes_read))]),
+        ("window_dedup_hits", "Items satisfied by an existing object in the window.",
+         [("", float(report.dedup_hits))]),
+        ("stage_milliseconds", "Stage time percentiles in the window.",
+         [(f'{{stage="{stage}",quantile="{q}"}}', value) for stage, dist in report.timings_ms.items()
+          for q, value in (("0.5", dist.p50), ("0.95", dist.p95))]),
+        ("cancel_lag_seconds", "Cancellation lag per batch: request to observed and to finalized.",
+         [(f'{{batch_id="{lag.batch_id}",phase="{phase}"}}', value) for lag in report.cancellations
+          for phase, value in (("observed", lag.observed_seconds), ("finalized", lag.finalized_seconds))]),
+    ]  # fmt: skip
 
 
 def write_prometheus_file(report: StatsReport, path: Path) -> None:

@@ -68,16 +68,7 @@ class Observation:
         """Queue, throughput over the last ``window`` seconds, workers and recent failures."""
         now = self.clock()
         at, start = iso(now), iso(now - window)
-        scope, params = _scope(batch_id, "i")
-        runnable, delayed, running, oldest = self._conn.execute(
-            "SELECT count(CASE WHEN i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= ?1) THEN 1 END), "
-            "count(CASE WHEN i.state = 'queued' AND i.not_before > ?1 THEN 1 END), "
-            "count(CASE WHEN i.state = 'running' THEN 1 END), "
-            "min(CASE WHEN i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= ?1) THEN i.queued_at END) "
-            "FROM items i JOIN batches b USING (batch_id) WHERE i.state IN ('queued', 'running') "
-            f"AND (b.cancel_requested_at IS NULL OR i.state = 'running'){scope}",
-            [at, *params],
-        ).fetchone()
+        runnable, delayed, running, oldest = self._queue_figures(batch_id, at)
         done, span = self._recent_completions(batch_id, start, now, window)
         return Activity(
             at=at,
@@ -90,6 +81,19 @@ class Observation:
             workers=tuple(self._workers(batch_id)),
             recent_failures=tuple(self._recent_failures(batch_id, failures)),
         )
+
+    def _queue_figures(self, batch_id: str | None, at: str) -> tuple[int, int, int, str | None]:
+        """Runnable, delayed (backoff) and running items, and when the oldest runnable one was queued."""
+        scope, params = _scope(batch_id, "i")
+        return self._conn.execute(
+            "SELECT count(CASE WHEN i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= ?1) THEN 1 END), "
+            "count(CASE WHEN i.state = 'queued' AND i.not_before > ?1 THEN 1 END), "
+            "count(CASE WHEN i.state = 'running' THEN 1 END), "
+            "min(CASE WHEN i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= ?1) THEN i.queued_at END) "
+            "FROM items i JOIN batches b USING (batch_id) WHERE i.state IN ('queued', 'running') "
+            f"AND (b.cancel_requested_at IS NULL OR i.state = 'running'){scope}",
+            [at, *params],
+        ).fetchone()
 
     def _recent_completions(self, batch_id: str | None, start: str, now: float, window: float) -> tuple[int, float]:
         """Completions since ``start``, and the span they count over: the window, or less when
@@ -135,15 +139,15 @@ class Observation:
     def stats_facts(self, since: float, batch_id: str | None = None) -> StatsFacts:
         """The raw figures of the window from ``since`` to now, for one batch or all."""
         now = self.clock()
-        queue = self.activity(batch_id, window=0.0, failures=0)
+        runnable, delayed, running, oldest = self._queue_figures(batch_id, iso(now))
         start = iso(since)
         return StatsFacts(
             now=now,
             since=since,
-            runnable=queue.runnable,
-            delayed=queue.delayed,
-            running=queue.running,
-            oldest_runnable_at=iso(now - queue.queue_age_seconds) if queue.queue_age_seconds is not None else None,
+            runnable=runnable,
+            delayed=delayed,
+            running=running,
+            oldest_runnable_at=oldest,
             batches_admitted=self._count(
                 "SELECT count(*) FROM batches b WHERE b.created_at >= ?" + _scope(batch_id, "b")[0], start, batch_id
             ),
