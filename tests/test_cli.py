@@ -11,8 +11,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+import thumbctl
 from thumbctl import Ledger, Limits
-from thumbctl.cli import app
+from thumbctl.cli import app, main
 
 from conftest import SAMPLE_IMAGES
 from support import request
@@ -96,7 +97,7 @@ def test_replay_and_conflict_exit_codes(cli, photos: Path, out_dir: Path) -> Non
     code, again, _ = submit_json(cli, photos, out_dir, "--key", "K")
     assert code == 0 and again["replayed"] is True and again["batch_id"] == first["batch_id"]
     code, doc, err = submit_json(cli, photos, out_dir, "--key", "K", "--size", "300")
-    assert code == 3 and doc is None
+    assert code == 3 and doc["error"]["code"] == "idempotency_conflict" and doc["error"]["exit_code"] == 3
     assert "idempotency_conflict" in err and first["batch_id"] in err
     listing = json.loads(cli("status", "--json").stdout)
     assert [b["batch_id"] for b in listing["batches"]] == [first["batch_id"]]
@@ -130,14 +131,14 @@ def test_failed_sources_are_listed_with_their_codes(cli, photos: Path, out_dir: 
 )
 def test_submit_error_exit_codes(cli, photos: Path, out_dir: Path, args: list[str], code: int, message: str) -> None:
     exit_code, doc, err = submit_json(cli, photos, out_dir, *args)
-    assert exit_code == code and doc is None
+    assert exit_code == code and doc is not None and doc["error"]["exit_code"] == code  # --json: an error document
     assert message in err
 
 
 def test_submit_rejects_a_malformed_manifest_with_65(cli, photos: Path, out_dir: Path) -> None:
     (photos / "m.jsonl").write_text('{"source": "coffee.png"}\n{"source": oops}\n')
     code, doc, err = submit_json(cli, photos / "m.jsonl", out_dir)
-    assert code == 65 and doc is None
+    assert code == 65 and doc["error"]["code"] == "malformed_manifest"
     assert "malformed_manifest" in err and "line 2" in err
     assert len(err.strip().splitlines()) == 1
 
@@ -180,10 +181,20 @@ def test_status_items_events_and_cancel_json(cli, photos: Path, out_dir: Path) -
     assert "failures" not in listing["batches"][0]
 
 
-def test_status_of_an_unknown_batch_is_a_usage_error(cli) -> None:
+def test_status_of_an_unknown_batch_is_a_usage_error(cli, tmp_path: Path) -> None:
+    missing = cli("status", "b_doesnotexist", "--json")
+    assert missing.exit_code == 2 and "no_ledger" in missing.stderr and not (tmp_path / "ledger.db").exists()
+    Ledger(tmp_path / "ledger.db").close()
     result = cli("status", "b_doesnotexist", "--json")
-    assert result.exit_code == 2 and result.stdout == ""
-    assert "batch_not_found" in result.stderr
+    assert result.exit_code == 2 and "batch_not_found" in result.stderr
+    assert json.loads(result.stdout) == {
+        "error": {
+            "code": "batch_not_found",
+            "message": f"no batch 'b_doesnotexist' in {tmp_path / 'ledger.db'}",
+            "transient": False,
+            "exit_code": 2,
+        }
+    }
 
 
 def test_human_output_goes_to_stderr(cli, photos: Path, out_dir: Path) -> None:
@@ -237,7 +248,7 @@ def test_ctrl_c_during_retry_admission_exits_130_and_records_nothing(
     assert "admission_refused" in first_line
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=10)
-    assert proc.returncode == 130 and out == ""
+    assert proc.returncode == 130 and json.loads(out)["error"]["code"] == "interrupted"
     assert "nothing was recorded" in err and "Traceback" not in err
     listing = subprocess.run(
         [sys.executable, "-m", "thumbctl", "status", "--json"], env=env, capture_output=True, text=True
@@ -388,7 +399,11 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     assert proc.stderr is not None and proc.stderr.read() == b""
 
 
-def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli) -> None:
+def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli, tmp_path: Path) -> None:
+    missing = cli("reconcile", "--json")
+    assert missing.exit_code == 2 and json.loads(missing.stdout)["error"]["code"] == "no_ledger"
+    assert not (tmp_path / "ledger.db").exists()  # a mistyped --db creates nothing
+    Ledger(tmp_path / "ledger.db").close()
     result = cli("reconcile", "--json")
     assert (result.exit_code, json.loads(result.stdout)) == (0, {"findings": [], "clean": True})
     result = cli("gc", "--older-than", "30d", "--json")
@@ -526,3 +541,49 @@ def test_every_json_command_prints_one_document_of_its_documented_shape(cli, pho
 def test_status_watch_needs_a_batch(cli) -> None:
     result = cli("status", "--watch")
     assert result.exit_code == 2 and "need a BATCH" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["status", "--bogus"], "No such option: --bogus"),
+        (["work", "--workers", "-1"], "Invalid value for '--workers'"),
+        (["gc"], "Missing option '--older-than'"),
+        (["nosuch"], "No such command 'nosuch'"),
+        (["stats", "--window", "abc", "--json"], "bad duration 'abc'"),
+    ],
+)
+def test_flag_errors_are_one_line_with_a_code_and_json_gets_a_document(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(args)
+    assert ended.value.code == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("error [usage] ") and message in err and len(err.strip().splitlines()) == 1
+    if "--json" in args:
+        assert json.loads(out)["error"] == {"code": "usage", "message": err.strip()[14:], "transient": False,
+                                            "exit_code": 2}  # fmt: skip
+    else:
+        assert out == ""
+
+
+def test_bare_thumbctl_shows_the_help_and_version_works(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main([])
+    assert ended.value.code == 2 and "Usage: thumbctl" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ended:
+        main(["--version"])
+    assert ended.value.code == 0 and capsys.readouterr().out == f"thumbctl {thumbctl.__version__}\n"
+
+
+def test_read_only_commands_never_create_a_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    typo = tmp_path / "typo" / "ledgr.db"
+    for args in (["events", "b_x"], ["stats"], ["reconcile"], ["cancel", "b_x"], ["retry", "b_x"], ["sheet", "b_x"]):
+        with pytest.raises(SystemExit) as ended:
+            main([*args, "--db", str(typo)])
+        assert ended.value.code == 2 and "error [no_ledger] no ledger at" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ended:
+        main(["status", "--db", str(typo), "--json"])
+    assert ended.value.code == 0 and json.loads(capsys.readouterr().out) == {"batches": []}
+    assert not (tmp_path / "typo").exists()

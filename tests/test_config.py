@@ -298,7 +298,7 @@ def test_config_errors_exit_2_with_one_line_naming_the_origin(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     result = run("config", "--json", *args)
-    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.exit_code == 2 and json.loads(result.stdout)["error"]["code"] == "config_error"
     assert result.stderr == f"error [config_error] {message.format(file=tmp_path / 'thumbctl.toml')}\n"
 
 

@@ -208,7 +208,7 @@ def test_items_without_an_output_to_show_are_labelled_placeholders(state: str, e
 def test_sheet_refuses_an_unwritable_place_with_exit_2(tmp_path: Path, rendered: str, place: str):
     before = sorted(p.name for p in tmp_path.iterdir())
     result = invoke(tmp_path, "sheet", rendered, "-o", tmp_path / place, "--json")
-    assert result.exit_code == 2 and result.stdout == ""
+    assert result.exit_code == 2 and json.loads(result.stdout)["error"]["code"] == "cannot_write"
     assert "cannot_write" in result.stderr and "cannot write the contact sheet" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
@@ -236,9 +236,9 @@ def test_sheet_human_output_goes_to_stderr(tmp_path: Path, rendered: str) -> Non
     assert review.is_file()
 
 
-def test_sheet_of_an_unknown_batch_is_a_usage_error(tmp_path: Path) -> None:
+def test_sheet_of_an_unknown_batch_is_a_usage_error(tmp_path: Path, rendered: str) -> None:
     result = invoke(tmp_path, "sheet", "b_nope", "--json")
-    assert result.exit_code == 2 and result.stdout == ""
+    assert result.exit_code == 2 and json.loads(result.stdout)["error"]["code"] == "batch_not_found"
     assert "batch_not_found" in result.stderr
 
 

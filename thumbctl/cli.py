@@ -14,6 +14,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
+from . import __version__
 from .config import (
     Settings,
     default_text,
@@ -22,7 +23,16 @@ from .config import (
     resolve_settings,
     setting_key,
 )
-from .errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES, ExitCode, Interrupted, StorageError, ThumbctlError, UsageError
+from .errors import (
+    EXIT_CODE_MEANINGS,
+    ITEM_ERROR_CODES,
+    ExitCode,
+    Interrupted,
+    LedgerMissing,
+    StorageError,
+    ThumbctlError,
+    UsageError,
+)
 from .intake import prepare_submission, submit
 from .ledger import Ledger
 from .models import ITEM_STATES, BatchView
@@ -52,6 +62,21 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"thumbctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Smart-cropped thumbnails in several aspect ratios, through a durable SQLite ledger."""
 
 
 def default_db_path() -> Path:
@@ -149,9 +174,13 @@ def _silence_broken_pipe() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def _open_ledger(db: Path | None) -> Ledger:
-    """The ledger at ``db`` (or the configured path)."""
-    return Ledger(db or default_db_path())
+def _open_ledger(db: Path | None, *, existing: bool = True) -> Ledger:
+    """The ledger at ``db`` (or the configured path). Commands that only read or act on
+    recorded batches need it to exist: a mistyped --db must not create a new, empty ledger."""
+    path = db or default_db_path()
+    if existing and not path.exists():
+        raise LedgerMissing(f"no ledger at {path}: nothing was submitted with this --db (or THUMBCTL_DB)")
+    return Ledger(path)
 
 
 def _source_name(ctx: typer.Context, name: str) -> str | None:
@@ -293,7 +322,7 @@ def submit_command(
         run_options = settings.run_options()
         wait = _parsed(parse_duration, admission_wait, "--admission-wait")
         db_path = settings.ledger_path
-        with _open_ledger(db_path) as ledger:
+        with _open_ledger(db_path, existing=False) as ledger:
             prepared = prepare_submission(source, options, ledger)  # Ctrl-C here: nothing recorded
             with Interrupts().on_sigint() as interrupts:
                 batch = submit(
@@ -370,6 +399,9 @@ def status(
             raise typer.BadParameter(f"choose one of {', '.join(ITEM_STATES)}", param_hint="--state")
         if (items or state or watch) and batch is None:
             raise UsageError("--items, --state and --watch need a BATCH")
+        if batch is None and not (db or default_db_path()).exists():
+            reporter.batch_list([])  # nothing submitted yet: say so without creating a ledger
+            return
         with _open_ledger(db) as ledger:
             if batch is None:
                 reporter.batch_list(ledger.batches(limit))
@@ -472,18 +504,19 @@ def stats(
 ) -> None:
     """Queue age, admission/claim/completion rates, retries, cancellation lag, bytes, dedup hits, stage timings."""
     reporter = _reporter(json_out, quiet)
-    with _handled(reporter), _open_ledger(db) as ledger:
+    with _handled(reporter):
         span = _parsed(parse_duration, window, "--window")
-        batch_id = ledger.resolve_batch_id(batch) if batch else None
-        report = build_report(ledger.stats_facts(ledger.clock() - span, batch_id), batch_id)
+        with _open_ledger(db) as ledger:
+            batch_id = ledger.resolve_batch_id(batch) if batch else None
+            report = build_report(ledger.stats_facts(ledger.clock() - span, batch_id), batch_id)
         if prometheus is not None:
             write_prometheus_file(report, prometheus)
         reporter.stats(report, str(prometheus) if prometheus else None)
 
 
 @app.command("codes", epilog=COMMAND_EPILOG)
-def codes_command(json_out: JsonOption = False) -> None:
-    """List the item error codes and the exit codes."""
+def codes_command(json_out: JsonOption = False, db: DbOption = None) -> None:
+    """List the item error codes and the exit codes (``--db`` is accepted, as everywhere, and unused)."""
     reporter = _reporter(json_out)
     if json_out:
         reporter.emit_json(
@@ -593,5 +626,24 @@ def gc_command(
             raise typer.Exit(int(ExitCode.PARTIAL))
 
 
-def main() -> None:
-    app()
+#: Click's base exception, found through a public class: recent Typer releases carry their own Click.
+_CLICK_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``thumbctl`` entry point: Click's usage errors become one line with a stable code too."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        code = app(args=args, prog_name="thumbctl", standalone_mode=False)
+    except _CLICK_ERROR as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `thumbctl`: the help, as Click shows it
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(int(ExitCode.USAGE))
+        reporter = _reporter("--json" in args)
+        hint = exc.ctx.command_path if getattr(exc, "ctx", None) else "thumbctl"  # type: ignore[attr-defined]
+        message = f"{exc.format_message()} (see {hint} --help)"  # type: ignore[attr-defined]
+        reporter.error(UsageError(message))
+        sys.exit(int(ExitCode.USAGE))
+    except typer.Abort:
+        sys.exit(int(ExitCode.INTERRUPTED))
+    sys.exit(code if isinstance(code, int) else 0)

@@ -60,6 +60,17 @@ class ThumbctlError(Exception):
     def message(self) -> str:
         return str(self.args[0]) if self.args else self.code
 
+    def to_json(self) -> dict[str, object]:
+        """What ``--json`` prints on stdout when a command fails, so a script always gets a document."""
+        return {
+            "error": {
+                "code": self.code,
+                "message": self.message,
+                "transient": self.transient,
+                "exit_code": int(self.exit_code),
+            }
+        }
+
 
 class UsageError(ThumbctlError):
     """The command line itself is wrong (exit 2)."""
@@ -70,6 +81,12 @@ class UsageError(ThumbctlError):
 
 class BatchNotFound(UsageError):
     code = "batch_not_found"
+
+
+class LedgerMissing(UsageError):
+    """The ledger file named (by --db, THUMBCTL_DB or the config) does not exist."""
+
+    code = "no_ledger"
 
 
 class CannotWrite(UsageError):

@@ -113,8 +113,11 @@ class Reporter:
             self.console.print(markup)
 
     def error(self, err: ThumbctlError) -> None:
-        """One line naming the stable code, always shown (even with -q or --json)."""
+        """One line naming the stable code, always shown (even with -q or --json); with
+        --json, also the error document on stdout."""
         self.console.print(f"[bold red]error[/] [dim]\\[{err.code}][/] {escape(err.message)}")
+        if self.json_mode:
+            self.emit_json(err.to_json())
 
     # -- commands -------------------------------------------------------------
 

@@ -367,10 +367,12 @@ class WorkQueue:
             if expired_at is not None:
                 raise UsageError(f"batch {batch_id} expired at {expired_at} (gc); submit again to redo its work")
             if cancel_at is not None:
-                raise UsageError(f"batch {batch_id} was cancelled at {cancel_at}; submit again to redo its work")
+                raise UsageError(
+                    f"batch {batch_id} was cancelled at {cancel_at}; submit again with a new --key to redo its work"
+                )
             if deadline is not None and deadline <= at:
                 raise UsageError(
-                    f"the deadline of batch {batch_id} passed at {deadline}; submit again to redo its work"
+                    f"the deadline of batch {batch_id} passed at {deadline}; submit again with a new --key to redo it"
                 )
             rows = [
                 r[0]
