@@ -97,18 +97,18 @@ def test_publish_object_is_create_if_absent_and_tolerates_duplicates(tmp_path: P
     layout = OutputLayout(str(tmp_path))
     obj = layout.object_path("cd" + "1" * 62, "jpg")
     first = write_temp(layout, b"same bytes", "jpg")
-    assert publish_object(first, obj) is True
+    assert publish_object(layout, first, obj) is True
     second = write_temp(layout, b"same bytes", "jpg")
     inode = os.stat(obj).st_ino
-    assert publish_object(second, obj) is False  # duplicate delivery is success
+    assert publish_object(layout, second, obj) is False  # duplicate delivery is success
     assert os.stat(obj).st_ino == inode and not os.listdir(layout.tmp_dir)
 
 
 def test_publish_object_replaces_a_damaged_object(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     obj = layout.object_path("ef" + "2" * 62, "jpg")
-    publish_object(write_temp(layout, b"truncat", "jpg"), obj)
-    assert publish_object(write_temp(layout, b"truncated no more", "jpg"), obj) is True
+    publish_object(layout, write_temp(layout, b"truncat", "jpg"), obj)
+    assert publish_object(layout, write_temp(layout, b"truncated no more", "jpg"), obj) is True
     assert Path(obj).read_bytes() == b"truncated no more"
 
 
@@ -116,8 +116,8 @@ def test_link_friendly_switches_atomically_and_leaves_no_staging_link(tmp_path: 
     layout = OutputLayout(str(tmp_path))
     a = layout.object_path("aa" + "3" * 62, "jpg")
     b = layout.object_path("bb" + "4" * 62, "jpg")
-    publish_object(write_temp(layout, b"A", "jpg"), a)
-    publish_object(write_temp(layout, b"B", "jpg"), b)
+    publish_object(layout, write_temp(layout, b"A", "jpg"), a)
+    publish_object(layout, write_temp(layout, b"B", "jpg"), b)
     friendly = str(tmp_path / "rooms" / "sofa.1x1.jpg")
     link_friendly(layout, a, friendly)
     link_friendly(layout, a, friendly)  # same inode again: rename() would be a no-op
@@ -139,7 +139,7 @@ def published_item(tmp_path: Path, state: str = "succeeded") -> ItemView:
     """A succeeded item whose object and friendly name exist, linked, under tmp_path/out."""
     layout = OutputLayout(str(tmp_path / "out"))
     obj = layout.object_path("ab" + "5" * 62, "jpg")
-    publish_object(write_temp(layout, b"pixels", "jpg"), obj)
+    publish_object(layout, write_temp(layout, b"pixels", "jpg"), obj)
     friendly = layout.friendly_path("sofa", Ratio(1, 1), "jpg")
     link_friendly(layout, obj, friendly)
     return ItemView("sofa.jpg", "/src/sofa.jpg", "1:1", state, 1, None, None, "ab", obj, friendly, "t")
@@ -223,7 +223,7 @@ def test_temp_names_without_a_known_writer_give_none(name: str) -> None:
 def test_object_files_lists_only_names_that_fit_the_layout(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     key = "ab" + "5" * 62
-    publish_object(write_temp(layout, b"A", "jpg"), layout.object_path(key, "jpg"))
+    publish_object(layout, write_temp(layout, b"A", "jpg"), layout.object_path(key, "jpg"))
     (tmp_path / "objects" / "ab" / "stray.jpg").write_bytes(b"?")
     (tmp_path / "objects" / "cd").mkdir()
     (tmp_path / "objects" / "cd" / f"{key}.jpg").write_bytes(b"wrong shard")
@@ -235,8 +235,8 @@ def test_friendly_link_problem(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     a = layout.object_path("aa" + "6" * 62, "jpg")
     b = layout.object_path("bb" + "7" * 62, "jpg")
-    publish_object(write_temp(layout, b"A", "jpg"), a)
-    publish_object(write_temp(layout, b"B", "jpg"), b)
+    publish_object(layout, write_temp(layout, b"A", "jpg"), a)
+    publish_object(layout, write_temp(layout, b"B", "jpg"), b)
     friendly = str(tmp_path / "x.1x1.jpg")
     assert friendly_link_problem(a, friendly) == "missing"
     link_friendly(layout, b, friendly)
@@ -248,7 +248,7 @@ def test_friendly_link_problem(tmp_path: Path) -> None:
 def test_removing_an_object_frees_its_bytes_only_with_its_last_link(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     obj = layout.object_path("ee" + "8" * 62, "jpg")
-    publish_object(write_temp(layout, b"12345", "jpg"), obj)
+    publish_object(layout, write_temp(layout, b"12345", "jpg"), obj)
     kept, gone = str(tmp_path / "kept.1x1.jpg"), str(tmp_path / "gone.1x1.jpg")
     link_friendly(layout, obj, kept)
     link_friendly(layout, obj, gone)
