@@ -182,9 +182,23 @@ def _restore_friendly_names(batch: BatchView, ledger: Ledger) -> None:
 
 def resolve_out_dir_or_fail(out: Path) -> Path:
     try:
-        return resolve_out_dir(out)
+        resolved = resolve_out_dir(out)
     except NotADirectoryError as exc:
         raise UsageError(str(exc), code="bad_out_dir") from exc
+    _refuse_symlinked_batch_folders(OutputLayout(str(resolved)))
+    return resolved
+
+
+def _refuse_symlinked_batch_folders(layout: OutputLayout) -> None:
+    """OUT/.tmp and OUT/batches hold every batch's own files: a symlink there refuses the
+    whole submission (nothing recorded), as the batch's manifest could never be written."""
+    for folder in (layout.tmp_dir, os.path.dirname(layout.batch_manifest_path("b"))):
+        link = symlinked_folder(layout, folder)
+        if link is not None:
+            raise UsageError(
+                f"{link} is a symlink, which could lead out of the output folder; nothing is written through it",
+                code="bad_out_dir",
+            )
 
 
 # -- finding entries ----------------------------------------------------------
