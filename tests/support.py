@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import random
 import sqlite3
 import struct
@@ -84,6 +86,21 @@ def _check_outputs(ledger: Ledger, batch_id: str) -> None:
             image.load()
             w, h = (int(v) for v in item.ratio.split(":"))
             assert abs(image.width * h - image.height * w) <= max(w, h), (item.item_id, item.ratio, image.size)
+
+
+def tree_snapshot(folder: Path) -> dict[str, str]:
+    """Every entry under ``folder`` (relative path -> sha256 of a file, a link's target, or
+    ``dir``), with the folder's own mode and mtime: what must not change outside OUT."""
+    snapshot = {".": f"dir {folder.stat().st_mode:o} {folder.stat().st_mtime_ns}"}
+    for path in sorted(folder.rglob("*")):
+        name = str(path.relative_to(folder))
+        if path.is_symlink():
+            snapshot[name] = f"link {os.readlink(path)}"
+        elif path.is_dir():
+            snapshot[name] = f"dir {path.stat().st_mtime_ns}"
+        else:
+            snapshot[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return snapshot
 
 
 class Clock:

@@ -16,7 +16,7 @@ from thumbctl import Ledger, Limits
 from thumbctl.cli import app, main
 
 from conftest import SAMPLE_IMAGES
-from support import request
+from support import request, tree_snapshot
 
 SAMPLE_ONE = SAMPLE_IMAGES / "public-domain"
 
@@ -587,3 +587,47 @@ def test_read_only_commands_never_create_a_ledger(tmp_path: Path, capsys: pytest
         main(["status", "--db", str(typo), "--json"])
     assert ended.value.code == 0 and json.loads(capsys.readouterr().out) == {"batches": []}
     assert not (tmp_path / "typo").exists()
+
+
+def test_an_item_id_through_a_symlink_in_out_fails_and_nothing_outside_changes(cli, tmp_path: Path) -> None:
+    out, victim, photos = tmp_path / "out", tmp_path / "victim", tmp_path / "man"
+    out.mkdir()
+    victim.mkdir()
+    photos.mkdir()
+    (out / "evil").symlink_to(victim, target_is_directory=True)
+    (victim / "keep.1x1.jpg").write_text("precious user data")
+    before = tree_snapshot(victim)
+    (photos / "Portrait_1.jpg").write_bytes((SAMPLE_IMAGES / "orientation" / "Landscape_6.jpg").read_bytes())
+    for name, item_id in (("ev.json", "evil/x"), ("ev2.json", "evil/keep")):
+        doc = {"ratios": ["1:1"], "items": [{"id": item_id, "source": "Portrait_1.jpg"}]}
+        (photos / name).write_text(json.dumps(doc))
+        result = cli("submit", photos / name, "--out", out, "-w", "1", "--json")
+        assert result.exit_code == 1
+        (failure,) = json.loads(result.stdout)["failures"]
+        assert failure == {
+            "item_id": item_id,
+            "ratio": "1:1",
+            "error_code": "path_outside_root",
+            "detail": f"{out / 'evil'} is a symlink, which could lead out of the output folder; "
+            "nothing is written through it",
+        }
+    repaired = cli("reconcile", "--repair", "--json")
+    assert (repaired.exit_code, json.loads(repaired.stdout)) == (0, {"findings": [], "clean": True})
+    assert tree_snapshot(victim) == before
+
+
+def test_work_after_out_tmp_became_a_symlink_fails_the_items_and_reports_the_manifest(
+    cli, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    out_dir.mkdir(exist_ok=True)
+    (out_dir / ".tmp").symlink_to(victim, target_is_directory=True)
+    before = tree_snapshot(victim)
+    result = cli("work", "--until-idle", "-w", "1", "-q")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert f"error [io_error] {out_dir / '.tmp'} is a symlink" in result.stderr and "Traceback" not in result.stderr
+    status = json.loads(cli("status", batch["batch_id"], "--json").stdout)
+    assert (status["state"], {f["error_code"] for f in status["failures"]}) == ("failed", {"path_outside_root"})
+    assert tree_snapshot(victim) == before

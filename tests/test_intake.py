@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError, SubmitOptions
-from thumbctl.errors import AdmissionRefused, Interrupted
+from thumbctl.errors import AdmissionRefused, Interrupted, UsageError
 from thumbctl.intake import prepare_submission, submit
 from thumbctl.settings import Ratio
 
-from support import check_invariants, make_image
+from support import check_invariants, make_image, tree_snapshot
 
 
 def run(ledger: Ledger, source: Path, out: Path, **kwargs):
@@ -356,3 +356,36 @@ def test_retry_admission_gives_up_after_max_wait(ledger: Ledger, photos: Path, o
     other = prepared_for(ledger, photos, out_dir, profile=Profile(size=128))
     with pytest.raises(AdmissionRefused):
         submit(ledger, other, limits, retry_admission=True, max_wait=0.3)
+
+
+@pytest.mark.parametrize(("linked", "failing"), [("objects", 12), ("rooms", 6), ("rooms/living.jpg", 0)])
+def test_items_whose_outputs_would_go_through_a_symlink_in_out_fail_at_submit(
+    ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path, linked: str, failing: int
+) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "living.1x1.jpg").write_text("precious user data")
+    (out_dir / linked).parent.mkdir(parents=True)
+    (out_dir / linked).symlink_to(victim, target_is_directory=True)  # the last one is on no item's path
+    before = tree_snapshot(victim)
+    batch, _ = run(ledger, photos, out_dir)
+    failed = ledger.items(batch.batch_id, state="failed")
+    assert len(failed) == failing and len(ledger.items(batch.batch_id, state="queued")) == 12 - failing
+    assert {i.error_code for i in failed} <= {"path_outside_root"}
+    assert all((i.error_detail or "").startswith(f"{out_dir / linked} is a symlink") for i in failed)
+    assert tree_snapshot(victim) == before
+
+
+@pytest.mark.parametrize("linked", [".tmp", "batches"])
+def test_a_symlinked_folder_for_the_batch_files_refuses_the_whole_submission(
+    ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path, linked: str
+) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    out_dir.mkdir()
+    (out_dir / linked).symlink_to(victim, target_is_directory=True)
+    before, rows = tree_snapshot(victim), table_snapshot(ledger)
+    with pytest.raises(UsageError, match=f"{out_dir / linked} is a symlink") as raised:
+        prepare_submission(photos, SubmitOptions(out_dir=out_dir), ledger)
+    assert raised.value.code == "bad_out_dir"
+    assert tree_snapshot(victim) == before and table_snapshot(ledger) == rows

@@ -30,7 +30,7 @@ from thumbctl.sheet import write_contact_sheet
 from thumbctl.store import host_tag
 from thumbctl.worker import WorkerConfig, run_worker
 
-from support import check_invariants, make_image
+from support import check_invariants, make_image, tree_snapshot
 
 DAY = 86400.0
 OTHER_HOST_OWNER = "another-host:4242:777"  # never declared dead here: its leases only expire
@@ -533,3 +533,57 @@ def test_gc_reports_files_it_could_not_remove_and_keeps_going(
     assert len(report.errors) == 12 and all(e.endswith(": Permission denied") for e in report.errors)
     assert report.manifests_removed == 1  # the rest went on
     assert objects_in(out_dir) == before
+
+
+# -- symlinks inside OUT --------------------------------------------------------------------------
+
+
+def move_out_behind_a_symlink(out_dir: Path, name: str, victim: Path) -> None:
+    """The user moved OUT/<name> elsewhere and left a symlink to it: its files are no longer OUT's."""
+    os.rename(out_dir / name, victim)
+    (out_dir / name).symlink_to(victim, target_is_directory=True)
+
+
+def test_reconcile_never_relinks_through_a_symlinked_folder(
+    led: Ledger, rendered, out_dir: Path, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim"
+    move_out_behind_a_symlink(out_dir, "rooms", victim)
+    (victim / "living.1x1.jpg").unlink()
+    (victim / "living.1x1.jpg").write_text("precious user data")  # the QA case: a user's file there
+    (victim / "kitchen.4x3.jpg").unlink()
+    before = tree_snapshot(victim)
+    report = reconcile(led, repair=True)
+    assert sorted((f.kind, f.item_id, f.ratio, f.repaired) for f in report.findings) == [
+        ("friendly_link_missing", "rooms/kitchen.webp", "4:3", False),
+        ("friendly_link_wrong", "rooms/living.jpg", "1:1", False),
+    ]
+    assert all(f"{out_dir / 'rooms'} is a symlink" in f.detail for f in report.findings)
+    assert tree_snapshot(victim) == before
+    assert reconcile_events(led, rendered.batch_id) == []
+
+
+def test_gc_never_removes_through_a_symlinked_folder_and_drops_emptied_shards(
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    batch = accept(led, photos, out_dir)
+    work(led)
+    write_batch_manifest(led, led.batch(batch.batch_id))
+    move_out_behind_a_symlink(out_dir, "rooms", tmp_path / "rooms-elsewhere")
+    move_out_behind_a_symlink(out_dir, "batches", tmp_path / "batches-elsewhere")
+    (tmp_path / "tmp-elsewhere").mkdir()
+    stale = tmp_path / "tmp-elsewhere" / "4242-0123456789ab.jpg"  # named like an old temp file, long stale
+    stale.write_bytes(b"user data")
+    os.utime(stale, (0, 0))
+    os.rmdir(out_dir / ".tmp")
+    (out_dir / ".tmp").symlink_to(tmp_path / "tmp-elsewhere", target_is_directory=True)
+    victims = ("rooms-elsewhere", "batches-elsewhere", "tmp-elsewhere")
+    before = {name: tree_snapshot(tmp_path / name) for name in victims}
+    clock.offset = 31 * DAY
+    report = collect_garbage(led, 30 * DAY)
+    assert {name: tree_snapshot(tmp_path / name) for name in victims} == before
+    assert (report.objects_removed, report.links_removed, report.temp_files_removed) == (6, 6, 0)
+    assert report.manifests_removed == 0 and len(report.errors) == 7  # 6 objects linked from rooms, 1 manifest
+    assert all("is a symlink" in error for error in report.errors)
+    assert len(objects_in(out_dir)) == 6
+    assert all(os.listdir(shard) for shard in (out_dir / "objects").iterdir())  # emptied shards went

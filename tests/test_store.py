@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,8 +15,10 @@ from thumbctl.proc import owner_id, owner_is_dead
 from thumbctl.settings import Ratio
 from thumbctl.store import (
     OutputLayout,
+    OutsideOutput,
     UnsafeItemId,
     check_item_id,
+    checked_folder,
     friendly_link_problem,
     friendly_stems,
     host_tag,
@@ -22,15 +26,19 @@ from thumbctl.store import (
     object_files,
     publish_object,
     reclaimable,
+    remove_empty_shard,
     remove_object_and_links,
     remove_stored_file,
     shown_output,
+    symlinked_folder,
     temp_files,
     temp_writer,
     write_json_atomically,
     write_page,
     write_temp,
 )
+
+from support import tree_snapshot
 
 
 @pytest.mark.parametrize("item_id", ["a.jpg", "rooms/living room.jpg", "ünïcode/фото.png", ".hidden/x.jpg", "a..b.jpg"])
@@ -97,18 +105,18 @@ def test_publish_object_is_create_if_absent_and_tolerates_duplicates(tmp_path: P
     layout = OutputLayout(str(tmp_path))
     obj = layout.object_path("cd" + "1" * 62, "jpg")
     first = write_temp(layout, b"same bytes", "jpg")
-    assert publish_object(first, obj) is True
+    assert publish_object(layout, first, obj) is True
     second = write_temp(layout, b"same bytes", "jpg")
     inode = os.stat(obj).st_ino
-    assert publish_object(second, obj) is False  # duplicate delivery is success
+    assert publish_object(layout, second, obj) is False  # duplicate delivery is success
     assert os.stat(obj).st_ino == inode and not os.listdir(layout.tmp_dir)
 
 
 def test_publish_object_replaces_a_damaged_object(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     obj = layout.object_path("ef" + "2" * 62, "jpg")
-    publish_object(write_temp(layout, b"truncat", "jpg"), obj)
-    assert publish_object(write_temp(layout, b"truncated no more", "jpg"), obj) is True
+    publish_object(layout, write_temp(layout, b"truncat", "jpg"), obj)
+    assert publish_object(layout, write_temp(layout, b"truncated no more", "jpg"), obj) is True
     assert Path(obj).read_bytes() == b"truncated no more"
 
 
@@ -116,8 +124,8 @@ def test_link_friendly_switches_atomically_and_leaves_no_staging_link(tmp_path: 
     layout = OutputLayout(str(tmp_path))
     a = layout.object_path("aa" + "3" * 62, "jpg")
     b = layout.object_path("bb" + "4" * 62, "jpg")
-    publish_object(write_temp(layout, b"A", "jpg"), a)
-    publish_object(write_temp(layout, b"B", "jpg"), b)
+    publish_object(layout, write_temp(layout, b"A", "jpg"), a)
+    publish_object(layout, write_temp(layout, b"B", "jpg"), b)
     friendly = str(tmp_path / "rooms" / "sofa.1x1.jpg")
     link_friendly(layout, a, friendly)
     link_friendly(layout, a, friendly)  # same inode again: rename() would be a no-op
@@ -139,7 +147,7 @@ def published_item(tmp_path: Path, state: str = "succeeded") -> ItemView:
     """A succeeded item whose object and friendly name exist, linked, under tmp_path/out."""
     layout = OutputLayout(str(tmp_path / "out"))
     obj = layout.object_path("ab" + "5" * 62, "jpg")
-    publish_object(write_temp(layout, b"pixels", "jpg"), obj)
+    publish_object(layout, write_temp(layout, b"pixels", "jpg"), obj)
     friendly = layout.friendly_path("sofa", Ratio(1, 1), "jpg")
     link_friendly(layout, obj, friendly)
     return ItemView("sofa.jpg", "/src/sofa.jpg", "1:1", state, 1, None, None, "ab", obj, friendly, "t")
@@ -223,7 +231,7 @@ def test_temp_names_without_a_known_writer_give_none(name: str) -> None:
 def test_object_files_lists_only_names_that_fit_the_layout(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     key = "ab" + "5" * 62
-    publish_object(write_temp(layout, b"A", "jpg"), layout.object_path(key, "jpg"))
+    publish_object(layout, write_temp(layout, b"A", "jpg"), layout.object_path(key, "jpg"))
     (tmp_path / "objects" / "ab" / "stray.jpg").write_bytes(b"?")
     (tmp_path / "objects" / "cd").mkdir()
     (tmp_path / "objects" / "cd" / f"{key}.jpg").write_bytes(b"wrong shard")
@@ -235,8 +243,8 @@ def test_friendly_link_problem(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     a = layout.object_path("aa" + "6" * 62, "jpg")
     b = layout.object_path("bb" + "7" * 62, "jpg")
-    publish_object(write_temp(layout, b"A", "jpg"), a)
-    publish_object(write_temp(layout, b"B", "jpg"), b)
+    publish_object(layout, write_temp(layout, b"A", "jpg"), a)
+    publish_object(layout, write_temp(layout, b"B", "jpg"), b)
     friendly = str(tmp_path / "x.1x1.jpg")
     assert friendly_link_problem(a, friendly) == "missing"
     link_friendly(layout, b, friendly)
@@ -248,7 +256,7 @@ def test_friendly_link_problem(tmp_path: Path) -> None:
 def test_removing_an_object_frees_its_bytes_only_with_its_last_link(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     obj = layout.object_path("ee" + "8" * 62, "jpg")
-    publish_object(write_temp(layout, b"12345", "jpg"), obj)
+    publish_object(layout, write_temp(layout, b"12345", "jpg"), obj)
     kept, gone = str(tmp_path / "kept.1x1.jpg"), str(tmp_path / "gone.1x1.jpg")
     link_friendly(layout, obj, kept)
     link_friendly(layout, obj, gone)
@@ -265,3 +273,144 @@ def test_remove_stored_file_refuses_anything_outside_out(tmp_path: Path, outside
     layout = OutputLayout(str(tmp_path / "out"))
     with pytest.raises(ValueError, match="not inside"):
         remove_stored_file(layout, os.path.join(layout.root, outside))
+
+
+# -- symlinks inside OUT: nothing is written, linked, renamed or removed through one ---------------
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A folder outside OUT holding a user's file, with the names thumbctl would write."""
+    folder = tmp_path / "victim"
+    folder.mkdir()
+    (folder / "keep.1x1.jpg").write_text("precious user data")
+    (folder / "b_1.json").write_text("precious user data")
+    (folder / "b_1.html").write_text("precious user data")
+    return folder
+
+
+def symlink_in_out(layout: OutputLayout, name: str, target: Path) -> None:
+    link = Path(layout.root) / name
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target, target_is_directory=True)
+
+
+def _publish(layout: OutputLayout) -> None:
+    publish_object(layout, write_temp(layout, b"A", "jpg"), layout.object_path("aa" + "3" * 62, "jpg"))
+
+
+def _link(layout: OutputLayout) -> None:
+    obj = layout.object_path("aa" + "3" * 62, "jpg")
+    publish_object(layout, write_temp(layout, b"A", "jpg"), obj)
+    link_friendly(layout, obj, f"{layout.root}/evil/keep.1x1.jpg")
+
+
+def _remove(layout: OutputLayout) -> None:
+    remove_stored_file(layout, f"{layout.root}/evil/keep.1x1.jpg")
+
+
+@pytest.mark.parametrize(
+    ("linked", "operation"),
+    [
+        (".tmp", lambda layout: write_temp(layout, b"A", "jpg")),
+        ("objects", _publish),
+        ("objects/aa", _publish),
+        ("evil", _link),
+        ("evil", _remove),
+        ("batches", lambda layout: write_json_atomically(layout, layout.batch_manifest_path("b_1"), {"x": 1})),
+        ("batches", lambda layout: write_page(layout, layout.batch_sheet_path("b_1"), "x", create_folder=True)),
+        ("batches", lambda layout: write_page(layout, layout.batch_sheet_path("b_1"), "x")),
+    ],
+    ids=["temp", "object", "object-shard", "friendly-name", "remove", "manifest", "page-created", "page"],
+)
+def test_nothing_goes_through_a_symlinked_folder_in_out(
+    tmp_path: Path, victim: Path, linked: str, operation: Callable[[OutputLayout], object]
+) -> None:
+    layout = OutputLayout(str(tmp_path / "out"))
+    symlink_in_out(layout, linked, victim)
+    before = tree_snapshot(victim)
+    with pytest.raises(OutsideOutput, match=rf"{re.escape(layout.root)}/{re.escape(linked)} is a symlink"):
+        operation(layout)
+    assert tree_snapshot(victim) == before
+
+
+def test_a_symlink_deep_in_a_friendly_path_is_found_before_any_folder_is_made(tmp_path: Path, victim: Path) -> None:
+    layout = OutputLayout(str(tmp_path / "out"))
+    symlink_in_out(layout, "a/evil", victim)
+    before = tree_snapshot(victim)
+    with pytest.raises(OutsideOutput):
+        checked_folder(layout, f"{layout.root}/a/evil/b/c", create=True)
+    assert tree_snapshot(victim) == before and not (victim / "b").exists()
+    assert symlinked_folder(layout, f"{layout.root}/a/evil/b") == f"{layout.root}/a/evil"
+    assert symlinked_folder(layout, f"{layout.root}/a/other") is None
+
+
+def test_an_out_folder_that_became_a_symlink_is_refused(tmp_path: Path, victim: Path) -> None:
+    (tmp_path / "out").symlink_to(victim, target_is_directory=True)
+    before = tree_snapshot(victim)
+    with pytest.raises(OutsideOutput):
+        write_temp(OutputLayout(str(tmp_path / "out")), b"A", "jpg")
+    assert tree_snapshot(victim) == before
+
+
+def test_checked_folder_makes_missing_folders_as_real_ones(tmp_path: Path) -> None:
+    layout = OutputLayout(str(tmp_path / "out"))
+    assert checked_folder(layout, f"{layout.root}/a/b", create=False) is False
+    assert not (tmp_path / "out").exists()
+    assert checked_folder(layout, f"{layout.root}/a/b", create=True) is True
+    assert (tmp_path / "out" / "a" / "b").is_dir() and not (tmp_path / "out" / "a").is_symlink()
+    with pytest.raises(ValueError, match="not inside"):
+        checked_folder(layout, str(tmp_path / "elsewhere"), create=True)
+
+
+@pytest.mark.parametrize("at", ["victim", "object"])
+def test_a_symlink_at_the_object_name_is_replaced_not_written_through(tmp_path: Path, victim: Path, at: str) -> None:
+    layout = OutputLayout(str(tmp_path / "out"))
+    obj = layout.object_path("aa" + "3" * 62, "jpg")
+    os.makedirs(os.path.dirname(obj))
+    (victim / "same.jpg").write_bytes(b"A")  # the same bytes: must still not count as the object
+    os.symlink(victim / "same.jpg" if at == "victim" else victim / "keep.1x1.jpg", obj)
+    before = tree_snapshot(victim)
+    assert publish_object(layout, write_temp(layout, b"A", "jpg"), obj) is True
+    assert not os.path.islink(obj) and Path(obj).read_bytes() == b"A"
+    assert tree_snapshot(victim) == before
+
+
+@pytest.mark.parametrize("points_to", ["victim", "object"])
+def test_a_symlink_at_the_friendly_name_is_replaced_by_a_hard_link(
+    tmp_path: Path, victim: Path, points_to: str
+) -> None:
+    layout = OutputLayout(str(tmp_path / "out"))
+    obj = layout.object_path("aa" + "3" * 62, "jpg")
+    publish_object(layout, write_temp(layout, b"A", "jpg"), obj)
+    friendly = f"{layout.root}/keep.1x1.jpg"
+    os.symlink(victim / "keep.1x1.jpg" if points_to == "victim" else obj, friendly)
+    before = tree_snapshot(victim)
+    link_friendly(layout, obj, friendly)
+    assert not os.path.islink(friendly) and os.path.samefile(friendly, obj)
+    assert tree_snapshot(victim) == before
+
+
+@pytest.mark.parametrize("linked", [".tmp", "objects", "objects/aa"])
+def test_listing_never_follows_a_symlinked_folder(tmp_path: Path, victim: Path, linked: str) -> None:
+    layout = OutputLayout(str(tmp_path / "out"))
+    key = "aa" + "3" * 62
+    (victim / "aa").mkdir()
+    (victim / "aa" / f"{key}.jpg").write_bytes(b"looks like an object")
+    (victim / f"{key}.jpg").write_bytes(b"looks like an object")
+    symlink_in_out(layout, linked, victim if linked != "objects/aa" else victim / "aa")
+    assert temp_files(layout) == [] and list(object_files(layout)) == []
+
+
+def test_gc_removal_drops_the_emptied_shard_folder_only(tmp_path: Path) -> None:
+    layout = OutputLayout(str(tmp_path / "out"))
+    first, second = layout.object_path("aa" + "3" * 62, "jpg"), layout.object_path("aa" + "4" * 62, "jpg")
+    for obj in (first, second):
+        publish_object(layout, write_temp(layout, b"A", "jpg"), obj)
+    assert remove_object_and_links(layout, first, []) == (0, 1)
+    assert os.listdir(os.path.dirname(first)) == [os.path.basename(second)]
+    assert remove_object_and_links(layout, second, []) == (0, 1)
+    assert os.listdir(f"{layout.root}/objects") == []
+    assert remove_empty_shard(layout, f"{layout.root}/objects/aa") is False  # already gone
+    with pytest.raises(ValueError, match="not a shard folder"):
+        remove_empty_shard(layout, f"{layout.root}/.tmp")

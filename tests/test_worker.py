@@ -16,7 +16,7 @@ from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
 from thumbctl.worker import WorkerConfig, run_worker
 
-from support import check_invariants, make_image
+from support import check_invariants, make_image, tree_snapshot
 
 
 def accept(ledger: Ledger, source: Path, out: Path, **kwargs):
@@ -188,3 +188,24 @@ def test_a_replay_does_no_image_work(ledger: Ledger, photos: Path, out_dir: Path
     monkeypatch.setattr(intake, "verify_output", no_image_work)
     again = accept(ledger, photos, out_dir)
     assert again.replayed and again.state == "succeeded"
+
+
+@pytest.mark.parametrize(("linked", "failing"), [(".tmp", 12), ("objects", 12), ("rooms", 6)])
+def test_a_folder_of_out_swapped_for_a_symlink_fails_its_items_at_once_and_writes_nothing_there(
+    ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path, linked: str, failing: int
+):
+    batch = accept(ledger, photos, out_dir)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "living.1x1.jpg").write_text("precious user data")
+    out_dir.mkdir(exist_ok=True)
+    (out_dir / linked).symlink_to(victim, target_is_directory=True)
+    before = tree_snapshot(victim)
+    work(ledger)
+    assert tree_snapshot(victim) == before
+    items = ledger.items(batch.batch_id)
+    failed = [i for i in items if i.state == "failed"]
+    assert len(failed) == failing
+    assert {(i.error_code, i.attempt) for i in failed} == {("path_outside_root", 1)}  # permanent: never retried
+    assert all(f"{out_dir / linked} is a symlink" in (i.error_detail or "") for i in failed)
+    assert all(i.state == "succeeded" for i in items if i not in failed)

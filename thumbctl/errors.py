@@ -169,7 +169,10 @@ ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
     "too_large": (False, "source file over the byte limit"),
     "source_missing": (False, "the source vanished, or a symlink dangles"),
     "source_changed": (False, "content differs from the digest accepted at submit"),
-    "path_outside_root": (False, "the source resolves outside the submitted root"),
+    "path_outside_root": (
+        False,
+        "the source resolves outside the submitted root, or an output would be written through a symlink in OUT",
+    ),
     "worker_crashed": (True, "the worker died while rendering this item"),
     "timeout": (False, "the render took longer than the per-item time limit"),
     "deadline_exceeded": (False, "the batch deadline passed"),

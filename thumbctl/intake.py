@@ -16,6 +16,7 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cache, partial
 from pathlib import Path, PurePosixPath
 
 from .admission import retry_unavailable
@@ -34,6 +35,7 @@ from .store import (
     friendly_stems,
     link_friendly,
     resolve_out_dir,
+    symlinked_folder,
     write_batch_manifest,
 )
 
@@ -180,9 +182,23 @@ def _restore_friendly_names(batch: BatchView, ledger: Ledger) -> None:
 
 def resolve_out_dir_or_fail(out: Path) -> Path:
     try:
-        return resolve_out_dir(out)
+        resolved = resolve_out_dir(out)
     except NotADirectoryError as exc:
         raise UsageError(str(exc), code="bad_out_dir") from exc
+    _refuse_symlinked_batch_folders(OutputLayout(str(resolved)))
+    return resolved
+
+
+def _refuse_symlinked_batch_folders(layout: OutputLayout) -> None:
+    """OUT/.tmp and OUT/batches hold every batch's own files: a symlink there refuses the
+    whole submission (nothing recorded), as the batch's manifest could never be written."""
+    for folder in (layout.tmp_dir, os.path.dirname(layout.batch_manifest_path("b"))):
+        link = symlinked_folder(layout, folder)
+        if link is not None:
+            raise UsageError(
+                f"{link} is a symlink, which could lead out of the output folder; nothing is written through it",
+                code="bad_out_dir",
+            )
 
 
 # -- finding entries ----------------------------------------------------------
@@ -387,12 +403,29 @@ def _build_items(
     layout: OutputLayout,
 ) -> list[NewItem]:
     stems = friendly_stems([e.item_id for e in entries])
+    symlink_in = cache(partial(symlinked_folder, layout))
     items = []
     for entry in sorted(entries, key=lambda e: e.item_id):
         inspection = inspections[entry.item_id]
         for ratio in entry.ratios:
-            items.append(_new_item(entry, ratio, inspection, profile, layout, stems[entry.item_id]))
+            item = _new_item(entry, ratio, inspection, profile, layout, stems[entry.item_id])
+            items.append(_refused_if_through_symlink(item, layout, symlink_in))
     return items
+
+
+def _refused_if_through_symlink(
+    item: NewItem, layout: OutputLayout, symlink_in: Callable[[str], str | None]
+) -> NewItem:
+    """A queued item whose temp file, object or friendly name would be written through a
+    symlink inside OUT fails at once (``path_outside_root``); nothing is written through it."""
+    if item.state != "queued" or item.object_path is None or item.friendly_path is None:
+        return item
+    folders = (layout.tmp_dir, os.path.dirname(item.object_path), os.path.dirname(item.friendly_path))
+    link = next((found for folder in folders if (found := symlink_in(folder))), None)
+    if link is None:
+        return item
+    detail = f"{link} is a symlink, which could lead out of the output folder; nothing is written through it"
+    return replace(item, state="failed", error_code="path_outside_root", error_detail=detail)
 
 
 def _new_item(

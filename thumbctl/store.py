@@ -7,6 +7,12 @@ Layout of OUT (nothing else is ever written there)::
     OUT/batches/<batch_id>.json          per-batch manifest
     OUT/batches/<batch_id>.html          contact sheet (``thumbctl sheet``, default place)
     OUT/.tmp/                            temp files of writers
+
+Every write, link, rename and delete under OUT first proves that the folders from OUT's
+root down to the file are real directories, not symlinks (:func:`checked_folder`), so no
+item id, swapped-in link or symlinked ``objects``/``.tmp``/``batches`` folder can make it
+land outside OUT. A symlink at the final name is only ever replaced by a rename, never
+written through.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import re
 import secrets
 import stat
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +39,18 @@ RESERVED_TOP_LEVEL = {".tmp"}
 
 class UnsafeItemId(ValueError):
     """An item id that could not be a safe relative path inside OUT."""
+
+
+class OutsideOutput(OSError):
+    """A write, link, rename or delete under OUT would go through a symlink, which could lead
+    out of the output folder; an OSError, so callers that report filesystem refusals report it."""
+
+    def __init__(self, path: str, root: str) -> None:
+        super().__init__(
+            f"{path} is a symlink, which could lead out of the output folder {root}; "
+            "nothing is written or removed through it"
+        )
+        self.path = path
 
 
 def check_item_id(item_id: str) -> str:
@@ -115,6 +133,74 @@ def resolve_out_dir(out: Path) -> Path:
     return resolved
 
 
+# -- folders under OUT ----------------------------------------------------------------------
+
+
+def checked_folder(layout: OutputLayout, folder: str, *, create: bool) -> bool:
+    """Prove that OUT's root and every folder below it down to ``folder`` is a real directory.
+
+    Each component is checked with ``lstat`` before anything is created (``makedirs`` would
+    follow a symlink); with ``create`` the missing ones are made. Raises :class:`OutsideOutput`
+    at the first symlink, :class:`NotADirectoryError` at another kind of file. Returns whether
+    ``folder`` exists (always True with ``create``).
+    """
+    root = os.path.normpath(layout.root)
+    if not _real_folder(root, root, create, make=lambda p: os.makedirs(p, exist_ok=True)):
+        return False
+    current = root
+    for part in _parts_below(root, folder):
+        current = os.path.join(current, part)
+        if not _real_folder(current, root, create, make=os.mkdir):
+            return False
+    return True
+
+
+def symlinked_folder(layout: OutputLayout, folder: str) -> str | None:
+    """The first symlink between OUT's root and ``folder`` (inclusive), or None; creates nothing."""
+    try:
+        checked_folder(layout, folder, create=False)
+    except OutsideOutput as exc:
+        return exc.path
+    except NotADirectoryError:
+        return None
+    return None
+
+
+def _parts_below(root: str, folder: str) -> list[str]:
+    """The names of the folders from ``root`` (excluded) down to ``folder``."""
+    folder = os.path.normpath(folder)
+    if folder == root:
+        return []
+    prefix = root if root.endswith("/") else f"{root}/"
+    if not folder.startswith(prefix):
+        raise ValueError(f"{folder} is not inside the output folder {root}")
+    return folder[len(prefix) :].split("/")
+
+
+def _real_folder(path: str, root: str, create: bool, make: Callable[[str], None]) -> bool:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        if not create:
+            return False
+        with contextlib.suppress(FileExistsError):  # another writer made it meanwhile: checked below
+            make(path)
+        info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise OutsideOutput(path, root)
+    if not stat.S_ISDIR(info.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", path)
+    return True
+
+
+def _listable(layout: OutputLayout, folder: str) -> bool:
+    """Whether ``folder`` exists as a real folder under OUT (listing never follows a symlink out)."""
+    try:
+        return checked_folder(layout, folder, create=False)
+    except (OutsideOutput, NotADirectoryError):
+        return False
+
+
 # -- publishing -------------------------------------------------------------------------
 
 
@@ -152,9 +238,9 @@ def temp_writer(name: str) -> str | None:
 
 def write_temp(layout: OutputLayout, data: bytes, extension: str) -> str:
     """Write ``data`` durably to a new temp file in OUT/.tmp and return its path."""
-    os.makedirs(layout.tmp_dir, exist_ok=True)
+    checked_folder(layout, layout.tmp_dir, create=True)
     path = temp_name(layout, extension)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -180,19 +266,20 @@ def same_content(a: str, b: str) -> bool:
         return hashlib.file_digest(fa, "sha256").digest() == hashlib.file_digest(fb, "sha256").digest()
 
 
-def publish_object(temp_path: str, object_path: str) -> bool:
+def publish_object(layout: OutputLayout, temp_path: str, object_path: str) -> bool:
     """Create ``object_path`` from a verified temp file, if absent (``os.link``).
 
     An existing object with the same bytes is success, not an error: that is
-    duplicate delivery. One with other bytes (damaged) is replaced atomically.
+    duplicate delivery. One with other bytes (damaged), or anything that is not a
+    regular file (a symlink), is replaced atomically.
     Returns whether this call created or replaced the object.
     """
-    os.makedirs(os.path.dirname(object_path), exist_ok=True)
+    checked_folder(layout, os.path.dirname(object_path), create=True)
     try:
         os.link(temp_path, object_path)
         return True
     except FileExistsError:
-        if same_content(temp_path, object_path):
+        if _is_regular_file(object_path) and same_content(temp_path, object_path):
             return False
         os.replace(temp_path, object_path)
         return True
@@ -204,13 +291,14 @@ def link_friendly(layout: OutputLayout, object_path: str, friendly_path: str) ->
     """Point ``friendly_path`` at the object: a hard link switched by an atomic rename.
 
     ``rename()`` of one hard link onto another link of the same inode does
-    nothing and leaves the source name behind, so that case is checked first.
+    nothing and leaves the source name behind, so that case is checked first
+    (without following a symlink at either name: one is replaced, not kept).
     """
-    with contextlib.suppress(FileNotFoundError):
-        if os.path.samefile(friendly_path, object_path):
-            return
-    os.makedirs(os.path.dirname(friendly_path), exist_ok=True)
-    os.makedirs(layout.tmp_dir, exist_ok=True)
+    checked_folder(layout, os.path.dirname(object_path), create=False)
+    checked_folder(layout, os.path.dirname(friendly_path), create=True)
+    if _same_inode(friendly_path, object_path):
+        return
+    checked_folder(layout, layout.tmp_dir, create=True)
     staging = temp_name(layout, "link")
     os.link(object_path, staging)
     try:
@@ -221,15 +309,9 @@ def link_friendly(layout: OutputLayout, object_path: str, friendly_path: str) ->
 
 def write_json_atomically(layout: OutputLayout, path: str, doc: object) -> None:
     """Write a JSON document through a temp file and an atomic rename."""
-    os.makedirs(layout.tmp_dir, exist_ok=True)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    staging = temp_name(layout, "json")
-    with open(staging, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=2, ensure_ascii=False)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(staging, path)
+    checked_folder(layout, layout.tmp_dir, create=True)
+    checked_folder(layout, os.path.dirname(path), create=True)
+    _write_and_rename(temp_name(layout, "json"), path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
 def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
@@ -294,17 +376,25 @@ def write_page(layout: OutputLayout, path: str, text: str, *, create_folder: boo
     folder of ``path`` must exist unless ``create_folder``.
     """
     folder, name = os.path.split(os.path.abspath(path))
+    if _within(layout.root, folder):  # checked before anything follows a symlink in OUT
+        _write_page_inside(layout, folder, name, text, create_folder)
+        return
     if create_folder:
         os.makedirs(folder, exist_ok=True)
     folder = os.path.realpath(folder)
     if not os.path.isdir(folder):
         raise FileNotFoundError(errno.ENOENT, "no such folder", folder)
-    target = f"{folder}/{name}"
-    if os.path.commonpath([layout.root, folder]) != layout.root:
-        write_text_atomically(Path(target), text)
+    if _within(layout.root, folder):  # a folder outside OUT that is a link into it
+        _write_page_inside(layout, folder, name, text, False)
         return
-    os.makedirs(layout.tmp_dir, exist_ok=True)
-    _write_and_rename(temp_name(layout, "html"), target, text)
+    write_text_atomically(Path(f"{folder}/{name}"), text)
+
+
+def _write_page_inside(layout: OutputLayout, folder: str, name: str, text: str, create_folder: bool) -> None:
+    if not checked_folder(layout, folder, create=create_folder):
+        raise FileNotFoundError(errno.ENOENT, "no such folder", folder)
+    checked_folder(layout, layout.tmp_dir, create=True)
+    _write_and_rename(temp_name(layout, "html"), f"{os.path.normpath(folder)}/{name}", text)
 
 
 # -- inspection and removal (reconcile and gc) --------------------------------------------
@@ -324,7 +414,9 @@ class StoredFile:
 
 
 def temp_files(layout: OutputLayout) -> list[StoredFile]:
-    """The regular files in OUT/.tmp (none when it does not exist)."""
+    """The regular files in OUT/.tmp (none when it does not exist or is not a real folder)."""
+    if not _listable(layout, layout.tmp_dir):
+        return []
     return sorted(_regular_files(layout.tmp_dir), key=lambda f: f.path)
 
 
@@ -334,8 +426,12 @@ def object_files(layout: OutputLayout) -> Iterator[tuple[str, StoredFile]]:
     Files whose name does not fit the layout are not objects and are never listed.
     """
     objects = f"{layout.root}/objects"
+    if not _listable(layout, objects):
+        return
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         for shard in sorted(os.listdir(objects)):
+            if not _listable(layout, f"{objects}/{shard}"):
+                continue
             for found in sorted(_regular_files(f"{objects}/{shard}"), key=lambda f: f.path):
                 key = found.name.split(".", 1)[0]
                 if key[:2] == shard and re.fullmatch(r"[0-9a-f]{64}\.[a-z]+", found.name):
@@ -363,10 +459,13 @@ def friendly_link_problem(object_path: str, friendly_path: str) -> str | None:
 
 
 def remove_stored_file(layout: OutputLayout, path: str) -> int:
-    """Remove one file under OUT (never a folder, never outside OUT); returns the bytes it
-    held when this was its last link, else 0. A file already gone counts 0."""
+    """Remove one file under OUT (never a folder, never outside OUT, never through a symlinked
+    folder); returns the bytes it held when this was its last link, else 0. A file already
+    gone counts 0."""
     if not _inside(layout.root, path):
         raise ValueError(f"{path} is not inside the output folder {layout.root}")
+    if not checked_folder(layout, os.path.dirname(path), create=False):
+        return 0
     try:
         info = os.lstat(path)
         if not stat.S_ISREG(info.st_mode):
@@ -397,7 +496,43 @@ def remove_object_and_links(layout: OutputLayout, object_path: str, friendly_pat
     linked, _ = reclaimable(object_path, friendly_paths)
     for friendly in linked:
         remove_stored_file(layout, friendly)
-    return len(linked), remove_stored_file(layout, object_path)
+    freed = remove_stored_file(layout, object_path)
+    remove_empty_shard(layout, os.path.dirname(object_path))
+    return len(linked), freed
+
+
+def remove_empty_shard(layout: OutputLayout, shard: str) -> bool:
+    """Remove an OUT/objects/<xx> folder once it holds nothing; returns whether it went.
+
+    Only a real, empty shard folder directly under OUT/objects is ever removed.
+    """
+    if os.path.dirname(os.path.normpath(shard)) != os.path.normpath(f"{layout.root}/objects"):
+        raise ValueError(f"{shard} is not a shard folder of {layout.root}/objects")
+    if not checked_folder(layout, shard, create=False):
+        return False
+    try:
+        os.rmdir(shard)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+            return False
+        raise
+    return True
+
+
+def _is_regular_file(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _same_inode(a: str, b: str) -> bool:
+    """Whether two names are links to one inode, following neither name if it is a symlink."""
+    try:
+        first, second = os.lstat(a), os.lstat(b)
+    except FileNotFoundError:
+        return False
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -405,6 +540,12 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def _within(root: str, path: str) -> bool:
+    """Whether ``path`` is ``root`` or below it, by name alone."""
+    root, path = os.path.abspath(root), os.path.abspath(path)
+    return os.path.commonpath([root, path]) == root
 
 
 def _inside(root: str, path: str) -> bool:

@@ -41,7 +41,7 @@ from .ledger import Claim, ClaimedItem, Ledger
 from .proc import owner_id, owner_is_dead
 from .retrypolicy import Backoff
 from .settings import OUTPUT_FORMATS, Limits, parse_ratio
-from .store import OutputLayout, discard, link_friendly, publish_object, write_temp
+from .store import OutputLayout, OutsideOutput, discard, link_friendly, publish_object, write_temp
 
 
 @dataclass(frozen=True)
@@ -255,6 +255,9 @@ class ClaimRun:
         except ItemFailure as failure:
             self._fail([item.row], failure.code, failure.detail)
             return "next"
+        except OutsideOutput as exc:  # permanent: retrying would meet the same symlink
+            self._fail([item.row], "path_outside_root", str(exc))
+            return "next"
         except OSError as exc:
             self._fail([item.row], "io_error", f"{exc.strerror or exc}")
             return "next"
@@ -284,7 +287,7 @@ class ClaimRun:
         """Runs inside the ledger's publish transaction, before the result is stored, so the
         link time is added to ``timings`` (the temp write and verification are already in it)."""
         started = time.perf_counter()
-        publish_object(temp, item.object_path)
+        publish_object(self.layout, temp, item.object_path)
         self.faults.hit("after_link")
         link_friendly(self.layout, item.object_path, item.friendly_path)
         timings["publish_ms"] = round(timings["publish_ms"] + (time.perf_counter() - started) * 1000, 3)
