@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError, SubmitOptions
-from thumbctl.errors import AdmissionRefused, Interrupted
+from thumbctl.errors import AdmissionRefused, Interrupted, UsageError
 from thumbctl.intake import prepare_submission, submit
 from thumbctl.settings import Ratio
 
@@ -90,6 +90,59 @@ def test_bad_files_become_failed_items_and_never_shrink_the_total(
     failed = ledger.items(batch.batch_id, state="failed")
     assert all(i.object_path is None and i.friendly_path is None for i in failed)
     assert [e.to_state for e in ledger.events(batch.batch_id, item_id="bomb.png")] == ["failed", "failed"]
+
+
+def copy_to_bytes_name(source: Path, folder: Path, name: bytes) -> None:
+    """Copy ``source`` into ``folder`` under a name given as bytes (it need not be UTF-8)."""
+    with open(os.path.join(os.fsencode(folder), name), "wb") as fh:
+        fh.write(source.read_bytes())
+
+
+#: File names no item id can hold, the id each gets and the reason in its detail.
+ODD_NAMES = [
+    (b"bad\xffname.jpg", ".unsafe/bad%FFname.jpg", "bad%FFname.jpg", "is not valid UTF-8"),
+    (b"tab\tname.jpg", ".unsafe/tab%09name.jpg", "tab%09name.jpg", "contains control characters"),
+    (b"new\nline.jpg", ".unsafe/new%0Aline.jpg", "new%0Aline.jpg", "contains control characters"),
+    (b"back\\slash.jpg", ".unsafe/back%5Cslash.jpg", "back%5Cslash.jpg", "contains a backslash"),
+]
+
+
+def test_files_whose_names_cannot_be_ids_fail_alone_and_the_rest_is_queued(
+    ledger: Ledger, photos: Path, out_dir: Path
+) -> None:
+    for name, *_ in ODD_NAMES:
+        copy_to_bytes_name(photos / "coffee.png", photos, name)
+    shutil.copy(photos / "coffee.png", photos / "bad%FFname.jpg")  # a usable name that looks like an escape
+    profile = Profile(ratios=(Ratio(1, 1), Ratio(4, 3)))
+    batch, prepared = run(ledger, photos, out_dir, profile=profile)
+    assert (batch.total, batch.counts["queued"], batch.counts["failed"]) == (18, 10, 8)
+    assert prepared.report.sources == 9 and prepared.report.read == 5
+    failed = {(i.item_id, i.ratio): i for i in ledger.items(batch.batch_id, state="failed")}
+    assert set(failed) == {(item_id, r) for _, item_id, _, _ in ODD_NAMES for r in ("1:1", "4:3")}
+    for _, item_id, shown, reason in ODD_NAMES:
+        item = failed[(item_id, "1:1")]
+        assert (item.error_code, item.source) == ("unsafe_name", f"{photos}/{shown}")
+        assert (item.derivative_key, item.object_path, item.friendly_path) == (None, None, None)
+        detail = next(f.detail for f in batch.failures if f.item_id == item_id)
+        assert detail == f"the name {shown} (written with %XX escapes) {reason}: no item id can hold it"
+    queued = {i.item_id for i in ledger.items(batch.batch_id, state="queued")}
+    assert queued == {"bad%FFname.jpg", "coffee.png", "garden.jpeg", "rooms/kitchen.webp", "rooms/living.jpg"}
+
+
+def test_a_folder_with_odd_names_replays_as_the_same_request(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    copy_to_bytes_name(photos / "coffee.png", photos, b"bad\xffname.jpg")
+    first, _ = run(ledger, photos, out_dir)
+    again, _ = run(ledger, photos, out_dir)
+    assert again.replayed and again.batch_id == first.batch_id
+
+
+def test_a_source_folder_whose_path_is_not_utf8_is_a_usage_error(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    odd = os.path.join(os.fsencode(photos.parent), b"photos-\xff")
+    os.rename(photos, odd)
+    with pytest.raises(UsageError) as info:
+        run(ledger, Path(os.fsdecode(odd)), out_dir)
+    assert info.value.code == "bad_source" and "photos-%FF is not valid UTF-8" in info.value.message
+    assert ledger.batches() == []
 
 
 def test_a_png_holding_jpeg_bytes_is_taken_by_its_content(ledger: Ledger, tmp_path: Path, out_dir: Path) -> None:
@@ -272,6 +325,8 @@ def test_nothing_is_written_outside_the_ledger(ledger: Ledger, photos: Path, out
         ('[{"source": "coffee.png", "id": "/etc/x"}]', "unsafe_id"),
         ('[{"source": "coffee.png", "id": "a\\u0000b"}]', "unsafe_id"),
         ('[{"source": "coffee.png", "id": ""}]', "unsafe_id"),
+        ('[{"source": "coffee.png", "id": "a\\ud800b"}]', "malformed_manifest"),
+        ('[{"source": "raw/\\udcffx.jpg"}]', "malformed_manifest"),
         ("[]", "empty_batch"),
     ],
 )

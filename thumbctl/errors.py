@@ -153,6 +153,7 @@ ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
     "source_missing": (False, "the source vanished, or a symlink dangles"),
     "source_changed": (False, "content differs from the digest accepted at submit"),
     "path_outside_root": (False, "the source resolves outside the submitted root"),
+    "unsafe_name": (False, "the file name cannot be an item id (not UTF-8, control characters, a backslash, too long)"),
     "worker_crashed": (True, "the worker died while rendering this item"),
     "timeout": (False, "the render took longer than the per-item time limit"),
     "deadline_exceeded": (False, "the batch deadline passed"),
