@@ -5,6 +5,7 @@ import os
 import shutil
 import sqlite3
 import struct
+import threading
 import zlib
 from dataclasses import replace
 from pathlib import Path
@@ -13,8 +14,12 @@ import pytest
 
 from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError, SubmitOptions
 from thumbctl.errors import AdmissionRefused, Interrupted, UsageError
+from thumbctl.faults import Faults
 from thumbctl.intake import prepare_submission, submit
+from thumbctl.reconcile import find_problems, reconcile
+from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
+from thumbctl.worker import WorkerConfig, run_worker
 
 from support import check_invariants, make_image
 
@@ -411,3 +416,77 @@ def test_retry_admission_gives_up_after_max_wait(ledger: Ledger, photos: Path, o
     other = prepared_for(ledger, photos, out_dir, profile=Profile(size=128))
     with pytest.raises(AdmissionRefused):
         submit(ledger, other, limits, retry_admission=True, max_wait=0.3)
+
+
+# -- friendly names of reused outputs ----------------------------------------------------------
+
+
+def work(ledger: Ledger) -> None:
+    config = WorkerConfig(str(ledger.path), backoff=Backoff(base=0.001, cap=0.001), poll_seconds=0.01)
+    run_worker(config, threading.Event(), Faults(""))
+
+
+def rendered(ledger: Ledger, source: Path, out: Path, size: int, key: str | None = None):
+    batch, prepared = run(ledger, source, out, profile=Profile(ratios=(Ratio(1, 1),), size=size), key=key)
+    work(ledger)
+    return ledger.batch(batch.batch_id), prepared
+
+
+def names_point_at(ledger: Ledger, batch_id: str) -> bool:
+    return all(os.path.samefile(i.friendly_path, i.object_path) for i in ledger.items(batch_id))
+
+
+def render_at_another_size(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    rendered(ledger, photos, out_dir, 256)
+
+
+def put_foreign_files_at_the_names(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    for name in out_dir.glob("*.1x1.jpg"):
+        name.unlink()
+        make_image(name, (10, 10), "JPEG", seed=5)
+
+
+@pytest.mark.parametrize("stale", [render_at_another_size, put_foreign_files_at_the_names])
+def test_reused_outputs_take_their_friendly_names_back(ledger: Ledger, photos: Path, out_dir: Path, stale) -> None:
+    first, _ = rendered(ledger, photos, out_dir, 512)
+    stale(ledger, photos, out_dir)
+    again, prepared = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
+    assert (again.state, again.counts["succeeded"], again.replayed) == ("succeeded", 4, False)
+    assert prepared.report.unlinked_names == []
+    assert names_point_at(ledger, again.batch_id) and names_point_at(ledger, first.batch_id)
+    assert find_problems(ledger) == []
+
+
+def test_a_replay_relinks_only_the_names_its_batch_still_owns(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    big, _ = rendered(ledger, photos, out_dir, 512)
+    small, _ = rendered(ledger, photos, out_dir, 256)
+    replay, prepared = rendered(ledger, photos, out_dir, 512)
+    assert replay.batch_id == big.batch_id and prepared.report.unlinked_names == []
+    assert names_point_at(ledger, small.batch_id)  # the newer batch keeps the names
+    reused, _ = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
+    put_foreign_files_at_the_names(ledger, photos, out_dir)  # as if the submit stopped before linking
+    replay, prepared = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
+    assert replay.replayed and replay.batch_id == reused.batch_id
+    assert names_point_at(ledger, reused.batch_id) and find_problems(ledger) == []
+
+
+def test_a_name_that_cannot_be_linked_is_reported_and_left_to_reconcile(
+    ledger: Ledger, photos: Path, out_dir: Path
+) -> None:
+    rendered(ledger, photos, out_dir, 512)
+    rendered(ledger, photos, out_dir, 256)
+    blocked = out_dir / "coffee.1x1.jpg"
+    blocked.unlink()
+    (blocked / "inside").mkdir(parents=True)  # os.replace cannot put a file over a folder that holds something
+    again, prepared = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
+    assert again.state == "succeeded"
+    assert prepared.report.unlinked_names == [f"{blocked}: Is a directory"]
+    found = reconcile(ledger)
+    assert [(f.kind, f.batch_id, f.item_id) for f in found.findings] == [
+        ("friendly_link_wrong", again.batch_id, "coffee.png")
+    ]
+    (blocked / "inside").rmdir()
+    blocked.rmdir()
+    fixed = reconcile(ledger, repair=True)
+    assert [(f.kind, f.repaired) for f in fixed.findings] == [("friendly_link_missing", True)] and fixed.clean
+    assert names_point_at(ledger, again.batch_id)

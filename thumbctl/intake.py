@@ -10,7 +10,6 @@ total.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 from collections import Counter
@@ -84,6 +83,8 @@ class IntakeReport:
     failed_sources: int = 0
     read: int = 0
     cached: int = 0
+    #: Friendly names the submit could not point at their objects, one line each.
+    unlinked_names: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ def submit(
         batch = retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait, on_retry=on_retry)
     else:
         batch = attempt()
-    _restore_friendly_names(batch, ledger)
+    prepared.report.unlinked_names = _link_owned_names(batch, ledger)
     if batch.is_terminal and not (batch.replayed and os.path.exists(batch.manifest_path)):
         write_batch_manifest(batch, ledger.items(batch.batch_id))
     return batch
@@ -169,16 +170,25 @@ def with_reused_outputs(new: NewBatch, profile: Profile) -> NewBatch:
     return replace(new, items=items)
 
 
-def _restore_friendly_names(batch: BatchView, ledger: Ledger) -> None:
-    """Give succeeded items whose friendly name is missing their link back: items reused at
-    acceptance, and those of an earlier submit that was interrupted before linking them."""
+def _link_owned_names(batch: BatchView, ledger: Ledger) -> list[str]:
+    """Point every friendly name the batch owns (it holds the newest success to claim it)
+    at the batch's object, as a render would; returns one line per name that failed.
+
+    At acceptance this links the items reused from earlier runs, replacing whatever sat
+    at their names; on a replay it finishes what an interrupted submit left undone. A
+    name a later batch took is left to that batch. Names that fail stay for
+    ``reconcile --repair``, which relinks them.
+    """
     if not batch.counts["succeeded"]:
-        return
+        return []
     layout = OutputLayout(batch.out_dir)
-    for object_path, friendly_path in ledger.published_paths(batch.batch_id):
-        if not os.path.lexists(friendly_path):
-            with contextlib.suppress(OSError):  # reconcile reports and relinks what is still missing
-                link_friendly(layout, object_path, friendly_path)
+    failures = []
+    for object_path, friendly_path in ledger.owned_friendly_names(batch.batch_id):
+        try:
+            link_friendly(layout, object_path, friendly_path)
+        except OSError as exc:
+            failures.append(f"{friendly_path}: {exc.strerror or exc}")
+    return failures
 
 
 def resolve_out_dir_or_fail(out: Path) -> Path:
