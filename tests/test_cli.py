@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from PIL import Image
 from typer.testing import CliRunner
 
 import thumbctl
@@ -16,7 +18,7 @@ from thumbctl import Ledger, Limits
 from thumbctl.cli import app, main
 
 from conftest import SAMPLE_IMAGES
-from support import request, tree_snapshot
+from support import make_image, request, tree_snapshot
 
 SAMPLE_ONE = SAMPLE_IMAGES / "public-domain"
 
@@ -631,3 +633,103 @@ def test_work_after_out_tmp_became_a_symlink_fails_the_items_and_reports_the_man
     status = json.loads(cli("status", batch["batch_id"], "--json").stdout)
     assert (status["state"], {f["error_code"] for f in status["failures"]}) == ("failed", {"path_outside_root"})
     assert tree_snapshot(victim) == before
+
+
+# -- odd file names and reused outputs ----------------------------------------------------------
+
+
+def copy_to_bytes_name(source: Path, folder: Path, name: bytes) -> None:
+    with open(os.path.join(os.fsencode(folder), name), "wb") as fh:
+        fh.write(source.read_bytes())
+
+
+def test_odd_file_names_fail_alone_and_the_rest_of_the_folder_renders(cli, photos: Path, out_dir: Path) -> None:
+    for name in (b"bad\xffname.jpg", b"tab\tname.jpg", b"new\nline.jpg", b"back\\slash.jpg"):
+        copy_to_bytes_name(photos / "coffee.png", photos, name)
+    result = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    doc = json.loads(result.stdout)
+    assert (doc["state"], doc["counts"]["succeeded"], doc["counts"]["failed"]) == ("partial", 4, 4)
+    assert doc["failures"] == [
+        {
+            "item_id": f".unsafe/{shown}",
+            "ratio": "1:1",
+            "error_code": "unsafe_name",
+            "detail": f"the name {shown} (written with %XX escapes) {reason}: no item id can hold it",
+        }
+        for shown, reason in [
+            ("back%5Cslash.jpg", "contains a backslash"),
+            ("bad%FFname.jpg", "is not valid UTF-8"),
+            ("new%0Aline.jpg", "contains control characters"),
+            ("tab%09name.jpg", "contains control characters"),
+        ]
+    ]
+    names = sorted(p.name for p in out_dir.iterdir() if p.is_file())
+    assert names == ["coffee.1x1.jpg", "garden.1x1.jpg"] and len(list((out_dir / "rooms").iterdir())) == 2
+    assert cli("reconcile").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            '{"items": [{"id": "a\\ud800b", "source": "coffee.png"}]}',
+            "malformed manifest m.json: item 1: \"id\" is not valid UTF-8 text: 'a\\ud800b'",
+        ),
+        (
+            '{"items": [{"source": "raw/\\udcffx.jpg"}]}',
+            "malformed manifest m.json: item 1: \"source\" is not valid UTF-8 text: 'raw/\\udcffx.jpg'",
+        ),
+    ],
+)
+def test_a_manifest_holding_text_that_is_not_utf8_is_rejected_with_65(
+    cli, photos: Path, out_dir: Path, content: str, message: str
+) -> None:
+    (photos / "m.json").write_text(content)
+    code, doc, err = submit_json(cli, photos / "m.json", out_dir)
+    assert code == 65 and doc is not None and doc["error"]["code"] == "malformed_manifest"
+    assert err.strip().splitlines() == [f"error [malformed_manifest] {message}"]
+    assert json.loads(cli("status", "--json").stdout) == {"batches": []}
+
+
+def reused_submit(cli, source: Path, out: Path, *extra: str):
+    return cli("submit", source, "--out", out, "-w", "1", "-r", "1:1", "--json", *extra)
+
+
+def test_a_submit_that_reuses_outputs_takes_their_friendly_names_back(cli, tmp_path: Path, out_dir: Path) -> None:
+    source = tmp_path / "src"
+    make_image(source / "Portrait_0.jpg", (600, 800), "JPEG", seed=3)
+    assert reused_submit(cli, source, out_dir, "--size", "512").exit_code == 0
+    assert reused_submit(cli, source, out_dir, "--size", "256").exit_code == 0
+    result = reused_submit(cli, source, out_dir, "--size", "512", "--key", "again")
+    doc = json.loads(result.stdout)
+    assert (result.exit_code, doc["state"], doc["replayed"], doc["counts"]["succeeded"]) == (0, "succeeded", False, 1)
+    assert result.stderr == ""
+    item = json.loads(cli("status", doc["batch_id"], "--items", "--json").stdout)["items"][0]
+    assert item["friendly_path"] == str(out_dir / "Portrait_0.1x1.jpg")
+    assert os.path.samefile(item["friendly_path"], item["object_path"])
+    with Image.open(item["friendly_path"]) as image:
+        assert image.size == (512, 512)
+    clean = cli("reconcile", "--json")
+    assert (clean.exit_code, json.loads(clean.stdout)) == (0, {"findings": [], "clean": True})
+
+
+def test_a_friendly_name_that_cannot_be_linked_is_one_warning_line(cli, tmp_path: Path, out_dir: Path) -> None:
+    source = tmp_path / "src"
+    make_image(source / "Portrait_0.jpg", (600, 800), "JPEG", seed=3)
+    assert reused_submit(cli, source, out_dir, "--size", "512").exit_code == 0
+    assert reused_submit(cli, source, out_dir, "--size", "256").exit_code == 0
+    blocked = out_dir / "Portrait_0.1x1.jpg"
+    blocked.unlink()
+    (blocked / "inside").mkdir(parents=True)
+    result = reused_submit(cli, source, out_dir, "--size", "512", "--key", "again")
+    assert result.exit_code == 0 and json.loads(result.stdout)["state"] == "succeeded"
+    assert result.stderr.splitlines() == [
+        f"warning [friendly_link_failed] 1 friendly name could not be pointed at the batch's outputs "
+        f"(first: {blocked}: Is a directory); `thumbctl reconcile --repair` relinks them"
+    ]
+    assert cli("reconcile").exit_code == 1
+    shutil.rmtree(blocked)
+    assert cli("reconcile", "--repair").exit_code == 0 and cli("reconcile").exit_code == 0
+    with Image.open(blocked) as image:
+        assert image.size == (512, 512)

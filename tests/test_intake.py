@@ -5,6 +5,7 @@ import os
 import shutil
 import sqlite3
 import struct
+import threading
 import zlib
 from dataclasses import replace
 from pathlib import Path
@@ -13,8 +14,12 @@ import pytest
 
 from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError, SubmitOptions
 from thumbctl.errors import AdmissionRefused, Interrupted, UsageError
+from thumbctl.faults import Faults
 from thumbctl.intake import prepare_submission, submit
+from thumbctl.reconcile import find_problems, reconcile
+from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
+from thumbctl.worker import WorkerConfig, run_worker
 
 from support import check_invariants, make_image, tree_snapshot
 
@@ -90,6 +95,59 @@ def test_bad_files_become_failed_items_and_never_shrink_the_total(
     failed = ledger.items(batch.batch_id, state="failed")
     assert all(i.object_path is None and i.friendly_path is None for i in failed)
     assert [e.to_state for e in ledger.events(batch.batch_id, item_id="bomb.png")] == ["failed", "failed"]
+
+
+def copy_to_bytes_name(source: Path, folder: Path, name: bytes) -> None:
+    """Copy ``source`` into ``folder`` under a name given as bytes (it need not be UTF-8)."""
+    with open(os.path.join(os.fsencode(folder), name), "wb") as fh:
+        fh.write(source.read_bytes())
+
+
+#: File names no item id can hold, the id each gets and the reason in its detail.
+ODD_NAMES = [
+    (b"bad\xffname.jpg", ".unsafe/bad%FFname.jpg", "bad%FFname.jpg", "is not valid UTF-8"),
+    (b"tab\tname.jpg", ".unsafe/tab%09name.jpg", "tab%09name.jpg", "contains control characters"),
+    (b"new\nline.jpg", ".unsafe/new%0Aline.jpg", "new%0Aline.jpg", "contains control characters"),
+    (b"back\\slash.jpg", ".unsafe/back%5Cslash.jpg", "back%5Cslash.jpg", "contains a backslash"),
+]
+
+
+def test_files_whose_names_cannot_be_ids_fail_alone_and_the_rest_is_queued(
+    ledger: Ledger, photos: Path, out_dir: Path
+) -> None:
+    for name, *_ in ODD_NAMES:
+        copy_to_bytes_name(photos / "coffee.png", photos, name)
+    shutil.copy(photos / "coffee.png", photos / "bad%FFname.jpg")  # a usable name that looks like an escape
+    profile = Profile(ratios=(Ratio(1, 1), Ratio(4, 3)))
+    batch, prepared = run(ledger, photos, out_dir, profile=profile)
+    assert (batch.total, batch.counts["queued"], batch.counts["failed"]) == (18, 10, 8)
+    assert prepared.report.sources == 9 and prepared.report.read == 5
+    failed = {(i.item_id, i.ratio): i for i in ledger.items(batch.batch_id, state="failed")}
+    assert set(failed) == {(item_id, r) for _, item_id, _, _ in ODD_NAMES for r in ("1:1", "4:3")}
+    for _, item_id, shown, reason in ODD_NAMES:
+        item = failed[(item_id, "1:1")]
+        assert (item.error_code, item.source) == ("unsafe_name", f"{photos}/{shown}")
+        assert (item.derivative_key, item.object_path, item.friendly_path) == (None, None, None)
+        detail = next(f.detail for f in batch.failures if f.item_id == item_id)
+        assert detail == f"the name {shown} (written with %XX escapes) {reason}: no item id can hold it"
+    queued = {i.item_id for i in ledger.items(batch.batch_id, state="queued")}
+    assert queued == {"bad%FFname.jpg", "coffee.png", "garden.jpeg", "rooms/kitchen.webp", "rooms/living.jpg"}
+
+
+def test_a_folder_with_odd_names_replays_as_the_same_request(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    copy_to_bytes_name(photos / "coffee.png", photos, b"bad\xffname.jpg")
+    first, _ = run(ledger, photos, out_dir)
+    again, _ = run(ledger, photos, out_dir)
+    assert again.replayed and again.batch_id == first.batch_id
+
+
+def test_a_source_folder_whose_path_is_not_utf8_is_a_usage_error(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    odd = os.path.join(os.fsencode(photos.parent), b"photos-\xff")
+    os.rename(photos, odd)
+    with pytest.raises(UsageError) as info:
+        run(ledger, Path(os.fsdecode(odd)), out_dir)
+    assert info.value.code == "bad_source" and "photos-%FF is not valid UTF-8" in info.value.message
+    assert ledger.batches() == []
 
 
 def test_a_png_holding_jpeg_bytes_is_taken_by_its_content(ledger: Ledger, tmp_path: Path, out_dir: Path) -> None:
@@ -272,6 +330,8 @@ def test_nothing_is_written_outside_the_ledger(ledger: Ledger, photos: Path, out
         ('[{"source": "coffee.png", "id": "/etc/x"}]', "unsafe_id"),
         ('[{"source": "coffee.png", "id": "a\\u0000b"}]', "unsafe_id"),
         ('[{"source": "coffee.png", "id": ""}]', "unsafe_id"),
+        ('[{"source": "coffee.png", "id": "a\\ud800b"}]', "malformed_manifest"),
+        ('[{"source": "raw/\\udcffx.jpg"}]', "malformed_manifest"),
         ("[]", "empty_batch"),
     ],
 )
@@ -389,3 +449,77 @@ def test_a_symlinked_folder_for_the_batch_files_refuses_the_whole_submission(
         prepare_submission(photos, SubmitOptions(out_dir=out_dir), ledger)
     assert raised.value.code == "bad_out_dir"
     assert tree_snapshot(victim) == before and table_snapshot(ledger) == rows
+
+
+# -- friendly names of reused outputs ----------------------------------------------------------
+
+
+def work(ledger: Ledger) -> None:
+    config = WorkerConfig(str(ledger.path), backoff=Backoff(base=0.001, cap=0.001), poll_seconds=0.01)
+    run_worker(config, threading.Event(), Faults(""))
+
+
+def rendered(ledger: Ledger, source: Path, out: Path, size: int, key: str | None = None):
+    batch, prepared = run(ledger, source, out, profile=Profile(ratios=(Ratio(1, 1),), size=size), key=key)
+    work(ledger)
+    return ledger.batch(batch.batch_id), prepared
+
+
+def names_point_at(ledger: Ledger, batch_id: str) -> bool:
+    return all(os.path.samefile(i.friendly_path, i.object_path) for i in ledger.items(batch_id))
+
+
+def render_at_another_size(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    rendered(ledger, photos, out_dir, 256)
+
+
+def put_foreign_files_at_the_names(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    for name in out_dir.glob("*.1x1.jpg"):
+        name.unlink()
+        make_image(name, (10, 10), "JPEG", seed=5)
+
+
+@pytest.mark.parametrize("stale", [render_at_another_size, put_foreign_files_at_the_names])
+def test_reused_outputs_take_their_friendly_names_back(ledger: Ledger, photos: Path, out_dir: Path, stale) -> None:
+    first, _ = rendered(ledger, photos, out_dir, 512)
+    stale(ledger, photos, out_dir)
+    again, prepared = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
+    assert (again.state, again.counts["succeeded"], again.replayed) == ("succeeded", 4, False)
+    assert prepared.report.unlinked_names == []
+    assert names_point_at(ledger, again.batch_id) and names_point_at(ledger, first.batch_id)
+    assert find_problems(ledger) == []
+
+
+def test_a_replay_relinks_only_the_names_its_batch_still_owns(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    big, _ = rendered(ledger, photos, out_dir, 512)
+    small, _ = rendered(ledger, photos, out_dir, 256)
+    replay, prepared = rendered(ledger, photos, out_dir, 512)
+    assert replay.batch_id == big.batch_id and prepared.report.unlinked_names == []
+    assert names_point_at(ledger, small.batch_id)  # the newer batch keeps the names
+    reused, _ = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
+    put_foreign_files_at_the_names(ledger, photos, out_dir)  # as if the submit stopped before linking
+    replay, prepared = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
+    assert replay.replayed and replay.batch_id == reused.batch_id
+    assert names_point_at(ledger, reused.batch_id) and find_problems(ledger) == []
+
+
+def test_a_name_that_cannot_be_linked_is_reported_and_left_to_reconcile(
+    ledger: Ledger, photos: Path, out_dir: Path
+) -> None:
+    rendered(ledger, photos, out_dir, 512)
+    rendered(ledger, photos, out_dir, 256)
+    blocked = out_dir / "coffee.1x1.jpg"
+    blocked.unlink()
+    (blocked / "inside").mkdir(parents=True)  # os.replace cannot put a file over a folder that holds something
+    again, prepared = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
+    assert again.state == "succeeded"
+    assert prepared.report.unlinked_names == [f"{blocked}: Is a directory"]
+    found = reconcile(ledger)
+    assert [(f.kind, f.batch_id, f.item_id) for f in found.findings] == [
+        ("friendly_link_wrong", again.batch_id, "coffee.png")
+    ]
+    (blocked / "inside").rmdir()
+    blocked.rmdir()
+    fixed = reconcile(ledger, repair=True)
+    assert [(f.kind, f.repaired) for f in fixed.findings] == [("friendly_link_missing", True)] and fixed.clean
+    assert names_point_at(ledger, again.batch_id)

@@ -13,9 +13,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from thumbctl import IdempotencyConflict, Ledger, Limits
 from thumbctl.errors import BatchNotFound, LedgerError
 from thumbctl.ledger.schema import SCHEMA_VERSION
+from thumbctl.ledger.timefmt import iso
 from thumbctl.models import ITEM_STATES, NewBatch, NewItem, batch_state
 
-from support import check_invariants
+from support import Clock, check_invariants, request
 
 
 def new_batch(key: str, digest: str, *, queued: int = 3, failed: int = 0) -> NewBatch:
@@ -267,3 +268,42 @@ TestLedgerMachine = LedgerMachine.TestCase
 TestLedgerMachine.settings = settings(
     max_examples=40, stateful_step_count=15, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+
+
+# -- friendly names -------------------------------------------------------------
+
+
+def reused(key: str, **kwargs) -> NewBatch:
+    """A batch whose items were all reused at acceptance, with the friendly names of ``request``."""
+    new = request(key, **kwargs)
+    return replace(new, items=tuple(replace(i, state="succeeded", dedup=True) for i in new.items))
+
+
+def test_a_batch_owns_the_friendly_names_no_later_success_claimed(tmp_path: Path) -> None:
+    clock = Clock()
+    with Ledger(tmp_path / "ledger.db", clock=clock) as ledger:
+        old = ledger.accept_batch(reused("old", sources=2), Limits())
+        clock.now += 5
+        new = ledger.accept_batch(reused("new", sources=1), Limits())
+        clock.now += 5
+        queued = ledger.accept_batch(request("queued", sources=2), Limits())
+        owned = {
+            batch.batch_id: sorted(f for _, f in ledger.owned_friendly_names(batch.batch_id))
+            for batch in (old, new, queued)
+        }
+        assert owned == {
+            old.batch_id: ["/out/f11:1", "/out/f14:3"],
+            new.batch_id: ["/out/f01:1", "/out/f04:3"],
+            queued.batch_id: [],
+        }
+        assert ledger.owned_friendly_names(new.batch_id)[0] == ("/out/o01:1", "/out/f01:1")
+        clock.now += 5
+        assert ledger.expire_batch(new.batch_id, iso(clock.now))
+        assert sorted(f for _, f in ledger.owned_friendly_names(old.batch_id)) == [
+            "/out/f01:1",
+            "/out/f04:3",
+            "/out/f11:1",
+            "/out/f14:3",
+        ]
+        assert ledger.owned_friendly_names(new.batch_id) == []
+        check_invariants(ledger, outputs=False)

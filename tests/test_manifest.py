@@ -105,6 +105,41 @@ def test_malformed_manifests_name_the_problem(text: str, suffix: str, fragment: 
     assert fragment in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "suffix", "message"),
+    [
+        (
+            '{"items": [{"id": "a\\ud800b", "source": "raw/p.jpg"}]}',
+            ".json",
+            "item 1: \"id\" is not valid UTF-8 text: 'a\\ud800b'",
+        ),
+        (
+            '[{"source": "a.jpg"}, {"source": "raw/\\udcffx.jpg"}]',
+            ".json",
+            "item 2: \"source\" is not valid UTF-8 text: 'raw/\\udcffx.jpg'",
+        ),
+        ('[{"source": "a.jpg", "\\udc80": 1}]', ".json", "item 1: a field name is not valid UTF-8 text: '\\udc80'"),
+        (
+            '{"ratios": ["1:1", "\\ud800"], "items": []}',
+            ".json",
+            "top level: \"ratios\" is not valid UTF-8 text: '\\ud800'",
+        ),
+        (
+            '{"source": "a.jpg"}\n\n{"source": "b.jpg", "ratios": ["\\udfff"]}\n',
+            ".jsonl",
+            "line 3: \"ratios\" is not valid UTF-8 text: '\\udfff'",
+        ),
+        ("id,source\nx,a.jpg\ny\ud800,b.jpg\n", ".csv", "line 3: \"id\" is not valid UTF-8 text: 'y\\ud800'"),
+        ("id,sou\udcffrce\n", ".csv", "line 1 (header): a field name is not valid UTF-8 text: 'sou\\udcffrce'"),
+    ],
+)
+def test_text_that_is_not_utf8_rejects_the_manifest_naming_where(text: str, suffix: str, message: str) -> None:
+    with pytest.raises(ManifestError) as info:
+        parse_manifest_text(text, suffix)
+    assert str(info.value) == message
+    assert str(info.value).isascii()
+
+
 @given(st.text(max_size=300), st.sampled_from([".json", ".jsonl", ".csv"]))
 def test_any_text_parses_or_raises_manifest_error(text: str, suffix: str) -> None:
     try:

@@ -103,3 +103,33 @@ def test_unusable_sources_get_their_code(tree: Path, setup, code: str) -> None:
     with pytest.raises(ItemFailure) as info:
         resolve_source(tree, "x.jpg")
     assert info.value.code == code
+
+
+def write_bytes_named(root: Path, rel: bytes) -> None:
+    """A real file at the relative path ``rel``, given as bytes (names need not be UTF-8)."""
+    path = os.path.join(os.fsencode(root), rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write((root / "a.jpg").read_bytes())
+
+
+@pytest.mark.parametrize(
+    ("rel", "item_id", "reason"),
+    [
+        (b"bad\xffname.jpg", ".unsafe/bad%FFname.jpg", "is not valid UTF-8"),
+        (b"tab\tname.jpg", ".unsafe/tab%09name.jpg", "contains control characters"),
+        (b"new\nline.jpg", ".unsafe/new%0Aline.jpg", "contains control characters"),
+        (b"back\\slash.jpg", ".unsafe/back%5Cslash.jpg", "contains a backslash"),
+        (b"sub/\xfe\xff/x.jpg", ".unsafe/sub/%FE%FF/x.jpg", "is not valid UTF-8"),
+        (b"L" * 201 + b".jpg", ".unsafe/" + "L" * 182 + "%~", "has a segment over 200 bytes"),
+    ],
+)
+def test_a_name_that_cannot_be_an_id_is_a_candidate_with_an_escaped_id(
+    tree: Path, rel: bytes, item_id: str, reason: str
+) -> None:
+    write_bytes_named(tree, rel)
+    candidates = scan_directory(tree, ScanRules()).candidates
+    odd = [c for c in candidates if c.unsafe is not None]
+    assert len(odd) == 1 and odd[0].item_id.startswith(item_id) and odd[0].unsafe == reason
+    assert os.fsencode(odd[0].path) == os.path.join(os.fsencode(tree), rel)
+    assert [c.item_id for c in candidates if c.unsafe is None] == ["a.jpg", "sub/B.PNG", "sub/deeper/c.webp"]

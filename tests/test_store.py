@@ -62,11 +62,31 @@ def test_safe_ids_pass(item_id: str) -> None:
         ".tmp/x.jpg",
         "..",
         "x" * 201 + ".jpg",
+        "bad\udcffname.jpg",
+        "a\ud800b",
     ],
 )
 def test_unsafe_ids_are_refused(item_id: str) -> None:
     with pytest.raises(UnsafeItemId):
         check_item_id(item_id)
+
+
+@pytest.mark.parametrize(
+    ("item_id", "reason"),
+    [
+        ("bad\udcffname.jpg", "is not valid UTF-8"),
+        ("a/\ud800.jpg", "is not valid UTF-8"),
+        ("tab\t.jpg", "contains control characters"),
+        ("back\\slash.jpg", "contains a backslash"),
+        ("x" * 201, "has a segment over 200 bytes"),
+        ("", "is empty"),
+    ],
+)
+def test_a_refused_id_says_why(item_id: str, reason: str) -> None:
+    with pytest.raises(UnsafeItemId) as info:
+        check_item_id(item_id)
+    assert info.value.reason == reason
+    str(info.value).encode("utf-8")  # the message itself is printable text
 
 
 def test_friendly_stems_resolve_collisions_in_sorted_order() -> None:

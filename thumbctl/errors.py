@@ -173,6 +173,7 @@ ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
         False,
         "the source resolves outside the submitted root, or an output would be written through a symlink in OUT",
     ),
+    "unsafe_name": (False, "the file name cannot be an item id (not UTF-8, control characters, a backslash, too long)"),
     "worker_crashed": (True, "the worker died while rendering this item"),
     "timeout": (False, "the render took longer than the per-item time limit"),
     "deadline_exceeded": (False, "the batch deadline passed"),

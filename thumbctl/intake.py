@@ -10,7 +10,6 @@ total.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 from collections import Counter
@@ -26,8 +25,9 @@ from .keys import derivative_key, digest_json, digest_stream
 from .ledger import Ledger
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
+from .names import escaped_name
 from .settings import Limits, Profile, Ratio, parse_ratio
-from .sources import ScanRules, SourceRoot, scan_directory
+from .sources import Candidate, ScanRules, SourceRoot, scan_directory
 from .store import (
     OutputLayout,
     UnsafeItemId,
@@ -63,6 +63,8 @@ class SourceEntry:
     focus: tuple[float, float] | None = None
     #: The scan already knows ``given`` is a real path inside the root.
     known_real: bool = False
+    #: Known before any file is touched: the source's items fail with it.
+    failure: ItemFailure | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ class IntakeReport:
     failed_sources: int = 0
     read: int = 0
     cached: int = 0
+    #: Friendly names the submit could not point at their objects, one line each.
+    unlinked_names: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,7 @@ def submit(
         batch = retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait, on_retry=on_retry)
     else:
         batch = attempt()
-    _restore_friendly_names(batch, ledger)
+    prepared.report.unlinked_names = _link_owned_names(batch, ledger)
     if batch.is_terminal and not (batch.replayed and os.path.exists(batch.manifest_path)):
         write_batch_manifest(batch, ledger.items(batch.batch_id))
     return batch
@@ -168,16 +172,25 @@ def with_reused_outputs(new: NewBatch, profile: Profile) -> NewBatch:
     return replace(new, items=items)
 
 
-def _restore_friendly_names(batch: BatchView, ledger: Ledger) -> None:
-    """Give succeeded items whose friendly name is missing their link back: items reused at
-    acceptance, and those of an earlier submit that was interrupted before linking them."""
+def _link_owned_names(batch: BatchView, ledger: Ledger) -> list[str]:
+    """Point every friendly name the batch owns (it holds the newest success to claim it)
+    at the batch's object, as a render would; returns one line per name that failed.
+
+    At acceptance this links the items reused from earlier runs, replacing whatever sat
+    at their names; on a replay it finishes what an interrupted submit left undone. A
+    name a later batch took is left to that batch. Names that fail stay for
+    ``reconcile --repair``, which relinks them.
+    """
     if not batch.counts["succeeded"]:
-        return
+        return []
     layout = OutputLayout(batch.out_dir)
-    for object_path, friendly_path in ledger.published_paths(batch.batch_id):
-        if not os.path.lexists(friendly_path):
-            with contextlib.suppress(OSError):  # reconcile reports and relinks what is still missing
-                link_friendly(layout, object_path, friendly_path)
+    failures = []
+    for object_path, friendly_path in ledger.owned_friendly_names(batch.batch_id):
+        try:
+            link_friendly(layout, object_path, friendly_path)
+        except OSError as exc:
+            failures.append(f"{friendly_path}: {exc.strerror or exc}")
+    return failures
 
 
 def resolve_out_dir_or_fail(out: Path) -> Path:
@@ -185,6 +198,7 @@ def resolve_out_dir_or_fail(out: Path) -> Path:
         resolved = resolve_out_dir(out)
     except NotADirectoryError as exc:
         raise UsageError(str(exc), code="bad_out_dir") from exc
+    _check_utf8_path(resolved, "--out", "bad_out_dir")
     _refuse_symlinked_batch_folders(OutputLayout(str(resolved)))
     return resolved
 
@@ -201,17 +215,28 @@ def _refuse_symlinked_batch_folders(layout: OutputLayout) -> None:
             )
 
 
+def _check_utf8_path(path: Path, what: str, code: str) -> None:
+    """The ledger records paths as UTF-8 text: a folder whose path is not cannot be used."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        shown = escaped_name(str(path))
+        raise UsageError(f"{what} {shown} is not valid UTF-8 (written with %XX escapes)", code=code) from exc
+
+
 # -- finding entries ----------------------------------------------------------
 
 
 def _collect_entries(source: Path, options: SubmitOptions, out_dir: Path) -> tuple[Path, list[SourceEntry], int]:
     if source.is_dir():
         root = Path(os.path.realpath(source))
+        _check_utf8_path(root, "source folder", "bad_source")
         if out_dir == root:
             raise UsageError("--out must not be the source folder itself; pick a separate folder", code="bad_out_dir")
         return root, *_entries_from_scan(root, options, out_dir)
     if source.is_file() and is_manifest_path(source):
         root = Path(os.path.realpath(source.parent))
+        _check_utf8_path(root, "manifest folder", "bad_source")
         return root, _entries_from_manifest(source, root, options.profile), 0
     if not source.exists():
         raise UsageError(f"source {source} does not exist", code="source_not_found")
@@ -223,13 +248,24 @@ def _collect_entries(source: Path, options: SubmitOptions, out_dir: Path) -> tup
 
 def _entries_from_scan(root: Path, options: SubmitOptions, out_dir: Path) -> tuple[list[SourceEntry], int]:
     scan = scan_directory(root, options.rules, skip=out_dir)
+    ratios = options.profile.ratios
     entries = []
     for candidate in scan.candidates:
-        item_id = _checked_id(candidate.item_id)
-        entries.append(SourceEntry(item_id, candidate.path, options.profile.ratios, known_real=not candidate.is_link))
+        if candidate.unsafe is not None:
+            entries.append(_unsafe_name_entry(root, candidate, ratios))
+        else:
+            entries.append(SourceEntry(candidate.item_id, candidate.path, ratios, known_real=not candidate.is_link))
     if not entries:
         raise RejectedError(f"no image files found in {root} ({scan.ignored} other files ignored)", code="empty_batch")
     return entries, scan.ignored
+
+
+def _unsafe_name_entry(root: Path, candidate: Candidate, ratios: tuple[Ratio, ...]) -> SourceEntry:
+    """The entry of a file whose name cannot be an item id: it is never opened, and its
+    source is recorded with the same escapes as its id (the ledger holds UTF-8 text only)."""
+    rel = escaped_name(os.path.relpath(candidate.path, root))
+    detail = f"the name {rel} (written with %XX escapes) {candidate.unsafe}: no item id can hold it"
+    return SourceEntry(candidate.item_id, os.path.join(root, rel), ratios, failure=ItemFailure("unsafe_name", detail))
 
 
 def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[SourceEntry]:
@@ -295,6 +331,9 @@ def _inspect_all(
     source_root = SourceRoot(root)
     resolved: dict[str, str | ItemFailure] = {}
     for entry in entries:
+        if entry.failure is not None:
+            resolved[entry.item_id] = entry.failure
+            continue
         try:
             resolved[entry.item_id] = entry.given if entry.known_real else str(source_root.resolve(entry.given))
         except ItemFailure as failure:

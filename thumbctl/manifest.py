@@ -76,6 +76,7 @@ def _parse_json(text: str) -> Manifest:
         raise ManifestError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
     ratios = None
     if isinstance(doc, dict):
+        _check_text({k: v for k, v in doc.items() if k != "items"}, "top level")
         unknown = set(doc) - {"items", "ratios"}
         if unknown:
             raise ManifestError(f"unknown top-level field(s): {', '.join(sorted(unknown))}")
@@ -106,6 +107,7 @@ def _parse_jsonl(text: str) -> Manifest:
 def _entry_from_object(obj: object, where: str) -> ManifestEntry:
     if not isinstance(obj, dict):
         raise ManifestError(f'{where}: an item must be an object with a "source"')
+    _check_text(obj, where)
     unknown = set(obj) - _ITEM_FIELDS
     if unknown:
         raise ManifestError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
@@ -128,6 +130,7 @@ def _parse_csv(text: str) -> Manifest:
         raise ManifestError(f"malformed CSV at line {reader.line_num}: {exc}") from exc
     if not rows:
         raise ManifestError("the CSV manifest is empty: it needs a header id,source[,ratios][,focus_x,focus_y]")
+    _check_text(rows[0], "line 1 (header)")
     header = [name.strip() for name in rows[0]]
     _check_csv_header(header)
     entries = []
@@ -136,7 +139,9 @@ def _parse_csv(text: str) -> Manifest:
             continue
         if len(row) != len(header):
             raise ManifestError(f"line {lineno}: {len(row)} fields, the header has {len(header)}")
-        entries.append(_entry_from_csv_row(dict(zip(header, row, strict=True)), f"line {lineno}"))
+        cells = dict(zip(header, row, strict=True))
+        _check_text(cells, f"line {lineno}")
+        entries.append(_entry_from_csv_row(cells, f"line {lineno}"))
     return Manifest(tuple(entries))
 
 
@@ -168,6 +173,24 @@ def _entry_from_csv_row(row: dict[str, str], where: str) -> ManifestEntry:
             raise ManifestError(f"{where}: focus_x and focus_y must both be numbers in 0..1") from exc
         focus = _focus(numbers, where)
     return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus)
+
+
+def _check_text(value: object, where: str, field: str | None = None) -> None:
+    """Refuse any string (a field name or value) that is not valid UTF-8 text: a JSON
+    ``\\ud800`` escape decodes to a lone surrogate, which no id, path or digest can hold."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            named = f" {json.dumps(field)}" if field is not None else " a field name"
+            raise ManifestError(f"{where}:{named} is not valid UTF-8 text: {ascii(value)}") from exc
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, where)
+            _check_text(item, where, str(key))
+    elif isinstance(value, list):
+        for item in value:
+            _check_text(item, where, field)
 
 
 def _ratios(value: object, where: str) -> tuple[Ratio, ...]:

@@ -122,6 +122,8 @@ class Reporter:
     # -- commands -------------------------------------------------------------
 
     def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool = True) -> None:
+        if report.unlinked_names:
+            self.unlinked_names(report.unlinked_names)
         if self.json_mode:
             if final:
                 self.emit_json(batch.to_json())
@@ -136,6 +138,16 @@ class Reporter:
         self.say(f"  outputs: {escape(batch.out_dir)}")
         if batch.counts["succeeded"] and not batch.replayed:
             self.say(f"  {batch.counts['succeeded']} outputs already existed and were reused")
+
+    def unlinked_names(self, failures: list[str]) -> None:
+        """One line, shown even with -q or --json (on stderr): these names do not show the
+        batch's outputs yet."""
+        first = failures[0]
+        self.console.print(
+            f"[yellow]warning[/] [dim]\\[friendly_link_failed][/] {plural(len(failures), 'friendly name')} "
+            f"could not be pointed at the batch's outputs (first: {escape(first)}); "
+            "`thumbctl reconcile --repair` relinks them"
+        )
 
     def finished(self, batch: BatchView, *, interrupted: bool) -> None:
         """The end of a foreground run: the batch object, or a summary."""

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ItemFailure
+from .names import unsafe_name_id
+from .store import UnsafeItemId, check_item_id
 
 IMAGE_EXTENSIONS = frozenset(
     {".jpg", ".jpeg", ".png", ".webp", ".gif", ".tif", ".tiff", ".bmp", ".avif", ".heic", ".heif"}
@@ -50,11 +52,14 @@ class Candidate:
 
     Scans start from a resolved root and never follow directory symlinks, so
     the path of a candidate that is not itself a symlink is already real.
+    A file whose relative path cannot be an item id (see :func:`check_item_id`)
+    gets an escaped id (:func:`unsafe_name_id`) and ``unsafe`` says why.
     """
 
     item_id: str
     path: str
     is_link: bool
+    unsafe: str | None = None
 
 
 @dataclass
@@ -110,9 +115,16 @@ def _visit(
     except OSError:
         is_link = plausible = False
     if plausible and rules.is_candidate(rel, entry.name):
-        result.candidates.append(Candidate(rel, entry.path, is_link))
+        result.candidates.append(_candidate(rel, entry.path, is_link))
     else:
         result.ignored += 1
+
+
+def _candidate(rel: str, path: str, is_link: bool) -> Candidate:
+    try:
+        return Candidate(check_item_id(rel), path, is_link)
+    except UnsafeItemId as exc:
+        return Candidate(unsafe_name_id(rel), path, is_link, unsafe=exc.reason)
 
 
 def is_within(path: str, root: str) -> bool:

@@ -37,8 +37,17 @@ from .settings import Ratio
 RESERVED_TOP_LEVEL = {".tmp"}
 
 
+#: The longest segment (bytes of UTF-8) an item id may have: a friendly name adds a ratio
+#: and an extension to it and must stay under the usual 255-byte file name limit.
+MAX_SEGMENT_BYTES = 200
+
+
 class UnsafeItemId(ValueError):
-    """An item id that could not be a safe relative path inside OUT."""
+    """An item id that could not be a safe relative path inside OUT; ``reason`` says why."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class OutsideOutput(OSError):
@@ -56,25 +65,38 @@ class OutsideOutput(OSError):
 def check_item_id(item_id: str) -> str:
     """Return ``item_id`` if it is a safe relative path inside OUT, else raise.
 
-    Refused: empty ids, absolute paths, ``.``/``..`` or empty segments,
-    backslashes, control characters, and the reserved ``.tmp`` folder.
+    Refused: empty ids, text that is not valid UTF-8 (lone surrogates, such as the
+    undecodable bytes of a file name), absolute paths, ``.``/``..`` or empty segments,
+    backslashes, control characters, segments over 200 bytes and the reserved ``.tmp``
+    folder.
     """
     if not item_id:
-        raise UnsafeItemId("item id is empty")
+        raise UnsafeItemId("item id is empty", "is empty")
+    reason = _id_problem(item_id)
+    if reason is not None:
+        raise UnsafeItemId(f"item id {item_id!r} {reason}", reason)
+    return item_id
+
+
+def _id_problem(item_id: str) -> str | None:
+    try:
+        item_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8"
     if any(unicodedata.category(ch) == "Cc" for ch in item_id):
-        raise UnsafeItemId(f"item id {item_id!r} contains control characters")
+        return "contains control characters"
     if "\\" in item_id:
-        raise UnsafeItemId(f"item id {item_id!r} contains a backslash")
+        return "contains a backslash"
     if item_id.startswith("/"):
-        raise UnsafeItemId(f"item id {item_id!r} is an absolute path")
+        return "is an absolute path"
     parts = item_id.split("/")
     if any(part in ("", ".", "..") for part in parts):
-        raise UnsafeItemId(f"item id {item_id!r} has an empty, '.' or '..' segment")
+        return "has an empty, '.' or '..' segment"
     if parts[0] in RESERVED_TOP_LEVEL:
-        raise UnsafeItemId(f"item id {item_id!r} uses the reserved folder {parts[0]!r}")
-    if any(len(part.encode()) > 200 for part in parts):
-        raise UnsafeItemId(f"item id {item_id!r} has a segment over 200 bytes")
-    return item_id
+        return f"uses the reserved folder {parts[0]!r}"
+    if any(len(part.encode()) > MAX_SEGMENT_BYTES for part in parts):
+        return f"has a segment over {MAX_SEGMENT_BYTES} bytes"
+    return None
 
 
 def friendly_stems(item_ids: list[str]) -> dict[str, str]:

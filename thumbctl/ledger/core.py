@@ -338,11 +338,18 @@ class Ledger(WorkQueue, Observation, Maintenance):
         ):
             yield FailureView(*row)
 
-    def published_paths(self, batch_id: str) -> list[tuple[str, str]]:
-        """(object path, friendly path) of every succeeded item of a batch."""
+    def owned_friendly_names(self, batch_id: str) -> list[tuple[str, str]]:
+        """(object path, friendly path) of the batch's succeeded items that own their friendly
+        name: no succeeded item of a batch that has not expired claimed it later (the rule
+        ``reconcile`` checks names by). Empty for an expired batch."""
         return self._conn.execute(
-            "SELECT object_path, friendly_path FROM items WHERE batch_id = ? AND state = 'succeeded' "
-            "AND object_path IS NOT NULL AND friendly_path IS NOT NULL",
+            "SELECT i.object_path, i.friendly_path FROM items i JOIN batches b USING (batch_id) "
+            "WHERE i.batch_id = ? AND i.state = 'succeeded' AND b.expired_at IS NULL "
+            "AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL AND NOT EXISTS ("
+            "SELECT 1 FROM items j JOIN batches c ON c.batch_id = j.batch_id "
+            "WHERE j.friendly_path = i.friendly_path AND j.state = 'succeeded' AND c.expired_at IS NULL "
+            "AND (j.updated_at > i.updated_at OR (j.updated_at = i.updated_at AND j.id > i.id))) "
+            "ORDER BY i.id",
             (batch_id,),
         ).fetchall()
 

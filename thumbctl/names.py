@@ -1,0 +1,71 @@
+"""Ids for file names that cannot be item ids.
+
+A folder may hold legal file names that no item id may carry (:func:`check_item_id`
+decides): bytes that are not UTF-8, control characters, a backslash, a segment over
+the length limit. Such a file still counts: it becomes a failed item (``unsafe_name``)
+whose id spells its path with percent escapes under the ``.unsafe/`` prefix.
+
+The escapes are ``%XX`` for every byte of an undecodable sequence, a control
+character, a backslash or a ``%``, so an escaped name is plain, safe text and two
+different names never share one (``urllib.parse.unquote_to_bytes`` of each segment
+gives the name's bytes back). A folder scan never yields an id whose first segment
+starts with a dot (hidden entries are skipped), so no escaped id can equal the id of
+a usable file. A segment whose escaped form is over the length limit is cut and ends
+in ``%~`` and 16 hex digits of the sha256 of its bytes, which no escape produces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import unicodedata
+
+from .store import MAX_SEGMENT_BYTES, check_item_id
+
+UNSAFE_PREFIX = ".unsafe"
+_DIGEST_CHARS = 16
+_SHORTENED_MARK = "%~"
+
+
+def escaped_name(path: str) -> str:
+    """``path`` (a ``str`` from the file system, undecodable bytes as surrogate escapes)
+    with the bytes and characters an id may not hold written as ``%XX``."""
+    return "".join(_escaped_tokens(path))
+
+
+def unsafe_name_id(rel_path: str) -> str:
+    """The item id of a scanned file whose relative path cannot be an id: the escaped
+    path under ``.unsafe/``, each segment cut to the length limit. It passes
+    :func:`check_item_id` (checked here, so nothing downstream sees an unsafe id)."""
+    segments = [_escaped_segment(segment) for segment in rel_path.split("/")]
+    return check_item_id("/".join([UNSAFE_PREFIX, *segments]))
+
+
+def _escaped_segment(segment: str) -> str:
+    tokens = _escaped_tokens(segment)
+    escaped = "".join(tokens)
+    if len(escaped.encode()) <= MAX_SEGMENT_BYTES:
+        return escaped
+    budget = MAX_SEGMENT_BYTES - len(_SHORTENED_MARK) - _DIGEST_CHARS
+    kept: list[str] = []
+    for token in tokens:
+        budget -= len(token.encode())
+        if budget < 0:
+            break
+        kept.append(token)
+    digest = hashlib.sha256(os.fsencode(segment)).hexdigest()[:_DIGEST_CHARS]
+    return f"{''.join(kept)}{_SHORTENED_MARK}{digest}"
+
+
+def _escaped_tokens(text: str) -> list[str]:
+    """One token per character of ``text``: the character itself, or its escape."""
+    return [_escape_char(ch) for ch in os.fsencode(text).decode("utf-8", "surrogateescape")]
+
+
+def _escape_char(ch: str) -> str:
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, as surrogateescape carries it
+        return f"%{code - 0xDC00:02X}"
+    if ch in "%\\" or unicodedata.category(ch) == "Cc":
+        return "".join(f"%{byte:02X}" for byte in ch.encode())
+    return ch
