@@ -733,3 +733,11 @@ def test_a_friendly_name_that_cannot_be_linked_is_one_warning_line(cli, tmp_path
     assert cli("reconcile", "--repair").exit_code == 0 and cli("reconcile").exit_code == 0
     with Image.open(blocked) as image:
         assert image.size == (512, 512)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs a Linux /proc, where nothing can be created")
+def test_an_output_folder_nobody_can_write_is_refused_before_anything_is_recorded(cli, photos: Path) -> None:
+    result = cli("submit", photos, "--out", "/proc/thumbctl-out", "--detach", "--json")
+    assert result.exit_code == 2 and json.loads(result.stdout)["error"]["code"] == "bad_out_dir"
+    assert "is not writable" in result.stderr
+    assert json.loads(cli("status", "--json").stdout) == {"batches": []}

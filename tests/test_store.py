@@ -24,6 +24,7 @@ from thumbctl.store import (
     host_tag,
     link_friendly,
     object_files,
+    probe_writable,
     publish_object,
     reclaimable,
     remove_empty_shard,
@@ -434,3 +435,12 @@ def test_gc_removal_drops_the_emptied_shard_folder_only(tmp_path: Path) -> None:
     assert remove_empty_shard(layout, f"{layout.root}/objects/aa") is False  # already gone
     with pytest.raises(ValueError, match="not a shard folder"):
         remove_empty_shard(layout, f"{layout.root}/.tmp")
+
+
+def test_the_writability_probe_leaves_no_trace(tmp_path: Path) -> None:
+    probe_writable(OutputLayout(str(tmp_path / "a" / "b" / "out")))
+    assert list(tmp_path.iterdir()) == []
+    existing = tmp_path / "out"
+    (existing / ".tmp").mkdir(parents=True)
+    probe_writable(OutputLayout(str(existing)))
+    assert [p.name for p in existing.rglob("*")] == [".tmp"]

@@ -27,14 +27,14 @@ def check_admission(snapshot: tuple[int, float | None], incoming: int, limits: L
         raise AdmissionRefused(
             f"queue saturated: {runnable} runnable items in the ledger, this batch adds "
             f"{incoming}, the limit is {limits.max_runnable}; let workers drain the queue, "
-            "cancel old batches, or retry later (--retry-admission waits for room)",
+            "cancel old batches, or retry in about 30 s (--retry-admission waits for room)",
             retry_after=30,
         )
     objective = limits.queue_age_objective
     if incoming and objective and oldest_age is not None and oldest_age > objective:
         raise AdmissionRefused(
             f"queue is behind: the oldest runnable item has waited {oldest_age:.0f}s, the "
-            f"objective is {objective:.0f}s; let workers drain the queue or retry later "
+            f"objective is {objective:.0f}s; let workers drain the queue or retry in about a minute "
             "(--retry-admission waits for room)",
             retry_after=60,
         )

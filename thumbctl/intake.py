@@ -34,6 +34,7 @@ from .store import (
     check_item_id,
     friendly_stems,
     link_friendly,
+    probe_writable,
     resolve_out_dir,
     symlinked_folder,
     write_batch_manifest,
@@ -199,7 +200,12 @@ def resolve_out_dir_or_fail(out: Path) -> Path:
     except NotADirectoryError as exc:
         raise UsageError(str(exc), code="bad_out_dir") from exc
     _check_utf8_path(resolved, "--out", "bad_out_dir")
-    _refuse_symlinked_batch_folders(OutputLayout(str(resolved)))
+    layout = OutputLayout(str(resolved))
+    _refuse_symlinked_batch_folders(layout)
+    try:
+        probe_writable(layout)
+    except OSError as exc:
+        raise UsageError(f"--out {resolved} is not writable: {exc.strerror or exc}", code="bad_out_dir") from exc
     return resolved
 
 

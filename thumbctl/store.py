@@ -177,6 +177,24 @@ def checked_folder(layout: OutputLayout, folder: str, *, create: bool) -> bool:
     return True
 
 
+def probe_writable(layout: OutputLayout) -> None:
+    """Prove a file can be written in OUT/.tmp, so a batch is never accepted for an output
+    folder no worker could publish into; the folders this made are removed again, so a
+    submission still writes nothing to OUT. Raises OSError."""
+    made = [layout.tmp_dir] if not os.path.lexists(layout.tmp_dir) else []
+    folder = layout.root
+    while not os.path.lexists(folder) and folder != os.path.dirname(folder):
+        made.append(folder)
+        folder = os.path.dirname(folder)
+    made.reverse()  # outermost first; removed innermost first below
+    try:
+        os.unlink(write_temp(layout, b"", "probe"))
+    finally:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+
+
 def symlinked_folder(layout: OutputLayout, folder: str) -> str | None:
     """The first symlink between OUT's root and ``folder`` (inclusive), or None; creates nothing."""
     try:

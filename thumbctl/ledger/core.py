@@ -421,7 +421,7 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 def _busy_or_error(exc: sqlite3.OperationalError) -> Exception:
     if _is_busy(exc):
-        return LedgerBusy(f"the ledger stayed busy past its timeout ({exc}); retry shortly", retry_after=5)
+        return LedgerBusy(f"the ledger stayed busy past its timeout ({exc}); retry in about 5 s", retry_after=5)
     return exc
 
 
