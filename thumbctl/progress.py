@@ -8,9 +8,10 @@ thing, and a watcher attached to a batch started elsewhere works.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import TracebackType
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.markup import escape
 from rich.progress_bar import ProgressBar
@@ -74,10 +75,26 @@ def live_view(view: BatchView | None, activity: Activity, elapsed: float, failur
     """The live panel: overall bar, counts, rate/ETA/queue age, workers, the last ``failures``."""
     parts: list[RenderableType] = [_headline(view, activity, elapsed)]
     if activity.workers:
-        parts.append(_workers_table(activity))
+        parts.append(_FittedTable(lambda width: _workers_table(activity, width)))
     if activity.recent_failures and failures:
-        parts.append(_failures_table(activity, failures))
+        parts.append(_FittedTable(lambda width: _failures_table(activity, failures, width)))
     return Group(*parts)
+
+
+class _FittedTable:
+    """A table built for the width it is drawn at, so its last flexible column is cut with an
+    ellipsis instead of wrapping or being cropped (and it redraws to fit after a resize)."""
+
+    def __init__(self, build: Callable[[int], Table]) -> None:
+        self.build = build
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.build(options.max_width)
+
+
+def _room_left(width: int, fixed: list[int]) -> int:
+    """Width left for the one flexible column beside ``fixed`` columns (two spaces between columns)."""
+    return max(8, width - sum(fixed) - 2 * len(fixed))
 
 
 def _headline(view: BatchView | None, activity: Activity, elapsed: float) -> RenderableType:
@@ -109,16 +126,20 @@ def _headline(view: BatchView | None, activity: Activity, elapsed: float) -> Ren
     return grid
 
 
-def _workers_table(activity: Activity) -> Table:
-    table = Table(box=None, pad_edge=False, show_header=True, header_style="dim", title_justify="left")
-    for column in ("worker", "source", "ratios", "for"):
-        table.add_column(column, no_wrap=column != "source", overflow="ellipsis")
+def _workers_table(activity: Activity, width: int) -> Table:
+    """Worker, ratios and time keep their width; a long source name is cut with an ellipsis."""
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
+    fixed = [max(len("worker"), *(len(w.worker) for w in activity.workers)), len("1:1 4:3 16:9"), 4]
+    table.add_column("worker", no_wrap=True, min_width=fixed[0])
+    table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=_room_left(width, fixed))
+    table.add_column("ratios", no_wrap=True, min_width=fixed[1])
+    table.add_column("for", no_wrap=True, min_width=fixed[2])
     now = parse_iso(activity.at)
     for worker in activity.workers:
         table.add_row(
             worker.worker,
             escape(worker.item_id),
-            " ".join(worker.ratios),
+            " ".join(sorted(worker.ratios, key=_ratio_order)),
             format_age(max(0.0, now - parse_iso(worker.since))),
         )
     return table
@@ -137,20 +158,29 @@ def grouped_failures(activity: Activity, limit: int) -> list[tuple[RecentFailure
     return list(groups.values())
 
 
-def _failures_table(activity: Activity, limit: int) -> Table:
-    table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
-    for column in ("at", "item", "ratios", "error", "detail"):
-        table.add_column(column, no_wrap=True, overflow="ellipsis", ratio=1 if column == "detail" else None)
+def _failures_table(activity: Activity, limit: int, width: int) -> Table:
+    """Time, item, ratios and code keep their width (an item id up to 40 characters); only the
+    detail gives way, cut with an ellipsis, on a narrow terminal."""
+    rows = []
     for failure, ratios in grouped_failures(activity, limit):
+        code = (failure.error_code or "") + (" (retrying)" if failure.retrying else "")
+        rows.append((failure, failure.at[11:19], failure.item_id, " ".join(sorted(ratios, key=_ratio_order)), code))
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
+    fixed = []
+    for n, column in enumerate(("at", "item", "ratios", "error")):
+        fixed.append(min(40, max(len(column), *(len(row[n + 1]) for row in rows))))
+        table.add_column(column, no_wrap=True, overflow="ellipsis", min_width=fixed[-1], max_width=fixed[-1])
+    table.add_column("detail", no_wrap=True, overflow="ellipsis", max_width=_room_left(width, fixed))
+    for failure, at, item_id, ratios, code in rows:
         style = "yellow" if failure.retrying else STATE_STYLES["failed"]
-        table.add_row(
-            failure.at[11:19],
-            escape(failure.item_id),
-            " ".join(sorted(ratios)),
-            f"[{style}]{failure.error_code}[/]" + (" (retrying)" if failure.retrying else ""),
-            escape(failure.detail or ""),
-        )
+        table.add_row(at, escape(item_id), ratios, f"[{style}]{escape(code)}[/]", escape(failure.detail or ""))
     return table
+
+
+def _ratio_order(ratio: str) -> float:
+    """Ratios listed by shape, widest last (1:1 4:3 16:9)."""
+    width, _, height = ratio.partition(":")
+    return int(width) / int(height) if width.isdigit() and height.isdigit() and int(height) else 0.0
 
 
 class RunProgress:
