@@ -433,3 +433,18 @@ def test_shell_completion_completes_commands_and_options(words: str, expected: s
     env = {"_THUMBCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1)}
     result = CliRunner().invoke(app, [], env=env, prog_name="thumbctl")
     assert (result.exit_code, result.stdout) == (0, expected)
+
+
+def test_config_takes_the_setting_flags_of_submit_and_shows_them_as_flags(
+    run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "thumbctl.toml").write_text('[profiles.shop]\nsize = 1024\nformat = "webp"\n')
+    monkeypatch.setenv("THUMBCTL_QUALITY", "90")
+    result = run("config", "--json", "--profile", "shop", "--size", "800", "-r", "3:2", "--max-items", "7")
+    assert result.exit_code == 0, result.stderr
+    settings = json.loads(result.stdout)["settings"]
+    assert (settings["size"]["value"], settings["size"]["source"]) == (800, "flag")
+    assert (settings["ratios"]["value"], settings["ratios"]["source"]) == (["3:2"], "flag")
+    assert (settings["max_items"]["value"], settings["max_items"]["source"]) == (7, "flag")
+    assert settings["format"]["source"].endswith("[profiles.shop]") and settings["format"]["value"] == "webp"
+    assert (settings["quality"]["value"], settings["quality"]["source"]) == (90, "env THUMBCTL_QUALITY")

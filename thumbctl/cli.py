@@ -90,6 +90,33 @@ def _setting(*names: str, help: str, **kwargs: Any) -> Any:
     return typer.Option(*names, help=f"{help} Env {key.env}. Default: {default_text(key.name)}.", **kwargs)
 
 
+OutOption = Annotated[Path | None, _setting("--out", "-o", help="Output folder.")]
+RatioOption = Annotated[
+    list[str] | None, _setting("--ratio", "-r", metavar="W:H", help="Aspect ratio W:H; repeat for several.")
+]
+SizeOption = Annotated[int | None, _setting("--size", help="Longest side of each thumbnail, px.")]
+FormatOption = Annotated[str | None, _setting("--format", help="jpeg, webp, avif or png.")]
+QualityOption = Annotated[int | None, _setting("--quality", help="Encoder quality 1-100.")]
+CropOption = Annotated[str | None, _setting("--crop", help="Crop policy: smart, entropy or center.")]
+UpscaleOption = Annotated[
+    bool, _setting("--upscale/--no-upscale", help="Allow outputs larger than the source crop.", show_default=False)
+]
+BackgroundOption = Annotated[str | None, _setting("--background", help="Colour to flatten transparency onto, #rrggbb.")]
+AttemptsOption = Annotated[
+    int | None, _setting("--attempts", min=1, max=100, help="Attempts per item before it fails.")
+]
+DeadlineOption = Annotated[str | None, _setting("--deadline", help="Batch deadline, e.g. 30m or 2h; 0: none.")]
+MaxPixelsOption = Annotated[str | None, _setting("--max-pixels", help="Pixel limit per source.")]
+MaxBytesOption = Annotated[str | None, _setting("--max-bytes", help="Byte limit per source.")]
+MaxItemsOption = Annotated[int | None, _setting("--max-items", help="Item limit per batch.")]
+MaxRunnableOption = Annotated[
+    int | None, _setting("--max-runnable", help="Admission: runnable items the ledger may hold.")
+]
+QueueAgeOption = Annotated[
+    str | None,
+    _setting("--queue-age-objective", help="Admission: refuse while the oldest runnable item is older (0 = off)."),
+]
+
 DbOption = Annotated[
     Path | None,
     typer.Option(
@@ -263,31 +290,22 @@ def submit_command(
         Path,
         typer.Argument(metavar="SOURCE", help="A folder (scanned recursively) or a manifest: .json, .jsonl, .csv."),
     ],
-    out: Annotated[Path | None, _setting("--out", "-o", help="Output folder.")] = None,
-    ratio: Annotated[
-        list[str] | None,
-        _setting("--ratio", "-r", metavar="W:H", help="Aspect ratio W:H; repeat for several."),
-    ] = None,
-    size: Annotated[int | None, _setting("--size", help="Longest side of each thumbnail, px.")] = None,
-    fmt: Annotated[str | None, _setting("--format", help="jpeg, webp, avif or png.")] = None,
-    quality: Annotated[int | None, _setting("--quality", help="Encoder quality 1-100.")] = None,
-    crop: Annotated[str | None, _setting("--crop", help="Crop policy: smart, entropy or center.")] = None,
-    upscale: Annotated[
-        bool, _setting("--upscale/--no-upscale", help="Allow outputs larger than the source crop.", show_default=False)
-    ] = False,
-    background: Annotated[
-        str | None, _setting("--background", help="Colour to flatten transparency onto, #rrggbb.")
-    ] = None,
+    out: OutOption = None,
+    ratio: RatioOption = None,
+    size: SizeOption = None,
+    fmt: FormatOption = None,
+    quality: QualityOption = None,
+    crop: CropOption = None,
+    upscale: UpscaleOption = False,
+    background: BackgroundOption = None,
     profile: ProfileOption = None,
     key: Annotated[str | None, typer.Option(help="Idempotency key. Default: derived from the request digest.")] = None,
     include: Annotated[
         list[str] | None, typer.Option(metavar="GLOB", help="Also take files matching this glob.")
     ] = None,
     exclude: Annotated[list[str] | None, typer.Option(metavar="GLOB", help="Skip files matching this glob.")] = None,
-    attempts: Annotated[
-        int | None, _setting("--attempts", min=1, max=100, help="Attempts per item before it fails.")
-    ] = None,
-    deadline: Annotated[str | None, _setting("--deadline", help="Batch deadline, e.g. 30m or 2h; 0: none.")] = None,
+    attempts: AttemptsOption = None,
+    deadline: DeadlineOption = None,
     detach: Annotated[
         bool, typer.Option("--detach", help="Record the batch and return at once; `thumbctl work` renders it.")
     ] = False,
@@ -297,16 +315,11 @@ def submit_command(
         bool, typer.Option("--retry-admission", help="When refused (exit 75), retry with backoff and jitter.")
     ] = False,
     admission_wait: Annotated[str, typer.Option(help="How long --retry-admission keeps trying.")] = "10m",
-    max_pixels: Annotated[str | None, _setting("--max-pixels", help="Pixel limit per source.")] = None,
-    max_bytes: Annotated[str | None, _setting("--max-bytes", help="Byte limit per source.")] = None,
-    max_items: Annotated[int | None, _setting("--max-items", help="Item limit per batch.")] = None,
-    max_runnable: Annotated[
-        int | None, _setting("--max-runnable", help="Admission: runnable items the ledger may hold.")
-    ] = None,
-    queue_age_objective: Annotated[
-        str | None,
-        _setting("--queue-age-objective", help="Admission: refuse while the oldest runnable item is older (0 = off)."),
-    ] = None,
+    max_pixels: MaxPixelsOption = None,
+    max_bytes: MaxBytesOption = None,
+    max_items: MaxItemsOption = None,
+    max_runnable: MaxRunnableOption = None,
+    queue_age_objective: QueueAgeOption = None,
     db: DbOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
@@ -537,10 +550,30 @@ def codes_command(json_out: JsonOption = False, db: DbOption = None) -> None:
 def config_command(
     ctx: typer.Context,
     profile: ProfileOption = None,
+    out: OutOption = None,
+    ratio: RatioOption = None,
+    size: SizeOption = None,
+    fmt: FormatOption = None,
+    quality: QualityOption = None,
+    crop: CropOption = None,
+    upscale: UpscaleOption = False,
+    background: BackgroundOption = None,
+    attempts: AttemptsOption = None,
+    deadline: DeadlineOption = None,
+    workers: WorkersOption = None,
+    item_timeout: ItemTimeoutOption = None,
+    max_pixels: MaxPixelsOption = None,
+    max_bytes: MaxBytesOption = None,
+    max_items: MaxItemsOption = None,
+    max_runnable: MaxRunnableOption = None,
+    queue_age_objective: QueueAgeOption = None,
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Show the resolved settings and where each came from: flag, THUMBCTL_* env, config file or default."""
+    """Show the resolved settings and where each came from: flag, THUMBCTL_* env, config file or default.
+
+    Takes the same setting flags as submit, to show what a submit with them would use.
+    """
     reporter = _reporter(json_out)
     with _handled(reporter):
         reporter.settings(_settings(ctx))
