@@ -628,8 +628,10 @@ def test_work_after_out_tmp_became_a_symlink_fails_the_items_and_reports_the_man
     (out_dir / ".tmp").symlink_to(victim, target_is_directory=True)
     before = tree_snapshot(victim)
     result = cli("work", "--until-idle", "-w", "1", "-q")
-    assert result.exit_code == 1 and result.stdout == ""
-    assert f"error [io_error] {out_dir / '.tmp'} is a symlink" in result.stderr and "Traceback" not in result.stderr
+    assert result.exit_code == 0 and result.stdout == ""  # work ran until idle; the items failed, see below
+    warning = f"warning [io_error] batch manifest not written: {out_dir / 'batches'}"
+    assert warning in result.stderr and f"{out_dir / '.tmp'} is a symlink" in result.stderr
+    assert "Traceback" not in result.stderr
     status = json.loads(cli("status", batch["batch_id"], "--json").stdout)
     assert (status["state"], {f["error_code"] for f in status["failures"]}) == ("failed", {"path_outside_root"})
     assert tree_snapshot(victim) == before

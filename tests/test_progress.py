@@ -109,12 +109,14 @@ def test_off_a_terminal_lines_are_plain_throttled_and_failures_shown_once_with_v
         assert not progress.live
         progress.tick(ledger)
         progress.tick(ledger)  # within the interval: no second line
-        progress.finish(ledger)  # the final line always comes
+        progress.finish(ledger)  # nothing changed: the final line would only repeat it
+        ledger.clock.now += 5  # type: ignore[attr-defined]
+        progress.finish(ledger)  # the queue aged: the final line comes
     lines = out.getvalue().splitlines()
     assert "\x1b" not in out.getvalue()
     progress_lines = [line for line in lines if f" {bid} running 2/6 done" in line]
     failure_lines = [line for line in lines if " failed img1.jpg " in line]
-    assert len(progress_lines) == 2
+    assert [line.rsplit(" ", 1)[1] for line in progress_lines] == ["20s", "25s"]  # queue age
     assert failure_lines == (
         [
             "1970-01-24T03:33:32Z failed img1.jpg 1:1 [corrupt_image] jpeg data does not decode",

@@ -587,3 +587,35 @@ def test_gc_never_removes_through_a_symlinked_folder_and_drops_emptied_shards(
     assert all("is a symlink" in error for error in report.errors)
     assert len(objects_in(out_dir)) == 6
     assert all(os.listdir(shard) for shard in (out_dir / "objects").iterdir())  # emptied shards went
+
+
+def test_an_object_that_is_a_symlink_out_of_out_is_invalid_never_linked_and_gc_removes_only_the_link(
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    batch = accept(led, photos, out_dir)
+    work(led)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    item = led.items(batch.batch_id)[0]
+    (victim / "same.jpg").write_bytes(Path(item.object_path).read_bytes())
+    os.unlink(item.object_path)
+    os.symlink(victim / "same.jpg", item.object_path)
+    os.unlink(item.friendly_path)
+    before = tree_snapshot(victim)
+
+    kinds = {(f.kind, f.path) for f in find_problems(led)}
+    assert ("object_invalid", item.object_path) in kinds
+    report = reconcile(led, repair=True)
+    assert all(f.repaired for f in report.findings if f.kind == "object_invalid")
+    work(led)  # re-rendered: a real file replaces the symlink
+    assert not os.path.islink(item.object_path) and os.path.isfile(item.object_path)
+    assert not os.path.islink(item.friendly_path) and os.path.samefile(item.friendly_path, item.object_path)
+    assert find_problems(led) == []
+
+    orphan = out_dir / "objects" / "ab" / ("ab" * 32 + ".jpg")
+    orphan.parent.mkdir(exist_ok=True)
+    os.symlink(victim / "same.jpg", orphan)
+    assert ("orphan_object", str(orphan)) in {(f.kind, f.path) for f in find_problems(led)}
+    collect_garbage(led, 30 * DAY)
+    assert not os.path.lexists(orphan)
+    assert tree_snapshot(victim) == before  # nothing outside OUT changed

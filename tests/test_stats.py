@@ -163,6 +163,8 @@ def test_prometheus_text_has_each_metric_typed_once_with_exact_samples(history: 
     text = prometheus_text(build_report(history.stats_facts(T0 - 3600)))
     lines = text.splitlines()
     assert 'thumbctl_queue_items{state="runnable"} 1' in lines
+    assert 'thumbctl_window_items{event="admitted"} 10' in lines
+    assert 'thumbctl_window_items{event="completed_cancelled"} 2' in lines
     assert "thumbctl_queue_oldest_runnable_age_seconds 2" in lines
     assert 'thumbctl_window_bytes_written{ratio="4:3"} 600' in lines
     assert 'thumbctl_stage_milliseconds{stage="encode",quantile="0.95"} 11' in lines

@@ -270,6 +270,7 @@ def _render_in_foreground(
     with _progress(reporter, batch_id) as bar:
         result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar)
     final = replace(result.batch, replayed=replayed)
+    reporter.manifest_errors(result.manifest_errors)
     reporter.finished(final, interrupted=result.supervision.interrupted)
     raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
 
@@ -384,6 +385,7 @@ def work(
                 interrupts=interrupts.count,
                 observer=progress,
             )
+        reporter.manifest_errors(result.manifest_errors)
         reporter.work_done(result.supervision)
 
 

@@ -33,6 +33,7 @@ from .store import (
     UnsafeItemId,
     check_item_id,
     friendly_stems,
+    is_plain_file,
     link_friendly,
     probe_writable,
     resolve_out_dir,
@@ -509,7 +510,7 @@ def _new_item(
 
 def _object_is_valid(item: NewItem, profile: Profile) -> bool:
     """Whether an earlier run already made this item's object (right type and size, from its header)."""
-    if not item.object_path or not os.path.exists(item.object_path) or not item.source_width or not item.source_height:
+    if not item.object_path or not is_plain_file(item.object_path) or not item.source_width or not item.source_height:
         return False
     geometry = output_geometry(
         item.source_width, item.source_height, parse_ratio(item.ratio), profile.size, profile.upscale

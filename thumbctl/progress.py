@@ -211,6 +211,7 @@ class RunProgress:
         self._seen_failures: set[tuple[str, str, str]] = set()
         self._live: Live | None = None
         self._failures_shown = 8 if verbose else 3
+        self._last_body = ""
 
     def __enter__(self) -> RunProgress:
         if self.live:
@@ -246,20 +247,26 @@ class RunProgress:
             if self._live is not None:
                 self._live.update(live_view(view, activity, time.monotonic() - self._started, self._failures_shown))
             else:
-                self._print_plain(view, activity)
+                self._print_plain(view, activity, final=True)
 
     def _read(self, ledger: Ledger) -> tuple[BatchView | None, Activity]:
         view = ledger.batch(self.batch_id, with_failures=False) if self.batch_id else None
         return view, ledger.activity(self.batch_id, failures=30)
 
-    def _print_plain(self, view: BatchView | None, activity: Activity) -> None:
+    def _print_plain(self, view: BatchView | None, activity: Activity, *, final: bool = False) -> None:
+        """The failures not shown yet (with ``verbose``), then the progress line; the final line
+        is left out when it would only repeat the last one."""
         if self.verbose:
             for failure, line in zip(reversed(activity.recent_failures), failure_lines(activity), strict=True):
                 key = (failure.at, failure.item_id, failure.ratio)
                 if key not in self._seen_failures:
                     self._seen_failures.add(key)
                     self.console.print(line, markup=False, highlight=False)
-        self.console.print(plain_line(view, activity), markup=False, highlight=False)
+        line = plain_line(view, activity)
+        body = line.split(" ", 1)[1]  # without its timestamp
+        if not (final and body == self._last_body):
+            self.console.print(line, markup=False, highlight=False)
+        self._last_body = body
 
     def cancel_recorded(self, batch: BatchView) -> None:
         self.console.print(

@@ -32,6 +32,7 @@ from .store import (
     OutputLayout,
     StoredFile,
     friendly_link_problem,
+    is_plain_file,
     link_friendly,
     object_files,
     reclaimable,
@@ -130,8 +131,10 @@ def _stalled_problem(
 def object_problem(item: PublishedItem) -> str | None:
     """Why a succeeded item's object is not what it must be (missing, wrong type or
     dimensions, does not decode), or None."""
-    if not os.path.exists(item.object_path):
+    if not os.path.lexists(item.object_path):
         return "is missing"
+    if not is_plain_file(item.object_path):
+        return "is not a plain file in the output folder (a symlink or another kind of file)"
     size = os.path.getsize(item.object_path)
     if item.output_bytes is not None and size != item.output_bytes:
         return f"is {size} bytes, {item.output_bytes} were published"

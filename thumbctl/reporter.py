@@ -163,6 +163,11 @@ class Reporter:
         if batch.counts["succeeded"]:
             self.say(f"  outputs in {escape(batch.out_dir)}, manifest {escape(batch.manifest_path)}")
 
+    def manifest_errors(self, errors: tuple[str, ...]) -> None:
+        """Shown even with -q or --json (on stderr): an output the user expects is missing."""
+        for error in errors:
+            self.console.print(f"[yellow]warning[/] [dim]\\[io_error][/] batch manifest not written: {escape(error)}")
+
     def work_done(self, supervision: Supervision) -> None:
         note = " (stopped on request)" if supervision.interrupted else ""
         crashes = f", {supervision.crashes} worker processes died and were replaced" if supervision.crashes else ""

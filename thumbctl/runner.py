@@ -67,6 +67,8 @@ class RunOptions:
 class RunResult:
     batch: BatchView | None
     supervision: Supervision
+    #: Batch manifests that could not be written (path: reason); the batches themselves are done.
+    manifest_errors: tuple[str, ...] = ()
 
 
 def run_batch(
@@ -102,9 +104,10 @@ def run_batch(
             )
             observer.finish(ledger)
         view = ledger.batch(batch_id)
+        errors = []
         if view.is_terminal and (ran or not os.path.exists(view.manifest_path)):
-            write_batch_manifest(ledger, view)
-        return RunResult(view, supervision)
+            errors += _manifest_error(ledger, view)
+        return RunResult(view, supervision, tuple(errors))
 
 
 def run_work(
@@ -140,11 +143,12 @@ def run_work(
             on_tick=lambda: observer.tick(ledger),
         )
         observer.finish(ledger)
+        errors = []
         for touched in ledger.batches_touched_since(started):
             view = ledger.batch(touched)
             if view.is_terminal:
-                write_batch_manifest(ledger, view)
-        return RunResult(ledger.batch(batch_id) if batch_id else None, supervision)
+                errors += _manifest_error(ledger, view)
+        return RunResult(ledger.batch(batch_id) if batch_id else None, supervision, tuple(errors))
 
 
 def wait_until_terminal(
@@ -173,6 +177,16 @@ def watch_batch(
             observer.finish(ledger)
             return view
         time.sleep(poll)
+
+
+def _manifest_error(ledger: Ledger, batch: BatchView) -> list[str]:
+    """Write the batch's manifest; a filesystem refusal is returned, not raised: the batch
+    is finished either way, and ``reconcile`` and the next run can write it later."""
+    try:
+        write_batch_manifest(ledger, batch)
+    except OSError as exc:
+        return [f"{batch.manifest_path}: {exc.strerror or exc}"]
+    return []
 
 
 def write_batch_manifest(ledger: Ledger, batch: BatchView) -> str:

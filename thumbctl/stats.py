@@ -220,6 +220,8 @@ def _metrics(report: StatsReport) -> list[tuple[str, str, Samples]]:
          [(f'{{state="{state}"}}', _as_float(queue[state])) for state in ("runnable", "delayed", "running")]),
         ("queue_oldest_runnable_age_seconds", "Age of the oldest runnable item.",
          [("", _as_float(queue["oldest_runnable_age_seconds"]))]),
+        ("window_items", f"Items admitted, claimed and completed in the last {_number(report.window_seconds)} s.",
+         [(f'{{event="{name}"}}', float(n)) for name, n in report.counts.items()]),
         ("window_items_per_second", f"Item rates over the last {_number(report.window_seconds)} s.",
          [(f'{{event="{name}"}}', report.rate(name)) for name in ("admitted", "claimed", "completed")]),
         ("window_retries", "Items sent back to the queue in the window, per batch.",

@@ -62,6 +62,15 @@ class OutsideOutput(OSError):
         self.path = path
 
 
+def is_plain_file(path: str) -> bool:
+    """Whether ``path`` is a regular file itself, not a symlink to one: only such a file in OUT
+    may count as an output (a symlink could make an output depend on a file outside OUT)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def check_item_id(item_id: str) -> str:
     """Return ``item_id`` if it is a safe relative path inside OUT, else raise.
 
@@ -335,6 +344,8 @@ def link_friendly(layout: OutputLayout, object_path: str, friendly_path: str) ->
     (without following a symlink at either name: one is replaced, not kept).
     """
     checked_folder(layout, os.path.dirname(object_path), create=False)
+    if os.path.islink(object_path):  # a hard link to it would be a symlink out of OUT under a friendly name
+        raise OutsideOutput(object_path, layout.root)
     checked_folder(layout, os.path.dirname(friendly_path), create=True)
     if _same_inode(friendly_path, object_path):
         return
@@ -472,18 +483,20 @@ def object_files(layout: OutputLayout) -> Iterator[tuple[str, StoredFile]]:
         for shard in sorted(os.listdir(objects)):
             if not _listable(layout, f"{objects}/{shard}"):
                 continue
-            for found in sorted(_regular_files(f"{objects}/{shard}"), key=lambda f: f.path):
+            # a symlink named like an object is listed too (as itself), so gc can remove it
+            for found in sorted(_regular_files(f"{objects}/{shard}", links=True), key=lambda f: f.path):
                 key = found.name.split(".", 1)[0]
                 if key[:2] == shard and re.fullmatch(r"[0-9a-f]{64}\.[a-z]+", found.name):
                     yield key, found
 
 
-def _regular_files(folder: str) -> Iterator[StoredFile]:
+def _regular_files(folder: str, *, links: bool = False) -> Iterator[StoredFile]:
+    """Regular files in ``folder`` (and, with ``links``, symlinks themselves, never followed)."""
     with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(folder) as entries:
         for entry in entries:
             with contextlib.suppress(FileNotFoundError):
                 info = entry.stat(follow_symlinks=False)
-                if stat.S_ISREG(info.st_mode):
+                if stat.S_ISREG(info.st_mode) or (links and stat.S_ISLNK(info.st_mode)):
                     yield StoredFile(entry.path, info.st_size, info.st_mtime)
 
 
@@ -508,6 +521,9 @@ def remove_stored_file(layout: OutputLayout, path: str) -> int:
         return 0
     try:
         info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):  # the link itself goes; its target, wherever it is, is untouched
+            os.unlink(path)
+            return 0
         if not stat.S_ISREG(info.st_mode):
             return 0
         os.unlink(path)
@@ -520,8 +536,10 @@ def reclaimable(object_path: str, friendly_paths: list[str]) -> tuple[list[str],
     """Which of ``friendly_paths`` are links to the object, and the bytes removing the object
     and those links would free (0 while another link to it would remain)."""
     try:
-        info = os.stat(object_path)
+        info = os.lstat(object_path)
     except FileNotFoundError:
+        return [], 0
+    if not stat.S_ISREG(info.st_mode):
         return [], 0
     linked = [f for f in friendly_paths if _same_file(f, object_path)]
     return linked, info.st_size if info.st_nlink == 1 + len(linked) else 0
