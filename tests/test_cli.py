@@ -581,7 +581,8 @@ def test_bare_thumbctl_shows_the_help_and_version_works(capsys: pytest.CaptureFi
 
 def test_read_only_commands_never_create_a_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     typo = tmp_path / "typo" / "ledgr.db"
-    for args in (["events", "b_x"], ["stats"], ["reconcile"], ["cancel", "b_x"], ["retry", "b_x"], ["sheet", "b_x"]):
+    for args in (["events", "b_x"], ["stats"], ["reconcile"], ["cancel", "b_x"], ["retry", "b_x"], ["sheet", "b_x"],
+                 ["work", "--until-idle"]):  # fmt: skip
         with pytest.raises(SystemExit) as ended:
             main([*args, "--db", str(typo)])
         assert ended.value.code == 2 and "error [no_ledger] no ledger at" in capsys.readouterr().err

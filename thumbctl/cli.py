@@ -376,6 +376,8 @@ def work(
     reporter = _reporter(False, quiet, verbose, stats_interval)
     with _handled(reporter), Interrupts().on_sigint() as interrupts:
         settings = _settings(ctx)
+        if not settings.ledger_path.exists():  # a cron line with a mistyped --db must not idle on a new ledger
+            raise LedgerMissing(f"no ledger at {settings.ledger_path}: nothing was submitted with this --db")
         with _progress(reporter, None) as progress:
             result = run_work(
                 settings.ledger_path,
