@@ -9,6 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from thumbctl import Ledger
 from thumbctl.cli import app
 from thumbctl.config import (
     KEYS,
@@ -399,6 +400,7 @@ def test_a_profile_makes_the_same_request_as_the_equivalent_flags(run, tmp_path:
 
 def test_work_takes_its_workers_from_the_profile(run, tmp_path: Path) -> None:
     (tmp_path / "thumbctl.toml").write_text("[profiles.cron]\nworkers = 1\n")
+    Ledger(tmp_path / "ledger.db").close()
     assert run("work", "--until-idle", "--profile", "cron", "-q").exit_code == 0
     result = run("work", "--until-idle", "--profile", "nightly")
     assert result.exit_code == 2 and "profiles defined: cron" in result.stderr
