@@ -84,3 +84,8 @@ def test_names_that_look_alike_once_escaped_keep_apart() -> None:
     raws = [b"a\xff\t", b"a%FF\t", b"a%25FF\t", b"a\\\t", b"a%5C\t", b"a\xff\xfe\t", b"a\xff%FE\t"]
     ids = {unsafe_name_id(fs_name(raw)) for raw in raws}
     assert len(ids) == len(raws)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(b".", ".unsafe/%2E"), (b"..", ".unsafe/%2E%2E")])
+def test_dot_segments_are_spelled_out(raw: bytes, expected: str) -> None:
+    assert unsafe_name_id(fs_name(raw)) == expected

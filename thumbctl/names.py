@@ -42,6 +42,8 @@ def unsafe_name_id(rel_path: str) -> str:
 
 
 def _escaped_segment(segment: str) -> str:
+    if segment in ("", ".", ".."):  # not a file name, but never a path step either: spelled out
+        return "%" if not segment else segment.replace(".", "%2E")
     tokens = _escaped_tokens(segment)
     escaped = "".join(tokens)
     if len(escaped.encode()) <= MAX_SEGMENT_BYTES:
