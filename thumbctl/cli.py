@@ -205,9 +205,14 @@ def _open_ledger(db: Path | None, *, existing: bool = True) -> Ledger:
     """The ledger at ``db`` (or the configured path). Commands that only read or act on
     recorded batches need it to exist: a mistyped --db must not create a new, empty ledger."""
     path = db or default_db_path()
-    if existing and not path.exists():
+    return Ledger(_existing(path) if existing else path)
+
+
+def _existing(path: Path) -> Path:
+    """``path`` if a ledger is there; a mistyped --db (or THUMBCTL_DB) is an error, not a new ledger."""
+    if not path.exists():
         raise LedgerMissing(f"no ledger at {path}: nothing was submitted with this --db (or THUMBCTL_DB)")
-    return Ledger(path)
+    return path
 
 
 def _source_name(ctx: typer.Context, name: str) -> str | None:
@@ -376,11 +381,9 @@ def work(
     reporter = _reporter(False, quiet, verbose, stats_interval)
     with _handled(reporter), Interrupts().on_sigint() as interrupts:
         settings = _settings(ctx)
-        if not settings.ledger_path.exists():  # a cron line with a mistyped --db must not idle on a new ledger
-            raise LedgerMissing(f"no ledger at {settings.ledger_path}: nothing was submitted with this --db")
         with _progress(reporter, None) as progress:
             result = run_work(
-                settings.ledger_path,
+                _existing(settings.ledger_path),  # a cron line with a mistyped --db must not idle on a new ledger
                 settings.run_options(),
                 batch_id=batch,
                 until_idle=until_idle,
