@@ -2,7 +2,8 @@
 
 * Pixel limits are checked on the header before ``draft`` or ``load``.
 * JPEGs are decoded with DCT scaling (``draft``) to the smallest scale that
-  keeps at least twice the resolution the largest output needs.
+  keeps at least ``headroom`` (default twice) the resolution the largest
+  output needs.
 * The decode is then box-reduced once, by the largest whole factor that still
   leaves the largest output's resolution, before colour conversion and
   orientation (a cheap transpose), so both touch as few pixels as possible.
@@ -47,6 +48,9 @@ _TRANSPOSE = {
 }
 _SIXTEEN_BIT = {"I;16", "I;16B", "I;16L", "I;16N", "I"}
 _SRGB = ImageCms.createProfile("sRGB")
+#: DCT scaling keeps at least this many times the resolution the largest output needs,
+#: so the final Lanczos step, not the decoder's block scaling, makes the thumbnail.
+DRAFT_HEADROOM = 2.0
 
 
 @dataclass
@@ -89,6 +93,7 @@ def decode_source(
     *,
     background: str = "#ffffff",
     keep_alpha: bool = False,
+    headroom: float = DRAFT_HEADROOM,
 ) -> DecodedSource:
     """Decode the first frame of ``data`` under ``max_pixels`` (see the module notes).
 
@@ -105,7 +110,7 @@ def decode_source(
                 raise ItemFailure("too_many_pixels", f"{stored_w}x{stored_h} is over the limit")
             orientation = read_orientation(image)
             icc = image.info.get("icc_profile")
-            _draft(image, fmt, stored_w, stored_h, needed_scale)
+            _draft(image, fmt, stored_w, stored_h, needed_scale * headroom)
             image.load()
             image = _to_srgb(_shrink(_normalise_mode(image), stored_w, stored_h, needed_scale), icc)
     except ItemFailure:
@@ -123,10 +128,10 @@ def decode_source(
     return DecodedSource(image, *upright)
 
 
-def _draft(image: Image.Image, fmt: str, width: int, height: int, needed_scale: float) -> None:
-    if fmt != "jpeg" or needed_scale >= 0.5:
+def _draft(image: Image.Image, fmt: str, width: int, height: int, draft_scale: float) -> None:
+    if fmt != "jpeg" or draft_scale >= 1:
         return
-    want = (max(1, math.ceil(width * needed_scale * 2)), max(1, math.ceil(height * needed_scale * 2)))
+    want = (max(1, math.ceil(width * draft_scale)), max(1, math.ceil(height * draft_scale)))
     image.draft(image.mode if image.mode in ("CMYK", "L") else "RGB", want)
 
 

@@ -33,24 +33,29 @@ def _fixed_srgb_profile() -> bytes:
 SRGB_PROFILE = _fixed_srgb_profile()
 
 
-def resample(source: DecodedSource, box: tuple[int, int, int, int], width: int, height: int) -> Image.Image:
+def resample(
+    source: DecodedSource,
+    box: tuple[int, int, int, int],
+    width: int,
+    height: int,
+    kernel: Image.Resampling = Image.Resampling.LANCZOS,
+) -> Image.Image:
     """Crop ``box`` (upright source pixels) and resample it to ``width`` x ``height``: an
-    integer box reduction, then Lanczos (see REDUCING_GAP)."""
+    integer box reduction, then ``kernel`` (see REDUCING_GAP)."""
     scaled = source.to_decoded(box)
-    image = source.for_resampling().resize(
-        (width, height), Image.Resampling.LANCZOS, box=scaled, reducing_gap=REDUCING_GAP
-    )
+    image = source.for_resampling().resize((width, height), kernel, box=scaled, reducing_gap=REDUCING_GAP)
     return image.convert("RGBA") if image.mode == "RGBa" else image
 
 
-def encode(image: Image.Image, fmt: str, quality: int) -> bytes:
-    """Encode deterministically, with no metadata but the sRGB profile."""
+def encode(image: Image.Image, fmt: str, quality: int, *, progressive: bool = True) -> bytes:
+    """Encode deterministically, with no metadata but the sRGB profile. JPEGs have optimised
+    Huffman tables and are progressive unless ``progressive`` is False."""
     buf = io.BytesIO()
     if image.mode == "RGBA" and fmt not in ALPHA_FORMATS:
         raise ValueError(f"{fmt} has no alpha channel; flatten first")
     common = {"icc_profile": SRGB_PROFILE}
     if fmt == "jpeg":
-        image.save(buf, "JPEG", quality=quality, progressive=True, optimize=True, subsampling="4:2:0", **common)
+        image.save(buf, "JPEG", quality=quality, progressive=progressive, optimize=True, subsampling="4:2:0", **common)
     elif fmt == "webp":
         image.save(buf, "WEBP", quality=quality, method=4, exact=False, **common)
     elif fmt == "avif":
