@@ -13,7 +13,7 @@ from functools import cached_property
 OUTPUT_FORMATS: dict[str, str] = {"jpeg": "jpg", "webp": "webp", "avif": "avif", "png": "png"}
 #: Crop policy -> version. The version is part of every derivative key, so a
 #: change to a policy's algorithm gives new objects instead of stale ones.
-CROP_POLICIES: dict[str, int] = {"smart": 2, "entropy": 2, "center": 1}
+CROP_POLICIES: dict[str, int] = {"smart": 3, "entropy": 3, "center": 1}
 #: Bumped whenever decoding, resampling or encoding changes output bytes.
 PIPELINE_VERSION = 3
 
