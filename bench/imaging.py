@@ -7,8 +7,8 @@ CPU core (``os.sched_setaffinity``; subprocesses inherit the pinning):
 
 * ``ours`` -- thumbctl in-process, exactly what a worker does for one source
   minus the ledger and the files: read the bytes, ``probe``, the three
-  ``output_geometry``, one ``decode_source`` (DCT-scaled to what the largest
-  output needs), one ``CropAnalysis`` (smart), then per ratio ``choose``,
+  ``output_geometry``, one ``decode_source`` (DCT-scaled as ``decode_scale`` says
+  for the size), one ``CropAnalysis`` (smart), then per ratio ``choose``,
   ``resample`` and ``encode``. (The worker's ``verify_output`` re-read of the
   written file is not included.)
 * ``vips`` -- ``vipsthumbnail SRC --smartcrop attention -s WxH -o OUT.jpg[Q=85]``
@@ -65,7 +65,17 @@ from pathlib import Path
 import PIL
 from PIL import Image, ImageOps
 
-from thumbctl.imaging import CropAnalysis, Geometry, SourceInfo, decode_source, encode, output_geometry, probe, resample
+from thumbctl.imaging import (
+    CropAnalysis,
+    Geometry,
+    SourceInfo,
+    decode_scale,
+    decode_source,
+    encode,
+    output_geometry,
+    probe,
+    resample,
+)
 from thumbctl.settings import Ratio
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,7 +103,7 @@ class Source:
     info: SourceInfo  # format and upright size
     stored: tuple[int, int]  # size as stored, before EXIF orientation
     geometries: tuple[Geometry, ...]
-    needed: float  # the largest output/crop scale, as the worker computes it
+    needed: float  # the decode scale, as the worker computes it (decode_scale)
     floor_images: tuple[Image.Image, ...]  # images of the output sizes, for the floor's encodes
 
     @property
@@ -126,7 +136,7 @@ def run_ours(path: Path) -> list[bytes]:
     data = path.read_bytes()
     info = probe(io.BytesIO(data), data[:32], MAX_PIXELS)
     geoms = [output_geometry(info.width, info.height, r, SIZE, False) for r in RATIOS]
-    needed = max(g.out_w / g.crop_w for g in geoms)
+    needed = decode_scale(info.width, info.height, SIZE)
     decoded = decode_source(data, info.format, MAX_PIXELS, needed, background="#ffffff", keep_alpha=False)
     analysis = CropAnalysis(decoded.image, decoded.width, decoded.height, "smart")
     outputs = []
@@ -193,7 +203,7 @@ def prepare(path: Path) -> Source:
     with Image.open(io.BytesIO(data)) as image:
         stored = image.size
     geoms = tuple(output_geometry(info.width, info.height, r, SIZE, False) for r in RATIOS)
-    needed = max(g.out_w / g.crop_w for g in geoms)
+    needed = decode_scale(info.width, info.height, SIZE)
     decoded = decode_source(data, info.format, MAX_PIXELS, needed)
     analysis = CropAnalysis(decoded.image, decoded.width, decoded.height, "smart")
     images = tuple(resample(decoded, analysis.choose(g, None).box, g.out_w, g.out_h) for g in geoms)
@@ -375,7 +385,7 @@ def pipeline_stages(path: Path) -> dict[str, float]:
     t = lap("read bytes", t)
     info = probe(io.BytesIO(data), data[:32], MAX_PIXELS)
     geoms = [output_geometry(info.width, info.height, r, SIZE, False) for r in RATIOS]
-    needed = max(g.out_w / g.crop_w for g in geoms)
+    needed = decode_scale(info.width, info.height, SIZE)
     t = lap("probe + geometry", t)
     decoded = decode_source(data, info.format, MAX_PIXELS, needed, background="#ffffff", keep_alpha=False)
     t = lap("decode_source (draft decode, sRGB, orientation)", t)

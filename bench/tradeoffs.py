@@ -49,7 +49,16 @@ from imaging import (
 from imaging import prepare as prepare_naive
 from PIL import Image, ImageChops
 
-from thumbctl.imaging import CropAnalysis, DecodedSource, decode_source, encode, output_geometry, probe, resample
+from thumbctl.imaging import (
+    CropAnalysis,
+    DecodedSource,
+    decode_scale,
+    decode_source,
+    encode,
+    output_geometry,
+    probe,
+    resample,
+)
 
 LANCZOS, BICUBIC, HAMMING = Image.Resampling.LANCZOS, Image.Resampling.BICUBIC, Image.Resampling.HAMMING
 
@@ -88,7 +97,7 @@ def run_variant(path: Path, variant: Variant) -> tuple[list[Image.Image], list[b
     data = path.read_bytes()
     info = probe(io.BytesIO(data), data[:32], MAX_PIXELS)
     geoms = [output_geometry(info.width, info.height, r, SIZE, False) for r in RATIOS]
-    needed = max(g.out_w / g.crop_w for g in geoms)
+    needed = decode_scale(info.width, info.height, SIZE)
     decoded = decode_source(data, info.format, MAX_PIXELS, needed, headroom=variant.headroom)
     analysis = CropAnalysis(decoded.image, decoded.width, decoded.height, "smart")
     images, outputs = [], []
@@ -105,7 +114,7 @@ def reference(path: Path) -> list[Image.Image]:
     info = probe(io.BytesIO(data), data[:32], MAX_PIXELS)
     geoms = [output_geometry(info.width, info.height, r, SIZE, False) for r in RATIOS]
     full = decode_source(data, info.format, MAX_PIXELS, 1.0)
-    needed = max(g.out_w / g.crop_w for g in geoms)
+    needed = decode_scale(info.width, info.height, SIZE)
     fast = decode_source(data, info.format, MAX_PIXELS, needed)
     analysis = CropAnalysis(fast.image, fast.width, fast.height, "smart")
     return [_lanczos(full, analysis.choose(g, None).box, g.out_w, g.out_h) for g in geoms]

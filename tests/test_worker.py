@@ -11,7 +11,6 @@ from PIL import Image
 
 from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
 from thumbctl.faults import Faults, parse_faults
-from thumbctl.imaging import output_geometry
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
 from thumbctl.worker import WorkerConfig, run_worker
@@ -54,22 +53,67 @@ def test_a_batch_renders_to_objects_friendly_links_and_nothing_else(ledger: Ledg
     assert not list((out_dir / ".tmp").iterdir())
 
 
-@pytest.mark.parametrize(
-    ("size", "ratio"), [(512, Ratio(1, 1)), (100, Ratio(16, 9)), (64, Ratio(3, 1)), (300, Ratio(1, 7))]
-)
+#: (size, ratio) -> item -> output size. Sources: coffee.png 600x400, garden.jpeg 200x320,
+#: rooms/kitchen.webp 320x200, rooms/living.jpg 1800x1200. Smaller crops are not upscaled.
+EXPECTED_SIZES = {
+    (512, Ratio(1, 1)): {
+        "coffee.png": (400, 400),
+        "garden.jpeg": (200, 200),
+        "rooms/kitchen.webp": (200, 200),
+        "rooms/living.jpg": (512, 512),
+    },
+    (100, Ratio(16, 9)): {
+        "coffee.png": (100, 56),
+        "garden.jpeg": (100, 56),
+        "rooms/kitchen.webp": (100, 56),
+        "rooms/living.jpg": (100, 56),
+    },
+    (64, Ratio(3, 1)): {
+        "coffee.png": (64, 21),
+        "garden.jpeg": (64, 21),
+        "rooms/kitchen.webp": (64, 21),
+        "rooms/living.jpg": (64, 21),
+    },
+    (300, Ratio(1, 7)): {
+        "coffee.png": (43, 300),
+        "garden.jpeg": (43, 300),
+        "rooms/kitchen.webp": (29, 200),
+        "rooms/living.jpg": (43, 300),
+    },
+}
+
+
+@pytest.mark.parametrize(("size", "ratio"), list(EXPECTED_SIZES))
 def test_outputs_have_exact_dimensions(ledger: Ledger, photos: Path, out_dir: Path, size: int, ratio: Ratio):
     batch = accept(ledger, photos, out_dir, profile=Profile(ratios=(ratio,), size=size))
     work(ledger)
+    made = {}
     for item in ledger.items(batch.batch_id):
-        source = {
-            "coffee.png": (600, 400),
-            "garden.jpeg": (200, 320),
-            "rooms/kitchen.webp": (320, 200),
-            "rooms/living.jpg": (1800, 1200),
-        }[item.item_id]
-        geometry = output_geometry(*source, ratio, size, False)
         with Image.open(item.object_path) as image:
-            assert image.size == (geometry.out_w, geometry.out_h)
+            made[item.item_id] = image.size
+    assert made == EXPECTED_SIZES[size, ratio]
+
+
+def test_an_output_is_the_same_bytes_whichever_ratios_it_was_rendered_with(
+    ledger: Ledger, photos: Path, tmp_path: Path
+):
+    """One derivative key, one set of bytes: the other ratios of a request (which change how
+    far the shared decode may be reduced) must not change an output."""
+    made = {}
+    for name, ratios in (
+        ("alone", (Ratio(16, 9),)),
+        ("with-square", (Ratio(1, 1), Ratio(16, 9))),
+        ("with-tall", (Ratio(1, 5), Ratio(16, 9))),
+    ):
+        batch = accept(ledger, photos, tmp_path / name, profile=Profile(ratios=ratios))
+        work(ledger)
+        made[name] = {
+            (item.item_id, item.derivative_key): Path(item.object_path).read_bytes()
+            for item in ledger.items(batch.batch_id)
+            if item.ratio == "16:9"
+        }
+    assert len(made["alone"]) == 4
+    assert made["alone"] == made["with-square"] == made["with-tall"]
 
 
 def test_a_source_changed_after_submit_fails_source_changed(ledger: Ledger, photos: Path, out_dir: Path):

@@ -15,7 +15,7 @@ OUTPUT_FORMATS: dict[str, str] = {"jpeg": "jpg", "webp": "webp", "avif": "avif",
 #: change to a policy's algorithm gives new objects instead of stale ones.
 CROP_POLICIES: dict[str, int] = {"smart": 3, "entropy": 3, "center": 1}
 #: Bumped whenever decoding, resampling or encoding changes output bytes.
-PIPELINE_VERSION = 3
+PIPELINE_VERSION = 4
 
 MAX_RATIO_TERM = 10_000
 _RATIO_RE = re.compile(r"^\s*(\d+)\s*[:xX/]\s*(\d+)\s*$")

@@ -31,6 +31,7 @@ from .imaging import (
     CropAnalysis,
     DecodedSource,
     Geometry,
+    decode_scale,
     decode_source,
     encode,
     output_geometry,
@@ -218,12 +219,11 @@ class ClaimRun:
         max_pixels = int(self.claim.limits.get("max_pixels", limits.max_pixels))
         data = read_verified_source(self.claim.source, self.claim.source_digest, max_bytes)
         self.source_bytes = len(data)
-        needed = max(g.out_w / g.crop_w for g in self.geometries.values())
         return decode_source(
             data,
             self.claim.source_format,
             max_pixels,
-            needed,
+            decode_scale(self.claim.source_width, self.claim.source_height, int(self.claim.profile["size"])),
             background=str(self.claim.profile["background"]),
             keep_alpha=self.fmt in ALPHA_FORMATS,
         )

@@ -3,7 +3,7 @@
 Pure functions of bytes and settings; no ledger, no output folder.
 """
 
-from .crop import CropAnalysis, CropChoice, Geometry, focus_box, output_geometry
+from .crop import CropAnalysis, CropChoice, Geometry, decode_scale, focus_box, output_geometry
 from .decode import DecodedSource, decode_source, flatten
 from .encode import ALPHA_FORMATS, SRGB_PROFILE, encode, resample, verify_output
 from .formats import (
@@ -27,6 +27,7 @@ __all__ = [
     "Geometry",
     "SourceInfo",
     "check_supported",
+    "decode_scale",
     "decode_source",
     "encode",
     "flatten",

@@ -66,6 +66,17 @@ def output_geometry(src_w: int, src_h: int, ratio: Ratio, size: int, upscale: bo
     return Geometry(crop_w, crop_h, out_w, out_h)
 
 
+def decode_scale(src_w: int, src_h: int, size: int) -> float:
+    """The share of the upright source's resolution a decode must keep for outputs of ``size``.
+
+    Of all ratios the square one needs the most: ``size`` over the shorter side. It depends
+    only on the source and the size, never on which ratios a request renders together, so
+    an output's bytes are a function of its derivative key (a retry of one ratio, or the
+    same ratio in another request, decodes the source exactly the same way).
+    """
+    return size / max(1, min(src_w, src_h))
+
+
 @dataclass(frozen=True)
 class CropChoice:
     """The chosen window (upright source pixels), how well it scored, and why."""
