@@ -97,6 +97,31 @@ def test_orientation_is_applied_to_synthetic_rotations() -> None:
         assert mean_abs_diff(image, reference) < 4.0, orientation
 
 
+@pytest.mark.parametrize("container", ["TIFF", "PNG", "WEBP", "AVIF"])
+def test_orientation_is_applied_once_in_every_container(container: str) -> None:
+    upright = Image.open(SAMPLE_IMAGES / "orientation" / "Landscape_1.jpg").convert("RGB")
+    upright.thumbnail((300, 300))
+    reference, *_ = render(to_bytes(upright, "PNG"), Ratio(16, 9), size=128)
+    inverse = {
+        1: None,
+        2: Image.Transpose.FLIP_LEFT_RIGHT,
+        3: Image.Transpose.ROTATE_180,
+        4: Image.Transpose.FLIP_TOP_BOTTOM,
+        5: Image.Transpose.TRANSPOSE,
+        6: Image.Transpose.ROTATE_90,
+        7: Image.Transpose.TRANSVERSE,
+        8: Image.Transpose.ROTATE_270,
+    }
+    for orientation, method in inverse.items():
+        stored = upright if method is None else upright.transpose(method)
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        tagged = {"tiffinfo": {0x0112: orientation}} if container == "TIFF" else {"exif": exif.tobytes()}
+        lossless = {"lossless": True} if container == "WEBP" else {"quality": 95} if container == "AVIF" else {}
+        image, *_ = render(to_bytes(stored, container, **tagged, **lossless), Ratio(16, 9), size=128)
+        assert image.size == reference.size and mean_abs_diff(image, reference) < 4.0, (container, orientation)
+
+
 # -- crop policies -------------------------------------------------------------------------
 
 

@@ -31,6 +31,7 @@ from .formats import (
     PILLOW_FORMATS,
     SNIFF_BYTES,
     SWAPPED_ORIENTATIONS,
+    check_pixels,
     check_supported,
     read_orientation,
     sniff_format,
@@ -101,8 +102,7 @@ def decode_source(
             fmt = check_supported(sniff_format(data[:SNIFF_BYTES]), data[:SNIFF_BYTES])  # content decides
             image = Image.open(io.BytesIO(data), formats=[PILLOW_FORMATS[fmt]])
             stored_w, stored_h = image.size
-            if stored_w * stored_h > max_pixels:
-                raise ItemFailure("too_many_pixels", f"{stored_w}x{stored_h} is over the limit")
+            check_pixels(fmt, stored_w, stored_h, max_pixels)
             orientation = read_orientation(image)
             icc = image.info.get("icc_profile")
             _draft(image, fmt, stored_w, stored_h, needed_scale)
