@@ -265,6 +265,30 @@ def test_palette_with_transparency_and_one_bit_sources() -> None:
     assert values[0] < 10 and values[-1] > 245 and len(values) > 2  # resampled, not nearest-neighbour
 
 
+#: mode -> (colour of the left half, colour of the right half, the tRNS value naming the right half)
+COLOUR_KEYS = {
+    "RGB": ((200, 30, 30), (30, 30, 200), (30, 30, 200)),
+    "L": (60, 200, 200),
+    "1": (0, 1, 255),
+    "I;16": (9000, 60000, 60000),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(COLOUR_KEYS))
+def test_a_transparent_colour_key_is_flattened_or_kept_as_alpha(mode: str) -> None:
+    left, right, key = COLOUR_KEYS[mode]
+    source = Image.new(mode, (120, 60), left)
+    source.paste(Image.new(mode, (60, 60), right), (60, 0))
+    data = to_bytes(source, "PNG", transparency=key)
+    flat, *_ = render(data, Ratio(2, 1), size=60, background="#00ff00")
+    assert flat.mode == "RGB" and flat.getpixel((50, 15)) == (0, 255, 0)
+    assert flat.getpixel((5, 15)) != (0, 255, 0)
+    image, _, _, encoded = render(data, Ratio(2, 1), size=60, fmt="png", keep_alpha=True)
+    assert image.mode == "RGBA" and image.getpixel((50, 15))[3] == 0 and image.getpixel((5, 15))[3] == 255
+    with Image.open(io.BytesIO(encoded)) as output:
+        assert output.mode == "RGBA" and "transparency" not in output.info
+
+
 def test_sixteen_bit_sources_are_rescaled_not_clamped() -> None:
     gradient = Image.new("I;16", (256, 64))
     gradient.putdata([x * 257 for _ in range(64) for x in range(256)])

@@ -40,7 +40,9 @@ def resample(source: DecodedSource, box: tuple[int, int, int, int], width: int, 
     image = source.for_resampling().resize(
         (width, height), Image.Resampling.LANCZOS, box=scaled, reducing_gap=REDUCING_GAP
     )
-    return image.convert("RGBA") if image.mode == "RGBa" else image
+    image = image.convert("RGBA") if image.mode == "RGBa" else image
+    image.info.clear()  # resize copies the source's info, and the PNG encoder would write its tRNS
+    return image
 
 
 def encode(image: Image.Image, fmt: str, quality: int) -> bytes:
