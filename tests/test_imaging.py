@@ -158,3 +158,24 @@ def test_tiff_orientation_turns_the_dimensions_once(orientation: int, upright: t
     Image.new("RGB", (30, 20)).save(buf, "TIFF", tiffinfo={0x0112: orientation})
     info = probe(buf, buf.getvalue()[:32], LIMIT)
     assert (info.width, info.height) == upright
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xd8\xff", b"\xff\xd8\xff, then text", b"\xff\xd8\xff" + ihdr_png(4, 4)],
+    ids=["magic-only", "text-body", "png-body"],
+)
+def test_an_unrecognised_header_is_described_in_plain_words(content: bytes) -> None:
+    with pytest.raises(ItemFailure) as info:
+        probe(io.BytesIO(content), content[:32], LIMIT)
+    assert (info.value.code, info.value.detail) == ("corrupt_image", "jpeg header does not decode: unrecognised data")
+
+
+def test_a_broken_avif_is_a_corrupt_image_not_a_crash() -> None:
+    """libavif's refusals reach Python as RuntimeError; they must not escape the probe (intake would crash)."""
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16), (200, 10, 10)).save(buf, "AVIF")
+    data = buf.getvalue().replace(b"av01", b"zzzz", 1)  # the primary item's type: no image item left
+    with pytest.raises(ItemFailure) as info:
+        probe(io.BytesIO(data), data[:32], LIMIT)
+    assert info.value.code == "corrupt_image" and info.value.detail.startswith("avif header does not decode: ")

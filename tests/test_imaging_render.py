@@ -394,6 +394,23 @@ def test_a_truncated_jpeg_fails_corrupt_image_when_decoded() -> None:
     assert info.value.code == "corrupt_image"
 
 
+@pytest.mark.parametrize(
+    ("data", "detail"),
+    [
+        (
+            to_bytes(Image.new("RGB", (40, 30)), "JPEG", icc_profile=b"not a profile" * 10),
+            "embedded colour profile is unusable: cannot open profile from string",
+        ),
+        (b"\xff\xd8\xff" + ihdr_png(4, 4), "jpeg data does not decode: unrecognised data"),
+    ],
+    ids=["garbage-icc-profile", "jpeg-magic-png-body"],
+)
+def test_undecodable_sources_fail_with_a_plain_one_line_detail(data: bytes, detail: str) -> None:
+    with pytest.raises(ItemFailure) as info:
+        decode_source(data, "jpeg", LIMIT, 0.5)
+    assert (info.value.code, info.value.detail) == ("corrupt_image", detail)
+
+
 def heic_bytes() -> bytes:
     pillow_heif = pytest.importorskip("pillow_heif", reason="HEIC needs the optional extra thumbctl[heif]")
     pillow_heif.register_heif_opener()

@@ -34,6 +34,7 @@ from .formats import (
     SWAPPED_ORIENTATIONS,
     check_pixels,
     check_supported,
+    describe,
     read_orientation,
     sniff_format,
 )
@@ -114,9 +115,7 @@ def decode_source(
     except ItemFailure:
         raise
     except DECODE_ERRORS as exc:
-        raise ItemFailure("corrupt_image", f"{fmt} data does not decode: {exc}") from exc
-    except ImageCms.PyCMSError as exc:
-        raise ItemFailure("corrupt_image", f"embedded colour profile is unusable: {exc}") from exc
+        raise ItemFailure("corrupt_image", f"{fmt} data does not decode: {describe(exc)}") from exc
     method = _TRANSPOSE.get(orientation)
     if method is not None:
         image = image.transpose(method)
@@ -184,11 +183,14 @@ def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
 def _apply_profile(image: Image.Image, icc: bytes) -> Image.Image:
     alpha = image.getchannel("A") if image.mode == "RGBA" else None
     base = image.convert("RGB") if alpha is not None else image
-    transform = _transform(hashlib.sha256(icc).digest(), icc, base.mode)
-    if transform is None:
-        converted = base if base.mode == "RGB" else base.convert("RGB")
-    else:
-        converted = ImageCms.applyTransform(base, transform)
+    try:
+        transform = _transform(hashlib.sha256(icc).digest(), icc, base.mode)
+        if transform is None:
+            converted = base if base.mode == "RGB" else base.convert("RGB")
+        else:
+            converted = ImageCms.applyTransform(base, transform)
+    except (OSError, ImageCms.PyCMSError) as exc:  # the profile does not parse, or lcms refuses it
+        raise ItemFailure("corrupt_image", f"embedded colour profile is unusable: {describe(exc)}") from exc
     if alpha is not None:
         converted.putalpha(alpha)
     return converted

@@ -39,7 +39,8 @@ PILLOW_FORMATS: dict[str, str] = {
 }
 _AVIF_BRANDS = {b"avif", b"avis"}
 _HEIF_BRANDS = {b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1"}
-DECODE_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, IndexError)
+#: What decoders raise on bad data; libavif's and libheif's refusals arrive as RuntimeError.
+DECODE_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, IndexError, RuntimeError)
 SWAPPED_ORIENTATIONS = {5, 6, 7, 8}
 SNIFF_BYTES = 32
 _ORIENTATION = 0x0112
@@ -124,7 +125,7 @@ def probe(source: BinaryIO | Path, head: bytes, max_pixels: int) -> SourceInfo:
     except PermissionError as exc:
         raise ItemFailure("io_error", f"cannot read: {exc.strerror}") from exc
     except DECODE_ERRORS as exc:
-        raise ItemFailure("corrupt_image", f"{fmt} header does not decode: {exc}") from exc
+        raise ItemFailure("corrupt_image", f"{fmt} header does not decode: {describe(exc)}") from exc
     if orientation in SWAPPED_ORIENTATIONS:
         width, height = height, width
     return SourceInfo(fmt, width, height, orientation)
@@ -139,6 +140,13 @@ def check_pixels(fmt: str, width: int, height: int, max_pixels: int) -> None:
             "too_many_pixels",
             f"{width}x{height} = {width * height / 1e6:.1f} MP is over the limit of {max_pixels / 1e6:g} MP",
         )
+
+
+def describe(exc: BaseException) -> str:
+    """A decoder error in one line, without the repr of a file object Pillow puts in some."""
+    if isinstance(exc, UnidentifiedImageError):
+        return "unrecognised data"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def read_orientation(image: Image.Image) -> int:
