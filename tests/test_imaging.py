@@ -6,7 +6,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 from thumbctl.errors import ItemFailure
 from thumbctl.imaging import probe, sniff_format
@@ -107,3 +107,75 @@ def test_probe_reads_from_an_open_stream() -> None:
     Image.new("RGB", (5, 7)).save(buf, "PNG")
     buf.seek(0)
     assert probe(buf, buf.getvalue()[:32], LIMIT).height == 7
+
+
+@pytest.fixture
+def png_decodes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Sizes of the PNGs whose pixels are decoded while the test runs."""
+    decoded: list[tuple[int, int]] = []
+    original = PngImagePlugin.PngImageFile.load
+
+    def spy(self: PngImagePlugin.PngImageFile):  # type: ignore[no-untyped-def]
+        decoded.append(self.size)
+        return original(self)
+
+    monkeypatch.setattr(PngImagePlugin.PngImageFile, "load", spy)
+    return decoded
+
+
+def png_with_orientation(size: tuple[int, int], orientation: int, *, after_pixels: bool) -> bytes:
+    """A PNG whose eXIf chunk (holding only Orientation) comes before or after its image data."""
+    buf = io.BytesIO()
+    Image.new("RGB", size, (10, 120, 200)).save(buf, "PNG")
+    plain = buf.getvalue()
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    body = exif.tobytes()
+    chunk = struct.pack(">I", len(body)) + b"eXIf" + body + struct.pack(">I", zlib.crc32(b"eXIf" + body))
+    at = len(plain) - 12 if after_pixels else 8 + 25  # before IEND, or right after IHDR
+    return plain[:at] + chunk + plain[at:]
+
+
+@pytest.mark.parametrize("after_pixels", [False, True], ids=["exif-before-pixels", "exif-after-pixels"])
+def test_png_orientation_is_read_without_decoding_pixels(png_decodes: list, after_pixels: bool) -> None:
+    data = png_with_orientation((30, 20), 6, after_pixels=after_pixels)
+    info = probe(io.BytesIO(data), data[:32], LIMIT)
+    assert (info.width, info.height, info.orientation) == (20, 30, 6)
+    assert png_decodes == []
+
+
+def test_a_png_bomb_is_refused_before_its_pixels_are_decoded(png_decodes: list) -> None:
+    data = ihdr_png(30_000, 30_000)
+    with pytest.raises(ItemFailure) as info:
+        probe(io.BytesIO(data), data[:32], LIMIT)
+    assert info.value.code == "too_many_pixels"
+    assert png_decodes == []
+
+
+@pytest.mark.parametrize(("orientation", "upright"), [(1, (30, 20)), (3, (30, 20)), (6, (20, 30)), (8, (20, 30))])
+def test_tiff_orientation_turns_the_dimensions_once(orientation: int, upright: tuple[int, int]) -> None:
+    buf = io.BytesIO()
+    Image.new("RGB", (30, 20)).save(buf, "TIFF", tiffinfo={0x0112: orientation})
+    info = probe(buf, buf.getvalue()[:32], LIMIT)
+    assert (info.width, info.height) == upright
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xd8\xff", b"\xff\xd8\xff, then text", b"\xff\xd8\xff" + ihdr_png(4, 4)],
+    ids=["magic-only", "text-body", "png-body"],
+)
+def test_an_unrecognised_header_is_described_in_plain_words(content: bytes) -> None:
+    with pytest.raises(ItemFailure) as info:
+        probe(io.BytesIO(content), content[:32], LIMIT)
+    assert (info.value.code, info.value.detail) == ("corrupt_image", "jpeg header does not decode: unrecognised data")
+
+
+def test_a_broken_avif_is_a_corrupt_image_not_a_crash() -> None:
+    """libavif's refusals reach Python as RuntimeError; they must not escape the probe (intake would crash)."""
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16), (200, 10, 10)).save(buf, "AVIF")
+    data = buf.getvalue().replace(b"av01", b"zzzz", 1)  # the primary item's type: no image item left
+    with pytest.raises(ItemFailure) as info:
+        probe(io.BytesIO(data), data[:32], LIMIT)
+    assert info.value.code == "corrupt_image" and info.value.detail.startswith("avif header does not decode: ")

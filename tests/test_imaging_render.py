@@ -97,6 +97,31 @@ def test_orientation_is_applied_to_synthetic_rotations() -> None:
         assert mean_abs_diff(image, reference) < 4.0, orientation
 
 
+@pytest.mark.parametrize("container", ["TIFF", "PNG", "WEBP", "AVIF"])
+def test_orientation_is_applied_once_in_every_container(container: str) -> None:
+    upright = Image.open(SAMPLE_IMAGES / "orientation" / "Landscape_1.jpg").convert("RGB")
+    upright.thumbnail((300, 300))
+    reference, *_ = render(to_bytes(upright, "PNG"), Ratio(16, 9), size=128)
+    inverse = {
+        1: None,
+        2: Image.Transpose.FLIP_LEFT_RIGHT,
+        3: Image.Transpose.ROTATE_180,
+        4: Image.Transpose.FLIP_TOP_BOTTOM,
+        5: Image.Transpose.TRANSPOSE,
+        6: Image.Transpose.ROTATE_90,
+        7: Image.Transpose.TRANSVERSE,
+        8: Image.Transpose.ROTATE_270,
+    }
+    for orientation, method in inverse.items():
+        stored = upright if method is None else upright.transpose(method)
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        tagged = {"tiffinfo": {0x0112: orientation}} if container == "TIFF" else {"exif": exif.tobytes()}
+        lossless = {"lossless": True} if container == "WEBP" else {"quality": 95} if container == "AVIF" else {}
+        image, *_ = render(to_bytes(stored, container, **tagged, **lossless), Ratio(16, 9), size=128)
+        assert image.size == reference.size and mean_abs_diff(image, reference) < 4.0, (container, orientation)
+
+
 # -- crop policies -------------------------------------------------------------------------
 
 
@@ -240,6 +265,30 @@ def test_palette_with_transparency_and_one_bit_sources() -> None:
     assert values[0] < 10 and values[-1] > 245 and len(values) > 2  # resampled, not nearest-neighbour
 
 
+#: mode -> (colour of the left half, colour of the right half, the tRNS value naming the right half)
+COLOUR_KEYS = {
+    "RGB": ((200, 30, 30), (30, 30, 200), (30, 30, 200)),
+    "L": (60, 200, 200),
+    "1": (0, 1, 255),
+    "I;16": (9000, 60000, 60000),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(COLOUR_KEYS))
+def test_a_transparent_colour_key_is_flattened_or_kept_as_alpha(mode: str) -> None:
+    left, right, key = COLOUR_KEYS[mode]
+    source = Image.new(mode, (120, 60), left)
+    source.paste(Image.new(mode, (60, 60), right), (60, 0))
+    data = to_bytes(source, "PNG", transparency=key)
+    flat, *_ = render(data, Ratio(2, 1), size=60, background="#00ff00")
+    assert flat.mode == "RGB" and flat.getpixel((50, 15)) == (0, 255, 0)
+    assert flat.getpixel((5, 15)) != (0, 255, 0)
+    image, _, _, encoded = render(data, Ratio(2, 1), size=60, fmt="png", keep_alpha=True)
+    assert image.mode == "RGBA" and image.getpixel((50, 15))[3] == 0 and image.getpixel((5, 15))[3] == 255
+    with Image.open(io.BytesIO(encoded)) as output:
+        assert output.mode == "RGBA" and "transparency" not in output.info
+
+
 def test_sixteen_bit_sources_are_rescaled_not_clamped() -> None:
     gradient = Image.new("I;16", (256, 64))
     gradient.putdata([x * 257 for _ in range(64) for x in range(256)])
@@ -343,6 +392,23 @@ def test_a_truncated_jpeg_fails_corrupt_image_when_decoded() -> None:
     with pytest.raises(ItemFailure) as info:
         decode_source(data[: len(data) // 2], "jpeg", LIMIT, 0.5)
     assert info.value.code == "corrupt_image"
+
+
+@pytest.mark.parametrize(
+    ("data", "detail"),
+    [
+        (
+            to_bytes(Image.new("RGB", (40, 30)), "JPEG", icc_profile=b"not a profile" * 10),
+            "embedded colour profile is unusable: cannot open profile from string",
+        ),
+        (b"\xff\xd8\xff" + ihdr_png(4, 4), "jpeg data does not decode: unrecognised data"),
+    ],
+    ids=["garbage-icc-profile", "jpeg-magic-png-body"],
+)
+def test_undecodable_sources_fail_with_a_plain_one_line_detail(data: bytes, detail: str) -> None:
+    with pytest.raises(ItemFailure) as info:
+        decode_source(data, "jpeg", LIMIT, 0.5)
+    assert (info.value.code, info.value.detail) == ("corrupt_image", detail)
 
 
 def heic_bytes() -> bytes:

@@ -10,6 +10,7 @@
 * Embedded ICC profiles are converted to sRGB (ImageCms); CMYK goes through
   its embedded profile when it has one. Palette, 1-bit, 16-bit and grey
   sources become RGB(A) before any resampling; 16-bit values are rescaled.
+  A transparent colour key (a PNG's tRNS on grey or RGB) becomes alpha.
 * Transparency is kept (premultiplied for resampling) when the output
   format has alpha, else flattened onto the background once per source.
 * Animated and multi-page files give their first frame.
@@ -32,7 +33,9 @@ from .formats import (
     PILLOW_FORMATS,
     SNIFF_BYTES,
     SWAPPED_ORIENTATIONS,
+    check_pixels,
     check_supported,
+    describe,
     read_orientation,
     sniff_format,
 )
@@ -47,6 +50,8 @@ _TRANSPOSE = {
     8: Image.Transpose.ROTATE_90,
 }
 _SIXTEEN_BIT = {"I;16", "I;16B", "I;16L", "I;16N", "I"}
+#: 16-bit grey to 8-bit, rescaled (65535 -> 255); as a table, so no 32-bit copy of the image is made.
+_SIXTEEN_TO_EIGHT = [v // 257 for v in range(65536)]
 _SRGB = ImageCms.createProfile("sRGB")
 #: DCT scaling keeps at least this many times the resolution the largest output needs,
 #: so the final Lanczos step, not the decoder's block scaling, makes the thumbnail.
@@ -106,8 +111,7 @@ def decode_source(
             fmt = check_supported(sniff_format(data[:SNIFF_BYTES]), data[:SNIFF_BYTES])  # content decides
             image = Image.open(io.BytesIO(data), formats=[PILLOW_FORMATS[fmt]])
             stored_w, stored_h = image.size
-            if stored_w * stored_h > max_pixels:
-                raise ItemFailure("too_many_pixels", f"{stored_w}x{stored_h} is over the limit")
+            check_pixels(fmt, stored_w, stored_h, max_pixels)
             orientation = read_orientation(image)
             icc = image.info.get("icc_profile")
             _draft(image, fmt, stored_w, stored_h, needed_scale * headroom)
@@ -116,9 +120,7 @@ def decode_source(
     except ItemFailure:
         raise
     except DECODE_ERRORS as exc:
-        raise ItemFailure("corrupt_image", f"{fmt} data does not decode: {exc}") from exc
-    except ImageCms.PyCMSError as exc:
-        raise ItemFailure("corrupt_image", f"embedded colour profile is unusable: {exc}") from exc
+        raise ItemFailure("corrupt_image", f"{fmt} data does not decode: {describe(exc)}") from exc
     method = _TRANSPOSE.get(orientation)
     if method is not None:
         image = image.transpose(method)
@@ -148,18 +150,32 @@ def _shrink(image: Image.Image, stored_w: int, stored_h: int, needed_scale: floa
 
 
 def _normalise_mode(image: Image.Image) -> Image.Image:
-    """RGB, RGBA, CMYK or L, from any mode Pillow decodes: 16-bit rescaled, palettes expanded."""
+    """RGB, RGBA, CMYK or L, from any mode Pillow decodes: 16-bit rescaled, palettes expanded,
+    a transparent colour key turned into alpha."""
     if image.mode in _SIXTEEN_BIT:
-        image = image.convert("I").point(lambda v: v * (1 / 257)).convert("L")
+        image = _eight_bit_grey(image)
     if image.mode == "1":
-        image = image.convert("L")
+        image = image.convert("L")  # keeps a colour key: 1-bit white is 255 in L
+    if image.mode in ("P", "L", "RGB") and "transparency" in image.info:
+        image = image.convert("RGBA")
     if image.mode == "P":
-        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
+        image = image.convert("RGB")
     if image.mode in ("LA", "PA", "La", "RGBa"):
         image = image.convert("RGBA")
     if image.mode not in ("RGB", "RGBA", "CMYK", "L"):
         image = image.convert("RGB")
     return image
+
+
+def _eight_bit_grey(image: Image.Image) -> Image.Image:
+    """L from 16-bit grey, rescaled rather than clamped; LA when it has a transparent grey value."""
+    wide = image if image.mode == "I" else image.convert("I")
+    grey = wide.point(_SIXTEEN_TO_EIGHT, "L")
+    key = image.info.get("transparency")
+    if not isinstance(key, int):
+        return grey
+    alpha = wide.point([0 if v == key else 255 for v in range(65536)], "L")
+    return Image.merge("LA", (grey, alpha))
 
 
 def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
@@ -172,11 +188,14 @@ def _to_srgb(image: Image.Image, icc: bytes | None) -> Image.Image:
 def _apply_profile(image: Image.Image, icc: bytes) -> Image.Image:
     alpha = image.getchannel("A") if image.mode == "RGBA" else None
     base = image.convert("RGB") if alpha is not None else image
-    transform = _transform(hashlib.sha256(icc).digest(), icc, base.mode)
-    if transform is None:
-        converted = base if base.mode == "RGB" else base.convert("RGB")
-    else:
-        converted = ImageCms.applyTransform(base, transform)
+    try:
+        transform = _transform(hashlib.sha256(icc).digest(), icc, base.mode)
+        if transform is None:
+            converted = base if base.mode == "RGB" else base.convert("RGB")
+        else:
+            converted = ImageCms.applyTransform(base, transform)
+    except (OSError, ImageCms.PyCMSError) as exc:  # the profile does not parse, or lcms refuses it
+        raise ItemFailure("corrupt_image", f"embedded colour profile is unusable: {describe(exc)}") from exc
     if alpha is not None:
         converted.putalpha(alpha)
     return converted

@@ -44,7 +44,9 @@ def resample(
     integer box reduction, then ``kernel`` (see REDUCING_GAP)."""
     scaled = source.to_decoded(box)
     image = source.for_resampling().resize((width, height), kernel, box=scaled, reducing_gap=REDUCING_GAP)
-    return image.convert("RGBA") if image.mode == "RGBa" else image
+    image = image.convert("RGBA") if image.mode == "RGBa" else image
+    image.info.clear()  # resize copies the source's info, and the PNG encoder would write its tRNS
+    return image
 
 
 def encode(image: Image.Image, fmt: str, quality: int, *, progressive: bool = True) -> bytes:

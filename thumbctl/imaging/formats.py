@@ -2,18 +2,23 @@
 
 Formats are recognised by their leading bytes, never by file name, and a
 source's dimensions are read from its header before anything is decoded, so
-a decompression bomb is refused without allocating its pixels.
+a decompression bomb is refused without allocating its pixels. Nothing here
+decodes pixels: the EXIF orientation of a PNG is found by walking its chunk
+headers, not by Pillow's ``getexif()`` (which decodes the whole image to look
+for an eXIf chunk after the image data).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import io
+import struct
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, PngImagePlugin, UnidentifiedImageError
 
 from ..errors import ItemFailure
 
@@ -34,9 +39,15 @@ PILLOW_FORMATS: dict[str, str] = {
 }
 _AVIF_BRANDS = {b"avif", b"avis"}
 _HEIF_BRANDS = {b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1"}
-DECODE_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, IndexError)
+#: What decoders raise on bad data; libavif's and libheif's refusals arrive as RuntimeError.
+DECODE_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, IndexError, RuntimeError)
 SWAPPED_ORIENTATIONS = {5, 6, 7, 8}
 SNIFF_BYTES = 32
+_ORIENTATION = 0x0112
+#: Chunk headers walked looking for a PNG's eXIf before giving up (a hostile file can hold millions),
+#: and the largest eXIf read (its length field is read before its data is).
+_MAX_PNG_CHUNKS = 65_536
+_MAX_EXIF_BYTES = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -107,13 +118,21 @@ def probe(source: BinaryIO | Path, head: bytes, max_pixels: int) -> SourceInfo:
             warnings.simplefilter("ignore")
             with Image.open(source, formats=[PILLOW_FORMATS[fmt]]) as image:
                 width, height = image.size
+                check_pixels(fmt, width, height, max_pixels)
                 orientation = read_orientation(image)
     except FileNotFoundError as exc:
         raise ItemFailure("source_missing", f"vanished while reading: {exc.strerror}") from exc
     except PermissionError as exc:
         raise ItemFailure("io_error", f"cannot read: {exc.strerror}") from exc
     except DECODE_ERRORS as exc:
-        raise ItemFailure("corrupt_image", f"{fmt} header does not decode: {exc}") from exc
+        raise ItemFailure("corrupt_image", f"{fmt} header does not decode: {describe(exc)}") from exc
+    if orientation in SWAPPED_ORIENTATIONS:
+        width, height = height, width
+    return SourceInfo(fmt, width, height, orientation)
+
+
+def check_pixels(fmt: str, width: int, height: int, max_pixels: int) -> None:
+    """Refuse a header's dimensions when they are empty or over the pixel limit."""
     if width < 1 or height < 1:
         raise ItemFailure("corrupt_image", f"{fmt} header gives {width}x{height} pixels")
     if width * height > max_pixels:
@@ -121,14 +140,60 @@ def probe(source: BinaryIO | Path, head: bytes, max_pixels: int) -> SourceInfo:
             "too_many_pixels",
             f"{width}x{height} = {width * height / 1e6:.1f} MP is over the limit of {max_pixels / 1e6:g} MP",
         )
-    if orientation in SWAPPED_ORIENTATIONS:
-        width, height = height, width
-    return SourceInfo(fmt, width, height, orientation)
+
+
+def describe(exc: BaseException) -> str:
+    """A decoder error in one line, without the repr of a file object Pillow puts in some."""
+    if isinstance(exc, UnidentifiedImageError):
+        return "unrecognised data"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def read_orientation(image: Image.Image) -> int:
+    """The EXIF orientation (1-8) still to apply to ``image`` once decoded; reads no pixels.
+
+    Pillow (11.3 and later, our minimum) turns a TIFF upright itself as it loads it,
+    and reports its upright size, so a TIFF has nothing left to apply.
+    """
+    if image.format == "TIFF":
+        return 1
     try:
-        value = image.getexif().get(0x0112, 1)
+        if isinstance(image, PngImagePlugin.PngImageFile) and "exif" not in image.info:
+            value = _png_orientation(image)
+        else:
+            value = image.getexif().get(_ORIENTATION, 1)
     except DECODE_ERRORS:
         return 1
     return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+def _png_orientation(image: PngImagePlugin.PngImageFile) -> object:
+    """Orientation from an eXIf chunk after the image data, else from what Pillow read before it
+    (text profiles, XMP), as ``getexif()`` would give it after decoding everything."""
+    late = _png_exif_chunk(image.fp) if image.fp is not None else None
+    if late:
+        exif = Image.Exif()
+        exif.load(late)
+        if _ORIENTATION in exif:
+            return exif[_ORIENTATION]
+    return Image.Image.getexif(image).get(_ORIENTATION, 1)  # the generic reader decodes nothing
+
+
+def _png_exif_chunk(stream: BinaryIO) -> bytes | None:
+    """The data of a PNG's eXIf chunk, found by seeking from chunk header to chunk header."""
+    position = stream.tell()
+    try:
+        stream.seek(8)
+        for _ in range(_MAX_PNG_CHUNKS):
+            header = stream.read(8)
+            if len(header) < 8:
+                return None
+            length, found = struct.unpack(">I4s", header)
+            if found == b"eXIf":
+                return stream.read(length) if length <= _MAX_EXIF_BYTES else None
+            if found == b"IEND":
+                return None
+            stream.seek(length + 4, io.SEEK_CUR)  # data and CRC
+        return None
+    finally:
+        stream.seek(position)
