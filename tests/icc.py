@@ -22,10 +22,10 @@ def _desc(text: str) -> bytes:
     return b"desc" + bytes(4) + struct.pack(">I", len(ascii_)) + ascii_ + bytes(4 + 4 + 2 + 1 + 67)
 
 
-def wide_gamut_profile() -> bytes:
+def wide_gamut_profile(description: str = "thumbctl test wide-gamut RGB") -> bytes:
     """ICC v2 display profile with Adobe RGB (1998) primaries (D50-adapted) and gamma 2.2."""
     tags = [
-        (b"desc", _desc("thumbctl test wide-gamut RGB")),
+        (b"desc", _desc(description)),
         (b"wtpt", _xyz(0.9642, 1.0, 0.8249)),
         (b"rXYZ", _xyz(0.6097, 0.3111, 0.0195)),
         (b"gXYZ", _xyz(0.2053, 0.6257, 0.0609)),

@@ -171,6 +171,34 @@ def test_an_unrecognised_header_is_described_in_plain_words(content: bytes) -> N
     assert (info.value.code, info.value.detail) == ("corrupt_image", "jpeg header does not decode: unrecognised data")
 
 
+class _ParserBug(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("raised", "detail"),
+    [
+        (struct.error("unpack requires a buffer of 4 bytes"), "unpack requires a buffer of 4 bytes"),
+        (ZeroDivisionError("division by zero"), "division by zero"),
+        (KeyError(273), "273"),
+        (_ParserBug("odd"), "_ParserBug: odd"),
+    ],
+)
+def test_whatever_a_header_parser_raises_is_a_corrupt_image(
+    monkeypatch: pytest.MonkeyPatch, raised: Exception, detail: str
+) -> None:
+    """A submit probes every file: one parser exception escaping would end the whole submit."""
+
+    def broken_open(*args: object, **kwargs: object) -> None:
+        raise raised
+
+    monkeypatch.setattr("thumbctl.imaging.formats.Image.open", broken_open)
+    data = ihdr_png(4, 4)
+    with pytest.raises(ItemFailure) as info:
+        probe(io.BytesIO(data), data[:32], LIMIT)
+    assert (info.value.code, info.value.detail) == ("corrupt_image", f"png header does not decode: {detail}")
+
+
 def test_a_broken_avif_is_a_corrupt_image_not_a_crash() -> None:
     """libavif's refusals reach Python as RuntimeError; they must not escape the probe (intake would crash)."""
     buf = io.BytesIO()

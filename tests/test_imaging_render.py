@@ -205,8 +205,10 @@ def coffee() -> Image.Image:
     return Image.open(SAMPLE_IMAGES / "public-domain" / "sk-coffee.png").convert("RGB")
 
 
-def test_a_wide_gamut_profile_is_converted_to_srgb(coffee: Image.Image) -> None:
-    icc = wide_gamut_profile()
+@pytest.mark.parametrize("description", ["thumbctl test wide-gamut RGB", "wide gamut, not sRGB"])
+def test_a_wide_gamut_profile_is_converted_to_srgb(coffee: Image.Image, description: str) -> None:
+    """Whatever its name says: a profile is judged by what it does to colours."""
+    icc = wide_gamut_profile(description)
     to_wide = ImageCms.buildTransform(
         ImageCms.createProfile("sRGB"), ImageCms.ImageCmsProfile(io.BytesIO(icc)), "RGB", "RGB"
     )

@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from PIL import Image, ImageCms
+from PIL import Image, ImageChops, ImageCms
 
 from ..errors import ItemFailure
 from .formats import (
@@ -203,15 +203,25 @@ def _apply_profile(image: Image.Image, icc: bytes) -> Image.Image:
 
 @lru_cache(maxsize=32)
 def _transform(key: bytes, icc: bytes, mode: str) -> ImageCms.ImageCmsTransform | None:
-    """A cached transform from the embedded profile to sRGB; None when it is sRGB already
-    or does not describe ``mode``."""
+    """A cached transform from the embedded profile to sRGB; None when the profile does not
+    describe ``mode``, or when it leaves colours as they are (an sRGB profile, whatever its name)."""
     profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
     space = profile.profile.xcolor_space.strip()
     if (mode == "RGB" and space != "RGB") or (mode == "CMYK" and space != "CMYK"):
         return None
-    if mode == "RGB" and "srgb" in (profile.profile.profile_description or "").lower():
+    transform = ImageCms.buildTransform(profile, _SRGB, mode, "RGB", renderingIntent=ImageCms.Intent.PERCEPTUAL)
+    if mode == "RGB" and _leaves_colours_alone(transform):
         return None
-    return ImageCms.buildTransform(profile, _SRGB, mode, "RGB", renderingIntent=ImageCms.Intent.PERCEPTUAL)
+    return transform
+
+
+def _leaves_colours_alone(transform: ImageCms.ImageCmsTransform) -> bool:
+    """True when every colour of a 9x9x9 grid (and so the cube between) moves by at most 1 step."""
+    steps = [min(255, 32 * i) for i in range(9)]
+    grid = Image.new("RGB", (81, 9))
+    grid.putdata([(r, g, b) for r in steps for g in steps for b in steps])
+    moved = ImageChops.difference(grid, ImageCms.applyTransform(grid, transform))
+    return max(high for _, high in moved.getextrema()) <= 1
 
 
 def flatten(image: Image.Image, background: str) -> Image.Image:

@@ -40,7 +40,22 @@ PILLOW_FORMATS: dict[str, str] = {
 _AVIF_BRANDS = {b"avif", b"avis"}
 _HEIF_BRANDS = {b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1"}
 #: What decoders raise on bad data; libavif's and libheif's refusals arrive as RuntimeError.
-DECODE_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, IndexError, RuntimeError)
+#: What Pillow's parsers raise on hostile bytes (struct.error from packed headers, KeyError from
+#: tag tables, ArithmeticError from sizes that divide by zero or overflow).
+DECODE_ERRORS = (
+    UnidentifiedImageError,
+    OSError,
+    SyntaxError,
+    ValueError,
+    EOFError,
+    IndexError,
+    RuntimeError,
+    struct.error,
+    KeyError,
+    TypeError,
+    ArithmeticError,
+    MemoryError,
+)
 SWAPPED_ORIENTATIONS = {5, 6, 7, 8}
 SNIFF_BYTES = 32
 _ORIENTATION = 0x0112
@@ -120,12 +135,16 @@ def probe(source: BinaryIO | Path, head: bytes, max_pixels: int) -> SourceInfo:
                 width, height = image.size
                 check_pixels(fmt, width, height, max_pixels)
                 orientation = read_orientation(image)
+    except ItemFailure:
+        raise
     except FileNotFoundError as exc:
         raise ItemFailure("source_missing", f"vanished while reading: {exc.strerror}") from exc
     except PermissionError as exc:
         raise ItemFailure("io_error", f"cannot read: {exc.strerror}") from exc
     except DECODE_ERRORS as exc:
         raise ItemFailure("corrupt_image", f"{fmt} header does not decode: {describe(exc)}") from exc
+    except Exception as exc:  # anything else a parser raises still must not end a whole submit
+        raise ItemFailure("corrupt_image", f"{fmt} header does not decode: {type(exc).__name__}: {exc}") from exc
     if orientation in SWAPPED_ORIENTATIONS:
         width, height = height, width
     return SourceInfo(fmt, width, height, orientation)
