@@ -15,7 +15,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from thumbctl.imaging import CropAnalysis, decode_source, output_geometry, probe, resample
+from thumbctl.imaging import CropAnalysis, decode_scale, decode_source, output_geometry, probe, resample
 from thumbctl.settings import Ratio, parse_ratio
 
 TILE = 150
@@ -26,7 +26,7 @@ def crops(path: Path, ratio: Ratio) -> list[tuple[str, Image.Image, float]]:
     data = path.read_bytes()
     info = probe(io.BytesIO(data), data[:32], LIMIT)
     geometry = output_geometry(info.width, info.height, ratio, TILE, False)
-    decoded = decode_source(data, info.format, LIMIT, geometry.out_w / geometry.crop_w)
+    decoded = decode_source(data, info.format, LIMIT, decode_scale(info.width, info.height, TILE))
     out = []
     for policy in ("center", "smart"):
         choice = CropAnalysis(decoded.image, decoded.width, decoded.height, policy).choose(geometry, None)
