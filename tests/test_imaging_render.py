@@ -299,6 +299,16 @@ def test_sixteen_bit_sources_are_rescaled_not_clamped() -> None:
     assert row[0] < 20 and 100 < row[1] < 156 and row[2] > 235
 
 
+@pytest.mark.parametrize(("top", "expected"), [(1.0, (4, 128, 251)), (255.0, (4, 128, 251)), (1000.0, (16, 255, 255))])
+def test_floating_point_tiffs_are_scaled_by_their_convention(top: float, expected: tuple[int, int, int]) -> None:
+    """0..1 data (the usual convention) and 0..255 data both give the full grey range; larger values clamp."""
+    gradient = Image.new("F", (256, 64))
+    gradient.putdata([x / 255 * top for _ in range(64) for x in range(256)])
+    image, *_ = render(to_bytes(gradient, "TIFF"), Ratio(4, 1), size=256)
+    row = tuple(image.getpixel((x, 32))[0] for x in (4, 128, 251))
+    assert all(abs(got - want) <= 2 for got, want in zip(row, expected, strict=True)), row
+
+
 def test_animated_and_multi_page_sources_give_their_first_frame() -> None:
     frames = [Image.new("RGB", (60, 60), colour) for colour in ((250, 0, 0), (0, 250, 0), (0, 0, 250))]
     gif = io.BytesIO()

@@ -154,6 +154,8 @@ def _normalise_mode(image: Image.Image) -> Image.Image:
     a transparent colour key turned into alpha."""
     if image.mode in _SIXTEEN_BIT:
         image = _eight_bit_grey(image)
+    if image.mode == "F":
+        image = _eight_bit_from_float(image)
     if image.mode == "1":
         image = image.convert("L")  # keeps a colour key: 1-bit white is 255 in L
     if image.mode in ("P", "L", "RGB") and "transparency" in image.info:
@@ -165,6 +167,14 @@ def _normalise_mode(image: Image.Image) -> Image.Image:
     if image.mode not in ("RGB", "RGBA", "CMYK", "L"):
         image = image.convert("RGB")
     return image
+
+
+def _eight_bit_from_float(image: Image.Image) -> Image.Image:
+    """L from floating-point grey: 0..1 data (the usual convention) is scaled to 0..255;
+    anything else is taken as 0..255 and clamped."""
+    _, high = image.getextrema()
+    scale = 255.0 if 0 < high <= 1.0 else 1.0
+    return image.point(lambda v: v * scale).convert("L") if scale != 1.0 else image.convert("L")
 
 
 def _eight_bit_grey(image: Image.Image) -> Image.Image:
