@@ -811,3 +811,71 @@ def test_the_items_table_shows_the_recorded_window_in_source_pixels(cli, photos:
         "rooms/kitchen.webp": "center 0.00 @ 94,0 133x200",
         "rooms/living.jpg": "center 0.00 @ 500,0 800x1200",
     }
+
+
+@pytest.fixture
+def small_and_large(tmp_path: Path) -> Path:
+    """A 640x427 photo and an 1800x1200 one (upright): only the first is smaller than --size 1024."""
+    folder = tmp_path / "mixed"
+    make_image(folder / "small.jpg", (640, 427), "JPEG", seed=5)
+    shutil.copy(SAMPLE_IMAGES / "orientation" / "Landscape_6.jpg", folder / "large.jpg")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("upscale", "small_sizes", "flag"),
+    [
+        ((), {"1:1": (427, 427), "16:9": (640, 360)}, True),  # the largest exact-ratio crops of 640x427
+        (("--upscale",), {"1:1": (1024, 1024), "16:9": (1024, 576)}, False),
+    ],
+    ids=["not-enlarged", "upscale"],
+)
+def test_a_source_smaller_than_size_says_so_and_gives_its_largest_crop(
+    cli, small_and_large: Path, out_dir: Path, upscale: tuple[str, ...], small_sizes: dict, flag: bool
+) -> None:
+    ratios = ("-r", "1:1", "-r", "16:9")
+    result = cli("submit", small_and_large, "--out", out_dir, "-w", "1", *ratios, "--size", "1024", "--json", *upscale)
+    assert result.exit_code == 0, result.stderr
+    items = items_of(cli, json.loads(result.stdout)["batch_id"])
+    expected = {("small.jpg", r): size for r, size in small_sizes.items()}
+    expected |= {("large.jpg", "1:1"): (1024, 1024), ("large.jpg", "16:9"): (1024, 576)}
+    assert set(items) == set(expected)
+    for key, item in items.items():
+        with Image.open(item["object_path"]) as image:
+            assert image.size == (item["result"]["width"], item["result"]["height"]) == expected[key]
+        smaller = item["result"].get("source_smaller_than_target")
+        assert smaller is True if (flag and key[0] == "small.jpg") else smaller in (None, False)
+
+
+SMALLER_HINT = "(source smaller than --size; --upscale enlarges)"
+
+#: The crop column of ``status BATCH --items`` for ``small_and_large`` at --size 1024 --crop center:
+#: 640x427 gives 427x427 (left round(320 - 213.5) = 106) and 640x360 (top round(213.5 - 180) = 34).
+CENTRED_CELLS_AT_1024 = {
+    ("small.jpg", "1:1"): "center 0.00 @ 106,0 427x427, smaller than asked: 427x427",
+    ("small.jpg", "16:9"): "center 0.00 @ 0,34 640x360, smaller than asked: 640x360",
+    ("large.jpg", "1:1"): "center 0.00 @ 300,0 1200x1200",
+    ("large.jpg", "16:9"): "center 0.00 @ 0,94 1800x1012",
+}
+
+
+@pytest.mark.parametrize(
+    ("ratios", "summary"),
+    [
+        (("-r", "1:1"), "  1 output is smaller than asked " + SMALLER_HINT),
+        (("-r", "1:1", "-r", "16:9"), "  2 outputs are smaller than asked " + SMALLER_HINT),
+    ],
+    ids=["one-output", "two-outputs"],
+)
+def test_outputs_smaller_than_asked_are_named_in_the_run_summary_and_the_items_table(
+    cli, small_and_large: Path, out_dir: Path, ratios: tuple[str, ...], summary: str
+) -> None:
+    run = ("--out", out_dir, "-w", "1", *ratios, "--size", "1024", "--crop", "center")
+    result = cli("submit", small_and_large, *run)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert summary in result.stderr.splitlines()
+    (batch,) = json.loads(cli("status", "--json").stdout)["batches"]
+    crop_cells = {key: " ".join(row.split()[4:-1]) for key, row in table_rows(cli, batch["batch_id"]).items()}
+    assert crop_cells == {key: cell for key, cell in CENTRED_CELLS_AT_1024.items() if key[1] in ratios}
+    enlarged = cli("submit", small_and_large, *run, "--upscale")
+    assert enlarged.exit_code == 0 and "smaller than asked" not in enlarged.stderr
