@@ -133,3 +133,37 @@ def request(key: str = "k", sources: int = 2, ratios: tuple[str, ...] = ("1:1", 
         for ratio in ratios
     )
     return NewBatch(key, f"digest-{key}", "/src", "/out", {"size": 64}, items, **kwargs)
+
+
+#: Upright (width, height) of the sources of the ``photos`` fixture.
+PHOTO_SIZES = {
+    "coffee.png": (600, 400),
+    "garden.jpeg": (200, 320),
+    "rooms/kitchen.webp": (320, 200),
+    "rooms/living.jpg": (1800, 1200),
+}
+
+#: (item id, ratio) -> the box [left, top, right, bottom] the ``center`` policy records for
+#: the ``photos`` fixture: the largest window of the exact ratio (the full width or the full
+#: height of the source, the other side rounded half to even), centred as nearly as whole
+#: pixels allow. Worked by hand from PHOTO_SIZES, e.g. coffee 2:3 is 267 (400 * 2/3) wide,
+#: left = round(300 - 133.5) = 166.
+CENTRED_WINDOWS = {
+    ("coffee.png", "1:1"): [100, 0, 500, 400],
+    ("coffee.png", "16:9"): [0, 31, 600, 369],
+    ("coffee.png", "2:3"): [166, 0, 433, 400],
+    ("garden.jpeg", "1:1"): [0, 60, 200, 260],
+    ("garden.jpeg", "16:9"): [0, 104, 200, 216],
+    ("garden.jpeg", "2:3"): [0, 10, 200, 310],
+    ("rooms/kitchen.webp", "1:1"): [60, 0, 260, 200],
+    ("rooms/kitchen.webp", "16:9"): [0, 10, 320, 190],
+    ("rooms/kitchen.webp", "2:3"): [94, 0, 227, 200],
+    ("rooms/living.jpg", "1:1"): [300, 0, 1500, 1200],
+    ("rooms/living.jpg", "16:9"): [0, 94, 1800, 1106],
+    ("rooms/living.jpg", "2:3"): [500, 0, 1300, 1200],
+}
+
+
+def window_size(box: list[int]) -> tuple[int, int]:
+    left, top, right, bottom = box
+    return right - left, bottom - top

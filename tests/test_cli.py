@@ -18,7 +18,7 @@ from thumbctl import Ledger, Limits
 from thumbctl.cli import app, main
 
 from conftest import SAMPLE_IMAGES
-from support import make_image, request, tree_snapshot
+from support import CENTRED_WINDOWS, PHOTO_SIZES, make_image, request, tree_snapshot, window_size
 
 SAMPLE_ONE = SAMPLE_IMAGES / "public-domain"
 
@@ -744,3 +744,138 @@ def test_an_output_folder_nobody_can_write_is_refused_before_anything_is_recorde
     assert result.exit_code == 2 and json.loads(result.stdout)["error"]["code"] == "bad_out_dir"
     assert "is not writable" in result.stderr
     assert json.loads(cli("status", "--json").stdout) == {"batches": []}
+
+
+# -- what each render records: the crop window, and outputs smaller than asked -----------------
+
+
+def items_of(cli, batch_id: str) -> dict[tuple[str, str], dict]:
+    """``status BATCH --items --json``, keyed by (item id, ratio)."""
+    result = cli("status", batch_id, "--items", "--json")
+    assert result.exit_code == 0
+    return {(i["item_id"], i["ratio"]): i for i in json.loads(result.stdout)["items"]}
+
+
+def table_rows(cli, batch_id: str) -> dict[tuple[str, str], str]:
+    """The rows of the human ``status BATCH --items`` table, keyed by (item id, ratio)."""
+    result = cli("status", batch_id, "--items")
+    assert result.exit_code == 0 and result.stdout == ""
+    header, *rows = result.stderr.splitlines()
+    assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
+    return {(row.split()[0], row.split()[1]): row for row in rows}
+
+
+def shown_crop(crop: dict) -> str:
+    """What the items table shows for a recorded crop: policy, score to 2 places, corner, size."""
+    width, height = window_size(crop["box"])
+    return f"{crop['policy']} {crop['score']:.2f} @ {crop['box'][0]},{crop['box'][1]} {width}x{height}"
+
+
+@pytest.mark.parametrize("policy", ["smart", "entropy", "center"])
+def test_every_render_records_its_crop_window_score_and_policy(cli, photos: Path, out_dir: Path, policy: str) -> None:
+    ratios = ("-r", "1:1", "-r", "16:9", "-r", "2:3")
+    result = cli("submit", photos, "--out", out_dir, "-w", "1", *ratios, "--size", "128", "--crop", policy, "--json")
+    assert result.exit_code == 0, result.stderr
+    batch_id = json.loads(result.stdout)["batch_id"]
+    items = items_of(cli, batch_id)
+    assert set(items) == set(CENTRED_WINDOWS)
+    for (item_id, ratio), item in items.items():
+        crop = item["result"]["crop"]
+        assert set(crop) == {"box", "score", "policy"} and crop["policy"] == policy
+        left, top, right, bottom = crop["box"]
+        src_w, src_h = PHOTO_SIZES[item_id]
+        assert window_size(crop["box"]) == window_size(CENTRED_WINDOWS[item_id, ratio])  # exact ratio, largest
+        assert 0 <= left < right <= src_w and 0 <= top < bottom <= src_h
+        assert (left, right) == (0, src_w) or (top, bottom) == (0, src_h)
+        assert isinstance(crop["score"], float) and crop["score"] == round(crop["score"], 4)
+        if policy == "center":
+            assert (crop["box"], crop["score"]) == (CENTRED_WINDOWS[item_id, ratio], 0.0)
+        else:
+            assert crop["score"] > 0
+    rows = table_rows(cli, batch_id)
+    assert set(rows) == set(items)
+    for key, item in items.items():
+        assert f"  {shown_crop(item['result']['crop'])}  " in rows[key]
+        assert "smaller than asked" not in rows[key]  # --size 128: every window is larger
+
+
+def test_the_items_table_shows_the_recorded_window_in_source_pixels(cli, photos: Path, out_dir: Path) -> None:
+    result = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "2:3", "--size", "128", "--crop", "center")
+    assert result.exit_code == 0
+    (batch,) = json.loads(cli("status", "--json").stdout)["batches"]
+    rows = table_rows(cli, batch["batch_id"])
+    crop_cells = {item_id: " ".join(row.split()[4:9]) for (item_id, _), row in rows.items()}
+    assert crop_cells == {
+        "coffee.png": "center 0.00 @ 166,0 267x400",
+        "garden.jpeg": "center 0.00 @ 0,10 200x300",
+        "rooms/kitchen.webp": "center 0.00 @ 94,0 133x200",
+        "rooms/living.jpg": "center 0.00 @ 500,0 800x1200",
+    }
+
+
+@pytest.fixture
+def small_and_large(tmp_path: Path) -> Path:
+    """A 640x427 photo and an 1800x1200 one (upright): only the first is smaller than --size 1024."""
+    folder = tmp_path / "mixed"
+    make_image(folder / "small.jpg", (640, 427), "JPEG", seed=5)
+    shutil.copy(SAMPLE_IMAGES / "orientation" / "Landscape_6.jpg", folder / "large.jpg")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("upscale", "small_sizes", "flag"),
+    [
+        ((), {"1:1": (427, 427), "16:9": (640, 360)}, True),  # the largest exact-ratio crops of 640x427
+        (("--upscale",), {"1:1": (1024, 1024), "16:9": (1024, 576)}, False),
+    ],
+    ids=["not-enlarged", "upscale"],
+)
+def test_a_source_smaller_than_size_says_so_and_gives_its_largest_crop(
+    cli, small_and_large: Path, out_dir: Path, upscale: tuple[str, ...], small_sizes: dict, flag: bool
+) -> None:
+    ratios = ("-r", "1:1", "-r", "16:9")
+    result = cli("submit", small_and_large, "--out", out_dir, "-w", "1", *ratios, "--size", "1024", "--json", *upscale)
+    assert result.exit_code == 0, result.stderr
+    items = items_of(cli, json.loads(result.stdout)["batch_id"])
+    expected = {("small.jpg", r): size for r, size in small_sizes.items()}
+    expected |= {("large.jpg", "1:1"): (1024, 1024), ("large.jpg", "16:9"): (1024, 576)}
+    assert set(items) == set(expected)
+    for key, item in items.items():
+        with Image.open(item["object_path"]) as image:
+            assert image.size == (item["result"]["width"], item["result"]["height"]) == expected[key]
+        smaller = item["result"].get("source_smaller_than_target")
+        assert smaller is True if (flag and key[0] == "small.jpg") else smaller in (None, False)
+
+
+SMALLER_HINT = "(source smaller than --size; --upscale enlarges)"
+
+#: The crop column of ``status BATCH --items`` for ``small_and_large`` at --size 1024 --crop center:
+#: 640x427 gives 427x427 (left round(320 - 213.5) = 106) and 640x360 (top round(213.5 - 180) = 34).
+CENTRED_CELLS_AT_1024 = {
+    ("small.jpg", "1:1"): "center 0.00 @ 106,0 427x427, smaller than asked: 427x427",
+    ("small.jpg", "16:9"): "center 0.00 @ 0,34 640x360, smaller than asked: 640x360",
+    ("large.jpg", "1:1"): "center 0.00 @ 300,0 1200x1200",
+    ("large.jpg", "16:9"): "center 0.00 @ 0,94 1800x1012",
+}
+
+
+@pytest.mark.parametrize(
+    ("ratios", "summary"),
+    [
+        (("-r", "1:1"), "  1 output is smaller than asked " + SMALLER_HINT),
+        (("-r", "1:1", "-r", "16:9"), "  2 outputs are smaller than asked " + SMALLER_HINT),
+    ],
+    ids=["one-output", "two-outputs"],
+)
+def test_outputs_smaller_than_asked_are_named_in_the_run_summary_and_the_items_table(
+    cli, small_and_large: Path, out_dir: Path, ratios: tuple[str, ...], summary: str
+) -> None:
+    run = ("--out", out_dir, "-w", "1", *ratios, "--size", "1024", "--crop", "center")
+    result = cli("submit", small_and_large, *run)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert summary in result.stderr.splitlines()
+    (batch,) = json.loads(cli("status", "--json").stdout)["batches"]
+    crop_cells = {key: " ".join(row.split()[4:-1]) for key, row in table_rows(cli, batch["batch_id"]).items()}
+    assert crop_cells == {key: cell for key, cell in CENTRED_CELLS_AT_1024.items() if key[1] in ratios}
+    enlarged = cli("submit", small_and_large, *run, "--upscale")
+    assert enlarged.exit_code == 0 and "smaller than asked" not in enlarged.stderr

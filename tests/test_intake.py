@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError, SubmitOptions
+from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError, SubmitOptions, settings
 from thumbctl.errors import AdmissionRefused, Interrupted, UsageError
 from thumbctl.faults import Faults
 from thumbctl.intake import prepare_submission, submit
@@ -272,6 +272,31 @@ def test_focus_is_part_of_the_derivative_key(ledger: Ledger, photos: Path, out_d
         batch, _ = run(ledger, manifest, out_dir)
         keys.append(ledger.items(batch.batch_id)[0].derivative_key)
     assert keys[0] != keys[1]
+
+
+def derivative_keys_by_policy(ledger: Ledger, photos: Path, out_dir: Path) -> dict[str, dict[str, str]]:
+    """Crop policy -> item id -> the derivative key intake gives its 1:1 item (nothing is recorded)."""
+    keys = {}
+    for policy in ("smart", "entropy", "center"):
+        options = SubmitOptions(out_dir=out_dir, profile=Profile(ratios=(Ratio(1, 1),), crop=policy))
+        prepared = prepare_submission(photos, options, ledger)
+        keys[policy] = {item.item_id: item.derivative_key for item in prepared.batch.items}
+    return keys
+
+
+@pytest.mark.parametrize("bumped", ["smart", "entropy", "center"])
+def test_the_crop_policy_and_its_version_are_part_of_the_derivative_key(
+    ledger: Ledger, photos: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch, bumped: str
+) -> None:
+    before = derivative_keys_by_policy(ledger, photos, out_dir)
+    assert {len(keys) for keys in before.values()} == {4}
+    for item_id in before["smart"]:
+        assert len({before[policy][item_id] for policy in before}) == 3  # one source, one ratio, three objects
+    monkeypatch.setitem(settings.CROP_POLICIES, bumped, settings.CROP_POLICIES[bumped] + 1)
+    after = derivative_keys_by_policy(ledger, photos, out_dir)
+    for policy, keys in after.items():
+        changed = {item_id for item_id, key in keys.items() if key != before[policy][item_id]}
+        assert changed == (set(keys) if policy == bumped else set()), policy
 
 
 def test_absolute_source_inside_the_root_gets_a_relative_id(ledger: Ledger, photos: Path, out_dir: Path) -> None:

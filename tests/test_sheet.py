@@ -19,6 +19,7 @@ from thumbctl.models import BatchView, ItemView
 from thumbctl.sheet import render_sheet, write_contact_sheet
 
 from conftest import SAMPLE_IMAGES
+from support import CENTRED_WINDOWS, PHOTO_SIZES, window_size
 
 #: A file name that is also an HTML injection attempt and a URL with a fragment and a query.
 HOSTILE_ID = '<img src=x onerror=alert(1)> Tom & "Jerry\'s" #1 50%?é.jpg'
@@ -35,6 +36,9 @@ class SheetParser(HTMLParser):
         self.card_text: dict[str, str] = defaultdict(str)
         self.images: dict[str, list[dict[str, str]]] = defaultdict(list)
         self.links: list[str] = []
+        self.windows: dict[str, list[dict[str, str]]] = defaultdict(list)
+        self.captions: dict[str, list[str]] = defaultdict(list)
+        self.in_caption = False
         self.current: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -49,14 +53,23 @@ class SheetParser(HTMLParser):
             self.links.append(values["src"])
         if tag == "a":
             self.links.append(values["href"])
+        if tag == "span" and "window" in values.get("class", "").split():
+            self.windows[self.current or ""].append(values)
+        if tag == "figcaption":
+            self.captions[self.current or ""].append("")
+            self.in_caption = True
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "section":
             self.current = None
+        if tag == "figcaption":
+            self.in_caption = False
 
     def handle_data(self, data: str) -> None:
         if self.current is not None:
             self.card_text[self.current] += data
+        if self.in_caption:
+            self.captions[self.current or ""][-1] += data
 
 
 def parse(page: str) -> SheetParser:
@@ -250,3 +263,51 @@ def test_sheet_never_lands_on_an_output_inside_out(tmp_path: Path, rendered: str
     assert friendly.read_bytes() == before
     inside = invoke(tmp_path, "sheet", rendered, "-o", out_dir / "batches" / "review.html", "--json")
     assert inside.exit_code == 0 and (out_dir / "batches" / "review.html").is_file()
+
+
+def window_style(box: list[int], size: tuple[int, int]) -> str:
+    """Where the sheet must draw ``box`` on the source frame, in percent of the source."""
+    left, top, right, bottom = box
+    width, height = size
+    return (
+        f"left:{100 * left / width:.2f}%;top:{100 * top / height:.2f}%;"
+        f"width:{100 * (right - left) / width:.2f}%;height:{100 * (bottom - top) / height:.2f}%"
+    )
+
+
+@pytest.mark.parametrize("policy", ["smart", "center"])
+def test_the_sheet_draws_every_recorded_window_and_captions_it_with_policy_and_score(
+    tmp_path: Path, photos: Path, out_dir: Path, policy: str
+) -> None:
+    result = invoke(
+        tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9", "-r", "2:3",
+        "--size", "128", "--crop", policy, "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    batch_id = json.loads(result.stdout)["batch_id"]
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        page = Path(write_contact_sheet(ledger, batch_id).path)
+        items = ledger.items(batch_id)
+    parser = parse(page.read_text(encoding="utf-8"))
+    assert len(items) == len(CENTRED_WINDOWS) and {i.state for i in items} == {"succeeded"}
+    for item in items:
+        crop = item.result["crop"]
+        if policy == "center":
+            assert (crop["box"], crop["score"]) == (CENTRED_WINDOWS[item.item_id, item.ratio], 0.0)
+        (window,) = [w for w in parser.windows[item.item_id] if w["title"] == item.ratio]
+        assert window["style"].endswith(f";{window_style(crop['box'], PHOTO_SIZES[item.item_id])}")
+        width, height = window_size(crop["box"])
+        caption = f"{policy} {crop['score']:.2f} · {width}×{height} at {crop['box'][0]},{crop['box'][1]}"
+        assert f"{item.ratio} {item.result['width']}×{item.result['height']}{caption}" in parser.captions[item.item_id]
+    assert len(parser.windows) == len(PHOTO_SIZES) and sum(map(len, parser.windows.values())) == len(items)
+
+
+def test_a_centred_window_is_drawn_where_it_sits_on_the_source(tmp_path: Path, photos: Path, out_dir: Path) -> None:
+    result = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--crop", "center", "--json")
+    assert result.exit_code == 0, result.stderr
+    batch_id = json.loads(result.stdout)["batch_id"]
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        parser = parse(Path(write_contact_sheet(ledger, batch_id).path).read_text(encoding="utf-8"))
+    (window,) = parser.windows["coffee.png"]  # 600x400: the 400x400 window at 100,0
+    assert window["style"].split(";")[1:] == ["left:16.67%", "top:0.00%", "width:66.67%", "height:100.00%"]
+    assert "1:1 400×400center 0.00 · 400×400 at 100,0 · source smaller than asked" in parser.captions["coffee.png"]

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
 
 import pytest
 from PIL import Image
+from typer.testing import CliRunner
 
 from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
+from thumbctl.cli import app
 from thumbctl.faults import Faults, parse_faults
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
@@ -253,3 +256,51 @@ def test_a_folder_of_out_swapped_for_a_symlink_fails_its_items_at_once_and_write
     assert {(i.error_code, i.attempt) for i in failed} == {("path_outside_root", 1)}  # permanent: never retried
     assert all(f"{out_dir / linked} is a symlink" in (i.error_detail or "") for i in failed)
     assert all(i.state == "succeeded" for i in items if i not in failed)
+
+
+#: (source, focus) -> ratio -> the window centred on the focal point as nearly as the edges allow,
+#: worked by hand. Wide: rooms/living.jpg, 1800x1200 upright; 1:1 is 1200x1200, 16:9 1800x1012.
+#: Tall: garden.jpeg, 200x320; 1:1 is 200x200, 16:9 200x112. E.g. wide, (0.5, 0.5), 1:1:
+#: left = 900 - 600 = 300; tall, (1, 1), 16:9: top = min(320 - 56, 320 - 112) = 208.
+FOCUS_WINDOWS = {
+    ("rooms/living.jpg", (0, 0)): {"1:1": [0, 0, 1200, 1200], "16:9": [0, 0, 1800, 1012]},
+    ("rooms/living.jpg", (1, 1)): {"1:1": [600, 0, 1800, 1200], "16:9": [0, 188, 1800, 1200]},
+    ("rooms/living.jpg", (0.5, 0.5)): {"1:1": [300, 0, 1500, 1200], "16:9": [0, 94, 1800, 1106]},
+    ("garden.jpeg", (0, 0)): {"1:1": [0, 0, 200, 200], "16:9": [0, 0, 200, 112]},
+    ("garden.jpeg", (1, 1)): {"1:1": [0, 120, 200, 320], "16:9": [0, 208, 200, 320]},
+    ("garden.jpeg", (0.5, 0.5)): {"1:1": [0, 60, 200, 260], "16:9": [0, 104, 200, 216]},
+}
+SOURCE_SIZES = {"rooms/living.jpg": (1800, 1200), "garden.jpeg": (200, 320)}
+SHAPES = {"rooms/living.jpg": "wide", "garden.jpeg": "tall"}
+
+
+def items_json(ledger: Ledger, batch_id: str) -> dict[tuple[str, str], dict]:
+    """What ``status BATCH --items --json`` prints, keyed by (item id, ratio)."""
+    result = CliRunner().invoke(app, ["status", batch_id, "--items", "--json", "--db", str(ledger.path)])
+    assert result.exit_code == 0, result.stderr
+    return {(i["item_id"], i["ratio"]): i for i in json.loads(result.stdout)["items"]}
+
+
+def test_a_manifest_focus_places_the_window_on_the_point(ledger: Ledger, photos: Path, out_dir: Path):
+    """The window is centred on the item's focal point as nearly as the edges allow, whatever the
+    policy; the same source without a focus is smart-cropped, as a different object."""
+    entries = [{"id": f"{shape}/smart", "source": source} for source, shape in SHAPES.items()]
+    for source, (fx, fy) in FOCUS_WINDOWS:
+        entries.append({"id": f"{SHAPES[source]}/{fx},{fy}", "source": source, "focus": [fx, fy]})
+    (photos / "m.jsonl").write_text("\n".join(json.dumps(entry) for entry in entries) + "\n")
+    batch = accept(ledger, photos / "m.jsonl", out_dir, profile=Profile(ratios=(Ratio(1, 1), Ratio(16, 9)), size=96))
+    work(ledger)
+    items = items_json(ledger, batch.batch_id)
+    assert len(items) == 16 and {i["state"] for i in items.values()} == {"succeeded"}
+    for (source, (fx, fy)), windows in FOCUS_WINDOWS.items():
+        src_w, src_h = SOURCE_SIZES[source]
+        for ratio, expected in windows.items():
+            item = items[f"{SHAPES[source]}/{fx},{fy}", ratio]
+            assert item["result"]["crop"] == {"box": expected, "score": 1.0, "policy": "focus"}
+            left, top, right, bottom = expected
+            assert left <= fx * src_w <= right and top <= fy * src_h <= bottom
+            smart = items[f"{SHAPES[source]}/smart", ratio]
+            assert smart["result"]["crop"]["policy"] == "smart"
+            same_window = smart["result"]["crop"]["box"] == expected
+            same_bytes = Path(item["object_path"]).read_bytes() == Path(smart["object_path"]).read_bytes()
+            assert same_bytes == same_window, (source, (fx, fy), ratio)

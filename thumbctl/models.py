@@ -105,6 +105,10 @@ class BatchView:
     expired_at: str | None = None
     failures: tuple[FailureView, ...] = ()
     replayed: bool = False
+    #: Succeeded items whose source was smaller than the size asked (not enlarged); counted
+    #: with the failures, for the end-of-run summary. Not part of the batch JSON: each
+    #: item's ``result`` says it.
+    smaller_than_target: int = 0
 
     @property
     def is_terminal(self) -> bool:

@@ -72,12 +72,18 @@ def format_ms(value: float | None) -> str:
 
 
 def crop_text(result: dict[str, object] | None) -> str:
-    """``smart 0.81 @ 310,0 1200x1200``: the policy, its score and the window it chose."""
-    crop = (result or {}).get("crop")
+    """``smart 0.81 @ 310,0 1200x1200``: the policy, its score and the window it chose; then
+    ``, smaller than asked: 427x427`` (the output size) when the source was too small for
+    ``--size`` and the output was not enlarged."""
+    result = result or {}
+    crop = result.get("crop")
     if not isinstance(crop, dict):
         return ""
     left, top, right, bottom = crop["box"]
-    return f"{crop['policy']} {crop['score']:.2f} @ {left},{top} {right - left}x{bottom - top}"
+    text = f"{crop['policy']} {crop['score']:.2f} @ {left},{top} {right - left}x{bottom - top}"
+    if result.get("source_smaller_than_target"):
+        text += f", smaller than asked: {result['width']}x{result['height']}"
+    return text
 
 
 class Reporter:
@@ -159,6 +165,7 @@ class Reporter:
         else:
             self.say(f"Batch [bold]{batch.batch_id}[/] {styled(batch.state)}")
         self._counts_line(batch)
+        self._smaller_than_target_line(batch)
         self._failure_summary(batch)
         if batch.counts["succeeded"]:
             self.say(f"  outputs in {escape(batch.out_dir)}, manifest {escape(batch.manifest_path)}")
@@ -394,6 +401,15 @@ class Reporter:
     def _counts_line(self, batch: BatchView) -> None:
         parts = [f"{styled(s)} {batch.counts[s]}" for s in ITEM_STATES if batch.counts[s]]
         self.say("  " + ", ".join(parts))
+
+    def _smaller_than_target_line(self, batch: BatchView) -> None:
+        """Outputs smaller than ``--size`` asked for are correct, but a person should not have to
+        open each file to find out."""
+        n = batch.smaller_than_target
+        if n:
+            verb = "is" if n == 1 else "are"
+            hint = "(source smaller than --size; --upscale enlarges)"
+            self.say(f"  {plural(n, 'output')} {verb} smaller than asked {hint}")
 
     def _failure_summary(self, batch: BatchView) -> None:
         if not batch.failures:

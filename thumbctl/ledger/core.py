@@ -328,6 +328,7 @@ class Ledger(WorkQueue, Observation, Maintenance):
             queue_age_seconds=age,
             expired_at=expired_at,
             failures=tuple(self._failures(batch_id)) if with_failures else (),
+            smaller_than_target=self._smaller_than_target(batch_id) if with_failures else 0,
         )
 
     def _failures(self, batch_id: str) -> Iterator[FailureView]:
@@ -337,6 +338,13 @@ class Ledger(WorkQueue, Observation, Maintenance):
             (batch_id,),
         ):
             yield FailureView(*row)
+
+    def _smaller_than_target(self, batch_id: str) -> int:
+        return self._conn.execute(
+            "SELECT count(*) FROM items WHERE batch_id = ? AND state = 'succeeded' "
+            "AND json_extract(result, '$.source_smaller_than_target') = 1",
+            (batch_id,),
+        ).fetchone()[0]
 
     def owned_friendly_names(self, batch_id: str) -> list[tuple[str, str]]:
         """(object path, friendly path) of the batch's succeeded items that own their friendly
