@@ -356,7 +356,7 @@ def code_version() -> str:
 
 
 def command_line() -> str:
-    return shlex.join(["python", "bench/imaging.py", *sys.argv[1:]])
+    return shlex.join(["python", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]])
 
 
 def shown_path(path: Path) -> str:
