@@ -407,7 +407,10 @@ def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli, tmp_path: Path) -> N
     assert not (tmp_path / "ledger.db").exists()  # a mistyped --db creates nothing
     Ledger(tmp_path / "ledger.db").close()
     result = cli("reconcile", "--json")
-    assert (result.exit_code, json.loads(result.stdout)) == (0, {"findings": [], "clean": True})
+    assert (result.exit_code, json.loads(result.stdout)) == (
+        0,
+        {"findings": [], "clean": True, "objects": {"checked": 0, "decoded": 0, "unchanged": 0}},
+    )
     result = cli("gc", "--older-than", "30d", "--json")
     assert result.exit_code == 0
     assert json.loads(result.stdout) == {
@@ -438,14 +441,22 @@ def test_reconcile_exits_1_while_findings_remain_and_0_once_repaired(cli, photos
         "repaired": False,
     }
     found = cli("reconcile", "--json")
-    assert (found.exit_code, json.loads(found.stdout)) == (1, {"findings": [finding], "clean": False})
+    assert (found.exit_code, json.loads(found.stdout)) == (
+        1,
+        {"findings": [finding], "clean": False, "objects": {"checked": 4, "decoded": 3, "unchanged": 0}},
+    )
     human = cli("reconcile")
     assert human.exit_code == 1 and human.stdout == ""
     assert f"object_missing {batch['batch_id']} {item['item_id']} 1:1: the object is missing" in human.stderr
+    assert "4 objects checked: 0 decoded, 3 unchanged since they last decoded (--deep decodes all)" in human.stderr
     fixed = cli("reconcile", "--repair", "--json")
     assert (fixed.exit_code, json.loads(fixed.stdout)) == (
         0,
-        {"findings": [{**finding, "repaired": True}], "clean": True},
+        {
+            "findings": [{**finding, "repaired": True}],
+            "clean": True,
+            "objects": {"checked": 4, "decoded": 0, "unchanged": 3},
+        },
     )
     assert cli("reconcile").exit_code == 0
     assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
@@ -535,7 +546,8 @@ def test_every_json_command_prints_one_document_of_its_documented_shape(cli, pho
     assert set(doc("config")) >= {"config_file", "profile", "settings"}
     assert set(doc("sheet", bid)) >= {"batch_id", "path"}
     reconciled = doc("reconcile")
-    assert set(reconciled) == {"findings", "clean"} and reconciled == {"findings": [], "clean": True}
+    assert set(reconciled) == {"findings", "clean", "objects"} and reconciled["findings"] == [] and reconciled["clean"]
+    assert set(reconciled["objects"]) == {"checked", "decoded", "unchanged"}
     assert set(doc("gc", "--older-than", "30d", "--dry-run")) >= {"dry_run", "expired_batches", "bytes_reclaimed"}
     assert set(doc("codes")) == {"item_error_codes", "exit_codes"}
 
@@ -615,7 +627,7 @@ def test_an_item_id_through_a_symlink_in_out_fails_and_nothing_outside_changes(c
             "nothing is written through it",
         }
     repaired = cli("reconcile", "--repair", "--json")
-    assert (repaired.exit_code, json.loads(repaired.stdout)) == (0, {"findings": [], "clean": True})
+    assert (repaired.exit_code, json.loads(repaired.stdout)["findings"]) == (0, [])
     assert tree_snapshot(victim) == before
 
 
@@ -714,7 +726,10 @@ def test_a_submit_that_reuses_outputs_takes_their_friendly_names_back(cli, tmp_p
     with Image.open(item["friendly_path"]) as image:
         assert image.size == (512, 512)
     clean = cli("reconcile", "--json")
-    assert (clean.exit_code, json.loads(clean.stdout)) == (0, {"findings": [], "clean": True})
+    assert (clean.exit_code, json.loads(clean.stdout)) == (
+        0,
+        {"findings": [], "clean": True, "objects": {"checked": 2, "decoded": 2, "unchanged": 0}},
+    )
 
 
 def test_a_friendly_name_that_cannot_be_linked_is_one_warning_line(cli, tmp_path: Path, out_dir: Path) -> None:

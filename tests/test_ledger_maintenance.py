@@ -81,9 +81,9 @@ def test_a_version_1_ledger_is_migrated_to_the_latest_version(tmp_path: Path) ->
         MIGRATIONS[0][1](sqlite_utils.Database(conn))
         conn.execute("PRAGMA user_version = 1")
     with Ledger(path) as ledger:
-        assert ledger.output_folders() == []
+        assert ledger.output_folders() == [] and ledger.verified_objects() == {}
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
         columns = {row[1] for row in conn.execute("PRAGMA table_info(batches)")}
         indexes = {row[1] for row in conn.execute("PRAGMA index_list(items)")}
         event_indexes = {row[1] for row in conn.execute("PRAGMA index_list(events)")}

@@ -133,6 +133,16 @@ def undecodable(item: ItemView, other: ItemView) -> None:
     Path(item.object_path).write_bytes(b"\xff\xd8\xff\xe0" + b"not a picture" * 20)
 
 
+def corrupted_in_place(item: ItemView, other: ItemView) -> None:
+    """Bytes scrambled in the middle, same size, the modification time put back: only the
+    change time (which no one can set) tells the file was written."""
+    st = os.stat(item.object_path)
+    with open(item.object_path, "r+b") as fh:
+        fh.seek(st.st_size // 3)
+        fh.write(b"\x00\xff" * (st.st_size // 6))
+    os.utime(item.object_path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
 def delete_friendly_name(item: ItemView, other: ItemView) -> None:
     os.unlink(item.friendly_path)
 
@@ -149,6 +159,7 @@ def friendly_name_to_a_copy(item: ItemView, other: ItemView) -> None:
         (truncate_object, "object_invalid", "object_invalid"),
         (wrong_dimensions, "object_invalid", "object_invalid"),
         (undecodable, "object_invalid", "object_invalid"),
+        (corrupted_in_place, "object_invalid", "object_invalid"),
         (delete_friendly_name, "friendly_link_missing", "friendly_link_missing"),
         (friendly_name_to_a_copy, "friendly_link_wrong", "friendly_link_wrong"),
     ],
@@ -168,6 +179,28 @@ def test_a_damaged_output_is_found_repaired_and_rendered_again(
     assert_found_repaired_then_clean(led, kind, 1)
     [event] = reconcile_events(led, rendered.batch_id)
     assert (event.item_id, event.ratio, event.error_code) == (item.item_id, item.ratio, audited_as)
+    assert_restored(led, rendered.batch_id)
+
+
+def test_reconcile_decodes_only_the_objects_changed_since_they_last_decoded(led: Ledger, rendered) -> None:
+    objects = sorted({item.object_path for item in led.items(rendered.batch_id)})
+    n = len(objects)  # the fixture's own reconcile decoded them all
+    counts = lambda report: (report.objects_checked, report.objects_decoded, report.objects_unchanged)  # noqa: E731
+    assert counts(reconcile(led)) == (n, 0, n)
+    assert counts(reconcile(led, deep=True)) == (n, n, 0)
+    os.utime(objects[1])  # any write, rename or relink changes a file's times
+    assert counts(reconcile(led)) == (n, 1, n - 1)
+    assert counts(reconcile(led)) == (n, 0, n)
+
+
+def test_the_cache_of_sound_objects_is_forgotten_for_a_damaged_one(led: Ledger, rendered) -> None:
+    item = led.items(rendered.batch_id)[0]
+    assert item.object_path in led.verified_objects()
+    os.truncate(item.object_path, 10)
+    assert kinds(reconcile(led).findings) == ["object_invalid"]
+    assert item.object_path not in led.verified_objects()
+    assert kinds(reconcile(led).findings) == ["object_invalid"]  # still found: nothing trusts it now
+    assert reconcile(led, repair=True, delay_for=lambda attempt: 0.0).clean
     assert_restored(led, rendered.batch_id)
 
 
@@ -461,7 +494,7 @@ def test_a_crash_between_link_and_commit_is_found_repaired_and_finished(env: Env
         ("dead_worker_lease", True)
     ] * 3
     again = env.run("reconcile", "--json")
-    assert (again.returncode, json.loads(again.stdout)) == (0, {"findings": [], "clean": True})
+    assert (again.returncode, json.loads(again.stdout)["findings"]) == (0, [])
     rescued = [e for e in env.events(batch_id) if e["error_code"] == "worker_crashed"]
     assert len(rescued) == 3 and all(e["to_state"] == "queued" for e in rescued)
 
@@ -483,7 +516,11 @@ def test_reconcile_beside_a_live_worker_pool_changes_nothing_live(env: Env) -> N
 
     result = env.run("reconcile", "--repair", "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"findings": [], "clean": True}
+    assert json.loads(result.stdout) == {
+        "findings": [],
+        "clean": True,
+        "objects": {"checked": 0, "decoded": 0, "unchanged": 0},
+    }
     assert live_rows(env.db) == before
     assert sorted((env.out / ".tmp").iterdir()) == temps
 

@@ -626,6 +626,14 @@ def reconcile_command(
     repair: Annotated[
         bool, typer.Option("--repair", help="Apply the safe repairs, each logged with its reason.")
     ] = False,
+    deep: Annotated[
+        bool,
+        typer.Option(
+            "--deep",
+            help="Decode every object, also those unchanged since they last decoded without fault "
+            "(finds damage no file operation made, e.g. a failing disk).",
+        ),
+    ] = False,
     grace: GraceOption = "1h",
     db: DbOption = None,
     json_out: JsonOption = False,
@@ -637,7 +645,7 @@ def reconcile_command(
     with _handled(reporter):
         grace_seconds = _parsed(parse_duration, grace, "--grace")
         with _open_ledger(db) as ledger:
-            report = reconcile(ledger, repair=repair, grace=grace_seconds)
+            report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds)
         reporter.reconciled(report, repair=repair)
     raise typer.Exit(int(ExitCode.OK if report.clean else ExitCode.PARTIAL))
 

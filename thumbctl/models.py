@@ -373,8 +373,24 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class ObjectStamp:
+    """Which file an object path names, and its state: any write, rename or relink changes it."""
+
+    dev: int
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+
+@dataclass(frozen=True)
 class ReconcileReport:
     findings: tuple[Finding, ...]
+    #: Objects of succeeded items checked; of them, how many were decoded and how many were
+    #: unchanged since they last decoded without fault (so not decoded again).
+    objects_checked: int = 0
+    objects_decoded: int = 0
+    objects_unchanged: int = 0
 
     @property
     def remaining(self) -> tuple[Finding, ...]:
@@ -386,7 +402,15 @@ class ReconcileReport:
         return not self.remaining
 
     def to_json(self) -> dict[str, object]:
-        return {"findings": [f.to_json() for f in self.findings], "clean": self.clean}
+        return {
+            "findings": [f.to_json() for f in self.findings],
+            "clean": self.clean,
+            "objects": {
+                "checked": self.objects_checked,
+                "decoded": self.objects_decoded,
+                "unchanged": self.objects_unchanged,
+            },
+        }
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from .imaging import output_geometry, verify_output
 from .ledger import Ledger, iso
 from .ledger.maintenance import stall_reason
-from .models import Finding, GcReport, PublishedItem, ReconcileReport, StalledItem
+from .models import Finding, GcReport, ObjectStamp, PublishedItem, ReconcileReport, StalledItem
 from .proc import owner_is_dead
 from .retrypolicy import Backoff
 from .settings import parse_ratio
@@ -58,23 +59,29 @@ class Problem:
 
 
 def find_problems(ledger: Ledger, *, grace: float = DEFAULT_GRACE, is_dead: IsDead = owner_is_dead) -> list[Finding]:
-    """Every problem reconcile can see now, changing nothing."""
-    return [p.finding for p in _problems(ledger, grace, is_dead, Backoff().delay_for)]
+    """Every problem reconcile can see now, changing nothing but the cache of sound objects."""
+    checks = _ObjectChecks(ledger.verified_objects())
+    return [p.finding for p in _problems(ledger, grace, is_dead, Backoff().delay_for, checks)]
 
 
 def reconcile(
     ledger: Ledger,
     *,
     repair: bool = False,
+    deep: bool = False,
     grace: float = DEFAULT_GRACE,
     is_dead: IsDead = owner_is_dead,
     delay_for: Callable[[int], float] | None = None,
 ) -> ReconcileReport:
-    """Find problems and, with ``repair``, apply the safe repairs (each audited)."""
-    problems = list(_problems(ledger, grace, is_dead, delay_for or Backoff().delay_for))
-    if not repair:
-        return ReconcileReport(tuple(p.finding for p in problems))
-    return ReconcileReport(tuple(_repaired(p) for p in problems))
+    """Find problems and, with ``repair``, apply the safe repairs (each audited).
+
+    Objects unchanged since they last decoded without fault are not decoded again, unless
+    ``deep`` (which finds damage no file operation made, e.g. a failing disk).
+    """
+    checks = _ObjectChecks({} if deep else ledger.verified_objects())
+    problems = list(_problems(ledger, grace, is_dead, delay_for or Backoff().delay_for, checks))
+    findings = tuple(_repaired(p) for p in problems) if repair else tuple(p.finding for p in problems)
+    return ReconcileReport(findings, len(checks.verdicts), checks.decoded, checks.unchanged)
 
 
 def _repaired(problem: Problem) -> Finding:
@@ -87,13 +94,15 @@ def _repaired(problem: Problem) -> Finding:
         return replace(problem.finding, detail=detail, repaired=False)
 
 
-def _problems(ledger: Ledger, grace: float, is_dead: IsDead, delay_for: Callable[[int], float]) -> Iterator[Problem]:
+def _problems(
+    ledger: Ledger, grace: float, is_dead: IsDead, delay_for: Callable[[int], float], checks: _ObjectChecks
+) -> Iterator[Problem]:
     now = ledger.clock()
     for item in ledger.stalled_candidates():
         problem = _stalled_problem(ledger, item, iso(now), is_dead, delay_for)
         if problem is not None:
             yield problem
-    yield from _output_problems(ledger)
+    yield from _output_problems(ledger, checks)
     referenced = ledger.referenced_object_paths()
     for out_dir, newest_batch in ledger.output_folders():
         layout = OutputLayout(out_dir)
@@ -128,16 +137,31 @@ def _stalled_problem(
 # -- objects and friendly names ------------------------------------------------------------------
 
 
-def object_problem(item: PublishedItem) -> str | None:
-    """Why a succeeded item's object is not what it must be (missing, wrong type or
-    dimensions, does not decode), or None."""
+class ObjectCheck(NamedTuple):
+    """Why an object is not what it must be (None: sound), its file's stamp when sound, and
+    whether it had to be decoded to know."""
+
+    problem: str | None
+    stamp: ObjectStamp | None = None
+    decoded: bool = False
+
+
+def object_problem(item: PublishedItem, known: ObjectStamp | None = None) -> ObjectCheck:
+    """Check a succeeded item's object: present, a plain file, the published size, exact
+    dimensions, decodes.
+
+    The decode, the one costly check, is skipped when the file is exactly as it was when it
+    last decoded without fault (``known``): same inode, size, modification and change times.
+    """
     if not os.path.lexists(item.object_path):
-        return "is missing"
+        return ObjectCheck("is missing")
     if not is_plain_file(item.object_path):
-        return "is not a plain file in the output folder (a symlink or another kind of file)"
-    size = os.path.getsize(item.object_path)
-    if item.output_bytes is not None and size != item.output_bytes:
-        return f"is {size} bytes, {item.output_bytes} were published"
+        return ObjectCheck("is not a plain file in the output folder (a symlink or another kind of file)")
+    stamp = object_stamp(item.object_path)
+    if item.output_bytes is not None and stamp.size != item.output_bytes:
+        return ObjectCheck(f"is {stamp.size} bytes, {item.output_bytes} were published")
+    if stamp == known:
+        return ObjectCheck(None, stamp)
     geometry = output_geometry(
         item.source_width,
         item.source_height,
@@ -145,21 +169,48 @@ def object_problem(item: PublishedItem) -> str | None:
         int(item.profile["size"]),
         bool(item.profile["upscale"]),
     )
-    return verify_output(Path(item.object_path), str(item.profile["format"]), geometry.out_w, geometry.out_h, full=True)
+    problem = verify_output(Path(item.object_path), str(item.profile["format"]), geometry.out_w, geometry.out_h)
+    return ObjectCheck(problem, None if problem else stamp, decoded=True)
 
 
-def _output_problems(ledger: Ledger) -> Iterator[Problem]:
-    verdicts: dict[str, str | None] = {}  # objects shared by several items are checked once
+def object_stamp(path: str) -> ObjectStamp:
+    st = os.lstat(path)
+    return ObjectStamp(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@dataclass
+class _ObjectChecks:
+    """Objects checked in one reconcile run: verdicts (an object shared by items is checked once)."""
+
+    known: dict[str, ObjectStamp]
+    verdicts: dict[str, str | None] = field(default_factory=dict)
+    sound: dict[str, ObjectStamp] = field(default_factory=dict)
+    decoded: int = 0
+    unchanged: int = 0
+
+    def check(self, item: PublishedItem) -> str | None:
+        path = item.object_path
+        if path not in self.verdicts:
+            known = self.known.get(path)
+            checked = object_problem(item, known)
+            self.decoded += checked.decoded
+            self.unchanged += checked.stamp is not None and checked.stamp == known
+            self.verdicts[path] = checked.problem
+            if checked.stamp is not None:
+                self.sound[path] = checked.stamp
+        return self.verdicts[path]
+
+
+def _output_problems(ledger: Ledger, checks: _ObjectChecks) -> Iterator[Problem]:
     for item in ledger.published_items():
-        if item.object_path not in verdicts:
-            verdicts[item.object_path] = object_problem(item)
-        problem = verdicts[item.object_path]
+        problem = checks.check(item)
         if problem is not None:
             yield _object_finding(ledger, item, problem)
         elif item.owns_friendly_name:
             link = friendly_link_problem(item.object_path, item.friendly_path)
             if link is not None:
                 yield _link_finding(ledger, item, link)
+    ledger.replace_verified_objects(checks.sound)
 
 
 def _object_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Problem:

@@ -71,6 +71,13 @@ def format_ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _objects_line(report: ReconcileReport) -> str:
+    return (
+        f"{plural(report.objects_checked, 'object')} checked: {report.objects_decoded} decoded, "
+        f"{report.objects_unchanged} unchanged since they last decoded (--deep decodes all)"
+    )
+
+
 def crop_text(result: dict[str, object] | None) -> str:
     """``smart 0.81 @ 310,0 1200x1200``: the policy, its score and the window it chose; then
     ``, smaller than asked: 427x427`` (the output size) when the source was too small for
@@ -362,6 +369,7 @@ class Reporter:
             return
         for finding in report.findings:
             self.say(_finding_line(finding))
+        self.say(_objects_line(report))
         if not report.findings:
             self.say("[green]clean[/]: no findings")
             return

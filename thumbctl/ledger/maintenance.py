@@ -13,9 +13,11 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import astuple
 from typing import TypeVar
 
-from ..models import PublishedItem, StalledItem
+from ..errors import LedgerBusy
+from ..models import ObjectStamp, PublishedItem, StalledItem
 from .schema import ITEM_STATES_SQL
 from .timefmt import iso
 
@@ -58,6 +60,28 @@ class Maintenance:
             "AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL ORDER BY i.id"
         ).fetchall()
         return [PublishedItem(*row[:9], json.loads(row[9]), row[10], bool(row[11]), row[12]) for row in rows]
+
+    def verified_objects(self) -> dict[str, ObjectStamp]:
+        """The objects reconcile last found sound, with the state their files were in then."""
+        rows = self._conn.execute(
+            "SELECT object_path, dev, inode, size, mtime_ns, ctime_ns FROM object_checks"
+        ).fetchall()
+        return {row[0]: ObjectStamp(*row[1:]) for row in rows}
+
+    def replace_verified_objects(self, verified: dict[str, ObjectStamp]) -> bool:
+        """Remember exactly these objects as sound (forgetting every other). It is only a
+        cache: False, and nothing changed, when the ledger cannot be written (read-only, busy)."""
+        try:
+            with self._write():
+                self._conn.execute("DELETE FROM object_checks")
+                self._conn.executemany(
+                    "INSERT INTO object_checks (object_path, dev, inode, size, mtime_ns, ctime_ns) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [(path, *astuple(stamp)) for path, stamp in verified.items()],
+                )
+        except (LedgerBusy, sqlite3.OperationalError):
+            return False
+        return True
 
     def referenced_object_paths(self, *, also_expiring: Sequence[str] = ()) -> set[str]:
         """Object paths named by any item (any state) of a batch that has not expired

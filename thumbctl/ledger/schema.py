@@ -129,9 +129,18 @@ def _v3_event_time_indexes(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX events_errors ON events (seq) WHERE error_code IS NOT NULL")
 
 
+def _v4_object_checks(db: sqlite_utils.Database) -> None:
+    """What ``reconcile`` last found decoding: an object whose file is unchanged since is not decoded again."""
+    db["object_checks"].create(
+        {"object_path": str, "dev": int, "inode": int, "size": int, "mtime_ns": int, "ctime_ns": int},
+        pk="object_path",
+    )
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
     (3, _v3_event_time_indexes),
+    (4, _v4_object_checks),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
