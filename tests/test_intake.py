@@ -409,6 +409,28 @@ def test_stale_queue_refuses_until_it_is_drained(photos: Path, out_dir: Path, tm
         led.request_cancel(first.batch_id)
 
 
+def test_items_waiting_out_a_retry_backoff_are_not_runnable(photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    """Admission, status and stats agree on "runnable": queued and not waiting out a backoff,
+    so a batch whose items are between retries neither fills the queue nor ages it."""
+    now = [1_000_000.0]
+    with Ledger(tmp_path / "clocked.db", clock=lambda: now[0]) as led:
+        limits = Limits(max_runnable=12, queue_age_objective=3600)
+        first, _ = run(led, photos, out_dir, limits=limits)
+        while (claim := led.claim("w1")) is not None:
+            led.fail(claim, [i.row for i in claim.items], "io_error", "disk busy", lambda attempt: 7200.0)
+        now[0] += 3601
+        view = led.batch(first.batch_id)
+        assert view.counts["queued"] == 12 and view.queue_age_seconds is None
+        other = prepared_for(led, photos, out_dir, profile=Profile(size=128))
+        second = submit(led, other, limits)
+        assert second.total == 12 and led.batch(second.batch_id).queue_age_seconds == 0.0
+        now[0] += 3601  # the backoff is over: all 24 are runnable, the oldest for an hour
+        assert led.batch(first.batch_id).queue_age_seconds == 7202.0
+        with pytest.raises(AdmissionRefused) as info:
+            submit(led, prepared_for(led, photos, out_dir, profile=Profile(size=64)), limits)
+        assert "24 runnable" in info.value.message
+
+
 def test_retry_admission_waits_for_room_with_the_same_key(ledger: Ledger, photos: Path, out_dir: Path) -> None:
     limits = Limits(max_runnable=20)
     first, _ = run(ledger, photos, out_dir, limits=limits)

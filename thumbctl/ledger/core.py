@@ -170,10 +170,13 @@ class Ledger(WorkQueue, Observation, Maintenance):
         return batch_id
 
     def _queue_snapshot(self, now: float) -> tuple[int, float | None]:
-        """Runnable items in the ledger and the age of the oldest one."""
+        """Runnable items in the ledger and the age of the oldest one. Runnable, here as in
+        ``stats`` and the live views: queued, not waiting out a retry backoff, batch not cancelled."""
         count, oldest = self._conn.execute(
             "SELECT count(*), min(i.queued_at) FROM items i JOIN batches b USING (batch_id) "
-            "WHERE i.state = 'queued' AND b.cancel_requested_at IS NULL"
+            "WHERE i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= ?) "
+            "AND b.cancel_requested_at IS NULL",
+            (iso(now),),
         ).fetchone()
         return count, (now - parse_iso(oldest)) if oldest else None
 
@@ -298,8 +301,9 @@ class Ledger(WorkQueue, Observation, Maintenance):
         counts = dict.fromkeys(ITEM_STATES, 0)
         oldest_queued = None
         for state, n, oldest in self._conn.execute(
-            "SELECT state, count(*), min(queued_at) FROM items WHERE batch_id = ? GROUP BY state",
-            (batch_id,),
+            "SELECT state, count(*), min(CASE WHEN not_before IS NULL OR not_before <= ? THEN queued_at END) "
+            "FROM items WHERE batch_id = ? GROUP BY state",
+            (iso(self.clock()), batch_id),
         ):
             counts[state] = n
             if state == "queued":
@@ -310,7 +314,8 @@ class Ledger(WorkQueue, Observation, Maintenance):
         updated = last[0] if last else created
         state = batch_state(counts, total, cancel_at is not None)
         terminal = state in {"succeeded", "partial", "failed", "cancelled"}
-        age = max(0.0, self.clock() - parse_iso(oldest_queued)) if oldest_queued else None
+        runnable = oldest_queued is not None and cancel_at is None
+        age = max(0.0, self.clock() - parse_iso(oldest_queued)) if runnable else None
         return BatchView(
             batch_id=batch_id,
             state=state,
