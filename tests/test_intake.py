@@ -16,7 +16,7 @@ from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError
 from thumbctl.errors import AdmissionRefused, Interrupted, UsageError
 from thumbctl.faults import Faults
 from thumbctl.intake import prepare_submission, submit
-from thumbctl.reconcile import find_problems, reconcile
+from thumbctl.reconcile import collect_garbage, find_problems, reconcile
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
 from thumbctl.worker import WorkerConfig, run_worker
@@ -570,3 +570,26 @@ def test_a_name_that_cannot_be_linked_is_reported_and_left_to_reconcile(
     fixed = reconcile(ledger, repair=True)
     assert [(f.kind, f.repaired) for f in fixed.findings] == [("friendly_link_missing", True)] and fixed.clean
     assert names_point_at(ledger, again.batch_id)
+
+
+def test_an_object_gc_removes_between_the_reuse_check_and_acceptance_is_rendered_again(
+    ledger: Ledger, photos: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gc expiring the only batch that referenced the objects and removing them while a
+    submit that reuses them is being accepted: the new batch must not record successes whose
+    objects are gone (invariant 2); those items render again."""
+    first, _ = rendered(ledger, photos, out_dir, 512)
+    accept = ledger.accept_batch
+
+    def gc_in_the_window(new, limits, still_present=None):
+        assert sum(item.dedup for item in new.items) == 4  # intake saw the objects and reuses them
+        gone = collect_garbage(ledger, -60.0)  # what a cron gc does in that window
+        assert gone.expired_batches == (first.batch_id,) and gone.objects_removed == 4
+        return accept(new, limits, still_present)
+
+    monkeypatch.setattr(ledger, "accept_batch", gc_in_the_window)
+    batch, _ = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
+    assert batch.counts["queued"] == 4 and batch.counts["succeeded"] == 0
+    work(ledger)
+    assert ledger.batch(batch.batch_id).state == "succeeded"
+    assert find_problems(ledger) == []

@@ -148,7 +148,7 @@ def submit(
         new = with_reused_outputs(new, prepared.profile)
 
     def attempt() -> BatchView:
-        return ledger.accept_batch(new, limits)
+        return ledger.accept_batch(new, limits, still_present=is_plain_file)
 
     if retry_admission:
         batch = retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait, on_retry=on_retry)

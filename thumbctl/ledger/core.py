@@ -118,12 +118,19 @@ class Ledger(WorkQueue, Observation, Maintenance):
         row = self._conn.execute("SELECT batch_id FROM batches WHERE idempotency_key = ?", (key,)).fetchone()
         return row[0] if row else None
 
-    def accept_batch(self, new: NewBatch, limits: Limits) -> BatchView:
+    def accept_batch(
+        self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None = None
+    ) -> BatchView:
         """Record ``new`` durably, or return the batch its key already names.
 
         Same key and digest: the original batch, ``replayed=True``. Same key,
         other digest: :class:`IdempotencyConflict`, nothing changes. A new
         batch must pass admission control (:class:`AdmissionRefused`).
+
+        ``still_present(object_path)`` is asked again, inside the write transaction, for
+        every item that reuses an earlier object: gc removes objects inside its own write
+        transaction, so an object present here stays until this batch references it, and
+        one gc removed since intake looked is rendered again instead.
         """
         with self._write(durable=True) as now:
             row = self._conn.execute(
@@ -139,6 +146,7 @@ class Ledger(WorkQueue, Observation, Maintenance):
                     )
                 batch_id, replayed = row[0], True
             else:
+                new = _without_vanished_reuse(new, still_present) if still_present else new
                 check_admission(self._queue_snapshot(now), new.runnable_count, limits)
                 batch_id, replayed = self._insert_batch(new, now), False
         view = self.batch(batch_id)
@@ -436,6 +444,17 @@ def _busy_or_error(exc: sqlite3.OperationalError) -> Exception:
     if _is_busy(exc):
         return LedgerBusy(f"the ledger stayed busy past its timeout ({exc}); retry in about 5 s", retry_after=5)
     return exc
+
+
+def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool]) -> NewBatch:
+    """Items reusing an object that is gone since intake looked are queued to render again."""
+    items = tuple(
+        replace(item, state="queued", dedup=False)
+        if item.dedup and item.object_path is not None and not still_present(item.object_path)
+        else item
+        for item in new.items
+    )
+    return replace(new, items=items)
 
 
 def _chunks(values: list[str], size: int) -> Iterator[list[str]]:
