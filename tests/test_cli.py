@@ -128,7 +128,7 @@ def test_failed_sources_are_listed_with_their_codes(cli, photos: Path, out_dir: 
         (["--deadline", "soon"], 2, "bad duration"),
         (["--max-pixels", "lots"], 2, "bad count"),
         (["--max-items", "5"], 65, "too_many_items"),
-        (["--max-runnable", "5"], 75, "admission_refused"),
+        (["--max-runnable", "5"], 65, "adds 12 runnable items, over the limit of 5 (--max-runnable)"),
     ],
 )
 def test_submit_error_exit_codes(cli, photos: Path, out_dir: Path, args: list[str], code: int, message: str) -> None:
