@@ -879,3 +879,35 @@ def test_outputs_smaller_than_asked_are_named_in_the_run_summary_and_the_items_t
     assert crop_cells == {key: cell for key, cell in CENTRED_CELLS_AT_1024.items() if key[1] in ratios}
     enlarged = cli("submit", small_and_large, *run, "--upscale")
     assert enlarged.exit_code == 0 and "smaller than asked" not in enlarged.stderr
+
+
+# -- what a new user runs into ------------------------------------------------------
+
+
+def test_a_closed_stderr_pipe_neither_fails_nor_abandons_the_run(photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    """`thumbctl submit … 2>&1 | head`: the reader goes away; the work and the exit code stay as they were."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    db = tmp_path / "l.db"
+    commands = (
+        ["submit", str(photos), "--out", str(out_dir), "-w", "1", "-r", "1:1", "--stats-interval", "0.5"],
+        ["status"],
+        ["events", "b_nope"],  # its error line goes nowhere: exit 2 all the same
+    )
+    codes = []
+    for args in commands:
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # nobody reads stderr: the first line written meets a closed pipe
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "thumbctl", *args, "--db", str(db)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=write_end,
+            env=env,
+        )
+        os.close(write_end)
+        out, _ = proc.communicate(timeout=120)
+        codes.append((proc.returncode, out))
+    assert codes == [(0, b""), (0, b""), (2, b"")]
+    with Ledger(db) as ledger:
+        (batch,) = ledger.batches()
+        assert (batch.state, batch.counts["succeeded"]) == ("succeeded", 4)

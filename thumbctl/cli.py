@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from . import __version__
 from .config import (
@@ -38,7 +37,7 @@ from .ledger import Ledger
 from .models import ITEM_STATES, BatchView
 from .progress import RunProgress
 from .reconcile import DEFAULT_GRACE, collect_garbage, reconcile
-from .reporter import Reporter
+from .reporter import PipeSafeConsole, Reporter
 from .runner import RunOptions, run_batch, run_work, wait_until_terminal, watch_batch
 from .settings import SettingError, parse_duration
 from .sheet import write_contact_sheet
@@ -160,7 +159,7 @@ def _reporter(json_mode: bool, quiet: bool = False, verbose: bool = False, inter
         quiet=quiet,
         verbose=verbose,
         progress_interval=interval,
-        console=Console(stderr=True, highlight=False, no_color=no_color, soft_wrap=True, width=width),
+        console=PipeSafeConsole(stderr=True, highlight=False, no_color=no_color, soft_wrap=True, width=width),
     )
 
 

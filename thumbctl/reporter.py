@@ -8,6 +8,7 @@ to stdout and nothing else does.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from typing import TextIO
@@ -84,6 +85,24 @@ def crop_text(result: dict[str, object] | None) -> str:
     if result.get("source_smaller_than_target"):
         text += f", smaller than asked: {result['width']}x{result['height']}"
     return text
+
+
+class PipeSafeConsole(Console):
+    """A console whose reader may go away (``thumbctl submit … 2>&1 | head``).
+
+    Rich's default answer to a closed pipe is to exit with status 1 at once, which would
+    abandon a foreground run half-way with its workers stopped. Here the console falls
+    silent instead (its file descriptor now points at the null device) and the command
+    carries on, so its work and its exit code are what they would have been.
+    """
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self.file.fileno())
+        finally:
+            os.close(devnull)
 
 
 class Reporter:
