@@ -911,3 +911,17 @@ def test_a_closed_stderr_pipe_neither_fails_nor_abandons_the_run(photos: Path, o
     with Ledger(db) as ledger:
         (batch,) = ledger.batches()
         assert (batch.state, batch.counts["succeeded"]) == ("succeeded", 4)
+
+
+def test_status_state_lists_those_items_with_why_they_failed(cli, photos: Path, out_dir: Path) -> None:
+    whole = (photos / "rooms" / "living.jpg").read_bytes()
+    (photos / "cut.jpg").write_bytes(whole[: len(whole) // 3])  # a sound header: it fails when rendered
+    run = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
+    assert run.exit_code == 1
+    batch_id = json.loads(run.stdout)["batch_id"]
+    table = cli("status", batch_id, "--state", "failed")
+    assert table.exit_code == 0
+    (header, row) = table.stderr.splitlines()
+    assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
+    assert row.split()[:5] == ["cut.jpg", "1:1", "failed", "1", "corrupt_image"]
+    assert "jpeg data does not decode" in row and "cut.1x1.jpg" not in row and not (out_dir / "cut.1x1.jpg").exists()

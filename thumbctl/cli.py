@@ -400,7 +400,7 @@ def status(
         typer.Argument(metavar="[BATCH]", help="Batch id (or a unique prefix). Omit to list recent batches."),
     ] = None,
     items: Annotated[bool, typer.Option("--items", help="List the batch's items.")] = False,
-    state: Annotated[str | None, typer.Option(help="With --items: only items in this state.")] = None,
+    state: Annotated[str | None, typer.Option(help="List only the items in this state (implies --items).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="How many recent batches to list.")] = 20,
     watch: Annotated[
         bool, typer.Option("--watch", help="With BATCH: follow it live until it is terminal (Ctrl-C stops watching).")
@@ -416,6 +416,7 @@ def status(
     with _handled(reporter):
         if state is not None and state not in ITEM_STATES:
             raise typer.BadParameter(f"choose one of {', '.join(ITEM_STATES)}", param_hint="--state")
+        items = items or state is not None  # `status B --state failed` means the failed items
         if (items or state or watch) and batch is None:
             raise UsageError("--items, --state and --watch need a BATCH")
         if batch is None and not (db or default_db_path()).exists():

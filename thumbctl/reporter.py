@@ -87,6 +87,14 @@ def crop_text(result: dict[str, object] | None) -> str:
     return text
 
 
+def item_note(item: ItemView) -> str:
+    """The last column of ``status --items``: where a succeeded (or pending) item's output is, or
+    why a failed or cancelled one has none (its friendly name was never written)."""
+    if item.state in ("failed", "cancelled"):
+        return item.error_detail or ""
+    return item.friendly_path or item.error_detail or ""
+
+
 class PipeSafeConsole(Console):
     """A console whose reader may go away (``thumbctl submit … 2>&1 | head``).
 
@@ -261,7 +269,7 @@ class Reporter:
                 str(i.attempt),
                 i.error_code or "",
                 crop_text(i.result),
-                escape(i.friendly_path or i.error_detail or ""),
+                escape(item_note(i)),
             )
         self._table(table)
 
