@@ -925,3 +925,40 @@ def test_status_state_lists_those_items_with_why_they_failed(cli, photos: Path, 
     assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
     assert row.split()[:5] == ["cut.jpg", "1:1", "failed", "1", "corrupt_image"]
     assert "jpeg data does not decode" in row and "cut.1x1.jpg" not in row and not (out_dir / "cut.1x1.jpg").exists()
+
+
+@pytest.mark.parametrize("where", ["source", "out"])
+def test_an_empty_source_or_out_is_a_usage_error_not_the_current_folder(
+    cli, photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """`thumbctl submit "$PHOTOS" --out "$OUT"` with a variable unset must not scan or fill the current folder."""
+    monkeypatch.chdir(photos)
+    before = tree_snapshot(photos)
+    args = ["", "--out", tmp_path / "out"] if where == "source" else [photos, "--out", ""]
+    result = cli("submit", *args, "--detach", "--json")
+    assert result.exit_code == 2 and json.loads(result.stdout)["error"]["code"] == "usage"
+    expected = "SOURCE is empty: name a folder" if where == "source" else "--out: must be a path, got ''"
+    assert result.stderr.startswith(f"error [usage] {expected}")
+    assert tree_snapshot(photos) == before and not (tmp_path / "out").exists()
+    assert not (tmp_path / "ledger.db").exists()
+
+
+def test_ctrl_c_while_reading_the_sources_says_nothing_was_recorded(
+    cli, photos: Path, out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("thumbctl.cli.prepare_submission", interrupted)
+    result = cli("submit", photos, "--out", out_dir, "--json")
+    assert result.exit_code == 130 and json.loads(result.stdout)["error"]["code"] == "interrupted"
+    assert result.stderr == "error [interrupted] interrupted while reading the sources; nothing was recorded\n"
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        assert ledger.batches() == []
+
+
+def test_submit_help_says_it_renders_and_how_it_exits(cli) -> None:
+    text = " ".join(cli("submit", "--help").stdout.split())
+    assert "then render it here until it is done (--detach: record only)" in text
+    assert "4 when it was cancelled from elsewhere, 130 on Ctrl-C" in text
+    assert "``" not in cli("codes", "--help").stdout

@@ -89,7 +89,7 @@ def _setting(*names: str, help: str, **kwargs: Any) -> Any:
     return typer.Option(*names, help=f"{help} Env {key.env}. Default: {default_text(key.name)}.", **kwargs)
 
 
-OutOption = Annotated[Path | None, _setting("--out", "-o", help="Output folder.")]
+OutOption = Annotated[str | None, _setting("--out", "-o", metavar="DIR", help="Output folder.")]
 RatioOption = Annotated[
     list[str] | None, _setting("--ratio", "-r", metavar="W:H", help="Aspect ratio W:H; repeat for several.")
 ]
@@ -279,6 +279,13 @@ def _render_in_foreground(
     raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
 
 
+def _source_path(text: str) -> Path:
+    """SOURCE as typed; an empty one (an unset shell variable) must not mean the current folder."""
+    if not text.strip():
+        raise UsageError("SOURCE is empty: name a folder or a manifest (.json, .jsonl, .csv)")
+    return Path(text)
+
+
 def _parsed(parse: Callable[[str], Any], value: str | None, flag: str) -> Any:
     if value is None:
         return None
@@ -292,7 +299,7 @@ def _parsed(parse: Callable[[str], Any], value: str | None, flag: str) -> Any:
 def submit_command(
     ctx: typer.Context,
     source: Annotated[
-        Path,
+        str,
         typer.Argument(metavar="SOURCE", help="A folder (scanned recursively) or a manifest: .json, .jsonl, .csv."),
     ],
     out: OutOption = None,
@@ -331,17 +338,26 @@ def submit_command(
     verbose: VerboseOption = False,
     stats_interval: StatsIntervalOption = 5.0,
 ) -> None:
-    """Validate SOURCE and record a batch durably (idempotent: the same request replays the same batch)."""
+    """Validate SOURCE, record a batch durably, then render it here until it is done (--detach: record only).
+
+    Idempotent: the same request replays (and resumes) the same batch. Exit 0 when every item
+    succeeded, 1 when some failed (`thumbctl status BATCH` says why), 4 when it was cancelled
+    from elsewhere, 130 on Ctrl-C (the cancel is recorded).
+    """
     reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
         settings = _settings(ctx)
+        source_path = _source_path(source)
         rules = ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ()))
         options = settings.submit_options(key=key, rules=rules)
         run_options = settings.run_options()
         wait = _parsed(parse_duration, admission_wait, "--admission-wait")
         db_path = settings.ledger_path
         with _open_ledger(db_path, existing=False) as ledger:
-            prepared = prepare_submission(source, options, ledger)  # Ctrl-C here: nothing recorded
+            try:
+                prepared = prepare_submission(source_path, options, ledger)
+            except KeyboardInterrupt:
+                raise Interrupted("interrupted while reading the sources; nothing was recorded") from None
             with Interrupts().on_sigint() as interrupts:
                 batch = submit(
                     ledger,
@@ -536,7 +552,7 @@ def stats(
 
 @app.command("codes", epilog=COMMAND_EPILOG)
 def codes_command(json_out: JsonOption = False, db: DbOption = None) -> None:
-    """List the item error codes and the exit codes (``--db`` is accepted, as everywhere, and unused)."""
+    """List the item error codes and the exit codes (--db is accepted, as everywhere, and unused)."""
     reporter = _reporter(json_out)
     if json_out:
         reporter.emit_json(
