@@ -913,20 +913,6 @@ def test_a_closed_stderr_pipe_neither_fails_nor_abandons_the_run(photos: Path, o
         assert (batch.state, batch.counts["succeeded"]) == ("succeeded", 4)
 
 
-def test_status_state_lists_those_items_with_why_they_failed(cli, photos: Path, out_dir: Path) -> None:
-    whole = (photos / "rooms" / "living.jpg").read_bytes()
-    (photos / "cut.jpg").write_bytes(whole[: len(whole) // 3])  # a sound header: it fails when rendered
-    run = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
-    assert run.exit_code == 1
-    batch_id = json.loads(run.stdout)["batch_id"]
-    table = cli("status", batch_id, "--state", "failed")
-    assert table.exit_code == 0
-    (header, row) = table.stderr.splitlines()
-    assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
-    assert row.split()[:5] == ["cut.jpg", "1:1", "failed", "1", "corrupt_image"]
-    assert "jpeg data does not decode" in row and "cut.1x1.jpg" not in row and not (out_dir / "cut.1x1.jpg").exists()
-
-
 @pytest.mark.parametrize("where", ["source", "out"])
 def test_an_empty_source_or_out_is_a_usage_error_not_the_current_folder(
     cli, photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
@@ -941,6 +927,43 @@ def test_an_empty_source_or_out_is_a_usage_error_not_the_current_folder(
     assert result.stderr.startswith(f"error [usage] {expected}")
     assert tree_snapshot(photos) == before and not (tmp_path / "out").exists()
     assert not (tmp_path / "ledger.db").exists()
+
+
+def test_status_state_lists_those_items_with_why_they_failed(cli, photos: Path, out_dir: Path) -> None:
+    whole = (photos / "rooms" / "living.jpg").read_bytes()
+    (photos / "cut.jpg").write_bytes(whole[: len(whole) // 3])  # a sound header: it fails when rendered
+    run = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
+    assert run.exit_code == 1
+    batch_id = json.loads(run.stdout)["batch_id"]
+    table = cli("status", batch_id, "--state", "failed")
+    assert table.exit_code == 0
+    (header, row) = table.stderr.splitlines()
+    assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
+    assert row.split()[:5] == ["cut.jpg", "1:1", "failed", "1", "corrupt_image"]
+    assert "jpeg data does not decode" in row and "cut.1x1.jpg" not in row and not (out_dir / "cut.1x1.jpg").exists()
+
+
+def test_replaying_a_cancelled_batch_says_how_to_render_the_rest(cli, photos: Path, out_dir: Path) -> None:
+    _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+    assert cli("cancel", batch["batch_id"], "-q").exit_code == 0
+    replay = cli("submit", photos, "--out", out_dir, "-r", "1:1", "-w", "1")
+    assert replay.exit_code == 4
+    assert "this batch was cancelled at" in replay.stderr and "submit again with a new --key" in replay.stderr
+    fresh = cli("submit", photos, "--out", out_dir, "-r", "1:1", "-w", "1", "--key", "again", "--json")
+    assert fresh.exit_code == 0 and json.loads(fresh.stdout)["counts"]["succeeded"] == 4
+
+
+def test_counts_in_the_submit_summary_are_spelled_for_one(cli, tmp_path: Path) -> None:
+    folder = tmp_path / "one"
+    make_image(folder / "a.png", (40, 30), "PNG")
+    (folder / "notes.txt").write_text("not a photo")
+    result = cli("submit", folder, "--out", tmp_path / "out", "-r", "1:1", "--detach")
+    assert result.exit_code == 0
+    lines = result.stderr.splitlines()
+    assert (
+        lines[0].endswith(": 1 item from 1 source")
+        and lines[1] == "  1 other file ignored (not image names; see --include)"
+    )
 
 
 def test_ctrl_c_while_reading_the_sources_says_nothing_was_recorded(

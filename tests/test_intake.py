@@ -161,7 +161,7 @@ def test_empty_folder_is_rejected(ledger: Ledger, tmp_path: Path, out_dir: Path)
     (tmp_path / "src" / "notes.txt").write_text("x")
     with pytest.raises(RejectedError) as info:
         run(ledger, tmp_path / "src", out_dir)
-    assert info.value.code == "empty_batch" and "1 other files ignored" in info.value.message
+    assert info.value.code == "empty_batch" and "(1 other file ignored)" in info.value.message
 
 
 # -- idempotency ------------------------------------------------------------------

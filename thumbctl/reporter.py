@@ -162,15 +162,24 @@ class Reporter:
                 self.emit_json(batch.to_json())
             return
         verb = "Replayed existing" if batch.replayed else "Accepted"
-        self.say(f"{verb} batch [bold]{batch.batch_id}[/]: {batch.total} items from {report.sources} sources")
+        self.say(
+            f"{verb} batch [bold]{batch.batch_id}[/]: {plural(batch.total, 'item')} "
+            f"from {plural(report.sources, 'source')}"
+        )
         if report.ignored_files:
-            self.say(f"  {report.ignored_files} other files ignored (not image names; see --include)")
+            self.say(f"  {plural(report.ignored_files, 'other file')} ignored (not image names; see --include)")
         self.say(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
         self._counts_line(batch)
         self._failure_summary(batch)
         self.say(f"  outputs: {escape(batch.out_dir)}")
-        if batch.counts["succeeded"] and not batch.replayed:
-            self.say(f"  {batch.counts['succeeded']} outputs already existed and were reused")
+        reused = batch.counts["succeeded"]
+        if reused and not batch.replayed:
+            self.say(f"  {plural(reused, 'output')} already existed and {'was' if reused == 1 else 'were'} reused")
+        if batch.replayed and batch.state == "cancelled":
+            self.say(
+                f"  [magenta]this batch was cancelled[/] at {batch.cancel_requested_at}; a replay renders nothing. "
+                "To render the rest, submit again with a new --key (finished outputs are reused)."
+            )
 
     def unlinked_names(self, failures: list[str]) -> None:
         """One line, shown even with -q or --json (on stderr): these names do not show the
