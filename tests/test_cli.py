@@ -128,7 +128,7 @@ def test_failed_sources_are_listed_with_their_codes(cli, photos: Path, out_dir: 
         (["--deadline", "soon"], 2, "bad duration"),
         (["--max-pixels", "lots"], 2, "bad count"),
         (["--max-items", "5"], 65, "too_many_items"),
-        (["--max-runnable", "5"], 75, "admission_refused"),
+        (["--max-runnable", "5"], 65, "adds 12 runnable items, over the limit of 5 (--max-runnable)"),
     ],
 )
 def test_submit_error_exit_codes(cli, photos: Path, out_dir: Path, args: list[str], code: int, message: str) -> None:
@@ -894,3 +894,109 @@ def test_outputs_smaller_than_asked_are_named_in_the_run_summary_and_the_items_t
     assert crop_cells == {key: cell for key, cell in CENTRED_CELLS_AT_1024.items() if key[1] in ratios}
     enlarged = cli("submit", small_and_large, *run, "--upscale")
     assert enlarged.exit_code == 0 and "smaller than asked" not in enlarged.stderr
+
+
+# -- what a new user runs into ------------------------------------------------------
+
+
+def test_a_closed_stderr_pipe_neither_fails_nor_abandons_the_run(photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    """`thumbctl submit … 2>&1 | head`: the reader goes away; the work and the exit code stay as they were."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    db = tmp_path / "l.db"
+    commands = (
+        ["submit", str(photos), "--out", str(out_dir), "-w", "1", "-r", "1:1", "--stats-interval", "0.5"],
+        ["status"],
+        ["events", "b_nope"],  # its error line goes nowhere: exit 2 all the same
+    )
+    codes = []
+    for args in commands:
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # nobody reads stderr: the first line written meets a closed pipe
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "thumbctl", *args, "--db", str(db)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=write_end,
+            env=env,
+        )
+        os.close(write_end)
+        out, _ = proc.communicate(timeout=120)
+        codes.append((proc.returncode, out))
+    assert codes == [(0, b""), (0, b""), (2, b"")]
+    with Ledger(db) as ledger:
+        (batch,) = ledger.batches()
+        assert (batch.state, batch.counts["succeeded"]) == ("succeeded", 4)
+
+
+@pytest.mark.parametrize("where", ["source", "out"])
+def test_an_empty_source_or_out_is_a_usage_error_not_the_current_folder(
+    cli, photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """`thumbctl submit "$PHOTOS" --out "$OUT"` with a variable unset must not scan or fill the current folder."""
+    monkeypatch.chdir(photos)
+    before = tree_snapshot(photos)
+    args = ["", "--out", tmp_path / "out"] if where == "source" else [photos, "--out", ""]
+    result = cli("submit", *args, "--detach", "--json")
+    assert result.exit_code == 2 and json.loads(result.stdout)["error"]["code"] == "usage"
+    expected = "SOURCE is empty: name a folder" if where == "source" else "--out: must be a path, got ''"
+    assert result.stderr.startswith(f"error [usage] {expected}")
+    assert tree_snapshot(photos) == before and not (tmp_path / "out").exists()
+    assert not (tmp_path / "ledger.db").exists()
+
+
+def test_status_state_lists_those_items_with_why_they_failed(cli, photos: Path, out_dir: Path) -> None:
+    whole = (photos / "rooms" / "living.jpg").read_bytes()
+    (photos / "cut.jpg").write_bytes(whole[: len(whole) // 3])  # a sound header: it fails when rendered
+    run = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
+    assert run.exit_code == 1
+    batch_id = json.loads(run.stdout)["batch_id"]
+    table = cli("status", batch_id, "--state", "failed")
+    assert table.exit_code == 0
+    (header, row) = table.stderr.splitlines()
+    assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
+    assert row.split()[:5] == ["cut.jpg", "1:1", "failed", "1", "corrupt_image"]
+    assert "jpeg data does not decode" in row and "cut.1x1.jpg" not in row and not (out_dir / "cut.1x1.jpg").exists()
+
+
+def test_replaying_a_cancelled_batch_says_how_to_render_the_rest(cli, photos: Path, out_dir: Path) -> None:
+    _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+    assert cli("cancel", batch["batch_id"], "-q").exit_code == 0
+    replay = cli("submit", photos, "--out", out_dir, "-r", "1:1", "-w", "1")
+    assert replay.exit_code == 4
+    assert "this batch was cancelled at" in replay.stderr and "submit again with a new --key" in replay.stderr
+    fresh = cli("submit", photos, "--out", out_dir, "-r", "1:1", "-w", "1", "--key", "again", "--json")
+    assert fresh.exit_code == 0 and json.loads(fresh.stdout)["counts"]["succeeded"] == 4
+
+
+def test_counts_in_the_submit_summary_are_spelled_for_one(cli, tmp_path: Path) -> None:
+    folder = tmp_path / "one"
+    make_image(folder / "a.png", (40, 30), "PNG")
+    (folder / "notes.txt").write_text("not a photo")
+    result = cli("submit", folder, "--out", tmp_path / "out", "-r", "1:1", "--detach")
+    assert result.exit_code == 0
+    lines = result.stderr.splitlines()
+    assert (
+        lines[0].endswith(": 1 item from 1 source")
+        and lines[1] == "  1 other file ignored (not image names; see --include)"
+    )
+
+
+def test_ctrl_c_while_reading_the_sources_says_nothing_was_recorded(
+    cli, photos: Path, out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("thumbctl.cli.prepare_submission", interrupted)
+    result = cli("submit", photos, "--out", out_dir, "--json")
+    assert result.exit_code == 130 and json.loads(result.stdout)["error"]["code"] == "interrupted"
+    assert result.stderr == "error [interrupted] interrupted while reading the sources; nothing was recorded\n"
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        assert ledger.batches() == []
+
+
+def test_submit_help_says_it_renders_and_how_it_exits(cli) -> None:
+    text = " ".join(cli("submit", "--help").stdout.split())
+    assert "then render it here until it is done (--detach: record only)" in text
+    assert "4 when it was cancelled from elsewhere, 130 on Ctrl-C" in text
+    assert "``" not in cli("codes", "--help").stdout

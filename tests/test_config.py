@@ -281,6 +281,10 @@ ALLOWED = (
             "{file}: no profile 'nope'; profiles defined: listing, shop",
         ),
         (None, {"THUMBCTL_SIZE": "big"}, [], "THUMBCTL_SIZE: must be a whole number, got 'big'"),
+        (None, {"THUMBCTL_WORKERS": "-1"}, [], "THUMBCTL_WORKERS: must be at least 0, got -1"),
+        (None, {"THUMBCTL_ATTEMPTS": "-2"}, [], "THUMBCTL_ATTEMPTS: must be 1..100, got -2"),
+        (None, {"THUMBCTL_SIZE": "-5"}, [], "THUMBCTL_SIZE: size must be 1..16384 px, got -5"),
+        ('[defaults]\nmax_items = "-3"\n', {}, [], "{file} [defaults] max_items: must be at least 1, got -3"),
         (None, {"THUMBCTL_UPSCALE": "maybe"}, [], "THUMBCTL_UPSCALE: must be true or false, got 'maybe'"),
         (
             None,

@@ -161,7 +161,7 @@ def test_empty_folder_is_rejected(ledger: Ledger, tmp_path: Path, out_dir: Path)
     (tmp_path / "src" / "notes.txt").write_text("x")
     with pytest.raises(RejectedError) as info:
         run(ledger, tmp_path / "src", out_dir)
-    assert info.value.code == "empty_batch" and "1 other files ignored" in info.value.message
+    assert info.value.code == "empty_batch" and "(1 other file ignored)" in info.value.message
 
 
 # -- idempotency ------------------------------------------------------------------
@@ -393,6 +393,26 @@ def test_saturated_queue_refuses_new_batches_but_replays_old_ones(ledger: Ledger
     assert run(ledger, photos, out_dir, limits=limits)[0].replayed
     ledger.request_cancel(first.batch_id)
     assert submit(ledger, other, limits).batch_id != first.batch_id
+
+
+@pytest.mark.parametrize("retry_admission", [False, True])
+def test_a_batch_over_the_runnable_limit_on_its_own_is_rejected_for_good(
+    ledger: Ledger, photos: Path, out_dir: Path, retry_admission: bool
+) -> None:
+    prepared = prepared_for(ledger, photos, out_dir)  # 12 runnable items, into an empty ledger
+    polls = []
+
+    def never_interrupted() -> bool:
+        polls.append(1)
+        return False
+
+    with pytest.raises(RejectedError) as info:
+        limits = Limits(max_runnable=11)
+        submit(ledger, prepared, limits, retry_admission=retry_admission, max_wait=5, should_stop=never_interrupted)
+    assert (info.value.code, info.value.exit_code, info.value.transient) == ("too_many_items", 65, False)
+    assert "adds 12 runnable items, over the limit of 11" in info.value.message
+    assert polls == [] and ledger.batches() == []  # no wait for room that can never come; nothing recorded
+    assert submit(ledger, prepared, Limits(max_runnable=12)).total == 12
 
 
 def test_stale_queue_refuses_until_it_is_drained(photos: Path, out_dir: Path, tmp_path: Path) -> None:

@@ -10,19 +10,26 @@ from typing import TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
-from .errors import AdmissionRefused, Interrupted, UnavailableError
+from .errors import AdmissionRefused, Interrupted, RejectedError, UnavailableError
 from .settings import Limits
 
 T = TypeVar("T")
 
 
 def check_admission(snapshot: tuple[int, float | None], incoming: int, limits: Limits) -> None:
-    """Raise :class:`AdmissionRefused` if ``incoming`` runnable items may not join the queue.
+    """Raise :class:`AdmissionRefused` if ``incoming`` runnable items may not join the queue now,
+    or :class:`RejectedError` if they never could (more than the limit on their own).
 
     ``snapshot`` is (runnable items in the ledger, age in seconds of the
     oldest one or None).
     """
     runnable, oldest_age = snapshot
+    if incoming > limits.max_runnable:  # no amount of draining makes room: retrying cannot help
+        raise RejectedError(
+            f"this batch alone adds {incoming} runnable items, over the limit of {limits.max_runnable} "
+            "(--max-runnable) even with an empty queue; split it or raise --max-runnable",
+            code="too_many_items",
+        )
     if incoming and runnable + incoming > limits.max_runnable:
         raise AdmissionRefused(
             f"queue saturated: {runnable} runnable items in the ledger, this batch adds "

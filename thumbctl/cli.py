@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from . import __version__
 from .config import (
@@ -38,7 +37,7 @@ from .ledger import Ledger
 from .models import ITEM_STATES, BatchView
 from .progress import RunProgress
 from .reconcile import DEFAULT_GRACE, collect_garbage, reconcile
-from .reporter import Reporter
+from .reporter import PipeSafeConsole, Reporter
 from .runner import RunOptions, run_batch, run_work, wait_until_terminal, watch_batch
 from .settings import SettingError, parse_duration
 from .sheet import write_contact_sheet
@@ -90,7 +89,7 @@ def _setting(*names: str, help: str, **kwargs: Any) -> Any:
     return typer.Option(*names, help=f"{help} Env {key.env}. Default: {default_text(key.name)}.", **kwargs)
 
 
-OutOption = Annotated[Path | None, _setting("--out", "-o", help="Output folder.")]
+OutOption = Annotated[str | None, _setting("--out", "-o", metavar="DIR", help="Output folder.")]
 RatioOption = Annotated[
     list[str] | None, _setting("--ratio", "-r", metavar="W:H", help="Aspect ratio W:H; repeat for several.")
 ]
@@ -160,7 +159,7 @@ def _reporter(json_mode: bool, quiet: bool = False, verbose: bool = False, inter
         quiet=quiet,
         verbose=verbose,
         progress_interval=interval,
-        console=Console(stderr=True, highlight=False, no_color=no_color, soft_wrap=True, width=width),
+        console=PipeSafeConsole(stderr=True, highlight=False, no_color=no_color, soft_wrap=True, width=width),
     )
 
 
@@ -280,6 +279,13 @@ def _render_in_foreground(
     raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
 
 
+def _source_path(text: str) -> Path:
+    """SOURCE as typed; an empty one (an unset shell variable) must not mean the current folder."""
+    if not text.strip():
+        raise UsageError("SOURCE is empty: name a folder or a manifest (.json, .jsonl, .csv)")
+    return Path(text)
+
+
 def _parsed(parse: Callable[[str], Any], value: str | None, flag: str) -> Any:
     if value is None:
         return None
@@ -293,7 +299,7 @@ def _parsed(parse: Callable[[str], Any], value: str | None, flag: str) -> Any:
 def submit_command(
     ctx: typer.Context,
     source: Annotated[
-        Path,
+        str,
         typer.Argument(metavar="SOURCE", help="A folder (scanned recursively) or a manifest: .json, .jsonl, .csv."),
     ],
     out: OutOption = None,
@@ -332,17 +338,26 @@ def submit_command(
     verbose: VerboseOption = False,
     stats_interval: StatsIntervalOption = 5.0,
 ) -> None:
-    """Validate SOURCE and record a batch durably (idempotent: the same request replays the same batch)."""
+    """Validate SOURCE, record a batch durably, then render it here until it is done (--detach: record only).
+
+    Idempotent: the same request replays (and resumes) the same batch. Exit 0 when every item
+    succeeded, 1 when some failed (`thumbctl status BATCH` says why), 4 when it was cancelled
+    from elsewhere, 130 on Ctrl-C (the cancel is recorded).
+    """
     reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
         settings = _settings(ctx)
+        source_path = _source_path(source)
         rules = ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ()))
         options = settings.submit_options(key=key, rules=rules)
         run_options = settings.run_options()
         wait = _parsed(parse_duration, admission_wait, "--admission-wait")
         db_path = settings.ledger_path
         with _open_ledger(db_path, existing=False) as ledger:
-            prepared = prepare_submission(source, options, ledger)  # Ctrl-C here: nothing recorded
+            try:
+                prepared = prepare_submission(source_path, options, ledger)
+            except KeyboardInterrupt:
+                raise Interrupted("interrupted while reading the sources; nothing was recorded") from None
             with Interrupts().on_sigint() as interrupts:
                 batch = submit(
                     ledger,
@@ -401,7 +416,7 @@ def status(
         typer.Argument(metavar="[BATCH]", help="Batch id (or a unique prefix). Omit to list recent batches."),
     ] = None,
     items: Annotated[bool, typer.Option("--items", help="List the batch's items.")] = False,
-    state: Annotated[str | None, typer.Option(help="With --items: only items in this state.")] = None,
+    state: Annotated[str | None, typer.Option(help="List only the items in this state (implies --items).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="How many recent batches to list.")] = 20,
     watch: Annotated[
         bool, typer.Option("--watch", help="With BATCH: follow it live until it is terminal (Ctrl-C stops watching).")
@@ -417,6 +432,7 @@ def status(
     with _handled(reporter):
         if state is not None and state not in ITEM_STATES:
             raise typer.BadParameter(f"choose one of {', '.join(ITEM_STATES)}", param_hint="--state")
+        items = items or state is not None  # `status B --state failed` means the failed items
         if (items or state or watch) and batch is None:
             raise UsageError("--items, --state and --watch need a BATCH")
         if batch is None and not (db or default_db_path()).exists():
@@ -536,7 +552,7 @@ def stats(
 
 @app.command("codes", epilog=COMMAND_EPILOG)
 def codes_command(json_out: JsonOption = False, db: DbOption = None) -> None:
-    """List the item error codes and the exit codes (``--db`` is accepted, as everywhere, and unused)."""
+    """List the item error codes and the exit codes (--db is accepted, as everywhere, and unused)."""
     reporter = _reporter(json_out)
     if json_out:
         reporter.emit_json(

@@ -62,7 +62,7 @@ def default_ledger_path() -> Path:
 def _whole(raw: object) -> int:
     if isinstance(raw, int) and not isinstance(raw, bool):
         return raw
-    if isinstance(raw, str) and re.fullmatch(r"[0-9]+", raw.strip()):
+    if isinstance(raw, str) and re.fullmatch(r"[-+]?[0-9]+", raw.strip()):  # a sign, so bounds can say "at least"
         return int(raw)
     raise SettingError(f"must be a whole number, got {raw!r}")
 

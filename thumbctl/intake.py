@@ -263,7 +263,8 @@ def _entries_from_scan(root: Path, options: SubmitOptions, out_dir: Path) -> tup
         else:
             entries.append(SourceEntry(candidate.item_id, candidate.path, ratios, known_real=not candidate.is_link))
     if not entries:
-        raise RejectedError(f"no image files found in {root} ({scan.ignored} other files ignored)", code="empty_batch")
+        others = "1 other file" if scan.ignored == 1 else f"{scan.ignored} other files"
+        raise RejectedError(f"no image files found in {root} ({others} ignored)", code="empty_batch")
     return entries, scan.ignored
 
 

@@ -8,6 +8,7 @@ to stdout and nothing else does.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from typing import TextIO
@@ -93,6 +94,32 @@ def crop_text(result: dict[str, object] | None) -> str:
     return text
 
 
+def item_note(item: ItemView) -> str:
+    """The last column of ``status --items``: where a succeeded (or pending) item's output is, or
+    why a failed or cancelled one has none (its friendly name was never written)."""
+    if item.state in ("failed", "cancelled"):
+        return item.error_detail or ""
+    return item.friendly_path or item.error_detail or ""
+
+
+class PipeSafeConsole(Console):
+    """A console whose reader may go away (``thumbctl submit … 2>&1 | head``).
+
+    Rich's default answer to a closed pipe is to exit with status 1 at once, which would
+    abandon a foreground run half-way with its workers stopped. Here the console falls
+    silent instead (its file descriptor now points at the null device) and the command
+    carries on, so its work and its exit code are what they would have been.
+    """
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self.file.fileno())
+        finally:
+            os.close(devnull)
+
+
 class Reporter:
     """Renders results; ``json_mode`` sends one document to stdout instead."""
 
@@ -142,15 +169,24 @@ class Reporter:
                 self.emit_json(batch.to_json())
             return
         verb = "Replayed existing" if batch.replayed else "Accepted"
-        self.say(f"{verb} batch [bold]{batch.batch_id}[/]: {batch.total} items from {report.sources} sources")
+        self.say(
+            f"{verb} batch [bold]{batch.batch_id}[/]: {plural(batch.total, 'item')} "
+            f"from {plural(report.sources, 'source')}"
+        )
         if report.ignored_files:
-            self.say(f"  {report.ignored_files} other files ignored (not image names; see --include)")
+            self.say(f"  {plural(report.ignored_files, 'other file')} ignored (not image names; see --include)")
         self.say(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
         self._counts_line(batch)
         self._failure_summary(batch)
         self.say(f"  outputs: {escape(batch.out_dir)}")
-        if batch.counts["succeeded"] and not batch.replayed:
-            self.say(f"  {batch.counts['succeeded']} outputs already existed and were reused")
+        reused = batch.counts["succeeded"]
+        if reused and not batch.replayed:
+            self.say(f"  {plural(reused, 'output')} already existed and {'was' if reused == 1 else 'were'} reused")
+        if batch.replayed and batch.state == "cancelled":
+            self.say(
+                f"  [magenta]this batch was cancelled[/] at {batch.cancel_requested_at}; a replay renders nothing. "
+                "To render the rest, submit again with a new --key (finished outputs are reused)."
+            )
 
     def unlinked_names(self, failures: list[str]) -> None:
         """One line, shown even with -q or --json (on stderr): these names do not show the
@@ -249,7 +285,7 @@ class Reporter:
                 str(i.attempt),
                 i.error_code or "",
                 crop_text(i.result),
-                escape(i.friendly_path or i.error_detail or ""),
+                escape(item_note(i)),
             )
         self._table(table)
 
