@@ -230,6 +230,25 @@ def test_cmyk_sources_come_out_in_the_right_colours(coffee: Image.Image, contain
     assert image.mode == "RGB" and delta_e(image, reference) < 4.0
 
 
+@pytest.mark.parametrize("crop", ["smart", "entropy", "center"])
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "P"])
+@pytest.mark.parametrize("fmt", ["png", "webp", "jpeg"])
+def test_every_crop_policy_renders_sources_with_transparency(crop: str, mode: str, fmt: str) -> None:
+    """The crop analysis works on an opaque copy whatever the source's channels (the smart
+    crop once failed on every source with alpha kept for PNG, WebP and AVIF)."""
+    rgba = Image.new("RGBA", (300, 200), (0, 0, 0, 0))
+    rgba.paste((230, 40, 40, 255), (180, 40, 260, 160))
+    source = rgba.convert(mode)  # P: a palette with a transparent entry
+    keep_alpha = fmt != "jpeg"
+    image, choice, geometry, encoded = render(
+        to_bytes(source, "PNG"), Ratio(1, 1), size=100, crop=crop, fmt=fmt, keep_alpha=keep_alpha
+    )
+    assert image.size == (100, 100) and choice.policy == crop
+    assert image.mode == ("RGBA" if keep_alpha else "RGB")
+    with Image.open(io.BytesIO(encoded)) as output:
+        assert output.size == (100, 100)
+
+
 def test_transparency_is_flattened_onto_the_background() -> None:
     rgba = Image.new("RGBA", (200, 100), (0, 255, 0, 0))
     rgba.paste((200, 0, 0, 255), (50, 0, 150, 100))

@@ -104,7 +104,7 @@ class CropAnalysis:
             small = image.resize(size, Image.Resampling.BOX, reducing_gap=1.0) if fit < 1 else image
             self.small = small.convert("RGB") if small.mode != "RGB" else small
             if policy == "smart":
-                self.saliency = saliency_map(small)
+                self.saliency = saliency_map(self.small)
 
     def choose(self, geometry: Geometry, focus: tuple[float, float] | None) -> CropChoice:
         if focus is not None:
