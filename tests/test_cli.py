@@ -1000,3 +1000,22 @@ def test_submit_help_says_it_renders_and_how_it_exits(cli) -> None:
     assert "then render it here until it is done (--detach: record only)" in text
     assert "4 when it was cancelled from elsewhere, 130 on Ctrl-C" in text
     assert "``" not in cli("codes", "--help").stdout
+
+
+@pytest.mark.parametrize("same_ledger", [True, False], ids=["same-ledger", "other-ledger"])
+def test_output_folders_inside_the_source_are_never_taken_for_sources(
+    cli, photos: Path, tmp_path: Path, same_ledger: bool
+) -> None:
+    """Thumbnails must not become sources: a new --out inside the source folder leaves the
+    earlier one out, whether this ledger made it or another one did (it is recognised by
+    its objects/, batches/ and .tmp/)."""
+    first = photos / "thumbs"
+    assert cli("submit", photos, "--out", first, "-q").exit_code == 0
+    assert len(list(first.rglob("*.jpg"))) > 12  # objects and friendly names
+    db = [] if same_ledger else ["--db", tmp_path / "other.db"]
+    code, doc, _ = submit_json(cli, photos, photos / "thumbs2", *db)
+    assert (code, doc["total"]) == (0, 12)
+    human = cli("submit", photos, "--out", photos / "thumbs3", "--detach", *db)
+    assert human.exit_code == 0
+    assert "Accepted batch" in human.stderr and "12 items from 4 sources" in human.stderr
+    assert "  output folders left out (thumbnails are never sources): thumbs\n" in human.stderr

@@ -25,7 +25,8 @@ def tree(tmp_path: Path) -> Path:
 
 
 def ids(root: Path, rules: ScanRules | None = None, skip: Path | None = None) -> list[str]:
-    return [c.item_id for c in scan_directory(root, rules or ScanRules(), skip).candidates]
+    result = scan_directory(root, rules or ScanRules(), lambda path: skip is not None and path == str(skip))
+    return [c.item_id for c in result.candidates]
 
 
 def test_scan_finds_image_names_recursively_sorted_and_skips_hidden(tree: Path) -> None:

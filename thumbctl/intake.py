@@ -35,6 +35,7 @@ from .store import (
     friendly_stems,
     is_plain_file,
     link_friendly,
+    looks_like_output_folder,
     probe_writable,
     resolve_out_dir,
     symlinked_folder,
@@ -89,6 +90,8 @@ class IntakeReport:
     cached: int = 0
     #: Friendly names the submit could not point at their objects, one line each.
     unlinked_names: list[str] = field(default_factory=list)
+    #: Output folders inside the source folder that the scan left out (relative paths).
+    skipped_output_folders: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,9 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     manifest, and :class:`RejectedError` for whole-batch rejections.
     """
     out_dir = resolve_out_dir_or_fail(options.out_dir)
-    root, entries, ignored = _collect_entries(source, options, out_dir)
-    report = IntakeReport(sources=len(entries), ignored_files=ignored)
+    outputs = frozenset([str(out_dir), *(folder for folder, _ in ledger.output_folders())])
+    root, entries, ignored, skipped = _collect_entries(source, options, out_dir, outputs)
+    report = IntakeReport(sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped)
     _check_limits(entries, options.limits)
     inspections = _inspect_all(root, entries, options.limits, ledger, report)
     items = _build_items(entries, inspections, options.profile, OutputLayout(str(out_dir)))
@@ -234,17 +238,21 @@ def _check_utf8_path(path: Path, what: str, code: str) -> None:
 # -- finding entries ----------------------------------------------------------
 
 
-def _collect_entries(source: Path, options: SubmitOptions, out_dir: Path) -> tuple[Path, list[SourceEntry], int]:
+def _collect_entries(
+    source: Path, options: SubmitOptions, out_dir: Path, outputs: frozenset[str]
+) -> tuple[Path, list[SourceEntry], int, list[str]]:
+    """The root and entries of a folder or manifest, the files ignored, and the output
+    folders (``outputs``, or anything shaped like one) a folder scan left out."""
     if source.is_dir():
         root = Path(os.path.realpath(source))
         _check_utf8_path(root, "source folder", "bad_source")
         if out_dir == root:
             raise UsageError("--out must not be the source folder itself; pick a separate folder", code="bad_out_dir")
-        return root, *_entries_from_scan(root, options, out_dir)
+        return root, *_entries_from_scan(root, options, outputs)
     if source.is_file() and is_manifest_path(source):
         root = Path(os.path.realpath(source.parent))
         _check_utf8_path(root, "manifest folder", "bad_source")
-        return root, _entries_from_manifest(source, root, options.profile), 0
+        return root, _entries_from_manifest(source, root, options.profile), 0, []
     if not source.exists():
         raise UsageError(f"source {source} does not exist", code="source_not_found")
     raise UsageError(
@@ -253,8 +261,10 @@ def _collect_entries(source: Path, options: SubmitOptions, out_dir: Path) -> tup
     )
 
 
-def _entries_from_scan(root: Path, options: SubmitOptions, out_dir: Path) -> tuple[list[SourceEntry], int]:
-    scan = scan_directory(root, options.rules, skip=out_dir)
+def _entries_from_scan(
+    root: Path, options: SubmitOptions, outputs: frozenset[str]
+) -> tuple[list[SourceEntry], int, list[str]]:
+    scan = scan_directory(root, options.rules, skip=lambda path: path in outputs or looks_like_output_folder(path))
     ratios = options.profile.ratios
     entries = []
     for candidate in scan.candidates:
@@ -265,7 +275,7 @@ def _entries_from_scan(root: Path, options: SubmitOptions, out_dir: Path) -> tup
     if not entries:
         others = "1 other file" if scan.ignored == 1 else f"{scan.ignored} other files"
         raise RejectedError(f"no image files found in {root} ({others} ignored)", code="empty_batch")
-    return entries, scan.ignored
+    return entries, scan.ignored, scan.skipped
 
 
 def _unsafe_name_entry(root: Path, candidate: Candidate, ratios: tuple[Ratio, ...]) -> SourceEntry:

@@ -175,6 +175,9 @@ class Reporter:
         )
         if report.ignored_files:
             self.say(f"  {plural(report.ignored_files, 'other file')} ignored (not image names; see --include)")
+        if report.skipped_output_folders:
+            folders = ", ".join(report.skipped_output_folders)
+            self.say(f"  output folders left out (thumbnails are never sources): {folders}")
         self.say(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
         self._counts_line(batch)
         self._failure_summary(batch)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,14 +67,17 @@ class Candidate:
 class ScanResult:
     candidates: list[Candidate] = field(default_factory=list)
     ignored: int = 0
+    #: Sub-folders left out because ``skip`` said so (output folders), relative to the root.
+    skipped: list[str] = field(default_factory=list)
 
 
-def scan_directory(root: Path, rules: ScanRules, skip: Path | None = None) -> ScanResult:
+def scan_directory(root: Path, rules: ScanRules, skip: Callable[[str], bool] = lambda path: False) -> ScanResult:
     """Candidates under ``root``, recursively, sorted by id.
 
-    Hidden entries are skipped, directory symlinks are not followed, and the
-    subtree ``skip`` (the output directory, when it lies inside the root) is
-    left out. Non-candidate files are counted in ``ignored``.
+    Hidden entries are skipped, directory symlinks are not followed, and every
+    sub-folder for which ``skip(path)`` is true (an output folder inside the
+    root) is left out and named in ``skipped``. Non-candidate files are counted
+    in ``ignored``.
     """
     result = ScanResult()
     pending = [(root, "")]
@@ -87,6 +91,7 @@ def scan_directory(root: Path, rules: ScanRules, skip: Path | None = None) -> Sc
         for entry in entries:
             _visit(entry, prefix, rules, skip, pending, result)
     result.candidates.sort(key=lambda c: c.item_id)
+    result.skipped.sort()
     return result
 
 
@@ -94,7 +99,7 @@ def _visit(
     entry: os.DirEntry[str],
     prefix: str,
     rules: ScanRules,
-    skip: Path | None,
+    skip: Callable[[str], bool],
     pending: list[tuple[Path, str]],
     result: ScanResult,
 ) -> None:
@@ -106,7 +111,9 @@ def _visit(
     except OSError:
         is_dir = False
     if is_dir:
-        if skip is None or Path(entry.path) != skip:
+        if skip(entry.path):
+            result.skipped.append(rel)
+        else:
             pending.append((Path(entry.path), rel + "/"))
         return
     try:

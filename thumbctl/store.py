@@ -164,6 +164,12 @@ def resolve_out_dir(out: Path) -> Path:
     return resolved
 
 
+def looks_like_output_folder(path: str) -> bool:
+    """Whether ``path`` holds what thumbctl writes into every output folder (``objects/``,
+    ``batches/`` and ``.tmp/``), so a folder scan never takes thumbnails for sources."""
+    return all(os.path.isdir(os.path.join(path, name)) for name in ("objects", "batches", ".tmp"))
+
+
 # -- folders under OUT ----------------------------------------------------------------------
 
 
