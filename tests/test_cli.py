@@ -1019,3 +1019,12 @@ def test_output_folders_inside_the_source_are_never_taken_for_sources(
     assert human.exit_code == 0
     assert "Accepted batch" in human.stderr and "12 items from 4 sources" in human.stderr
     assert "  output folders left out (thumbnails are never sources): thumbs\n" in human.stderr
+
+
+def test_the_batch_list_marks_expired_batches(cli, photos: Path, out_dir: Path) -> None:
+    code, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+    assert code == 0 and cli("work", "--until-idle", "-q").exit_code == 0
+    assert f"{batch['batch_id']} succeeded 4/4" in " ".join(cli("status").stderr.split())
+    assert cli("gc", "--older-than", "0s", "-q").exit_code == 0
+    listed = " ".join(cli("status").stderr.split())
+    assert f"{batch['batch_id']} succeeded (expired) 4/4" in listed

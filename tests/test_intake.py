@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError, SubmitOptions, settings
+from thumbctl.admission import retry_unavailable
 from thumbctl.errors import AdmissionRefused, Interrupted, UsageError
 from thumbctl.faults import Faults
 from thumbctl.intake import prepare_submission, submit
@@ -483,6 +484,26 @@ def test_retry_admission_gives_up_after_max_wait(ledger: Ledger, photos: Path, o
     other = prepared_for(ledger, photos, out_dir, profile=Profile(size=128))
     with pytest.raises(AdmissionRefused):
         submit(ledger, other, limits, retry_admission=True, max_wait=0.3)
+
+
+def test_waiting_for_admission_never_plans_a_wait_past_max_wait() -> None:
+    """The waits announced before each retry never add up past max_wait: the last one is not
+    taken rather than overshooting (it could overshoot by up to max_delay, 30 s, when the
+    limit was checked only after each sleep)."""
+    planned: list[float] = []
+
+    def refused() -> None:
+        raise AdmissionRefused("queue saturated", retry_after=30)
+
+    with pytest.raises(AdmissionRefused):
+        retry_unavailable(
+            refused,
+            should_stop=lambda: False,
+            max_wait=0.6,
+            max_delay=30.0,
+            on_retry=lambda error, delay: planned.append(delay),
+        )
+    assert planned and sum(planned) <= 0.6
 
 
 @pytest.mark.parametrize(("linked", "failing"), [("objects", 12), ("rooms", 6), ("rooms/living.jpg", 0)])

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_before_delay, wait_random_exponential
 
 from .errors import AdmissionRefused, Interrupted, RejectedError, UnavailableError
 from .settings import Limits
@@ -81,7 +81,7 @@ def retry_unavailable(
     retrying = Retrying(
         retry=retry_if_exception_type(UnavailableError),
         wait=wait_random_exponential(multiplier=0.5, max=max_delay),
-        stop=stop_after_delay(max_wait),
+        stop=stop_before_delay(max_wait),  # never plans a wait past max_wait
         sleep=wait,
         before_sleep=announce,
         reraise=True,

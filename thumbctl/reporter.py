@@ -257,7 +257,7 @@ class Reporter:
             self.emit_json({"batches": [b.to_json(with_failures=False) for b in batches]})
             return
         if not batches:
-            self.say("No batches yet. Start one with: thumbctl submit FOLDER --detach")
+            self.say("No batches yet. Start one with: thumbctl submit FOLDER --out thumbs")
             return
         table = Table(box=None, pad_edge=False)
         for column in ("batch", "state", "done", "failed", "created", "source"):
@@ -265,7 +265,7 @@ class Reporter:
         for b in batches:
             table.add_row(
                 b.batch_id,
-                styled(b.state),
+                styled(b.state) + (" (expired)" if b.expired_at else ""),
                 f"{b.done}/{b.total}",
                 str(b.counts["failed"]),
                 b.created_at[:19].replace("T", " "),
