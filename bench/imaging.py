@@ -459,9 +459,14 @@ def parse_args() -> argparse.Namespace:
         help=f"corpus folder, relative to the repository root (default {DEFAULT_CORPUS})",
     )
     parser.add_argument("--folders", default="large,photos", help="sub-folders of the corpus (default large,photos)")
+    parser.add_argument("--stages", type=Path, help="time the stages of ours on this one file and profile it instead")
+    return parse_timing_args(parser)
+
+
+def parse_timing_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """Add the options every imaging benchmark shares (--repeat, --core) and parse."""
     parser.add_argument("--repeat", type=int, default=5, help="timed repetitions per source and case (default 5)")
     parser.add_argument("--core", type=int, default=0, help="CPU core to pin the process to (default 0)")
-    parser.add_argument("--stages", type=Path, help="time the stages of ours on this one file and profile it instead")
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")

@@ -39,6 +39,7 @@ from imaging import (
     code_version,
     command_line,
     machine_line,
+    parse_timing_args,
     pin,
     run_naive,
     shown_path,
@@ -173,12 +174,7 @@ def table(results: list[Measured]) -> str:
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--folder", default="../shared/corpus/photos", help="folder, relative to the repository root")
-    parser.add_argument("--repeat", type=int, default=5, help="timed repetitions per source and case (default 5)")
-    parser.add_argument("--core", type=int, default=0, help="CPU core to pin the process to (default 0)")
-    args = parser.parse_args()
-    if args.repeat < 1:
-        parser.error("--repeat must be at least 1")
-    return args
+    return parse_timing_args(parser)
 
 
 def main() -> None:

@@ -77,17 +77,22 @@ def test_all_eight_exif_orientations_match_orientation_1(kind: str) -> None:
         assert mean_abs_diff(image, reference) < 6.0, f"{kind}_{orientation}"  # grey levels of 255
 
 
+#: EXIF orientation -> how to store an upright picture so that orientation turns it upright again.
+STORED_AS = {
+    1: None,
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_90,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_270,
+}
+
+
 def test_orientation_is_applied_to_synthetic_rotations() -> None:
     upright = Image.open(SAMPLE_IMAGES / "orientation" / "Landscape_1.jpg").convert("RGB")
-    inverse = {
-        2: Image.Transpose.FLIP_LEFT_RIGHT,
-        3: Image.Transpose.ROTATE_180,
-        4: Image.Transpose.FLIP_TOP_BOTTOM,
-        5: Image.Transpose.TRANSPOSE,
-        6: Image.Transpose.ROTATE_90,
-        7: Image.Transpose.TRANSVERSE,
-        8: Image.Transpose.ROTATE_270,
-    }
+    inverse = {o: method for o, method in STORED_AS.items() if method is not None}
     reference, *_ = render(to_bytes(upright, "JPEG", quality=95), Ratio(16, 9))
     for orientation, method in inverse.items():
         exif = Image.Exif()
@@ -102,16 +107,7 @@ def test_orientation_is_applied_once_in_every_container(container: str) -> None:
     upright = Image.open(SAMPLE_IMAGES / "orientation" / "Landscape_1.jpg").convert("RGB")
     upright.thumbnail((300, 300))
     reference, *_ = render(to_bytes(upright, "PNG"), Ratio(16, 9), size=128)
-    inverse = {
-        1: None,
-        2: Image.Transpose.FLIP_LEFT_RIGHT,
-        3: Image.Transpose.ROTATE_180,
-        4: Image.Transpose.FLIP_TOP_BOTTOM,
-        5: Image.Transpose.TRANSPOSE,
-        6: Image.Transpose.ROTATE_90,
-        7: Image.Transpose.TRANSVERSE,
-        8: Image.Transpose.ROTATE_270,
-    }
+    inverse = STORED_AS
     for orientation, method in inverse.items():
         stored = upright if method is None else upright.transpose(method)
         exif = Image.Exif()
