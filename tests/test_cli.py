@@ -977,7 +977,7 @@ def test_counts_in_the_submit_summary_are_spelled_for_one(cli, tmp_path: Path) -
     lines = result.stderr.splitlines()
     assert (
         lines[0].endswith(": 1 item from 1 source")
-        and lines[1] == "  1 other file ignored (not image names; see --include)"
+        and lines[1] == "  1 other file ignored (not image names, or excluded; see --include, --exclude)"
     )
 
 
@@ -1028,3 +1028,23 @@ def test_the_batch_list_marks_expired_batches(cli, photos: Path, out_dir: Path) 
     assert cli("gc", "--older-than", "0s", "-q").exit_code == 0
     listed = " ".join(cli("status").stderr.split())
     assert f"{batch['batch_id']} succeeded (expired) 4/4" in listed
+
+
+def test_events_of_an_unknown_item_and_watch_with_items_are_usage_errors(cli, photos: Path, out_dir: Path) -> None:
+    code, batch, _ = submit_json(cli, photos, out_dir)
+    bid = batch["batch_id"]
+    unknown = cli("events", bid, "--item", "nope.jpg", "--json")
+    assert unknown.exit_code == 2
+    assert json.loads(unknown.stdout)["error"] == {
+        "code": "item_not_found",
+        "message": f"batch {bid} has no item 'nope.jpg' (see `thumbctl status {bid} --items`)",
+        "transient": False,
+        "exit_code": 2,
+    }
+    known = json.loads(cli("events", bid, "--item", "coffee.png", "--json").stdout)["events"]
+    assert len(known) == 3 and {e["item_id"] for e in known} == {"coffee.png"}
+    both = cli("status", bid, "--items", "--watch")
+    assert both.exit_code == 2
+    assert both.stderr == (
+        "error [usage] --watch follows a batch's progress; it does not combine with --items or --state\n"
+    )

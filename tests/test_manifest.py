@@ -3,12 +3,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thumbctl.manifest import ManifestEntry, ManifestError, parse_manifest_text
+from thumbctl.manifest import ManifestEntry, ManifestError, parse_manifest_text, read_manifest
 from thumbctl.settings import Ratio
 
 ENTRIES = [
@@ -174,3 +175,19 @@ entries = st.lists(
 def test_generated_manifests_round_trip_in_every_format(generated: list[ManifestEntry]) -> None:
     for render, suffix in ((as_json, ".json"), (as_jsonl, ".jsonl"), (as_csv, ".csv")):
         assert list(parse_manifest_text(render(generated), suffix).entries) == generated
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("id,source\nx,a.jpg\n".encode("utf-16"), "it is UTF-16 text; save it as UTF-8"),
+        (b"id,source\nx,caf\xe9.jpg\n", "it is not UTF-8 text (byte 15); save it as UTF-8"),
+    ],
+    ids=["utf-16", "latin-1"],
+)
+def test_a_manifest_file_that_is_not_utf8_says_how_to_fix_it(tmp_path: Path, raw: bytes, message: str) -> None:
+    path = tmp_path / "items.csv"
+    path.write_bytes(raw)
+    with pytest.raises(ManifestError) as info:
+        read_manifest(path)
+    assert str(info.value) == message

@@ -435,6 +435,8 @@ def status(
         items = items or state is not None  # `status B --state failed` means the failed items
         if (items or state or watch) and batch is None:
             raise UsageError("--items, --state and --watch need a BATCH")
+        if items and watch:
+            raise UsageError("--watch follows a batch's progress; it does not combine with --items or --state")
         if batch is None and not (db or default_db_path()).exists():
             reporter.batch_list([])  # nothing submitted yet: say so without creating a ledger
             return

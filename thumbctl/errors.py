@@ -83,6 +83,10 @@ class BatchNotFound(UsageError):
     code = "batch_not_found"
 
 
+class ItemNotFound(UsageError):
+    code = "item_not_found"
+
+
 class LedgerMissing(UsageError):
     """The ledger file named (by --db, THUMBCTL_DB or the config) does not exist."""
 

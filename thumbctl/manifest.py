@@ -57,6 +57,12 @@ def parse_manifest_text(text: str, suffix: str) -> Manifest:
     raise ManifestError(f"unknown manifest type {suffix!r}: use .json, .jsonl or .csv")
 
 
+def _not_utf8(raw: bytes, at: int) -> str:
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "it is UTF-16 text; save it as UTF-8"
+    return f"it is not UTF-8 text (byte {at}); save it as UTF-8"
+
+
 def read_manifest(path: Path) -> Manifest:
     try:
         raw = path.read_bytes()
@@ -65,7 +71,7 @@ def read_manifest(path: Path) -> Manifest:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ManifestError(f"manifest {path} is not UTF-8 text (byte {exc.start})") from exc
+        raise ManifestError(_not_utf8(raw, exc.start)) from exc
     return parse_manifest_text(text, path.suffix)
 
 

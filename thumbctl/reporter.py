@@ -174,7 +174,8 @@ class Reporter:
             f"from {plural(report.sources, 'source')}"
         )
         if report.ignored_files:
-            self.say(f"  {plural(report.ignored_files, 'other file')} ignored (not image names; see --include)")
+            why = "not image names, or excluded; see --include, --exclude"
+            self.say(f"  {plural(report.ignored_files, 'other file')} ignored ({why})")
         if report.skipped_output_folders:
             folders = ", ".join(report.skipped_output_folders)
             self.say(f"  output folders left out (thumbnails are never sources): {folders}")

@@ -28,7 +28,7 @@ from pathlib import Path
 import sqlite_utils
 
 from ..admission import check_admission
-from ..errors import BatchNotFound, IdempotencyConflict, LedgerBusy, LedgerError
+from ..errors import BatchNotFound, IdempotencyConflict, ItemNotFound, LedgerBusy, LedgerError
 from ..models import (
     ITEM_STATES,
     BatchView,
@@ -399,10 +399,20 @@ class Ledger(WorkQueue, Observation, Maintenance):
         )
         params: list[object] = [batch_id]
         if item_id is not None:
+            self._check_item(batch_id, item_id)
             sql += " AND i.item_id = ?"
             params.append(item_id)
         rows = self._conn.execute(sql + " ORDER BY e.seq", params).fetchall()
         return [EventView(*row[:11], bool(row[11])) for row in rows]
+
+    def _check_item(self, batch_id: str, item_id: str) -> None:
+        if (
+            self._conn.execute(
+                "SELECT 1 FROM items WHERE batch_id = ? AND item_id = ? LIMIT 1", (batch_id, item_id)
+            ).fetchone()
+            is None
+        ):
+            raise ItemNotFound(f"batch {batch_id} has no item {item_id!r} (see `thumbctl status {batch_id} --items`)")
 
     def source_sizes(self, batch_id: str) -> dict[str, tuple[int, int]]:
         """Item id -> upright (width, height) of its source, for items whose header was read at submit."""
