@@ -656,3 +656,16 @@ def test_an_object_that_is_a_symlink_out_of_out_is_invalid_never_linked_and_gc_r
     collect_garbage(led, 30 * DAY)
     assert not os.path.lexists(orphan)
     assert tree_snapshot(victim) == before  # nothing outside OUT changed
+
+
+@pytest.mark.parametrize("user_file", [False, True], ids=["emptied", "holding-a-user-file"])
+def test_gc_removes_the_sub_folders_it_emptied_and_nothing_else(
+    led: Ledger, rendered, out_dir: Path, user_file: bool
+) -> None:
+    if user_file:
+        (out_dir / "rooms" / "notes.txt").write_text("mine")
+    report = collect_garbage(led, -60.0)
+    assert report.expired_batches == (rendered.batch_id,) and report.objects_removed == 12
+    assert (out_dir / "rooms").exists() == user_file
+    left = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*"))
+    assert left == [".tmp", "objects", *(["rooms", "rooms/notes.txt"] if user_file else [])]

@@ -164,10 +164,13 @@ def resolve_out_dir(out: Path) -> Path:
     return resolved
 
 
+_RESERVED_FOLDERS = ("objects", "batches", ".tmp")
+
+
 def looks_like_output_folder(path: str) -> bool:
     """Whether ``path`` holds what thumbctl writes into every output folder (``objects/``,
     ``batches/`` and ``.tmp/``), so a folder scan never takes thumbnails for sources."""
-    return all(os.path.isdir(os.path.join(path, name)) for name in ("objects", "batches", ".tmp"))
+    return all(os.path.isdir(os.path.join(path, name)) for name in _RESERVED_FOLDERS)
 
 
 # -- folders under OUT ----------------------------------------------------------------------
@@ -562,7 +565,29 @@ def remove_object_and_links(layout: OutputLayout, object_path: str, friendly_pat
         remove_stored_file(layout, friendly)
     freed = remove_stored_file(layout, object_path)
     remove_empty_shard(layout, os.path.dirname(object_path))
+    for folder in sorted({os.path.dirname(f) for f in linked}, reverse=True):
+        remove_empty_friendly_folders(layout, folder)
     return len(linked), freed
+
+
+def remove_empty_friendly_folders(layout: OutputLayout, folder: str) -> None:
+    """Remove ``folder`` and its parents below OUT while they are empty (a friendly name's
+    sub-folders, e.g. OUT/rooms, once gc took their last file). OUT itself and its
+    objects/, batches/ and .tmp/ are never removed, nor anything through a symlink."""
+    root = os.path.normpath(layout.root)
+    current = os.path.normpath(folder)
+    while os.path.dirname(current) != current and current.startswith(root + os.sep):
+        if os.path.dirname(current) == root and os.path.basename(current) in _RESERVED_FOLDERS:
+            return
+        if not checked_folder(layout, current, create=False):
+            return
+        try:
+            os.rmdir(current)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+                return
+            raise
+        current = os.path.dirname(current)
 
 
 def remove_empty_shard(layout: OutputLayout, shard: str) -> bool:
