@@ -182,10 +182,14 @@ def test_a_damaged_output_is_found_repaired_and_rendered_again(
     assert_restored(led, rendered.batch_id)
 
 
+def counts(report) -> tuple[int, int, int]:
+    """Objects a reconcile checked, decoded, and found unchanged since they last decoded."""
+    return report.objects_checked, report.objects_decoded, report.objects_unchanged
+
+
 def test_reconcile_decodes_only_the_objects_changed_since_they_last_decoded(led: Ledger, rendered) -> None:
     objects = sorted({item.object_path for item in led.items(rendered.batch_id)})
     n = len(objects)  # the fixture's own reconcile decoded them all
-    counts = lambda report: (report.objects_checked, report.objects_decoded, report.objects_unchanged)  # noqa: E731
     assert counts(reconcile(led)) == (n, 0, n)
     assert counts(reconcile(led, deep=True)) == (n, n, 0)
     os.utime(objects[1])  # any write, rename or relink changes a file's times
@@ -424,15 +428,21 @@ def test_gc_never_expires_a_batch_with_live_items(led: Ledger, clock: Clock, pho
     assert report.expired_batches == () and led.batch(batch.batch_id).counts["queued"] == 12
 
 
-def test_an_expired_batch_releases_its_key_so_the_same_request_renders_again(
-    led: Ledger, clock: Clock, photos: Path, out_dir: Path
-) -> None:
+def expired_after_30_days(led: Ledger, clock: Clock, photos: Path, out_dir: Path):
+    """A batch accepted 40 days ago, rendered, then expired by ``gc --older-than 30d``."""
     clock.offset = -40 * DAY
-    first = accept(led, photos, out_dir)
+    batch = accept(led, photos, out_dir)
     clock.offset = 0
     work(led)
     clock.offset = 31 * DAY
-    assert collect_garbage(led, 30 * DAY).expired_batches == (first.batch_id,)
+    assert collect_garbage(led, 30 * DAY).expired_batches == (batch.batch_id,)
+    return batch
+
+
+def test_an_expired_batch_releases_its_key_so_the_same_request_renders_again(
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path
+) -> None:
+    first = expired_after_30_days(led, clock, photos, out_dir)
     again = accept(led, photos, out_dir)
     assert again.batch_id != first.batch_id and not again.replayed
     assert again.idempotency_key == first.idempotency_key and again.counts["queued"] == 12
@@ -441,12 +451,7 @@ def test_an_expired_batch_releases_its_key_so_the_same_request_renders_again(
 
 def test_an_expired_batch_says_so_and_cannot_be_retried(led: Ledger, clock: Clock, photos: Path, out_dir: Path):
     (photos / "notes.jpg").write_text("not a photo")
-    clock.offset = -40 * DAY
-    batch = accept(led, photos, out_dir)
-    clock.offset = 0
-    work(led)
-    clock.offset = 31 * DAY
-    assert collect_garbage(led, 30 * DAY).expired_batches == (batch.batch_id,)
+    batch = expired_after_30_days(led, clock, photos, out_dir)
     view = led.batch(batch.batch_id)
     assert view.expired_at is not None and view.to_json()["expired_at"] == view.expired_at
     with pytest.raises(UsageError, match="expired"):  # its outputs are gone: a retry would publish unreferenced ones
