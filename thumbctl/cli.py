@@ -200,11 +200,12 @@ def _silence_broken_pipe() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def _open_ledger(db: Path | None, *, existing: bool = True) -> Ledger:
+def _open_ledger(db: Path | None, *, existing: bool = True, read_only: bool = False) -> Ledger:
     """The ledger at ``db`` (or the configured path). Commands that only read or act on
-    recorded batches need it to exist: a mistyped --db must not create a new, empty ledger."""
+    recorded batches need it to exist: a mistyped --db must not create a new, empty ledger.
+    Commands that only read open it ``read_only``, so they work on a read-only mount too."""
     path = db or default_db_path()
-    return Ledger(_existing(path) if existing else path)
+    return Ledger(_existing(path) if existing else path, read_only=read_only)
 
 
 def _existing(path: Path) -> Path:
@@ -440,7 +441,7 @@ def status(
         if batch is None and not (db or default_db_path()).exists():
             reporter.batch_list([])  # nothing submitted yet: say so without creating a ledger
             return
-        with _open_ledger(db) as ledger:
+        with _open_ledger(db, read_only=True) as ledger:
             if batch is None:
                 reporter.batch_list(ledger.batches(limit))
             elif items:
@@ -468,7 +469,7 @@ def events(
 ) -> None:
     """The transition log of a batch: every state change with time, attempt, worker, error code."""
     reporter = _reporter(json_out, quiet)
-    with _handled(reporter), _open_ledger(db) as ledger:
+    with _handled(reporter), _open_ledger(db, read_only=True) as ledger:
         reporter.events(ledger.events(batch, item_id=item))
 
 
@@ -544,7 +545,7 @@ def stats(
     reporter = _reporter(json_out, quiet)
     with _handled(reporter):
         span = _parsed(parse_duration, window, "--window")
-        with _open_ledger(db) as ledger:
+        with _open_ledger(db, read_only=True) as ledger:
             batch_id = ledger.resolve_batch_id(batch) if batch else None
             report = build_report(ledger.stats_facts(ledger.clock() - span, batch_id), batch_id)
         if prometheus is not None:
@@ -626,7 +627,7 @@ def sheet(
     outputs; open it in a browser to review the crops. Exit 0 once written, whatever the batch's state.
     """
     reporter = _reporter(json_out, quiet)
-    with _handled(reporter), _open_ledger(db) as ledger:
+    with _handled(reporter), _open_ledger(db, read_only=True) as ledger:
         reporter.sheet_written(write_contact_sheet(ledger, batch, output))
 
 

@@ -24,6 +24,7 @@ class ExitCode(IntEnum):
     CONFLICT = 3
     CANCELLED = 4
     REJECTED = 65
+    LEDGER_DAMAGED = 74
     UNAVAILABLE = 75
     INTERRUPTED = 130
 
@@ -35,7 +36,9 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.CONFLICT: "idempotency conflict: the key was already used with different content",
     ExitCode.CANCELLED: "the batch was cancelled",
     ExitCode.REJECTED: "submission rejected permanently: retrying cannot help",
-    ExitCode.UNAVAILABLE: "temporarily unavailable (queue saturated, ledger busy): retry later",
+    ExitCode.LEDGER_DAMAGED: "the ledger is damaged (ledger_corrupt) or was deleted or replaced while in use "
+    "(ledger_gone): retrying cannot help; the message says how to recover",
+    ExitCode.UNAVAILABLE: "temporarily unavailable (queue saturated; ledger busy, full or unwritable): retry later",
     ExitCode.INTERRUPTED: "interrupted by Ctrl-C",
 }
 
@@ -146,8 +149,56 @@ class AdmissionRefused(UnavailableError):
     code = "admission_refused"
 
 
-class LedgerBusy(UnavailableError):
+class LedgerFault(ThumbctlError):
+    """The ledger itself failed a statement (busy, full, unwritable, damaged, gone).
+
+    :mod:`thumbctl.ledger.core` is the one place that turns SQLite errors into these.
+    """
+
+    code = "ledger_fault"
+
+
+class LedgerUnavailable(LedgerFault, UnavailableError):
+    """The ledger cannot be written now, for a reason that can go away (exit 75)."""
+
+    code = "ledger_unavailable"
+
+
+class LedgerBusy(LedgerUnavailable):
+    """Another process held the write lock past the busy policy's bound."""
+
     code = "ledger_busy"
+
+
+class LedgerFull(LedgerUnavailable):
+    """The disk (or the file system's quota) holding the ledger is full."""
+
+    code = "ledger_full"
+
+
+class LedgerIOError(LedgerUnavailable):
+    """The ledger's file cannot be read or written (I/O error, read-only file system or mount)."""
+
+    code = "ledger_io_error"
+
+
+class LedgerDamaged(LedgerFault):
+    """The ledger cannot be used as it is, and waiting will not change that (exit 74)."""
+
+    code = "ledger_damaged"
+    exit_code = ExitCode.LEDGER_DAMAGED
+
+
+class LedgerCorrupt(LedgerDamaged):
+    """SQLite found damaged pages in the ledger."""
+
+    code = "ledger_corrupt"
+
+
+class LedgerGone(LedgerDamaged):
+    """The ledger file was deleted or replaced while this process had it open."""
+
+    code = "ledger_gone"
 
 
 class LedgerError(ThumbctlError):

@@ -9,6 +9,7 @@ dead child's leases at once and starts a replacement.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import signal
 import time
@@ -16,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 
-from .errors import ExitCode, ThumbctlError
+from .errors import ExitCode, LedgerBusy, ThumbctlError
 from .ledger import Ledger
 from .proc import owner_id, owner_is_dead
-from .worker import WorkerConfig, worker_main
+from .worker import LEDGER_FAULT_EXITS, WorkerConfig, worker_main
 
 
 class Pool:
@@ -33,6 +34,8 @@ class Pool:
         self.stopping = False
         self.children: list[BaseProcess] = []
         self.crashes = 0
+        #: Codes of the ledger faults that stopped workers (``ledger_full``, …): not crashes.
+        self.ledger_faults: list[str] = []
 
     def start(self) -> None:
         for _ in range(self.size):
@@ -59,7 +62,9 @@ class Pool:
         for child in [c for c in self.children if c.exitcode is not None]:
             child.join()
             self.children.remove(child)
-            if child.exitcode != 0:
+            if child.exitcode in _FAULT_OF_EXIT:
+                self.ledger_faults.append(_FAULT_OF_EXIT[child.exitcode])
+            elif child.exitcode != 0:
                 crashed += 1
         self.crashes += crashed
         return crashed
@@ -94,6 +99,8 @@ class Pool:
     def alive(self) -> int:
         return len(self.children)
 
+
+_FAULT_OF_EXIT = {status: code for code, status in LEDGER_FAULT_EXITS.items()}
 
 #: Worker deaths with no lease held (a broken start-up, not a bad photo) tolerated in a row.
 MAX_IDLE_CRASHES = 3
@@ -157,20 +164,48 @@ def supervise(
             if presses == 1 and not handled:
                 handled = True
                 on_first_interrupt()
-            _enforce_time_limit(ledger, pool)
+            with contextlib.suppress(LedgerBusy):  # past the busy policy's bound: again next tick
+                _enforce_time_limit(ledger, pool)
             crashed = pool.reap()
+            _stop_on_ledger_fault(ledger, pool)
             if crashed:
-                rescued = ledger.rescue_leases(owner_is_dead, pool.config.backoff.delay_for)
-                idle_crashes = 0 if rescued else idle_crashes + crashed
+                rescued = _rescue(ledger, pool)
+                idle_crashes = 0 if rescued is None or rescued else idle_crashes + crashed
                 if idle_crashes > MAX_IDLE_CRASHES:
                     raise WorkerStartFailed(
                         f"{idle_crashes} worker processes died without holding any work; see the errors above"
                     )
                 pool.replace(crashed)
             if pool.alive == 0:
+                _raise_ledger_fault(ledger, pool)
                 return Supervision(interrupted=handled, crashes=pool.crashes)
             on_tick()
             time.sleep(tick)
     except BaseException:
         pool.kill()
         raise
+
+
+def _rescue(ledger: Ledger, pool: Pool) -> int | None:
+    """Rescue dead workers' leases now; None when the ledger stayed busy past the busy policy's
+    bound (a busy ledger does not end the run: the next claim of any worker rescues them)."""
+    try:
+        return ledger.rescue_leases(owner_is_dead, pool.config.backoff.delay_for)
+    except LedgerBusy:
+        return None
+
+
+def _stop_on_ledger_fault(ledger: Ledger, pool: Pool) -> None:
+    """A worker stopped because the ledger failed (full, unwritable, damaged, gone): the other
+    workers finish the claim in hand and stop too, and the run ends with that fault. The file
+    is checked at once, so a deleted ledger never reads as a finished batch."""
+    if pool.ledger_faults and not pool.stopping:
+        pool.request_stop()
+    ledger.check_file()
+
+
+def _raise_ledger_fault(ledger: Ledger, pool: Pool) -> None:
+    if pool.ledger_faults:
+        ledger.check_file()
+        code = pool.ledger_faults[0]
+        raise ledger.fault(code, "deleted or replaced" if code == "ledger_gone" else "a worker process met it")

@@ -17,6 +17,7 @@ import hashlib
 import os
 import signal
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ItemFailure, ThumbctlError
+from .errors import ItemFailure, LedgerBusy, LedgerFault, ThumbctlError
 from .faults import Faults
 from .imaging import (
     ALPHA_FORMATS,
@@ -74,7 +75,20 @@ def worker_main(config: WorkerConfig) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    run_worker(config, stop)
+    try:
+        run_worker(config, stop)
+    except LedgerFault as fault:  # the supervisor reports it, from the exit status: no traceback here
+        sys.exit(LEDGER_FAULT_EXITS.get(fault.code, LEDGER_FAULT_EXITS["ledger_io_error"]))
+
+
+#: Exit statuses of a worker that stopped because the ledger failed (not a crash: nothing is retried
+#: as one); the supervisor turns them back into the error. Distinct from 1 and from signal deaths.
+LEDGER_FAULT_EXITS: dict[str, int] = {
+    "ledger_full": 90,
+    "ledger_io_error": 91,
+    "ledger_corrupt": 92,
+    "ledger_gone": 93,
+}
 
 
 def run_worker(config: WorkerConfig, stop: threading.Event, faults: Faults | None = None) -> int:
@@ -85,15 +99,19 @@ def run_worker(config: WorkerConfig, stop: threading.Event, faults: Faults | Non
     parent = os.getppid()
     with Ledger(Path(config.db_path)) as ledger, Heartbeat(config) as heartbeat:
         while not stop.is_set() and os.getppid() == parent:  # an orphaned worker stops
-            claim = ledger.claim(
-                owner,
-                batch_id=config.batch_id,
-                lease_seconds=config.lease_seconds,
-                is_dead=owner_is_dead,
-                delay_for=config.backoff.delay_for,
-            )
+            try:
+                claim = ledger.claim(
+                    owner,
+                    batch_id=config.batch_id,
+                    lease_seconds=config.lease_seconds,
+                    is_dead=owner_is_dead,
+                    delay_for=config.backoff.delay_for,
+                )
+                idle = claim is None and config.until_idle and ledger.queue_state(config.batch_id).idle
+            except LedgerBusy:  # the busy policy's bound passed; nothing was taken: try again later
+                claim, idle = None, False
             if claim is None:
-                if config.until_idle and ledger.queue_state(config.batch_id).idle:
+                if idle:
                     break
                 stop.wait(config.poll_seconds)
                 continue
@@ -138,7 +156,11 @@ class Heartbeat:
                 self._token = None
 
     def _beat(self) -> None:
-        with Ledger(Path(self.config.db_path)) as ledger:
+        try:
+            ledger = Ledger(Path(self.config.db_path))
+        except LedgerFault:  # the worker's own connection meets the same fault and stops the worker
+            return
+        with ledger:
             while not self._done.wait(self.config.heartbeat_seconds):
                 with self._lock, contextlib.suppress(ThumbctlError, sqlite3.Error):  # try again next beat
                     if self._token is not None and ledger.heartbeat(self._token, self.config.lease_seconds) == 0:
@@ -190,9 +212,20 @@ class ClaimRun:
                     return
         except LeaseLost:
             return
+        except LedgerBusy as busy:  # waited out to the policy's bound: give the claim back, not an attempt
+            self._release(busy)
+        except LedgerFault as fault:  # the ledger cannot record anything: no item is to blame
+            self._release(fault)
+            raise
         except Exception as exc:  # a bug or resource error: retried like a crash
             rows = [i.row for i in self.claim.items]
             self._fail(rows, "worker_crashed", f"{type(exc).__name__}: {exc}")
+
+    def _release(self, fault: LedgerFault) -> None:
+        """Give the claim back (attempt not counted) if the ledger takes that write; if not, the
+        lease is left to expire and be rescued."""
+        with contextlib.suppress(LedgerFault):
+            self.ledger.release(self.claim, f"{fault.code}: the claim was given back; the attempt does not count")
 
     def _checkpoint(self, name: str) -> bool:
         """Fault point, lease check and cancel check; True when the claim must stop."""

@@ -8,6 +8,9 @@ Rules kept here:
 
 * WAL mode, ``busy_timeout``, every write inside ``BEGIN IMMEDIATE``;
   acceptance and cancellation commit with ``synchronous=FULL``.
+* A busy write lock is waited out by one policy (:class:`~thumbctl.retrypolicy.BusyPolicy`);
+  SQLite errors about the file become stable thumbctl errors in one place
+  (:mod:`thumbctl.ledger.connection`); every write first checks the file is still the one opened.
 * Every state change is a conditional ``UPDATE`` on the current state that
   appends its event in the same transaction; event times are taken inside
   the transaction and events carry a monotonic sequence number.
@@ -16,9 +19,9 @@ Rules kept here:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -28,7 +31,15 @@ from pathlib import Path
 import sqlite_utils
 
 from ..admission import check_admission
-from ..errors import BatchNotFound, IdempotencyConflict, ItemNotFound, LedgerBusy, LedgerError
+from ..errors import (
+    BatchNotFound,
+    IdempotencyConflict,
+    ItemNotFound,
+    LedgerBusy,
+    LedgerError,
+    LedgerFault,
+    LedgerUnavailable,
+)
 from ..models import (
     ITEM_STATES,
     BatchView,
@@ -40,8 +51,10 @@ from ..models import (
     NewItem,
     batch_state,
 )
+from ..retrypolicy import BusyPolicy
 from ..settings import Limits
 from ..store import OutputLayout
+from .connection import LedgerConnection, connect, fault_for, file_identity, gone_error
 from .maintenance import Maintenance
 from .observe import Observation
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -59,12 +72,43 @@ def new_batch_id() -> str:
 class Ledger(WorkQueue, Observation, Maintenance):
     """A connection to one ledger file. Not shared across processes or threads."""
 
-    def __init__(self, path: Path, *, busy_timeout: float = 10.0, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        busy_timeout: float | None = None,
+        clock: Clock = time.time,
+        read_only: bool = False,
+        busy: BusyPolicy | None = None,
+    ) -> None:
+        """Open the ledger at ``path``. ``read_only`` never writes (for commands that only read;
+        a ledger needing a schema upgrade is upgraded first where it is writable). ``busy`` is the
+        busy policy (default: :meth:`BusyPolicy.from_env`); ``busy_timeout`` overrides its timeout."""
         self.path = Path(path)
         self.clock = clock
-        self._conn = _connect(self.path, busy_timeout)
+        self.read_only = read_only
+        policy = busy or BusyPolicy.from_env()
+        if busy_timeout is not None:
+            policy = replace(policy, timeout=busy_timeout, bound=max(policy.bound, busy_timeout))
+        self.busy = policy
+        self._conn = self._open_connection()
+        self._identity = file_identity(self.path)
         self.db = sqlite_utils.Database(self._conn)
         self._migrate()
+
+    def _open_connection(self) -> LedgerConnection:
+        conn = connect(self.path, self.busy.timeout, read_only=self.read_only)
+        if not self.read_only or _schema_version(conn) >= SCHEMA_VERSION:
+            return conn
+        conn.close()
+        try:
+            return connect(self.path, self.busy.timeout)
+        except LedgerUnavailable as exc:
+            raise LedgerError(
+                f"{self.path} needs a schema upgrade (to version {SCHEMA_VERSION}) and cannot be written here "
+                f"({exc.code}): run any thumbctl command once where it is writable",
+                code="ledger_read_only",
+            ) from exc
 
     def close(self) -> None:
         self._conn.close()
@@ -79,24 +123,39 @@ class Ledger(WorkQueue, Observation, Maintenance):
 
     @contextmanager
     def _write(self, *, durable: bool = False) -> Iterator[float]:
-        """A ``BEGIN IMMEDIATE`` transaction; yields the time taken inside it."""
+        """A ``BEGIN IMMEDIATE`` transaction on the file still at :attr:`path`; yields the
+        time taken inside it. A busy write lock is waited out by the busy policy."""
         self._conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+        self._begin()
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise _busy_or_error(exc) from exc
-        try:
+            self.check_file()
             yield self.clock()
             self._conn.execute("COMMIT")
-        except BaseException as exc:
+        except BaseException:
             if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError):
-                raise _busy_or_error(exc) from exc
+                with contextlib.suppress(LedgerFault):  # the first fault is the one to report
+                    self._conn.execute("ROLLBACK")
             raise
 
+    def _begin(self) -> None:
+        """``BEGIN IMMEDIATE``, retried by the busy policy: the one place a busy ledger is waited out."""
+        for attempt in self.busy.retrying(LedgerBusy):
+            with attempt:
+                self._conn.execute("BEGIN IMMEDIATE")
+
+    def check_file(self) -> None:
+        """Raise :class:`LedgerGone` if the file at :attr:`path` is no longer the one this
+        connection opened (deleted, its folder deleted, or replaced): every write checks."""
+        now = file_identity(self.path)
+        if now != self._identity:
+            raise gone_error(self.path, now)
+
+    def fault(self, code: str, detail: str) -> LedgerFault:
+        """The error ``code`` (``ledger_full``, ``ledger_corrupt``, …) for this ledger, with its advice."""
+        return fault_for(code, self.path, detail)
+
     def _migrate(self) -> None:
-        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        version = _schema_version(self._conn)
         if version == SCHEMA_VERSION:
             return
         if version > SCHEMA_VERSION:
@@ -425,35 +484,8 @@ class Ledger(WorkQueue, Observation, Maintenance):
         return {item_id: (width, height) for item_id, width, height in rows}
 
 
-def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-    except sqlite3.DatabaseError as exc:
-        raise _open_error(path, exc) from exc
-    except OSError as exc:
-        raise LedgerError(f"cannot open ledger {path}: {exc.strerror}") from exc
-    return conn
-
-
-def _open_error(path: Path, exc: sqlite3.DatabaseError) -> Exception:
-    if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
-        return LedgerBusy(f"ledger {path} is busy: {exc}", retry_after=5)
-    return LedgerError(f"cannot use {path} as a ledger: {exc}")
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
-def _busy_or_error(exc: sqlite3.OperationalError) -> Exception:
-    if _is_busy(exc):
-        return LedgerBusy(f"the ledger stayed busy past its timeout ({exc}); retry in about 5 s", retry_after=5)
-    return exc
+def _schema_version(conn: LedgerConnection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool]) -> NewBatch:

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import astuple
 from typing import TypeVar
 
-from ..errors import LedgerBusy
+from ..errors import LedgerUnavailable
 from ..models import ObjectStamp, PublishedItem, StalledItem
 from .schema import ITEM_STATES_SQL
 from .timefmt import iso
@@ -79,7 +79,7 @@ class Maintenance:
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     [(path, *astuple(stamp)) for path, stamp in verified.items()],
                 )
-        except (LedgerBusy, sqlite3.OperationalError):
+        except LedgerUnavailable:
             return False
         return True
 

@@ -253,6 +253,22 @@ class WorkQueue:
             )
         ]
 
+    def release(self, claim: Claim, reason: str) -> int:
+        """Give the claim back without counting an attempt: its held items return to ``queued``
+        with the attempt number they had before it (the worker could not reach the ledger, not a
+        render that failed). Returns how many items were released."""
+        with self._write() as now:
+            rows = self._held_rows(claim)
+            for start in range(0, len(rows), _CHUNK):
+                chunk = rows[start : start + _CHUNK]
+                self._conn.execute(
+                    f"UPDATE items SET attempt = max(attempt - 1, 0) WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                )
+            moved = self._transition(
+                iso(now), rows, "running", "queued", token=claim.token, worker=claim.owner, detail=reason
+            )
+            return len(moved)
+
     def publish(
         self, claim: Claim, item: ClaimedItem, effect: Callable[[], None], *, result: dict[str, object] | None = None
     ) -> str:
