@@ -1,0 +1,411 @@
+"""Real ledger faults: a full disk, a read-only mount, damaged pages, a deleted ledger, a held write lock.
+
+Every fault is made for real (a small tmpfs, a read-only bind mount, bytes overwritten in a
+ledger file, ``PRAGMA max_page_count``, a second connection in ``BEGIN IMMEDIATE``); tests
+that need ``mount`` skip, with the reason, where it is not permitted. Each fault must end a
+command with one line naming a stable code, its exit code (75 transient, 74 damaged or gone)
+and, with ``--json``, an error document on stdout; never a traceback, never a worker crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from thumbctl import Ledger, Limits
+from thumbctl.errors import (
+    EXIT_CODE_MEANINGS,
+    ExitCode,
+    LedgerBusy,
+    LedgerCorrupt,
+    LedgerFull,
+    LedgerGone,
+    LedgerIOError,
+)
+from thumbctl.retrypolicy import BusyPolicy
+
+from support import check_invariants, make_image, request
+
+pytestmark = pytest.mark.timeout(120)
+
+
+# -- real faults ------------------------------------------------------------------------
+
+
+def _mount(*args: str) -> None:
+    subprocess.run(["mount", *args], check=True, capture_output=True, text=True)
+
+
+def _mounted(mount: list[str], where: Path) -> None:
+    try:
+        _mount(*mount, str(where))
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        pytest.skip(f"mount is not permitted here ({str(detail).strip()}); this test needs root")
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A fresh 8 MiB tmpfs: a disk that can really be filled."""
+    where = tmp_path / "small-disk"
+    where.mkdir()
+    _mounted(["-t", "tmpfs", "-o", "size=8m", "tmpfs"], where)
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def read_only_view(folder: Path, view: Path) -> None:
+    """``view`` shows ``folder`` through a read-only bind mount (unmounted by the caller)."""
+    view.mkdir()
+    _mounted(["--bind", str(folder)], view)
+    try:
+        _mount("-o", "remount,bind,ro", str(view))
+    except subprocess.CalledProcessError as exc:
+        subprocess.run(["umount", "-l", str(view)], check=False)
+        pytest.skip(f"a read-only remount is not permitted here ({exc.stderr.strip()})")
+
+
+def fill(folder: Path) -> Path:
+    """Fill the file system holding ``folder`` until (almost) no block is free."""
+    filler = folder / "filler"
+    with open(filler, "wb") as out:
+        try:
+            while os.statvfs(folder).f_bfree * os.statvfs(folder).f_frsize > 16 * 1024:
+                out.write(b"\0" * 4096)
+                out.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def damage_pages(db: Path) -> None:
+    """Overwrite the middle half of a checkpointed ledger file (page 1, the header, is kept)."""
+    size = db.stat().st_size
+    with open(db, "r+b") as fh:
+        fh.seek(max(4096, size // 4))
+        fh.write(b"\xa5" * (size // 2))
+
+
+def events_of(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as raw:
+        return raw.execute("SELECT from_state, to_state, error_code, attempt FROM events").fetchall()
+
+
+# -- the ledger --------------------------------------------------------------------------
+
+
+def test_the_new_exit_code_is_documented() -> None:
+    assert int(ExitCode.LEDGER_DAMAGED) == 74
+    assert "ledger_corrupt" in EXIT_CODE_MEANINGS[ExitCode.LEDGER_DAMAGED]
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert "| 74 |" in readme and "ledger_corrupt" in readme and "ledger_gone" in readme
+
+
+def test_a_ledger_at_its_page_limit_is_ledger_full_and_takes_the_batch_later(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "l.db") as ledger:
+        pages = ledger._conn.execute("PRAGMA page_count").fetchone()[0]
+        ledger._conn.execute(f"PRAGMA max_page_count = {pages}")  # the disk is full from now on
+        with pytest.raises(LedgerFull) as raised:
+            ledger.accept_batch(request(sources=300), Limits())
+        fault = raised.value
+        assert (fault.code, int(fault.exit_code), fault.transient) == ("ledger_full", 75, True)
+        assert ledger.batches() == []  # nothing half-written
+        ledger._conn.execute("PRAGMA max_page_count = 1073741823")  # space freed
+        batch = ledger.accept_batch(request(sources=300), Limits())
+        assert batch.total == 600
+        check_invariants(ledger, outputs=False)
+
+
+def test_damaged_pages_are_ledger_corrupt_with_how_to_recover(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger(db) as ledger:
+        batch_id = ledger.accept_batch(request(sources=400), Limits()).batch_id
+    damage_pages(db)
+    with pytest.raises(LedgerCorrupt) as raised, Ledger(db) as ledger:
+        ledger.items(batch_id)
+        ledger.events(batch_id)
+    fault = raised.value
+    assert (fault.code, int(fault.exit_code), fault.transient) == ("ledger_corrupt", 74, False)
+    assert '".recover"' in fault.message and "backup" in fault.message
+
+
+def test_a_deleted_or_replaced_ledger_is_noticed_at_the_next_write(tmp_path: Path) -> None:
+    folder = tmp_path / "ledgers"
+    with Ledger(folder / "l.db") as ledger:
+        batch_id = ledger.accept_batch(request(), Limits()).batch_id
+        shutil.rmtree(folder)
+        with pytest.raises(LedgerGone, match="deleted"):
+            ledger.request_cancel(batch_id)
+        with Ledger(folder / "l.db"):  # another ledger now at the same path
+            pass
+        with pytest.raises(LedgerGone, match="replaced") as raised:
+            ledger.request_cancel(batch_id)
+    assert (raised.value.code, int(raised.value.exit_code)) == ("ledger_gone", 74)
+
+
+def test_a_read_only_mount_can_be_read_but_not_written(tmp_path: Path) -> None:
+    folder = tmp_path / "ledgers"
+    with Ledger(folder / "l.db") as ledger:
+        batch_id = ledger.accept_batch(request(), Limits()).batch_id
+    view = tmp_path / "ro"
+    read_only_view(folder, view)
+    try:
+        with Ledger(view / "l.db", read_only=True) as ledger:
+            assert ledger.batch(batch_id).total == 4
+            assert len(ledger.events(batch_id)) == 4
+        with pytest.raises(LedgerIOError) as raised, Ledger(view / "l.db") as ledger:
+            ledger.request_cancel(batch_id)
+        assert (raised.value.code, int(raised.value.exit_code)) == ("ledger_io_error", 75)
+        assert sorted(p.name for p in folder.iterdir()) == ["l.db"]  # nothing was created beside it
+    finally:
+        subprocess.run(["umount", "-l", str(view)], check=False)
+
+
+def hold_write_lock(db: Path) -> sqlite3.Connection:
+    raw = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    raw.execute("BEGIN IMMEDIATE")
+    return raw
+
+
+def test_a_lock_held_past_busy_timeout_is_waited_out_within_the_bound(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger(db, busy=BusyPolicy(timeout=0.05, bound=30)) as ledger:
+        batch_id = ledger.accept_batch(request(), Limits()).batch_id
+        holder = hold_write_lock(db)
+        threading.Timer(1.0, holder.rollback).start()  # held 20 busy_timeouts, far inside the bound
+        assert ledger.request_cancel(batch_id).state == "cancelled"
+        holder.close()
+
+
+def test_a_lock_held_past_the_bound_is_ledger_busy(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger(db, busy=BusyPolicy(timeout=0.05, bound=0.4)) as ledger:
+        batch_id = ledger.accept_batch(request(), Limits()).batch_id
+        holder = hold_write_lock(db)
+        started = time.monotonic()
+        with pytest.raises(LedgerBusy):
+            ledger.request_cancel(batch_id)
+        assert time.monotonic() - started >= 0.4
+        holder.rollback()
+        holder.close()
+
+
+def test_a_released_claim_does_not_count_an_attempt(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "l.db") as ledger:
+        batch_id = ledger.accept_batch(request(sources=1), Limits()).batch_id
+        claim = ledger.claim("w1")
+        assert ledger.release(claim, "ledger_busy: the claim was given back") == 2
+        items = ledger.items(batch_id)
+        assert {(i.state, i.attempt) for i in items} == {("queued", 0)}
+        assert ledger.claim("w2") is not None
+        check_invariants(ledger, outputs=False)
+
+
+# -- the CLI -----------------------------------------------------------------------------
+
+
+class Cli:
+    """thumbctl in real processes, with fault injection (see tests/test_crash.py)."""
+
+    def __init__(self, tmp_path: Path, db: Path) -> None:
+        self.db = db
+        self.out = tmp_path / "out"
+        self.faults = tmp_path / "faults"
+        self.faults.mkdir(exist_ok=True)
+        self.photos = tmp_path / "photos"
+        for n, size in enumerate([(300, 200), (200, 300), (256, 256)]):
+            make_image(self.photos / f"p{n}.jpg", size, "JPEG", seed=n)
+
+    def env(self, fault: str | None = None, **extra: str) -> dict[str, str]:
+        env = {**os.environ, "THUMBCTL_DB": str(self.db), "THUMBCTL_FAULT_DIR": str(self.faults), **extra}
+        env.pop("THUMBCTL_FAULT", None)
+        if fault:
+            env["THUMBCTL_FAULT"] = fault
+        return env
+
+    def run(self, *args: str, fault: str | None = None, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "thumbctl", *args],
+            env=self.env(fault, **extra),
+            capture_output=True,
+            text=True,
+            timeout=100,
+        )
+
+    def start(self, *args: str, fault: str | None = None, **extra: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "thumbctl", *args],
+            env=self.env(fault, **extra),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def submit(self, *extra: str) -> str:
+        done = self.run("submit", str(self.photos), "--out", str(self.out), "-r", "1:1", "--detach", "--json", *extra)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["batch_id"]
+
+    def paused(self, checkpoint: str) -> None:
+        deadline = time.monotonic() + 60
+        while not list(self.faults.glob(f"paused-{checkpoint}-*")):
+            assert time.monotonic() < deadline, f"no worker paused at {checkpoint}"
+            time.sleep(0.02)
+
+    def release(self) -> None:
+        (self.faults / "release").touch()
+
+
+def one_error_line(stderr: str, code: str) -> None:
+    assert "Traceback" not in stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("error [")]
+    assert len(errors) == 1 and errors[0].startswith(f"error [{code}] "), stderr
+
+
+def error_document(stdout: str, code: str, exit_code: int, transient: bool) -> dict:
+    doc = json.loads(stdout)["error"]
+    assert (doc["code"], doc["exit_code"], doc["transient"]) == (code, exit_code, transient)
+    return doc
+
+
+def test_a_full_disk_stops_work_with_75_and_the_batch_finishes_once_space_is_freed(tmp_path: Path, tmpfs: Path) -> None:
+    cli = Cli(tmp_path, tmpfs / "ledger.db")
+    batch_id = cli.submit()
+    work = cli.start("work", "--until-idle", "--workers", "1", fault="pause:before_publish")
+    cli.paused("before_publish")  # a claim is in hand, its output rendered
+    filler = fill(tmpfs)
+    cli.release()
+    _, stderr = work.communicate(timeout=100)
+    assert work.returncode == 75
+    one_error_line(stderr, "ledger_full")
+    status = cli.run("status", batch_id, "--json")  # reading still works on the full disk
+    assert status.returncode == 0 and json.loads(status.stdout)["counts"]["succeeded"] < 3
+    refused = cli.run("submit", str(cli.photos), "--out", str(cli.out), "-r", "4:5", "--detach", "--json")
+    assert refused.returncode == 75
+    error_document(refused.stdout, "ledger_full", 75, True)
+    one_error_line(refused.stderr, "ledger_full")
+
+    filler.unlink()
+    resumed = cli.run("work", "--until-idle")
+    assert resumed.returncode == 0, resumed.stderr
+    final = json.loads(cli.run("status", batch_id, "--json").stdout)
+    assert final["state"] == "succeeded" and final["counts"]["failed"] == 0
+    # The worker recorded no crash; the claim it could not give back on the full disk was rescued
+    # by the next run, at the cost of one attempt at most.
+    assert max(attempt for *_, attempt in events_of(cli.db)) <= 2
+
+
+def test_a_damaged_ledger_is_74_for_every_command(tmp_path: Path) -> None:
+    cli = Cli(tmp_path, tmp_path / "ledger.db")
+    with Ledger(cli.db) as ledger:
+        batch_id = ledger.accept_batch(request(sources=400), Limits()).batch_id
+    damage_pages(cli.db)
+    for args in (
+        ["status", batch_id, "--json"],
+        ["events", batch_id, "--json"],
+        ["cancel", batch_id, "--json"],
+        ["stats", "--json"],
+        ["submit", str(cli.photos), "--out", str(cli.out), "--detach", "--json"],
+    ):
+        done = cli.run(*args)
+        assert done.returncode == 74, (args, done.stderr)
+        doc = error_document(done.stdout, "ledger_corrupt", 74, False)
+        assert '".recover"' in doc["message"]
+        one_error_line(done.stderr, "ledger_corrupt")
+    worked = cli.run("work", "--until-idle")
+    assert worked.returncode == 74
+    one_error_line(worked.stderr, "ledger_corrupt")
+
+
+def test_reading_commands_work_on_a_read_only_mount(tmp_path: Path) -> None:
+    folder = tmp_path / "ledgers"
+    cli = Cli(tmp_path, folder / "ledger.db")
+    batch_id = cli.submit()
+    assert cli.run("work", "--until-idle").returncode == 0
+    view = tmp_path / "ro"
+    read_only_view(folder, view)
+    try:
+        cli.db = view / "ledger.db"
+        for args in (
+            ["status", "--json"],
+            ["status", batch_id, "--json"],
+            ["events", batch_id, "--json"],
+            ["stats", "--json"],
+            ["sheet", batch_id, "--output", str(tmp_path / "sheet.html"), "--json"],
+        ):
+            done = cli.run(*args)
+            assert done.returncode == 0, (args, done.stderr)
+        refused = cli.run("cancel", batch_id, "--json")
+        assert refused.returncode == 75
+        error_document(refused.stdout, "ledger_io_error", 75, True)
+        one_error_line(refused.stderr, "ledger_io_error")
+    finally:
+        subprocess.run(["umount", "-l", str(view)], check=False)
+
+
+def test_a_ledger_folder_deleted_during_submit_ends_74_not_succeeded(tmp_path: Path) -> None:
+    folder = tmp_path / "ledgers"
+    cli = Cli(tmp_path, folder / "ledger.db")
+    submit = cli.start(
+        "submit", str(cli.photos), "--out", str(cli.out), "-r", "1:1", "--workers", "1", "--json",
+        fault="pause:before_publish",
+    )  # fmt: skip
+    cli.paused("before_publish")
+    shutil.rmtree(folder)
+    cli.release()
+    stdout, stderr = submit.communicate(timeout=100)
+    assert submit.returncode == 74
+    error_document(stdout, "ledger_gone", 74, False)
+    one_error_line(stderr, "ledger_gone")
+    assert "succeeded" not in stdout + stderr
+
+
+def test_a_write_lock_held_past_busy_timeout_fails_no_item(tmp_path: Path) -> None:
+    cli = Cli(tmp_path, tmp_path / "ledger.db")
+    submit = cli.start(
+        "submit", str(cli.photos), "--out", str(cli.out), "-r", "1:1", "-r", "4:5", "--workers", "2",
+        fault="pause:before_publish", THUMBCTL_BUSY_TIMEOUT="0.1",
+    )  # fmt: skip
+    cli.paused("before_publish")
+    holder = hold_write_lock(cli.db)
+    cli.release()
+    time.sleep(2.0)  # 20 busy timeouts: every worker meets the held lock at publish or claim
+    holder.rollback()
+    holder.close()
+    _, stderr = submit.communicate(timeout=100)
+    assert submit.returncode == 0, stderr
+    events = events_of(cli.db)
+    assert {to for _, to, _, _ in events} == {"queued", "running", "succeeded"}
+    assert all(code is None for _, _, code, _ in events)
+    assert max(attempt for *_, attempt in events) == 1
+
+
+def test_a_foreground_run_survives_a_busy_rescue(tmp_path: Path) -> None:
+    cli = Cli(tmp_path, tmp_path / "ledger.db")
+    submit = cli.start(
+        "submit", str(cli.photos), "--out", str(cli.out), "-r", "1:1", "--workers", "1",
+        fault="pause:before_decode,crash:before_encode:once", THUMBCTL_BUSY_TIMEOUT="0.05", THUMBCTL_BUSY_WAIT="0.3",
+    )  # fmt: skip
+    cli.paused("before_decode")
+    holder = hold_write_lock(cli.db)
+    cli.release()  # the worker dies at before_encode; its supervisor rescues its lease into a held lock
+    deadline = time.monotonic() + 30
+    while not (cli.faults / "fired-before_encode").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(1.5)  # several supervisor ticks, each past the busy bound
+    holder.rollback()
+    holder.close()
+    stdout, stderr = submit.communicate(timeout=100)
+    assert submit.returncode == 0, stderr
+    assert "Traceback" not in stderr
