@@ -8,11 +8,19 @@ Layout of OUT (nothing else is ever written there)::
     OUT/batches/<batch_id>.html          contact sheet (``thumbctl sheet``, default place)
     OUT/.tmp/                            temp files of writers
 
-Every write, link, rename and delete under OUT first proves that the folders from OUT's
-root down to the file are real directories, not symlinks (:func:`checked_folder`), so no
-item id, swapped-in link or symlinked ``objects``/``.tmp``/``batches`` folder can make it
-land outside OUT. A symlink at the final name is only ever replaced by a rename, never
-written through.
+Every write, link, rename and delete under OUT goes through folder descriptors: OUT's root
+and each folder below it are opened one by one, relative to the one above, without following
+a symlink (:func:`open_folder`), and the file is created, linked, renamed or removed relative
+to the last one (``dir_fd``/``src_dir_fd``/``dst_dir_fd``). So no item id, swapped-in link or
+symlinked ``objects``/``.tmp``/``batches`` folder can make it land outside OUT, even when the
+folder is swapped between a check and the act. A symlink at the final name is only ever
+replaced by a rename, never written through. A write that fails (``ENOSPC``) removes its
+temp file.
+
+An object already at its name (:func:`publish_object`) is kept when it holds the same bytes,
+and also when it holds other bytes that the caller's verifier accepts (it decodes as the
+right format and size: another host's codec); it is replaced atomically when it fails
+verification or is not a regular file. This module never looks at pixels itself.
 """
 
 from __future__ import annotations
