@@ -146,9 +146,9 @@ def test_publish_object_is_create_if_absent_and_tolerates_duplicates(tmp_path: P
     assert os.stat(obj).st_ino == inode and not os.listdir(layout.tmp_dir)
 
 
-def jpeg_bytes(quality: int, size: tuple[int, int] = (40, 30)) -> bytes:
+def jpeg_bytes(quality: int, size: tuple[int, int] = (40, 30), comment: bytes = b"") -> bytes:
     stream = io.BytesIO()
-    Image.new("RGB", size, (200, 80, 40)).save(stream, "JPEG", quality=quality)
+    Image.new("RGB", size, (200, 80, 40)).save(stream, "JPEG", quality=quality, comment=comment)
     return stream.getvalue()
 
 
@@ -156,12 +156,21 @@ def as_40x30_jpeg(existing: BinaryIO) -> str | None:
     return verify_output(existing, "jpeg", 40, 30)
 
 
-def test_an_existing_object_with_other_bytes_that_verifies_is_kept(tmp_path: Path) -> None:
+def same_size_variant(data: bytes) -> bytes:
+    """Other bytes of the same length that still decode: one byte of the JPEG comment changed."""
+    at = data.index(b"variant") + len(b"variant")
+    return data[:at] + b"2" + data[at + 1 :]
+
+
+@pytest.mark.parametrize("size", ["other", "same"])
+def test_an_existing_object_with_other_bytes_that_verifies_is_kept(tmp_path: Path, size: str) -> None:
     layout = OutputLayout(str(tmp_path))
     obj = layout.object_path("cd" + "1" * 62, "jpg")
-    store_object(layout, jpeg_bytes(95), obj)  # another host's codec, say
+    ours = jpeg_bytes(50, comment=b"variant1")
+    theirs = jpeg_bytes(95) if size == "other" else same_size_variant(ours)  # another host's codec, say
+    store_object(layout, theirs, obj)
     before = Path(obj).read_bytes()
-    published = store_object(layout, jpeg_bytes(50), obj, as_40x30_jpeg)
+    published = store_object(layout, ours, obj, as_40x30_jpeg)
     assert published == Published("kept") and published.note.startswith("object_mismatch: ")
     assert Path(obj).read_bytes() == before and not os.listdir(layout.tmp_dir)
 
