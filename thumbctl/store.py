@@ -380,16 +380,12 @@ def _same_bytes(a: int, b: int) -> bool:
 # -- publishing -------------------------------------------------------------------------
 
 
-def temp_name(layout: OutputLayout, extension: str) -> str:
-    """A fresh temp path in OUT/.tmp, named after its writer (see :func:`temp_writer`).
+def _temp_basename(extension: str) -> str:
+    """A fresh temp file name for OUT/.tmp, naming its writer (see :func:`temp_writer`).
 
     ``<pid>-<start ticks>-<host tag>-<random>.<ext>``: reconcile removes the
     temp files of writers that are gone at once, and others only after a grace period.
     """
-    return f"{layout.tmp_dir}/{_temp_basename(extension)}"
-
-
-def _temp_basename(extension: str) -> str:
     pid = os.getpid()
     ticks = start_ticks(pid).replace("?", "x")
     return f"{pid}-{ticks}-{host_tag()}-{secrets.token_hex(6)}.{extension}"
