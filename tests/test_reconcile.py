@@ -221,7 +221,11 @@ def test_a_bad_object_is_requeued_with_a_fresh_attempt_budget(led: Ledger, rende
 def test_a_bad_object_of_a_cancelled_batch_ends_cancelled(led: Ledger, photos: Path, out_dir: Path) -> None:
     batch = accept(led, photos, out_dir)
     claim = led.claim(OTHER_HOST_OWNER)
-    led.publish(claim, claim.items[0], lambda: make_image(Path(claim.items[0].object_path), (1, 1), "JPEG"))
+
+    def publish_wrong_size() -> None:
+        make_image(Path(claim.items[0].object_path), (1, 1), "JPEG")
+
+    led.publish(claim, claim.items[0], publish_wrong_size)
     led.request_cancel(batch.batch_id)
     led.cancel_if_requested(claim)
     report = reconcile(led, repair=True)  # wrong dimensions; nothing more is rendered for a cancelled batch

@@ -1,22 +1,28 @@
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from PIL import Image
 
+from thumbctl.imaging import verify_output
 from thumbctl.models import ItemView
 from thumbctl.proc import owner_id, owner_is_dead
 from thumbctl.settings import Ratio
 from thumbctl.store import (
     OutputLayout,
     OutsideOutput,
+    Published,
     UnsafeItemId,
+    Verifier,
     check_item_id,
     checked_folder,
     friendly_link_problem,
@@ -122,31 +128,96 @@ def test_layout_paths_stay_inside_out(tmp_path: Path) -> None:
     assert layout.tmp_dir == str(tmp_path / ".tmp")
 
 
+def judged_damaged(existing: BinaryIO) -> str | None:
+    """A verifier that finds every existing object damaged (for tests that write no real image)."""
+    return "does not decode"
+
+
+def store_object(layout: OutputLayout, data: bytes, obj: str, verify: Verifier = judged_damaged) -> Published:
+    return publish_object(layout, write_temp(layout, data, "jpg"), obj, verify=verify)
+
+
 def test_publish_object_is_create_if_absent_and_tolerates_duplicates(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     obj = layout.object_path("cd" + "1" * 62, "jpg")
-    first = write_temp(layout, b"same bytes", "jpg")
-    assert publish_object(layout, first, obj) is True
-    second = write_temp(layout, b"same bytes", "jpg")
+    assert store_object(layout, b"same bytes", obj) == Published("created")
     inode = os.stat(obj).st_ino
-    assert publish_object(layout, second, obj) is False  # duplicate delivery is success
+    assert store_object(layout, b"same bytes", obj) == Published("duplicate")  # duplicate delivery is success
     assert os.stat(obj).st_ino == inode and not os.listdir(layout.tmp_dir)
 
 
-def test_publish_object_replaces_a_damaged_object(tmp_path: Path) -> None:
+def jpeg_bytes(quality: int, size: tuple[int, int] = (40, 30), comment: bytes = b"") -> bytes:
+    stream = io.BytesIO()
+    Image.new("RGB", size, (200, 80, 40)).save(stream, "JPEG", quality=quality, comment=comment)
+    return stream.getvalue()
+
+
+def as_40x30_jpeg(existing: BinaryIO) -> str | None:
+    return verify_output(existing, "jpeg", 40, 30)
+
+
+def same_size_variant(data: bytes) -> bytes:
+    """Other bytes of the same length that still decode: one byte of the JPEG comment changed."""
+    at = data.index(b"variant") + len(b"variant")
+    return data[:at] + b"2" + data[at + 1 :]
+
+
+@pytest.mark.parametrize("size", ["other", "same"])
+def test_an_existing_object_with_other_bytes_that_verifies_is_kept(tmp_path: Path, size: str) -> None:
+    layout = OutputLayout(str(tmp_path))
+    obj = layout.object_path("cd" + "1" * 62, "jpg")
+    ours = jpeg_bytes(50, comment=b"variant1")
+    theirs = jpeg_bytes(95) if size == "other" else same_size_variant(ours)  # another host's codec, say
+    store_object(layout, theirs, obj)
+    before = Path(obj).read_bytes()
+    published = store_object(layout, ours, obj, as_40x30_jpeg)
+    assert published == Published("kept") and published.note.startswith("object_mismatch: ")
+    assert Path(obj).read_bytes() == before and not os.listdir(layout.tmp_dir)
+
+
+@pytest.mark.parametrize(
+    ("existing", "reason"),
+    [
+        (jpeg_bytes(95)[:200], "does not decode as jpeg"),
+        (jpeg_bytes(95, (30, 30)), "is 30x30, expected 40x30"),
+        (b"", "does not decode as jpeg"),
+    ],
+    ids=["truncated", "wrong-size", "empty"],
+)
+def test_an_existing_object_that_fails_verification_is_replaced(tmp_path: Path, existing: bytes, reason: str) -> None:
     layout = OutputLayout(str(tmp_path))
     obj = layout.object_path("ef" + "2" * 62, "jpg")
-    publish_object(layout, write_temp(layout, b"truncat", "jpg"), obj)
-    assert publish_object(layout, write_temp(layout, b"truncated no more", "jpg"), obj) is True
-    assert Path(obj).read_bytes() == b"truncated no more"
+    store_object(layout, existing, obj)
+    published = store_object(layout, jpeg_bytes(50), obj, as_40x30_jpeg)
+    assert published.outcome == "replaced" and published.reason.startswith(reason)
+    assert published.note.startswith(f"object_replaced: the existing object {reason}")
+    assert Path(obj).read_bytes() == jpeg_bytes(50) and not os.listdir(layout.tmp_dir)
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_an_object_name_taken_by_no_regular_file_is_replaced_or_refused(tmp_path: Path, kind: str) -> None:
+    layout = OutputLayout(str(tmp_path))
+    obj = layout.object_path("ef" + "2" * 62, "jpg")
+    os.makedirs(os.path.dirname(obj))
+    if kind == "fifo":
+        os.mkfifo(obj)  # never opened for a read that could block
+        published = store_object(layout, jpeg_bytes(50), obj, as_40x30_jpeg)
+        assert published == Published("replaced", "was not a regular file")
+        assert Path(obj).read_bytes() == jpeg_bytes(50)
+    else:
+        os.mkdir(obj)
+        with pytest.raises(OSError):
+            store_object(layout, jpeg_bytes(50), obj, as_40x30_jpeg)
+        assert os.path.isdir(obj)
+    assert not os.listdir(layout.tmp_dir)
 
 
 def test_link_friendly_switches_atomically_and_leaves_no_staging_link(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     a = layout.object_path("aa" + "3" * 62, "jpg")
     b = layout.object_path("bb" + "4" * 62, "jpg")
-    publish_object(layout, write_temp(layout, b"A", "jpg"), a)
-    publish_object(layout, write_temp(layout, b"B", "jpg"), b)
+    store_object(layout, b"A", a)
+    store_object(layout, b"B", b)
     friendly = str(tmp_path / "rooms" / "sofa.1x1.jpg")
     link_friendly(layout, a, friendly)
     link_friendly(layout, a, friendly)  # same inode again: rename() would be a no-op
@@ -168,7 +239,7 @@ def published_item(tmp_path: Path, state: str = "succeeded") -> ItemView:
     """A succeeded item whose object and friendly name exist, linked, under tmp_path/out."""
     layout = OutputLayout(str(tmp_path / "out"))
     obj = layout.object_path("ab" + "5" * 62, "jpg")
-    publish_object(layout, write_temp(layout, b"pixels", "jpg"), obj)
+    store_object(layout, b"pixels", obj)
     friendly = layout.friendly_path("sofa", Ratio(1, 1), "jpg")
     link_friendly(layout, obj, friendly)
     return ItemView("sofa.jpg", "/src/sofa.jpg", "1:1", state, 1, None, None, "ab", obj, friendly, "t")
@@ -252,7 +323,7 @@ def test_temp_names_without_a_known_writer_give_none(name: str) -> None:
 def test_object_files_lists_only_names_that_fit_the_layout(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     key = "ab" + "5" * 62
-    publish_object(layout, write_temp(layout, b"A", "jpg"), layout.object_path(key, "jpg"))
+    store_object(layout, b"A", layout.object_path(key, "jpg"))
     (tmp_path / "objects" / "ab" / "stray.jpg").write_bytes(b"?")
     (tmp_path / "objects" / "cd").mkdir()
     (tmp_path / "objects" / "cd" / f"{key}.jpg").write_bytes(b"wrong shard")
@@ -264,8 +335,8 @@ def test_friendly_link_problem(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     a = layout.object_path("aa" + "6" * 62, "jpg")
     b = layout.object_path("bb" + "7" * 62, "jpg")
-    publish_object(layout, write_temp(layout, b"A", "jpg"), a)
-    publish_object(layout, write_temp(layout, b"B", "jpg"), b)
+    store_object(layout, b"A", a)
+    store_object(layout, b"B", b)
     friendly = str(tmp_path / "x.1x1.jpg")
     assert friendly_link_problem(a, friendly) == "missing"
     link_friendly(layout, b, friendly)
@@ -277,7 +348,7 @@ def test_friendly_link_problem(tmp_path: Path) -> None:
 def test_removing_an_object_frees_its_bytes_only_with_its_last_link(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     obj = layout.object_path("ee" + "8" * 62, "jpg")
-    publish_object(layout, write_temp(layout, b"12345", "jpg"), obj)
+    store_object(layout, b"12345", obj)
     kept, gone = str(tmp_path / "kept.1x1.jpg"), str(tmp_path / "gone.1x1.jpg")
     link_friendly(layout, obj, kept)
     link_friendly(layout, obj, gone)
@@ -317,12 +388,12 @@ def symlink_in_out(layout: OutputLayout, name: str, target: Path) -> None:
 
 
 def _publish(layout: OutputLayout) -> None:
-    publish_object(layout, write_temp(layout, b"A", "jpg"), layout.object_path("aa" + "3" * 62, "jpg"))
+    store_object(layout, b"A", layout.object_path("aa" + "3" * 62, "jpg"))
 
 
 def _link(layout: OutputLayout) -> None:
     obj = layout.object_path("aa" + "3" * 62, "jpg")
-    publish_object(layout, write_temp(layout, b"A", "jpg"), obj)
+    store_object(layout, b"A", obj)
     link_friendly(layout, obj, f"{layout.root}/evil/keep.1x1.jpg")
 
 
@@ -392,7 +463,7 @@ def test_a_symlink_at_the_object_name_is_replaced_not_written_through(tmp_path: 
     (victim / "same.jpg").write_bytes(b"A")  # the same bytes: must still not count as the object
     os.symlink(victim / "same.jpg" if at == "victim" else victim / "keep.1x1.jpg", obj)
     before = tree_snapshot(victim)
-    assert publish_object(layout, write_temp(layout, b"A", "jpg"), obj) is True
+    assert store_object(layout, b"A", obj, as_40x30_jpeg) == Published("replaced", "was not a regular file")
     assert not os.path.islink(obj) and Path(obj).read_bytes() == b"A"
     assert tree_snapshot(victim) == before
 
@@ -403,7 +474,7 @@ def test_a_symlink_at_the_friendly_name_is_replaced_by_a_hard_link(
 ) -> None:
     layout = OutputLayout(str(tmp_path / "out"))
     obj = layout.object_path("aa" + "3" * 62, "jpg")
-    publish_object(layout, write_temp(layout, b"A", "jpg"), obj)
+    store_object(layout, b"A", obj)
     friendly = f"{layout.root}/keep.1x1.jpg"
     os.symlink(victim / "keep.1x1.jpg" if points_to == "victim" else obj, friendly)
     before = tree_snapshot(victim)
@@ -427,7 +498,7 @@ def test_gc_removal_drops_the_emptied_shard_folder_only(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path / "out"))
     first, second = layout.object_path("aa" + "3" * 62, "jpg"), layout.object_path("aa" + "4" * 62, "jpg")
     for obj in (first, second):
-        publish_object(layout, write_temp(layout, b"A", "jpg"), obj)
+        store_object(layout, b"A", obj)
     assert remove_object_and_links(layout, first, []) == (0, 1)
     assert os.listdir(os.path.dirname(first)) == [os.path.basename(second)]
     assert remove_object_and_links(layout, second, []) == (0, 1)

@@ -8,11 +8,19 @@ Layout of OUT (nothing else is ever written there)::
     OUT/batches/<batch_id>.html          contact sheet (``thumbctl sheet``, default place)
     OUT/.tmp/                            temp files of writers
 
-Every write, link, rename and delete under OUT first proves that the folders from OUT's
-root down to the file are real directories, not symlinks (:func:`checked_folder`), so no
-item id, swapped-in link or symlinked ``objects``/``.tmp``/``batches`` folder can make it
-land outside OUT. A symlink at the final name is only ever replaced by a rename, never
-written through.
+Every write, link, rename and delete under OUT goes through folder descriptors: OUT's root
+and each folder below it are opened one by one, relative to the one above, without following
+a symlink (:func:`open_folder`), and the file is created, linked, renamed or removed relative
+to the last one (``dir_fd``/``src_dir_fd``/``dst_dir_fd``). So no item id, swapped-in link or
+symlinked ``objects``/``.tmp``/``batches`` folder can make it land outside OUT, even when the
+folder is swapped between a check and the act. A symlink at the final name is only ever
+replaced by a rename, never written through. A write that fails (``ENOSPC``) removes its
+temp file.
+
+An object already at its name (:func:`publish_object`) is kept when it holds the same bytes,
+and also when it holds other bytes that the caller's verifier accepts (it decodes as the
+right format and size: another host's codec); it is replaced atomically when it fails
+verification or is not a regular file. This module never looks at pixels itself.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from .models import BatchView, ItemView
 from .proc import hostname, start_ticks
@@ -173,42 +182,108 @@ def looks_like_output_folder(path: str) -> bool:
     return all(os.path.isdir(os.path.join(path, name)) for name in _RESERVED_FOLDERS)
 
 
-# -- folders under OUT ----------------------------------------------------------------------
+# -- folders under OUT: opened from the root down, never through a symlink --------------------------
+
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+#: O_NONBLOCK: a FIFO swapped in at a file's name cannot block the open.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@contextlib.contextmanager
+def open_folder(root: str, folder: str, *, create: bool = False) -> Iterator[int]:
+    """An open descriptor of ``folder`` (``root`` or a folder below it), closed on exit.
+
+    ``root`` (resolved when the batch was submitted) is opened without following a symlink at
+    its own name, then each folder below it relative to its parent's descriptor with
+    ``O_NOFOLLOW``; with ``create`` the missing ones are made. Whatever is done through the
+    descriptor happens in the folder that was checked, however its name is swapped later.
+    Raises :class:`OutsideOutput` at the first symlink, :class:`NotADirectoryError` at another
+    kind of file and :class:`FileNotFoundError` at a missing folder (without ``create``).
+    Works from any root: nothing here knows the layout of OUT.
+    """
+    root = os.path.normpath(root)
+    fd = _open_root(root, create)
+    try:
+        current = root
+        for part in _parts_below(root, folder):
+            current = f"{current}/{part}"
+            child = _open_child(fd, part, current, root, create)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _open_root(root: str, create: bool) -> int:
+    try:
+        return _open_dir(root, None, root, root)
+    except FileNotFoundError:
+        if not create:
+            raise
+    os.makedirs(root, exist_ok=True)  # the folders above OUT's root were resolved at submit
+    return _open_dir(root, None, root, root)
+
+
+def _open_child(parent: int, name: str, path: str, root: str, create: bool) -> int:
+    try:
+        return _open_dir(name, parent, path, root)
+    except FileNotFoundError:
+        if not create:
+            raise
+    with contextlib.suppress(FileExistsError):  # another writer made it meanwhile: opened as any other below
+        os.mkdir(name, dir_fd=parent)
+    return _open_dir(name, parent, path, root)
+
+
+def _open_dir(name: str, parent: int | None, path: str, root: str) -> int:
+    """Open one folder without following a symlink at its name; a symlink raises OutsideOutput."""
+    try:
+        return os.open(name, _FOLDER_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(name, parent)):
+            raise OutsideOutput(path, root) from None
+        if exc.errno == errno.ENOTDIR:
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder", path) from None
+        raise
+
+
+def _is_link(name: str, parent: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def checked_folder(layout: OutputLayout, folder: str, *, create: bool) -> bool:
-    """Prove that OUT's root and every folder below it down to ``folder`` is a real directory.
-
-    Each component is checked with ``lstat`` before anything is created (``makedirs`` would
-    follow a symlink); with ``create`` the missing ones are made. Raises :class:`OutsideOutput`
-    at the first symlink, :class:`NotADirectoryError` at another kind of file. Returns whether
-    ``folder`` exists (always True with ``create``).
-    """
-    root = os.path.normpath(layout.root)
-    if not _real_folder(root, root, create, make=lambda p: os.makedirs(p, exist_ok=True)):
+    """Prove that OUT's root and every folder below it down to ``folder`` is a real directory
+    (see :func:`open_folder`); with ``create`` the missing ones are made. Returns whether
+    ``folder`` exists (always True with ``create``)."""
+    try:
+        with open_folder(layout.root, folder, create=create):
+            return True
+    except FileNotFoundError:
         return False
-    current = root
-    for part in _parts_below(root, folder):
-        current = os.path.join(current, part)
-        if not _real_folder(current, root, create, make=os.mkdir):
-            return False
-    return True
 
 
 def probe_writable(layout: OutputLayout) -> None:
     """Prove a file can be written in OUT/.tmp, so a batch is never accepted for an output
     folder no worker could publish into; the folders this made are removed again, so a
     submission still writes nothing to OUT. Raises OSError."""
-    made = [layout.tmp_dir] if not os.path.lexists(layout.tmp_dir) else []
+    made_tmp = not os.path.lexists(layout.tmp_dir)
+    made = []
     folder = layout.root
     while not os.path.lexists(folder) and folder != os.path.dirname(folder):
         made.append(folder)
         folder = os.path.dirname(folder)
-    made.reverse()  # outermost first; removed innermost first below
     try:
-        os.unlink(write_temp(layout, b"", "probe"))
+        discard(write_temp(layout, b"", "probe"), strict=True)
     finally:
-        for folder in reversed(made):
+        if made_tmp:
+            with contextlib.suppress(OSError), open_folder(layout.root, layout.root) as root:
+                os.rmdir(".tmp", dir_fd=root)
+        for folder in made:  # innermost first; OUT and the folders above it, outside the content of OUT
             with contextlib.suppress(OSError):
                 os.rmdir(folder)
 
@@ -235,22 +310,6 @@ def _parts_below(root: str, folder: str) -> list[str]:
     return folder[len(prefix) :].split("/")
 
 
-def _real_folder(path: str, root: str, create: bool, make: Callable[[str], None]) -> bool:
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        if not create:
-            return False
-        with contextlib.suppress(FileExistsError):  # another writer made it meanwhile: checked below
-            make(path)
-        info = os.lstat(path)
-    if stat.S_ISLNK(info.st_mode):
-        raise OutsideOutput(path, root)
-    if not stat.S_ISDIR(info.st_mode):
-        raise NotADirectoryError(errno.ENOTDIR, "not a folder", path)
-    return True
-
-
 def _listable(layout: OutputLayout, folder: str) -> bool:
     """Whether ``folder`` exists as a real folder under OUT (listing never follows a symlink out)."""
     try:
@@ -259,18 +318,77 @@ def _listable(layout: OutputLayout, folder: str) -> bool:
         return False
 
 
+# -- files in an open folder -----------------------------------------------------------------
+
+
+def _write_new(folder: int, name: str, data: bytes) -> None:
+    """Create ``name`` in ``folder`` holding ``data``, durably; on any failure (a full disk,
+    an I/O error) the partial file is removed again, so no temp file is left behind."""
+    fd = os.open(name, _NEW_FILE_FLAGS, 0o644, dir_fd=folder)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        _unlink_quietly(folder, name)
+        raise
+
+
+def _stage_and_rename(tmp: int, folder: int, name: str, data: bytes, extension: str) -> None:
+    """Write ``data`` to a new temp file in ``tmp``, then rename it over ``name`` in ``folder``."""
+    staging = _temp_basename(extension)
+    _write_new(tmp, staging, data)
+    try:
+        os.replace(staging, name, src_dir_fd=tmp, dst_dir_fd=folder)
+    finally:
+        _unlink_quietly(tmp, staging)
+
+
+def _unlink_quietly(folder: int, name: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=folder)
+
+
+def _open_file(folder: int, name: str) -> int | None:
+    """A read descriptor of ``name`` if it is a regular file (not a symlink, FIFO, folder …), else None."""
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+            return None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _same_bytes(a: int, b: int) -> bool:
+    """Whether two open files hold the same bytes (size first, then block by block with
+    ``pread``, which leaves both files' offsets where they were)."""
+    size = os.fstat(a).st_size
+    if os.fstat(b).st_size != size:
+        return False
+    block = 1 << 20
+    return all(os.pread(a, block, at) == os.pread(b, block, at) for at in range(0, size, block))
+
+
 # -- publishing -------------------------------------------------------------------------
 
 
-def temp_name(layout: OutputLayout, extension: str) -> str:
-    """A fresh temp path in OUT/.tmp, named after its writer (see :func:`temp_writer`).
+def _temp_basename(extension: str) -> str:
+    """A fresh temp file name for OUT/.tmp, naming its writer (see :func:`temp_writer`).
 
     ``<pid>-<start ticks>-<host tag>-<random>.<ext>``: reconcile removes the
     temp files of writers that are gone at once, and others only after a grace period.
     """
     pid = os.getpid()
     ticks = start_ticks(pid).replace("?", "x")
-    return f"{layout.tmp_dir}/{pid}-{ticks}-{host_tag()}-{secrets.token_hex(6)}.{extension}"
+    return f"{pid}-{ticks}-{host_tag()}-{secrets.token_hex(6)}.{extension}"
 
 
 def host_tag(host: str | None = None) -> str:
@@ -295,54 +413,125 @@ def temp_writer(name: str) -> str | None:
 
 
 def write_temp(layout: OutputLayout, data: bytes, extension: str) -> str:
-    """Write ``data`` durably to a new temp file in OUT/.tmp and return its path."""
-    checked_folder(layout, layout.tmp_dir, create=True)
-    path = temp_name(layout, extension)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    """Write ``data`` durably to a new temp file in OUT/.tmp and return its path.
+
+    A write or fsync that fails (``ENOSPC``) removes the temp file before raising."""
+    name = _temp_basename(extension)
+    with open_folder(layout.root, layout.tmp_dir, create=True) as tmp:
+        _write_new(tmp, name, data)
+    return f"{layout.tmp_dir}/{name}"
+
+
+@contextlib.contextmanager
+def open_temp(layout: OutputLayout, temp_path: str) -> Iterator[BinaryIO]:
+    """Read back a temp file of OUT/.tmp (as :func:`write_temp` returned it), reached through
+    folder descriptors; a temp file that is no longer a regular file raises OutsideOutput."""
+    folder, name = os.path.split(temp_path)
+    with open_folder(layout.root, folder) as tmp:
+        fd = _open_file(tmp, name)
+    if fd is None:
+        raise OutsideOutput(temp_path, layout.root)
+    with os.fdopen(fd, "rb") as stream:
+        yield stream
+
+
+def discard(path: str | None, *, strict: bool = False) -> None:
+    """Remove a temp file of OUT/.tmp (``<root>/.tmp/<name>``) if it is there.
+
+    Best effort unless ``strict``: a temp file that cannot be reached (its folder swapped for
+    a symlink) stays, and ``reconcile`` removes it later."""
+    if not path:
+        return
+    tmp_dir, name = os.path.split(path)
+    if os.path.basename(tmp_dir) != ".tmp":
+        raise ValueError(f"{path} is not a temp file of an output folder")
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        with open_folder(os.path.dirname(tmp_dir), tmp_dir) as tmp:
+            _unlink_quietly(tmp, name)
+    except FileNotFoundError:
+        return
+    except OSError:
+        if strict:
+            raise
+
+
+#: Verifies an existing object read from the open file: None when it is sound, else what is wrong.
+Verifier = Callable[[BinaryIO], "str | None"]
+
+
+@dataclass(frozen=True)
+class Published:
+    """What :func:`publish_object` did: ``created`` the object, found a ``duplicate`` (the same
+    bytes), ``kept`` an existing object with other bytes that verifies, or ``replaced`` one that
+    did not verify or was no regular file (``reason`` says why)."""
+
+    outcome: str
+    reason: str | None = None
+
+    @property
+    def note(self) -> str | None:
+        """The note for the item's event: ``object_mismatch`` or ``object_replaced``, with why."""
+        if self.outcome == "kept":
+            return "object_mismatch: an object with other bytes that verifies was already there; kept"
+        if self.outcome == "replaced":
+            return f"object_replaced: the existing object {self.reason}; replaced"
+        return None
+
+
+def publish_object(layout: OutputLayout, temp_path: str, object_path: str, *, verify: Verifier) -> Published:
+    """Create ``object_path`` from a verified temp file if absent (``link``), never writing
+    through a symlink at any folder or at the name.
+
+    An existing object with the same bytes is success (duplicate delivery). One with other
+    bytes that ``verify`` accepts is kept (another host's codec may encode the same derivative
+    differently). One that ``verify`` rejects, or anything that is not a regular file (a symlink,
+    a FIFO), is replaced atomically by a rename. The temp file is gone afterwards.
+    """
+    tmp_dir, temp = os.path.split(temp_path)
+    shard_dir, name = os.path.split(object_path)
+    with open_folder(layout.root, tmp_dir) as tmp:
+        try:
+            with open_folder(layout.root, shard_dir, create=True) as shard:
+                return _publish_in(tmp, temp, shard, name, verify)
+        finally:
+            _unlink_quietly(tmp, temp)
+
+
+def _publish_in(tmp: int, temp: str, shard: int, name: str, verify: Verifier) -> Published:
+    for _ in range(3):  # an existing object removed meanwhile (gc) is linked again
+        try:
+            os.link(temp, name, src_dir_fd=tmp, dst_dir_fd=shard, follow_symlinks=False)
+            return Published("created")
+        except FileExistsError:
+            pass
+        try:
+            existing = _open_file(shard, name)
+        except FileNotFoundError:
+            continue
+        if existing is None:
+            reason = "was not a regular file"
+        else:
+            with os.fdopen(existing, "rb") as stream:
+                reason = _existing_problem(tmp, temp, stream, verify)
+            if reason in ("duplicate", "kept"):
+                return Published(reason)
+        os.replace(temp, name, src_dir_fd=tmp, dst_dir_fd=shard)
+        return Published("replaced", reason)
+    raise FileExistsError(errno.EEXIST, "the object kept appearing and vanishing", name)
+
+
+def _existing_problem(tmp: int, temp: str, existing: BinaryIO, verify: Verifier) -> str:
+    """``duplicate``, ``kept`` or why the existing object must be replaced."""
+    fd = _open_file(tmp, temp)
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, "the temp file is gone", temp)
+    try:
+        if _same_bytes(fd, existing.fileno()):
+            return "duplicate"
     finally:
         os.close(fd)
-    return path
-
-
-def discard(path: str | None) -> None:
-    """Remove a temp file if it is there."""
-    if path:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-
-
-def same_content(a: str, b: str) -> bool:
-    """Whether two files hold the same bytes (size first, then sha256)."""
-    if os.path.getsize(a) != os.path.getsize(b):
-        return False
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        return hashlib.file_digest(fa, "sha256").digest() == hashlib.file_digest(fb, "sha256").digest()
-
-
-def publish_object(layout: OutputLayout, temp_path: str, object_path: str) -> bool:
-    """Create ``object_path`` from a verified temp file, if absent (``os.link``).
-
-    An existing object with the same bytes is success, not an error: that is
-    duplicate delivery. One with other bytes (damaged), or anything that is not a
-    regular file (a symlink), is replaced atomically.
-    Returns whether this call created or replaced the object.
-    """
-    checked_folder(layout, os.path.dirname(object_path), create=True)
-    try:
-        os.link(temp_path, object_path)
-        return True
-    except FileExistsError:
-        if _is_regular_file(object_path) and same_content(temp_path, object_path):
-            return False
-        os.replace(temp_path, object_path)
-        return True
-    finally:
-        discard(temp_path)
+    problem = verify(existing)
+    return "kept" if problem is None else problem
 
 
 def link_friendly(layout: OutputLayout, object_path: str, friendly_path: str) -> None:
@@ -350,28 +539,52 @@ def link_friendly(layout: OutputLayout, object_path: str, friendly_path: str) ->
 
     ``rename()`` of one hard link onto another link of the same inode does
     nothing and leaves the source name behind, so that case is checked first
-    (without following a symlink at either name: one is replaced, not kept).
+    (without following a symlink at either name: one is replaced, not kept),
+    and the staging link is removed whatever the rename did.
     """
-    checked_folder(layout, os.path.dirname(object_path), create=False)
-    if os.path.islink(object_path):  # a hard link to it would be a symlink out of OUT under a friendly name
-        raise OutsideOutput(object_path, layout.root)
-    checked_folder(layout, os.path.dirname(friendly_path), create=True)
-    if _same_inode(friendly_path, object_path):
-        return
-    checked_folder(layout, layout.tmp_dir, create=True)
-    staging = temp_name(layout, "link")
-    os.link(object_path, staging)
+    shard_dir, object_name = os.path.split(object_path)
+    folder, name = os.path.split(friendly_path)
+    with open_folder(layout.root, shard_dir) as shard:
+        target = os.stat(object_name, dir_fd=shard, follow_symlinks=False)
+        if stat.S_ISLNK(target.st_mode):  # a hard link to it would be a symlink out of OUT under a friendly name
+            raise OutsideOutput(object_path, layout.root)
+        with open_folder(layout.root, folder, create=True) as dest:
+            if _same_inode(dest, name, target):
+                return
+            with open_folder(layout.root, layout.tmp_dir, create=True) as tmp:
+                _link_through_staging(tmp, shard, object_name, dest, name, target, object_path, layout.root)
+
+
+def _link_through_staging(
+    tmp: int, shard: int, object_name: str, dest: int, name: str, target: os.stat_result, object_path: str, root: str
+) -> None:
+    staging = _temp_basename("link")
+    os.link(object_name, staging, src_dir_fd=shard, dst_dir_fd=tmp, follow_symlinks=False)
     try:
-        os.replace(staging, friendly_path)
+        if not _same_inode(tmp, staging, target):  # the object was swapped for something else meanwhile
+            raise OutsideOutput(object_path, root)
+        os.replace(staging, name, src_dir_fd=tmp, dst_dir_fd=dest)
     finally:
-        discard(staging)
+        _unlink_quietly(tmp, staging)
+
+
+def _same_inode(folder: int, name: str, target: os.stat_result) -> bool:
+    """Whether ``name`` in ``folder`` is a link to ``target``'s inode (a symlink never is)."""
+    try:
+        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return (info.st_dev, info.st_ino) == (target.st_dev, target.st_ino)
 
 
 def write_json_atomically(layout: OutputLayout, path: str, doc: object) -> None:
     """Write a JSON document through a temp file and an atomic rename."""
-    checked_folder(layout, layout.tmp_dir, create=True)
-    checked_folder(layout, os.path.dirname(path), create=True)
-    _write_and_rename(temp_name(layout, "json"), path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    data = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
+    folder, name = os.path.split(path)
+    with open_folder(layout.root, layout.tmp_dir, create=True) as tmp, open_folder(
+        layout.root, folder, create=True
+    ) as dest:
+        _stage_and_rename(tmp, dest, name, data, "json")
 
 
 def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
@@ -410,7 +623,8 @@ def _write_and_rename(staging: str, target: str, text: str) -> None:
             os.fsync(fh.fileno())
         os.replace(staging, target)
     finally:
-        discard(staging)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staging)
 
 
 def shown_output(item: ItemView) -> str | None:
@@ -453,8 +667,8 @@ def write_page(layout: OutputLayout, path: str, text: str, *, create_folder: boo
 def _write_page_inside(layout: OutputLayout, folder: str, name: str, text: str, create_folder: bool) -> None:
     if not checked_folder(layout, folder, create=create_folder):
         raise FileNotFoundError(errno.ENOENT, "no such folder", folder)
-    checked_folder(layout, layout.tmp_dir, create=True)
-    _write_and_rename(temp_name(layout, "html"), f"{os.path.normpath(folder)}/{name}", text)
+    with open_folder(layout.root, folder) as dest, open_folder(layout.root, layout.tmp_dir, create=True) as tmp:
+        _stage_and_rename(tmp, dest, name, text.encode("utf-8"), "html")
 
 
 # -- inspection and removal (reconcile and gc) --------------------------------------------
@@ -526,19 +740,16 @@ def remove_stored_file(layout: OutputLayout, path: str) -> int:
     gone counts 0."""
     if not _inside(layout.root, path):
         raise ValueError(f"{path} is not inside the output folder {layout.root}")
-    if not checked_folder(layout, os.path.dirname(path), create=False):
-        return 0
+    folder, name = os.path.split(os.path.abspath(path))
     try:
-        info = os.lstat(path)
-        if stat.S_ISLNK(info.st_mode):  # the link itself goes; its target, wherever it is, is untouched
-            os.unlink(path)
-            return 0
-        if not stat.S_ISREG(info.st_mode):
-            return 0
-        os.unlink(path)
+        with open_folder(layout.root, folder) as parent:
+            info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            if not (stat.S_ISLNK(info.st_mode) or stat.S_ISREG(info.st_mode)):
+                return 0
+            os.unlink(name, dir_fd=parent)  # a symlink itself goes; its target, wherever it is, is untouched
     except FileNotFoundError:
         return 0
-    return info.st_size if info.st_nlink == 1 else 0
+    return info.st_size if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 else 0
 
 
 def reclaimable(object_path: str, friendly_paths: list[str]) -> tuple[list[str], int]:
@@ -579,14 +790,8 @@ def remove_empty_friendly_folders(layout: OutputLayout, folder: str) -> None:
     while os.path.dirname(current) != current and current.startswith(root + os.sep):
         if os.path.dirname(current) == root and os.path.basename(current) in _RESERVED_FOLDERS:
             return
-        if not checked_folder(layout, current, create=False):
+        if not _remove_empty_folder(layout, current):
             return
-        try:
-            os.rmdir(current)
-        except OSError as exc:
-            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
-                return
-            raise
         current = os.path.dirname(current)
 
 
@@ -597,31 +802,25 @@ def remove_empty_shard(layout: OutputLayout, shard: str) -> bool:
     """
     if os.path.dirname(os.path.normpath(shard)) != os.path.normpath(f"{layout.root}/objects"):
         raise ValueError(f"{shard} is not a shard folder of {layout.root}/objects")
-    if not checked_folder(layout, shard, create=False):
-        return False
+    return _remove_empty_folder(layout, shard)
+
+
+def _remove_empty_folder(layout: OutputLayout, folder: str) -> bool:
+    """Remove ``folder`` (below OUT's root) if it is an empty real folder; returns whether it went.
+    A symlink at its name raises OutsideOutput and is left alone."""
+    parent_path, name = os.path.split(os.path.normpath(folder))
     try:
-        os.rmdir(shard)
+        with open_folder(layout.root, parent_path) as parent:
+            os.rmdir(name, dir_fd=parent)
     except OSError as exc:
-        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+        if isinstance(exc, OutsideOutput):
+            raise
+        if exc.errno == errno.ENOTDIR and os.path.islink(folder):
+            raise OutsideOutput(folder, layout.root) from None
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.ENOTDIR):
             return False
         raise
     return True
-
-
-def _is_regular_file(path: str) -> bool:
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        return False
-
-
-def _same_inode(a: str, b: str) -> bool:
-    """Whether two names are links to one inode, following neither name if it is a symlink."""
-    try:
-        first, second = os.lstat(a), os.lstat(b)
-    except FileNotFoundError:
-        return False
-    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
 def _same_file(a: str, b: str) -> bool:

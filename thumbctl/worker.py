@@ -43,7 +43,7 @@ from .ledger import Claim, ClaimedItem, Ledger
 from .proc import owner_id, owner_is_dead
 from .retrypolicy import Backoff
 from .settings import OUTPUT_FORMATS, Limits, parse_ratio
-from .store import OutputLayout, OutsideOutput, discard, link_friendly, publish_object, write_temp
+from .store import OutputLayout, OutsideOutput, discard, link_friendly, open_temp, publish_object, write_temp
 
 
 @dataclass(frozen=True)
@@ -310,20 +310,33 @@ class ClaimRun:
 
     def _write_verified(self, data: bytes, geometry: Geometry) -> str:
         temp = write_temp(self.layout, data, self.extension)
-        problem = verify_output(Path(temp), self.fmt, geometry.out_w, geometry.out_h)
+        try:
+            with open_temp(self.layout, temp) as written:
+                problem = verify_output(written, self.fmt, geometry.out_w, geometry.out_h)
+        except BaseException:
+            discard(temp)
+            raise
         if problem:
             discard(temp)
             raise ItemFailure("worker_crashed", f"the encoded output {problem}")
         return temp
 
-    def _publish_effect(self, temp: str, item: ClaimedItem, timings: dict[str, float]) -> None:
+    def _publish_effect(self, temp: str, item: ClaimedItem, timings: dict[str, float]) -> str | None:
         """Runs inside the ledger's publish transaction, before the result is stored, so the
-        link time is added to ``timings`` (the temp write and verification are already in it)."""
+        link time is added to ``timings`` (the temp write and verification are already in it).
+        Returns the note for the item's event when an existing object was kept or replaced."""
         started = time.perf_counter()
-        publish_object(self.layout, temp, item.object_path)
+        geometry = self.geometries[item.row]
+        published = publish_object(
+            self.layout,
+            temp,
+            item.object_path,
+            verify=lambda existing: verify_output(existing, self.fmt, geometry.out_w, geometry.out_h),
+        )
         self.faults.hit("after_link")
         link_friendly(self.layout, item.object_path, item.friendly_path)
         timings["publish_ms"] = round(timings["publish_ms"] + (time.perf_counter() - started) * 1000, 3)
+        return published.note
 
 
 def read_verified_source(path: str, digest: str, max_bytes: int) -> bytes:

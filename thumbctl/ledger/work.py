@@ -270,10 +270,17 @@ class WorkQueue:
             return len(moved)
 
     def publish(
-        self, claim: Claim, item: ClaimedItem, effect: Callable[[], None], *, result: dict[str, object] | None = None
+        self,
+        claim: Claim,
+        item: ClaimedItem,
+        effect: Callable[[], str | None],
+        *,
+        result: dict[str, object] | None = None,
     ) -> str:
         """The race rule: check the cancel flag and the lease, run ``effect`` (link the
         object and the friendly name) and mark ``succeeded``, all in one write transaction.
+        A note ``effect`` returns (``object_mismatch: …``) goes into the ``succeeded`` event's
+        detail; the item itself carries no error detail.
 
         Returns ``succeeded``, ``cancelled`` (the cancel committed first), ``late`` (the
         batch deadline passed: the item failed ``deadline_exceeded``) or ``lost`` (the lease
@@ -303,8 +310,10 @@ class WorkQueue:
                     detail="the batch deadline passed before it could be published",
                 )
                 return "late"
-            effect()
-            self._transition(at, [item.row], "running", "succeeded", token=claim.token, worker=claim.owner)
+            note = effect()
+            self._transition(at, [item.row], "running", "succeeded", token=claim.token, worker=claim.owner, detail=note)
+            if note is not None:
+                self._conn.execute("UPDATE items SET error_detail = NULL WHERE id = ?", (item.row,))
             if result is not None:
                 self._conn.execute("UPDATE items SET result = ? WHERE id = ?", (json.dumps(result), item.row))
             return "succeeded"

@@ -1,0 +1,195 @@
+"""Publishing through a real worker run: what happens to an object already at its name, and
+to temp files when the output folder's disk is full."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
+from thumbctl.faults import Faults
+from thumbctl.imaging import verify_output
+from thumbctl.retrypolicy import Backoff
+from thumbctl.settings import Ratio
+from thumbctl.store import OutputLayout, write_json_atomically, write_page, write_temp
+from thumbctl.worker import WorkerConfig, run_worker
+
+from support import make_image, tree_snapshot
+
+#: One 200x100 source, one 1:1 ratio at size 64: its output is 64x64.
+PROFILE = Profile(ratios=(Ratio(1, 1),), size=64)
+
+
+def accept(ledger: Ledger, photos: Path, out: Path, **kwargs):
+    options = SubmitOptions(out_dir=out, profile=PROFILE, **kwargs)
+    return submit(ledger, prepare_submission(photos, options, ledger), options.limits)
+
+
+def work(ledger: Ledger) -> None:
+    config = WorkerConfig(str(ledger.path), backoff=Backoff(base=0.01, cap=0.02), poll_seconds=0.01)
+    run_worker(config, threading.Event(), Faults(""))
+
+
+def jpeg(size: tuple[int, int], colour: tuple[int, int, int]) -> bytes:
+    stream = io.BytesIO()
+    Image.new("RGB", size, colour).save(stream, "JPEG")
+    return stream.getvalue()
+
+
+@pytest.fixture
+def one_photo(tmp_path: Path) -> Path:
+    make_image(tmp_path / "photos" / "sofa.png", (200, 100), "PNG", seed=3)
+    return tmp_path / "photos"
+
+
+def published_event(ledger: Ledger, batch_id: str):
+    [event] = [e for e in ledger.events(batch_id) if e.to_state == "succeeded"]
+    return event
+
+
+# -- an object already at the name -----------------------------------------------------------
+
+
+def test_an_existing_object_with_other_bytes_that_verifies_is_kept(
+    ledger: Ledger, one_photo: Path, out_dir: Path
+) -> None:
+    batch = accept(ledger, one_photo, out_dir)
+    [item] = ledger.items(batch.batch_id)
+    foreign = jpeg((64, 64), (10, 200, 30))  # another host's encoder, say: right format and size
+    os.makedirs(os.path.dirname(item.object_path))
+    Path(item.object_path).write_bytes(foreign)
+    work(ledger)
+    [item] = ledger.items(batch.batch_id)
+    assert (item.state, item.error_code, item.error_detail) == ("succeeded", None, None)
+    assert Path(item.object_path).read_bytes() == foreign
+    assert os.path.samefile(item.friendly_path, item.object_path)
+    event = published_event(ledger, batch.batch_id)
+    assert event.error_code is None and event.detail.startswith("object_mismatch: ")
+    assert os.listdir(out_dir / ".tmp") == []
+
+
+@pytest.mark.parametrize(
+    ("existing", "reason"),
+    [
+        (jpeg((64, 64), (10, 200, 30))[:300], "does not decode as jpeg"),
+        (jpeg((64, 48), (10, 200, 30)), "is 64x48, expected 64x64"),
+        (b"GIF89a not a jpeg", "does not decode as jpeg"),
+    ],
+    ids=["truncated", "wrong-size", "wrong-format"],
+)
+def test_an_existing_object_that_fails_verification_is_replaced(
+    ledger: Ledger, one_photo: Path, out_dir: Path, existing: bytes, reason: str
+) -> None:
+    batch = accept(ledger, one_photo, out_dir)
+    [item] = ledger.items(batch.batch_id)
+    os.makedirs(os.path.dirname(item.object_path))
+    Path(item.object_path).write_bytes(existing)
+    work(ledger)
+    [item] = ledger.items(batch.batch_id)
+    assert item.state == "succeeded"
+    assert verify_output(Path(item.object_path), "jpeg", 64, 64) is None
+    assert published_event(ledger, batch.batch_id).detail.startswith(f"object_replaced: the existing object {reason}")
+
+
+def test_a_symlink_at_the_object_name_is_replaced_by_a_regular_file(
+    ledger: Ledger, one_photo: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    batch = accept(ledger, one_photo, out_dir)
+    [item] = ledger.items(batch.batch_id)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.jpg").write_bytes(jpeg((64, 64), (1, 2, 3)))  # would even verify: still not the object
+    before = tree_snapshot(victim)
+    os.makedirs(os.path.dirname(item.object_path))
+    os.symlink(victim / "precious.jpg", item.object_path)
+    work(ledger)
+    [item] = ledger.items(batch.batch_id)
+    assert item.state == "succeeded"
+    assert not os.path.islink(item.object_path) and verify_output(Path(item.object_path), "jpeg", 64, 64) is None
+    assert tree_snapshot(victim) == before
+    event = published_event(ledger, batch.batch_id)
+    assert event.detail == "object_replaced: the existing object was not a regular file; replaced"
+
+
+def test_a_fresh_object_notes_nothing(ledger: Ledger, one_photo: Path, out_dir: Path) -> None:
+    batch = accept(ledger, one_photo, out_dir)
+    work(ledger)
+    assert published_event(ledger, batch.batch_id).detail is None
+
+
+# -- a full disk under OUT ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted at tmp_path/small (needs root and mount permission)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True, text=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def fill(disk: Path) -> None:
+    """Write to ``disk`` until it is full (the filler is left in place)."""
+    with open(disk / "filler.bin", "wb", buffering=0) as fh:
+        block = b"\0" * 4096
+        try:
+            while True:
+                fh.write(block)
+        except OSError as exc:
+            assert exc.errno == 28, exc  # ENOSPC
+    with pytest.raises(OSError, match="No space left"), open(disk / "probe.bin", "wb", buffering=0) as fh:
+        fh.write(b"x")
+    os.unlink(disk / "probe.bin")
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda layout: write_temp(layout, b"x" * 5000, "jpg"),
+        lambda layout: write_json_atomically(layout, layout.batch_manifest_path("b_1"), {"items": ["x"] * 500}),
+        lambda layout: write_page(layout, layout.batch_sheet_path("b_1"), "<p>x</p>" * 500, create_folder=True),
+    ],
+    ids=["temp", "manifest", "page"],
+)
+def test_a_write_that_meets_a_full_disk_leaves_no_temp_file(small_disk: Path, write) -> None:
+    layout = OutputLayout(str(small_disk / "out"))
+    for folder in (".tmp", "batches"):
+        os.makedirs(f"{layout.root}/{folder}")
+    fill(small_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write(layout)
+    assert os.listdir(layout.tmp_dir) == [] and os.listdir(f"{layout.root}/batches") == []
+
+
+def test_items_meeting_a_full_disk_fail_io_error_and_leave_no_temp_file(ledger: Ledger, small_disk: Path) -> None:
+    photos = small_disk.parent / "photos"
+    for n in range(4):
+        make_image(photos / f"p{n}.png", (200, 100), "PNG", seed=n)
+    out = small_disk / "out"
+    batch = accept(ledger, photos, out, max_attempts=2)
+    fill(small_disk)
+    work(ledger)
+    items = ledger.items(batch.batch_id)
+    assert [(i.state, i.error_code) for i in items] == [("failed", "attempts_exhausted")] * 4
+    assert all(i.error_detail.startswith("io_error: No space left on device") for i in items)
+    retried = [e for e in ledger.events(batch.batch_id) if e.to_state == "queued" and e.from_state == "running"]
+    assert [e.error_code for e in retried] == ["io_error"] * 4  # transient: retried once, then failed
+    assert os.listdir(out / ".tmp") == []

@@ -1,0 +1,145 @@
+"""A folder under OUT swapped for a symlink and back, in a tight loop, during a real run.
+
+A thread exchanges a folder of OUT (a friendly sub-folder, ``.tmp``, ``objects``, an object
+shard) with a symlink to a folder outside OUT, atomically (``renameat2(RENAME_EXCHANGE)``,
+so the name never goes missing), while ``thumbctl work`` renders a batch in other processes.
+Whatever the interleaving, nothing may land outside OUT: an item whose publish met the
+symlink fails ``path_outside_root``, the others succeed. The swaps are counted, so a run in
+which the race never had a chance fails instead of passing quietly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from thumbctl import Ledger
+
+from support import check_invariants, make_image
+
+pytestmark = pytest.mark.timeout(180)
+
+SOURCES = 40
+RATIOS = ("1:1", "4:3")
+#: Fewer swaps than this means the swapping thread barely ran during the work: the test proves nothing.
+MIN_SWAPS = 200
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Swap two names atomically: at every instant each name exists."""
+    if _libc.renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(a))
+
+
+class Swapper(threading.Thread):
+    """Exchanges ``folder`` with a symlink to ``outside`` and back until stopped; counts the swaps."""
+
+    def __init__(self, folder: Path, outside: Path) -> None:
+        super().__init__(name="swapper", daemon=True)
+        self.folder = folder
+        self.link = folder.with_name(folder.name + ".swap")
+        self.link.symlink_to(outside, target_is_directory=True)
+        self.swaps = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            exchange(self.folder, self.link)  # the folder's name is now the symlink
+            self.swaps += 1
+            time.sleep(0.0002)
+            exchange(self.folder, self.link)  # and the real folder again
+            time.sleep(0.0002)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join()
+        assert self.folder.is_dir() and not self.folder.is_symlink()
+        self.link.unlink()
+
+
+def files_under(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if not p.is_dir() or p.is_symlink())
+
+
+@pytest.fixture(scope="module")
+def renameat2_works(tmp_path_factory: pytest.TempPathFactory) -> None:
+    folder = tmp_path_factory.mktemp("exchange")
+    (folder / "a").mkdir()
+    (folder / "b").symlink_to(folder)
+    try:
+        exchange(folder / "a", folder / "b")
+    except OSError as exc:
+        if exc.errno in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            pytest.skip(f"renameat2(RENAME_EXCHANGE) is not available here: {exc}")
+        raise
+
+
+# Which folder of OUT is swapped; "shard" is the objects/<xx> folder most items publish
+# into, looked up once the batch is recorded.
+@pytest.mark.parametrize("swapped", ["d3", ".tmp", "objects", "shard"])
+def test_a_folder_swapped_for_a_symlink_mid_run_never_leads_a_write_outside(
+    tmp_path: Path, renameat2_works: None, swapped: str
+) -> None:
+    photos, out, outside, db = tmp_path / "photos", tmp_path / "out", tmp_path / "outside", tmp_path / "ledger.db"
+    for n in range(SOURCES):
+        make_image(photos / "d3" / f"p{n:02}.png", (48 + n % 7, 40), "PNG", seed=n)
+    outside.mkdir()
+    env = {**os.environ, "THUMBCTL_DB": str(db)}
+    env.pop("THUMBCTL_FAULT", None)
+    cli = [sys.executable, "-m", "thumbctl"]
+    ratio_args = [arg for ratio in RATIOS for arg in ("--ratio", ratio)]
+    submitted = subprocess.run(
+        [*cli, "submit", str(photos), "--out", str(out), *ratio_args, "--size", "24", "--detach", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    batch_id = json.loads(submitted.stdout)["batch_id"]
+    with Ledger(db) as ledger:
+        shards = Counter(Path(item.object_path).parent for item in ledger.items(batch_id))
+    folder = {"d3": out / "d3", ".tmp": out / ".tmp", "objects": out / "objects"}.get(swapped)
+    folder = folder or shards.most_common(1)[0][0]
+    folder.mkdir(parents=True, exist_ok=True)
+    (out / ".tmp").mkdir(exist_ok=True)
+
+    swapper = Swapper(folder, outside)
+    work = subprocess.Popen(
+        [*cli, "work", "--batch", batch_id, "--workers", "2", "--until-idle", "-q"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    swapper.start()
+    try:
+        _, stderr = work.communicate(timeout=120)
+    finally:
+        swapper.stop()
+    assert work.returncode in (0, 1), stderr
+
+    found_outside = files_under(outside)
+    with Ledger(db) as ledger:
+        outcomes = Counter((i.state, i.error_code) for i in ledger.items(batch_id))
+        check_invariants(ledger)
+    print(f"{swapped}: {swapper.swaps} swaps, {len(found_outside)} files outside OUT, items: {dict(outcomes)}")
+    assert swapper.swaps >= MIN_SWAPS
+    assert found_outside == []
+    assert set(outcomes) <= {("succeeded", None), ("failed", "path_outside_root")}
