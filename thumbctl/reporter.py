@@ -202,7 +202,7 @@ class Reporter:
             "`thumbctl reconcile --repair` relinks them"
         )
 
-    def finished(self, batch: BatchView, *, interrupted: bool) -> None:
+    def finished(self, batch: BatchView, *, interrupted: bool, crashes: int = 0) -> None:
         """The end of a foreground run: the batch object, or a summary."""
         if self.json_mode:
             self.emit_json(batch.to_json())
@@ -212,6 +212,8 @@ class Reporter:
         else:
             self.say(f"Batch [bold]{batch.batch_id}[/] {styled(batch.state)}")
         self._counts_line(batch)
+        if crashes:
+            self.say(f"  {_replaced(crashes)}; each death counted as an attempt of the items it held")
         self._smaller_than_target_line(batch)
         self._failure_summary(batch)
         if batch.counts["succeeded"]:
@@ -224,7 +226,7 @@ class Reporter:
 
     def work_done(self, supervision: Supervision) -> None:
         note = " (stopped on request)" if supervision.interrupted else ""
-        crashes = f", {supervision.crashes} worker processes died and were replaced" if supervision.crashes else ""
+        crashes = f", {_replaced(supervision.crashes)}" if supervision.crashes else ""
         self.say(f"Workers finished{note}{crashes}.")
 
     def admission_retry(self, error: UnavailableError, delay: float) -> None:
@@ -470,6 +472,11 @@ class Reporter:
         for code, n in by_code.most_common():
             example = next(f for f in batch.failures if f.error_code == code)
             self.say(f"  [red]{code}[/] x{n}: e.g. {escape(example.item_id)} ({escape(example.detail or '')})")
+
+
+def _replaced(n: int) -> str:
+    """``2 worker processes died and were replaced``."""
+    return f"{plural(n, 'worker process')} died and {'was' if n == 1 else 'were'} replaced"
 
 
 def _finding_line(finding: Finding) -> str:
