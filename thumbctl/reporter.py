@@ -162,8 +162,10 @@ class Reporter:
     # -- commands -------------------------------------------------------------
 
     def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool = True) -> None:
+        """``final``: nothing is rendered after this (``--detach``); else the run follows."""
         if report.unlinked_names:
             self.unlinked_names(report.unlinked_names)
+        self.replay_notes(batch, report, rendering=not final)
         if self.json_mode:
             if final:
                 self.emit_json(batch.to_json())
@@ -192,6 +194,24 @@ class Reporter:
                 "To render the rest, submit again with a new --key (finished outputs are reused)."
             )
 
+    def replay_notes(self, batch: BatchView, report: IntakeReport, *, rendering: bool) -> None:
+        """Shown even with --json (on stderr), unless quiet: a replay found outputs gone or
+        names taken, and the user would otherwise believe the outputs are where they were."""
+        if self.quiet:
+            return
+        restored = report.restored_outputs
+        if restored:
+            then = "rendering them again" if rendering else "queued again: run `thumbctl work` to render them"
+            were = "was" if restored == 1 else "were"
+            self.console.print(f"[yellow]replay[/] {plural(restored, 'output')} of this batch {were} missing; {then}")
+        taken = report.names_taken_by_newer
+        if taken:
+            self.console.print(
+                f"[yellow]replay[/] {plural(taken, 'friendly name')} of this batch now show a newer batch's outputs "
+                f"(it rendered the same names later); this batch's own files are the objects under "
+                f"{escape(os.path.join(batch.out_dir, 'objects'))}, listed in {escape(batch.manifest_path)}"
+            )
+
     def unlinked_names(self, failures: list[str]) -> None:
         """One line, shown even with -q or --json (on stderr): these names do not show the
         batch's outputs yet."""
@@ -199,7 +219,8 @@ class Reporter:
         self.console.print(
             f"[yellow]warning[/] [dim]\\[friendly_link_failed][/] {plural(len(failures), 'friendly name')} "
             f"could not be pointed at the batch's outputs (first: {escape(first)}); "
-            "`thumbctl reconcile --repair` relinks them"
+            "`thumbctl reconcile --repair` relinks them (one whose object is gone is queued again instead: "
+            "then run `thumbctl work`)"
         )
 
     def finished(self, batch: BatchView, *, interrupted: bool, crashes: int = 0) -> None:
