@@ -744,13 +744,72 @@ def test_a_friendly_name_that_cannot_be_linked_is_one_warning_line(cli, tmp_path
     assert result.exit_code == 0 and json.loads(result.stdout)["state"] == "succeeded"
     assert result.stderr.splitlines() == [
         f"warning [friendly_link_failed] 1 friendly name could not be pointed at the batch's outputs "
-        f"(first: {blocked}: Is a directory); `thumbctl reconcile --repair` relinks them"
+        f"(first: {blocked}: Is a directory); `thumbctl reconcile --repair` relinks them (one whose object is "
+        "gone is queued again instead: then run `thumbctl work`)"
     ]
     assert cli("reconcile").exit_code == 1
     shutil.rmtree(blocked)
     assert cli("reconcile", "--repair").exit_code == 0 and cli("reconcile").exit_code == 0
     with Image.open(blocked) as image:
         assert image.size == (512, 512)
+
+
+def transitions(cli, batch_id: str) -> list[tuple[str | None, str, str | None]]:
+    events = json.loads(cli("events", batch_id, "--json").stdout)["events"]
+    return [(e["from_state"], e["to_state"], e["error_code"]) for e in events]
+
+
+def test_a_replay_after_out_was_removed_renders_the_outputs_again(cli, photos: Path, out_dir: Path) -> None:
+    first = reused_submit(cli, photos, out_dir)
+    assert first.exit_code == 0
+    shutil.rmtree(out_dir)
+    again = reused_submit(cli, photos, out_dir)
+    doc = json.loads(again.stdout)
+    assert again.exit_code == 0, again.stderr
+    assert (doc["batch_id"], doc["replayed"], doc["state"]) == (json.loads(first.stdout)["batch_id"], True, "succeeded")
+    assert (doc["total"], doc["counts"]["succeeded"], sum(doc["counts"].values())) == (4, 4, 4)
+    assert again.stderr.splitlines() == ["replay 4 outputs of this batch were missing; rendering them again"]
+    for item in json.loads(cli("status", doc["batch_id"], "--items", "--json").stdout)["items"]:
+        assert os.path.samefile(item["friendly_path"], item["object_path"])
+        with Image.open(item["friendly_path"]) as image:
+            image.load()
+    assert Path(doc["manifest_path"]).is_file()
+    requeued = [t for t in transitions(cli, doc["batch_id"]) if t[2] == "object_missing"]
+    assert requeued == [("succeeded", "queued", "object_missing")] * 4  # audited, as reconcile's requeue
+    before = transitions(cli, doc["batch_id"])
+    intact = reused_submit(cli, photos, out_dir)  # OUT is whole again: nothing is rendered twice
+    assert (intact.exit_code, intact.stderr, json.loads(intact.stdout)["replayed"]) == (0, "", True)
+    assert transitions(cli, doc["batch_id"]) == before
+    assert cli("reconcile").exit_code == 0
+
+
+def test_a_detached_replay_after_out_was_removed_says_to_run_work(cli, photos: Path, out_dir: Path) -> None:
+    assert reused_submit(cli, photos, out_dir).exit_code == 0
+    shutil.rmtree(out_dir)
+    code, doc, err = submit_json(cli, photos, out_dir, "-r", "1:1")
+    assert (code, doc["replayed"], doc["state"], doc["counts"]["queued"], doc["total"]) == (0, True, "queued", 4, 4)
+    assert "4 outputs of this batch were missing; queued again: run `thumbctl work` to render them" in err
+    assert cli("work", "--until-idle", "-w", "1").exit_code == 0
+    assert json.loads(cli("status", doc["batch_id"], "--json").stdout)["state"] == "succeeded"
+    assert cli("reconcile").exit_code == 0
+
+
+def test_a_replay_says_when_a_newer_batch_took_its_friendly_names(cli, photos: Path, out_dir: Path) -> None:
+    older = json.loads(reused_submit(cli, photos, out_dir, "--key", "older").stdout)
+    assert reused_submit(cli, photos, out_dir, "--key", "newer").exit_code == 0  # reuses the objects, takes the names
+    replay = reused_submit(cli, photos, out_dir, "--key", "older")
+    assert replay.exit_code == 0 and json.loads(replay.stdout)["replayed"] is True
+    assert replay.stderr.splitlines() == [
+        "replay 4 friendly names of this batch now show a newer batch's outputs (it rendered the same names "
+        f"later); this batch's own files are the objects under {out_dir / 'objects'}, listed in "
+        f"{older['manifest_path']}"
+    ]
+    shutil.rmtree(out_dir)
+    restored = reused_submit(cli, photos, out_dir, "--key", "older")
+    assert restored.exit_code == 0
+    assert restored.stderr.splitlines() == ["replay 4 outputs of this batch were missing; rendering them again"]
+    for item in json.loads(cli("status", older["batch_id"], "--items", "--json").stdout)["items"]:
+        assert os.path.samefile(item["friendly_path"], item["object_path"])  # rendered last: it owns the names
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs a Linux /proc, where nothing can be created")

@@ -290,3 +290,78 @@ def test_a_render_over_the_time_limit_fails_timeout(env: Env) -> None:
     timed_out = [e for e in env.events(batch["batch_id"]) if e["error_code"] == "timeout"]
     assert len(timed_out) == 9 and all(e["attempt"] == 1 for e in timed_out)  # permanent: not retried
     env.check()
+
+
+def wait_gone(pids: list[int], timeout: float = 20) -> list[int]:
+    """Wait until none of ``pids`` is alive; return those still alive at the deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not [pid for pid in pids if alive(pid)]:
+            return []
+        time.sleep(0.05)
+    return [pid for pid in pids if alive(pid)]
+
+
+@pytest.mark.parametrize(("checkpoint", "in_hand"), [("worker_start", 0), ("before_decode", 1)])
+def test_workers_whose_submit_was_killed_finish_the_source_in_hand_and_exit(
+    env: Env, checkpoint: str, in_hand: int
+) -> None:
+    for n in range(3, 12):
+        make_image(env.photos / f"q{n}.jpg", (64, 48), "JPEG", seed=n)
+    proc = env.start("submit", str(env.photos), "--out", str(env.out), "-w", "2", fault=f"pause:{checkpoint}")
+    workers = env.paused(checkpoint, count=2)
+    os.kill(proc.pid, signal.SIGKILL)  # the coordinator only: its workers live on, orphaned
+    proc.wait(timeout=10)
+    env.release()
+    try:
+        assert wait_gone(workers) == []
+    finally:
+        for pid in workers:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    batch = env.batch()
+    assert batch["counts"]["succeeded"] == 3 * in_hand * len(workers)  # 3 ratios of each source in hand
+    assert batch["counts"]["queued"] == 36 - batch["counts"]["succeeded"]
+    result = env.run("work", "--until-idle", "-w", "2")
+    assert result.returncode == 0, result.stderr
+    assert env.batch()["state"] == "succeeded"
+    env.check()
+
+
+@pytest.mark.parametrize("ratios", [(), ("-r", "1:1")])  # 1:1: every claim is one item, none held at the crash
+def test_workers_dying_after_each_commit_are_restarted_and_the_batch_completes(env: Env, ratios: tuple) -> None:
+    for n in range(3, 6):
+        make_image(env.photos / f"q{n}.jpg", (64, 48), "JPEG", seed=n)
+    result = env.run(
+        "submit", str(env.photos), "--out", str(env.out), "-w", "1", *ratios, "--json", fault="crash:after_commit"
+    )
+    assert result.returncode == 0, result.stderr
+    batch = json.loads(result.stdout)
+    assert batch["state"] == "succeeded" and batch["counts"]["succeeded"] == batch["total"] == (6 if ratios else 18)
+    deaths = result.stderr.count("died (exit status 137) after taking work")
+    assert deaths == batch["total"]  # each commit, then its worker died
+    assert deaths == result.stderr.count("started a replacement")
+    assert "worker_start_failed" not in result.stderr
+    env.check()
+
+
+def test_a_worker_dying_before_every_decode_ends_its_items_failed_not_a_start_failure(env: Env) -> None:
+    started = time.monotonic()
+    result = env.run("submit", str(env.photos), "--out", str(env.out), "-w", "1", "--json", fault="crash:before_decode")
+    assert time.monotonic() - started < 60
+    assert result.returncode == 1, result.stderr
+    batch = json.loads(result.stdout)
+    assert batch["state"] == "failed" and batch["counts"]["failed"] == 9
+    assert {f["error_code"] for f in batch["failures"]} == {"worker_crashed"}
+    assert all("attempt 3 of 3" in f["detail"] for f in batch["failures"])
+    assert "worker_start_failed" not in result.stderr and "after taking work" in result.stderr
+    env.check()
+
+
+def test_workers_dying_before_they_take_any_work_stop_the_run(env: Env) -> None:
+    result = env.run("submit", str(env.photos), "--out", str(env.out), "-w", "1", "--json", fault="crash:worker_start")
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["error"]["code"] == "worker_start_failed"
+    assert "before taking any work" in result.stderr
+    assert env.batch()["counts"]["queued"] == 9
+    env.check()

@@ -41,6 +41,31 @@ def test_requeue_applies_only_to_the_succeeded_row_with_that_object(ledger: Ledg
     )
 
 
+def test_a_replay_requeues_only_succeeded_items_whose_object_is_missing(
+    ledger: Ledger, photos: Path, out_dir: Path
+) -> None:
+    batch = accept(ledger, photos, out_dir)
+    publish_all(ledger)
+    gone = {p.object_path for p in ledger.published_items()[:2]}
+    assert ledger.requeue_missing_objects(batch.batch_id, lambda path: True) == 0
+    assert ledger.requeue_missing_objects(batch.batch_id, lambda path: path not in gone) == 2
+    queued = ledger.items(batch.batch_id, state="queued")
+    assert {i.object_path for i in queued} == gone and {(i.attempt, i.result) for i in queued} == {(0, None)}
+    moved = [e for e in ledger.events(batch.batch_id) if e.error_code == "object_missing"]
+    assert [(e.from_state, e.to_state) for e in moved] == [("succeeded", "queued")] * 2
+    assert ledger.batch(batch.batch_id).counts["queued"] == 2
+
+
+def test_a_replay_of_a_cancelled_batch_requeues_nothing(tmp_path: Path, photos: Path, out_dir: Path) -> None:
+    with Ledger(tmp_path / "cancelled.db") as ledger:  # its one success has no object file: no invariant check
+        batch = accept(ledger, photos, out_dir)
+        claim = ledger.claim("host:1:1")
+        assert claim is not None and ledger.publish(claim, claim.items[0], lambda: None) == "succeeded"
+        ledger.request_cancel(batch.batch_id)
+        assert ledger.requeue_missing_objects(batch.batch_id, lambda path: False) == 0
+        assert ledger.batch(batch.batch_id).counts["succeeded"] == 1
+
+
 def test_relink_is_refused_to_an_item_whose_name_a_newer_success_claims(
     ledger: Ledger, photos: Path, out_dir: Path
 ) -> None:

@@ -276,7 +276,7 @@ def _render_in_foreground(
         result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar)
     final = replace(result.batch, replayed=replayed)
     reporter.manifest_errors(result.manifest_errors)
-    reporter.finished(final, interrupted=result.supervision.interrupted)
+    reporter.finished(final, interrupted=result.supervision.interrupted, crashes=result.supervision.crashes)
     raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
 
 

@@ -9,8 +9,10 @@
 * ``pause:CHECKPOINT`` — the worker creates ``$THUMBCTL_FAULT_DIR/paused-CHECKPOINT-PID``
   and waits there until ``$THUMBCTL_FAULT_DIR/release`` exists.
 
-Checkpoints: ``before_decode``, ``before_encode``, ``before_publish``,
-``after_link`` (object linked, commit not yet made) and ``after_commit``.
+Checkpoints: ``worker_start`` (a worker process has started, before it opens the
+ledger or checks on its coordinator), ``before_decode``, ``before_encode``,
+``before_publish``, ``after_link`` (object linked, commit not yet made) and
+``after_commit``.
 This is a testing aid; with the variable unset every checkpoint is a no-op.
 """
 
@@ -22,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-CHECKPOINTS = ("before_decode", "before_encode", "before_publish", "after_link", "after_commit")
+CHECKPOINTS = ("worker_start", "before_decode", "before_encode", "before_publish", "after_link", "after_commit")
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,10 @@ class IntakeReport:
     unlinked_names: list[str] = field(default_factory=list)
     #: Output folders inside the source folder that the scan left out (relative paths).
     skipped_output_folders: list[str] = field(default_factory=list)
+    #: On a replay: succeeded items whose object was gone, queued again to be rendered.
+    restored_outputs: int = 0
+    #: On a replay: succeeded items whose friendly name a newer batch's success took since.
+    names_taken_by_newer: int = 0
 
 
 @dataclass(frozen=True)
@@ -158,7 +162,9 @@ def submit(
         batch = retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait, on_retry=on_retry)
     else:
         batch = attempt()
-    prepared.report.unlinked_names = _link_owned_names(batch, ledger)
+    if batch.replayed:
+        batch = _restore_missing_outputs(batch, ledger, prepared.report)
+    prepared.report.unlinked_names = _link_owned_names(batch, ledger, prepared.report)
     if batch.is_terminal and not (batch.replayed and os.path.exists(batch.manifest_path)):
         write_batch_manifest(batch, ledger.items(batch.batch_id))
     return batch
@@ -178,20 +184,31 @@ def with_reused_outputs(new: NewBatch, profile: Profile) -> NewBatch:
     return replace(new, items=items)
 
 
-def _link_owned_names(batch: BatchView, ledger: Ledger) -> list[str]:
+def _restore_missing_outputs(batch: BatchView, ledger: Ledger, report: IntakeReport) -> BatchView:
+    """A replay of a batch whose objects are gone (``rm -rf OUT``) queues those items again,
+    so the run renders them; the replayed batch is returned as it now stands."""
+    report.restored_outputs = ledger.requeue_missing_objects(batch.batch_id, is_plain_file)
+    return replace(ledger.batch(batch.batch_id), replayed=True) if report.restored_outputs else batch
+
+
+def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport) -> list[str]:
     """Point every friendly name the batch owns (it holds the newest success to claim it)
     at the batch's object, as a render would; returns one line per name that failed.
 
     At acceptance this links the items reused from earlier runs, replacing whatever sat
-    at their names; on a replay it finishes what an interrupted submit left undone. A
-    name a later batch took is left to that batch. Names that fail stay for
-    ``reconcile --repair``, which relinks them.
+    at their names; on a replay it finishes what an interrupted submit left undone, and
+    counts the names a later batch took (``report.names_taken_by_newer``). A name a later
+    batch took is left to that batch. Names that fail stay for ``reconcile --repair``,
+    which relinks them.
     """
     if not batch.counts["succeeded"]:
         return []
     layout = OutputLayout(batch.out_dir)
+    owned = ledger.owned_friendly_names(batch.batch_id)
+    if batch.replayed:
+        report.names_taken_by_newer = batch.counts["succeeded"] - len(owned)
     failures = []
-    for object_path, friendly_path in ledger.owned_friendly_names(batch.batch_id):
+    for object_path, friendly_path in owned:
         try:
             link_friendly(layout, object_path, friendly_path)
         except OSError as exc:

@@ -4,7 +4,8 @@ Workers are started from an explicit ``spawn`` context with SIGINT blocked,
 then ignore it: a terminal's Ctrl-C reaches the whole process group, and
 only the parent decides what it means. The parent never holds a write
 transaction while it waits on children; when a child dies it rescues the
-dead child's leases at once and starts a replacement.
+dead child's leases at once and starts a replacement (unless the child never
+took any work, several times in a row: then start-up itself is broken).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 from .errors import ExitCode, LedgerBusy, ThumbctlError
@@ -23,9 +25,34 @@ from .proc import owner_id, owner_is_dead
 from .worker import LEDGER_FAULT_EXITS, WorkerConfig, worker_main
 
 
+@dataclass(frozen=True)
+class WorkerDeath:
+    """A worker process that exited abnormally, and whether it had taken work first."""
+
+    pid: int
+    exitcode: int
+    took_work: bool
+
+    @property
+    def how(self) -> str:
+        """``killed by SIGKILL`` or ``exit status 137``."""
+        if self.exitcode < 0:
+            try:
+                return f"killed by {signal.Signals(-self.exitcode).name}"
+            except ValueError:
+                return f"killed by signal {-self.exitcode}"
+        return f"exit status {self.exitcode}"
+
+
 class Pool:
     """``size`` worker processes. Stopping is by signal, so no shared semaphore can leak
-    when the parent is killed."""
+    when the parent is killed.
+
+    Each child gets one end of a pipe whose other end only this process holds: the child
+    reads end-of-file there once its coordinator is gone (however early that happens), and
+    writes a byte there after its first claim, which tells a worker that died at work (to
+    be restarted) from one that died before taking any (a broken start-up).
+    """
 
     def __init__(self, config: WorkerConfig, size: int, context: str = "spawn") -> None:
         self.config = config
@@ -36,19 +63,39 @@ class Pool:
         self.crashes = 0
         #: Codes of the ledger faults that stopped workers (``ledger_full``, …): not crashes.
         self.ledger_faults: list[str] = []
+        self._links: dict[BaseProcess, Connection] = {}
 
     def start(self) -> None:
         for _ in range(self.size):
             self._spawn()
 
     def _spawn(self) -> None:
+        ours, theirs = self.ctx.Pipe()
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
-            child = self.ctx.Process(target=worker_main, args=(self.config,), name="thumbctl-worker")
+            child = self.ctx.Process(target=worker_main, args=(self.config, theirs), name="thumbctl-worker")
             child.start()
+        except BaseException:
+            ours.close()
+            raise
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+            theirs.close()  # the child has its own copy now; only it may hold that end
         self.children.append(child)
+        self._links[child] = ours
+
+    def _forget(self, child: BaseProcess) -> None:
+        self.children.remove(child)
+        link = self._links.pop(child, None)
+        if link is not None:
+            link.close()
+
+    def _took_work(self, child: BaseProcess) -> bool:
+        link = self._links.get(child)
+        try:
+            return link is not None and link.poll(0) and link.recv_bytes() == b"c"
+        except (EOFError, OSError):
+            return False
 
     def request_stop(self) -> None:
         """Workers finish the claim in hand, then exit (SIGTERM)."""
@@ -56,18 +103,18 @@ class Pool:
         for child in self.children:
             child.terminate()
 
-    def reap(self) -> int:
-        """Forget exited children; returns how many of them died abnormally."""
-        crashed = 0
+    def reap(self) -> list[WorkerDeath]:
+        """Forget exited children; returns those that died abnormally."""
+        deaths = []
         for child in [c for c in self.children if c.exitcode is not None]:
             child.join()
-            self.children.remove(child)
             if child.exitcode in _FAULT_OF_EXIT:
                 self.ledger_faults.append(_FAULT_OF_EXIT[child.exitcode])
-            elif child.exitcode != 0:
-                crashed += 1
-        self.crashes += crashed
-        return crashed
+            elif child.exitcode != 0 and child.pid is not None:
+                deaths.append(WorkerDeath(child.pid, child.exitcode, self._took_work(child)))
+            self._forget(child)
+        self.crashes += len(deaths)
+        return deaths
 
     def child_for(self, owner: str) -> BaseProcess | None:
         """The live child whose lease owner id is ``owner``."""
@@ -80,7 +127,7 @@ class Pool:
         """Kill one worker on purpose; it is not counted as a crash."""
         child.kill()
         child.join(timeout=5)
-        self.children.remove(child)
+        self._forget(child)
 
     def replace(self, count: int) -> None:
         if not self.stopping:
@@ -91,9 +138,9 @@ class Pool:
         """Terminate every worker now (second Ctrl-C); their leases are rescued later."""
         for child in self.children:
             child.kill()
-        for child in self.children:
+        for child in list(self.children):
             child.join(timeout=5)
-        self.children.clear()
+            self._forget(child)
 
     @property
     def alive(self) -> int:
@@ -102,8 +149,8 @@ class Pool:
 
 _FAULT_OF_EXIT = {status: code for code, status in LEDGER_FAULT_EXITS.items()}
 
-#: Worker deaths with no lease held (a broken start-up, not a bad photo) tolerated in a row.
-MAX_IDLE_CRASHES = 3
+#: Workers that died before taking any work (a broken start-up, not a bad photo) tolerated in a row.
+MAX_START_FAILURES = 3
 
 
 class WorkerStartFailed(ThumbctlError):
@@ -144,6 +191,7 @@ def supervise(
     interrupts: Callable[[], int],
     on_first_interrupt: Callable[[], None],
     on_tick: Callable[[], None],
+    on_worker_died: Callable[[WorkerDeath, bool], None] = lambda death, restarted: None,
     tick: float = 0.2,
 ) -> Supervision:
     """Run ``pool`` until its workers are idle and gone, acting on Ctrl-C presses.
@@ -151,10 +199,12 @@ def supervise(
     ``interrupts()`` is how many times the user pressed Ctrl-C (counted by a
     signal handler that does nothing else). The first press calls
     ``on_first_interrupt``; the second kills the workers and returns at once.
+    A worker that dies is replaced (``on_worker_died`` hears of each death and whether
+    it was); see :func:`_after_deaths` for why that cannot go on forever.
     """
     pool.start()
     handled = False
-    idle_crashes = 0
+    start_failures = 0
     try:
         while True:
             presses = interrupts()
@@ -166,16 +216,10 @@ def supervise(
                 on_first_interrupt()
             with contextlib.suppress(LedgerBusy):  # past the busy policy's bound: again next tick
                 _enforce_time_limit(ledger, pool)
-            crashed = pool.reap()
+            deaths = pool.reap()
             _stop_on_ledger_fault(ledger, pool)
-            if crashed:
-                rescued = _rescue(ledger, pool)
-                idle_crashes = 0 if rescued is None or rescued else idle_crashes + crashed
-                if idle_crashes > MAX_IDLE_CRASHES:
-                    raise WorkerStartFailed(
-                        f"{idle_crashes} worker processes died without holding any work; see the errors above"
-                    )
-                pool.replace(crashed)
+            if deaths:
+                start_failures = _after_deaths(ledger, pool, deaths, start_failures, on_worker_died)
             if pool.alive == 0:
                 _raise_ledger_fault(ledger, pool)
                 return Supervision(interrupted=handled, crashes=pool.crashes)
@@ -209,3 +253,31 @@ def _raise_ledger_fault(ledger: Ledger, pool: Pool) -> None:
         ledger.check_file()
         code = pool.ledger_faults[0]
         raise ledger.fault(code, "deleted or replaced" if code == "ledger_gone" else "a worker process met it")
+
+
+def _after_deaths(
+    ledger: Ledger,
+    pool: Pool,
+    deaths: list[WorkerDeath],
+    start_failures: int,
+    on_worker_died: Callable[[WorkerDeath, bool], None],
+) -> int:
+    """Rescue the dead workers' leases and start replacements; returns the start failures in a row.
+
+    A worker that died after taking work is always replaced: every claim spends an attempt
+    of the items it takes and a rescued item counts its attempt, so a source that kills every
+    worker ends ``failed`` ``worker_crashed`` and stops being claimed; the restarts end with
+    the work. Only workers that die before claiming anything, more than
+    :data:`MAX_START_FAILURES` in a row, stop the run (:class:`WorkerStartFailed`).
+    """
+    rescued = _rescue(ledger, pool)
+    for death in deaths:
+        start_failures = 0 if death.took_work or rescued is None or rescued else start_failures + 1
+    if start_failures > MAX_START_FAILURES:
+        raise WorkerStartFailed(
+            f"{start_failures} worker processes in a row died before taking any work; see the errors above"
+        )
+    for death in deaths:
+        on_worker_died(death, not pool.stopping)
+    pool.replace(len(deaths))
+    return start_failures

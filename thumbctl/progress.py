@@ -20,6 +20,7 @@ from rich.text import Text
 
 from .ledger import Ledger, parse_iso
 from .models import ITEM_STATES, Activity, BatchView, RecentFailure
+from .pool import WorkerDeath
 from .reporter import STATE_STYLES, format_age, styled
 
 #: How often the ledger is read for the live view; the runner ticks more often than this.
@@ -276,3 +277,16 @@ class RunProgress:
 
     def stopping(self) -> None:
         self.console.print("Stopping after the sources in hand. Press Ctrl-C again to quit at once.")
+
+    def worker_died(self, death: WorkerDeath, restarted: bool) -> None:
+        """Shown even with -q or --json (on stderr): a crash is news, and so is a restart."""
+        what = (
+            "after taking work; any items it still held go back to the queue (the attempt counts)"
+            if death.took_work
+            else "before taking any work"
+        )
+        then = "started a replacement" if restarted else "not replaced: the run is stopping"
+        self.console.print(
+            f"[yellow]warning[/] [dim]\\[worker_crashed][/] worker process {death.pid} died ({death.how}) "
+            f"{what}; {then}"
+        )

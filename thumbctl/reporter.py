@@ -162,8 +162,10 @@ class Reporter:
     # -- commands -------------------------------------------------------------
 
     def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool = True) -> None:
+        """``final``: nothing is rendered after this (``--detach``); else the run follows."""
         if report.unlinked_names:
             self.unlinked_names(report.unlinked_names)
+        self.replay_notes(batch, report, rendering=not final)
         if self.json_mode:
             if final:
                 self.emit_json(batch.to_json())
@@ -192,6 +194,24 @@ class Reporter:
                 "To render the rest, submit again with a new --key (finished outputs are reused)."
             )
 
+    def replay_notes(self, batch: BatchView, report: IntakeReport, *, rendering: bool) -> None:
+        """Shown even with --json (on stderr), unless quiet: a replay found outputs gone or
+        names taken, and the user would otherwise believe the outputs are where they were."""
+        if self.quiet:
+            return
+        restored = report.restored_outputs
+        if restored:
+            then = "rendering them again" if rendering else "queued again: run `thumbctl work` to render them"
+            were = "was" if restored == 1 else "were"
+            self.console.print(f"[yellow]replay[/] {plural(restored, 'output')} of this batch {were} missing; {then}")
+        taken = report.names_taken_by_newer
+        if taken:
+            self.console.print(
+                f"[yellow]replay[/] {plural(taken, 'friendly name')} of this batch now show a newer batch's outputs "
+                f"(it rendered the same names later); this batch's own files are the objects under "
+                f"{escape(os.path.join(batch.out_dir, 'objects'))}, listed in {escape(batch.manifest_path)}"
+            )
+
     def unlinked_names(self, failures: list[str]) -> None:
         """One line, shown even with -q or --json (on stderr): these names do not show the
         batch's outputs yet."""
@@ -199,10 +219,11 @@ class Reporter:
         self.console.print(
             f"[yellow]warning[/] [dim]\\[friendly_link_failed][/] {plural(len(failures), 'friendly name')} "
             f"could not be pointed at the batch's outputs (first: {escape(first)}); "
-            "`thumbctl reconcile --repair` relinks them"
+            "`thumbctl reconcile --repair` relinks them (one whose object is gone is queued again instead: "
+            "then run `thumbctl work`)"
         )
 
-    def finished(self, batch: BatchView, *, interrupted: bool) -> None:
+    def finished(self, batch: BatchView, *, interrupted: bool, crashes: int = 0) -> None:
         """The end of a foreground run: the batch object, or a summary."""
         if self.json_mode:
             self.emit_json(batch.to_json())
@@ -212,6 +233,8 @@ class Reporter:
         else:
             self.say(f"Batch [bold]{batch.batch_id}[/] {styled(batch.state)}")
         self._counts_line(batch)
+        if crashes:
+            self.say(f"  {_replaced(crashes)}; each death counted as an attempt of the items it held")
         self._smaller_than_target_line(batch)
         self._failure_summary(batch)
         if batch.counts["succeeded"]:
@@ -224,7 +247,7 @@ class Reporter:
 
     def work_done(self, supervision: Supervision) -> None:
         note = " (stopped on request)" if supervision.interrupted else ""
-        crashes = f", {supervision.crashes} worker processes died and were replaced" if supervision.crashes else ""
+        crashes = f", {_replaced(supervision.crashes)}" if supervision.crashes else ""
         self.say(f"Workers finished{note}{crashes}.")
 
     def admission_retry(self, error: UnavailableError, delay: float) -> None:
@@ -470,6 +493,11 @@ class Reporter:
         for code, n in by_code.most_common():
             example = next(f for f in batch.failures if f.error_code == code)
             self.say(f"  [red]{code}[/] x{n}: e.g. {escape(example.item_id)} ({escape(example.detail or '')})")
+
+
+def _replaced(n: int) -> str:
+    """``2 worker processes died and were replaced``."""
+    return f"{plural(n, 'worker process')} died and {'was' if n == 1 else 'were'} replaced"
 
 
 def _finding_line(finding: Finding) -> str:

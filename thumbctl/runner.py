@@ -17,7 +17,7 @@ from typing import Protocol
 from .errors import Interrupted
 from .ledger import Ledger, iso
 from .models import BatchView
-from .pool import Pool, Supervision, supervise
+from .pool import Pool, Supervision, WorkerDeath, supervise
 from .proc import owner_is_dead
 from .retrypolicy import Backoff
 from .store import write_batch_manifest as store_batch_manifest
@@ -33,6 +33,8 @@ class RunObserver(Protocol):
 
     def stopping(self) -> None: ...
 
+    def worker_died(self, death: WorkerDeath, restarted: bool) -> None: ...
+
     def finish(self, ledger: Ledger) -> None: ...
 
 
@@ -44,6 +46,9 @@ class SilentObserver:
         pass
 
     def stopping(self) -> None:
+        pass
+
+    def worker_died(self, death: WorkerDeath, restarted: bool) -> None:
         pass
 
     def finish(self, ledger: Ledger) -> None:
@@ -101,6 +106,7 @@ def run_batch(
                 interrupts=interrupts,
                 on_first_interrupt=cancel_now,
                 on_tick=lambda: observer.tick(ledger),
+                on_worker_died=observer.worker_died,
             )
             observer.finish(ledger)
         view = ledger.batch(batch_id)
@@ -141,6 +147,7 @@ def run_work(
             interrupts=interrupts,
             on_first_interrupt=stop_gracefully,
             on_tick=lambda: observer.tick(ledger),
+            on_worker_died=observer.worker_died,
         )
         observer.finish(ledger)
         errors = []

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from .errors import ItemFailure, LedgerBusy, LedgerFault, ThumbctlError
@@ -65,8 +66,31 @@ class LeaseLost(Exception):
     """The claim's lease was rescued by someone else; drop the claim."""
 
 
-def worker_main(config: WorkerConfig) -> None:
-    """Entry point of a worker process.
+class Coordinator:
+    """A worker's end of the pipe its coordinator (the pool's process) holds the other end of.
+
+    The coordinator never writes to it, so the end reading ready means end-of-file: the
+    coordinator is gone (even if it died before this process began to run), whoever the
+    parent process is now. The worker writes one byte after its first claim, so the
+    coordinator can tell a worker that died at work from one that never started.
+    """
+
+    def __init__(self, link: Connection | None = None) -> None:
+        self.link = link
+        self._reported = False
+
+    def gone(self) -> bool:
+        return self.link is not None and self.link.poll(0)
+
+    def took_work(self) -> None:
+        if self.link is not None and not self._reported:
+            self._reported = True
+            with contextlib.suppress(OSError):  # the coordinator died meanwhile; gone() says so next
+                self.link.send_bytes(b"c")
+
+
+def worker_main(config: WorkerConfig, link: Connection | None = None) -> None:
+    """Entry point of a worker process; ``link`` is its end of the pipe to the coordinator.
 
     Ctrl-C is the parent's to handle, so SIGINT is ignored. SIGTERM asks the
     worker to finish the claim in hand and exit; the handler only sets a flag.
@@ -76,7 +100,7 @@ def worker_main(config: WorkerConfig) -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
-        run_worker(config, stop)
+        run_worker(config, stop, coordinator=Coordinator(link))
     except LedgerFault as fault:  # the supervisor reports it, from the exit status: no traceback here
         sys.exit(LEDGER_FAULT_EXITS.get(fault.code, LEDGER_FAULT_EXITS["ledger_io_error"]))
 
@@ -91,14 +115,18 @@ LEDGER_FAULT_EXITS: dict[str, int] = {
 }
 
 
-def run_worker(config: WorkerConfig, stop: threading.Event, faults: Faults | None = None) -> int:
-    """Claim and process until idle (``until_idle``) or ``stop`` is set; returns claims processed."""
+def run_worker(
+    config: WorkerConfig, stop: threading.Event, faults: Faults | None = None, coordinator: Coordinator | None = None
+) -> int:
+    """Claim and process until idle (``until_idle``), ``stop`` is set or the coordinator is gone;
+    returns claims processed. An orphaned worker finishes the source in hand, then exits."""
     faults = faults or Faults()
+    faults.hit("worker_start")
+    coordinator = coordinator or Coordinator()
     owner = owner_id()
     processed = 0
-    parent = os.getppid()
     with Ledger(Path(config.db_path)) as ledger, Heartbeat(config) as heartbeat:
-        while not stop.is_set() and os.getppid() == parent:  # an orphaned worker stops
+        while not stop.is_set() and not coordinator.gone():
             try:
                 claim = ledger.claim(
                     owner,
@@ -115,6 +143,7 @@ def run_worker(config: WorkerConfig, stop: threading.Event, faults: Faults | Non
                     break
                 stop.wait(config.poll_seconds)
                 continue
+            coordinator.took_work()
             with heartbeat.tracking(claim.token) as lost:
                 ClaimRun(ledger, claim, faults, config, lost).run()
             processed += 1

@@ -25,6 +25,7 @@ DelayFor = Callable[[int], float]
 IsDead = Callable[[str], bool]
 
 _LIVE_BATCH = "b.expired_at IS NULL"
+_CHUNK = 500
 T = TypeVar("T")
 
 
@@ -152,6 +153,38 @@ class Maintenance:
             if target == "queued":  # rendered afresh: not a reuse any more, and the old result is void
                 self._conn.execute("UPDATE items SET attempt = 0, dedup = 0, result = NULL WHERE id = ?", (row,))
             return target
+
+    def requeue_missing_objects(self, batch_id: str, present: Callable[[str], bool]) -> int:
+        """On a replay: the batch's succeeded items whose object is not ``present`` go back to
+        ``queued`` with a fresh attempt budget, logged ``succeeded → queued`` with
+        ``object_missing`` (as reconcile's repair does), so the run renders them again.
+
+        Files are checked before the write transaction; inside it only items still succeeded
+        with the same object move. A batch whose cancel was requested, or that expired, is left
+        alone (nothing more is rendered for it). Returns how many items were requeued.
+        """
+        missing = {path for path in {p for _, p in self._renderable_successes(batch_id)} if not present(path)}
+        if not missing:
+            return 0
+        with self._write() as now:
+            rows = [row for row, path in self._renderable_successes(batch_id) if path in missing]
+            detail = "replay: its object file is gone; rendering it again"
+            moved = self._transition(iso(now), rows, "succeeded", "queued", error_code="object_missing", detail=detail)
+            for start in range(0, len(moved), _CHUNK):
+                chunk = moved[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                sql = f"UPDATE items SET attempt = 0, dedup = 0, result = NULL WHERE id IN ({marks})"
+                self._conn.execute(sql, chunk)
+            return len(moved)
+
+    def _renderable_successes(self, batch_id: str) -> list[tuple[int, str]]:
+        """(row, object path) of the succeeded items of a batch that is neither expired nor cancelled."""
+        return self._conn.execute(
+            "SELECT i.id, i.object_path FROM items i JOIN batches b USING (batch_id) WHERE i.batch_id = ? "
+            f"AND i.state = 'succeeded' AND i.object_path IS NOT NULL AND {_LIVE_BATCH} "
+            "AND b.cancel_requested_at IS NULL ORDER BY i.id",
+            (batch_id,),
+        ).fetchall()
 
     def relink_published(
         self, row: int, object_path: str, friendly_path: str, code: str, detail: str, link: Callable[[], None]
