@@ -40,7 +40,8 @@ class ClaimedItem:
 
 @dataclass(frozen=True)
 class Claim:
-    """All claimed ratio items of one source of one batch, under one lease."""
+    """Claimed items of one source of one batch, under one lease: one of each distinct
+    derivative key, plus at most :data:`CLAIM_SHARED_ITEMS` more sharing those keys."""
 
     token: str
     owner: str
@@ -197,9 +198,9 @@ class WorkQueue:
 
     def _claimable_rows(self, at: str, batch_id: str, source: str) -> list[int]:
         """The first runnable item of each distinct derivative key of the source, then up to
-        :data:`CLAIM_SHARED_ITEMS` more of those keys. Keys are stepped through on the
-        queued-items index (one seek each), so a source with 100,000 queued items costs no
-        more to claim from than one with three."""
+        :data:`CLAIM_SHARED_ITEMS` more of those keys. Keys are stepped through on the partial
+        index of queued items (a few seeks per key), so a claim never reads every queued item
+        of a source: about 3 ms with 100,000 items queued on two sources."""
         where = "batch_id = ? AND source = ? AND state = 'queued'"
         firsts: list[int] = []
         shared: list[int] = []
