@@ -271,7 +271,7 @@ def test_a_source_that_kills_its_worker_every_time_ends_failed(env: Env) -> None
     env.check()
 
 
-def test_a_render_over_the_time_limit_fails_timeout(env: Env) -> None:
+def test_a_decode_over_the_time_limit_fails_every_item_of_its_source_timeout(env: Env) -> None:
     result = env.run(
         "submit",
         str(env.photos),
@@ -282,7 +282,7 @@ def test_a_render_over_the_time_limit_fails_timeout(env: Env) -> None:
         "--item-timeout",
         "1s",
         "--json",
-        fault="pause:before_encode",
+        fault="pause:before_decode",
     )
     assert result.returncode == 1
     batch = json.loads(result.stdout)
@@ -364,4 +364,60 @@ def test_workers_dying_before_they_take_any_work_stop_the_run(env: Env) -> None:
     assert json.loads(result.stdout)["error"]["code"] == "worker_start_failed"
     assert "before taking any work" in result.stderr
     assert env.batch()["counts"]["queued"] == 9
+
+
+def one_photo_manifest(env: Env, skus: int) -> Path:
+    """A manifest of ``skus`` item ids that all point at the same photo."""
+    manifest = env.photos / "skus.jsonl"
+    manifest.write_text("".join(json.dumps({"id": f"sku{n}", "source": "p0.jpg"}) + "\n" for n in range(skus)))
+    return manifest
+
+
+def test_only_the_render_over_the_time_limit_fails_timeout(env: Env) -> None:
+    """One render stalls (once) before its first publish: that derivative's items fail ``timeout``;
+    the other ratio's items, claimed with them, go back to the queue without spending an attempt,
+    and a replacement worker renders them."""
+    manifest = one_photo_manifest(env, 3)
+    ratios = ("-r", "1:1", "-r", "16:9")
+    args = ("submit", str(manifest), "--out", str(env.out), "-w", "1", *ratios, "--item-timeout", "1s", "--json")
+    result = env.run(*args, fault="pause:before_publish:once")
+    assert result.returncode == 1, result.stderr
+    batch = json.loads(result.stdout)
+    assert batch["counts"]["failed"] == 3 and batch["counts"]["succeeded"] == 3
+    events = env.events(batch["batch_id"])
+    timed_out = [e for e in events if e["error_code"] == "timeout"]
+    assert len(timed_out) == 3 and all(e["attempt"] == 1 for e in timed_out)
+    [slow_ratio] = {e["ratio"] for e in timed_out}
+    others = [e for e in events if e["ratio"] != slow_ratio and e["from_state"] is not None]
+    assert [(e["to_state"], e["attempt"]) for e in others] == [("running", 1)] * 3 + [("queued", 1)] * 3 + [
+        ("running", 1)
+    ] * 3 + [("succeeded", 1)] * 3
+    assert all("attempt is not counted" in e["detail"] for e in others if e["to_state"] == "queued")
+    env.check()
+
+
+def test_one_photo_behind_300_item_ids_is_split_over_the_workers_and_each_stage_timed_alone(env: Env) -> None:
+    """300 SKUs on one photo, two ratios, two workers, a 2 s limit. Both workers hold a claim of the
+    photo and wait between stages (at ``before_encode``) well past the limit: a limit on the whole
+    claim stops both; a limit on each stage does not. Every item succeeds, each claim encodes each of
+    its keys once, and both workers did part of the work."""
+    manifest = one_photo_manifest(env, 300)
+    ratios = ("-r", "1:1", "-r", "16:9")
+    args = ("submit", str(manifest), "--out", str(env.out), "-w", "2", *ratios, "--item-timeout", "2s", "--json")
+    proc = env.start(*args, fault="pause:before_encode")
+    env.paused("before_encode", count=2)
+    time.sleep(3)  # only gives a whole-claim limit the time to fire; nothing here waits for a race
+    env.release()
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err
+    batch = json.loads(out)
+    assert batch["state"] == "succeeded" and batch["counts"]["succeeded"] == 600
+    events = env.events(batch["batch_id"])
+    running = [e for e in events if e["to_state"] == "running"]
+    assert not [e for e in events if e["error_code"]]
+    assert len({e["worker"] for e in running}) == 2
+    claimed_keys = {(e["worker"], e["at"], e["ratio"]) for e in running}  # a claim's events share worker and time
+    status = json.loads(env.run("status", batch["batch_id"], "--items", "--json").stdout)
+    encoded = [i for i in status["items"] if not i["result"]["shared_render"]]
+    assert len(encoded) == len(claimed_keys) < 30
     env.check()

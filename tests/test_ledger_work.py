@@ -14,6 +14,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from thumbctl import Ledger, Limits
 from thumbctl.errors import LedgerBusy
+from thumbctl.ledger.work import CLAIM_SHARED_ITEMS
+from thumbctl.models import NewBatch, NewItem
 
 from support import Clock, check_invariants, request
 
@@ -48,9 +50,19 @@ def test_a_claim_takes_every_ratio_of_one_source_under_one_lease(led: Ledger, cl
 
 
 def test_claims_skip_batches_with_a_cancel_request(led: Ledger) -> None:
-    batch = led.accept_batch(request(), Limits())
-    led.request_cancel(batch.batch_id)
-    assert led.claim("w1") is None
+    """The claim itself checks the flag: only the flag is set here (no sweep of the queued items),
+    so a claim that relied on ``cancel`` sweeping them would take the flagged batch's items."""
+    flagged = led.accept_batch(request("flagged"), Limits())
+    other = led.accept_batch(request("other"), Limits())
+    with sqlite3.connect(led.path) as raw:
+        raw.execute(
+            "UPDATE batches SET cancel_requested_at = '2000-01-01T00:00:00Z' WHERE batch_id = ?", (flagged.batch_id,)
+        )
+    assert led.batch(flagged.batch_id).counts["queued"] == 4
+    assert led.claim("w1", batch_id=flagged.batch_id) is None
+    taken = [led.claim(f"w{n}") for n in range(3)]
+    assert [c.batch_id if c else None for c in taken] == [other.batch_id, other.batch_id, None]
+    assert led.batch(flagged.batch_id).counts["queued"] == 4
 
 
 def test_a_cancel_recorded_while_no_worker_runs_means_nothing_renders(led: Ledger) -> None:
@@ -59,6 +71,85 @@ def test_a_cancel_recorded_while_no_worker_runs_means_nothing_renders(led: Ledge
     assert view.state == "cancelled" and view.counts["cancelled"] == 6
     assert led.claim("late-worker") is None
     assert not [e for e in led.events(batch.batch_id) if e.to_state in ("running", "succeeded")]
+
+
+def one_photo(skus: int, ratios: tuple[str, ...] = ("1:1", "4:3"), focuses: int = 1) -> NewBatch:
+    """``skus`` item ids that all point at one photo (one derivative key per ratio and focus)."""
+    items = tuple(
+        NewItem(
+            f"sku{n}",
+            ratio,
+            "/src/photo.jpg",
+            "queued",
+            source_digest="0" * 64,
+            source_format="jpeg",
+            source_width=40,
+            source_height=30,
+            focus=(n % focuses / focuses, 0.5),
+            derivative_key=f"{ratio}@{n % focuses}",
+            object_path=f"/out/o{ratio}@{n % focuses}",
+            friendly_path=f"/out/sku{n}.{ratio}",
+        )
+        for n in range(skus)
+        for ratio in ratios
+    )
+    return NewBatch(f"one-photo-{skus}-{focuses}", "digest", "/src", "/out", {"size": 64}, items)
+
+
+@pytest.mark.parametrize(("skus", "focuses", "claims"), [(300, 1, 10), (100, 80, 1)])
+def test_items_sharing_a_source_are_claimed_by_distinct_key_plus_a_bounded_slice(
+    led: Ledger, skus: int, focuses: int, claims: int
+) -> None:
+    """Every claim takes each distinct derivative key still queued (so the source is decoded once
+    for all of them) and at most CLAIM_SHARED_ITEMS more items sharing those keys; the rest stay
+    queued for the next claimer."""
+    batch = led.accept_batch(one_photo(skus, focuses=focuses), Limits())
+    queued = {(i.item_id, i.ratio): i.derivative_key for i in led.items(batch.batch_id)}
+    taken = []
+    while (claim := led.claim(f"w{len(taken)}")) is not None:
+        keys = set(queued.values())
+        assert {i.derivative_key for i in claim.items} == keys
+        assert len(claim.items) == min(len(queued), len(keys) + CLAIM_SHARED_ITEMS)
+        for item in claim.items:
+            del queued[item.item_id, item.ratio]
+        taken.append(claim)
+    assert not queued and len(taken) == claims
+
+
+def test_the_item_timeout_times_each_stage_of_a_claim_not_the_whole_claim(led: Ledger, clock: Clock) -> None:
+    """The decode is timed from the claim; then only the items of the render in hand are timed,
+    afresh after each publish; between stages nothing is. Past the limit, the stage's items fail
+    ``timeout`` and the claim's other items go back to the queue with the attempt not counted."""
+    batch = led.accept_batch(one_photo(3), Limits())
+    claim = led.claim("w1")
+    clock.now += 9
+    assert led.overdue_owners(10) == []
+    clock.now += 2
+    assert led.overdue_owners(10) == ["w1"]  # the decode stage
+    led.start_stage(claim, [])
+    clock.now += 100
+    assert led.overdue_owners(10) == []  # between stages
+    square = [i for i in claim.items if i.ratio == "1:1"]
+    led.start_stage(claim, [i.row for i in square])
+    for item in square[:2]:
+        clock.now += 9
+        assert led.overdue_owners(10) == []
+        assert led.publish(claim, item, lambda: None) == "succeeded"
+    clock.now += 9
+    assert led.stop_overdue("w1", 10, "timeout", "slow") == 0 and led.overdue_owners(10) == []
+    clock.now += 2
+    assert led.overdue_owners(10) == ["w1"]
+    assert led.stop_overdue("w1", 10, "timeout", "slow") == 1
+    items = {(i.item_id, i.ratio): i for i in led.items(batch.batch_id)}
+    assert (items["sku2", "1:1"].state, items["sku2", "1:1"].error_code) == ("failed", "timeout")
+    waiting = [items[f"sku{n}", "4:3"] for n in range(3)]
+    assert [(i.state, i.attempt) for i in waiting] == [("queued", 0)] * 3
+    again = led.claim("w2")
+    assert again is not None and sorted((i.item_id, i.attempt) for i in again.items) == [
+        ("sku0", 1),
+        ("sku1", 1),
+        ("sku2", 1),
+    ]
 
 
 def test_heartbeats_keep_a_long_item_from_being_claimed_twice(led: Ledger, clock: Clock) -> None:

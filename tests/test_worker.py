@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
 from thumbctl.cli import app
 from thumbctl.faults import Faults, parse_faults
+from thumbctl.ledger.work import CLAIM_SHARED_ITEMS
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
 from thumbctl.worker import WorkerConfig, run_worker
@@ -157,6 +158,34 @@ def test_identical_photos_share_one_object(ledger: Ledger, photos: Path, out_dir
     assert len({i.derivative_key for i in items}) == 12
     assert len(list((out_dir / "objects").rglob("*.jpg"))) == 12
     assert os.path.samefile(out_dir / "copy.1x1.jpg", out_dir / "coffee.1x1.jpg")
+
+
+def test_one_photo_behind_many_item_ids_is_encoded_once_per_key_per_claim(
+    ledger: Ledger, tmp_path: Path, out_dir: Path
+):
+    """300 SKUs, one photo, two ratios: 600 items, two derivative keys. Each claim takes the keys
+    still queued plus at most CLAIM_SHARED_ITEMS items sharing them, encodes each key once and
+    publishes it for every item; each item still gets its own friendly name and ``succeeded`` event."""
+    src = tmp_path / "src"
+    make_image(src / "photo.jpg", (120, 90), "JPEG")
+    entries = [json.dumps({"id": f"sku{n}", "source": "photo.jpg"}) for n in range(300)]
+    (src / "m.jsonl").write_text("\n".join(entries) + "\n")
+    batch = accept(ledger, src / "m.jsonl", out_dir, profile=Profile(ratios=(Ratio(1, 1), Ratio(16, 9)), size=64))
+    claims = work(ledger)
+    items = ledger.items(batch.batch_id)
+    assert ledger.batch(batch.batch_id).counts["succeeded"] == 600
+    assert CLAIM_SHARED_ITEMS == 64 and claims == 10  # 5 claims of both keys (2 + 64), then 5 of the other (1 + 64)
+    events = ledger.events(batch.batch_id)
+    claimed_keys = {(e.at, e.ratio) for e in events if e.to_state == "running"}  # a claim's events share `at`
+    encoded = [i for i in items if not i.result["shared_render"]]
+    assert len(encoded) == len(claimed_keys) == 15  # one encode per key per claim, not one per item
+    assert all("encode_ms" in i.result["timings"] for i in encoded)
+    assert not any("encode_ms" in i.result["timings"] for i in items if i.result["shared_render"])
+    assert len({i.friendly_path for i in items}) == 600 and len(list((out_dir / "objects").rglob("*.jpg"))) == 2
+    assert all(os.path.samefile(i.friendly_path, i.object_path) for i in items)
+    succeeded = [e for e in events if e.to_state == "succeeded"]
+    assert len(succeeded) == len({(e.item_id, e.ratio) for e in succeeded}) == 600
+    check_invariants(ledger)
 
 
 def test_resubmitting_reuses_objects_and_renders_only_the_changed_photo(ledger: Ledger, photos: Path, out_dir: Path):

@@ -141,7 +141,8 @@ ItemTimeoutOption = Annotated[
     str | None,
     _setting(
         "--item-timeout",
-        help="Time limit for rendering one source (all its ratios); over it, its items fail `timeout`. 0: none.",
+        help="Time limit for each stage: decoding a source, and each render; over it, that stage's items fail "
+        "`timeout`. 0: none.",
     ),
 ]
 WorkersOption = Annotated[int | None, _setting("--workers", "-w", min=0, help="Worker processes (0: one per CPU).")]

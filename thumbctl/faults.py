@@ -12,7 +12,10 @@
 Checkpoints: ``worker_start`` (a worker process has started, before it opens the
 ledger or checks on its coordinator), ``before_decode``, ``before_encode``,
 ``before_publish``, ``after_link`` (object linked, commit not yet made) and
-``after_commit``.
+``after_commit``. ``before_encode`` lies between two stages timed by
+``--item-timeout`` (a pause there is not timed); ``before_decode`` is in the decode
+stage, ``before_publish`` and ``after_link`` in a render's. ``pause:CHECKPOINT:once``
+pauses only the first process to get there.
 This is a testing aid; with the variable unset every checkpoint is a no-op.
 """
 

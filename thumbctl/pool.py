@@ -161,16 +161,19 @@ class WorkerStartFailed(ThumbctlError):
 
 
 def _enforce_time_limit(ledger: Ledger, pool: Pool) -> None:
-    """Kill workers whose claim has run past the per-item time limit; fail its items ``timeout``."""
+    """Kill workers whose current stage (a source's decode, or one render) has run past the time
+    limit; its items fail ``timeout`` and the rest of the claim goes back to the queue."""
     limit = pool.config.item_timeout
     if not limit:
         return
     for owner in ledger.overdue_owners(limit):
         child = pool.child_for(owner)
-        if child is not None:
-            # Fail first: once the lease is gone nobody can rescue the items as a crash,
-            # and the worker can no longer publish them.
-            ledger.fail_owner(owner, "timeout", f"the render took longer than {limit:g}s and was stopped")
+        if child is None:
+            continue
+        # Settle first: once the lease is gone nobody can rescue the items as a crash, and the
+        # worker can no longer publish them. 0: the stage ended meanwhile; the worker goes on.
+        detail = f"the decode or render took longer than {limit:g}s and was stopped"
+        if ledger.stop_overdue(owner, limit, "timeout", detail):
             pool.kill_child(child)
             pool.replace(1)
 

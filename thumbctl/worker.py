@@ -1,12 +1,16 @@
 """One worker process: claim a source's items, render them, publish each exactly once.
 
-The loop: claim (all ratio items of one source, under one lease) → checkpoint
+The loop: claim (one item of each distinct derivative key of one source, plus a
+bounded number that share those keys, under one lease) → checkpoint
 ``before_decode`` → read and verify the source, decode it once → for each
-item: checkpoint ``before_encode`` → crop, resample, encode, write and verify
-a temp file → checkpoint ``before_publish`` → publish in one ledger
-transaction (cancel flag and lease checked, object linked, friendly name
-switched, item marked ``succeeded``). A heartbeat thread keeps the lease
-alive; if the lease is lost, the worker stops touching the claim.
+derivative key: checkpoint ``before_encode`` → crop, resample, encode once →
+for each item of that key: write a temp file (the first one verified) →
+checkpoint ``before_publish`` → publish in one ledger transaction (cancel flag
+and lease checked, object linked, friendly name switched, item marked
+``succeeded``). ``--item-timeout`` times the decode and each key's render
+separately (the ledger's ``stage_started_at``); the gap at ``before_encode`` is
+between stages. A heartbeat thread keeps the lease alive; if the lease is
+lost, the worker stops touching the claim.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from .faults import Faults
 from .imaging import (
     ALPHA_FORMATS,
     CropAnalysis,
+    CropChoice,
     DecodedSource,
     Geometry,
     decode_scale,
@@ -58,7 +63,8 @@ class WorkerConfig:
     heartbeat_seconds: float = 10.0
     poll_seconds: float = 0.25
     backoff: Backoff = field(default_factory=Backoff)
-    #: Per-claim (one source, all its ratios) time limit in seconds; 0 for none.
+    #: Time limit in seconds for each stage of a claim: the source's decode, and each render
+    #: (with the publishes of its items); 0 for none.
     item_timeout: float = 300.0
 
 
@@ -87,6 +93,18 @@ class Coordinator:
             self._reported = True
             with contextlib.suppress(OSError):  # the coordinator died meanwhile; gone() says so next
                 self.link.send_bytes(b"c")
+
+
+@dataclass
+class SharedRender:
+    """One derivative key's output, rendered once per claim for every claimed item with that key."""
+
+    geometry: Geometry
+    #: The encoded bytes and the crop they were cut with, once rendered.
+    output: tuple[bytes, CropChoice] | None = None
+    #: The render or its verification failed: every item sharing it fails the same way.
+    error: Exception | None = None
+    verified: bool = False
 
 
 def worker_main(config: WorkerConfig, link: Connection | None = None) -> None:
@@ -236,8 +254,9 @@ class ClaimRun:
                 return
             with self._timed(self.source_timings, "crop_ms"):
                 analysis = CropAnalysis(decoded.image, decoded.width, decoded.height, str(self.claim.profile["crop"]))
-            for item in self.claim.items:
-                if self._checkpoint("before_encode") or self._render_and_publish(decoded, analysis, item) == "stop":
+            self.ledger.start_stage(self.claim, [])  # the decode stage is over
+            for group in self._by_derivative_key():
+                if self._checkpoint("before_encode") or self._render_and_publish(decoded, analysis, group) == "stop":
                     return
         except LeaseLost:
             return
@@ -290,16 +309,33 @@ class ClaimRun:
             keep_alpha=self.fmt in ALPHA_FORMATS,
         )
 
-    def _render_and_publish(self, decoded: DecodedSource, analysis: CropAnalysis, item: ClaimedItem) -> str:
-        geometry = self.geometries[item.row]
+    def _by_derivative_key(self) -> list[list[ClaimedItem]]:
+        """The claim's items grouped by derivative key, in claim order: one render per group."""
+        groups: dict[str, list[ClaimedItem]] = {}
+        for item in self.claim.items:
+            groups.setdefault(item.derivative_key, []).append(item)
+        return list(groups.values())
+
+    def _render_and_publish(self, decoded: DecodedSource, analysis: CropAnalysis, group: list[ClaimedItem]) -> str:
+        """Render the group's derivative once (a timed stage of its own) and publish it for each item."""
+        self.ledger.start_stage(self.claim, [item.row for item in group])
+        shared = SharedRender(self.geometries[group[0].row])
+        for item in group:
+            if self._publish_item(decoded, analysis, item, shared) == "stop":
+                return "stop"
+        return "next"
+
+    def _publish_item(
+        self, decoded: DecodedSource, analysis: CropAnalysis, item: ClaimedItem, shared: SharedRender
+    ) -> str:
+        geometry = shared.geometry
         temp = None
         timings = dict(self.source_timings)
+        reused = shared.output is not None
         try:
-            choice = analysis.choose(geometry, item.focus)
-            with self._timed(timings, "encode_ms"):
-                data = self._render(decoded, choice.box, geometry)
+            data, choice = self._rendered(decoded, analysis, item, shared, timings)
             with self._timed(timings, "publish_ms"):
-                temp = self._write_verified(data, geometry)
+                temp = self._write_verified(data, shared)
             if self._checkpoint("before_publish"):
                 return "stop"
             result = {
@@ -309,6 +345,7 @@ class ClaimRun:
                 "source_smaller_than_target": geometry.limited,
                 "source_bytes": self.source_bytes,
                 "output_bytes": len(data),
+                "shared_render": reused,
                 "timings": timings,
             }
             outcome = self.ledger.publish(
@@ -333,21 +370,47 @@ class ClaimRun:
         self.faults.hit("after_commit")
         return "next"
 
+    def _rendered(
+        self,
+        decoded: DecodedSource,
+        analysis: CropAnalysis,
+        item: ClaimedItem,
+        shared: SharedRender,
+        timings: dict[str, float],
+    ) -> tuple[bytes, CropChoice]:
+        """The derivative's bytes and crop: made for the first item of the claim with its key, reused after."""
+        if shared.error is not None:
+            raise shared.error
+        if shared.output is None:
+            try:
+                choice = analysis.choose(shared.geometry, item.focus)
+                with self._timed(timings, "encode_ms"):
+                    shared.output = self._render(decoded, choice.box, shared.geometry), choice
+            except (ItemFailure, OSError) as exc:
+                shared.error = exc
+                raise
+        return shared.output
+
     def _render(self, decoded: DecodedSource, box: tuple[int, int, int, int], geometry: Geometry) -> bytes:
         image = resample(decoded, box, geometry.out_w, geometry.out_h)
         return encode(image, self.fmt, int(self.claim.profile["quality"]))
 
-    def _write_verified(self, data: bytes, geometry: Geometry) -> str:
+    def _write_verified(self, data: bytes, shared: SharedRender) -> str:
+        """A temp file of the derivative's bytes. The first is verified (decodes, exact size, media
+        type); the same bytes need no second look, and bytes that failed it are not written again."""
         temp = write_temp(self.layout, data, self.extension)
-        try:
-            with open_temp(self.layout, temp) as written:
-                problem = verify_output(written, self.fmt, geometry.out_w, geometry.out_h)
-        except BaseException:
-            discard(temp)
-            raise
-        if problem:
-            discard(temp)
-            raise ItemFailure("worker_crashed", f"the encoded output {problem}")
+        if not shared.verified:
+            try:
+                with open_temp(self.layout, temp) as written:
+                    problem = verify_output(written, self.fmt, shared.geometry.out_w, shared.geometry.out_h)
+            except BaseException:
+                discard(temp)
+                raise
+            if problem:
+                discard(temp)
+                shared.error = ItemFailure("worker_crashed", f"the encoded output {problem}")
+                raise shared.error
+            shared.verified = True
         return temp
 
     def _publish_effect(self, temp: str, item: ClaimedItem, timings: dict[str, float]) -> str | None:

@@ -137,10 +137,21 @@ def _v4_object_checks(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v5_claim_stages(db: sqlite_utils.Database) -> None:
+    """Claims by derivative key: ``--item-timeout`` times each stage of a claim (the decode, each
+    render), not the whole claim, so a running item records when the stage it waits on started
+    (NULL: between stages); a claim steps through the distinct derivative keys of a source's
+    queued items on a partial index instead of reading every item of the source."""
+    db.execute("ALTER TABLE items ADD COLUMN stage_started_at TEXT")
+    db.execute("UPDATE items SET stage_started_at = updated_at WHERE state = 'running'")
+    db.execute("CREATE INDEX items_queued_keys ON items (batch_id, source, derivative_key) WHERE state = 'queued'")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
     (3, _v3_event_time_indexes),
     (4, _v4_object_checks),
+    (5, _v5_claim_stages),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
