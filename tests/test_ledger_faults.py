@@ -394,9 +394,9 @@ def test_a_foreground_run_survives_a_busy_rescue(tmp_path: Path) -> None:
     cli = Cli(tmp_path, tmp_path / "ledger.db")
     submit = cli.start(
         "submit", str(cli.photos), "--out", str(cli.out), "-r", "1:1", "--workers", "1",
-        fault="pause:before_decode,crash:before_encode:once", THUMBCTL_BUSY_TIMEOUT="0.05", THUMBCTL_BUSY_WAIT="0.3",
+        fault="pause:before_encode,crash:before_encode:once", THUMBCTL_BUSY_TIMEOUT="0.05", THUMBCTL_BUSY_WAIT="0.3",
     )  # fmt: skip
-    cli.paused("before_decode")
+    cli.paused("before_encode")  # past the decode stage's last write, so the crash is the next thing to happen
     holder = hold_write_lock(cli.db)
     cli.release()  # the worker dies at before_encode; its supervisor rescues its lease into a held lock
     deadline = time.monotonic() + 30
