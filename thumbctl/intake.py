@@ -10,24 +10,24 @@ total.
 
 from __future__ import annotations
 
-import errno
 import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from .admission import retry_unavailable
 from .errors import ItemFailure, RejectedError, UnavailableError, UsageError
 from .imaging import SNIFF_BYTES, output_geometry, probe, verify_output
-from .keys import derivative_key, digest_json, digest_stream
+from .keys import derivative_key, digest_json
 from .ledger import Ledger
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
 from .names import escaped_name
 from .settings import Limits, Profile, Ratio, parse_ratio
-from .sources import Candidate, ScanRules, SourceRoot, scan_directory
+from .sources import Candidate, ScanRules, SourceRoot, check_size, digest_bounded, open_source, scan_directory
 from .store import (
     OutputLayout,
     UnsafeItemId,
@@ -361,13 +361,14 @@ def _inspect_all(
     fresh: list[CachedSource] = []
     inspections = {}
     for item_id, target in resolved.items():
-        inspections[item_id] = _inspect_one(target, cache, limits, fresh, report)
+        inspections[item_id] = _inspect_one(source_root.real, target, cache, limits, fresh, report)
     ledger.remember_sources(fresh)
     report.failed_sources = sum(1 for i in inspections.values() if i.failure)
     return inspections
 
 
 def _inspect_one(
+    root: str,
     target: str | ItemFailure,
     cache: dict[str, CachedSource],
     limits: Limits,
@@ -377,7 +378,7 @@ def _inspect_one(
     if isinstance(target, ItemFailure):
         return Inspection(source="", failure=target)
     try:
-        info, from_cache = inspect_source(target, cache.get(target), limits)
+        info, from_cache = inspect_source(root, target, cache.get(target), limits)
     except ItemFailure as failure:
         return Inspection(source=target, failure=failure)
     if from_cache:
@@ -388,37 +389,33 @@ def _inspect_one(
     return Inspection(source=target, info=info)
 
 
-def inspect_source(path: str, cached: CachedSource | None, limits: Limits) -> tuple[CachedSource, bool]:
+def inspect_source(
+    root: str, path: str, cached: CachedSource | None, limits: Limits
+) -> tuple[CachedSource, bool]:
     """Digest and probe one resolved source, reusing ``cached`` if its stat still matches.
 
+    The source is opened below ``root`` the way a worker opens it (no symlink followed,
+    a regular file only, see :func:`open_source`) and read no further than the byte limit.
     Returns (what the source holds, whether it came from the cache).
     """
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise _os_failure(path, exc) from exc
-    if st.st_size > limits.max_bytes:
-        raise ItemFailure("too_large", f"{st.st_size / 1e6:.1f} MB is over the limit of {limits.max_bytes / 1e6:g} MB")
-    if cached and cached.matches(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
-        _check_pixels(cached, limits)
-        return cached, True
-    return _read_source(path, limits), False
-
-
-def _read_source(path: str, limits: Limits) -> CachedSource:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise _os_failure(path, exc) from exc
-    with os.fdopen(fd, "rb") as stream:
+    with open_source(root, path) as stream:
         st = os.fstat(stream.fileno())
-        if st.st_size > limits.max_bytes:
-            raise ItemFailure("too_large", f"{st.st_size / 1e6:.1f} MB is over the limit")
+        check_size(st.st_size, limits.max_bytes, path)
+        if cached and cached.matches(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+            _check_pixels(cached, limits)
+            return cached, True
+        return _read_source(path, stream, st, limits), False
+
+
+def _read_source(path: str, stream: BinaryIO, st: os.stat_result, limits: Limits) -> CachedSource:
+    try:
         head = stream.read(SNIFF_BYTES)
         stream.seek(0)
-        digest = digest_stream(stream)
+        digest = digest_bounded(stream, limits.max_bytes, path)
         stream.seek(0)
         info = probe(stream, head, limits.max_pixels)
+    except OSError as exc:
+        raise ItemFailure("io_error", f"cannot read {path}: {exc.strerror or exc}") from exc
     return CachedSource(
         path,
         st.st_dev,
@@ -440,14 +437,6 @@ def _check_pixels(info: CachedSource, limits: Limits) -> None:
             "too_many_pixels",
             f"{info.width}x{info.height} is over the limit of {limits.max_pixels / 1e6:g} MP",
         )
-
-
-def _os_failure(path: str, exc: OSError) -> ItemFailure:
-    if exc.errno == errno.ENOENT:
-        return ItemFailure("source_missing", f"{path} vanished")
-    if exc.errno == errno.ELOOP:
-        return ItemFailure("io_error", f"{path} is a symlink (loop or swapped in)")
-    return ItemFailure("io_error", f"cannot read {path}: {exc.strerror}")
 
 
 # -- building the batch ---------------------------------------------------------
