@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import struct
 import threading
 import zlib
@@ -14,9 +15,9 @@ import pytest
 
 from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError, SubmitOptions, settings
 from thumbctl.admission import retry_unavailable
-from thumbctl.errors import AdmissionRefused, Interrupted, UsageError
+from thumbctl.errors import AdmissionRefused, Interrupted, ItemFailure, UsageError
 from thumbctl.faults import Faults
-from thumbctl.intake import prepare_submission, submit
+from thumbctl.intake import inspect_source, prepare_submission, submit
 from thumbctl.reconcile import collect_garbage, find_problems, reconcile
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
@@ -328,6 +329,37 @@ def test_manifest_traversal_is_never_read_and_never_accepted(
     assert batch.total == 15 and batch.counts["queued"] == 3
     assert {f.error_code for f in batch.failures} == {"path_outside_root"}
     assert all(i.friendly_path is None for i in ledger.items(batch.batch_id, state="failed"))
+
+
+def make_zero_device(path: Path) -> None:
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # what /dev/zero is
+    except PermissionError:
+        pytest.skip("creating a device node needs root (CAP_MKNOD)")
+
+
+#: What a source checked by path may have become by the time submit opens it, and the code.
+SWAPPED_AT_SUBMIT = {
+    "fifo": (lambda photo: (photo.unlink(), os.mkfifo(photo)), "unsupported_format"),
+    "device": (lambda photo: (photo.unlink(), make_zero_device(photo)), "unsupported_format"),
+    "folder-linked-to-dev": (
+        lambda photo: (photo.parent.rename(photo.parent.with_name("moved")), photo.parent.symlink_to("/dev")),
+        "path_outside_root",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SWAPPED_AT_SUBMIT))
+def test_submit_reads_a_source_only_as_a_regular_file_reached_without_symlinks(tmp_path: Path, case: str) -> None:
+    """Between the path check and the read, ``rooms/zero`` becomes a FIFO, a /dev/zero node or
+    /dev/zero through a linked folder: the read fails at once instead of hanging or filling memory."""
+    root = tmp_path / "photos"
+    photo = make_image(root / "rooms" / "zero", (16, 16), "PNG")
+    swap, code = SWAPPED_AT_SUBMIT[case]
+    swap(photo)
+    with pytest.raises(ItemFailure) as info:
+        inspect_source(str(root), str(photo), None, Limits())
+    assert info.value.code == code
 
 
 def test_nothing_is_written_outside_the_ledger(ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path) -> None:
