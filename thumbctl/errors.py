@@ -167,7 +167,10 @@ class Interrupted(ThumbctlError):
 #: Item error codes: code -> (transient?, what it means). The one place that
 #: classifies failures as retryable or not.
 ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
-    "unsupported_format": (False, "content is not an image format thumbctl reads, or not a regular file (FIFO, device)"),
+    "unsupported_format": (
+        False,
+        "content is not an image format thumbctl reads, or not a regular file (a FIFO, a device)",
+    ),
     "corrupt_image": (False, "a recognised format that fails to decode"),
     "too_many_pixels": (False, "over the pixel limit, read from the header"),
     "too_large": (False, "source file over the byte limit"),
