@@ -317,8 +317,8 @@ def test_manifest_traversal_is_never_read_and_never_accepted(
     manifest.write_text(
         json.dumps(
             [
-                {"source": "../trap.jpg"},
-                {"source": str(tmp_path / "trap.jpg")},
+                {"source": "../trap.jpg", "id": "up"},
+                {"source": str(tmp_path / "trap.jpg"), "id": "absolute"},
                 {"source": "link-out.jpg"},
                 {"source": "rooms/../../trap.jpg", "id": "sneaky"},
                 {"source": "coffee.png"},
@@ -360,6 +360,23 @@ def test_submit_reads_a_source_only_as_a_regular_file_reached_without_symlinks(t
     with pytest.raises(ItemFailure) as info:
         inspect_source(str(root), str(photo), None, Limits())
     assert info.value.code == code
+
+
+@pytest.mark.parametrize("source", ["../../etc/passwd", "/etc/passwd", "rooms/../../photos2/x.jpg", "rooms/.."])
+def test_an_item_without_id_whose_source_is_outside_the_root_rejects_the_batch(
+    ledger: Ledger, photos: Path, out_dir: Path, source: str
+) -> None:
+    """Its id would be its source, which is no safe path inside OUT: rejected like an unsafe explicit id."""
+    manifest = photos / "m.json"
+    manifest.write_text(json.dumps([{"source": "coffee.png"}, {"source": source}]))
+    with pytest.raises(RejectedError) as info:
+        run(ledger, manifest, out_dir)
+    assert (info.value.code, info.value.exit_code) == ("unsafe_id", 65)
+    assert info.value.message == (
+        f"an item without an id takes its source as id, and {source!r} is not a path inside {photos}; "
+        "give the item an id (ids must be safe relative paths inside --out)"
+    )
+    assert ledger.batches() == []
 
 
 def test_nothing_is_written_outside_the_ledger(ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path) -> None:

@@ -302,16 +302,23 @@ def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[Sou
 
 
 def _default_id(source: str, root: Path) -> str:
-    """The id of an item whose manifest entry names none: its source, normalised.
+    """The id of an item whose manifest entry names none: its source, normalised and
+    relative to the root.
 
-    A source outside the root keeps its text as id: it becomes a failed item
-    (``path_outside_root``) and is never written anywhere.
+    A source that does not name a path inside the root (``../../etc/passwd``, an
+    absolute path elsewhere) cannot be an id, so like an unsafe explicit id it rejects
+    the batch (``unsafe_id``); given a safe ``id``, such an item is accepted and fails
+    ``path_outside_root`` without being opened.
     """
     joined = os.path.normpath(os.path.join(root, source))
     for base in (str(root), os.path.abspath(root)):
         if joined.startswith(base.rstrip(os.sep) + os.sep):
             return _checked_id(PurePosixPath(Path(os.path.relpath(joined, base))).as_posix())
-    return source
+    raise RejectedError(
+        f"an item without an id takes its source as id, and {source!r} is not a path inside {root}; "
+        "give the item an id (ids must be safe relative paths inside --out)",
+        code="unsafe_id",
+    )
 
 
 def _checked_id(item_id: str) -> str:
