@@ -279,11 +279,28 @@ def _entries_from_scan(
 
 
 def _unsafe_name_entry(root: Path, candidate: Candidate, ratios: tuple[Ratio, ...]) -> SourceEntry:
-    """The entry of a file whose name cannot be an item id: it is never opened, and its
-    source is recorded with the same escapes as its id (the ledger holds UTF-8 text only)."""
+    """The entry of a file whose name cannot be an item id: it is never opened.
+
+    Its source is the file's true path whenever that is text (a newline, a tab or a
+    backslash in the name), so JSON shows ``new\\nline.jpg`` for that file and
+    ``new%0Aline.jpg`` only for a file really named so. A path whose bytes are not UTF-8
+    cannot be held by the ledger's text or by JSON: its source keeps the ``%XX`` escapes of
+    its id, as its detail says, and only its ``unsafe_name`` code and ``.unsafe/`` id tell it
+    from a file really named with those escapes.
+    """
     rel = escaped_name(os.path.relpath(candidate.path, root))
     detail = f"the name {rel} (written with %XX escapes) {candidate.unsafe}: no item id can hold it"
-    return SourceEntry(candidate.item_id, os.path.join(root, rel), ratios, failure=ItemFailure("unsafe_name", detail))
+    source = candidate.path if _is_text(candidate.path) else os.path.join(root, rel)
+    return SourceEntry(candidate.item_id, source, ratios, failure=ItemFailure("unsafe_name", detail))
+
+
+def _is_text(path: str) -> bool:
+    """Whether ``path`` (undecodable bytes as surrogate escapes) is valid UTF-8 text."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[SourceEntry]:
