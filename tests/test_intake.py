@@ -21,6 +21,7 @@ from thumbctl.intake import inspect_source, prepare_submission, submit
 from thumbctl.reconcile import collect_garbage, find_problems, reconcile
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
+from thumbctl.sources import SourceFolder
 from thumbctl.worker import WorkerConfig, run_worker
 
 from support import check_invariants, make_image, tree_snapshot
@@ -359,7 +360,7 @@ def test_submit_reads_a_source_only_as_a_regular_file_reached_without_symlinks(t
     swap, code = SWAPPED_AT_SUBMIT[case]
     swap(photo)
     with pytest.raises(ItemFailure) as info:
-        inspect_source(str(root), str(photo), None, Limits())
+        inspect_source(SourceFolder(str(root)), str(photo), None, Limits())
     assert info.value.code == code
 
 

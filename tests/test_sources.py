@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from thumbctl.errors import ItemFailure
-from thumbctl.sources import ScanRules, digest_bounded, open_source, read_source, resolve_source, scan_directory
+from thumbctl.sources import (
+    ScanRules,
+    SourceFolder,
+    digest_bounded,
+    open_source,
+    read_source,
+    resolve_source,
+    scan_directory,
+)
 
 from support import make_image
 
@@ -208,6 +216,18 @@ def test_open_source_follows_no_symlink_and_opens_regular_files_only(tmp_path: P
         read_source(str(tree), recorded, 10**6)
     assert info.value.code == code, info.value.detail
     assert time.monotonic() - started < 5
+
+
+def test_one_source_folder_opens_many_sources_and_still_refuses_links_below_it(tree: Path, tmp_path: Path) -> None:
+    with SourceFolder(str(tree)) as folder:
+        with folder.open(str(tree / "a.jpg")) as first:
+            assert first.read() == (tree / "a.jpg").read_bytes()
+        swap_for_link(tree / "sub", tmp_path)
+        with pytest.raises(ItemFailure) as info:
+            folder.open(str(tree / "sub" / "B.PNG"))
+        assert info.value.code == "path_outside_root"
+        with folder.open(str(tree / "sub.orig" / "B.PNG")) as moved:
+            assert moved.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("given", ["/elsewhere/a.jpg", "{root}", "{root}/../x.jpg", "{root}2/a.jpg"])

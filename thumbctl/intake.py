@@ -27,7 +27,7 @@ from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
 from .names import escaped_name
 from .settings import Limits, Profile, Ratio, parse_ratio
-from .sources import Candidate, ScanRules, SourceRoot, check_size, digest_bounded, open_source, scan_directory
+from .sources import Candidate, ScanRules, SourceFolder, SourceRoot, check_size, digest_bounded, scan_directory
 from .store import (
     OutputLayout,
     UnsafeItemId,
@@ -384,15 +384,16 @@ def _inspect_all(
     cache = ledger.cached_sources(paths)
     fresh: list[CachedSource] = []
     inspections = {}
-    for item_id, target in resolved.items():
-        inspections[item_id] = _inspect_one(source_root.real, target, cache, limits, fresh, report)
+    with SourceFolder(source_root.real) as folder:
+        for item_id, target in resolved.items():
+            inspections[item_id] = _inspect_one(folder, target, cache, limits, fresh, report)
     ledger.remember_sources(fresh)
     report.failed_sources = sum(1 for i in inspections.values() if i.failure)
     return inspections
 
 
 def _inspect_one(
-    root: str,
+    folder: SourceFolder,
     target: str | ItemFailure,
     cache: dict[str, CachedSource],
     limits: Limits,
@@ -402,7 +403,7 @@ def _inspect_one(
     if isinstance(target, ItemFailure):
         return Inspection(source="", failure=target)
     try:
-        info, from_cache = inspect_source(root, target, cache.get(target), limits)
+        info, from_cache = inspect_source(folder, target, cache.get(target), limits)
     except ItemFailure as failure:
         return Inspection(source=target, failure=failure)
     if from_cache:
@@ -414,15 +415,15 @@ def _inspect_one(
 
 
 def inspect_source(
-    root: str, path: str, cached: CachedSource | None, limits: Limits
+    folder: SourceFolder, path: str, cached: CachedSource | None, limits: Limits
 ) -> tuple[CachedSource, bool]:
     """Digest and probe one resolved source, reusing ``cached`` if its stat still matches.
 
-    The source is opened below ``root`` the way a worker opens it (no symlink followed,
-    a regular file only, see :func:`open_source`) and read no further than the byte limit.
-    Returns (what the source holds, whether it came from the cache).
+    The source is opened below the source folder the way a worker opens it (no symlink
+    followed, a regular file only, see :func:`~thumbctl.sources.open_source`) and read no
+    further than the byte limit. Returns (what the source holds, whether it came from the cache).
     """
-    with open_source(root, path) as stream:
+    with folder.open(path) as stream:
         st = os.fstat(stream.fileno())
         check_size(st.st_size, limits.max_bytes, path)
         if cached and cached.matches(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):

@@ -208,19 +208,46 @@ def open_source(root: str, path: str) -> BinaryIO:
     (permanent) as soon as it is opened; FIFOs are opened non-blocking, so no read waits.
     ``source_missing`` when a component is gone, ``io_error`` for any other OS error.
     """
-    parts = _parts_below(root, path)
-    root_parts = [name for name in os.path.normpath(root).split(os.sep) if name]
-    folder = _descend(os.open("/", _FOLDER_FLAGS), [*root_parts, *parts[:-1]], path)
-    try:
-        fd = _open_at(folder, parts[-1], path, _FILE_FLAGS)
-    finally:
-        os.close(folder)
-    try:
-        _require_regular_file(os.fstat(fd), path)
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "rb")
+    with SourceFolder(root) as folder:
+        return folder.open(path)
+
+
+class SourceFolder:
+    """A batch's source folder opened once (see :func:`open_source` for the rule), to open
+    many sources below it; a submit reads every source through one of these.
+
+    The folder is opened on first use; if that fails, the source fails and the next one tries again.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.normpath(root)
+        self._fd: int | None = None
+
+    def __enter__(self) -> SourceFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def open(self, path: str) -> BinaryIO:
+        """The regular file ``path`` below the folder, reached without following a symlink."""
+        parts = _parts_below(self.root, path)
+        if self._fd is None:
+            root_parts = [name for name in self.root.split(os.sep) if name]
+            self._fd = _descend(os.open("/", _FOLDER_FLAGS), root_parts, path)
+        folder = _descend(os.dup(self._fd), parts[:-1], path)
+        try:
+            fd = _open_at(folder, parts[-1], path, _FILE_FLAGS)
+        finally:
+            os.close(folder)
+        try:
+            _require_regular_file(os.fstat(fd), path)
+        except BaseException:
+            os.close(fd)
+            raise
+        return os.fdopen(fd, "rb")
 
 
 def read_source(root: str, path: str, max_bytes: int) -> bytes:
