@@ -145,6 +145,50 @@ def test_submit_rejects_a_malformed_manifest_with_65(cli, photos: Path, out_dir:
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[" * 5000 + "]" * 5000, "the JSON is nested more than 8 levels deep (a manifest needs 4 at most)"),
+        (
+            '[{"source": "coffee.png\\u0000.jpg", "id": "coffee"}]',
+            "item 1: \"source\" contains a NUL character, which no path can hold: 'coffee.png\\x00.jpg'",
+        ),
+    ],
+    ids=["nested", "nul"],
+)
+def test_a_deeply_nested_manifest_or_a_nul_in_a_source_is_rejected_with_65(
+    cli, photos: Path, out_dir: Path, content: str, message: str
+) -> None:
+    (photos / "m.json").write_text(content)
+    code, doc, err = submit_json(cli, photos / "m.json", out_dir)
+    assert code == 65
+    assert doc == {
+        "error": {
+            "code": "malformed_manifest",
+            "message": f"malformed manifest m.json: {message}",
+            "transient": False,
+            "exit_code": 65,
+        }
+    }
+    assert err.strip().splitlines() == [f"error [malformed_manifest] malformed manifest m.json: {message}"]
+    assert json.loads(cli("status", "--json").stdout) == {"batches": []}
+
+
+def test_json_carries_the_true_source_of_a_name_with_a_newline(cli, tmp_path: Path, out_dir: Path) -> None:
+    """``new<LF>line.jpg`` and a file really named ``new%0Aline.jpg``: their sources differ and are exact."""
+    src = tmp_path / "src"
+    make_image(src / "new\nline.jpg", (16, 16), "JPEG")
+    make_image(src / "new%0Aline.jpg", (16, 16), "JPEG", seed=1)
+    code, batch, _ = submit_json(cli, src, out_dir, "-r", "1:1")
+    assert code == 0
+    items = json.loads(cli("status", batch["batch_id"], "--items", "--json").stdout)["items"]
+    by_id = {i["item_id"]: (i["source"], i["state"], i["error_code"]) for i in items}
+    assert by_id == {
+        ".unsafe/new%0Aline.jpg": (f"{src}/new\nline.jpg", "failed", "unsafe_name"),
+        "new%0Aline.jpg": (f"{src}/new%0Aline.jpg", "queued", None),
+    }
+
+
 def test_submit_usage_errors(cli, photos: Path, out_dir: Path, tmp_path: Path) -> None:
     assert cli("submit", tmp_path / "missing", "--out", out_dir, "--detach").exit_code == 2
     (tmp_path / "list.txt").write_text("a.jpg")

@@ -9,7 +9,8 @@ import pytest
 from PIL import Image, PngImagePlugin
 
 from thumbctl.errors import ItemFailure
-from thumbctl.imaging import probe, sniff_format
+from thumbctl.imaging import decode_source, probe, sniff_format
+from thumbctl.imaging.formats import webp_canvas_size
 
 from conftest import SAMPLE_IMAGES
 from support import make_image
@@ -57,16 +58,46 @@ def ihdr_png(width: int, height: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
+def webp_header(chunk: bytes, width: int, height: int) -> bytes:
+    """A WebP whose first chunk (VP8X, lossy VP8 or lossless VP8L) claims width x height, with no image data."""
+    if chunk == b"VP8X":
+        data = b"\0" * 4 + (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little")
+    elif chunk == b"VP8 ":
+        data = b"\x10\x02\x00" + b"\x9d\x01\x2a" + struct.pack("<HH", width, height) + b"\0" * 8
+    else:
+        data = b"\x2f" + struct.pack("<I", (width - 1) | (height - 1) << 14) + b"\0" * 8
+    body = b"WEBP" + chunk + struct.pack("<I", len(data)) + data
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
 @pytest.mark.parametrize(
     ("content", "code"),
     [
         (b"", "unsupported_format"),
         (b"hello, I am text in a .jpg\n", "unsupported_format"),
         (b"\xff\xd8\xff\xe0" + b"\x00" * 64, "corrupt_image"),
+        (b"\xff\xd8" + b"garbage" * 10, "corrupt_image"),
+        (b"\xff\xd8", "corrupt_image"),
         (b"\x89PNG\r\n\x1a\n" + b"garbage" * 10, "corrupt_image"),
         (ihdr_png(20_000, 20_000), "too_many_pixels"),
+        (webp_header(b"VP8X", 16383, 16383), "too_many_pixels"),
+        (webp_header(b"VP8 ", 16383, 16383), "too_many_pixels"),
+        (webp_header(b"VP8L", 16383, 16383), "too_many_pixels"),
+        (webp_header(b"VP8X", 16383, 100), "corrupt_image"),  # under the limit: the missing data is what is wrong
     ],
-    ids=["zero-bytes", "text", "corrupt-jpeg-header", "corrupt-png-header", "bomb"],
+    ids=[
+        "zero-bytes",
+        "text",
+        "corrupt-jpeg-header",
+        "jpeg-start-marker-then-garbage",
+        "jpeg-start-marker-only",
+        "corrupt-png-header",
+        "bomb",
+        "webp-vp8x-bomb",
+        "webp-vp8-bomb",
+        "webp-vp8l-bomb",
+        "webp-header-only",
+    ],
 )
 def test_hostile_inputs_map_to_codes_from_the_header(tmp_path: Path, content: bytes, code: str) -> None:
     path = tmp_path / "hostile.jpg"
@@ -74,6 +105,22 @@ def test_hostile_inputs_map_to_codes_from_the_header(tmp_path: Path, content: by
     with pytest.raises(ItemFailure) as info:
         probe(path, content[:32], LIMIT)
     assert info.value.code == code
+
+
+@pytest.mark.parametrize("chunk", [b"VP8X", b"VP8 ", b"VP8L"])
+def test_a_webp_bomb_is_refused_from_its_header_at_render_too(chunk: bytes) -> None:
+    content = webp_header(chunk, 16383, 16383)
+    with pytest.raises(ItemFailure) as info:
+        decode_source(content, "webp", LIMIT, 1.0)
+    assert (info.value.code, info.value.detail) == (
+        "too_many_pixels",
+        "16383x16383 = 268.4 MP is over the limit of 100 MP",
+    )
+
+
+@pytest.mark.parametrize("chunk", [b"VP8X", b"VP8 ", b"VP8L"])
+def test_webp_canvas_size_is_read_from_every_first_chunk_kind(chunk: bytes) -> None:
+    assert webp_canvas_size(webp_header(chunk, 321, 123)[:32]) == (321, 123)
 
 
 def test_pixel_limit_is_configurable(tmp_path: Path) -> None:

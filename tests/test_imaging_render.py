@@ -21,10 +21,11 @@ from thumbctl.imaging import (
 )
 from thumbctl.settings import Ratio
 
-from conftest import REPO, SAMPLE_IMAGES
+from conftest import SAMPLE_IMAGES
 from support import ihdr_png
 
-CORPUS = REPO.parent / "shared" / "corpus" / "photos"
+#: Small copies of the EXIF orientation examples (see tests/data/README.md), shipped with the tests.
+ORIENTATION_DATA = Path(__file__).parent / "data" / "orientation"
 LIMIT = 100_000_000
 RATIOS = [Ratio(1, 1), Ratio(4, 3), Ratio(16, 9), Ratio(3, 4), Ratio(9, 16), Ratio(3, 1), Ratio(1, 5)]
 
@@ -68,11 +69,9 @@ def mean_abs_diff(a: Image.Image, b: Image.Image, size: int = 32) -> float:
 
 @pytest.mark.parametrize("kind", ["Landscape", "Portrait"])
 def test_all_eight_exif_orientations_match_orientation_1(kind: str) -> None:
-    if not CORPUS.exists():
-        pytest.skip("the shared corpus is not beside this checkout")
-    reference, *_ = render((CORPUS / f"{kind}_1.jpg").read_bytes(), Ratio(4, 3))
+    reference, *_ = render((ORIENTATION_DATA / f"{kind}_1.jpg").read_bytes(), Ratio(4, 3))
     for orientation in range(2, 9):
-        image, *_ = render((CORPUS / f"{kind}_{orientation}.jpg").read_bytes(), Ratio(4, 3))
+        image, *_ = render((ORIENTATION_DATA / f"{kind}_{orientation}.jpg").read_bytes(), Ratio(4, 3))
         assert image.size == reference.size
         assert mean_abs_diff(image, reference) < 6.0, f"{kind}_{orientation}"  # grey levels of 255
 

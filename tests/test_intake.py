@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import struct
 import threading
 import zlib
@@ -14,12 +15,13 @@ import pytest
 
 from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError, SubmitOptions, settings
 from thumbctl.admission import retry_unavailable
-from thumbctl.errors import AdmissionRefused, Interrupted, UsageError
+from thumbctl.errors import AdmissionRefused, Interrupted, ItemFailure, UsageError
 from thumbctl.faults import Faults
-from thumbctl.intake import prepare_submission, submit
+from thumbctl.intake import inspect_source, prepare_submission, submit
 from thumbctl.reconcile import collect_garbage, find_problems, reconcile
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
+from thumbctl.sources import SourceFolder
 from thumbctl.worker import WorkerConfig, run_worker
 
 from support import check_invariants, make_image, tree_snapshot
@@ -125,9 +127,10 @@ def test_files_whose_names_cannot_be_ids_fail_alone_and_the_rest_is_queued(
     assert prepared.report.sources == 9 and prepared.report.read == 5
     failed = {(i.item_id, i.ratio): i for i in ledger.items(batch.batch_id, state="failed")}
     assert set(failed) == {(item_id, r) for _, item_id, _, _ in ODD_NAMES for r in ("1:1", "4:3")}
-    for _, item_id, shown, reason in ODD_NAMES:
+    for name, item_id, shown, reason in ODD_NAMES:
         item = failed[(item_id, "1:1")]
-        assert (item.error_code, item.source) == ("unsafe_name", f"{photos}/{shown}")
+        source = f"{photos}/{name.decode()}" if name.isascii() else f"{photos}/{shown}"  # the true path when text
+        assert (item.error_code, item.source) == ("unsafe_name", source)
         assert (item.derivative_key, item.object_path, item.friendly_path) == (None, None, None)
         detail = next(f.detail for f in batch.failures if f.item_id == item_id)
         assert detail == f"the name {shown} (written with %XX escapes) {reason}: no item id can hold it"
@@ -316,8 +319,8 @@ def test_manifest_traversal_is_never_read_and_never_accepted(
     manifest.write_text(
         json.dumps(
             [
-                {"source": "../trap.jpg"},
-                {"source": str(tmp_path / "trap.jpg")},
+                {"source": "../trap.jpg", "id": "up"},
+                {"source": str(tmp_path / "trap.jpg"), "id": "absolute"},
                 {"source": "link-out.jpg"},
                 {"source": "rooms/../../trap.jpg", "id": "sneaky"},
                 {"source": "coffee.png"},
@@ -328,6 +331,54 @@ def test_manifest_traversal_is_never_read_and_never_accepted(
     assert batch.total == 15 and batch.counts["queued"] == 3
     assert {f.error_code for f in batch.failures} == {"path_outside_root"}
     assert all(i.friendly_path is None for i in ledger.items(batch.batch_id, state="failed"))
+
+
+def make_zero_device(path: Path) -> None:
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # what /dev/zero is
+    except PermissionError:
+        pytest.skip("creating a device node needs root (CAP_MKNOD)")
+
+
+#: What a source checked by path may have become by the time submit opens it, and the code.
+SWAPPED_AT_SUBMIT = {
+    "fifo": (lambda photo: (photo.unlink(), os.mkfifo(photo)), "unsupported_format"),
+    "device": (lambda photo: (photo.unlink(), make_zero_device(photo)), "unsupported_format"),
+    "folder-linked-to-dev": (
+        lambda photo: (photo.parent.rename(photo.parent.with_name("moved")), photo.parent.symlink_to("/dev")),
+        "path_outside_root",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SWAPPED_AT_SUBMIT))
+def test_submit_reads_a_source_only_as_a_regular_file_reached_without_symlinks(tmp_path: Path, case: str) -> None:
+    """Between the path check and the read, ``rooms/zero`` becomes a FIFO, a /dev/zero node or
+    /dev/zero through a linked folder: the read fails at once instead of hanging or filling memory."""
+    root = tmp_path / "photos"
+    photo = make_image(root / "rooms" / "zero", (16, 16), "PNG")
+    swap, code = SWAPPED_AT_SUBMIT[case]
+    swap(photo)
+    with pytest.raises(ItemFailure) as info:
+        inspect_source(SourceFolder(str(root)), str(photo), None, Limits())
+    assert info.value.code == code
+
+
+@pytest.mark.parametrize("source", ["../../etc/passwd", "/etc/passwd", "rooms/../../photos2/x.jpg", "rooms/.."])
+def test_an_item_without_id_whose_source_is_outside_the_root_rejects_the_batch(
+    ledger: Ledger, photos: Path, out_dir: Path, source: str
+) -> None:
+    """Its id would be its source, which is no safe path inside OUT: rejected like an unsafe explicit id."""
+    manifest = photos / "m.json"
+    manifest.write_text(json.dumps([{"source": "coffee.png"}, {"source": source}]))
+    with pytest.raises(RejectedError) as info:
+        run(ledger, manifest, out_dir)
+    assert (info.value.code, info.value.exit_code) == ("unsafe_id", 65)
+    assert info.value.message == (
+        f"an item without an id takes its source as id, and {source!r} is not a path inside {photos}; "
+        "give the item an id (ids must be safe relative paths inside --out)"
+    )
+    assert ledger.batches() == []
 
 
 def test_nothing_is_written_outside_the_ledger(ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path) -> None:

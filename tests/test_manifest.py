@@ -141,6 +141,52 @@ def test_text_that_is_not_utf8_rejects_the_manifest_naming_where(text: str, suff
     assert str(info.value).isascii()
 
 
+DEEP = 5000  # Python's JSON parser raises RecursionError near 1,000
+
+
+@pytest.mark.parametrize(
+    ("text", "suffix", "message"),
+    [
+        ("[" * DEEP + "]" * DEEP, ".json", "the JSON is nested more than 8 levels deep (a manifest needs 4 at most)"),
+        (
+            '{"items": [], "ratios": ' + "[" * DEEP + "]" * DEEP + "}",
+            ".json",
+            "the JSON is nested more than 8 levels deep (a manifest needs 4 at most)",
+        ),
+        (
+            '{"source": "a.jpg"}\n' + "[" * DEEP + "]" * DEEP + "\n",
+            ".jsonl",
+            "line 2 is nested more than 8 levels deep (a manifest needs 4 at most)",
+        ),
+        (
+            '[{"source": "a.jpg", "focus": ' + "[" * 500 + "]" * 500 + "}]",
+            ".json",
+            "item 1 is nested more than 8 levels deep (a manifest needs 4 at most)",
+        ),
+        (
+            '[{"source": "a.jpg"}, {"source": "a\\u0000.jpg", "id": "b"}]',
+            ".json",
+            "item 2: \"source\" contains a NUL character, which no path can hold: 'a\\x00.jpg'",
+        ),
+        (
+            '{"source": "sub\\u0000/../../etc/passwd"}\n',
+            ".jsonl",
+            "line 1: \"source\" contains a NUL character, which no path can hold: 'sub\\x00/../../etc/passwd'",
+        ),
+        (
+            "id,source\nx,a.jpg\ny,b\x00.jpg\n",
+            ".csv",
+            "line 3: \"source\" contains a NUL character, which no path can hold: 'b\\x00.jpg'",
+        ),
+    ],
+    ids=["json-deep", "json-deep-ratios", "jsonl-deep", "json-deep-focus", "json-nul", "jsonl-nul", "csv-nul"],
+)
+def test_deep_nesting_and_a_nul_in_a_source_reject_the_manifest(text: str, suffix: str, message: str) -> None:
+    with pytest.raises(ManifestError) as info:
+        parse_manifest_text(text, suffix)
+    assert str(info.value) == message
+
+
 @given(st.text(max_size=300), st.sampled_from([".json", ".jsonl", ".csv"]))
 def test_any_text_parses_or_raises_manifest_error(text: str, suffix: str) -> None:
     try:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,7 @@ from thumbctl.cli import app
 from thumbctl.faults import Faults, parse_faults
 from thumbctl.ledger.work import CLAIM_SHARED_ITEMS
 from thumbctl.retrypolicy import Backoff
-from thumbctl.settings import Ratio
+from thumbctl.settings import Limits, Ratio
 from thumbctl.worker import WorkerConfig, run_worker
 
 from support import check_invariants, make_image, tree_snapshot
@@ -333,3 +336,82 @@ def test_a_manifest_focus_places_the_window_on_the_point(ledger: Ledger, photos:
             same_window = smart["result"]["crop"]["box"] == expected
             same_bytes = Path(item["object_path"]).read_bytes() == Path(smart["object_path"]).read_bytes()
             assert same_bytes == same_window, (source, (fx, fy), ratio)
+
+
+# -- sources swapped after submit ---------------------------------------------------------
+
+
+def outcomes(ledger: Ledger, batch_id: str) -> set[tuple[str, str | None, int]]:
+    return {(i.state, i.error_code, i.attempt) for i in ledger.items(batch_id)}
+
+
+def failed_events(ledger: Ledger, batch_id: str) -> int:
+    return sum(1 for e in ledger.events(batch_id) if e.to_state == "failed")
+
+
+def test_a_source_folder_swapped_for_a_symlink_after_submit_is_not_read_through_it(
+    ledger: Ledger, tmp_path: Path, out_dir: Path
+):
+    """The folder outside holds the very same photo, so a render through the link would
+    pass the digest check: only the open's refusal keeps it out."""
+    src = tmp_path / "src"
+    make_image(src / "sub" / "a.jpg", (64, 48), "JPEG")
+    batch = accept(ledger, src, out_dir)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(src / "sub", elsewhere)
+    (src / "sub").rename(src / "sub.orig")
+    (src / "sub").symlink_to(elsewhere, target_is_directory=True)
+    work(ledger)
+    assert outcomes(ledger, batch.batch_id) == {("failed", "path_outside_root", 1)}
+    assert failed_events(ledger, batch.batch_id) == 3  # permanent: each item failed once, never retried
+    assert all("sub is now a symlink" in (i.error_detail or "") for i in ledger.items(batch.batch_id))
+    assert not (out_dir / "objects").exists() or not list((out_dir / "objects").rglob("*.jpg"))
+
+
+def make_zero_device(path: Path) -> None:
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # what /dev/zero is
+    except PermissionError:
+        pytest.skip("creating a device node needs root (CAP_MKNOD)")
+
+
+@pytest.mark.parametrize(
+    ("swap", "code"),
+    [
+        (lambda src: ((src / "sub").rename(src / "sub.orig"), (src / "sub").symlink_to("/dev")), "path_outside_root"),
+        (lambda src: ((src / "sub" / "zero").unlink(), make_zero_device(src / "sub" / "zero")), "unsupported_format"),
+        (lambda src: ((src / "sub" / "zero").unlink(), os.mkfifo(src / "sub" / "zero")), "unsupported_format"),
+    ],
+    ids=["folder-linked-to-dev", "device", "fifo"],
+)
+def test_a_source_swapped_for_something_endless_fails_at_once_without_reading_it(
+    ledger: Ledger, tmp_path: Path, out_dir: Path, swap, code: str
+):
+    """``sub/zero`` becomes /dev/zero (through a linked folder, or a device node in place)
+    or a FIFO: the worker neither reads without end nor waits for a writer."""
+    src = tmp_path / "src"
+    make_image(src / "sub" / "zero", (64, 48), "PNG")
+    (src / "m.jsonl").write_text('{"source": "sub/zero"}\n')
+    batch = accept(ledger, src / "m.jsonl", out_dir)
+    swap(src)
+    fifo = src / "sub" / "zero"
+    unblock = threading.Timer(30, lambda: os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)))
+    unblock.start()  # should a read block on the FIFO, a writer ends it and the test fails instead of hanging
+    started = time.monotonic()
+    try:
+        work(ledger)
+    finally:
+        unblock.cancel()
+    assert time.monotonic() - started < 20
+    assert outcomes(ledger, batch.batch_id) == {("failed", code, 1)}
+    assert failed_events(ledger, batch.batch_id) == 3
+
+
+def test_a_source_grown_over_the_byte_limit_after_submit_fails_too_large(ledger: Ledger, tmp_path: Path, out_dir: Path):
+    src = tmp_path / "src"
+    photo = make_image(src / "a.png", (64, 48), "PNG")
+    batch = accept(ledger, src, out_dir, limits=Limits(max_bytes=photo.stat().st_size + 10))
+    with photo.open("ab") as fh:
+        fh.write(b"\0" * 100)
+    work(ledger)
+    assert outcomes(ledger, batch.batch_id) == {("failed", "too_large", 1)}

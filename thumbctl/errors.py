@@ -218,7 +218,10 @@ class Interrupted(ThumbctlError):
 #: Item error codes: code -> (transient?, what it means). The one place that
 #: classifies failures as retryable or not.
 ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
-    "unsupported_format": (False, "content is not an image format thumbctl reads"),
+    "unsupported_format": (
+        False,
+        "content is not an image format thumbctl reads, or not a regular file (a FIFO, a device)",
+    ),
     "corrupt_image": (False, "a recognised format that fails to decode"),
     "too_many_pixels": (False, "over the pixel limit, read from the header"),
     "too_large": (False, "source file over the byte limit"),
@@ -226,7 +229,8 @@ ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
     "source_changed": (False, "content differs from the digest accepted at submit"),
     "path_outside_root": (
         False,
-        "the source resolves outside the submitted root, or an output would be written through a symlink in OUT",
+        "the source resolves outside the submitted root or is reached through a symlink swapped in after submit, "
+        "or an output would be written through a symlink in OUT",
     ),
     "unsafe_name": (False, "the file name cannot be an item id (not UTF-8, control characters, a backslash, too long)"),
     "worker_crashed": (True, "the worker died while rendering this item"),

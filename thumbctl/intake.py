@@ -10,24 +10,24 @@ total.
 
 from __future__ import annotations
 
-import errno
 import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from .admission import retry_unavailable
 from .errors import ItemFailure, RejectedError, UnavailableError, UsageError
 from .imaging import SNIFF_BYTES, output_geometry, probe, verify_output
-from .keys import derivative_key, digest_json, digest_stream
+from .keys import derivative_key, digest_json
 from .ledger import Ledger
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
 from .names import escaped_name
 from .settings import Limits, Profile, Ratio, parse_ratio
-from .sources import Candidate, ScanRules, SourceRoot, scan_directory
+from .sources import Candidate, ScanRules, SourceFolder, SourceRoot, check_size, digest_bounded, scan_directory
 from .store import (
     OutputLayout,
     UnsafeItemId,
@@ -296,11 +296,28 @@ def _entries_from_scan(
 
 
 def _unsafe_name_entry(root: Path, candidate: Candidate, ratios: tuple[Ratio, ...]) -> SourceEntry:
-    """The entry of a file whose name cannot be an item id: it is never opened, and its
-    source is recorded with the same escapes as its id (the ledger holds UTF-8 text only)."""
+    """The entry of a file whose name cannot be an item id: it is never opened.
+
+    Its source is the file's true path whenever that is text (a newline, a tab or a
+    backslash in the name), so JSON shows ``new\\nline.jpg`` for that file and
+    ``new%0Aline.jpg`` only for a file really named so. A path whose bytes are not UTF-8
+    cannot be held by the ledger's text or by JSON: its source keeps the ``%XX`` escapes of
+    its id, as its detail says, and only its ``unsafe_name`` code and ``.unsafe/`` id tell it
+    from a file really named with those escapes.
+    """
     rel = escaped_name(os.path.relpath(candidate.path, root))
     detail = f"the name {rel} (written with %XX escapes) {candidate.unsafe}: no item id can hold it"
-    return SourceEntry(candidate.item_id, os.path.join(root, rel), ratios, failure=ItemFailure("unsafe_name", detail))
+    source = candidate.path if _is_text(candidate.path) else os.path.join(root, rel)
+    return SourceEntry(candidate.item_id, source, ratios, failure=ItemFailure("unsafe_name", detail))
+
+
+def _is_text(path: str) -> bool:
+    """Whether ``path`` (undecodable bytes as surrogate escapes) is valid UTF-8 text."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[SourceEntry]:
@@ -319,16 +336,23 @@ def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[Sou
 
 
 def _default_id(source: str, root: Path) -> str:
-    """The id of an item whose manifest entry names none: its source, normalised.
+    """The id of an item whose manifest entry names none: its source, normalised and
+    relative to the root.
 
-    A source outside the root keeps its text as id: it becomes a failed item
-    (``path_outside_root``) and is never written anywhere.
+    A source that does not name a path inside the root (``../../etc/passwd``, an
+    absolute path elsewhere) cannot be an id, so like an unsafe explicit id it rejects
+    the batch (``unsafe_id``); given a safe ``id``, such an item is accepted and fails
+    ``path_outside_root`` without being opened.
     """
     joined = os.path.normpath(os.path.join(root, source))
     for base in (str(root), os.path.abspath(root)):
         if joined.startswith(base.rstrip(os.sep) + os.sep):
             return _checked_id(PurePosixPath(Path(os.path.relpath(joined, base))).as_posix())
-    return source
+    raise RejectedError(
+        f"an item without an id takes its source as id, and {source!r} is not a path inside {root}; "
+        "give the item an id (ids must be safe relative paths inside --out)",
+        code="unsafe_id",
+    )
 
 
 def _checked_id(item_id: str) -> str:
@@ -377,14 +401,16 @@ def _inspect_all(
     cache = ledger.cached_sources(paths)
     fresh: list[CachedSource] = []
     inspections = {}
-    for item_id, target in resolved.items():
-        inspections[item_id] = _inspect_one(target, cache, limits, fresh, report)
+    with SourceFolder(source_root.real) as folder:
+        for item_id, target in resolved.items():
+            inspections[item_id] = _inspect_one(folder, target, cache, limits, fresh, report)
     ledger.remember_sources(fresh)
     report.failed_sources = sum(1 for i in inspections.values() if i.failure)
     return inspections
 
 
 def _inspect_one(
+    folder: SourceFolder,
     target: str | ItemFailure,
     cache: dict[str, CachedSource],
     limits: Limits,
@@ -394,7 +420,7 @@ def _inspect_one(
     if isinstance(target, ItemFailure):
         return Inspection(source="", failure=target)
     try:
-        info, from_cache = inspect_source(target, cache.get(target), limits)
+        info, from_cache = inspect_source(folder, target, cache.get(target), limits)
     except ItemFailure as failure:
         return Inspection(source=target, failure=failure)
     if from_cache:
@@ -405,37 +431,33 @@ def _inspect_one(
     return Inspection(source=target, info=info)
 
 
-def inspect_source(path: str, cached: CachedSource | None, limits: Limits) -> tuple[CachedSource, bool]:
+def inspect_source(
+    folder: SourceFolder, path: str, cached: CachedSource | None, limits: Limits
+) -> tuple[CachedSource, bool]:
     """Digest and probe one resolved source, reusing ``cached`` if its stat still matches.
 
-    Returns (what the source holds, whether it came from the cache).
+    The source is opened below the source folder the way a worker opens it (no symlink
+    followed, a regular file only, see :func:`~thumbctl.sources.open_source`) and read no
+    further than the byte limit. Returns (what the source holds, whether it came from the cache).
     """
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise _os_failure(path, exc) from exc
-    if st.st_size > limits.max_bytes:
-        raise ItemFailure("too_large", f"{st.st_size / 1e6:.1f} MB is over the limit of {limits.max_bytes / 1e6:g} MB")
-    if cached and cached.matches(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
-        _check_pixels(cached, limits)
-        return cached, True
-    return _read_source(path, limits), False
-
-
-def _read_source(path: str, limits: Limits) -> CachedSource:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise _os_failure(path, exc) from exc
-    with os.fdopen(fd, "rb") as stream:
+    with folder.open(path) as stream:
         st = os.fstat(stream.fileno())
-        if st.st_size > limits.max_bytes:
-            raise ItemFailure("too_large", f"{st.st_size / 1e6:.1f} MB is over the limit")
+        check_size(st.st_size, limits.max_bytes, path)
+        if cached and cached.matches(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+            _check_pixels(cached, limits)
+            return cached, True
+        return _read_source(path, stream, st, limits), False
+
+
+def _read_source(path: str, stream: BinaryIO, st: os.stat_result, limits: Limits) -> CachedSource:
+    try:
         head = stream.read(SNIFF_BYTES)
         stream.seek(0)
-        digest = digest_stream(stream)
+        digest = digest_bounded(stream, limits.max_bytes, path)
         stream.seek(0)
         info = probe(stream, head, limits.max_pixels)
+    except OSError as exc:
+        raise ItemFailure("io_error", f"cannot read {path}: {exc.strerror or exc}") from exc
     return CachedSource(
         path,
         st.st_dev,
@@ -457,14 +479,6 @@ def _check_pixels(info: CachedSource, limits: Limits) -> None:
             "too_many_pixels",
             f"{info.width}x{info.height} is over the limit of {limits.max_pixels / 1e6:g} MP",
         )
-
-
-def _os_failure(path: str, exc: OSError) -> ItemFailure:
-    if exc.errno == errno.ENOENT:
-        return ItemFailure("source_missing", f"{path} vanished")
-    if exc.errno == errno.ELOOP:
-        return ItemFailure("io_error", f"{path} is a symlink (loop or swapped in)")
-    return ItemFailure("io_error", f"cannot read {path}: {exc.strerror}")
 
 
 # -- building the batch ---------------------------------------------------------

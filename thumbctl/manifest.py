@@ -19,6 +19,9 @@ from .settings import Ratio, SettingError, parse_ratios
 MANIFEST_SUFFIXES = (".json", ".jsonl", ".csv")
 _ITEM_FIELDS = {"id", "source", "ratios", "focus"}
 _CSV_FIELDS = {"id", "source", "ratios", "focus_x", "focus_y"}
+#: A manifest nests lists and objects 4 levels deep at most (``{"items": [{"focus": [x, y]}]}``);
+#: deeper ones are refused before anything walks them (the JSON parser itself gives up near 1,000).
+MAX_DEPTH = 8
 
 
 class ManifestError(ValueError):
@@ -80,6 +83,8 @@ def _parse_json(text: str) -> Manifest:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ManifestError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    except RecursionError as exc:
+        raise ManifestError(_too_deep("the JSON")) from exc
     ratios = None
     if isinstance(doc, dict):
         _check_text({k: v for k, v in doc.items() if k != "items"}, "top level")
@@ -106,6 +111,8 @@ def _parse_jsonl(text: str) -> Manifest:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ManifestError(f"line {lineno}: invalid JSON: {exc.msg}") from exc
+        except RecursionError as exc:
+            raise ManifestError(_too_deep(f"line {lineno}")) from exc
         entries.append(_entry_from_object(obj, f"line {lineno}"))
     return Manifest(tuple(entries))
 
@@ -120,6 +127,7 @@ def _entry_from_object(obj: object, where: str) -> ManifestEntry:
     source = obj.get("source")
     if not isinstance(source, str) or not source:
         raise ManifestError(f'{where}: "source" must be a non-empty string')
+    _check_path_text(source, where)
     item_id = obj.get("id")
     if item_id is not None and not isinstance(item_id, str):
         raise ManifestError(f'{where}: "id" must be a string')
@@ -167,6 +175,7 @@ def _entry_from_csv_row(row: dict[str, str], where: str) -> ManifestEntry:
     source = row["source"].strip()
     if not source:
         raise ManifestError(f'{where}: "source" is empty')
+    _check_path_text(source, where)
     item_id = row.get("id", "").strip() or None
     ratios_text = row.get("ratios", "").strip()
     ratios = _ratios(ratios_text, f"{where}: ratios") if ratios_text else None
@@ -181,9 +190,22 @@ def _entry_from_csv_row(row: dict[str, str], where: str) -> ManifestEntry:
     return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus)
 
 
-def _check_text(value: object, where: str, field: str | None = None) -> None:
+def _too_deep(where: str) -> str:
+    return f"{where} is nested more than {MAX_DEPTH} levels deep (a manifest needs 4 at most)"
+
+
+def _check_path_text(source: str, where: str) -> None:
+    """A NUL character can be written in JSON (``\\u0000``) or CSV, but no file path holds one."""
+    if "\0" in source:
+        raise ManifestError(f'{where}: "source" contains a NUL character, which no path can hold: {source!r}')
+
+
+def _check_text(value: object, where: str, field: str | None = None, depth: int = 1) -> None:
     """Refuse any string (a field name or value) that is not valid UTF-8 text: a JSON
-    ``\\ud800`` escape decodes to a lone surrogate, which no id, path or digest can hold."""
+    ``\\ud800`` escape decodes to a lone surrogate, which no id, path or digest can hold.
+    Lists and objects nested more than :data:`MAX_DEPTH` levels are refused too."""
+    if depth > MAX_DEPTH:
+        raise ManifestError(_too_deep(where))
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -193,10 +215,10 @@ def _check_text(value: object, where: str, field: str | None = None) -> None:
     elif isinstance(value, dict):
         for key, item in value.items():
             _check_text(key, where)
-            _check_text(item, where, str(key))
+            _check_text(item, where, str(key), depth + 1)
     elif isinstance(value, list):
         for item in value:
-            _check_text(item, where, field)
+            _check_text(item, where, field, depth + 1)
 
 
 def _ratios(value: object, where: str) -> tuple[Ratio, ...]:

@@ -1,18 +1,23 @@
-"""Finding sources: directory scans and safe path resolution under a root.
+"""Finding and opening sources: directory scans, safe path resolution and safe reads under a root.
 
-Nothing here opens a file. A source outside the root is refused from its
-path alone (lexically, then after resolving symlinks with ``lstat``/``readlink``),
-so it is never read.
+A source outside the root is refused from its path alone (lexically, then after
+resolving symlinks with ``lstat``/``readlink``), so it is never read. A source is
+only ever opened by :func:`open_source`, which walks from the root with directory
+descriptors and follows no symlink on the way, so a folder or file swapped for a
+symlink after the path was checked cannot lead a read outside the root.
 """
 
 from __future__ import annotations
 
 import errno
 import fnmatch
+import hashlib
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import ItemFailure
 from .names import unsafe_name_id
@@ -175,3 +180,153 @@ class SourceRoot:
 def resolve_source(root: Path, given: str | Path) -> Path:
     """:meth:`SourceRoot.resolve` for a one-off call."""
     return SourceRoot(root).resolve(given)
+
+
+# -- opening sources -------------------------------------------------------------
+
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: O_NONBLOCK: opening a FIFO for reading must not wait for a writer (it is refused right after).
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+#: What ``open`` with O_NOFOLLOW says about a symlink: ELOOP (a file), ENOTDIR (with O_DIRECTORY), EMLINK (BSD).
+_MAYBE_SYMLINK = {errno.ELOOP, errno.ENOTDIR, errno.EMLINK}
+_READ_CHUNK = 1 << 20
+
+
+def open_source(root: str, path: str) -> BinaryIO:
+    """Open the source ``path`` for reading, below the batch's source folder ``root``,
+    without following a symlink on any component, and only if it is a regular file.
+
+    Both paths are the real paths recorded at submit (``root`` resolved, ``path`` the
+    resolved target of any file symlink), so neither held a symlink when it was checked.
+    The rule for the root follows from that: it is opened by walking from ``/`` one
+    folder at a time with ``O_NOFOLLOW``, exactly the way it was checked, then every
+    folder below it and the file itself the same way (``dir_fd``). A component that is
+    now a symlink, inside or above the root, fails ``path_outside_root`` (permanent) and
+    nothing is read through it; a photo library moved away and linked back from its old
+    place must be submitted again from where it now is. A source that is
+    not a regular file (a FIFO, a device, a folder) fails ``unsupported_format``
+    (permanent) as soon as it is opened; FIFOs are opened non-blocking, so no read waits.
+    ``source_missing`` when a component is gone, ``io_error`` for any other OS error.
+    """
+    with SourceFolder(root) as folder:
+        return folder.open(path)
+
+
+class SourceFolder:
+    """A batch's source folder opened once (see :func:`open_source` for the rule), to open
+    many sources below it; a submit reads every source through one of these.
+
+    The folder is opened on first use; if that fails, the source fails and the next one tries again.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.normpath(root)
+        self._fd: int | None = None
+
+    def __enter__(self) -> SourceFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def open(self, path: str) -> BinaryIO:
+        """The regular file ``path`` below the folder, reached without following a symlink."""
+        parts = _parts_below(self.root, path)
+        if self._fd is None:
+            root_parts = [name for name in self.root.split(os.sep) if name]
+            self._fd = _descend(os.open("/", _FOLDER_FLAGS), root_parts, path)
+        folder = _descend(os.dup(self._fd), parts[:-1], path)
+        try:
+            fd = _open_at(folder, parts[-1], path, _FILE_FLAGS)
+        finally:
+            os.close(folder)
+        try:
+            _require_regular_file(os.fstat(fd), path)
+        except BaseException:
+            os.close(fd)
+            raise
+        return os.fdopen(fd, "rb")
+
+
+def read_source(root: str, path: str, max_bytes: int) -> bytes:
+    """The bytes of a source opened with :func:`open_source`; ``too_large`` past ``max_bytes``.
+
+    At most ``max_bytes + 1`` bytes are read, so a file that grows while it is read
+    costs no more memory than the limit allows.
+    """
+    with open_source(root, path) as stream:
+        check_size(os.fstat(stream.fileno()).st_size, max_bytes, path)
+        data = stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ItemFailure("too_large", f"{path} grew over the limit of {max_bytes / 1e6:g} MB")
+    return data
+
+
+def digest_bounded(stream: BinaryIO, max_bytes: int, path: str) -> str:
+    """sha256 (hex) of the rest of ``stream``, read in chunks; ``too_large`` past ``max_bytes``."""
+    digest = hashlib.sha256()
+    total = 0
+    while chunk := stream.read(min(_READ_CHUNK, max_bytes + 1 - total)):
+        total += len(chunk)
+        if total > max_bytes:
+            raise ItemFailure("too_large", f"{path} grew over the limit of {max_bytes / 1e6:g} MB")
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_size(size: int, max_bytes: int, path: str) -> None:
+    if size > max_bytes:
+        raise ItemFailure("too_large", f"{path}: {size / 1e6:.1f} MB is over the limit of {max_bytes / 1e6:g} MB")
+
+
+def _parts_below(root: str, path: str) -> list[str]:
+    """The components of ``path`` below ``root``; ``path_outside_root`` unless it is strictly below."""
+    root, path = os.path.normpath(root), os.path.normpath(path)
+    if not os.path.isabs(root) or path == root or not is_within(path, root):
+        raise ItemFailure("path_outside_root", f"{path} is outside {root}")
+    return os.path.relpath(path, root).split(os.sep)
+
+
+def _descend(folder: int, names: list[str], path: str) -> int:
+    """The folder reached from the descriptor ``folder`` through ``names``, following no
+    symlink; ``folder`` is consumed (closed, or returned when ``names`` is empty)."""
+    try:
+        for name in names:
+            inner = _open_at(folder, name, path, _FOLDER_FLAGS)
+            os.close(folder)
+            folder = inner
+    except BaseException:
+        os.close(folder)
+        raise
+    return folder
+
+
+def _open_at(folder: int, name: str, path: str, flags: int) -> int:
+    try:
+        return os.open(name, flags, dir_fd=folder)
+    except OSError as exc:
+        raise _open_failure(folder, name, path, exc) from exc
+
+
+def _open_failure(folder: int, name: str, path: str, exc: OSError) -> ItemFailure:
+    if exc.errno == errno.ENOENT:
+        return ItemFailure("source_missing", f"{path} is gone ({name} does not exist)")
+    if exc.errno in _MAYBE_SYMLINK:
+        try:
+            mode = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+        except OSError:
+            mode = 0
+        if stat.S_ISLNK(mode):
+            return ItemFailure("path_outside_root", f"{path}: {name} is now a symlink; nothing is read through it")
+        if exc.errno == errno.ENOTDIR:
+            return ItemFailure("source_missing", f"{path} is gone ({name} is no longer a folder)")
+    return ItemFailure("io_error", f"cannot read {path}: {exc.strerror}")
+
+
+def _require_regular_file(st: os.stat_result, path: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"))
+        kind = next((name for test, name in kinds if test(st.st_mode)), "a device")
+        raise ItemFailure("unsupported_format", f"{path} is not a regular file ({kind}); it is not read")

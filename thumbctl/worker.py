@@ -16,9 +16,7 @@ lost, the worker stops touching the claim.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
-import os
 import signal
 import sqlite3
 import sys
@@ -49,6 +47,7 @@ from .ledger import Claim, ClaimedItem, Ledger
 from .proc import owner_id, owner_is_dead
 from .retrypolicy import Backoff
 from .settings import OUTPUT_FORMATS, Limits, parse_ratio
+from .sources import read_source
 from .store import OutputLayout, OutsideOutput, discard, link_friendly, open_temp, publish_object, write_temp
 
 
@@ -298,7 +297,7 @@ class ClaimRun:
         limits = Limits()
         max_bytes = int(self.claim.limits.get("max_bytes", limits.max_bytes))
         max_pixels = int(self.claim.limits.get("max_pixels", limits.max_pixels))
-        data = read_verified_source(self.claim.source, self.claim.source_digest, max_bytes)
+        data = read_verified_source(self.claim.source_root, self.claim.source, self.claim.source_digest, max_bytes)
         self.source_bytes = len(data)
         return decode_source(
             data,
@@ -431,18 +430,13 @@ class ClaimRun:
         return published.note
 
 
-def read_verified_source(path: str, digest: str, max_bytes: int) -> bytes:
-    """The source's bytes, if they still are the ones accepted at submit."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            raise ItemFailure("source_missing", f"{path} is gone") from exc
-        raise ItemFailure("io_error", f"cannot read {path}: {exc.strerror}") from exc
-    with os.fdopen(fd, "rb") as stream:
-        if os.fstat(stream.fileno()).st_size > max_bytes:
-            raise ItemFailure("too_large", f"{path} grew over the byte limit")
-        data = stream.read()
+def read_verified_source(root: str, path: str, digest: str, max_bytes: int) -> bytes:
+    """The source's bytes, if they still are the ones accepted at submit.
+
+    Opened below ``root`` without following any symlink and only if it is a regular
+    file, read up to ``max_bytes`` (see :func:`~thumbctl.sources.open_source`).
+    """
+    data = read_source(root, path, max_bytes)
     if hashlib.sha256(data).hexdigest() != digest:
         raise ItemFailure("source_changed", f"{path} changed since it was submitted")
     return data

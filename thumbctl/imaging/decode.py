@@ -33,6 +33,7 @@ from .formats import (
     PILLOW_FORMATS,
     SNIFF_BYTES,
     SWAPPED_ORIENTATIONS,
+    check_header_pixels,
     check_pixels,
     check_supported,
     describe,
@@ -109,6 +110,7 @@ def decode_source(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fmt = check_supported(sniff_format(data[:SNIFF_BYTES]), data[:SNIFF_BYTES])  # content decides
+            check_header_pixels(fmt, data[:SNIFF_BYTES], max_pixels)
             image = Image.open(io.BytesIO(data), formats=[PILLOW_FORMATS[fmt]])
             stored_w, stored_h = image.size
             check_pixels(fmt, stored_w, stored_h, max_pixels)

@@ -77,7 +77,7 @@ class SourceInfo:
 
 def sniff_format(head: bytes) -> str | None:
     """Name the image format of a file from its first bytes, or None."""
-    if head.startswith(b"\xff\xd8\xff"):
+    if head.startswith(b"\xff\xd8"):  # the start-of-image marker: whatever follows, it claims to be a JPEG
         return "jpeg"
     if head.startswith(b"\x89PNG\r\n\x1a\n"):
         return "png"
@@ -128,6 +128,7 @@ def probe(source: BinaryIO | Path, head: bytes, max_pixels: int) -> SourceInfo:
     or ``too_many_pixels``. Nothing is decoded.
     """
     fmt = check_supported(sniff_format(head), head)
+    check_header_pixels(fmt, head, max_pixels)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -159,6 +160,34 @@ def check_pixels(fmt: str, width: int, height: int, max_pixels: int) -> None:
             "too_many_pixels",
             f"{width}x{height} = {width * height / 1e6:.1f} MP is over the limit of {max_pixels / 1e6:g} MP",
         )
+
+
+def check_header_pixels(fmt: str, head: bytes, max_pixels: int) -> None:
+    """The pixel limit, checked on the sizes the first bytes declare, for formats whose
+    decoder Pillow sets up for the whole canvas as it opens them (WebP): a header over the
+    limit is ``too_many_pixels`` without a decoder, or its buffers, ever being made."""
+    size = webp_canvas_size(head) if fmt == "webp" else None
+    if size is not None:
+        check_pixels(fmt, *size, max_pixels)
+
+
+def webp_canvas_size(head: bytes) -> tuple[int, int] | None:
+    """The canvas a WebP's first chunk declares (its first 30 bytes hold it), or None.
+
+    VP8X: 24-bit width - 1 and height - 1 at 24 and 27. VP8 (lossy): after the 3-byte frame
+    tag and the start code 9d 01 2a, two 16-bit sizes whose top 2 bits are scaling. VP8L
+    (lossless): after the signature byte 2f, 14 bits of width - 1 and 14 of height - 1.
+    """
+    chunk = head[12:16]
+    if chunk == b"VP8X" and len(head) >= 30:
+        return 1 + int.from_bytes(head[24:27], "little"), 1 + int.from_bytes(head[27:30], "little")
+    if chunk == b"VP8 " and len(head) >= 30 and head[23:26] == b"\x9d\x01\x2a":
+        width, height = struct.unpack("<HH", head[26:30])
+        return width & 0x3FFF, height & 0x3FFF
+    if chunk == b"VP8L" and len(head) >= 25 and head[20] == 0x2F:
+        bits = int.from_bytes(head[21:25], "little")
+        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+    return None
 
 
 def describe(exc: BaseException) -> str:

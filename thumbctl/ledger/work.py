@@ -47,6 +47,8 @@ class Claim:
     owner: str
     batch_id: str
     out_dir: str
+    #: The batch's source folder (its real path); the source is opened only below it.
+    source_root: str
     source: str
     source_digest: str
     source_format: str
@@ -231,14 +233,15 @@ class WorkQueue:
             rows,
         ).fetchall()
         first = items[0]
-        profile, limits, out_dir = self._conn.execute(
-            "SELECT profile, limits, out_dir FROM batches WHERE batch_id = ?", (first[9],)
+        profile, limits, out_dir, source_root = self._conn.execute(
+            "SELECT profile, limits, out_dir, source_root FROM batches WHERE batch_id = ?", (first[9],)
         ).fetchone()
         return Claim(
             token=token,
             owner=owner,
             batch_id=first[9],
             out_dir=out_dir,
+            source_root=source_root,
             source=first[10],
             source_digest=first[11],
             source_format=first[12],
