@@ -170,8 +170,11 @@ class LedgerConnection(sqlite3.Connection):
 
 
 def connect(path: Path, busy_timeout: float, *, read_only: bool = False) -> LedgerConnection:
-    """Open the ledger at ``path``: WAL mode and ``busy_timeout``; read-only when asked
-    (the file is never created or changed then)."""
+    """Open the ledger at ``path``: WAL mode and ``busy_timeout``; read-only when asked and the
+    file or its folder cannot be written (a read-only mount: the file is never created or changed
+    then). Where they can be written a reader opens it as usual, so the last connection to close
+    still checkpoints the WAL and removes the -wal and -shm files."""
+    read_only = read_only and not _writable(path)
     try:
         conn = _open_read_only(path) if read_only else _open(path)
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
@@ -185,6 +188,10 @@ def connect(path: Path, busy_timeout: float, *, read_only: bool = False) -> Ledg
             raise
         raise refusal from exc
     return conn
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
 def _open(path: Path) -> LedgerConnection:
