@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
+if TYPE_CHECKING:
+    from tenacity import Retrying
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,8 @@ class Backoff:
 
     def delay_for(self, attempt: int) -> float:
         """The wait after failed attempt number ``attempt`` (1-based)."""
+        from tenacity import RetryCallState, wait_random_exponential  # only where an item fails: start-up stays light
+
         state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
         state.attempt_number = max(1, attempt)
         return wait_random_exponential(multiplier=self.base, max=self.cap)(state)
@@ -52,6 +56,8 @@ class BusyPolicy:
 
     def retrying(self, busy: type[BaseException]) -> Retrying:
         """A tenacity loop retrying ``busy`` errors within the bound; the last one is re-raised."""
+        from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
+
         return Retrying(
             retry=retry_if_exception_type(busy),
             wait=wait_random_exponential(multiplier=0.05, max=1.0),

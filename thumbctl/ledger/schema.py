@@ -2,14 +2,18 @@
 
 Each migration is ``(version, function)``; ``PRAGMA user_version`` records
 the last one applied. Migrations only ever add: a released one is never
-edited, a new one is appended.
+edited, a new one is appended. They run on a ``sqlite_utils.Database`` over the ledger's
+connection, built only when a migration is due: opening an up-to-date ledger does not import
+sqlite-utils.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import sqlite_utils
+if TYPE_CHECKING:
+    import sqlite_utils
 
 ITEM_STATES_SQL = "('queued', 'running', 'succeeded', 'failed', 'cancelled')"
 
