@@ -9,7 +9,8 @@ else (including every value Typer would reject, so its error messages stay as th
 Typer's own conversion, built then.
 
 It relies on Typer's parameters carrying ``type_descriptor`` and a lazily built
-``_runtime_param``; where they do not (another Typer release), it changes nothing.
+``_runtime_param``, and on Typer's own conversion functions; where any of them is missing
+(another Typer release), it changes nothing and Typer converts every value as usual.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ from pathlib import Path
 from typing import Any, get_args, get_origin
 
 from typer.core import TyperGroup
+
+try:  # Typer's own conversions (already imported by Typer itself, so free here)
+    from typer._coercion import build_runtime_param
+    from typer._param_types import coerce_cli_path
+except ImportError:  # another Typer release: leave every value to Typer
+    build_runtime_param = coerce_cli_path = None
 
 _WHOLE = re.compile(r"-?(0|[1-9][0-9]*)")
 _DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
@@ -43,6 +50,8 @@ class PlainGroup(TyperGroup):
 
 def install(command: Any, ctx: Any) -> None:
     """Convert plain values of ``command``'s parameters (with ``--help``) here: see the module's docstring."""
+    if build_runtime_param is None or coerce_cli_path is None:
+        return
     for param in command.get_params(ctx):
         if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
             param._runtime_param = PlainFirst(param.type_descriptor)
@@ -62,8 +71,6 @@ class PlainFirst:
         if plain is not _NOT_PLAIN:
             return plain
         if self._typer is None:
-            from typer._coercion import build_runtime_param
-
             self._typer = build_runtime_param(self.descriptor)
         return self._typer.coerce(value, param=param, ctx=ctx)
 
@@ -85,8 +92,6 @@ def _plain(descriptor: Any, value: Any, param: Any, ctx: Any) -> Any:
     if annotation is float:
         return _in_range(_number(value, float, _DECIMAL), info)
     if annotation is Path and info.path_type is None and isinstance(value, str):
-        from typer._param_types import coerce_cli_path  # checks and errors exactly as Typer's
-
         return coerce_cli_path(Path(value), info, path_type=Path, param=param, ctx=ctx)
     return _NOT_PLAIN
 
