@@ -8,7 +8,10 @@ COVERING INDEX``. Counting the steps does: such a statement takes ten times the 
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +24,7 @@ from thumbctl.models import NewBatch, NewItem
 
 from support import Clock
 
+REPO = Path(__file__).resolve().parent.parent
 SIZES = (10_000, 100_000)
 #: The work at 100,000 queued items may be at most this many times the work at 10,000.
 FLAT = 1.5
@@ -277,6 +281,22 @@ def idle_check_of_a_finished_batch(led: Ledger, clock: Clock, b: Built) -> Calla
     return check
 
 
+def stalled_candidates(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
+    held(led, "w1")
+    held(led, batch_id=b.later)
+    with led._write():  # the flag alone: the later batch's queued items are candidates too
+        led._conn.execute("UPDATE batches SET cancel_requested_at = '2000-01-01' WHERE batch_id = ?", [b.later])
+
+    def read() -> None:
+        assert {(item.state, item.batch_id) for item in led.stalled_candidates()} == {
+            ("running", b.bulk),
+            ("running", b.later),
+            ("queued", b.later),
+        }
+
+    return read
+
+
 SCENARIOS: list[Scenario] = [
     claim_next,
     claim_a_due_retry,
@@ -296,6 +316,7 @@ SCENARIOS: list[Scenario] = [
     stop_overdue,
     idle_check,
     idle_check_of_a_finished_batch,
+    stalled_candidates,
 ]
 
 
@@ -339,3 +360,20 @@ def test_the_idle_check_agrees_with_the_queue_counts(tmp_path: Path) -> None:
         assert agree() == [False, True, False]
         led.request_cancel(two)
         assert agree() == [True, True, True]
+
+
+def test_the_queue_scale_benchmark_runs_its_smoke_case() -> None:
+    """CI keeps ``bench/queue_scale.py`` working: its tiny case renders every item and prints the table."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "queue_scale.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
+    cases = [tuple(cell.strip() for cell in row.split("|")[1:3]) for row in rows]
+    assert cases == [("1", "300"), ("1", "3,000"), ("2", "300"), ("2", "3,000")]
+    assert "Target: rate at 3,000 queued within 1.25x of the rate at 300" in done.stdout
