@@ -151,11 +151,19 @@ def _v5_claim_stages(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX items_queued_keys ON items (batch_id, source, derivative_key) WHERE state = 'queued'")
 
 
+def _v6_queued_by_batch(db: sqlite_utils.Database) -> None:
+    """A claim scoped to one batch (``submit``, ``work BATCH``) finds that batch's next runnable item
+    on a partial index of queued items by batch, instead of walking every queued item of the
+    ledger on ``items_runnable`` until one of the batch turns up."""
+    db.execute("CREATE INDEX items_queued_by_batch ON items (batch_id, not_before) WHERE state = 'queued'")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
     (3, _v3_event_time_indexes),
     (4, _v4_object_checks),
     (5, _v5_claim_stages),
+    (6, _v6_queued_by_batch),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
