@@ -409,3 +409,17 @@ def test_a_foreground_run_survives_a_busy_rescue(tmp_path: Path) -> None:
     stdout, stderr = submit.communicate(timeout=100)
     assert submit.returncode == 0, stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("variable", ["THUMBCTL_BUSY_TIMEOUT", "THUMBCTL_BUSY_WAIT"])
+@pytest.mark.parametrize("value", ["abc", "-1", "nan", "inf", "1e400", "90000"])
+def test_a_bad_busy_setting_is_a_config_error_naming_it(tmp_path: Path, variable: str, value: str) -> None:
+    cli = Cli(tmp_path, tmp_path / "ledger.db")
+    cli.submit()
+    for args in (["status", "--json"], ["work", "--until-idle"]):
+        done = cli.run(*args, **{variable: value})
+        assert done.returncode == 2, (args, done.stderr)
+        one_error_line(done.stderr, "config_error")
+        assert variable in done.stderr and repr(value) in done.stderr
+    error_document(cli.run("status", "--json", **{variable: value}).stdout, "config_error", 2, False)
+    assert cli.run("status", "--json", **{variable: "0.5"}).returncode == 0
