@@ -353,6 +353,30 @@ def test_reading_commands_work_on_a_read_only_mount(tmp_path: Path) -> None:
         subprocess.run(["umount", "-l", str(view)], check=False)
 
 
+def test_reading_commands_work_on_a_full_disk_the_ledger_was_closed_on(tmp_path: Path, tmpfs: Path) -> None:
+    """A ledger closed cleanly (no -wal, no -shm) on a disk that then filled: SQLite cannot make
+    the files a WAL reader needs, so a reading command opens it read-only instead."""
+    cli = Cli(tmp_path, tmpfs / "ledger.db")
+    batch_id = cli.submit()
+    assert cli.run("work", "--until-idle").returncode == 0
+    assert not Path(f"{cli.db}-wal").exists()
+    fill(tmpfs)
+    for args in (
+        ["status", "--json"],
+        ["status", batch_id, "--json"],
+        ["events", batch_id, "--json"],
+        ["stats", "--json"],
+        ["sheet", batch_id, "--output", str(tmp_path / "sheet.html"), "--json"],
+    ):
+        done = cli.run(*args)
+        assert done.returncode == 0, (args, done.stderr)
+    assert json.loads(cli.run("status", batch_id, "--json").stdout)["counts"]["succeeded"] == 3
+    refused = cli.run("cancel", batch_id, "--json")
+    assert refused.returncode == 75
+    error_document(refused.stdout, "ledger_full", 75, True)
+    one_error_line(refused.stderr, "ledger_full")
+
+
 def test_a_ledger_folder_deleted_during_submit_ends_74_not_succeeded(tmp_path: Path) -> None:
     folder = tmp_path / "ledgers"
     cli = Cli(tmp_path, folder / "ledger.db")
