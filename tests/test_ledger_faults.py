@@ -327,6 +327,17 @@ def test_a_damaged_ledger_is_74_for_every_command(tmp_path: Path) -> None:
     one_error_line(worked.stderr, "ledger_corrupt")
 
 
+def reading_commands(batch_id: str, tmp_path: Path) -> list[list[str]]:
+    """The commands that only read the ledger, each with --json."""
+    return [
+        ["status", "--json"],
+        ["status", batch_id, "--json"],
+        ["events", batch_id, "--json"],
+        ["stats", "--json"],
+        ["sheet", batch_id, "--output", str(tmp_path / "sheet.html"), "--json"],
+    ]
+
+
 def test_reading_commands_work_on_a_read_only_mount(tmp_path: Path) -> None:
     folder = tmp_path / "ledgers"
     cli = Cli(tmp_path, folder / "ledger.db")
@@ -336,13 +347,7 @@ def test_reading_commands_work_on_a_read_only_mount(tmp_path: Path) -> None:
     read_only_view(folder, view)
     try:
         cli.db = view / "ledger.db"
-        for args in (
-            ["status", "--json"],
-            ["status", batch_id, "--json"],
-            ["events", batch_id, "--json"],
-            ["stats", "--json"],
-            ["sheet", batch_id, "--output", str(tmp_path / "sheet.html"), "--json"],
-        ):
+        for args in reading_commands(batch_id, tmp_path):
             done = cli.run(*args)
             assert done.returncode == 0, (args, done.stderr)
         refused = cli.run("cancel", batch_id, "--json")
@@ -361,13 +366,7 @@ def test_reading_commands_work_on_a_full_disk_the_ledger_was_closed_on(tmp_path:
     assert cli.run("work", "--until-idle").returncode == 0
     assert not Path(f"{cli.db}-wal").exists()
     fill(tmpfs)
-    for args in (
-        ["status", "--json"],
-        ["status", batch_id, "--json"],
-        ["events", batch_id, "--json"],
-        ["stats", "--json"],
-        ["sheet", batch_id, "--output", str(tmp_path / "sheet.html"), "--json"],
-    ):
+    for args in reading_commands(batch_id, tmp_path):
         done = cli.run(*args)
         assert done.returncode == 0, (args, done.stderr)
     assert json.loads(cli.run("status", batch_id, "--json").stdout)["counts"]["succeeded"] == 3
