@@ -462,6 +462,16 @@ def test_a_folder_above_out_that_became_a_symlink_is_refused(
     assert tree_snapshot(victim) == before
 
 
+def test_a_file_where_a_folder_of_out_belongs_is_named_in_the_error(tmp_path: Path) -> None:
+    """Callers report ``strerror`` alone (an item's detail, submit's refusal): it must say which folder."""
+    layout = OutputLayout(str(tmp_path / "out"))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".tmp").write_text("a file")
+    with pytest.raises(NotADirectoryError) as refused:
+        write_temp(layout, b"A", "jpg")
+    assert refused.value.strerror == f"{layout.tmp_dir} is not a folder"
+
+
 def test_checked_folder_makes_missing_folders_as_real_ones(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path / "out"))
     assert checked_folder(layout, f"{layout.root}/a/b", create=False) is False

@@ -237,7 +237,7 @@ def _open_dir(name: str, parent: int, path: str, root: str) -> int:
         if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(name, parent)):
             raise OutsideOutput(path, root) from None
         if exc.errno == errno.ENOTDIR:
-            raise NotADirectoryError(errno.ENOTDIR, "not a folder", path) from None
+            raise NotADirectoryError(errno.ENOTDIR, f"{path} is not a folder", path) from None
         raise
 
 
