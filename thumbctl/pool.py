@@ -303,7 +303,8 @@ def supervise(
 
     ``interrupts()`` is how many times the user pressed Ctrl-C (counted by a
     signal handler that does nothing else). The first press calls
-    ``on_first_interrupt``; the second kills the workers and returns at once.
+    ``on_first_interrupt``; the second kills the workers and returns at once (two presses
+    seen at one tick do both, in that order, so the cancel is recorded either way).
     A worker that dies is replaced (``on_worker_died`` hears of each death and whether
     it was); see :func:`_after_deaths` for why that cannot go on forever.
     """
@@ -313,12 +314,12 @@ def supervise(
     try:
         while True:
             presses = interrupts()
+            if presses and not handled:  # also when both presses came within one tick
+                handled = True
+                on_first_interrupt()
             if presses >= 2:
                 pool.kill()
                 return Supervision(interrupted=True, killed=True, crashes=pool.crashes)
-            if presses == 1 and not handled:
-                handled = True
-                on_first_interrupt()
             with contextlib.suppress(LedgerBusy):  # past the busy policy's bound: again next tick
                 _enforce_time_limit(ledger, pool)
             deaths = pool.reap()
