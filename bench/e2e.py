@@ -61,12 +61,14 @@ from imaging import (
     command_line,
     machine_line,
     pin,
+    run_ours,
     shown_path,
     source_files,
     vips_version,
 )
 from throughput import (
     check_distinct,
+    children_cpu_seconds,
     cli_env,
     describe_photos,
     load_samples,
@@ -87,7 +89,10 @@ class FolderResult:
     folder: Path
     files: int
     thumbctl: list[float]
+    cpu: list[float]  # user + system seconds of the submit and its worker
     vips: list[float] | None
+    pipeline: list[float]  # thumbctl's imaging in-process, same files (bench/imaging.py's ``ours``)
+    startup: list[float]  # ``python -m thumbctl --version``
 
     @property
     def target(self) -> float:
@@ -108,24 +113,46 @@ def output_sizes(path: Path) -> list[tuple[int, int]]:
     return [(g.out_w, g.out_h) for g in geometries]
 
 
-def run_thumbctl(folder: Path, work: Path, items: int) -> float:
-    """One foreground submit into a fresh ledger and OUT; wall seconds."""
+def thumbctl_env() -> dict[str, str]:
+    env = cli_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+def run_thumbctl(folder: Path, work: Path, items: int) -> tuple[float, float]:
+    """One foreground submit into a fresh ledger and OUT; wall and CPU seconds."""
     run_dir = Path(tempfile.mkdtemp(prefix="thumbctl-", dir=work))
     out = run_dir / "out"
     command = [sys.executable, "-m", "thumbctl", "submit", str(folder), "--out", str(out)]
     command += ["--db", str(run_dir / "ledger.db"), "-w", "1", "-q"]
-    env = cli_env()
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    cpu_before = children_cpu_seconds()
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, env=thumbctl_env())
     seconds = time.perf_counter() - started
+    cpu = children_cpu_seconds() - cpu_before
     if done.returncode != 0:
         sys.exit(f"FAILED (exit {done.returncode}): {' '.join(command)}\n{done.stderr}")
     objects = sum(1 for p in (out / "objects").rglob("*") if p.is_file())
     if objects != items:
         sys.exit(f"FAILED: {objects} objects in {out / 'objects'} for {items} items")
     shutil.rmtree(run_dir)
-    return seconds
+    return seconds, cpu
+
+
+def run_startup() -> float:
+    """``python -m thumbctl --version``: interpreter start-up and the CLI's imports; wall seconds."""
+    started = time.perf_counter()
+    command = [sys.executable, "-m", "thumbctl", "--version"]
+    subprocess.run(command, check=True, capture_output=True, env=thumbctl_env())
+    return time.perf_counter() - started
+
+
+def run_pipeline(files: list[Path]) -> float:
+    """The imaging alone, in this process: bench/imaging.py's ``ours`` for every file; wall seconds."""
+    started = time.perf_counter()
+    for path in files:
+        run_ours(path)
+    return time.perf_counter() - started
 
 
 def run_vips(jobs: list[tuple[Path, list[tuple[int, int]]]], work: Path) -> float:
@@ -146,11 +173,11 @@ def run_vips(jobs: list[tuple[Path, list[tuple[int, int]]]], work: Path) -> floa
 
 
 def bench_folder(folder: Path, files: list[Path], repeat: int, with_vips: bool) -> FolderResult:
-    """Warm-up, then ``repeat`` alternated timed runs of each command over ``files`` (copied into
+    """Warm-up, then ``repeat`` alternated timed runs of each case over ``files`` (copied into
     a folder of their own when they are not the whole of ``folder``)."""
     jobs = [(path, output_sizes(path)) for path in files]
     items = sum(len(sizes) for _, sizes in jobs)
-    times: dict[str, list[float]] = {"thumbctl": [], "vips": []}
+    times: dict[str, list[float]] = {"thumbctl": [], "cpu": [], "vips": [], "pipeline": [], "startup": []}
     with tempfile.TemporaryDirectory(prefix="thumbctl-e2e-") as tmp:
         work = Path(tmp)
         source = folder
@@ -159,16 +186,33 @@ def bench_folder(folder: Path, files: list[Path], repeat: int, with_vips: bool) 
             source.mkdir()
             for path in files:
                 shutil.copyfile(path, source / path.name)
-        runners = {"thumbctl": lambda: run_thumbctl(source, work, items)}
-        if with_vips:
-            runners["vips"] = lambda: run_vips(jobs, work)
+        runners = {
+            "thumbctl": lambda: run_thumbctl(source, work, items),
+            "vips": lambda: run_vips(jobs, work),
+            "pipeline": lambda: run_pipeline(files),
+            "startup": run_startup,
+        }
+        if not with_vips:
+            del runners["vips"]
         for run in runners.values():
             run()  # warm-up, untimed: page cache, checks
         for n in range(repeat):
             for case, run in runners.items():
-                times[case].append(run())
-                print(f"  {folder.name} run {n + 1}/{repeat}: {case} {times[case][-1]:.2f} s", file=sys.stderr)
-    return FolderResult(folder, len(files), times["thumbctl"], times["vips"] if with_vips else None)
+                result = run()
+                if case == "thumbctl":
+                    result, cpu = result
+                    times["cpu"].append(cpu)
+                times[case].append(result)
+                print(f"  {folder.name} run {n + 1}/{repeat}: {case} {result:.2f} s", file=sys.stderr)
+    return FolderResult(
+        folder,
+        len(files),
+        times["thumbctl"],
+        times["cpu"],
+        times["vips"] if with_vips else None,
+        times["pipeline"],
+        times["startup"],
+    )
 
 
 def results_table(results: list[FolderResult], smoke: bool) -> str:
@@ -185,6 +229,25 @@ def results_table(results: list[FolderResult], smoke: bool) -> str:
         lines.append(
             f"| `{shown_path(r.folder)}/` | {r.files} | {ours} | {statistics.median(r.vips):.2f} | "
             f"{r.ratio:.3f} | <= {r.target:.2f} | {verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def breakdown_table(results: list[FolderResult]) -> str:
+    """Where the submit's time goes: start-up, the imaging alone, and the rest (intake, ledger,
+    worker start, files, publish, manifest), each also as a share of the vips time."""
+    lines = [
+        "| corpus | submit s | submit CPU s | start-up (`--version`) s | imaging alone s | rest s "
+        "| imaging alone / vips | start-up + imaging / vips |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        submit, startup, pipeline = (statistics.median(x) for x in (r.thumbctl, r.startup, r.pipeline))
+        vips = statistics.median(r.vips) if r.vips else None
+        shares = f"{pipeline / vips:.3f} | {(startup + pipeline) / vips:.3f}" if vips else "| "
+        lines.append(
+            f"| `{shown_path(r.folder)}/` | {submit:.2f} | {statistics.median(r.cpu):.2f} | {startup:.2f} | "
+            f"{pipeline:.2f} | {submit - startup - pipeline:.2f} | {shares} |"
         )
     return "\n".join(lines)
 
@@ -255,6 +318,7 @@ def main() -> None:
     print(f"Machine: {machine_line(args.core, vips)}, SQLite {sqlite3.sqlite_version}\n")
     print(f"Date: {time.strftime('%Y-%m-%d %H:%M %Z')}; code: {code_version()}\n")
     print(results_table(results, args.smoke) + "\n")
+    print(breakdown_table(results) + "\n")
     if scaling:
         print(scaling)
 

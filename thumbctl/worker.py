@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import signal
 import sqlite3
 import sys
@@ -48,7 +49,7 @@ from .proc import owner_id, owner_is_dead
 from .retrypolicy import Backoff
 from .settings import OUTPUT_FORMATS, Limits, parse_ratio
 from .sources import read_source
-from .store import OutputLayout, OutsideOutput, discard, link_friendly, open_temp, publish_object, write_temp
+from .store import OutputLayout, OutsideOutput, discard, link_friendly, publish_object, write_temp
 
 
 @dataclass(frozen=True)
@@ -395,22 +396,18 @@ class ClaimRun:
         return encode(image, self.fmt, int(self.claim.profile["quality"]))
 
     def _write_verified(self, data: bytes, shared: SharedRender) -> str:
-        """A temp file of the derivative's bytes. The first is verified (decodes, exact size, media
-        type); the same bytes need no second look, and bytes that failed it are not written again."""
-        temp = write_temp(self.layout, data, self.extension)
+        """A temp file of the derivative's verified bytes (they decode, at the exact size, as the
+        media type). The bytes are verified in memory, before they are written: the temp file
+        holds exactly these bytes (written whole and fsynced, or removed), so reading it back
+        would decode the same bytes again. The same bytes need no second look, and bytes that
+        failed it are never written."""
         if not shared.verified:
-            try:
-                with open_temp(self.layout, temp) as written:
-                    problem = verify_output(written, self.fmt, shared.geometry.out_w, shared.geometry.out_h)
-            except BaseException:
-                discard(temp)
-                raise
+            problem = verify_output(io.BytesIO(data), self.fmt, shared.geometry.out_w, shared.geometry.out_h)
             if problem:
-                discard(temp)
                 shared.error = ItemFailure("worker_crashed", f"the encoded output {problem}")
                 raise shared.error
             shared.verified = True
-        return temp
+        return write_temp(self.layout, data, self.extension)
 
     def _publish_effect(self, temp: str, item: ClaimedItem, timings: dict[str, float]) -> str | None:
         """Runs inside the ledger's publish transaction, before the result is stored, so the
