@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -143,7 +144,11 @@ def run_worker(
     coordinator = coordinator or Coordinator()
     owner = owner_id()
     processed = 0
-    with Ledger(Path(config.db_path)) as ledger, Heartbeat(config) as heartbeat:
+    with (
+        Ledger(Path(config.db_path)) as ledger,
+        Heartbeat(config) as heartbeat,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="temp-writer") as writer,
+    ):
         while not stop.is_set() and not coordinator.gone():
             try:
                 claim = ledger.claim(
@@ -163,7 +168,7 @@ def run_worker(
                 continue
             coordinator.took_work()
             with heartbeat.tracking(claim.token) as lost:
-                ClaimRun(ledger, claim, faults, config, lost).run()
+                ClaimRun(ledger, claim, faults, config, lost, writer).run()
             processed += 1
     return processed
 
@@ -218,9 +223,16 @@ class ClaimRun:
     """Processing of one claim, with its checkpoints."""
 
     def __init__(
-        self, ledger: Ledger, claim: Claim, faults: Faults, config: WorkerConfig, lost: threading.Event
+        self,
+        ledger: Ledger,
+        claim: Claim,
+        faults: Faults,
+        config: WorkerConfig,
+        lost: threading.Event,
+        writer: Executor,
     ) -> None:
         self.ledger = ledger
+        self.writer = writer
         self.claim = claim
         self.faults = faults
         self.config = config
@@ -397,17 +409,26 @@ class ClaimRun:
 
     def _write_verified(self, data: bytes, shared: SharedRender) -> str:
         """A temp file of the derivative's verified bytes (they decode, at the exact size, as the
-        media type). The bytes are verified in memory, before they are written: the temp file
-        holds exactly these bytes (written whole and fsynced, or removed), so reading it back
-        would decode the same bytes again. The same bytes need no second look, and bytes that
-        failed it are never written."""
-        if not shared.verified:
+        media type). The temp file holds exactly these bytes (written whole and fsynced, or
+        removed), so they are verified in memory, on this thread, while the writer thread writes
+        and fsyncs them: the wait for the disk overlaps the decode. Bytes that fail are removed
+        again; the same bytes need no second look."""
+        if shared.verified:
+            return write_temp(self.layout, data, self.extension)
+        writing = self.writer.submit(write_temp, self.layout, data, self.extension)
+        try:
             problem = verify_output(io.BytesIO(data), self.fmt, shared.geometry.out_w, shared.geometry.out_h)
-            if problem:
-                shared.error = ItemFailure("worker_crashed", f"the encoded output {problem}")
-                raise shared.error
-            shared.verified = True
-        return write_temp(self.layout, data, self.extension)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                discard(writing.result())
+            raise
+        temp = writing.result()
+        if problem:
+            discard(temp)
+            shared.error = ItemFailure("worker_crashed", f"the encoded output {problem}")
+            raise shared.error
+        shared.verified = True
+        return temp
 
     def _publish_effect(self, temp: str, item: ClaimedItem, timings: dict[str, float]) -> str | None:
         """Runs inside the ledger's publish transaction, before the result is stored, so the
