@@ -270,11 +270,12 @@ def bench_scaling(corpus: Path, count: int, repeat: int) -> str:
     with tempfile.TemporaryDirectory(prefix="thumbctl-e2e-scaling-") as tmp:
         work = Path(tmp)
         files = make_scaling_photos(corpus, work / "photos", count)
+        description = describe_photos(files)  # while the photos exist
         summaries = run_benchmark(work / "photos", work, len(files), [1, 2], repeat)
     speedup = summaries[0].median / summaries[1].median
     verdict = "PASS" if speedup >= SCALING_TARGET else "FAIL"
     return (
-        f"### 1 vs 2 workers: {describe_photos(files)} from `{shown_path(corpus / 'photos')}/`\n\n"
+        f"### 1 vs 2 workers: {description} from `{shown_path(corpus / 'photos')}/`\n\n"
         f"{markdown_table(summaries)}\n\n"
         f"2 workers / 1 worker: {speedup:.2f}x, target >= {SCALING_TARGET}x: {verdict}\n"
     )
