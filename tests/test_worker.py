@@ -152,6 +152,26 @@ def test_a_truncated_photo_fails_corrupt_image_at_render(ledger: Ledger, tmp_pat
     assert len(events) == 3 and all(e.attempt == 1 for e in events)  # permanent: never retried
 
 
+def test_an_encoded_output_that_does_not_verify_is_never_published(
+    ledger: Ledger, tmp_path: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Verification reads the encoded bytes in memory while the temp file is written: bytes that
+    fail it are removed again, never linked, and each item fails as the crash it is."""
+    import thumbctl.worker as worker
+
+    src = tmp_path / "src"
+    src.mkdir()
+    make_image(src / "one.jpg", (300, 200), "JPEG")
+    encode = worker.encode
+    monkeypatch.setattr(worker, "encode", lambda *args: encode(*args)[:-200])  # a truncated JPEG
+    batch = accept(ledger, src, out_dir, max_attempts=2)
+    work(ledger)
+    view = ledger.batch(batch.batch_id)
+    assert {f.error_code for f in view.failures} == {"worker_crashed"} and view.counts["failed"] == 3
+    assert all("the encoded output does not decode as jpeg" in f.detail for f in view.failures)
+    assert not [p for p in out_dir.rglob("*") if p.is_file() and p.parent.name != "batches"]
+
+
 def test_identical_photos_share_one_object(ledger: Ledger, photos: Path, out_dir: Path):
     (photos / "copy.png").write_bytes((photos / "coffee.png").read_bytes())
     batch = accept(ledger, photos, out_dir)

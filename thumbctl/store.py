@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -378,9 +379,18 @@ def _temp_basename(extension: str) -> str:
     ``<pid>-<start ticks>-<host tag>-<random>.<ext>``: reconcile removes the
     temp files of writers that are gone at once, and others only after a grace period.
     """
-    pid = os.getpid()
+    return f"{_writer_prefix(os.getpid())}-{secrets.token_hex(6)}.{extension}"
+
+
+@functools.lru_cache(maxsize=1)
+def _writer_prefix(pid: int) -> str:
+    """``<pid>-<start ticks>-<host tag>`` of this process: constant for its life, so /proc is read
+    once per process, not once per temp file (forgotten in a forked child, see below)."""
     ticks = start_ticks(pid).replace("?", "x")
-    return f"{pid}-{ticks}-{host_tag()}-{secrets.token_hex(6)}.{extension}"
+    return f"{pid}-{ticks}-{host_tag()}"
+
+
+os.register_at_fork(after_in_child=_writer_prefix.cache_clear)
 
 
 def host_tag(host: str | None = None) -> str:
@@ -412,19 +422,6 @@ def write_temp(layout: OutputLayout, data: bytes, extension: str) -> str:
     with open_folder(layout.root, layout.tmp_dir, create=True) as tmp:
         _write_new(tmp, name, data)
     return f"{layout.tmp_dir}/{name}"
-
-
-@contextlib.contextmanager
-def open_temp(layout: OutputLayout, temp_path: str) -> Iterator[BinaryIO]:
-    """Read back a temp file of OUT/.tmp (as :func:`write_temp` returned it), reached through
-    folder descriptors; a temp file that is no longer a regular file raises OutsideOutput."""
-    folder, name = os.path.split(temp_path)
-    with open_folder(layout.root, folder) as tmp:
-        fd = _open_file(tmp, name)
-    if fd is None:
-        raise OutsideOutput(temp_path, layout.root)
-    with os.fdopen(fd, "rb") as stream:
-        yield stream
 
 
 def discard(path: str | None, *, strict: bool = False) -> None:

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import signal
 import sqlite3
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -48,7 +50,7 @@ from .proc import owner_id, owner_is_dead
 from .retrypolicy import Backoff
 from .settings import OUTPUT_FORMATS, Limits, parse_ratio
 from .sources import read_source
-from .store import OutputLayout, OutsideOutput, discard, link_friendly, open_temp, publish_object, write_temp
+from .store import OutputLayout, OutsideOutput, discard, link_friendly, publish_object, write_temp
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,11 @@ def run_worker(
     coordinator = coordinator or Coordinator()
     owner = owner_id()
     processed = 0
-    with Ledger(Path(config.db_path)) as ledger, Heartbeat(config) as heartbeat:
+    with (
+        Ledger(Path(config.db_path)) as ledger,
+        Heartbeat(config) as heartbeat,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="temp-writer") as writer,
+    ):
         while not stop.is_set() and not coordinator.gone():
             try:
                 claim = ledger.claim(
@@ -172,7 +178,7 @@ def run_worker(
                 continue
             coordinator.took_work()
             with heartbeat.tracking(claim.token) as lost:
-                ClaimRun(ledger, claim, faults, config, lost, renderer).run()
+                ClaimRun(ledger, claim, faults, config, lost, writer, renderer).run()
             processed += 1
     return processed
 
@@ -233,9 +239,11 @@ class ClaimRun:
         faults: Faults,
         config: WorkerConfig,
         lost: threading.Event,
+        writer: Executor,
         renderer: Renderer | None = None,
     ) -> None:
         self.ledger = ledger
+        self.writer = writer
         self.renderer = renderer
         self.claim = claim
         self.faults = faults
@@ -414,21 +422,26 @@ class ClaimRun:
         return encode(image, self.fmt, int(self.claim.profile["quality"]))
 
     def _write_verified(self, data: bytes, shared: SharedRender) -> str:
-        """A temp file of the derivative's bytes. The first is verified (decodes, exact size, media
-        type); the same bytes need no second look, and bytes that failed it are not written again."""
-        temp = write_temp(self.layout, data, self.extension)
-        if not shared.verified:
-            try:
-                with open_temp(self.layout, temp) as written:
-                    problem = verify_output(written, self.fmt, shared.geometry.out_w, shared.geometry.out_h)
-            except BaseException:
-                discard(temp)
-                raise
-            if problem:
-                discard(temp)
-                shared.error = ItemFailure("worker_crashed", f"the encoded output {problem}")
-                raise shared.error
-            shared.verified = True
+        """A temp file of the derivative's verified bytes (they decode, at the exact size, as the
+        media type). The temp file holds exactly these bytes (written whole and fsynced, or
+        removed), so they are verified in memory, on this thread, while the writer thread writes
+        and fsyncs them: the wait for the disk overlaps the decode. Bytes that fail are removed
+        again; the same bytes need no second look."""
+        if shared.verified:
+            return write_temp(self.layout, data, self.extension)
+        writing = self.writer.submit(write_temp, self.layout, data, self.extension)
+        try:
+            problem = verify_output(io.BytesIO(data), self.fmt, shared.geometry.out_w, shared.geometry.out_h)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                discard(writing.result())
+            raise
+        temp = writing.result()
+        if problem:
+            discard(temp)
+            shared.error = ItemFailure("worker_crashed", f"the encoded output {problem}")
+            raise shared.error
+        shared.verified = True
         return temp
 
     def _publish_effect(self, temp: str, item: ClaimedItem, timings: dict[str, float]) -> str | None:
