@@ -18,13 +18,15 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from .ledger import Ledger, parse_iso
+from .ledger import Follower, Ledger, parse_iso
 from .models import ITEM_STATES, Activity, BatchView, RecentFailure
 from .pool import WorkerDeath
 from .reporter import STATE_STYLES, format_age, styled
 
 #: How often the ledger is read for the live view; the runner ticks more often than this.
 LIVE_REFRESH_SECONDS = 0.5
+#: Recent failures read for the views (the live view shows 3, or 8 with -v; the plain lines all new ones).
+_FAILURES_READ = 30
 
 
 def counts_text(counts: dict[str, int]) -> str:
@@ -213,6 +215,7 @@ class RunProgress:
         self._live: Live | None = None
         self._failures_shown = 8 if verbose else 3
         self._last_body = ""
+        self._follower: Follower | None = None
 
     def __enter__(self) -> RunProgress:
         if self.live:
@@ -251,8 +254,11 @@ class RunProgress:
                 self._print_plain(view, activity, final=True)
 
     def _read(self, ledger: Ledger) -> tuple[BatchView | None, Activity]:
-        view = ledger.batch(self.batch_id, with_failures=False) if self.batch_id else None
-        return view, ledger.activity(self.batch_id, failures=30)
+        """The view and activity as of now, from a follower of the ledger: after its first read
+        (which counts the item rows) each read costs only what changed since the last."""
+        if self._follower is None or self._follower.ledger is not ledger:
+            self._follower = ledger.follow(self.batch_id, failures=_FAILURES_READ)
+        return self._follower.read()
 
     def _print_plain(self, view: BatchView | None, activity: Activity, *, final: bool = False) -> None:
         """The failures not shown yet (with ``verbose``), then the progress line; the final line

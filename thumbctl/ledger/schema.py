@@ -147,11 +147,18 @@ def _v5_claim_stages(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX items_queued_keys ON items (batch_id, source, derivative_key) WHERE state = 'queued'")
 
 
+def _v6_queued_age(db: sqlite_utils.Database) -> None:
+    """Live views show how long the oldest runnable item of a batch has waited: a partial index of
+    queued items by batch and time queued finds it in a few steps instead of reading every queued row."""
+    db.execute("CREATE INDEX items_queued_age ON items (batch_id, queued_at, not_before) WHERE state = 'queued'")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
     (3, _v3_event_time_indexes),
     (4, _v4_object_checks),
     (5, _v5_claim_stages),
+    (6, _v6_queued_age),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
