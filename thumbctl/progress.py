@@ -219,7 +219,8 @@ class RunProgress:
 
     def __enter__(self) -> RunProgress:
         if self.live:
-            self._live = Live(console=self.console, refresh_per_second=4, transient=False, redirect_stdout=False)
+            # Drawn when read, not on a timer: the frame only changes when the ledger is read again.
+            self._live = Live(console=self.console, auto_refresh=False, transient=False, redirect_stdout=False)
             self._live.start()
         return self
 
@@ -237,7 +238,7 @@ class RunProgress:
             if now - self._last_read >= LIVE_REFRESH_SECONDS:
                 self._last_read = now
                 view, activity = self._read(ledger)
-                self._live.update(live_view(view, activity, now - self._started, self._failures_shown))
+                self._live.update(live_view(view, activity, now - self._started, self._failures_shown), refresh=True)
             return
         if now - self._last_line >= self.interval:
             self._last_line = now
@@ -249,7 +250,8 @@ class RunProgress:
         if self.enabled:
             view, activity = self._read(ledger)
             if self._live is not None:
-                self._live.update(live_view(view, activity, time.monotonic() - self._started, self._failures_shown))
+                elapsed = time.monotonic() - self._started
+                self._live.update(live_view(view, activity, elapsed, self._failures_shown), refresh=True)
             else:
                 self._print_plain(view, activity, final=True)
 
