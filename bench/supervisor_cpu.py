@@ -155,6 +155,14 @@ class SimulatedPool:
             child.join()
             self.children.remove(child)
 
+    def wait(self, timeout: float) -> None:
+        from multiprocessing.connection import wait
+
+        wait([child.sentinel for child in self.children], timeout) if self.children else time.sleep(timeout)
+
+    def close(self) -> None:
+        self.kill()
+
     def finish(self) -> None:
         """Let the child stop on its own at its time (not in a transaction), then make sure."""
         for child in self.children:

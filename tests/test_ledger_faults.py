@@ -327,6 +327,17 @@ def test_a_damaged_ledger_is_74_for_every_command(tmp_path: Path) -> None:
     one_error_line(worked.stderr, "ledger_corrupt")
 
 
+def reading_commands(batch_id: str, tmp_path: Path) -> list[list[str]]:
+    """The commands that only read the ledger, each with --json."""
+    return [
+        ["status", "--json"],
+        ["status", batch_id, "--json"],
+        ["events", batch_id, "--json"],
+        ["stats", "--json"],
+        ["sheet", batch_id, "--output", str(tmp_path / "sheet.html"), "--json"],
+    ]
+
+
 def test_reading_commands_work_on_a_read_only_mount(tmp_path: Path) -> None:
     folder = tmp_path / "ledgers"
     cli = Cli(tmp_path, folder / "ledger.db")
@@ -336,13 +347,7 @@ def test_reading_commands_work_on_a_read_only_mount(tmp_path: Path) -> None:
     read_only_view(folder, view)
     try:
         cli.db = view / "ledger.db"
-        for args in (
-            ["status", "--json"],
-            ["status", batch_id, "--json"],
-            ["events", batch_id, "--json"],
-            ["stats", "--json"],
-            ["sheet", batch_id, "--output", str(tmp_path / "sheet.html"), "--json"],
-        ):
+        for args in reading_commands(batch_id, tmp_path):
             done = cli.run(*args)
             assert done.returncode == 0, (args, done.stderr)
         refused = cli.run("cancel", batch_id, "--json")
@@ -351,6 +356,24 @@ def test_reading_commands_work_on_a_read_only_mount(tmp_path: Path) -> None:
         one_error_line(refused.stderr, "ledger_io_error")
     finally:
         subprocess.run(["umount", "-l", str(view)], check=False)
+
+
+def test_reading_commands_work_on_a_full_disk_the_ledger_was_closed_on(tmp_path: Path, tmpfs: Path) -> None:
+    """A ledger closed cleanly (no -wal, no -shm) on a disk that then filled: SQLite cannot make
+    the files a WAL reader needs, so a reading command opens it read-only instead."""
+    cli = Cli(tmp_path, tmpfs / "ledger.db")
+    batch_id = cli.submit()
+    assert cli.run("work", "--until-idle").returncode == 0
+    assert not Path(f"{cli.db}-wal").exists()
+    fill(tmpfs)
+    for args in reading_commands(batch_id, tmp_path):
+        done = cli.run(*args)
+        assert done.returncode == 0, (args, done.stderr)
+    assert json.loads(cli.run("status", batch_id, "--json").stdout)["counts"]["succeeded"] == 3
+    refused = cli.run("cancel", batch_id, "--json")
+    assert refused.returncode == 75
+    error_document(refused.stdout, "ledger_full", 75, True)
+    one_error_line(refused.stderr, "ledger_full")
 
 
 def test_a_ledger_folder_deleted_during_submit_ends_74_not_succeeded(tmp_path: Path) -> None:
@@ -409,3 +432,17 @@ def test_a_foreground_run_survives_a_busy_rescue(tmp_path: Path) -> None:
     stdout, stderr = submit.communicate(timeout=100)
     assert submit.returncode == 0, stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("variable", ["THUMBCTL_BUSY_TIMEOUT", "THUMBCTL_BUSY_WAIT"])
+@pytest.mark.parametrize("value", ["abc", "-1", "nan", "inf", "1e400", "90000"])
+def test_a_bad_busy_setting_is_a_config_error_naming_it(tmp_path: Path, variable: str, value: str) -> None:
+    cli = Cli(tmp_path, tmp_path / "ledger.db")
+    cli.submit()
+    for args in (["status", "--json"], ["work", "--until-idle"]):
+        done = cli.run(*args, **{variable: value})
+        assert done.returncode == 2, (args, done.stderr)
+        one_error_line(done.stderr, "config_error")
+        assert variable in done.stderr and repr(value) in done.stderr
+    error_document(cli.run("status", "--json", **{variable: value}).stdout, "config_error", 2, False)
+    assert cli.run("status", "--json", **{variable: "0.5"}).returncode == 0

@@ -445,6 +445,33 @@ def test_an_out_folder_that_became_a_symlink_is_refused(tmp_path: Path, victim: 
     assert tree_snapshot(victim) == before
 
 
+@pytest.mark.parametrize("out_exists", [True, False], ids=["out-there", "out-missing"])
+@pytest.mark.parametrize("operation", [lambda layout: write_temp(layout, b"A", "jpg"), _link], ids=["temp", "link"])
+def test_a_folder_above_out_that_became_a_symlink_is_refused(
+    tmp_path: Path, victim: Path, out_exists: bool, operation: Callable[[OutputLayout], object]
+) -> None:
+    """OUT's path was resolved at submit; a parent of it swapped for a symlink afterwards would
+    move every write (and the making of a missing OUT) to wherever the link points."""
+    layout = OutputLayout(str(tmp_path / "parent" / "out"))
+    if out_exists:
+        (victim / "out").mkdir()
+    (tmp_path / "parent").symlink_to(victim, target_is_directory=True)
+    before = tree_snapshot(victim)
+    with pytest.raises(OutsideOutput, match=rf"{re.escape(str(tmp_path / 'parent'))} is a symlink"):
+        operation(layout)
+    assert tree_snapshot(victim) == before
+
+
+def test_a_file_where_a_folder_of_out_belongs_is_named_in_the_error(tmp_path: Path) -> None:
+    """Callers report ``strerror`` alone (an item's detail, submit's refusal): it must say which folder."""
+    layout = OutputLayout(str(tmp_path / "out"))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".tmp").write_text("a file")
+    with pytest.raises(NotADirectoryError) as refused:
+        write_temp(layout, b"A", "jpg")
+    assert refused.value.strerror == f"{layout.tmp_dir} is not a folder"
+
+
 def test_checked_folder_makes_missing_folders_as_real_ones(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path / "out"))
     assert checked_folder(layout, f"{layout.root}/a/b", create=False) is False

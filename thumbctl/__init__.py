@@ -10,22 +10,29 @@ The library works on its own; the ``thumbctl`` command is a thin layer over it::
         print(batch.batch_id, batch.state, batch.counts)
 """
 
-from .errors import (
-    EXIT_CODE_MEANINGS,
-    ITEM_ERROR_CODES,
-    ExitCode,
-    IdempotencyConflict,
-    ItemFailure,
-    RejectedError,
-    ThumbctlError,
-    UnavailableError,
-    UsageError,
-)
-from .intake import IntakeReport, PreparedSubmission, SubmitOptions, prepare_submission, submit
-from .ledger import Ledger
-from .models import BatchView, EventView, ItemView
-from .settings import Limits, Profile, Ratio, parse_ratio, parse_ratios
-from .sources import ScanRules
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .errors import (
+        EXIT_CODE_MEANINGS,
+        ITEM_ERROR_CODES,
+        ExitCode,
+        IdempotencyConflict,
+        ItemFailure,
+        RejectedError,
+        ThumbctlError,
+        UnavailableError,
+        UsageError,
+    )
+    from .intake import IntakeReport, PreparedSubmission, prepare_submission, submit
+    from .ledger import Ledger
+    from .models import BatchView, EventView, ItemView
+    from .options import SubmitOptions
+    from .settings import Limits, Profile, Ratio, parse_ratio, parse_ratios
+    from .sources import ScanRules
 
 __version__ = "0.1.0"
 
@@ -55,3 +62,46 @@ __all__ = [
     "prepare_submission",
     "submit",
 ]
+
+#: Where each public name lives. They are imported on first use, so ``import thumbctl`` (and every
+#: command that needs neither Pillow nor the worker pool) stays cheap: see :func:`__getattr__`.
+_EXPORTS = {
+    "EXIT_CODE_MEANINGS": "errors",
+    "ITEM_ERROR_CODES": "errors",
+    "ExitCode": "errors",
+    "IdempotencyConflict": "errors",
+    "ItemFailure": "errors",
+    "RejectedError": "errors",
+    "ThumbctlError": "errors",
+    "UnavailableError": "errors",
+    "UsageError": "errors",
+    "IntakeReport": "intake",
+    "PreparedSubmission": "intake",
+    "SubmitOptions": "options",
+    "prepare_submission": "intake",
+    "submit": "intake",
+    "Ledger": "ledger",
+    "BatchView": "models",
+    "EventView": "models",
+    "ItemView": "models",
+    "Limits": "settings",
+    "Profile": "settings",
+    "Ratio": "settings",
+    "parse_ratio": "settings",
+    "parse_ratios": "settings",
+    "ScanRules": "sources",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use and cache the name here."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
-
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_before_delay, wait_random_exponential
+from typing import TYPE_CHECKING, TypeVar
 
 from .errors import AdmissionRefused, Interrupted, RejectedError, UnavailableError
 from .settings import Limits
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 T = TypeVar("T")
 
@@ -63,6 +64,7 @@ def retry_unavailable(
     while waiting, so Ctrl-C ends the wait promptly with :class:`Interrupted`.
     ``on_retry(error, delay)`` is told of each refusal before its wait.
     """
+    from tenacity import Retrying, retry_if_exception_type, stop_before_delay, wait_random_exponential
 
     def wait(seconds: float) -> None:
         deadline = time.monotonic() + seconds

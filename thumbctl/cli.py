@@ -9,13 +9,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from . import __version__
 from .config import (
-    Settings,
     default_text,
     environment_help,
     resolve_ledger_path,
@@ -32,17 +31,20 @@ from .errors import (
     ThumbctlError,
     UsageError,
 )
-from .intake import prepare_submission, submit
 from .ledger import Ledger
-from .models import ITEM_STATES, BatchView
-from .progress import RunProgress
-from .reconcile import DEFAULT_GRACE, collect_garbage, reconcile
-from .reporter import PipeSafeConsole, Reporter
-from .runner import RunOptions, run_batch, run_work, wait_until_terminal, watch_batch
+from .models import ITEM_STATES
+from .options import DEFAULT_GRACE
+from .plainparams import PlainGroup
+from .runner import prepare_workers, run_batch, run_work, wait_until_terminal, watch_batch
 from .settings import SettingError, parse_duration
-from .sheet import write_contact_sheet
 from .sources import ScanRules
-from .stats import build_report, write_prometheus_file
+
+if TYPE_CHECKING:  # the rest is imported by the commands that use it, so `status` stays light
+    from .config import Settings
+    from .models import BatchView
+    from .options import RunOptions
+    from .progress import RunProgress
+    from .reporter import Reporter
 
 #: Every command's help ends with the environment variables and the exit codes.
 COMMAND_EPILOG = (
@@ -51,6 +53,7 @@ COMMAND_EPILOG = (
 
 app = typer.Typer(
     name="thumbctl",
+    cls=PlainGroup,  # plain values skip Typer's pydantic conversion: see thumbctl.plainparams
     help=(
         "Smart-cropped thumbnails in several aspect ratios, through a durable SQLite ledger.\n\n"
         "Every command takes --db PATH (env THUMBCTL_DB). Shell completion: --install-completion."
@@ -153,6 +156,8 @@ ProfileOption = Annotated[
 
 
 def _reporter(json_mode: bool, quiet: bool = False, verbose: bool = False, interval: float = 5.0) -> Reporter:
+    from .reporter import PipeSafeConsole, Reporter
+
     no_color = bool(os.environ.get("NO_COLOR"))
     width = None if sys.stderr.isatty() else 200
     return Reporter(
@@ -166,6 +171,8 @@ def _reporter(json_mode: bool, quiet: bool = False, verbose: bool = False, inter
 
 def _progress(reporter: Reporter, batch_id: str | None) -> RunProgress:
     """The live view (terminal) or plain lines (elsewhere) for a run, as the reporter's flags say."""
+    from .progress import RunProgress
+
     return RunProgress(
         reporter.console,
         batch_id=batch_id,
@@ -346,6 +353,10 @@ def submit_command(
     succeeded, 1 when some failed (`thumbctl status BATCH` says why), 4 when it was cancelled
     from elsewhere, 130 on Ctrl-C (the cancel is recorded).
     """
+    if not detach:
+        prepare_workers()  # the workers' fork server starts up while this process reads the sources
+    from .intake import prepare_submission, submit  # Pillow: only the commands that read images import it
+
     reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
         settings = _settings(ctx)
@@ -543,6 +554,8 @@ def stats(
     quiet: QuietOption = False,
 ) -> None:
     """Queue age, admission/claim/completion rates, retries, cancellation lag, bytes, dedup hits, stage timings."""
+    from .stats import build_report, write_prometheus_file
+
     reporter = _reporter(json_out, quiet)
     with _handled(reporter):
         span = _parsed(parse_duration, window, "--window")
@@ -627,6 +640,8 @@ def sheet(
     One self-contained HTML page (no network, no JavaScript) with relative links to the
     outputs; open it in a browser to review the crops. Exit 0 once written, whatever the batch's state.
     """
+    from .sheet import write_contact_sheet
+
     reporter = _reporter(json_out, quiet)
     with _handled(reporter), _open_ledger(db, read_only=True) as ledger:
         reporter.sheet_written(write_contact_sheet(ledger, batch, output))
@@ -661,6 +676,8 @@ def reconcile_command(
 ) -> None:
     """Check the ledger against the outputs: stalled leases, unfinished cancels, objects, friendly names,
     orphans, temp files. Live work is never touched. Exit 0 when clean, 1 when findings remain (for cron)."""
+    from .reconcile import reconcile
+
     reporter = _reporter(json_out, quiet)
     with _handled(reporter):
         grace_seconds = _parsed(parse_duration, grace, "--grace")
@@ -683,6 +700,8 @@ def gc_command(
 ) -> None:
     """Retention: expire old terminal batches, then remove objects no remaining batch references (checked
     by derivative key), their expired friendly names, stale temp files and expired batch manifests."""
+    from .reconcile import collect_garbage
+
     reporter = _reporter(json_out, quiet)
     with _handled(reporter):
         age = _parsed(parse_duration, older_than, "--older-than")

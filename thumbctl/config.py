@@ -22,8 +22,7 @@ from typing import Any
 import typer
 
 from .errors import ConfigError, UsageError
-from .intake import SubmitOptions
-from .runner import RunOptions, default_workers
+from .options import RunOptions, SubmitOptions, default_workers
 from .settings import (
     Limits,
     Profile,

@@ -230,11 +230,11 @@ ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
     "path_outside_root": (
         False,
         "the source resolves outside the submitted root or is reached through a symlink swapped in after submit, "
-        "or an output would be written through a symlink in OUT",
+        "or an output would be written through a symlink in OUT (or above it, swapped in after submit)",
     ),
     "unsafe_name": (False, "the file name cannot be an item id (not UTF-8, control characters, a backslash, too long)"),
     "worker_crashed": (True, "the worker died while rendering this item"),
-    "timeout": (False, "the render took longer than the per-item time limit"),
+    "timeout": (False, "the decode of the source or one render took longer than --item-timeout"),
     "deadline_exceeded": (False, "the batch deadline passed"),
     "io_error": (True, "permission denied, symlink loop or another OS error"),
     "attempts_exhausted": (False, "every attempt of the retry budget failed"),

@@ -26,8 +26,9 @@ from .ledger import Ledger
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
 from .names import escaped_name
+from .options import SubmitOptions
 from .settings import Limits, Profile, Ratio, parse_ratio
-from .sources import Candidate, ScanRules, SourceFolder, SourceRoot, check_size, digest_bounded, scan_directory
+from .sources import Candidate, SourceFolder, SourceRoot, check_size, digest_bounded, scan_directory
 from .store import (
     OutputLayout,
     UnsafeItemId,
@@ -41,19 +42,6 @@ from .store import (
     symlinked_folder,
     write_batch_manifest,
 )
-
-
-@dataclass(frozen=True)
-class SubmitOptions:
-    """Everything a submission needs besides its source."""
-
-    out_dir: Path = Path("thumbs")
-    profile: Profile = field(default_factory=Profile)
-    limits: Limits = field(default_factory=Limits)
-    rules: ScanRules = field(default_factory=ScanRules)
-    key: str | None = None
-    max_attempts: int = 3
-    deadline_seconds: float | None = None
 
 
 @dataclass(frozen=True)

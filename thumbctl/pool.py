@@ -1,8 +1,11 @@
 """A pool of worker processes and the supervising loop that acts on Ctrl-C flags.
 
-Workers are started from an explicit ``spawn`` context with SIGINT blocked,
-then ignore it: a terminal's Ctrl-C reaches the whole process group, and
-only the parent decides what it means. The parent never holds a write
+Workers are forked by a ``forkserver`` that has imported the worker's modules
+(Pillow among them) once, so a worker starts in milliseconds, not as a new
+interpreter. They start with SIGINT blocked, then ignore it: a terminal's
+Ctrl-C reaches the whole process group, and only the parent decides what it
+means. A pool stops the fork server and resource tracker it started when it
+closes, so no process outlives the command. The parent never holds a write
 transaction while it waits on children; when a child dies it rescues the
 dead child's leases at once and starts a replacement (unless the child never
 took any work, several times in a row: then start-up itself is broken).
@@ -10,11 +13,15 @@ took any work, several times in a row: then start-up itself is broken).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
+import multiprocessing.connection
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -54,33 +61,62 @@ class Pool:
     be restarted) from one that died before taking any (a broken start-up).
     """
 
-    def __init__(self, config: WorkerConfig, size: int, context: str = "spawn") -> None:
+    def __init__(self, config: WorkerConfig, size: int, context: str = "forkserver") -> None:
         self.config = config
         self.size = max(1, size)
         self.ctx = multiprocessing.get_context(context)
+        if context == "forkserver":
+            self.ctx.set_forkserver_preload(WORKER_PRELOAD)
         self.stopping = False
         self.children: list[BaseProcess] = []
         self.crashes = 0
         #: Codes of the ledger faults that stopped workers (``ledger_full``, …): not crashes.
         self.ledger_faults: list[str] = []
         self._links: dict[BaseProcess, Connection] = {}
+        self._open = False
 
     def start(self) -> None:
+        global _open_pools
+        if not self._open:
+            self._open = True
+            _open_pools += 1
         for _ in range(self.size):
             self._spawn()
 
+    def close(self) -> None:
+        """Kill any worker still running; the last pool to close stops the fork server and resource
+        tracker launched for the pools (each would otherwise outlive the command for a while)."""
+        global _open_pools
+        self.kill()
+        if self._open:
+            self._open = False
+            _open_pools -= 1
+            if _open_pools == 0:
+                stop_helpers()
+
+    def wait(self, timeout: float) -> None:
+        """Sleep up to ``timeout`` seconds, waking as soon as a worker exits."""
+        sentinels = [child.sentinel for child in self.children]
+        if sentinels:
+            multiprocessing.connection.wait(sentinels, timeout)
+        else:
+            time.sleep(timeout)
+
     def _spawn(self) -> None:
         ours, theirs = self.ctx.Pipe()
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        # Signals blocked: the fork server (if this start launches it) and every worker inherit
+        # the mask; a worker unblocks once it ignores SIGINT (worker_main).
         try:
-            child = self.ctx.Process(target=worker_main, args=(self.config, theirs), name="thumbctl-worker")
-            child.start()
+            with _launching():
+                child = self.ctx.Process(target=worker_main, args=(self.config, theirs), name="thumbctl-worker")
+                child.start()
         except BaseException:
             ours.close()
             raise
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-            theirs.close()  # the child has its own copy now; only it may hold that end
+            # The child has its own copy now (forkserver: passed to it as a file descriptor,
+            # never inherited), so only it holds that end and only this process holds ``ours``.
+            theirs.close()
         self.children.append(child)
         self._links[child] = ours
 
@@ -149,6 +185,72 @@ class Pool:
 
 _FAULT_OF_EXIT = {status: code for code, status in LEDGER_FAULT_EXITS.items()}
 
+#: Imported once by the fork server, before it forks any worker: the worker loop and Pillow with
+#: the codecs it uses. A name that cannot be imported (an optional plugin) is skipped.
+WORKER_PRELOAD = [
+    "thumbctl.worker",
+    "PIL.Image",
+    "PIL.JpegImagePlugin",
+    "PIL.PngImagePlugin",
+    "PIL.WebPImagePlugin",
+]
+
+
+#: The helper processes multiprocessing launched for pools of this process ("server": the fork
+#: server, "tracker": the resource tracker), by pid; stopped when the last pool closes.
+_LAUNCHED: dict[str, int] = {}
+_open_pools = 0
+
+
+def _helper_pids() -> dict[str, int | None]:
+    """The pids of the fork server and resource tracker that this process launched (None: none)."""
+    return {
+        "server": multiprocessing.forkserver._forkserver._forkserver_pid,  # type: ignore[attr-defined]
+        "tracker": multiprocessing.resource_tracker._resource_tracker._pid,  # type: ignore[attr-defined]
+    }
+
+
+@contextlib.contextmanager
+def _launching() -> Iterator[None]:
+    """Signals blocked (whatever starts inside inherits the mask), and any helper process
+    launched inside noted as ours to stop."""
+    before = _helper_pids()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for name, pid in _helper_pids().items():
+            if pid is not None and pid != before[name]:
+                _LAUNCHED[name] = pid
+
+
+def start_fork_server() -> None:
+    """Start the fork server now (it imports :data:`WORKER_PRELOAD`), so that its start-up
+    overlaps the caller's own work, e.g. submit's intake. Stopped with the last pool, or when
+    this process exits."""
+    multiprocessing.get_context("forkserver").set_forkserver_preload(WORKER_PRELOAD)
+    with _launching():
+        multiprocessing.forkserver.ensure_running()  # type: ignore[attr-defined]
+
+
+def stop_helpers() -> None:
+    """Stop the fork server and resource tracker launched here (no others). Each exits once every
+    process holding its pipe has closed it, so this waits for any worker still alive."""
+    running = _helper_pids()
+    ours = {name for name, pid in _LAUNCHED.items() if running[name] == pid}
+    _LAUNCHED.clear()
+    with contextlib.suppress(OSError):  # it died already and was reaped
+        if "server" in ours:
+            multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
+    with contextlib.suppress(OSError):
+        if "tracker" in ours:
+            multiprocessing.resource_tracker._resource_tracker._stop()  # type: ignore[attr-defined]
+
+
+atexit.register(stop_helpers)  # a fork server started early for a run that never came
+
+
 #: Workers that died before taking any work (a broken start-up, not a bad photo) tolerated in a row.
 MAX_START_FAILURES = 3
 
@@ -207,7 +309,8 @@ def supervise(
 
     ``interrupts()`` is how many times the user pressed Ctrl-C (counted by a
     signal handler that does nothing else). The first press calls
-    ``on_first_interrupt``; the second kills the workers and returns at once.
+    ``on_first_interrupt``; the second kills the workers and returns at once (two presses
+    seen at one tick do both, in that order, so the cancel is recorded either way).
     A worker that dies is replaced (``on_worker_died`` hears of each death and whether
     it was); see :func:`_after_deaths` for why that cannot go on forever.
     """
@@ -218,12 +321,12 @@ def supervise(
     try:
         while True:
             presses = interrupts()
+            if presses and not handled:  # also when both presses came within one tick
+                handled = True
+                on_first_interrupt()
             if presses >= 2:
                 pool.kill()
                 return Supervision(interrupted=True, killed=True, crashes=pool.crashes)
-            if presses == 1 and not handled:
-                handled = True
-                on_first_interrupt()
             if time.monotonic() >= next_time_check:
                 next_time_check = time.monotonic() + _time_check_period(pool.config.item_timeout)
                 with contextlib.suppress(LedgerBusy):  # past the busy policy's bound: again next check
@@ -236,10 +339,12 @@ def supervise(
                 _raise_ledger_fault(ledger, pool)
                 return Supervision(interrupted=handled, crashes=pool.crashes)
             on_tick()
-            time.sleep(tick)
+            pool.wait(tick)
     except BaseException:
         pool.kill()
         raise
+    finally:
+        pool.close()
 
 
 def _rescue(ledger: Ledger, pool: Pool) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
@@ -20,8 +21,10 @@ from rich.text import Text
 
 from .ledger import Follower, Ledger, parse_iso
 from .models import ITEM_STATES, Activity, BatchView, RecentFailure
-from .pool import WorkerDeath
 from .reporter import STATE_STYLES, format_age, styled
+
+if TYPE_CHECKING:  # `status --watch` follows a run without starting one
+    from .pool import WorkerDeath
 
 #: How often the ledger is read for the live view; the runner ticks more often than this.
 LIVE_REFRESH_SECONDS = 0.5

@@ -26,6 +26,7 @@ from .imaging import output_geometry, verify_output
 from .ledger import Ledger, iso
 from .ledger.maintenance import stall_reason
 from .models import Finding, GcReport, ObjectStamp, PublishedItem, ReconcileReport, StalledItem
+from .options import DEFAULT_GRACE
 from .proc import owner_is_dead
 from .retrypolicy import Backoff
 from .settings import parse_ratio
@@ -42,9 +43,6 @@ from .store import (
     temp_files,
     temp_writer,
 )
-
-#: Temp files whose writer may still be alive are left this long (seconds) before they count as stale.
-DEFAULT_GRACE = 3600.0
 
 IsDead = Callable[[str], bool]
 Fix = Callable[[], bool]

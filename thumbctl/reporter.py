@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections import Counter
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -19,11 +19,13 @@ from rich.table import Table
 
 from .config import Settings, display_value
 from .errors import ThumbctlError, UnavailableError
-from .intake import IntakeReport
 from .models import ITEM_STATES, BatchView, EventView, Finding, GcReport, ItemView, ReconcileReport
-from .pool import Supervision
-from .sheet import SheetSummary
-from .stats import StatsReport
+
+if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
+    from .intake import IntakeReport
+    from .pool import Supervision
+    from .sheet import SheetSummary
+    from .stats import StatsReport
 
 STATE_STYLES = {
     "queued": "cyan",

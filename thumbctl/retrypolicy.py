@@ -8,10 +8,15 @@ The chosen time is persisted as the item's ``not_before``, so a restart keeps it
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
+if TYPE_CHECKING:
+    from tenacity import Retrying
+
+from .errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,8 @@ class Backoff:
 
     def delay_for(self, attempt: int) -> float:
         """The wait after failed attempt number ``attempt`` (1-based)."""
+        from tenacity import RetryCallState, wait_random_exponential  # only where an item fails: start-up stays light
+
         state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
         state.attempt_number = max(1, attempt)
         return wait_random_exponential(multiplier=self.base, max=self.cap)(state)
@@ -52,6 +59,8 @@ class BusyPolicy:
 
     def retrying(self, busy: type[BaseException]) -> Retrying:
         """A tenacity loop retrying ``busy`` errors within the bound; the last one is re-raised."""
+        from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
+
         return Retrying(
             retry=retry_if_exception_type(busy),
             wait=wait_random_exponential(multiplier=0.05, max=1.0),
@@ -60,12 +69,20 @@ class BusyPolicy:
         )
 
 
+#: The longest busy wait a variable may ask for (a day): beyond it a busy ledger is better reported than waited out.
+_MAX_BUSY_SECONDS = 86400.0
+
+
 def _seconds(name: str, default: float) -> float:
+    """Seconds from the variable ``name`` (``default`` when unset or empty); anything but a number
+    from 0 to a day is a :class:`~thumbctl.errors.ConfigError`, never silently the default."""
     text = os.environ.get(name, "").strip()
     if not text:
         return default
     try:
         value = float(text)
     except ValueError:
-        return default
-    return value if value >= 0 else default
+        value = math.nan
+    if not 0 <= value <= _MAX_BUSY_SECONDS:  # also refuses nan and inf
+        raise ConfigError(f"{name}: must be a number of seconds from 0 to {_MAX_BUSY_SECONDS:g}, got {text!r}")
+    return value

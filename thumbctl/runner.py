@@ -10,18 +10,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .errors import Interrupted
 from .ledger import Ledger, iso
 from .models import BatchView
-from .pool import Pool, Supervision, WorkerDeath, supervise
+from .options import RunOptions
 from .proc import owner_is_dead
 from .retrypolicy import Backoff
 from .store import write_batch_manifest as store_batch_manifest
-from .worker import WorkerConfig
+
+if TYPE_CHECKING:  # imported where a run starts: reading commands need neither multiprocessing nor Pillow
+    from .pool import Supervision, WorkerDeath
+    from .worker import WorkerConfig
 
 
 class RunObserver(Protocol):
@@ -55,25 +58,21 @@ class SilentObserver:
         pass
 
 
-def default_workers() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    workers: int = field(default_factory=default_workers)
-    lease_seconds: float = 30.0
-    heartbeat_seconds: float = 10.0
-    backoff: Backoff = field(default_factory=Backoff)
-    item_timeout: float = 300.0
-
-
 @dataclass(frozen=True)
 class RunResult:
     batch: BatchView | None
     supervision: Supervision
     #: Batch manifests that could not be written (path: reason); the batches themselves are done.
     manifest_errors: tuple[str, ...] = ()
+
+
+def prepare_workers() -> None:
+    """Start the process that forks the workers now, so that its start-up (a new interpreter
+    importing Pillow) overlaps the caller's own work before the run; stopped when the run ends,
+    or when this process exits if no run follows."""
+    from .pool import start_fork_server
+
+    start_fork_server()
 
 
 def run_batch(
@@ -89,6 +88,8 @@ def run_batch(
     The first Ctrl-C records the cancel durably at once; running items stop
     at their next checkpoint. The second kills the workers.
     """
+    from .pool import Pool, Supervision, supervise
+
     observer = observer or SilentObserver()
     with Ledger(db_path) as ledger:
         batch_id = ledger.resolve_batch_id(batch_id)
@@ -130,6 +131,8 @@ def run_work(
     The first Ctrl-C lets workers finish the source in hand and exit; the
     second kills them. Batches that finished meanwhile get their manifests.
     """
+    from .pool import Pool, supervise
+
     observer = observer or SilentObserver()
     with Ledger(db_path) as ledger:
         if batch_id is not None:
@@ -201,6 +204,8 @@ def write_batch_manifest(ledger: Ledger, batch: BatchView) -> str:
 
 
 def _config(db_path: Path, options: RunOptions, batch_id: str | None, *, until_idle: bool) -> WorkerConfig:
+    from .worker import WorkerConfig
+
     return WorkerConfig(
         db_path=str(db_path),
         batch_id=batch_id,

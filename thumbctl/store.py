@@ -8,12 +8,13 @@ Layout of OUT (nothing else is ever written there)::
     OUT/batches/<batch_id>.html          contact sheet (``thumbctl sheet``, default place)
     OUT/.tmp/                            temp files of writers
 
-Every write, link, rename and delete under OUT goes through folder descriptors: OUT's root
-and each folder below it are opened one by one, relative to the one above, without following
-a symlink (:func:`open_folder`), and the file is created, linked, renamed or removed relative
-to the last one (``dir_fd``/``src_dir_fd``/``dst_dir_fd``). So no item id, swapped-in link or
-symlinked ``objects``/``.tmp``/``batches`` folder can make it land outside OUT, even when the
-folder is swapped between a check and the act. A symlink at the final name is only ever
+Every write, link, rename and delete under OUT goes through folder descriptors: the folders
+from ``/`` down to OUT's root (resolved at submit) and below it are opened one by one, relative
+to the one above, without following a symlink (:func:`open_folder`), and the file is created,
+linked, renamed or removed relative to the last one (``dir_fd``/``src_dir_fd``/``dst_dir_fd``).
+So no item id, swapped-in link, symlinked ``objects``/``.tmp``/``batches`` folder or folder
+above OUT swapped for a symlink can make it land outside OUT, even when the folder is swapped
+between a check and the act. A symlink at the final name is only ever
 replaced by a rename, never written through. A write that fails (``ENOSPC``) removes its
 temp file.
 
@@ -194,19 +195,20 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 def open_folder(root: str, folder: str, *, create: bool = False) -> Iterator[int]:
     """An open descriptor of ``folder`` (``root`` or a folder below it), closed on exit.
 
-    ``root`` (resolved when the batch was submitted) is opened without following a symlink at
-    its own name, then each folder below it relative to its parent's descriptor with
-    ``O_NOFOLLOW``; with ``create`` the missing ones are made. Whatever is done through the
-    descriptor happens in the folder that was checked, however its name is swapped later.
+    ``root`` was resolved when the batch was submitted, so no folder on its path was a symlink
+    then: it is reached the way it was checked, from ``/`` one folder at a time, and so is each
+    folder below it, each opened relative to its parent's descriptor with ``O_NOFOLLOW``; with
+    ``create`` the missing ones are made. So neither a folder under OUT nor one above it
+    swapped for a symlink can redirect what is done through the descriptor.
     Raises :class:`OutsideOutput` at the first symlink, :class:`NotADirectoryError` at another
     kind of file and :class:`FileNotFoundError` at a missing folder (without ``create``).
     Works from any root: nothing here knows the layout of OUT.
     """
-    root = os.path.normpath(root)
-    fd = _open_root(root, create)
+    root = os.path.normpath(os.path.abspath(root))
+    fd = os.open("/", _FOLDER_FLAGS)
     try:
-        current = root
-        for part in _parts_below(root, folder):
+        current = ""
+        for part in [*filter(None, root.split("/")), *_parts_below(root, folder)]:
             current = f"{current}/{part}"
             child = _open_child(fd, part, current, root, create)
             os.close(fd)
@@ -214,16 +216,6 @@ def open_folder(root: str, folder: str, *, create: bool = False) -> Iterator[int
         yield fd
     finally:
         os.close(fd)
-
-
-def _open_root(root: str, create: bool) -> int:
-    try:
-        return _open_dir(root, None, root, root)
-    except FileNotFoundError:
-        if not create:
-            raise
-    os.makedirs(root, exist_ok=True)  # the folders above OUT's root were resolved at submit
-    return _open_dir(root, None, root, root)
 
 
 def _open_child(parent: int, name: str, path: str, root: str, create: bool) -> int:
@@ -237,7 +229,7 @@ def _open_child(parent: int, name: str, path: str, root: str, create: bool) -> i
     return _open_dir(name, parent, path, root)
 
 
-def _open_dir(name: str, parent: int | None, path: str, root: str) -> int:
+def _open_dir(name: str, parent: int, path: str, root: str) -> int:
     """Open one folder without following a symlink at its name; a symlink raises OutsideOutput."""
     try:
         return os.open(name, _FOLDER_FLAGS, dir_fd=parent)
@@ -245,11 +237,11 @@ def _open_dir(name: str, parent: int | None, path: str, root: str) -> int:
         if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(name, parent)):
             raise OutsideOutput(path, root) from None
         if exc.errno == errno.ENOTDIR:
-            raise NotADirectoryError(errno.ENOTDIR, "not a folder", path) from None
+            raise NotADirectoryError(errno.ENOTDIR, f"{path} is not a folder", path) from None
         raise
 
 
-def _is_link(name: str, parent: int | None) -> bool:
+def _is_link(name: str, parent: int) -> bool:
     try:
         return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
     except OSError:

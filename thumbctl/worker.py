@@ -22,7 +22,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -65,6 +65,12 @@ class WorkerConfig:
     #: Time limit in seconds for each stage of a claim: the source's decode, and each render
     #: (with the publishes of its items); 0 for none.
     item_timeout: float = 300.0
+
+
+#: Stands in for the crop, resample and encode of a render: the encoded bytes of an output of
+#: ``geometry`` in ``format``. For benchmarks of the queue only, passed to :func:`run_worker` from
+#: Python; no command or setting reaches it.
+Renderer = Callable[[Geometry, str], bytes]
 
 
 class LeaseLost(Exception):
@@ -133,7 +139,11 @@ LEDGER_FAULT_EXITS: dict[str, int] = {
 
 
 def run_worker(
-    config: WorkerConfig, stop: threading.Event, faults: Faults | None = None, coordinator: Coordinator | None = None
+    config: WorkerConfig,
+    stop: threading.Event,
+    faults: Faults | None = None,
+    coordinator: Coordinator | None = None,
+    renderer: Renderer | None = None,
 ) -> int:
     """Claim and process until idle (``until_idle``), ``stop`` is set or the coordinator is gone;
     returns claims processed. An orphaned worker finishes the source in hand, then exits."""
@@ -152,7 +162,7 @@ def run_worker(
                     is_dead=owner_is_dead,
                     delay_for=config.backoff.delay_for,
                 )
-                idle = claim is None and config.until_idle and ledger.queue_state(config.batch_id).idle
+                idle = claim is None and config.until_idle and ledger.queue_idle(config.batch_id)
             except LedgerBusy:  # the busy policy's bound passed; nothing was taken: try again later
                 claim, idle = None, False
             if claim is None:
@@ -162,7 +172,7 @@ def run_worker(
                 continue
             coordinator.took_work()
             with heartbeat.tracking(claim.token) as lost:
-                ClaimRun(ledger, claim, faults, config, lost).run()
+                ClaimRun(ledger, claim, faults, config, lost, renderer).run()
             processed += 1
     return processed
 
@@ -217,9 +227,16 @@ class ClaimRun:
     """Processing of one claim, with its checkpoints."""
 
     def __init__(
-        self, ledger: Ledger, claim: Claim, faults: Faults, config: WorkerConfig, lost: threading.Event
+        self,
+        ledger: Ledger,
+        claim: Claim,
+        faults: Faults,
+        config: WorkerConfig,
+        lost: threading.Event,
+        renderer: Renderer | None = None,
     ) -> None:
         self.ledger = ledger
+        self.renderer = renderer
         self.claim = claim
         self.faults = faults
         self.config = config
@@ -391,6 +408,8 @@ class ClaimRun:
         return shared.output
 
     def _render(self, decoded: DecodedSource, box: tuple[int, int, int, int], geometry: Geometry) -> bytes:
+        if self.renderer is not None:
+            return self.renderer(geometry, self.fmt)
         image = resample(decoded, box, geometry.out_w, geometry.out_h)
         return encode(image, self.fmt, int(self.claim.profile["quality"]))
 

@@ -18,7 +18,16 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
-from ..errors import LedgerBusy, LedgerCorrupt, LedgerError, LedgerFault, LedgerFull, LedgerGone, LedgerIOError
+from ..errors import (
+    LedgerBusy,
+    LedgerCorrupt,
+    LedgerError,
+    LedgerFault,
+    LedgerFull,
+    LedgerGone,
+    LedgerIOError,
+    LedgerUnavailable,
+)
 
 # SQLite primary result codes (https://sqlite.org/rescode.html).
 _PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _PROTOCOL, _NOTADB = (
@@ -172,21 +181,36 @@ class LedgerConnection(sqlite3.Connection):
 def connect(path: Path, busy_timeout: float, *, read_only: bool = False) -> LedgerConnection:
     """Open the ledger at ``path``: WAL mode and ``busy_timeout``; read-only when asked and the
     file or its folder cannot be written (a read-only mount: the file is never created or changed
-    then). Where they can be written a reader opens it as usual, so the last connection to close
-    still checkpoints the WAL and removes the -wal and -shm files."""
-    read_only = read_only and not _writable(path)
+    then), or when the disk is too full for SQLite to make the -wal and -shm files a WAL ledger
+    needs. Otherwise a reader opens it as usual, so the last connection to close still
+    checkpoints the WAL and removes the -wal and -shm files."""
     try:
-        conn = _open_read_only(path) if read_only else _open(path)
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        if not read_only:
-            conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if read_only and not _writable(path):
+            return _prepared(_open_read_only(path), busy_timeout, wal=False)
+        try:
+            return _prepared(_open(path), busy_timeout, wal=True)
+        except LedgerFull:
+            if not read_only:
+                raise
+        return _prepared(_open_read_only(path), busy_timeout, wal=False)
     except LedgerCorrupt as exc:
         refusal = _not_a_ledger(path, exc)
         if refusal is None:
             raise
         raise refusal from exc
+
+
+def _prepared(conn: LedgerConnection, busy_timeout: float, *, wal: bool) -> LedgerConnection:
+    """``conn`` with its settings, proven readable; closed when that fails."""
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        if wal:
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -203,19 +227,21 @@ def _open(path: Path) -> LedgerConnection:
 
 
 def _open_read_only(path: Path) -> LedgerConnection:
-    """``mode=ro``; on a read-only folder, where SQLite cannot create the WAL index (-shm),
-    fall back to ``immutable=1`` — but only when there is no -wal file: then no writer has
-    the ledger open and the main file holds every commit. With a -wal file left over, the
-    commits in it cannot be read without write access, and the error says so."""
+    """``mode=ro``; on a read-only folder or a full disk, where SQLite cannot create the WAL
+    index (-shm), fall back to ``immutable=1`` — but only when there is no -wal file (or an
+    empty one): then the main file holds every commit. With a -wal file left over, the
+    commits in it cannot be read without writing the index, and the error says so."""
     uri = f"file:{quote(str(path.absolute()))}?mode=ro"
     conn = _sqlite_connect(path, uri, uri=True)
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return conn
-    except LedgerIOError:
+    except LedgerUnavailable as exc:
         conn.close()
         wal = Path(f"{path}-wal")
         if wal.exists() and wal.stat().st_size > 0:
+            if isinstance(exc, LedgerFull):
+                raise
             raise LedgerIOError(
                 f"the ledger {path} is on a read-only file system and has a write-ahead log ({wal.name}) "
                 "that cannot be read without write access to its folder: open it once where it is writable "

@@ -28,8 +28,6 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-import sqlite_utils
-
 from ..admission import check_admission
 from ..errors import (
     BatchNotFound,
@@ -65,6 +63,11 @@ Clock = Callable[[], float]
 _SQL_CHUNK = 500
 
 
+def _json_text(value: dict[str, object]) -> str:
+    """A JSON column's text, as the batch rows have always been written."""
+    return json.dumps(value, default=repr, ensure_ascii=False)
+
+
 def new_batch_id() -> str:
     return "b_" + secrets.token_hex(8)
 
@@ -93,7 +96,6 @@ class Ledger(WorkQueue, Observation, Maintenance):
         self.busy = policy
         self._conn = self._open_connection()
         self._identity = file_identity(self.path)
-        self.db = sqlite_utils.Database(self._conn)
         self._migrate()
 
     def _open_connection(self) -> LedgerConnection:
@@ -173,11 +175,14 @@ class Ledger(WorkQueue, Observation, Maintenance):
                 f"{self.path} has schema version {version}; this thumbctl knows up to "
                 f"{SCHEMA_VERSION}: upgrade thumbctl"
             )
+        import sqlite_utils  # only here: opening an up-to-date ledger stays light
+
         with self._write(durable=True):
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            db = sqlite_utils.Database(self._conn)
             for target, migrate in MIGRATIONS:
                 if target > version:
-                    migrate(self.db)
+                    migrate(db)
                     self._conn.execute(f"PRAGMA user_version={int(target)}")
 
     # -- intake -------------------------------------------------------------
@@ -226,21 +231,22 @@ class Ledger(WorkQueue, Observation, Maintenance):
         at = iso(now)
         layout = OutputLayout(new.out_dir)
         deadline = iso(now + new.deadline_seconds) if new.deadline_seconds else None
-        self.db["batches"].insert(
-            {
-                "batch_id": batch_id,
-                "idempotency_key": new.idempotency_key,
-                "request_digest": new.request_digest,
-                "total": len(new.items),
-                "source_root": new.source_root,
-                "out_dir": new.out_dir,
-                "manifest_path": layout.batch_manifest_path(batch_id),
-                "profile": new.profile,
-                "max_attempts": new.max_attempts,
-                "limits": new.limits or {},
-                "created_at": at,
-                "deadline_at": deadline,
-            }
+        self._conn.execute(
+            _INSERT_BATCH,
+            (
+                batch_id,
+                new.idempotency_key,
+                new.request_digest,
+                len(new.items),
+                new.source_root,
+                new.out_dir,
+                layout.batch_manifest_path(batch_id),
+                _json_text(new.profile),
+                new.max_attempts,
+                _json_text(new.limits or {}),
+                at,
+                deadline,
+            ),
         )
         self._conn.executemany(_INSERT_ITEM, (_item_row(batch_id, item, at) for item in new.items))
         self._conn.execute(_INSERT_CREATION_EVENTS, (at, batch_id))
@@ -565,6 +571,10 @@ def _item_row(batch_id: str, item: NewItem, at: str) -> tuple:
     )
 
 
+_INSERT_BATCH = (
+    "INSERT INTO batches (batch_id, idempotency_key, request_digest, total, source_root, out_dir, "
+    "manifest_path, profile, max_attempts, limits, created_at, deadline_at) VALUES (" + ",".join("?" * 12) + ")"
+)
 _INSERT_ITEM = (
     "INSERT INTO items (batch_id, item_id, ratio, source, source_digest, source_format, "
     "source_width, source_height, focus_x, focus_y, state, error_code, error_detail, "

@@ -197,15 +197,21 @@ class Follower:
 
     def _delayed(self, at: str) -> int:
         """Queued items waiting out a retry backoff, of batches without a cancel request: walked
-        on the runnable index, so only delayed items are read."""
-        if self.batch_id in self._cancelled:
-            return 0
-        scope = " AND +i.batch_id = ?" if self.batch_id else ""
+        on an index of queued items by ``not_before`` (the batch's, or the runnable index), so
+        only delayed items are read."""
+        if self.batch_id is not None:
+            if self.batch_id in self._cancelled:
+                return 0
+            return self._conn.execute(
+                "SELECT count(*) FROM items INDEXED BY items_queued_by_batch "
+                "WHERE batch_id = ? AND state = 'queued' AND not_before > ?",
+                (self.batch_id, at),
+            ).fetchone()[0]
         return self._conn.execute(
-            "SELECT count(*) FROM items i WHERE i.state = 'queued' AND i.not_before > ?"
-            f"{scope} AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.batch_id = i.batch_id "
+            "SELECT count(*) FROM items i INDEXED BY items_runnable WHERE i.state = 'queued' AND i.not_before > ? "
+            "AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.batch_id = i.batch_id "
             "AND b.cancel_requested_at IS NOT NULL)",
-            [at, *([self.batch_id] if self.batch_id else [])],
+            (at,),
         ).fetchone()[0]
 
     def _window(self, now: float) -> tuple[int, float]:

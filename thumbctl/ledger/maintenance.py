@@ -41,12 +41,18 @@ class Maintenance:
     # -- reading --------------------------------------------------------------------------
 
     def stalled_candidates(self) -> list[StalledItem]:
-        """Every ``running`` item, and ``queued`` items of batches whose cancel was requested."""
-        rows = self._conn.execute(
+        """Every ``running`` item, and ``queued`` items of batches whose cancel was requested.
+
+        Two queries, so neither walks the queued items of batches without a cancel request (the
+        second goes from the flagged batches to their items: ``CROSS JOIN`` keeps that order)."""
+        columns = (
             "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.state, i.lease_owner, i.lease_token, "
-            "i.lease_expires_at, b.cancel_requested_at FROM items i JOIN batches b USING (batch_id) "
-            "WHERE i.state = 'running' OR (i.state = 'queued' AND b.cancel_requested_at IS NOT NULL) "
-            "ORDER BY i.id"
+            "i.lease_expires_at, b.cancel_requested_at FROM"
+        )
+        rows = self._conn.execute(
+            f"{columns} items i JOIN batches b USING (batch_id) WHERE i.state = 'running' UNION ALL "
+            f"{columns} batches b CROSS JOIN items i USING (batch_id) "
+            "WHERE b.cancel_requested_at IS NOT NULL AND i.state = 'queued' ORDER BY 1"
         ).fetchall()
         return [StalledItem(*row) for row in rows]
 

@@ -2,14 +2,18 @@
 
 Each migration is ``(version, function)``; ``PRAGMA user_version`` records
 the last one applied. Migrations only ever add: a released one is never
-edited, a new one is appended.
+edited, a new one is appended. They run on a ``sqlite_utils.Database`` over the ledger's
+connection, built only when a migration is due: opening an up-to-date ledger does not import
+sqlite-utils.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import sqlite_utils
+if TYPE_CHECKING:
+    import sqlite_utils
 
 ITEM_STATES_SQL = "('queued', 'running', 'succeeded', 'failed', 'cancelled')"
 
@@ -147,7 +151,14 @@ def _v5_claim_stages(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX items_queued_keys ON items (batch_id, source, derivative_key) WHERE state = 'queued'")
 
 
-def _v6_queued_age(db: sqlite_utils.Database) -> None:
+def _v6_queued_by_batch(db: sqlite_utils.Database) -> None:
+    """A claim scoped to one batch (``submit``, ``work BATCH``) finds that batch's next runnable item
+    on a partial index of queued items by batch, instead of walking every queued item of the
+    ledger on ``items_runnable`` until one of the batch turns up."""
+    db.execute("CREATE INDEX items_queued_by_batch ON items (batch_id, not_before) WHERE state = 'queued'")
+
+
+def _v7_queued_age(db: sqlite_utils.Database) -> None:
     """Live views show how long the oldest runnable item of a batch has waited: a partial index of
     queued items by batch and time queued finds it in a few steps instead of reading every queued row."""
     db.execute("CREATE INDEX items_queued_age ON items (batch_id, queued_at, not_before) WHERE state = 'queued'")
@@ -159,6 +170,7 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (3, _v3_event_time_indexes),
     (4, _v4_object_checks),
     (5, _v5_claim_stages),
-    (6, _v6_queued_age),
+    (6, _v6_queued_by_batch),
+    (7, _v7_queued_age),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

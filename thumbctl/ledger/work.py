@@ -185,15 +185,21 @@ class WorkQueue:
 
     def _next_source(self, at: str, batch_id: str | None) -> tuple[str, str] | None:
         """The source of the next runnable item of a batch without a cancel request: retries
-        that are due first, then the oldest fresh item. Both queries walk the runnable index
-        without sorting."""
-        scope = " AND batch_id = ?" if batch_id else ""
-        extra = [batch_id] if batch_id else []
+        that are due first, then the oldest fresh item. Both queries walk an index of queued items
+        without sorting: the ledger's (``items_runnable``) or, for one batch, the batch's own
+        (``items_queued_by_batch``), so a claim scoped to a batch never steps over the queued items
+        of the others."""
+        if batch_id:
+            index, scope, extra = "items_queued_by_batch", " AND batch_id = ?", [batch_id]
+        else:
+            index, scope, extra = "items_runnable", "", []
         for sql, params in (
             (f"WHERE state = 'queued' AND not_before <= ?{scope}{_NOT_CANCELLED} ORDER BY not_before", [at, *extra]),
             (f"WHERE state = 'queued' AND not_before IS NULL{scope}{_NOT_CANCELLED} ORDER BY id", extra),
         ):
-            row = self._conn.execute(f"SELECT batch_id, source FROM items {sql} LIMIT 1", params).fetchone()
+            row = self._conn.execute(
+                f"SELECT batch_id, source FROM items INDEXED BY {index} {sql} LIMIT 1", params
+            ).fetchone()
             if row is not None:
                 return row[0], row[1]
         return None
@@ -523,6 +529,19 @@ class WorkQueue:
             params,
         ).fetchone()
         return QueueState(row[0] or 0, row[1] or 0, row[2] or 0, row[3])
+
+    def queue_idle(self, batch_id: str | None = None) -> bool:
+        """No live item in scope (what :attr:`QueueState.idle` says), found without counting:
+        each query stops at the first live item, so a worker whose claim came back empty asks
+        this at the same cost whatever the length of the queue."""
+        scope = " AND batch_id = ?" if batch_id else ""
+        extra = [batch_id] if batch_id else []
+        live = self._conn.execute(
+            f"SELECT EXISTS (SELECT 1 FROM items WHERE state = 'running'{scope}) "
+            f"OR EXISTS (SELECT 1 FROM items WHERE state = 'queued'{scope}{_NOT_CANCELLED})",
+            [*extra, *extra],
+        ).fetchone()[0]
+        return not live
 
     def overdue_owners(self, seconds: float) -> list[str]:
         """Lease owners with a running item whose stage (the decode of its source, or its render

@@ -1,0 +1,133 @@
+"""Start-up: what importing thumbctl and the reading commands load, and that no process outlives a run.
+
+Each check runs a fresh interpreter (``python -c``), since this test process has long since
+imported everything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import make_image
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Never imported by ``import thumbctl`` nor by the commands that only read or cancel.
+HEAVY = ("PIL", "multiprocessing", "sqlite_utils")
+
+#: Runs the CLI in-process, then prints which of the heavy modules it imported.
+DRIVER = f"""
+import json, sys
+from thumbctl.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+print(json.dumps({{"code": code, "loaded": sorted(m for m in {HEAVY!r} if m in sys.modules)}}), file=sys.stderr)
+"""
+
+
+def python(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=environ, timeout=120)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return python("-m", "thumbctl", *args)
+
+
+@pytest.fixture
+def batch(tmp_path: Path) -> tuple[Path, str]:
+    """A ledger with one recorded (detached) batch of one photo: its path and the batch id."""
+    make_image(tmp_path / "one" / "a.jpg", (64, 48), "JPEG")
+    db = tmp_path / "ledger.db"
+    result = cli("submit", str(tmp_path / "one"), "--out", str(tmp_path / "out"), "--db", str(db), "--detach", "--json")
+    assert result.returncode == 0, result.stderr
+    return db, json.loads(result.stdout)["batch_id"]
+
+
+def test_import_thumbctl_loads_no_heavy_module_and_resolves_public_names_on_use() -> None:
+    probe = (
+        "import json, sys, thumbctl\n"
+        f"before = sorted(m for m in {HEAVY!r} if m in sys.modules)\n"
+        "names = [thumbctl.Ledger.__name__, thumbctl.SubmitOptions.__name__, thumbctl.prepare_submission.__name__]\n"
+        "print(json.dumps({'before': before, 'names': names, 'version': thumbctl.__version__,\n"
+        "                  'all': all(hasattr(thumbctl, n) for n in thumbctl.__all__)}))\n"
+    )
+    result = python("-c", probe)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "before": [],
+        "names": ["Ledger", "SubmitOptions", "prepare_submission"],
+        "version": "0.1.0",
+        "all": True,
+    }
+
+
+def test_an_unknown_attribute_of_thumbctl_is_an_attribute_error() -> None:
+    result = python("-c", "import thumbctl; thumbctl.no_such_name")
+    assert result.returncode == 1
+    assert "AttributeError: module 'thumbctl' has no attribute 'no_such_name'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("status", "{batch}"), ("status",), ("status", "{batch}", "--json"), ("events", "{batch}"), ("cancel", "{batch}")],
+    ids=["status-batch", "status-list", "status-json", "events", "cancel"],
+)
+def test_reading_and_cancelling_import_neither_pillow_nor_multiprocessing_nor_sqlite_utils(
+    batch: tuple[Path, str], command: tuple[str, ...]
+) -> None:
+    db, batch_id = batch
+    args = [part.format(batch=batch_id) for part in command]
+    result = python("-c", DRIVER, *args, "--db", str(db))
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    assert report == {"code": 0, "loaded": []}
+
+
+def test_a_ledger_that_needs_its_schema_still_gets_it(tmp_path: Path) -> None:
+    """sqlite-utils is imported where migrations run: a new ledger is created complete."""
+    make_image(tmp_path / "one" / "a.jpg", (64, 48), "JPEG")
+    db = tmp_path / "fresh.db"
+    args = ["submit", str(tmp_path / "one"), "--out", str(tmp_path / "out"), "--db", str(db), "--detach"]
+    result = python("-c", DRIVER, *args)
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    assert report["code"] == 0 and "sqlite_utils" in report["loaded"]
+    assert cli("status", "--db", str(db), "--json").returncode == 0
+
+
+def processes_in_group(pgid: int) -> list[str]:
+    """Command lines of the live processes whose process group is ``pgid`` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # it exited meanwhile
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(f"{entry.name}: {cmdline.strip()}")
+    return found
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_no_process_outlives_submit(tmp_path: Path, workers: str) -> None:
+    """Workers, the fork server and the resource tracker are all gone when submit returns."""
+    for n in range(3):
+        make_image(tmp_path / "photos" / f"p{n}.jpg", (64, 48), "JPEG", seed=n)
+    args = ["submit", str(tmp_path / "photos"), "--out", str(tmp_path / "out"), "--db", str(tmp_path / "l.db")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "thumbctl", *args, "-q", "-w", workers],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        process_group=0,  # its own group: whatever it starts is found by the group id, its pid
+    )
+    assert proc.wait(timeout=120) == 0
+    assert processes_in_group(proc.pid) == []
