@@ -69,19 +69,16 @@ class Follower:
     # -- the first read: rows and the indexed log ----------------------------------------------
 
     def _start(self, upto: int, window_start: str) -> None:
-        scope, params = self._scope()
         self._counts = self._row_counts()
-        self._cancelled = {
-            r[0]
-            for r in self._conn.execute(
-                f"SELECT batch_id FROM batches WHERE cancel_requested_at IS NOT NULL{scope.replace('e.', '')}", params
-            )
-        }
+        scope, params = self._scope("batch_id")
+        sql = f"SELECT batch_id FROM batches WHERE cancel_requested_at IS NOT NULL{scope}"
+        self._cancelled = {r[0] for r in self._conn.execute(sql, params)}
+        scope, params = self._scope("+e.batch_id")  # not on the batch's index: that would walk all its events
         # On the time index: only the window's events, whatever the size of the batch.
         self._recent.extend(
             self._conn.execute(
                 f"SELECT e.at, count(CASE WHEN {_COMPLETION} THEN 1 END) FROM events e INDEXED BY events_at "
-                f"WHERE e.at >= ? AND e.seq <= ? AND ({_CLAIM} OR {_COMPLETION}){scope.replace('e.', '+e.')} "
+                f"WHERE e.at >= ? AND e.seq <= ? AND ({_CLAIM} OR {_COMPLETION}){scope} "
                 "GROUP BY e.at ORDER BY e.at",
                 [window_start, upto, *params],
             )
@@ -89,7 +86,7 @@ class Follower:
         # On the partial index of events with an error code: only failures are walked.
         self._failures = self._failure_rows(
             f"FROM events e INDEXED BY events_errors JOIN items i ON i.id = e.item_row "
-            f"WHERE {_FAILURE} AND e.seq <= ?{scope.replace('e.', '+e.')}",
+            f"WHERE {_FAILURE} AND e.seq <= ?{scope}",
             [upto, *params],
         )
 
@@ -109,7 +106,7 @@ class Follower:
     # -- later reads: only the events after the last one seen ---------------------------------
 
     def _catch_up(self, after: int, upto: int) -> None:
-        scope, params = self._scope()
+        scope, params = self._scope("e.batch_id")
         span = f"e.seq > ? AND e.seq <= ?{scope}"
         bounds = [after, upto, *params]
         for batch_id, from_state, to_state, n in self._conn.execute(
@@ -159,10 +156,11 @@ class Follower:
             RecentFailure(at, item, ratio, code, detail, bool(retry)) for at, item, ratio, code, detail, retry in rows
         ]
 
-    def _scope(self) -> tuple[str, list[object]]:
+    def _scope(self, column: str) -> tuple[str, list[object]]:
+        """An ``AND column = ?`` condition on the followed batch and its parameter (none for every batch)."""
         if self.batch_id is None:
             return "", []
-        return " AND e.batch_id = ?", [self.batch_id]
+        return f" AND {column} = ?", [self.batch_id]
 
     # -- projections ----------------------------------------------------------------------------
 
