@@ -108,11 +108,12 @@ def test_a_version_1_ledger_is_migrated_to_the_latest_version(tmp_path: Path) ->
     with Ledger(path) as ledger:
         assert ledger.output_folders() == [] and ledger.verified_objects() == {}
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
         columns = {row[1] for row in conn.execute("PRAGMA table_info(batches)")}
         item_columns = {row[1] for row in conn.execute("PRAGMA table_info(items)")}
         indexes = {row[1] for row in conn.execute("PRAGMA index_list(items)")}
         event_indexes = {row[1] for row in conn.execute("PRAGMA index_list(events)")}
     assert "expired_at" in columns and "items_friendly_path" in indexes
     assert "stage_started_at" in item_columns and {"items_queued_keys", "items_queued_by_batch"} <= indexes
+    assert "items_queued_age" in indexes
     assert {"events_at", "events_errors"} <= event_indexes

@@ -280,6 +280,12 @@ def _enforce_time_limit(ledger: Ledger, pool: Pool) -> None:
             pool.replace(1)
 
 
+def _time_check_period(limit: float) -> float:
+    """How often the time limit is checked: every second, or four times per limit when it is
+    shorter, so a stage is stopped at most a quarter of its limit late (plus a tick)."""
+    return min(1.0, limit / 4) if limit else 1.0
+
+
 @dataclass(frozen=True)
 class Supervision:
     """How a supervised run ended."""
@@ -311,6 +317,7 @@ def supervise(
     pool.start()
     handled = False
     start_failures = 0
+    next_time_check = 0.0
     try:
         while True:
             presses = interrupts()
@@ -320,8 +327,10 @@ def supervise(
             if presses >= 2:
                 pool.kill()
                 return Supervision(interrupted=True, killed=True, crashes=pool.crashes)
-            with contextlib.suppress(LedgerBusy):  # past the busy policy's bound: again next tick
-                _enforce_time_limit(ledger, pool)
+            if time.monotonic() >= next_time_check:
+                next_time_check = time.monotonic() + _time_check_period(pool.config.item_timeout)
+                with contextlib.suppress(LedgerBusy):  # past the busy policy's bound: again next check
+                    _enforce_time_limit(ledger, pool)
             deaths = pool.reap()
             _stop_on_ledger_fault(ledger, pool)
             if deaths:

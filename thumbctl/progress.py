@@ -19,7 +19,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from .ledger import Ledger, parse_iso
+from .ledger import Follower, Ledger, parse_iso
 from .models import ITEM_STATES, Activity, BatchView, RecentFailure
 from .reporter import STATE_STYLES, format_age, styled
 
@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # `status --watch` follows a run without starting one
 
 #: How often the ledger is read for the live view; the runner ticks more often than this.
 LIVE_REFRESH_SECONDS = 0.5
+#: Recent failures read for the views (the live view shows 3, or 8 with -v; the plain lines all new ones).
+_FAILURES_READ = 30
 
 
 def counts_text(counts: dict[str, int]) -> str:
@@ -216,10 +218,12 @@ class RunProgress:
         self._live: Live | None = None
         self._failures_shown = 8 if verbose else 3
         self._last_body = ""
+        self._follower: Follower | None = None
 
     def __enter__(self) -> RunProgress:
         if self.live:
-            self._live = Live(console=self.console, refresh_per_second=4, transient=False, redirect_stdout=False)
+            # Drawn when read, not on a timer: the frame only changes when the ledger is read again.
+            self._live = Live(console=self.console, auto_refresh=False, transient=False, redirect_stdout=False)
             self._live.start()
         return self
 
@@ -237,7 +241,7 @@ class RunProgress:
             if now - self._last_read >= LIVE_REFRESH_SECONDS:
                 self._last_read = now
                 view, activity = self._read(ledger)
-                self._live.update(live_view(view, activity, now - self._started, self._failures_shown))
+                self._live.update(live_view(view, activity, now - self._started, self._failures_shown), refresh=True)
             return
         if now - self._last_line >= self.interval:
             self._last_line = now
@@ -249,13 +253,17 @@ class RunProgress:
         if self.enabled:
             view, activity = self._read(ledger)
             if self._live is not None:
-                self._live.update(live_view(view, activity, time.monotonic() - self._started, self._failures_shown))
+                elapsed = time.monotonic() - self._started
+                self._live.update(live_view(view, activity, elapsed, self._failures_shown), refresh=True)
             else:
                 self._print_plain(view, activity, final=True)
 
     def _read(self, ledger: Ledger) -> tuple[BatchView | None, Activity]:
-        view = ledger.batch(self.batch_id, with_failures=False) if self.batch_id else None
-        return view, ledger.activity(self.batch_id, failures=30)
+        """The view and activity as of now, from a follower of the ledger: after its first read
+        (which counts the item rows) each read costs only what changed since the last."""
+        if self._follower is None or self._follower.ledger is not ledger:
+            self._follower = ledger.follow(self.batch_id, failures=_FAILURES_READ)
+        return self._follower.read()
 
     def _print_plain(self, view: BatchView | None, activity: Activity, *, final: bool = False) -> None:
         """The failures not shown yet (with ``verbose``), then the progress line; the final line

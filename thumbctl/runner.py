@@ -94,7 +94,7 @@ def run_batch(
     with Ledger(db_path) as ledger:
         batch_id = ledger.resolve_batch_id(batch_id)
         supervision = Supervision()
-        ran = not ledger.batch(batch_id, with_failures=False).is_terminal
+        ran = not ledger.batch_settled(batch_id)
         if ran:
             pool = Pool(_config(db_path, options, batch_id, until_idle=True), options.workers)
 
@@ -168,9 +168,8 @@ def wait_until_terminal(
     or expired workers meanwhile so their items can settle."""
     while True:
         ledger.rescue_leases(owner_is_dead, Backoff().delay_for)
-        view = ledger.batch(batch_id)
-        if view.is_terminal:
-            return view
+        if ledger.batch_settled(batch_id):
+            return ledger.batch(batch_id)
         if should_stop():
             raise Interrupted("stopped waiting; the cancel stays recorded")
         time.sleep(poll)
@@ -179,13 +178,13 @@ def wait_until_terminal(
 def watch_batch(
     ledger: Ledger, batch_id: str, *, observer: RunObserver, should_stop: Callable[[], bool], poll: float = 0.5
 ) -> BatchView:
-    """Follow a batch from the ledger until it is terminal or ``should_stop()``; renders nothing itself."""
+    """Follow a batch from the ledger until it is terminal or ``should_stop()``; renders nothing itself.
+    Each poll asks only whether an item is still live (the observer reads the progress at its own pace)."""
     while True:
         observer.tick(ledger)
-        view = ledger.batch(batch_id, with_failures=False)
-        if view.is_terminal or should_stop():
+        if ledger.batch_settled(batch_id) or should_stop():
             observer.finish(ledger)
-            return view
+            return ledger.batch(batch_id, with_failures=False)
         time.sleep(poll)
 
 

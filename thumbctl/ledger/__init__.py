@@ -1,6 +1,7 @@
 """The ledger package: the one owner of the SQLite database and its SQL."""
 
 from .core import Ledger
+from .follow import Follower
 from .observe import CancelTimes, RenderFacts, StatsFacts
 from .timefmt import iso, parse_iso
 from .work import Claim, ClaimedItem, QueueState
@@ -9,6 +10,7 @@ __all__ = [
     "CancelTimes",
     "Claim",
     "ClaimedItem",
+    "Follower",
     "Ledger",
     "QueueState",
     "RenderFacts",

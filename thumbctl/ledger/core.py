@@ -139,6 +139,16 @@ class Ledger(WorkQueue, Observation, Maintenance):
                     self._conn.execute("ROLLBACK")
             raise
 
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """One read transaction: every statement inside sees the same committed state of the file."""
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self._conn.in_transaction:
+                self._conn.execute("COMMIT")
+
     def _begin(self) -> None:
         """``BEGIN IMMEDIATE``, retried by the busy policy: the one place a busy ledger is waited out."""
         for attempt in self.busy.retrying(LedgerBusy):
@@ -358,9 +368,21 @@ class Ledger(WorkQueue, Observation, Maintenance):
 
     def batch(self, batch_id: str, *, with_failures: bool = True) -> BatchView:
         """The current view of one batch, counts derived from its item rows."""
-        batch_id = self.resolve_batch_id(batch_id)
-        row = self._conn.execute(f"SELECT {_BATCH_COLUMNS} FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()
-        return self._batch_view(row, with_failures)
+        return self._batch_view(self._batch_row(self.resolve_batch_id(batch_id)), with_failures)
+
+    def batch_settled(self, batch_id: str) -> bool:
+        """No item of the batch is queued or running, i.e. the batch is terminal (see
+        :func:`~thumbctl.models.batch_state`): a seek on the ``(batch_id, state)`` index, for
+        waiting on a batch without counting its items on every poll."""
+        return (
+            self._conn.execute(
+                "SELECT 1 FROM items WHERE batch_id = ? AND state IN ('queued', 'running') LIMIT 1", (batch_id,)
+            ).fetchone()
+            is None
+        )
+
+    def _batch_row(self, batch_id: str) -> tuple:
+        return self._conn.execute(f"SELECT {_BATCH_COLUMNS} FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()
 
     def batches(self, limit: int = 20) -> list[BatchView]:
         """The most recent batches, newest first."""
@@ -369,18 +391,12 @@ class Ledger(WorkQueue, Observation, Maintenance):
         ).fetchall()
         return [self._batch_view(row, False) for row in rows]
 
-    def _batch_view(self, row: tuple, with_failures: bool) -> BatchView:
+    def _batch_view(self, row: tuple, with_failures: bool, counts: dict[str, int] | None = None) -> BatchView:
+        """The view of the batch ``row``; its ``counts`` by state are counted from its item rows
+        unless given (a :class:`~thumbctl.ledger.follow.Follower` keeps them from the log)."""
         (batch_id, key, digest, total, root, out_dir, manifest, created, cancel_at, expired_at) = row
-        counts = dict.fromkeys(ITEM_STATES, 0)
-        oldest_queued = None
-        for state, n, oldest in self._conn.execute(
-            "SELECT state, count(*), min(CASE WHEN not_before IS NULL OR not_before <= ? THEN queued_at END) "
-            "FROM items WHERE batch_id = ? GROUP BY state",
-            (iso(self.clock()), batch_id),
-        ):
-            counts[state] = n
-            if state == "queued":
-                oldest_queued = oldest
+        counts = self._state_counts(batch_id) if counts is None else counts
+        oldest_queued = self._oldest_runnable(batch_id, iso(self.clock())) if counts["queued"] else None
         last = self._conn.execute(
             "SELECT at FROM events WHERE batch_id = ? ORDER BY seq DESC LIMIT 1", (batch_id,)
         ).fetchone()
@@ -408,6 +424,25 @@ class Ledger(WorkQueue, Observation, Maintenance):
             failures=tuple(self._failures(batch_id)) if with_failures else (),
             smaller_than_target=self._smaller_than_target(batch_id) if with_failures else 0,
         )
+
+    def _state_counts(self, batch_id: str) -> dict[str, int]:
+        """Items of the batch by state, counted on the ``(batch_id, state)`` index."""
+        counts = dict.fromkeys(ITEM_STATES, 0)
+        for state, n in self._conn.execute(
+            "SELECT state, count(*) FROM items WHERE batch_id = ? GROUP BY state", (batch_id,)
+        ):
+            counts[state] = n
+        return counts
+
+    def _oldest_runnable(self, batch_id: str, at: str) -> str | None:
+        """When the batch's longest-waiting runnable item was queued (not waiting out a backoff at
+        ``at``): the first such row of the queued-age index, past only the delayed ones before it."""
+        row = self._conn.execute(
+            "SELECT queued_at FROM items INDEXED BY items_queued_age WHERE batch_id = ? AND state = 'queued' "
+            "AND (not_before IS NULL OR not_before <= ?) ORDER BY queued_at LIMIT 1",
+            (batch_id, at),
+        ).fetchone()
+        return row[0] if row else None
 
     def _failures(self, batch_id: str) -> Iterator[FailureView]:
         for row in self._conn.execute(

@@ -11,8 +11,9 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..models import Activity, RecentFailure, WorkerActivity
-from .timefmt import iso, parse_iso
+from ..models import Activity, WorkerActivity
+from .follow import Follower
+from .timefmt import iso
 
 _TERMINAL = "('succeeded', 'failed', 'cancelled')"
 
@@ -64,23 +65,14 @@ class Observation:
     _conn: sqlite3.Connection
     clock: Callable[[], float]
 
+    def follow(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Follower:
+        """A :class:`~thumbctl.ledger.follow.Follower` of one batch (or of every batch) for a live
+        view: each of its reads costs what changed since the last, not what the batch holds."""
+        return Follower(self, batch_id, window=window, failures=failures)  # type: ignore[arg-type]
+
     def activity(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Activity:
-        """Queue, throughput over the last ``window`` seconds, workers and recent failures."""
-        now = self.clock()
-        at, start = iso(now), iso(now - window)
-        runnable, delayed, running, oldest = self._queue_figures(batch_id, at)
-        done, span = self._recent_completions(batch_id, start, now, window)
-        return Activity(
-            at=at,
-            runnable=runnable,
-            delayed=delayed,
-            running=running,
-            queue_age_seconds=max(0.0, now - parse_iso(oldest)) if oldest else None,
-            completed_recently=done,
-            window_seconds=span,
-            workers=tuple(self._workers(batch_id)),
-            recent_failures=tuple(self._recent_failures(batch_id, failures)),
-        )
+        """Queue, throughput over the last ``window`` seconds, workers and recent failures, read once."""
+        return self.follow(batch_id, window=window, failures=failures).read()[1]
 
     def _queue_figures(self, batch_id: str | None, at: str) -> tuple[int, int, int, str | None]:
         """Runnable, delayed (backoff) and running items, and when the oldest runnable one was queued."""
@@ -95,21 +87,6 @@ class Observation:
             [at, *params],
         ).fetchone()
 
-    def _recent_completions(self, batch_id: str | None, start: str, now: float, window: float) -> tuple[int, float]:
-        """Completions since ``start``, and the span they count over: the window, or less when
-        the first claim or completion in it came later (a run that began 5 s ago is not
-        averaged over 30 s, nor one that resumed after an idle spell over its last claim)."""
-        scope, params = _scope(batch_id, "e")
-        done, first = self._conn.execute(
-            f"SELECT count(CASE WHEN e.to_state IN {_TERMINAL} AND e.from_state = 'running' THEN 1 END), "
-            f"min(CASE WHEN e.to_state = 'running' OR (e.to_state IN {_TERMINAL} AND e.from_state = 'running') "
-            "THEN e.at END) "
-            f"FROM events e WHERE e.at >= ?{scope}",
-            [start, *params],
-        ).fetchone()
-        span = window if first is None else min(window, now - parse_iso(first))
-        return done, max(span, 1.0)
-
     def _workers(self, batch_id: str | None) -> list[WorkerActivity]:
         scope, params = _scope(batch_id, "i")
         rows = self._conn.execute(
@@ -120,20 +97,6 @@ class Observation:
         ).fetchall()
         return [
             WorkerActivity(owner, item_id, tuple(ratios.split(" ")), since) for owner, item_id, ratios, since in rows
-        ]
-
-    def _recent_failures(self, batch_id: str | None, limit: int) -> list[RecentFailure]:
-        """The latest failed attempts: final failures and failures that will be retried."""
-        scope, params = _scope(batch_id, "e")
-        rows = self._conn.execute(
-            "SELECT e.at, i.item_id, i.ratio, e.error_code, e.detail, e.to_state = 'queued' "
-            "FROM events e JOIN items i ON i.id = e.item_row "
-            f"WHERE e.error_code IS NOT NULL AND e.to_state IN ('failed', 'queued'){scope} "
-            "ORDER BY e.seq DESC LIMIT ?",
-            [*params, limit],
-        ).fetchall()
-        return [
-            RecentFailure(at, item, ratio, code, detail, bool(retry)) for at, item, ratio, code, detail, retry in rows
         ]
 
     def stats_facts(self, since: float, batch_id: str | None = None) -> StatsFacts:

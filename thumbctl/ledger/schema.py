@@ -158,6 +158,12 @@ def _v6_queued_by_batch(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX items_queued_by_batch ON items (batch_id, not_before) WHERE state = 'queued'")
 
 
+def _v7_queued_age(db: sqlite_utils.Database) -> None:
+    """Live views show how long the oldest runnable item of a batch has waited: a partial index of
+    queued items by batch and time queued finds it in a few steps instead of reading every queued row."""
+    db.execute("CREATE INDEX items_queued_age ON items (batch_id, queued_at, not_before) WHERE state = 'queued'")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
@@ -165,5 +171,6 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (4, _v4_object_checks),
     (5, _v5_claim_stages),
     (6, _v6_queued_by_batch),
+    (7, _v7_queued_age),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
