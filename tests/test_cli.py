@@ -877,8 +877,8 @@ def items_of(cli, batch_id: str) -> dict[tuple[str, str], dict]:
 def table_rows(cli, batch_id: str) -> dict[tuple[str, str], str]:
     """The rows of the human ``status BATCH --items`` table, keyed by (item id, ratio)."""
     result = cli("status", batch_id, "--items")
-    assert result.exit_code == 0 and result.stdout == ""
-    header, *rows = result.stderr.splitlines()
+    assert result.exit_code == 0 and result.stderr == ""  # a listing is a result: stdout (DESIGN section 2)
+    header, *rows = result.stdout.splitlines()
     assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
     return {(row.split()[0], row.split()[1]): row for row in rows}
 
@@ -1054,8 +1054,8 @@ def test_status_state_lists_those_items_with_why_they_failed(cli, photos: Path, 
     assert run.exit_code == 1
     batch_id = json.loads(run.stdout)["batch_id"]
     table = cli("status", batch_id, "--state", "failed")
-    assert table.exit_code == 0
-    (header, row) = table.stderr.splitlines()
+    assert table.exit_code == 0 and table.stderr == ""
+    (header, row) = table.stdout.splitlines()
     assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
     assert row.split()[:5] == ["cut.jpg", "1:1", "failed", "1", "corrupt_image"]
     assert "jpeg data does not decode" in row and "cut.1x1.jpg" not in row and not (out_dir / "cut.1x1.jpg").exists()
