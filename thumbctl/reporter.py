@@ -50,6 +50,9 @@ EVENT_COLUMNS = ("seq", "at", "item", "ratio", "transition", "attempt", "worker"
 #: A cell of a streamed listing: its text, and the Rich style it has on a terminal.
 Cell = tuple[str, str | None]
 _ELEMENT_ENCODER = json.JSONEncoder(ensure_ascii=False)
+#: Control characters a name or a message may hold, shown as ``?`` (line breaks and tabs as a
+#: space) so a listing stays one line per row and writes no control codes.
+_UNPRINTABLE = {c: "?" for c in (*range(32), *range(127, 160))} | {ord("\n"): " ", ord("\r"): " ", ord("\t"): " "}
 
 
 def styled(state: str) -> str:
@@ -118,16 +121,21 @@ def item_note(item: ItemView) -> str:
     return item.friendly_path or item.error_detail or ""
 
 
+def printable(text: str) -> str:
+    """``text`` on one line without control characters."""
+    return text if text.isprintable() else text.translate(_UNPRINTABLE)
+
+
 def item_cells(item: ItemView) -> tuple[Cell, ...]:
     """A row of ``status BATCH --items``."""
     return (
-        (item.item_id, None),
+        (printable(item.item_id), None),
         (item.ratio, None),
         (item.state, STATE_STYLES.get(item.state)),
         (str(item.attempt), None),
         (item.error_code or "", "red"),
         (crop_text(item.result), None),
-        (item_note(item), None),
+        (printable(item_note(item)), None),
     )
 
 
@@ -137,11 +145,11 @@ def event_cells(event: EventView) -> tuple[Cell, ...]:
     return (
         (str(event.seq), None),
         (event.at, None),
-        (event.item_id or "(batch)", None),
+        (printable(event.item_id or "(batch)"), None),
         (event.ratio or "", None),
         (transition, STATE_STYLES.get(event.to_state)),
         ("" if event.attempt is None else str(event.attempt), None),
-        (event.worker or "", None),
+        (printable(event.worker or ""), None),
         (event.error_code or "", "red"),
     )
 

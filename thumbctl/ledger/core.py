@@ -54,7 +54,7 @@ from ..models import (
 from ..retrypolicy import BusyPolicy
 from ..settings import Limits
 from ..store import OutputLayout
-from .connection import LedgerConnection, connect, fault_for, file_identity, gone_error
+from .connection import LedgerConnection, LedgerCursor, connect, fault_for, file_identity, gone_error
 from .maintenance import Maintenance
 from .observe import Observation
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -451,7 +451,8 @@ class Ledger(WorkQueue, Observation, Maintenance):
         block: one read transaction, so the listing is one consistent snapshot."""
         with self._reading():
             sql, params = self._items_query(batch_id, state)
-            yield (_item_view(row) for row in self._fetched(sql, params))
+            with self._rows(sql, params) as rows:
+                yield map(_item_view, rows)
 
     def _items_query(self, batch_id: str, state: str | None) -> tuple[str, list[object]]:
         sql = f"SELECT {_ITEM_VIEW_COLUMNS} FROM items WHERE batch_id = ?"
@@ -473,7 +474,8 @@ class Ledger(WorkQueue, Observation, Maintenance):
         batch or item raises on entering, before anything is listed."""
         with self._reading():
             sql, params = self._events_query(batch_id, item_id)
-            yield (_event_view(row) for row in self._fetched(sql, params))
+            with self._rows(sql, params) as rows:
+                yield map(_event_view, rows)
 
     def _events_query(self, batch_id: str, item_id: str | None) -> tuple[str, list[object]]:
         batch_id = self.resolve_batch_id(batch_id)
@@ -492,7 +494,11 @@ class Ledger(WorkQueue, Observation, Maintenance):
     @contextmanager
     def _reading(self) -> Iterator[None]:
         """One read transaction: every query inside sees the same snapshot of the ledger,
-        however long the caller takes (WAL: writers carry on meanwhile)."""
+        however long the caller takes (WAL: writers carry on meanwhile). Inside one already
+        open, that one is the snapshot."""
+        if self._conn.in_transaction:
+            yield
+            return
         self._conn.execute("BEGIN")
         try:
             yield
@@ -501,11 +507,16 @@ class Ledger(WorkQueue, Observation, Maintenance):
                 with contextlib.suppress(LedgerFault):  # a read has nothing to keep; the first fault is the one
                     self._conn.execute("ROLLBACK")
 
-    def _fetched(self, sql: str, params: list[object]) -> Iterator[tuple]:
-        """The rows of ``sql``, fetched :data:`_FETCH_ROWS` at a time (never all at once)."""
+    @contextmanager
+    def _rows(self, sql: str, params: list[object]) -> Iterator[Iterator[tuple]]:
+        """The rows of ``sql`` as they are fetched. The cursor is closed on leaving, read to the
+        end or not: a statement left pending would keep its snapshot, and this connection's
+        next write would find the ledger busy."""
         cursor = self._conn.execute(sql, params)
-        while rows := cursor.fetchmany(_FETCH_ROWS):
-            yield from rows
+        try:
+            yield _fetched(cursor)
+        finally:
+            cursor.close()
 
     def _check_item(self, batch_id: str, item_id: str) -> None:
         if (
@@ -540,6 +551,12 @@ def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool])
         for item in new.items
     )
     return replace(new, items=items)
+
+
+def _fetched(cursor: LedgerCursor) -> Iterator[tuple]:
+    """The rows of ``cursor``, fetched :data:`_FETCH_ROWS` at a time (never all at once)."""
+    while rows := cursor.fetchmany(_FETCH_ROWS):
+        yield from rows
 
 
 def _item_view(row: tuple) -> ItemView:
