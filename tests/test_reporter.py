@@ -4,15 +4,16 @@ import io
 import json
 import os
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from thumbctl import Ledger, Limits
+from thumbctl.errors import LedgerCorrupt
 from thumbctl.models import EventView, ItemView
-from thumbctl.reporter import WIDTH_SAMPLE, Reporter, item_note
+from thumbctl.reporter import WIDTH_SAMPLE, WRITE_ROWS, Reporter, item_note
 
 from support import request
 
@@ -114,6 +115,27 @@ def test_a_streamed_json_listing_is_the_document_the_whole_list_made(key: str, h
         assert [json.loads(line.strip().rstrip(",")) for line in lines[-2 - len(elements) : -2]] == [
             e.to_json() for e in elements
         ]
+
+
+@pytest.mark.parametrize("before_fault", [0, 3, 1200])
+def test_a_json_listing_cut_short_by_a_ledger_fault_is_still_one_document(before_fault: int) -> None:
+    """A fault met in the first rows leaves only the error document; one met later ends the
+    listing's document with an ``error`` member after the rows written (whole chunks of
+    WRITE_ROWS): stdout always parses, and says what happened."""
+    fault = LedgerCorrupt("the ledger is damaged")
+
+    def events() -> Iterator[EventView]:
+        yield from (event(n) for n in range(1, before_fault + 1))
+        raise fault
+
+    out = io.StringIO()
+    reporter = Reporter(json_mode=True, stdout=out, console=Console(file=io.StringIO()))
+    with pytest.raises(LedgerCorrupt):
+        reporter.events(events())
+    reporter.error(fault)  # as the CLI's one error handler does
+    written = before_fault // WRITE_ROWS * WRITE_ROWS
+    listed = {"events": [event(n).to_json() for n in range(1, written + 1)]} if written else {}
+    assert json.loads(out.getvalue()) == {**listed, **fault.to_json()}
 
 
 def test_events_are_lines_under_a_header_on_stdout() -> None:

@@ -221,6 +221,8 @@ class Reporter:
         self.progress_interval = progress_interval
         self.console = console or Console(stderr=True, highlight=False)
         self.stdout = stdout or sys.stdout
+        #: While a JSON listing is being written: what closes its list.
+        self._open_list: str | None = None
 
     # -- primitives -----------------------------------------------------------
 
@@ -230,14 +232,19 @@ class Reporter:
 
     def emit_json_list(self, head: dict[str, object], key: str, elements: Iterable[object]) -> None:
         """The document ``{**head, key: [elements]}`` written as the elements come, one element a
-        line: memory stays flat however long the list, and the output is one JSON document."""
+        line: memory stays flat however long the list, and the output is one JSON document.
+        Nothing is written before the first elements are in hand, so a ledger fault met at once
+        leaves only the error document; one met later closes this document with an ``error``
+        member (:meth:`error`)."""
+        chunks = _chunked(map(_ELEMENT_ENCODER.encode, elements))
+        first = next(chunks, [])
         opening = json.dumps({**head, key: []}, indent=2, ensure_ascii=False)
-        self.stdout.write(opening[: -len("[]\n}")])
-        separator = "[\n    "
-        for chunk in _chunked(elements):
-            self.stdout.write(separator + ",\n    ".join(map(_ELEMENT_ENCODER.encode, chunk)))
-            separator = ",\n    "
-        self.stdout.write("[]\n}\n" if separator.startswith("[") else "\n  ]\n}\n")
+        self.stdout.write(opening[: -len("[]\n}")] + ("[\n    " + ",\n    ".join(first) if first else "["))
+        self._open_list = "\n  ]" if first else "]"
+        for chunk in chunks:
+            self.stdout.write(",\n    " + ",\n    ".join(chunk))
+        self.stdout.write(self._open_list + "\n}\n")
+        self._open_list = None
         self.stdout.flush()
 
     def listing(self, columns: Sequence[str], rows: Iterable[Sequence[Cell]]) -> None:
@@ -266,7 +273,12 @@ class Reporter:
         """One line naming the stable code, always shown (even with -q or --json); with
         --json, also the error document on stdout."""
         self.console.print(f"[bold red]error[/] [dim]\\[{err.code}][/] {escape(err.message)}")
-        if self.json_mode:
+        if self.json_mode and self._open_list is not None:  # a listing cut short: its document ends here
+            member = json.dumps(err.to_json(), indent=2, ensure_ascii=False)[len("{\n") :]
+            self.stdout.write(f"{self._open_list},\n{member}\n")
+            self._open_list = None
+            self.stdout.flush()
+        elif self.json_mode:
             self.emit_json(err.to_json())
 
     # -- commands -------------------------------------------------------------
