@@ -14,7 +14,8 @@ Each timed run is the real CLI as a subprocess, as a user would run it:
   change wrote these tables to stderr)
 
 measuring wall time and the child's peak RSS (``ru_maxrss`` from ``os.wait4`` of that
-child alone). Runs are interleaved over the cases and the median of ``--repeat`` runs is
+child alone; the ledger is built in another process, because a child's ``ru_maxrss`` starts
+from this process's size at the fork). Runs are interleaved over the cases and the median of ``--repeat`` runs is
 shown. Each command also runs on a 1-item batch (start-up alone); the time per million
 listed rows over that floor, at the largest size against the smallest, shows whether time
 stays linear in the size.
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import multiprocessing
 import os
 import platform
 import shlex
@@ -153,7 +155,8 @@ def run_benchmark(args: argparse.Namespace, codes: dict[str, Path], work: Path) 
     for size in [1, *args.sizes]:
         db = work / f"ledger-{size}.db"
         started = time.perf_counter()
-        batch_id = build_ledger(db, size)
+        with multiprocessing.get_context("spawn").Pool(1) as pool:  # the build's memory stays out of this process
+            batch_id = pool.apply(build_ledger, (db, size))
         print(f"built {size:,} items in {time.perf_counter() - started:.1f}s", file=sys.stderr)
         here = [code for code in codes if code == "after" or size <= args.before_max]
         round_cases = [Case(code, name, size) for name in COMMANDS for code in here]
