@@ -430,19 +430,58 @@ def test_colour_on_a_terminal_unless_no_color(tmp_path: Path) -> None:
     assert b"\x1b[3" not in plain and b"succeeded" in plain
 
 
-def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "first_line"),
+    [
+        (["events", "--json"], b"{\n"),
+        (["events"], b"seq  at                           item       ratio  transition  attempt  worker  error\n"),
+        (["status", "--items"], b"item       ratio  state   attempt  error  crop  output\n"),
+    ],
+)
+def test_a_closed_pipe_ends_quietly(tmp_path: Path, args: list[str], first_line: bytes) -> None:
+    """`thumbctl events B | head -1`: the listing stops where the reader went away, exit 0, nothing on stderr."""
     db = tmp_path / "l.db"
     with Ledger(db) as ledger:
         batch = ledger.accept_batch(request("big", sources=400, ratios=("1:1", "4:3", "16:9")), Limits())
     proc = subprocess.Popen(
-        [sys.executable, "-m", "thumbctl", "events", batch.batch_id, "--json", "--db", str(db)],
+        [sys.executable, "-m", "thumbctl", args[0], batch.batch_id, *args[1:], "--db", str(db)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    assert proc.stdout is not None and proc.stdout.readline() == b"{\n"
+    assert proc.stdout is not None and proc.stdout.readline() == first_line
     proc.stdout.close()  # like `| head -1`
     assert proc.wait(timeout=60) == 0
     assert proc.stderr is not None and proc.stderr.read() == b""
+
+
+@pytest.mark.parametrize("args", [["events"], ["events", "--item", "coffee.png"], ["status", "--items"]])
+def test_listings_are_results_on_stdout_one_line_a_row_and_json_is_the_whole_document(
+    cli, photos: Path, out_dir: Path, args: list[str]
+) -> None:
+    """DESIGN section 2: the lines of `events` and `status --items` go to stdout (`| grep failed`
+    works), nothing to stderr; with --json, the streamed document is the one the whole list makes."""
+    submitted = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "4:3", "--json")
+    batch_id = json.loads(submitted.stdout)["batch_id"]
+    with Ledger(Path(os.environ["THUMBCTL_DB"]), read_only=True) as ledger:
+        if args[0] == "events":
+            item = args[2] if len(args) > 1 else None
+            expected = {"events": [e.to_json() for e in ledger.events(batch_id, item_id=item)]}
+        else:
+            expected = {"batch_id": batch_id, "items": [i.to_json() for i in ledger.items(batch_id)]}
+    listed = cli(args[0], batch_id, *args[1:], "--json")
+    assert (listed.exit_code, listed.stderr, json.loads(listed.stdout)) == (0, "", expected)
+    human = cli(args[0], batch_id, *args[1:])
+    assert (human.exit_code, human.stderr) == (0, "")
+    header, *rows = human.stdout.splitlines()
+    (key,) = set(expected) - {"batch_id"}
+    assert len(rows) == len(expected[key]) and "\x1b" not in human.stdout
+    if key == "events":
+        assert header.split() == ["seq", "at", "item", "ratio", "transition", "attempt", "worker", "error"]
+        assert [row.split()[0] for row in rows] == [str(e["seq"]) for e in expected["events"]]
+        assert all(row.split()[6] == e["to_state"] for row, e in zip(rows, expected["events"], strict=True))
+    else:
+        assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
+        assert [row.split()[:3] for row in rows] == [[i["item_id"], i["ratio"], i["state"]] for i in expected["items"]]
 
 
 def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli, tmp_path: Path) -> None:
@@ -877,8 +916,8 @@ def items_of(cli, batch_id: str) -> dict[tuple[str, str], dict]:
 def table_rows(cli, batch_id: str) -> dict[tuple[str, str], str]:
     """The rows of the human ``status BATCH --items`` table, keyed by (item id, ratio)."""
     result = cli("status", batch_id, "--items")
-    assert result.exit_code == 0 and result.stdout == ""
-    header, *rows = result.stderr.splitlines()
+    assert result.exit_code == 0 and result.stderr == ""  # a listing is a result: stdout (DESIGN section 2)
+    header, *rows = result.stdout.splitlines()
     assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
     return {(row.split()[0], row.split()[1]): row for row in rows}
 
@@ -1054,8 +1093,8 @@ def test_status_state_lists_those_items_with_why_they_failed(cli, photos: Path, 
     assert run.exit_code == 1
     batch_id = json.loads(run.stdout)["batch_id"]
     table = cli("status", batch_id, "--state", "failed")
-    assert table.exit_code == 0
-    (header, row) = table.stderr.splitlines()
+    assert table.exit_code == 0 and table.stderr == ""
+    (header, row) = table.stdout.splitlines()
     assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
     assert row.split()[:5] == ["cut.jpg", "1:1", "failed", "1", "corrupt_image"]
     assert "jpeg data does not decode" in row and "cut.1x1.jpg" not in row and not (out_dir / "cut.1x1.jpg").exists()

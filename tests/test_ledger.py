@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from thumbctl import IdempotencyConflict, Ledger, Limits
-from thumbctl.errors import BatchNotFound, LedgerError
+from thumbctl.errors import BatchNotFound, ItemNotFound, LedgerError
 from thumbctl.ledger.schema import SCHEMA_VERSION
 from thumbctl.ledger.timefmt import iso
 from thumbctl.models import ITEM_STATES, NewBatch, NewItem, batch_state
@@ -147,6 +147,51 @@ def test_concurrent_submits_with_one_key_create_one_batch(tmp_path: Path, same_r
     with Ledger(Path(path)) as led:
         assert len(led.batches()) == 1
         check_invariants(led)
+
+
+# -- streamed listings ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("listing", "kwargs"),
+    [("events", {}), ("events", {"item_id": "img1.jpg"}), ("items", {}), ("items", {"state": "failed"})],
+)
+def test_a_streamed_listing_yields_what_the_list_holds(ledger: Ledger, listing: str, kwargs: dict) -> None:
+    batch_id = ledger.accept_batch(new_batch("k", "d1", queued=1200, failed=3), Limits()).batch_id
+    ledger.request_cancel(batch_id)
+    with getattr(ledger, f"streamed_{listing}")(batch_id[:8], **kwargs) as rows:
+        streamed = list(rows)
+    assert streamed == getattr(ledger, listing)(batch_id, **kwargs) and streamed
+
+
+def test_a_streamed_listing_is_one_snapshot_while_another_process_writes(ledger: Ledger) -> None:
+    batch_id = ledger.accept_batch(new_batch("k", "d1", queued=1200), Limits()).batch_id
+    with ledger.streamed_items(batch_id) as items, ledger.streamed_events(batch_id) as events:
+        first = next(items)
+        with Ledger(ledger.path) as other:
+            other.request_cancel(batch_id)  # commits while the listing is half read
+        assert {first.state} | {i.state for i in items} == {"queued"}
+        assert {e.to_state for e in events} == {"queued"}
+    assert {i.state for i in ledger.items(batch_id)} == {"cancelled"}
+
+
+def test_a_streamed_listing_left_early_ends_its_read(ledger: Ledger) -> None:
+    batch_id = ledger.accept_batch(new_batch("k", "d1", queued=1200), Limits()).batch_id
+    with ledger.streamed_events(batch_id) as events:
+        next(events)
+    with Ledger(ledger.path) as other:
+        other.request_cancel(batch_id)
+        other._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    ledger.request_cancel(batch_id)  # a write on this connection: no read transaction is left open
+    assert ledger.batch(batch_id).state == "cancelled"
+
+
+@pytest.mark.parametrize("kwargs", [{"batch_id": "b_nope"}, {"item_id": "nope.jpg"}])
+def test_a_streamed_listing_of_an_unknown_batch_or_item_fails_on_entering(ledger: Ledger, kwargs: dict) -> None:
+    batch_id = ledger.accept_batch(new_batch("k", "d1"), Limits()).batch_id
+    with pytest.raises((BatchNotFound, ItemNotFound)), ledger.streamed_events(**{"batch_id": batch_id, **kwargs}):
+        pytest.fail("entered")
+    assert len(ledger.events(batch_id)) == 3  # and the connection is usable
 
 
 # -- cancellation -------------------------------------------------------------------

@@ -458,7 +458,8 @@ def status(
                 reporter.batch_list(ledger.batches(limit))
             elif items:
                 batch_id = ledger.resolve_batch_id(batch)
-                reporter.items(batch_id, ledger.items(batch_id, state=state))
+                with ledger.streamed_items(batch_id, state=state) as listed:
+                    reporter.items(batch_id, listed)
             elif watch:
                 batch_id = ledger.resolve_batch_id(batch)
                 with (
@@ -481,8 +482,12 @@ def events(
 ) -> None:
     """The transition log of a batch: every state change with time, attempt, worker, error code."""
     reporter = _reporter(json_out, quiet)
-    with _handled(reporter), _open_ledger(db, read_only=True) as ledger:
-        reporter.events(ledger.events(batch, item_id=item))
+    with (
+        _handled(reporter),
+        _open_ledger(db, read_only=True) as ledger,
+        ledger.streamed_events(batch, item_id=item) as listed,
+    ):
+        reporter.events(listed)
 
 
 @app.command(epilog=COMMAND_EPILOG)

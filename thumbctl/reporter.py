@@ -1,8 +1,10 @@
 """Output for people and programs: Rich on a terminal, plain lines elsewhere, JSON on demand.
 
 The library never prints; the CLI hands views to a :class:`Reporter`.
-Human output goes to stderr; with ``--json`` exactly one JSON document goes
-to stdout and nothing else does.
+Human output goes to stderr, except the long listings (``events``, ``status --items``):
+they are results, so their lines go to stdout (DESIGN section 2), and they are written
+row by row as the ledger yields them, never built whole in memory. With ``--json``
+exactly one JSON document goes to stdout and nothing else does.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ import json
 import os
 import sys
 from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, islice
 from typing import TYPE_CHECKING, TextIO
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -36,6 +41,20 @@ STATE_STYLES = {
     "cancel_requested": "magenta",
     "partial": "yellow",
 }
+
+
+#: A streamed listing sizes its columns on its first rows; a longer cell further down widens only its own line.
+WIDTH_SAMPLE = 200
+#: Lines (or JSON elements) a streamed listing writes at a time.
+WRITE_ROWS = 500
+ITEM_COLUMNS = ("item", "ratio", "state", "attempt", "error", "crop", "output")
+EVENT_COLUMNS = ("seq", "at", "item", "ratio", "transition", "attempt", "worker", "error")
+#: A cell of a streamed listing: its text, and the Rich style it has on a terminal.
+Cell = tuple[str, str | None]
+_ELEMENT_ENCODER = json.JSONEncoder(ensure_ascii=False)
+#: Control characters a name or a message may hold, shown as ``?`` (line breaks and tabs as a
+#: space) so a listing stays one line per row and writes no control codes.
+_UNPRINTABLE = {c: "?" for c in (*range(32), *range(127, 160))} | {ord("\n"): " ", ord("\r"): " ", ord("\t"): " "}
 
 
 def styled(state: str) -> str:
@@ -104,6 +123,68 @@ def item_note(item: ItemView) -> str:
     return item.friendly_path or item.error_detail or ""
 
 
+def printable(text: str) -> str:
+    """``text`` on one line without control characters."""
+    return text if text.isprintable() else text.translate(_UNPRINTABLE)
+
+
+def item_cells(item: ItemView) -> tuple[Cell, ...]:
+    """A row of ``status BATCH --items``."""
+    return (
+        (printable(item.item_id), None),
+        (item.ratio, None),
+        (item.state, STATE_STYLES.get(item.state)),
+        (str(item.attempt), None),
+        (item.error_code or "", "red"),
+        (crop_text(item.result), None),
+        (printable(item_note(item)), None),
+    )
+
+
+def event_cells(event: EventView) -> tuple[Cell, ...]:
+    """A row of ``events BATCH``."""
+    transition = f"{event.from_state or '∅'} → {event.to_state}" + (" (dedup)" if event.dedup else "")
+    return (
+        (str(event.seq), None),
+        (event.at, None),
+        (printable(event.item_id or "(batch)"), None),
+        (event.ratio or "", None),
+        (transition, STATE_STYLES.get(event.to_state)),
+        ("" if event.attempt is None else str(event.attempt), None),
+        (printable(event.worker or ""), None),
+        (event.error_code or "", "red"),
+    )
+
+
+def _cell_width(text: str) -> int:
+    return len(text) if text.isascii() else cell_len(text)
+
+
+def column_widths(columns: Sequence[str], rows: Iterable[Sequence[Cell]]) -> list[int]:
+    """The width of each column: its widest cell in ``rows`` or its header."""
+    widths = [len(name) for name in columns]
+    for row in rows:
+        for n, (text, _) in enumerate(row):
+            widths[n] = max(widths[n], _cell_width(text))
+    return widths
+
+
+def plain_line(row: Sequence[Cell], widths: Sequence[int]) -> str:
+    """Cells padded to their column's width, two spaces apart (the last one unpadded)."""
+    parts = [text + " " * (width - _cell_width(text)) for (text, _), width in zip(row[:-1], widths, strict=False)]
+    parts.append(row[-1][0])
+    return "  ".join(parts).rstrip()
+
+
+def markup_line(row: Sequence[Cell], widths: Sequence[int]) -> str:
+    """:func:`plain_line` as Rich markup, each cell in its style."""
+    parts = []
+    for n, (text, style) in enumerate(row):
+        pad = " " * (widths[n] - _cell_width(text)) if n < len(row) - 1 else ""
+        parts.append((f"[{style}]{escape(text)}[/]" if style and text else escape(text)) + pad)
+    return "  ".join(parts).rstrip()
+
+
 class PipeSafeConsole(Console):
     """A console whose reader may go away (``thumbctl submit … 2>&1 | head``).
 
@@ -142,11 +223,47 @@ class Reporter:
         self.progress_interval = progress_interval
         self.console = console or Console(stderr=True, highlight=False)
         self.stdout = stdout or sys.stdout
+        #: While a JSON listing is being written: what closes its list.
+        self._open_list: str | None = None
 
     # -- primitives -----------------------------------------------------------
 
     def emit_json(self, doc: object) -> None:
         self.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        self.stdout.flush()
+
+    def emit_json_list(self, head: dict[str, object], key: str, elements: Iterable[object]) -> None:
+        """The document ``{**head, key: [elements]}`` written as the elements come, one element a
+        line: memory stays flat however long the list, and the output is one JSON document.
+        Nothing is written before the first elements are in hand, so a ledger fault met at once
+        leaves only the error document; one met later closes this document with an ``error``
+        member (:meth:`error`)."""
+        chunks = _chunked(map(_ELEMENT_ENCODER.encode, elements))
+        first = next(chunks, [])
+        opening = json.dumps({**head, key: []}, indent=2, ensure_ascii=False)
+        self.stdout.write(opening[: -len("[]\n}")] + ("[\n    " + ",\n    ".join(first) if first else "["))
+        self._open_list = "\n  ]" if first else "]"
+        for chunk in chunks:
+            self.stdout.write(",\n    " + ",\n    ".join(chunk))
+        self.stdout.write(self._open_list + "\n}\n")
+        self._open_list = None
+        self.stdout.flush()
+
+    def listing(self, columns: Sequence[str], rows: Iterable[Sequence[Cell]]) -> None:
+        """A table written line by line to stdout as the rows come, so ``| grep`` and ``| head``
+        see them at once; its columns are sized on the first :data:`WIDTH_SAMPLE` rows.
+        Plain text off a terminal; on one, each cell in its style (unless NO_COLOR)."""
+        rows = iter(rows)
+        sample = list(islice(rows, WIDTH_SAMPLE))
+        widths = column_widths(columns, sample)
+        header = [(name, "bold") for name in columns]
+        if self.stdout.isatty():
+            console = Console(file=self.stdout, highlight=False, soft_wrap=True, no_color=self.console.no_color)
+            for chunk in _chunked(chain([header], sample, rows)):
+                console.print("\n".join(markup_line(row, widths) for row in chunk))
+            return
+        for chunk in _chunked(chain([header], sample, rows)):
+            self.stdout.write("".join(plain_line(row, widths) + "\n" for row in chunk))
         self.stdout.flush()
 
     def say(self, markup: str) -> None:
@@ -158,7 +275,12 @@ class Reporter:
         """One line naming the stable code, always shown (even with -q or --json); with
         --json, also the error document on stdout."""
         self.console.print(f"[bold red]error[/] [dim]\\[{err.code}][/] {escape(err.message)}")
-        if self.json_mode:
+        if self.json_mode and self._open_list is not None:  # a listing cut short: its document ends here
+            member = json.dumps(err.to_json(), indent=2, ensure_ascii=False)[len("{\n") :]
+            self.stdout.write(f"{self._open_list},\n{member}\n")
+            self._open_list = None
+            self.stdout.flush()
+        elif self.json_mode:
             self.emit_json(err.to_json())
 
     # -- commands -------------------------------------------------------------
@@ -299,45 +421,19 @@ class Reporter:
             )
         self._table(table)
 
-    def items(self, batch_id: str, items: list[ItemView]) -> None:
+    def items(self, batch_id: str, items: Iterable[ItemView]) -> None:
+        """``status BATCH --items``: streamed to stdout, as JSON or as lines."""
         if self.json_mode:
-            self.emit_json({"batch_id": batch_id, "items": [i.to_json() for i in items]})
-            return
-        table = Table(box=None, pad_edge=False)
-        for column in ("item", "ratio", "state", "attempt", "error", "crop", "output"):
-            table.add_column(column)
-        for i in items:
-            table.add_row(
-                escape(i.item_id),
-                i.ratio,
-                styled(i.state),
-                str(i.attempt),
-                i.error_code or "",
-                crop_text(i.result),
-                escape(item_note(i)),
-            )
-        self._table(table)
+            self.emit_json_list({"batch_id": batch_id}, "items", (i.to_json() for i in items))
+        elif not self.quiet:
+            self.listing(ITEM_COLUMNS, (item_cells(i) for i in items))
 
-    def events(self, events: list[EventView]) -> None:
+    def events(self, events: Iterable[EventView]) -> None:
+        """``events BATCH``: streamed to stdout, as JSON or as lines."""
         if self.json_mode:
-            self.emit_json({"events": [e.to_json() for e in events]})
-            return
-        table = Table(box=None, pad_edge=False)
-        for column in ("seq", "at", "item", "ratio", "transition", "attempt", "worker", "error"):
-            table.add_column(column)
-        for e in events:
-            transition = f"{e.from_state or '∅'} → {e.to_state}" + (" (dedup)" if e.dedup else "")
-            table.add_row(
-                str(e.seq),
-                e.at,
-                escape(e.item_id or "(batch)"),
-                e.ratio or "",
-                transition,
-                "" if e.attempt is None else str(e.attempt),
-                e.worker or "",
-                e.error_code or "",
-            )
-        self._table(table)
+            self.emit_json_list({}, "events", (e.to_json() for e in events))
+        elif not self.quiet:
+            self.listing(EVENT_COLUMNS, (event_cells(e) for e in events))
 
     def cancelled(self, batch: BatchView) -> None:
         if self.json_mode:
@@ -495,6 +591,13 @@ class Reporter:
         for code, n in by_code.most_common():
             example = next(f for f in batch.failures if f.error_code == code)
             self.say(f"  [red]{code}[/] x{n}: e.g. {escape(example.item_id)} ({escape(example.detail or '')})")
+
+
+def _chunked(values: Iterable[object]) -> Iterator[list]:
+    """``values`` in lists of :data:`WRITE_ROWS`."""
+    values = iter(values)
+    while chunk := list(islice(values, WRITE_ROWS)):
+        yield chunk
 
 
 def _replaced(n: int) -> str:

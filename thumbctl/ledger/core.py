@@ -52,7 +52,7 @@ from ..models import (
 from ..retrypolicy import BusyPolicy
 from ..settings import Limits
 from ..store import OutputLayout
-from .connection import LedgerConnection, connect, fault_for, file_identity, gone_error
+from .connection import LedgerConnection, LedgerCursor, connect, fault_for, file_identity, gone_error
 from .maintenance import Maintenance
 from .observe import Observation
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -61,6 +61,8 @@ from .work import WorkQueue
 
 Clock = Callable[[], float]
 _SQL_CHUNK = 500
+#: Rows a streamed listing fetches from SQLite at a time.
+_FETCH_ROWS = 500
 
 
 def _json_text(value: dict[str, object]) -> str:
@@ -480,17 +482,43 @@ class Ledger(WorkQueue, Observation, Maintenance):
         return [r[0] for r in rows]
 
     def items(self, batch_id: str, *, state: str | None = None) -> list[ItemView]:
-        batch_id = self.resolve_batch_id(batch_id)
+        """The items of a batch (or those in ``state``), in the order they were recorded."""
+        sql, params = self._items_query(batch_id, state)
+        return [_item_view(row) for row in self._conn.execute(sql, params).fetchall()]
+
+    @contextmanager
+    def streamed_items(self, batch_id: str, *, state: str | None = None) -> Iterator[Iterator[ItemView]]:
+        """:meth:`items` as an iterator that reads them as it goes, valid inside the ``with``
+        block: one read transaction, so the listing is one consistent snapshot."""
+        with self._reading():
+            sql, params = self._items_query(batch_id, state)
+            with self._rows(sql, params) as rows:
+                yield map(_item_view, rows)
+
+    def _items_query(self, batch_id: str, state: str | None) -> tuple[str, list[object]]:
         sql = f"SELECT {_ITEM_VIEW_COLUMNS} FROM items WHERE batch_id = ?"
-        params: list[object] = [batch_id]
+        params: list[object] = [self.resolve_batch_id(batch_id)]
         if state is not None:
             sql += " AND state = ?"
             params.append(state)
-        rows = self._conn.execute(sql + " ORDER BY id", params).fetchall()
-        return [ItemView(*row[:-1], json.loads(row[-1]) if row[-1] else None) for row in rows]
+        return sql + " ORDER BY id", params
 
     def events(self, batch_id: str, *, item_id: str | None = None) -> list[EventView]:
         """The transition log of a batch (or of one item of it), in commit order."""
+        sql, params = self._events_query(batch_id, item_id)
+        return [_event_view(row) for row in self._conn.execute(sql, params).fetchall()]
+
+    @contextmanager
+    def streamed_events(self, batch_id: str, *, item_id: str | None = None) -> Iterator[Iterator[EventView]]:
+        """:meth:`events` as an iterator that reads them as it goes, valid inside the ``with``
+        block: one read transaction, so the listing is one consistent snapshot. An unknown
+        batch or item raises on entering, before anything is listed."""
+        with self._reading():
+            sql, params = self._events_query(batch_id, item_id)
+            with self._rows(sql, params) as rows:
+                yield map(_event_view, rows)
+
+    def _events_query(self, batch_id: str, item_id: str | None) -> tuple[str, list[object]]:
         batch_id = self.resolve_batch_id(batch_id)
         sql = (
             "SELECT e.seq, e.at, e.batch_id, i.item_id, i.ratio, e.from_state, e.to_state, "
@@ -502,8 +530,34 @@ class Ledger(WorkQueue, Observation, Maintenance):
             self._check_item(batch_id, item_id)
             sql += " AND i.item_id = ?"
             params.append(item_id)
-        rows = self._conn.execute(sql + " ORDER BY e.seq", params).fetchall()
-        return [EventView(*row[:11], bool(row[11])) for row in rows]
+        return sql + " ORDER BY e.seq", params
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """One read transaction: every query inside sees the same snapshot of the ledger,
+        however long the caller takes (WAL: writers carry on meanwhile). Inside one already
+        open, that one is the snapshot."""
+        if self._conn.in_transaction:
+            yield
+            return
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self._conn.in_transaction:
+                with contextlib.suppress(LedgerFault):  # a read has nothing to keep; the first fault is the one
+                    self._conn.execute("ROLLBACK")
+
+    @contextmanager
+    def _rows(self, sql: str, params: list[object]) -> Iterator[Iterator[tuple]]:
+        """The rows of ``sql`` as they are fetched. The cursor is closed on leaving, read to the
+        end or not: a statement left pending would keep its snapshot, and this connection's
+        next write would find the ledger busy."""
+        cursor = self._conn.execute(sql, params)
+        try:
+            yield _fetched(cursor)
+        finally:
+            cursor.close()
 
     def _check_item(self, batch_id: str, item_id: str) -> None:
         if (
@@ -538,6 +592,20 @@ def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool])
         for item in new.items
     )
     return replace(new, items=items)
+
+
+def _fetched(cursor: LedgerCursor) -> Iterator[tuple]:
+    """The rows of ``cursor``, fetched :data:`_FETCH_ROWS` at a time (never all at once)."""
+    while rows := cursor.fetchmany(_FETCH_ROWS):
+        yield from rows
+
+
+def _item_view(row: tuple) -> ItemView:
+    return ItemView(*row[:-1], json.loads(row[-1]) if row[-1] else None)
+
+
+def _event_view(row: tuple) -> EventView:
+    return EventView(*row[:11], bool(row[11]))
 
 
 def _chunks(values: list[str], size: int) -> Iterator[list[str]]:
