@@ -8,6 +8,7 @@ import random
 import sqlite3
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 from PIL import Image
@@ -133,6 +134,45 @@ def request(key: str = "k", sources: int = 2, ratios: tuple[str, ...] = ("1:1", 
         for ratio in ratios
     )
     return NewBatch(key, f"digest-{key}", "/src", "/out", {"size": 64}, items, **kwargs)
+
+
+def queued_items(count: int, tag: str, ratios: tuple[str, ...] = ("1:1", "4:3", "16:9")) -> tuple[NewItem, ...]:
+    """``count`` queued items of fake sources (no files), ``ratios`` per source, one derivative key
+    per item: for ledger-level tests at scale."""
+    return tuple(
+        NewItem(
+            f"{tag}{n // len(ratios)}.jpg",
+            ratios[n % len(ratios)],
+            f"/src/{tag}{n // len(ratios)}.jpg",
+            "queued",
+            source_digest=f"{n // len(ratios):064d}",
+            source_format="jpeg",
+            source_width=40,
+            source_height=30,
+            derivative_key=f"{tag}{n // len(ratios)}-{ratios[n % len(ratios)]}",
+            object_path=f"/out/{tag}{n}",
+            friendly_path=f"/out/{tag}{n}.jpg",
+        )
+        for n in range(count)
+    )
+
+
+def vm_steps(ledger: Ledger, operation: Callable[[], object]) -> int:
+    """SQLite VM steps ``operation`` takes on the ledger's connection: the work a statement does,
+    whatever the machine's speed."""
+    steps = 0
+
+    def tick() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    ledger._conn.set_progress_handler(tick, 1)
+    try:
+        operation()
+    finally:
+        ledger._conn.set_progress_handler(None, 1)
+    return steps
 
 
 #: Upright (width, height) of the sources of the ``photos`` fixture.

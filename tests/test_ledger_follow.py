@@ -18,9 +18,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from thumbctl import Ledger, Limits
 from thumbctl.errors import ThumbctlError
 from thumbctl.ledger import Follower, iso, parse_iso
-from thumbctl.models import ITEM_STATES, NewBatch, NewItem
+from thumbctl.models import ITEM_STATES, NewBatch
 
-from support import Clock, request
+from support import Clock, queued_items, request, vm_steps
 
 WINDOW = 30.0
 FAILURES = 4
@@ -247,24 +247,7 @@ def test_a_relinked_event_is_not_a_change_of_state(tmp_path: Path) -> None:
 
 def big_batch(items: int) -> NewBatch:
     """``items`` items, three ratios of each source, each its own derivative key."""
-    ratios = ("1:1", "4:3", "16:9")
-    new = tuple(
-        NewItem(
-            f"img{n // 3}.jpg",
-            ratios[n % 3],
-            f"/src/img{n // 3}.jpg",
-            "queued",
-            source_digest=f"{n // 3:064d}",
-            source_format="jpeg",
-            source_width=40,
-            source_height=30,
-            derivative_key=f"k{n}",
-            object_path=f"/out/o{n}",
-            friendly_path=f"/out/f{n}",
-        )
-        for n in range(items)
-    )
-    return NewBatch(f"big{items}", "digest", "/src", "/out", {"size": 64}, new)
+    return NewBatch(f"big{items}", "digest", "/src", "/out", {"size": 64}, queued_items(items, "img"))
 
 
 def some_work(led: Ledger, clock: Clock, n: int) -> None:
@@ -282,20 +265,6 @@ def some_work(led: Ledger, clock: Clock, n: int) -> None:
                 led.publish(claim, item, lambda: None)
 
 
-def vm_steps(led: Ledger, action) -> int:
-    steps = 0
-
-    def count() -> int:
-        nonlocal steps
-        steps += 1
-        return 0
-
-    led._conn.set_progress_handler(count, 1)
-    try:
-        action()
-    finally:
-        led._conn.set_progress_handler(None, 1)
-    return steps
 
 
 def steps_per_tick(tmp_path: Path, items: int, scope: str) -> dict[str, int]:

@@ -22,7 +22,7 @@ from thumbctl import Ledger, Limits
 from thumbctl.ledger import Claim
 from thumbctl.models import NewBatch, NewItem
 
-from support import Clock
+from support import Clock, queued_items, vm_steps
 
 REPO = Path(__file__).resolve().parent.parent
 SIZES = (10_000, 100_000)
@@ -31,25 +31,6 @@ FLAT = 1.5
 RATIOS = ("1:1", "4:3", "16:9")
 START = 1_000_000.0
 
-
-def queued_items(count: int, tag: str) -> tuple[NewItem, ...]:
-    """``count`` queued items: sources of three ratios each, one derivative key per item."""
-    return tuple(
-        NewItem(
-            f"{tag}{n // 3}.jpg",
-            RATIOS[n % 3],
-            f"/src/{tag}{n // 3}.jpg",
-            "queued",
-            source_digest="0" * 64,
-            source_format="jpeg",
-            source_width=40,
-            source_height=30,
-            derivative_key=f"{tag}{n // 3}-{RATIOS[n % 3]}",
-            object_path=f"/out/{tag}{n}",
-            friendly_path=f"/out/{tag}{n}.jpg",
-        )
-        for n in range(count)
-    )
 
 
 def new_batch(key: str, items: tuple[NewItem, ...], **kwargs: object) -> NewBatch:
@@ -78,22 +59,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Built]:
         ledgers[size] = Built(path, bulk, later, timed)
     return ledgers
 
-
-def vm_steps(led: Ledger, operation: Callable[[], object]) -> int:
-    """SQLite VM steps ``operation`` takes on the ledger's connection."""
-    steps = 0
-
-    def tick() -> int:
-        nonlocal steps
-        steps += 1
-        return 0
-
-    led._conn.set_progress_handler(tick, 1)
-    try:
-        operation()
-    finally:
-        led._conn.set_progress_handler(None, 1)
-    return steps
 
 
 def no_delay(attempt: int) -> float:
