@@ -202,12 +202,19 @@ _LAUNCHED: dict[str, int] = {}
 _open_pools = 0
 
 
+def _helpers() -> dict[str, object]:
+    """multiprocessing's fork server and resource tracker objects of this process (private to
+    multiprocessing: every use below falls back to doing nothing where a Python lacks them)."""
+    return {
+        "server": getattr(multiprocessing.forkserver, "_forkserver", None),
+        "tracker": getattr(multiprocessing.resource_tracker, "_resource_tracker", None),
+    }
+
+
 def _helper_pids() -> dict[str, int | None]:
     """The pids of the fork server and resource tracker that this process launched (None: none)."""
-    return {
-        "server": multiprocessing.forkserver._forkserver._forkserver_pid,  # type: ignore[attr-defined]
-        "tracker": multiprocessing.resource_tracker._resource_tracker._pid,  # type: ignore[attr-defined]
-    }
+    attribute = {"server": "_forkserver_pid", "tracker": "_pid"}
+    return {name: getattr(helper, attribute[name], None) for name, helper in _helpers().items()}
 
 
 @contextlib.contextmanager
@@ -240,12 +247,11 @@ def stop_helpers() -> None:
     running = _helper_pids()
     ours = {name for name, pid in _LAUNCHED.items() if running[name] == pid}
     _LAUNCHED.clear()
-    with contextlib.suppress(OSError):  # it died already and was reaped
-        if "server" in ours:
-            multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
-    with contextlib.suppress(OSError):
-        if "tracker" in ours:
-            multiprocessing.resource_tracker._resource_tracker._stop()  # type: ignore[attr-defined]
+    for name, helper in _helpers().items():
+        stop = getattr(helper, "_stop", None)
+        if name in ours and stop is not None:
+            with contextlib.suppress(OSError):  # it died already and was reaped
+                stop()
 
 
 atexit.register(stop_helpers)  # a fork server started early for a run that never came
