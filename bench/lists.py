@@ -36,9 +36,7 @@ import argparse
 import datetime
 import multiprocessing
 import os
-import platform
 import shlex
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -49,6 +47,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from resubmit import machine  # noqa: E402
 
 from thumbctl import Ledger, Limits  # noqa: E402
 from thumbctl.models import NewBatch, NewItem  # noqa: E402
@@ -214,13 +214,6 @@ def verdicts(cases: list[Case]) -> list[str]:
         )
     return lines
 
-
-def machine() -> str:
-    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (
-        f"nproc {nproc}, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-        f"{platform.system()} {platform.machine()}"
-    )
 
 
 def parse_args() -> argparse.Namespace:

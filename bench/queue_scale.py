@@ -31,10 +31,8 @@ import hashlib
 import io
 import multiprocessing
 import os
-import platform
 import resource
 import shlex
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -49,6 +47,8 @@ try:
     import thumbctl  # noqa: F401
 except ImportError:  # run from a checkout without PYTHONPATH
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from resubmit import machine
 
 from thumbctl import Ledger, Limits
 from thumbctl.imaging import Geometry
@@ -176,13 +176,6 @@ def timed_run(db: Path, queued: int, workers: int, args: argparse.Namespace, run
         sys.exit(f"run {run}: expected {args.items} succeeded items, got {counts} (worker exit codes {exits})")
     return Run(workers, queued, seconds, cpu, args.items)
 
-
-def machine() -> str:
-    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (
-        f"nproc {nproc}, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-        f"{platform.system()} {platform.machine()}"
-    )
 
 
 def report(runs: list[Run], args: argparse.Namespace) -> None:
