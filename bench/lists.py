@@ -107,7 +107,7 @@ def build_ledger(path: Path, count: int) -> str:
     with Ledger(path) as ledger:
         batch_id = ledger.accept_batch(request, limits).batch_id
         ledger.request_cancel(batch_id)
-        ledger._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        ledger._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return batch_id
 
 

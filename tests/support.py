@@ -167,11 +167,11 @@ def vm_steps(ledger: Ledger, operation: Callable[[], object]) -> int:
         steps += 1
         return 0
 
-    ledger._conn.set_progress_handler(tick, 1)
+    ledger._db.conn.set_progress_handler(tick, 1)
     try:
         operation()
     finally:
-        ledger._conn.set_progress_handler(None, 1)
+        ledger._db.conn.set_progress_handler(None, 1)
     return steps
 
 

@@ -181,7 +181,7 @@ def test_a_streamed_listing_left_early_ends_its_read(ledger: Ledger) -> None:
         next(events)
     with Ledger(ledger.path) as other:
         other.request_cancel(batch_id)
-        other._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        other._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     ledger.request_cancel(batch_id)  # a write on this connection: no read transaction is left open
     assert ledger.batch(batch_id).state == "cancelled"
 

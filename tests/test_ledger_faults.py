@@ -113,14 +113,14 @@ def test_the_new_exit_code_is_documented() -> None:
 
 def test_a_ledger_at_its_page_limit_is_ledger_full_and_takes_the_batch_later(tmp_path: Path) -> None:
     with Ledger(tmp_path / "l.db") as ledger:
-        pages = ledger._conn.execute("PRAGMA page_count").fetchone()[0]
-        ledger._conn.execute(f"PRAGMA max_page_count = {pages}")  # the disk is full from now on
+        pages = ledger._db.conn.execute("PRAGMA page_count").fetchone()[0]
+        ledger._db.conn.execute(f"PRAGMA max_page_count = {pages}")  # the disk is full from now on
         with pytest.raises(LedgerFull) as raised:
             ledger.accept_batch(request(sources=300), Limits())
         fault = raised.value
         assert (fault.code, int(fault.exit_code), fault.transient) == ("ledger_full", 75, True)
         assert ledger.batches() == []  # nothing half-written
-        ledger._conn.execute("PRAGMA max_page_count = 1073741823")  # space freed
+        ledger._db.conn.execute("PRAGMA max_page_count = 1073741823")  # space freed
         batch = ledger.accept_batch(request(sources=300), Limits())
         assert batch.total == 600
         check_invariants(ledger, outputs=False)

@@ -249,8 +249,8 @@ def idle_check_of_a_finished_batch(led: Ledger, clock: Clock, b: Built) -> Calla
 def stalled_candidates(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     held(led, "w1")
     held(led, batch_id=b.later)
-    with led._write():  # the flag alone: the later batch's queued items are candidates too
-        led._conn.execute("UPDATE batches SET cancel_requested_at = '2000-01-01' WHERE batch_id = ?", [b.later])
+    with led._db.write():  # the flag alone: the later batch's queued items are candidates too
+        led._db.conn.execute("UPDATE batches SET cancel_requested_at = '2000-01-01' WHERE batch_id = ?", [b.later])
 
     def read() -> None:
         assert {(item.state, item.batch_id) for item in led.stalled_candidates()} == {
@@ -320,8 +320,8 @@ def test_the_idle_check_agrees_with_the_queue_counts(tmp_path: Path) -> None:
         assert agree() == [False, False, False]
         led.fail(claim, [i.row for i in claim.items], "worker_crashed", "gone", lambda attempt: 100.0)
         assert agree() == [False, False, False]  # waiting out a backoff is live
-        with led._write():  # the flag alone, as a cancel that has not swept the queued items yet
-            led._conn.execute("UPDATE batches SET cancel_requested_at = '2000-01-01' WHERE batch_id = ?", [one])
+        with led._db.write():  # the flag alone, as a cancel that has not swept the queued items yet
+            led._db.conn.execute("UPDATE batches SET cancel_requested_at = '2000-01-01' WHERE batch_id = ?", [one])
         assert agree() == [False, True, False]
         led.request_cancel(two)
         assert agree() == [True, True, True]

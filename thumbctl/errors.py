@@ -152,7 +152,8 @@ class AdmissionRefused(UnavailableError):
 class LedgerFault(ThumbctlError):
     """The ledger itself failed a statement (busy, full, unwritable, damaged, gone).
 
-    :mod:`thumbctl.ledger.core` is the one place that turns SQLite errors into these.
+    The ledger backends (:mod:`thumbctl.ledger.connection` for SQLite, :mod:`thumbctl.ledger.postgres`)
+    are the one place that turns database errors into these.
     """
 
     code = "ledger_fault"
@@ -168,6 +169,13 @@ class LedgerBusy(LedgerUnavailable):
     """Another process held the write lock past the busy policy's bound."""
 
     code = "ledger_busy"
+
+
+class LedgerConnectionLost(LedgerUnavailable):
+    """The connection to a server ledger broke (a restart, a network cut): reopened and the
+    operation run again, within the busy policy's bound, before this ends a command."""
+
+    code = "ledger_unavailable"
 
 
 class LedgerFull(LedgerUnavailable):

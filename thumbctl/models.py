@@ -7,9 +7,21 @@ give the stable JSON shapes of the README.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
-ITEM_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
-TERMINAL_ITEM_STATES = frozenset({"succeeded", "failed", "cancelled"})
+
+class ItemState(StrEnum):
+    """The states of an item (DESIGN.md section 4), defined once: in code, JSON and SQL."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ITEM_STATES = tuple(state.value for state in ItemState)
+TERMINAL_ITEM_STATES = frozenset({ItemState.SUCCEEDED.value, ItemState.FAILED.value, ItemState.CANCELLED.value})
 TERMINAL_BATCH_STATES = frozenset({"succeeded", "partial", "failed", "cancelled"})
 
 

@@ -219,6 +219,7 @@ class RunProgress:
         self._failures_shown = 8 if verbose else 3
         self._last_body = ""
         self._follower: Follower | None = None
+        self._followed: Ledger | None = None
 
     def __enter__(self) -> RunProgress:
         if self.live:
@@ -261,8 +262,9 @@ class RunProgress:
     def _read(self, ledger: Ledger) -> tuple[BatchView | None, Activity]:
         """The view and activity as of now, from a follower of the ledger: after its first read
         (which counts the item rows) each read costs only what changed since the last."""
-        if self._follower is None or self._follower.ledger is not ledger:
+        if self._follower is None or self._followed is not ledger:
             self._follower = ledger.follow(self.batch_id, failures=_FAILURES_READ)
+            self._followed = ledger
         return self._follower.read()
 
     def _print_plain(self, view: BatchView | None, activity: Activity, *, final: bool = False) -> None:

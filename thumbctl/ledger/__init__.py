@@ -1,5 +1,6 @@
-"""The ledger package: the one owner of the SQLite database and its SQL."""
+"""The ledger package: the one owner of the database (SQLite or PostgreSQL) and its SQL."""
 
+from .backend import is_server_url, masked
 from .core import Ledger
 from .follow import Follower
 from .observe import CancelTimes, RenderFacts, StatsFacts
@@ -15,6 +16,8 @@ __all__ = [
     "QueueState",
     "RenderFacts",
     "StatsFacts",
+    "is_server_url",
     "iso",
+    "masked",
     "parse_iso",
 ]

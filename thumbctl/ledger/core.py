@@ -1,68 +1,67 @@
-"""The ledger: the one owner of the SQLite database and every SQL statement.
+"""The ledger: the one owner of the database and every SQL statement.
 
-The rest of thumbctl talks to :class:`Ledger` through a narrow interface of
-whole operations (accept a batch, request a cancel, read a view), so a
-server-backed ledger could stand in for this one without touching callers.
+The rest of thumbctl talks to :class:`Ledger` through a narrow interface of whole operations
+(accept a batch, claim, publish, request a cancel, read a view). Behind it, the same SQL runs on
+either backend (:mod:`.backend`): a SQLite file (:mod:`.sqlite`) or a PostgreSQL server
+(:mod:`.postgres`).
 
 Rules kept here:
 
-* WAL mode, ``busy_timeout``, every write inside ``BEGIN IMMEDIATE``;
-  acceptance and cancellation commit with ``synchronous=FULL``.
-* A busy write lock is waited out by one policy (:class:`~thumbctl.retrypolicy.BusyPolicy`);
-  SQLite errors about the file become stable thumbctl errors in one place
-  (:mod:`thumbctl.ledger.connection`); every write first checks the file is still the one opened.
-* Every state change is a conditional ``UPDATE`` on the current state that
-  appends its event in the same transaction; event times are taken inside
-  the transaction and events carry a monotonic sequence number.
+* Acceptance, cancellation and retry commit durably; every write is one transaction of its backend.
+* A busy ledger is waited out by one policy (:class:`~thumbctl.retrypolicy.BusyPolicy`), and a
+  connection lost to a server restart is reopened and the operation run again, within its bound;
+  database errors about the ledger become stable thumbctl errors in the backends.
+* Every state change is a conditional move on the current state (:mod:`.transitions`) that
+  appends its event in the same transaction; events are numbered in commit order.
 * Counts are always derived from item rows.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import astuple, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from ..admission import check_admission
-from ..errors import (
-    BatchNotFound,
-    IdempotencyConflict,
-    ItemNotFound,
-    LedgerBusy,
-    LedgerError,
-    LedgerFault,
-    LedgerUnavailable,
-)
-from ..models import (
-    ITEM_STATES,
-    BatchView,
-    CachedSource,
-    EventView,
-    FailureView,
-    ItemView,
-    NewBatch,
-    NewItem,
-    batch_state,
-)
+from ..errors import IdempotencyConflict, LedgerConnectionLost, LedgerFault, LedgerUnavailable
+from ..models import BatchView, CachedSource, EventView, ItemState, ItemView, NewBatch, NewItem
 from ..retrypolicy import BusyPolicy
 from ..settings import Limits
 from ..store import OutputLayout
-from .connection import LedgerConnection, LedgerCursor, connect, fault_for, file_identity, gone_error
-from .maintenance import Maintenance
+from .backend import Backend, Clock, is_server_url, record
+from .maintenance import OBJECT_STORE, Maintenance
 from .observe import Observation
-from .schema import MIGRATIONS, SCHEMA_VERSION
+from .states import QUEUED, runnable
 from .timefmt import iso, parse_iso
+from .transitions import Transitions
+from .views import Views
 from .work import WorkQueue
 
-Clock = Callable[[], float]
+if TYPE_CHECKING:
+    from ..models import Activity, ObjectStamp, PublishedItem, StalledItem
+    from .follow import Follower
+    from .maintenance import DelayFor, IsDead
+    from .observe import StatsFacts
+    from .work import Claim, ClaimedItem, QueueState
+
+T = TypeVar("T")
 _SQL_CHUNK = 500
-#: Rows a streamed listing fetches from SQLite at a time.
-_FETCH_ROWS = 500
+
+
+def open_backend(target: Path | str, *, clock: Clock, busy: BusyPolicy, read_only: bool) -> Backend:
+    """The backend for ``target``: a ``postgresql://`` URL opens a server ledger, anything else a file."""
+    if is_server_url(target):
+        from .postgres import PostgresBackend
+
+        return PostgresBackend(str(target), clock=clock, busy=busy, read_only=read_only)
+    from .sqlite import SqliteBackend
+
+    return SqliteBackend(Path(target), clock=clock, busy=busy, read_only=read_only)
 
 
 def _json_text(value: dict[str, object]) -> str:
@@ -74,48 +73,53 @@ def new_batch_id() -> str:
     return "b_" + secrets.token_hex(8)
 
 
-class Ledger(WorkQueue, Observation, Maintenance):
-    """A connection to one ledger file. Not shared across processes or threads."""
+class Ledger:
+    """A connection to one ledger: a file (SQLite) or a server URL (PostgreSQL). Not shared across
+    processes or threads.
+
+    The narrow interface every other module uses: intake, cancel and views here, the work queue
+    (:class:`~.work.WorkQueue`), maintenance (:class:`~.maintenance.Maintenance`) and live
+    projections (:class:`~.observe.Observation`) through the methods below. A connection lost to a
+    server restart is reopened and the operation run again within the busy policy's bound.
+    """
 
     def __init__(
         self,
-        path: Path,
+        target: Path | str,
         *,
         busy_timeout: float | None = None,
         clock: Clock = time.time,
         read_only: bool = False,
         busy: BusyPolicy | None = None,
     ) -> None:
-        """Open the ledger at ``path``. ``read_only`` never writes (for commands that only read;
-        a ledger needing a schema upgrade is upgraded first where it is writable). ``busy`` is the
-        busy policy (default: :meth:`BusyPolicy.from_env`); ``busy_timeout`` overrides its timeout."""
-        self.path = Path(path)
+        """Open the ledger at ``target``: a file path, or a ``postgresql://`` URL. ``read_only``
+        never writes (for commands that only read; a ledger needing a schema upgrade is upgraded
+        first where it is writable). ``busy`` is the busy policy (default:
+        :meth:`BusyPolicy.from_env`); ``busy_timeout`` overrides its timeout."""
         self.clock = clock
         self.read_only = read_only
         policy = busy or BusyPolicy.from_env()
         if busy_timeout is not None:
             policy = replace(policy, timeout=busy_timeout, bound=max(policy.bound, busy_timeout))
         self.busy = policy
-        self._conn = self._open_connection()
-        self._identity = file_identity(self.path)
-        self._migrate()
+        self._db = open_backend(target, clock=self._now, busy=policy, read_only=read_only)
+        self.path = self._db.name
+        self._log = Transitions(self._db)
+        self._views = Views(self._db)
+        self._queue = WorkQueue(self._db, self._log)
+        self._upkeep = Maintenance(self._db, self._log)
+        self._observe = Observation(self._db, self._views)
 
-    def _open_connection(self) -> LedgerConnection:
-        conn = connect(self.path, self.busy.timeout, read_only=self.read_only)
-        if not self.read_only or _schema_version(conn) >= SCHEMA_VERSION:
-            return conn
-        conn.close()
-        try:
-            return connect(self.path, self.busy.timeout)
-        except LedgerUnavailable as exc:
-            raise LedgerError(
-                f"{self.path} needs a schema upgrade (to version {SCHEMA_VERSION}) and cannot be written here "
-                f"({exc.code}): run any thumbctl command once where it is writable",
-                code="ledger_read_only",
-            ) from exc
+    def _now(self) -> float:
+        return self.clock()
+
+    @property
+    def backend(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._db.kind
 
     def close(self) -> None:
-        self._conn.close()
+        self._db.close()
 
     def __enter__(self) -> Ledger:
         return self
@@ -123,76 +127,239 @@ class Ledger(WorkQueue, Observation, Maintenance):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- transactions -------------------------------------------------------
-
-    @contextmanager
-    def _write(self, *, durable: bool = False) -> Iterator[float]:
-        """A ``BEGIN IMMEDIATE`` transaction on the file still at :attr:`path`; yields the
-        time taken inside it. A busy write lock is waited out by the busy policy."""
-        self._conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-        self._begin()
-        try:
-            self.check_file()
-            yield self.clock()
-            self._conn.execute("COMMIT")
-        except BaseException:
-            if self._conn.in_transaction:
-                with contextlib.suppress(LedgerFault):  # the first fault is the one to report
-                    self._conn.execute("ROLLBACK")
-            raise
-
-    @contextmanager
-    def _reading(self) -> Iterator[None]:
-        """One read transaction: every statement inside sees the same committed state of the file."""
-        self._conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            if self._conn.in_transaction:
-                self._conn.execute("COMMIT")
-
-    def _begin(self) -> None:
-        """``BEGIN IMMEDIATE``, retried by the busy policy: the one place a busy ledger is waited out."""
-        for attempt in self.busy.retrying(LedgerBusy):
-            with attempt:
-                self._conn.execute("BEGIN IMMEDIATE")
-
     def check_file(self) -> None:
-        """Raise :class:`LedgerGone` if the file at :attr:`path` is no longer the one this
-        connection opened (deleted, its folder deleted, or replaced): every write checks."""
-        now = file_identity(self.path)
-        if now != self._identity:
-            raise gone_error(self.path, now)
+        """Raise :class:`LedgerGone` if the ledger file is no longer the one opened (a file ledger)."""
+        self._db.check_file()
 
     def fault(self, code: str, detail: str) -> LedgerFault:
         """The error ``code`` (``ledger_full``, ``ledger_corrupt``, …) for this ledger, with its advice."""
-        return fault_for(code, self.path, detail)
+        return self._db.fault(code, detail)  # type: ignore[return-value]
 
-    def _migrate(self) -> None:
-        version = _schema_version(self._conn)
-        if version == SCHEMA_VERSION:
-            return
-        if version > SCHEMA_VERSION:
-            raise LedgerError(
-                f"{self.path} has schema version {version}; this thumbctl knows up to "
-                f"{SCHEMA_VERSION}: upgrade thumbctl"
-            )
-        import sqlite_utils  # only here: opening an up-to-date ledger stays light
+    def _retrying(self, operation: Callable[..., T], *args: object, **kwargs: object) -> T:
+        """``operation`` run again after a lost connection is reopened, or a deadlock broken,
+        within the busy policy's bound (a server restart is waited out, not reported)."""
+        for attempt in self.busy.retrying(LedgerConnectionLost):
+            with attempt:
+                try:
+                    return operation(*args, **kwargs)
+                except LedgerConnectionLost:
+                    self._reconnect_quietly()
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover - tenacity re-raises the last error
 
-        with self._write(durable=True):
-            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            db = sqlite_utils.Database(self._conn)
-            for target, migrate in MIGRATIONS:
-                if target > version:
-                    migrate(db)
-                    self._conn.execute(f"PRAGMA user_version={int(target)}")
+    def _reconnect_quietly(self) -> None:
+        try:
+            self._db.reconnect()
+        except LedgerUnavailable as exc:  # still down: the next attempt tries again
+            raise LedgerConnectionLost(str(exc), retry_after=exc.retry_after) from exc
+
+    # -- reading -------------------------------------------------------------
+    def resolve_batch_id(self, text: str) -> str:
+        """See :meth:`Views.resolve_batch_id`."""
+        return self._retrying(self._views.resolve_batch_id, text)
+
+    def batch(self, batch_id: str, *, with_failures: bool = True) -> BatchView:
+        """See :meth:`Views.batch`."""
+        return self._retrying(self._views.batch, batch_id, with_failures=with_failures)
+
+    def batch_settled(self, batch_id: str) -> bool:
+        """See :meth:`Views.batch_settled`."""
+        return self._retrying(self._views.batch_settled, batch_id)
+
+    def batches(self, limit: int = 20) -> list[BatchView]:
+        """See :meth:`Views.batches`."""
+        return self._retrying(self._views.batches, limit)
+
+    def owned_friendly_names(self, batch_id: str) -> list[tuple[str, str]]:
+        """See :meth:`Views.owned_friendly_names`."""
+        return self._retrying(self._views.owned_friendly_names, batch_id)
+
+    def batches_touched_since(self, at: str) -> list[str]:
+        """See :meth:`Views.batches_touched_since`."""
+        return self._retrying(self._views.batches_touched_since, at)
+
+    def items(self, batch_id: str, *, state: str | None = None) -> list[ItemView]:
+        """See :meth:`Views.items`."""
+        return self._retrying(self._views.items, batch_id, state=state)
+
+    def streamed_items(self, batch_id: str, *, state: str | None = None) -> AbstractContextManager[Iterator[ItemView]]:
+        """See :meth:`Views.streamed_items`."""
+        return self._views.streamed_items(batch_id, state=state)
+
+    def events(self, batch_id: str, *, item_id: str | None = None) -> list[EventView]:
+        """See :meth:`Views.events`."""
+        return self._retrying(self._views.events, batch_id, item_id=item_id)
+
+    def streamed_events(
+        self, batch_id: str, *, item_id: str | None = None
+    ) -> AbstractContextManager[Iterator[EventView]]:
+        """See :meth:`Views.streamed_events`."""
+        return self._views.streamed_events(batch_id, item_id=item_id)
+
+    def source_sizes(self, batch_id: str) -> dict[str, tuple[int, int]]:
+        """See :meth:`Views.source_sizes`."""
+        return self._retrying(self._views.source_sizes, batch_id)
+
+    # -- the work queue ------------------------------------------------------
+    def claim(
+        self,
+        owner: str,
+        *,
+        batch_id: str | None = None,
+        lease_seconds: float = 30.0,
+        is_dead: Callable[[str], bool] = lambda owner: False,
+        delay_for: DelayFor = lambda attempt: 0.0,
+    ) -> Claim | None:
+        """See :meth:`WorkQueue.claim`."""
+        return self._retrying(
+            self._queue.claim,
+            owner,
+            batch_id=batch_id,
+            lease_seconds=lease_seconds,
+            is_dead=is_dead,
+            delay_for=delay_for,
+        )
+
+    def heartbeat(self, token: str, lease_seconds: float = 30.0) -> int:
+        """See :meth:`WorkQueue.heartbeat`."""
+        return self._retrying(self._queue.heartbeat, token, lease_seconds)
+
+    def start_stage(self, claim: Claim, rows: list[int]) -> None:
+        """See :meth:`WorkQueue.start_stage`."""
+        return self._retrying(self._queue.start_stage, claim, rows)
+
+    def cancel_if_requested(self, claim: Claim) -> bool:
+        """See :meth:`WorkQueue.cancel_if_requested`."""
+        return self._retrying(self._queue.cancel_if_requested, claim)
+
+    def release(self, claim: Claim, reason: str) -> int:
+        """See :meth:`WorkQueue.release`."""
+        return self._retrying(self._queue.release, claim, reason)
+
+    def publish(
+        self,
+        claim: Claim,
+        item: ClaimedItem,
+        effect: Callable[[], str | None],
+        *,
+        result: dict[str, object] | None = None,
+    ) -> str:
+        """See :meth:`WorkQueue.publish`."""
+        return self._retrying(self._queue.publish, claim, item, effect, result=result)
+
+    def fail(self, claim: Claim, rows: list[int], code: str, detail: str, delay_for: DelayFor) -> dict[int, str]:
+        """See :meth:`WorkQueue.fail`."""
+        return self._retrying(self._queue.fail, claim, rows, code, detail, delay_for)
+
+    def retry_failed(self, batch_id: str) -> int:
+        """See :meth:`WorkQueue.retry_failed`."""
+        return self._retrying(self._queue.retry_failed, batch_id)
+
+    def rescue_leases(self, is_dead: Callable[[str], bool], delay_for: DelayFor) -> int:
+        """See :meth:`WorkQueue.rescue_leases`."""
+        return self._retrying(self._queue.rescue_leases, is_dead, delay_for)
+
+    def queue_state(self, batch_id: str | None = None) -> QueueState:
+        """See :meth:`WorkQueue.queue_state`."""
+        return self._retrying(self._queue.queue_state, batch_id)
+
+    def queue_idle(self, batch_id: str | None = None) -> bool:
+        """See :meth:`WorkQueue.queue_idle`."""
+        return self._retrying(self._queue.queue_idle, batch_id)
+
+    def overdue_owners(self, seconds: float) -> list[str]:
+        """See :meth:`WorkQueue.overdue_owners`."""
+        return self._retrying(self._queue.overdue_owners, seconds)
+
+    def stop_overdue(self, owner: str, seconds: float, code: str, detail: str) -> int:
+        """See :meth:`WorkQueue.stop_overdue`."""
+        return self._retrying(self._queue.stop_overdue, owner, seconds, code, detail)
+
+    # -- maintenance: reconcile and gc ---------------------------------------
+    def stalled_candidates(self) -> list[StalledItem]:
+        """See :meth:`Maintenance.stalled_candidates`."""
+        return self._retrying(self._upkeep.stalled_candidates)
+
+    def published_items(self) -> list[PublishedItem]:
+        """See :meth:`Maintenance.published_items`."""
+        return self._retrying(self._upkeep.published_items)
+
+    def verified_objects(self) -> dict[str, ObjectStamp]:
+        """See :meth:`Maintenance.verified_objects`."""
+        return self._retrying(self._upkeep.verified_objects)
+
+    def replace_verified_objects(self, verified: dict[str, ObjectStamp]) -> bool:
+        """See :meth:`Maintenance.replace_verified_objects`."""
+        return self._retrying(self._upkeep.replace_verified_objects, verified)
+
+    def referenced_object_paths(self, *, also_expiring: Sequence[str] = ()) -> set[str]:
+        """See :meth:`Maintenance.referenced_object_paths`."""
+        return self._retrying(self._upkeep.referenced_object_paths, also_expiring=also_expiring)
+
+    def output_folders(self) -> list[tuple[str, str]]:
+        """See :meth:`Maintenance.output_folders`."""
+        return self._retrying(self._upkeep.output_folders)
+
+    def rescue_stalled(self, row: int, token: str | None, is_dead: IsDead, delay_for: DelayFor) -> str | None:
+        """See :meth:`Maintenance.rescue_stalled`."""
+        return self._retrying(self._upkeep.rescue_stalled, row, token, is_dead, delay_for)
+
+    def requeue_published(self, row: int, object_path: str, code: str, detail: str) -> str | None:
+        """See :meth:`Maintenance.requeue_published`."""
+        return self._retrying(self._upkeep.requeue_published, row, object_path, code, detail)
+
+    def requeue_missing_objects(self, batch_id: str, present: Callable[[str], bool]) -> int:
+        """See :meth:`Maintenance.requeue_missing_objects`."""
+        return self._retrying(self._upkeep.requeue_missing_objects, batch_id, present)
+
+    def relink_published(
+        self, row: int, object_path: str, friendly_path: str, code: str, detail: str, link: Callable[[], None]
+    ) -> bool:
+        """See :meth:`Maintenance.relink_published`."""
+        return self._retrying(self._upkeep.relink_published, row, object_path, friendly_path, code, detail, link)
+
+    def record_file_removal(self, batch_id: str, code: str, detail: str, remove: Callable[[], object]) -> None:
+        """See :meth:`Maintenance.record_file_removal`."""
+        return self._retrying(self._upkeep.record_file_removal, batch_id, code, detail, remove)
+
+    def expirable_batches(self, cutoff: str, *, batch_id: str | None = None) -> list[str]:
+        """See :meth:`Maintenance.expirable_batches`."""
+        return self._retrying(self._upkeep.expirable_batches, cutoff, batch_id=batch_id)
+
+    def expire_batch(self, batch_id: str, cutoff: str) -> bool:
+        """See :meth:`Maintenance.expire_batch`."""
+        return self._retrying(self._upkeep.expire_batch, batch_id, cutoff)
+
+    def expired_manifests(self, *, also_expiring: Sequence[str] = ()) -> list[tuple[str, str, str]]:
+        """See :meth:`Maintenance.expired_manifests`."""
+        return self._retrying(self._upkeep.expired_manifests, also_expiring=also_expiring)
+
+    def expired_friendly_paths(self, key: str, object_path: str, *, also_expiring: Sequence[str] = ()) -> list[str]:
+        """See :meth:`Maintenance.expired_friendly_paths`."""
+        return self._retrying(self._upkeep.expired_friendly_paths, key, object_path, also_expiring=also_expiring)
+
+    def remove_if_unreferenced(self, key: str, object_path: str, remove: Callable[[], T]) -> T | None:
+        """See :meth:`Maintenance.remove_if_unreferenced`."""
+        return self._retrying(self._upkeep.remove_if_unreferenced, key, object_path, remove)
+
+    # -- live views and stats ------------------------------------------------
+    def follow(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Follower:
+        """See :meth:`Observation.follow`."""
+        return self._observe.follow(batch_id, window=window, failures=failures)
+
+    def activity(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Activity:
+        """See :meth:`Observation.activity`."""
+        return self._retrying(self._observe.activity, batch_id, window=window, failures=failures)
+
+    def stats_facts(self, since: float, batch_id: str | None = None) -> StatsFacts:
+        """See :meth:`Observation.stats_facts`."""
+        return self._retrying(self._observe.stats_facts, since, batch_id)
 
     # -- intake -------------------------------------------------------------
 
     def batch_for_key(self, key: str) -> str | None:
         """The id of the batch an idempotency key names, if any."""
-        row = self._conn.execute("SELECT batch_id FROM batches WHERE idempotency_key = ?", (key,)).fetchone()
-        return row[0] if row else None
+        return self._retrying(self._db.scalar, "SELECT batch_id FROM batches WHERE idempotency_key = ?", (key,))
 
     def accept_batch(
         self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None = None
@@ -208,32 +375,35 @@ class Ledger(WorkQueue, Observation, Maintenance):
         transaction, so an object present here stays until this batch references it, and
         one gc removed since intake looked is rendered again instead.
         """
-        with self._write(durable=True) as now:
-            row = self._conn.execute(
-                "SELECT batch_id, request_digest FROM batches WHERE idempotency_key = ?",
-                (new.idempotency_key,),
+        batch_id, replayed = self._retrying(self._accept, new, limits, still_present)
+        return replace(self.batch(batch_id), replayed=replayed)
+
+    def _accept(self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None) -> tuple[str, bool]:
+        with self._db.write(durable=True) as now:
+            self._db.serialize_on(f"key:{new.idempotency_key}")  # two submits of one key: one batch
+            row = self._db.execute(
+                "SELECT batch_id, request_digest FROM batches WHERE idempotency_key = ?", (new.idempotency_key,)
             ).fetchone()
             if row is not None:
-                if row[1] != new.request_digest:
+                if row["request_digest"] != new.request_digest:
                     raise IdempotencyConflict(
-                        f"key {new.idempotency_key!r} was already used by batch {row[0]} "
+                        f"key {new.idempotency_key!r} was already used by batch {row['batch_id']} "
                         "for a different request; nothing was changed",
-                        batch_id=row[0],
+                        batch_id=row["batch_id"],
                     )
-                batch_id, replayed = row[0], True
-            else:
-                new = _without_vanished_reuse(new, still_present) if still_present else new
-                check_admission(self._queue_snapshot(now), new.runnable_count, limits)
-                batch_id, replayed = self._insert_batch(new, now), False
-        view = self.batch(batch_id)
-        return replace(view, replayed=replayed)
+                return row["batch_id"], True
+            if still_present and any(item.dedup for item in new.items):
+                self._db.serialize_on(OBJECT_STORE)  # gc cannot remove a reused object meanwhile
+                new = _without_vanished_reuse(new, still_present)
+            check_admission(self._queue_snapshot(now), new.runnable_count, limits)
+            return self._insert_batch(new, now), False
 
     def _insert_batch(self, new: NewBatch, now: float) -> str:
         batch_id = new_batch_id()
         at = iso(now)
         layout = OutputLayout(new.out_dir)
         deadline = iso(now + new.deadline_seconds) if new.deadline_seconds else None
-        self._conn.execute(
+        self._db.execute(
             _INSERT_BATCH,
             (
                 batch_id,
@@ -250,55 +420,47 @@ class Ledger(WorkQueue, Observation, Maintenance):
                 deadline,
             ),
         )
-        self._conn.executemany(_INSERT_ITEM, (_item_row(batch_id, item, at) for item in new.items))
-        self._conn.execute(_INSERT_CREATION_EVENTS, (at, batch_id))
+        self._db.insert_rows("items", _ITEM_COLUMNS, (_item_row(batch_id, item, at) for item in new.items))
+        self._db.append_events_from(_INSERT_CREATION_EVENTS, (at, batch_id))
         return batch_id
 
     def _queue_snapshot(self, now: float) -> tuple[int, float | None]:
-        """Runnable items in the ledger and the age of the oldest one. Runnable, here as in
-        ``stats`` and the live views: queued, not waiting out a retry backoff, batch not cancelled."""
-        count, oldest = self._conn.execute(
-            "SELECT count(*), min(i.queued_at) FROM items i JOIN batches b USING (batch_id) "
-            "WHERE i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= ?) "
-            "AND b.cancel_requested_at IS NULL",
+        """Runnable items in the ledger and the age of the oldest one (runnable: see :func:`.states.runnable`)."""
+        row = self._db.execute(
+            "SELECT count(*) AS n, min(i.queued_at) AS oldest FROM items i JOIN batches b USING (batch_id) "
+            f"WHERE {runnable('i')} AND b.cancel_requested_at IS NULL",
             (iso(now),),
         ).fetchone()
-        return count, (now - parse_iso(oldest)) if oldest else None
+        oldest = row["oldest"]
+        return row["n"], (now - parse_iso(oldest)) if oldest else None
 
     # -- stat cache ---------------------------------------------------------
 
     def cached_sources(self, paths: Iterable[str]) -> dict[str, CachedSource]:
         """Stat-cache rows for ``paths`` (those that have one)."""
+        return self._retrying(self._cached_sources, list(paths))
+
+    def _cached_sources(self, paths: list[str]) -> dict[str, CachedSource]:
         found: dict[str, CachedSource] = {}
-        for chunk in _chunks(list(paths), _SQL_CHUNK):
+        for chunk in _chunks(paths, _SQL_CHUNK):
             marks = ",".join("?" * len(chunk))
-            for row in self._conn.execute(f"SELECT {_CACHE_COLUMNS} FROM stat_cache WHERE path IN ({marks})", chunk):
-                found[row[0]] = CachedSource(*row)
+            sql = f"SELECT {_CACHE_COLUMNS} FROM stat_cache WHERE path IN ({marks})"
+            for row in self._db.execute(sql, chunk).fetchall():
+                found[row["path"]] = record(CachedSource, row)
         return found
 
     def remember_sources(self, entries: Iterable[CachedSource]) -> None:
-        rows = [
-            (
-                e.path,
-                e.dev,
-                e.inode,
-                e.size,
-                e.mtime_ns,
-                e.ctime_ns,
-                e.digest,
-                e.format,
-                e.width,
-                e.height,
-                e.orientation,
-            )
-            for e in entries
-        ]
-        if not rows:
-            return
-        with self._write():
-            self._conn.executemany(
-                f"INSERT OR REPLACE INTO stat_cache ({_CACHE_COLUMNS}) VALUES ({','.join('?' * 11)})",
-                rows,
+        rows = [astuple(e) for e in entries]
+        if rows:
+            self._retrying(self._remember_sources, rows)
+
+    def _remember_sources(self, rows: list[tuple[object, ...]]) -> None:
+        updates = ", ".join(f"{c} = excluded.{c}" for c in _CACHE_COLUMNS.split(", ")[1:])
+        with self._db.write():
+            self._db.executemany(
+                f"INSERT INTO stat_cache ({_CACHE_COLUMNS}) VALUES ({','.join('?' * 11)}) "
+                f"ON CONFLICT (path) DO UPDATE SET {updates}",
+                sorted(rows, key=lambda r: str(r[0])),  # one order for every writer: no deadlock between two
             )
 
     # -- cancellation -------------------------------------------------------
@@ -309,278 +471,28 @@ class Ledger(WorkQueue, Observation, Maintenance):
         Idempotent; a terminal batch is left as it is.
         """
         batch_id = self.resolve_batch_id(batch_id)
-        with self._write(durable=True) as now:
-            at = iso(now)
-            if self._cancel_allowed(batch_id):
-                self._conn.execute("UPDATE batches SET cancel_requested_at = ? WHERE batch_id = ?", (at, batch_id))
-                self._append_event(at, batch_id, None, None, None, "cancel_requested")
-            self._conn.execute(_CANCEL_QUEUED_EVENTS, (at, batch_id))
-            self._conn.execute(
-                "UPDATE items SET state = 'cancelled', updated_at = ? WHERE batch_id = ? AND state = 'queued'",
-                (at, batch_id),
-            )
+        self._retrying(self._cancel, batch_id)
         return self.batch(batch_id)
 
-    def _cancel_allowed(self, batch_id: str) -> bool:
-        row = self._conn.execute("SELECT cancel_requested_at FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()
-        if row[0] is not None:
-            return False
-        live = self._conn.execute(
-            "SELECT count(*) FROM items WHERE batch_id = ? AND state IN ('queued', 'running')",
-            (batch_id,),
-        ).fetchone()[0]
-        return live > 0
-
-    def _append_event(
-        self,
-        at: str,
-        batch_id: str,
-        item_row: int | None,
-        from_state: str | None,
-        attempt: int | None,
-        to_state: str,
-        *,
-        error_code: str | None = None,
-        detail: str | None = None,
-    ) -> None:
-        self._conn.execute(
-            "INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt, error_code, detail) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (at, batch_id, item_row, from_state, to_state, attempt, error_code, detail),
-        )
-
-    # -- reading ------------------------------------------------------------
-
-    def resolve_batch_id(self, text: str) -> str:
-        """The full batch id for ``text``: an id, or an unambiguous prefix of one."""
-        rows = self._conn.execute(
-            "SELECT batch_id FROM batches WHERE batch_id >= ? AND batch_id < ? LIMIT 2",
-            (text, text + "\U0010ffff"),
-        ).fetchall()
-        exact = [r[0] for r in rows if r[0] == text]
-        if exact:
-            return exact[0]
-        if len(rows) == 1 and len(text) >= 4:
-            return rows[0][0]
-        if len(rows) > 1:
-            raise BatchNotFound(f"batch id prefix {text!r} is ambiguous")
-        if rows:
-            raise BatchNotFound(f"batch id prefix {text!r} is too short: give at least 4 characters")
-        raise BatchNotFound(f"no batch {text!r} in {self.path}")
-
-    def batch(self, batch_id: str, *, with_failures: bool = True) -> BatchView:
-        """The current view of one batch, counts derived from its item rows."""
-        return self._batch_view(self._batch_row(self.resolve_batch_id(batch_id)), with_failures)
-
-    def batch_settled(self, batch_id: str) -> bool:
-        """No item of the batch is queued or running, i.e. the batch is terminal (see
-        :func:`~thumbctl.models.batch_state`): a seek on the ``(batch_id, state)`` index, for
-        waiting on a batch without counting its items on every poll."""
-        return (
-            self._conn.execute(
-                "SELECT 1 FROM items WHERE batch_id = ? AND state IN ('queued', 'running') LIMIT 1", (batch_id,)
-            ).fetchone()
-            is None
-        )
-
-    def _batch_row(self, batch_id: str) -> tuple:
-        return self._conn.execute(f"SELECT {_BATCH_COLUMNS} FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()
-
-    def batches(self, limit: int = 20) -> list[BatchView]:
-        """The most recent batches, newest first."""
-        rows = self._conn.execute(
-            f"SELECT {_BATCH_COLUMNS} FROM batches ORDER BY created_at DESC, batch_id LIMIT ?", (limit,)
-        ).fetchall()
-        return [self._batch_view(row, False) for row in rows]
-
-    def _batch_view(self, row: tuple, with_failures: bool, counts: dict[str, int] | None = None) -> BatchView:
-        """The view of the batch ``row``; its ``counts`` by state are counted from its item rows
-        unless given (a :class:`~thumbctl.ledger.follow.Follower` keeps them from the log)."""
-        (batch_id, key, digest, total, root, out_dir, manifest, created, cancel_at, expired_at) = row
-        counts = self._state_counts(batch_id) if counts is None else counts
-        oldest_queued = self._oldest_runnable(batch_id, iso(self.clock())) if counts["queued"] else None
-        last = self._conn.execute(
-            "SELECT at FROM events WHERE batch_id = ? ORDER BY seq DESC LIMIT 1", (batch_id,)
-        ).fetchone()
-        updated = last[0] if last else created
-        state = batch_state(counts, total, cancel_at is not None)
-        terminal = state in {"succeeded", "partial", "failed", "cancelled"}
-        runnable = oldest_queued is not None and cancel_at is None
-        age = max(0.0, self.clock() - parse_iso(oldest_queued)) if runnable else None
-        return BatchView(
-            batch_id=batch_id,
-            state=state,
-            idempotency_key=key,
-            request_digest=digest,
-            total=total,
-            counts=counts,
-            created_at=created,
-            updated_at=updated,
-            cancel_requested_at=cancel_at,
-            finished_at=updated if terminal else None,
-            out_dir=out_dir,
-            manifest_path=manifest,
-            source_root=root,
-            queue_age_seconds=age,
-            expired_at=expired_at,
-            failures=tuple(self._failures(batch_id)) if with_failures else (),
-            smaller_than_target=self._smaller_than_target(batch_id) if with_failures else 0,
-        )
-
-    def _state_counts(self, batch_id: str) -> dict[str, int]:
-        """Items of the batch by state, counted on the ``(batch_id, state)`` index."""
-        counts = dict.fromkeys(ITEM_STATES, 0)
-        for state, n in self._conn.execute(
-            "SELECT state, count(*) FROM items WHERE batch_id = ? GROUP BY state", (batch_id,)
-        ):
-            counts[state] = n
-        return counts
-
-    def _oldest_runnable(self, batch_id: str, at: str) -> str | None:
-        """When the batch's longest-waiting runnable item was queued (not waiting out a backoff at
-        ``at``): the first such row of the queued-age index, past only the delayed ones before it."""
-        row = self._conn.execute(
-            "SELECT queued_at FROM items INDEXED BY items_queued_age WHERE batch_id = ? AND state = 'queued' "
-            "AND (not_before IS NULL OR not_before <= ?) ORDER BY queued_at LIMIT 1",
-            (batch_id, at),
-        ).fetchone()
-        return row[0] if row else None
-
-    def _failures(self, batch_id: str) -> Iterator[FailureView]:
-        for row in self._conn.execute(
-            "SELECT item_id, ratio, error_code, error_detail FROM items "
-            "WHERE batch_id = ? AND state = 'failed' ORDER BY id",
-            (batch_id,),
-        ):
-            yield FailureView(*row)
-
-    def _smaller_than_target(self, batch_id: str) -> int:
-        return self._conn.execute(
-            "SELECT count(*) FROM items WHERE batch_id = ? AND state = 'succeeded' "
-            "AND json_extract(result, '$.source_smaller_than_target') = 1",
-            (batch_id,),
-        ).fetchone()[0]
-
-    def owned_friendly_names(self, batch_id: str) -> list[tuple[str, str]]:
-        """(object path, friendly path) of the batch's succeeded items that own their friendly
-        name: no succeeded item of a batch that has not expired claimed it later (the rule
-        ``reconcile`` checks names by). Empty for an expired batch."""
-        return self._conn.execute(
-            "SELECT i.object_path, i.friendly_path FROM items i JOIN batches b USING (batch_id) "
-            "WHERE i.batch_id = ? AND i.state = 'succeeded' AND b.expired_at IS NULL "
-            "AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL AND NOT EXISTS ("
-            "SELECT 1 FROM items j JOIN batches c ON c.batch_id = j.batch_id "
-            "WHERE j.friendly_path = i.friendly_path AND j.state = 'succeeded' AND c.expired_at IS NULL "
-            "AND (j.updated_at > i.updated_at OR (j.updated_at = i.updated_at AND j.id > i.id))) "
-            "ORDER BY i.id",
-            (batch_id,),
-        ).fetchall()
-
-    def batches_touched_since(self, at: str) -> list[str]:
-        """Ids of batches with an event at or after ``at``."""
-        rows = self._conn.execute("SELECT DISTINCT batch_id FROM events WHERE at >= ?", (at,)).fetchall()
-        return [r[0] for r in rows]
-
-    def items(self, batch_id: str, *, state: str | None = None) -> list[ItemView]:
-        """The items of a batch (or those in ``state``), in the order they were recorded."""
-        sql, params = self._items_query(batch_id, state)
-        return [_item_view(row) for row in self._conn.execute(sql, params).fetchall()]
-
-    @contextmanager
-    def streamed_items(self, batch_id: str, *, state: str | None = None) -> Iterator[Iterator[ItemView]]:
-        """:meth:`items` as an iterator that reads them as it goes, valid inside the ``with``
-        block: one read transaction, so the listing is one consistent snapshot."""
-        with self._reading():
-            sql, params = self._items_query(batch_id, state)
-            with self._rows(sql, params) as rows:
-                yield map(_item_view, rows)
-
-    def _items_query(self, batch_id: str, state: str | None) -> tuple[str, list[object]]:
-        sql = f"SELECT {_ITEM_VIEW_COLUMNS} FROM items WHERE batch_id = ?"
-        params: list[object] = [self.resolve_batch_id(batch_id)]
-        if state is not None:
-            sql += " AND state = ?"
-            params.append(state)
-        return sql + " ORDER BY id", params
-
-    def events(self, batch_id: str, *, item_id: str | None = None) -> list[EventView]:
-        """The transition log of a batch (or of one item of it), in commit order."""
-        sql, params = self._events_query(batch_id, item_id)
-        return [_event_view(row) for row in self._conn.execute(sql, params).fetchall()]
-
-    @contextmanager
-    def streamed_events(self, batch_id: str, *, item_id: str | None = None) -> Iterator[Iterator[EventView]]:
-        """:meth:`events` as an iterator that reads them as it goes, valid inside the ``with``
-        block: one read transaction, so the listing is one consistent snapshot. An unknown
-        batch or item raises on entering, before anything is listed."""
-        with self._reading():
-            sql, params = self._events_query(batch_id, item_id)
-            with self._rows(sql, params) as rows:
-                yield map(_event_view, rows)
-
-    def _events_query(self, batch_id: str, item_id: str | None) -> tuple[str, list[object]]:
-        batch_id = self.resolve_batch_id(batch_id)
-        sql = (
-            "SELECT e.seq, e.at, e.batch_id, i.item_id, i.ratio, e.from_state, e.to_state, "
-            "e.attempt, e.worker, e.error_code, e.detail, e.dedup "
-            "FROM events e LEFT JOIN items i ON i.id = e.item_row WHERE e.batch_id = ?"
-        )
-        params: list[object] = [batch_id]
-        if item_id is not None:
-            self._check_item(batch_id, item_id)
-            sql += " AND i.item_id = ?"
-            params.append(item_id)
-        return sql + " ORDER BY e.seq", params
-
-    @contextmanager
-    def _reading(self) -> Iterator[None]:
-        """One read transaction: every query inside sees the same snapshot of the ledger,
-        however long the caller takes (WAL: writers carry on meanwhile). Inside one already
-        open, that one is the snapshot."""
-        if self._conn.in_transaction:
-            yield
-            return
-        self._conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            if self._conn.in_transaction:
-                with contextlib.suppress(LedgerFault):  # a read has nothing to keep; the first fault is the one
-                    self._conn.execute("ROLLBACK")
-
-    @contextmanager
-    def _rows(self, sql: str, params: list[object]) -> Iterator[Iterator[tuple]]:
-        """The rows of ``sql`` as they are fetched. The cursor is closed on leaving, read to the
-        end or not: a statement left pending would keep its snapshot, and this connection's
-        next write would find the ledger busy."""
-        cursor = self._conn.execute(sql, params)
-        try:
-            yield _fetched(cursor)
-        finally:
-            cursor.close()
-
-    def _check_item(self, batch_id: str, item_id: str) -> None:
-        if (
-            self._conn.execute(
-                "SELECT 1 FROM items WHERE batch_id = ? AND item_id = ? LIMIT 1", (batch_id, item_id)
-            ).fetchone()
-            is None
-        ):
-            raise ItemNotFound(f"batch {batch_id} has no item {item_id!r} (see `thumbctl status {batch_id} --items`)")
-
-    def source_sizes(self, batch_id: str) -> dict[str, tuple[int, int]]:
-        """Item id -> upright (width, height) of its source, for items whose header was read at submit."""
-        batch_id = self.resolve_batch_id(batch_id)
-        rows = self._conn.execute(
-            "SELECT item_id, source_width, source_height FROM items "
-            "WHERE batch_id = ? AND source_width IS NOT NULL AND source_height IS NOT NULL",
-            (batch_id,),
-        ).fetchall()
-        return {item_id: (width, height) for item_id, width, height in rows}
-
-
-def _schema_version(conn: LedgerConnection) -> int:
-    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    def _cancel(self, batch_id: str) -> None:
+        """The flag and the queued items in one transaction. The batch row is locked first: a
+        publish in flight holds it shared until it commits, and every publish after sees the flag
+        (the race rule); claims in flight hold their items, which are running when they commit."""
+        with self._db.write(durable=True) as now:
+            at = iso(now)
+            flagged = self._db.scalar(
+                f"SELECT cancel_requested_at FROM batches WHERE batch_id = ?{self._db.lock()}", (batch_id,)
+            )
+            if flagged is None and not self._views.batch_settled(batch_id):
+                self._db.execute("UPDATE batches SET cancel_requested_at = ? WHERE batch_id = ?", (at, batch_id))
+                self._log.event(at, batch_id, None, None, None, "cancel_requested")
+            queued = [
+                r["id"]
+                for r in self._db.execute(
+                    f"SELECT id FROM items WHERE batch_id = ? AND state = {QUEUED} ORDER BY id", (batch_id,)
+                ).fetchall()
+            ]
+            self._log.move(at, queued, ItemState.QUEUED, ItemState.CANCELLED)
 
 
 def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool]) -> NewBatch:
@@ -592,20 +504,6 @@ def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool])
         for item in new.items
     )
     return replace(new, items=items)
-
-
-def _fetched(cursor: LedgerCursor) -> Iterator[tuple]:
-    """The rows of ``cursor``, fetched :data:`_FETCH_ROWS` at a time (never all at once)."""
-    while rows := cursor.fetchmany(_FETCH_ROWS):
-        yield from rows
-
-
-def _item_view(row: tuple) -> ItemView:
-    return ItemView(*row[:-1], json.loads(row[-1]) if row[-1] else None)
-
-
-def _event_view(row: tuple) -> EventView:
-    return EventView(*row[:11], bool(row[11]))
 
 
 def _chunks(values: list[str], size: int) -> Iterator[list[str]]:
@@ -643,28 +541,31 @@ _INSERT_BATCH = (
     "INSERT INTO batches (batch_id, idempotency_key, request_digest, total, source_root, out_dir, "
     "manifest_path, profile, max_attempts, limits, created_at, deadline_at) VALUES (" + ",".join("?" * 12) + ")"
 )
-_INSERT_ITEM = (
-    "INSERT INTO items (batch_id, item_id, ratio, source, source_digest, source_format, "
-    "source_width, source_height, focus_x, focus_y, state, error_code, error_detail, "
-    "derivative_key, object_path, friendly_path, dedup, created_at, updated_at, queued_at) "
-    "VALUES (" + ",".join("?" * 20) + ")"
+_ITEM_COLUMNS = (
+    "batch_id",
+    "item_id",
+    "ratio",
+    "source",
+    "source_digest",
+    "source_format",
+    "source_width",
+    "source_height",
+    "focus_x",
+    "focus_y",
+    "state",
+    "error_code",
+    "error_detail",
+    "derivative_key",
+    "object_path",
+    "friendly_path",
+    "dedup",
+    "created_at",
+    "updated_at",
+    "queued_at",
 )
 _INSERT_CREATION_EVENTS = (
     "INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt, error_code, detail, dedup) "
-    "SELECT ?1, batch_id, id, NULL, state, 0, error_code, error_detail, dedup "
-    "FROM items WHERE batch_id = ?2 ORDER BY id"
-)
-_CANCEL_QUEUED_EVENTS = (
-    "INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt) "
-    "SELECT ?1, batch_id, id, 'queued', 'cancelled', attempt "
-    "FROM items WHERE batch_id = ?2 AND state = 'queued' ORDER BY id"
+    "SELECT ?, batch_id, id, NULL, state, 0, error_code, error_detail, dedup "
+    "FROM items WHERE batch_id = ? ORDER BY id"
 )
 _CACHE_COLUMNS = "path, dev, inode, size, mtime_ns, ctime_ns, digest, format, width, height, orientation"
-_BATCH_COLUMNS = (
-    "batch_id, idempotency_key, request_digest, total, source_root, out_dir, "
-    "manifest_path, created_at, cancel_requested_at, expired_at"
-)
-_ITEM_VIEW_COLUMNS = (
-    "item_id, source, ratio, state, attempt, error_code, error_detail, derivative_key, "
-    "object_path, friendly_path, updated_at, result"
-)

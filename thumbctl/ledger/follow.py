@@ -15,20 +15,17 @@ read once from the indexed log, then extended from the events after the last seq
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
 
-from ..models import ITEM_STATES, Activity, BatchView, RecentFailure
+from ..models import Activity, BatchView, RecentFailure
+from .backend import Backend
+from .states import ALL, FAILED, QUEUED, RUNNING, TERMINAL
 from .timefmt import iso, parse_iso
+from .views import Views
 
-if TYPE_CHECKING:
-    from .core import Ledger
-
-_TERMINAL = "('succeeded', 'failed', 'cancelled')"
-_ITEM_STATES_SQL = "(" + ", ".join(f"'{state}'" for state in ITEM_STATES) + ")"
 #: The window's events: claims, and completions (a running item reaching a terminal state).
-_CLAIM = "e.to_state = 'running'"
-_COMPLETION = f"(e.from_state = 'running' AND e.to_state IN {_TERMINAL})"
-_FAILURE = "e.error_code IS NOT NULL AND e.to_state IN ('failed', 'queued')"
+_CLAIM = f"e.to_state = {RUNNING}"
+_COMPLETION = f"(e.from_state = {RUNNING} AND e.to_state IN {TERMINAL})"
+_FAILURE = f"e.error_code IS NOT NULL AND e.to_state IN ({FAILED}, {QUEUED})"
 #: States followed per batch when following every batch: only the live ones are shown.
 _LIVE_STATES = ("queued", "running")
 
@@ -41,12 +38,14 @@ class Follower:
     its own making. Not shared across processes: each watcher follows the file itself.
     """
 
-    def __init__(self, ledger: Ledger, batch_id: str | None, *, window: float = 30.0, failures: int = 3) -> None:
-        self.ledger = ledger
+    def __init__(
+        self, db: Backend, views: Views, batch_id: str | None, *, window: float = 30.0, failures: int = 3
+    ) -> None:
+        self.db = db
+        self.views = views
         self.batch_id = batch_id
         self.window = window
         self.failures = failures
-        self._conn = ledger._conn
         self._seq: int | None = None
         self._counts: dict[str, dict[str, int]] = {}
         self._cancelled: set[str] = set()
@@ -56,9 +55,9 @@ class Follower:
 
     def read(self) -> tuple[BatchView | None, Activity]:
         """The batch's view (None when following every batch) and its activity, as of now."""
-        with self.ledger._reading():
-            now = self.ledger.clock()
-            upto = self._conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+        with self.db.reading():
+            now = self.db.clock()
+            upto = self.db.scalar("SELECT coalesce(max(seq), 0) FROM events")
             if self._seq is None:
                 self._start(upto, iso(now - self.window))
             elif upto > self._seq:
@@ -72,16 +71,17 @@ class Follower:
         self._counts = self._row_counts()
         scope, params = self._scope("batch_id")
         sql = f"SELECT batch_id FROM batches WHERE cancel_requested_at IS NOT NULL{scope}"
-        self._cancelled = {r[0] for r in self._conn.execute(sql, params)}
+        self._cancelled = {r["batch_id"] for r in self.db.execute(sql, params).fetchall()}
         scope, params = self._scope("+e.batch_id")  # not on the batch's index: that would walk all its events
         # On the time index: only the window's events, whatever the size of the batch.
         self._recent.extend(
-            self._conn.execute(
-                f"SELECT e.at, count(CASE WHEN {_COMPLETION} THEN 1 END) FROM events e INDEXED BY events_at "
+            (r["at"], r["n"])
+            for r in self.db.execute(
+                f"SELECT e.at, count(CASE WHEN {_COMPLETION} THEN 1 END) AS n FROM events e INDEXED BY events_at "
                 f"WHERE e.at >= ? AND e.seq <= ? AND ({_CLAIM} OR {_COMPLETION}){scope} "
                 "GROUP BY e.at ORDER BY e.at",
                 [window_start, upto, *params],
-            )
+            ).fetchall()
         )
         # On the partial index of events with an error code: only failures are walked.
         self._failures = self._failure_rows(
@@ -94,13 +94,13 @@ class Follower:
         """Items by batch and state, counted from the rows: every state of the followed batch, or
         the live states of every batch (on the partial index of queued items, and the few running)."""
         if self.batch_id is not None:
-            return {self.batch_id: self.ledger._state_counts(self.batch_id)}
+            return {self.batch_id: self.views.state_counts(self.batch_id)}
         counts: dict[str, dict[str, int]] = {}
         for state, index in (("queued", "INDEXED BY items_queued_age"), ("running", "")):
-            for batch_id, n in self._conn.execute(
-                f"SELECT batch_id, count(*) FROM items {index} WHERE state = '{state}' GROUP BY batch_id"
-            ):
-                counts.setdefault(batch_id, dict.fromkeys(_LIVE_STATES, 0))[state] = n
+            for r in self.db.execute(
+                f"SELECT batch_id, count(*) AS n FROM items {index} WHERE state = '{state}' GROUP BY batch_id"
+            ).fetchall():
+                counts.setdefault(r["batch_id"], dict.fromkeys(_LIVE_STATES, 0))[state] = r["n"]
         return counts
 
     # -- later reads: only the events after the last one seen ---------------------------------
@@ -109,26 +109,27 @@ class Follower:
         scope, params = self._scope("e.batch_id")
         span = f"e.seq > ? AND e.seq <= ?{scope}"
         bounds = [after, upto, *params]
-        for batch_id, from_state, to_state, n in self._conn.execute(
-            f"SELECT e.batch_id, e.from_state, e.to_state, count(*) FROM events e WHERE {span} "
-            f"AND e.item_row IS NOT NULL AND e.to_state IN {_ITEM_STATES_SQL} GROUP BY 1, 2, 3",
+        for r in self.db.execute(
+            f"SELECT e.batch_id, e.from_state, e.to_state, count(*) AS n FROM events e WHERE {span} "
+            f"AND e.item_row IS NOT NULL AND e.to_state IN {ALL} GROUP BY 1, 2, 3",
             bounds,
-        ):
-            self._move(batch_id, from_state, to_state, n)
+        ).fetchall():
+            self._move(r["batch_id"], r["from_state"], r["to_state"], r["n"])
         self._cancelled.update(
-            r[0]
-            for r in self._conn.execute(
+            r["batch_id"]
+            for r in self.db.execute(
                 f"SELECT DISTINCT e.batch_id FROM events e WHERE {span} AND e.item_row IS NULL "
                 "AND e.to_state = 'cancel_requested'",
                 bounds,
-            )
+            ).fetchall()
         )
         self._recent.extend(
-            self._conn.execute(
-                f"SELECT e.at, count(CASE WHEN {_COMPLETION} THEN 1 END) FROM events e "
+            (r["at"], r["n"])
+            for r in self.db.execute(
+                f"SELECT e.at, count(CASE WHEN {_COMPLETION} THEN 1 END) AS n FROM events e "
                 f"WHERE {span} AND ({_CLAIM} OR {_COMPLETION}) GROUP BY e.at ORDER BY e.at",
                 bounds,
-            )
+            ).fetchall()
         )
         newer = self._failure_rows(
             f"FROM events e JOIN items i ON i.id = e.item_row WHERE {_FAILURE} AND {span}", bounds
@@ -147,13 +148,14 @@ class Follower:
             counts[to_state] += n
 
     def _failure_rows(self, source: str, params: list[object]) -> list[RecentFailure]:
-        rows = self._conn.execute(
-            "SELECT e.at, i.item_id, i.ratio, e.error_code, e.detail, e.to_state = 'queued' "
+        rows = self.db.execute(
+            f"SELECT e.at, i.item_id, i.ratio, e.error_code, e.detail, e.to_state = {QUEUED} AS retry "
             f"{source} ORDER BY e.seq DESC LIMIT ?",
             [*params, self.failures],
         ).fetchall()
         return [
-            RecentFailure(at, item, ratio, code, detail, bool(retry)) for at, item, ratio, code, detail, retry in rows
+            RecentFailure(r["at"], r["item_id"], r["ratio"], r["error_code"], r["detail"], bool(r["retry"]))
+            for r in rows
         ]
 
     def _scope(self, column: str) -> tuple[str, list[object]]:
@@ -167,9 +169,7 @@ class Follower:
     def _view(self) -> BatchView | None:
         if self.batch_id is None:
             return None
-        return self.ledger._batch_view(
-            self.ledger._batch_row(self.batch_id), False, dict(self._counts[self.batch_id])
-        )
+        return self.views.batch_view(self.views.batch_row(self.batch_id), False, dict(self._counts[self.batch_id]))
 
     def _activity(self, now: float) -> Activity:
         at = iso(now)
@@ -177,7 +177,7 @@ class Follower:
         queued = sum(self._counts[b]["queued"] for b in live)
         delayed = self._delayed(at)
         oldest = min(
-            (o for b in live if self._counts[b]["queued"] and (o := self.ledger._oldest_runnable(b, at))),
+            (o for b in live if self._counts[b]["queued"] and (o := self.views.oldest_runnable(b, at))),
             default=None,
         )
         done, span = self._window(now)
@@ -189,7 +189,7 @@ class Follower:
             queue_age_seconds=max(0.0, now - parse_iso(oldest)) if oldest else None,
             completed_recently=done,
             window_seconds=span,
-            workers=tuple(self.ledger._workers(self.batch_id)),
+            workers=tuple(self.views.workers(self.batch_id)),
             recent_failures=tuple(self._failures),
         )
 
@@ -200,17 +200,17 @@ class Follower:
         if self.batch_id is not None:
             if self.batch_id in self._cancelled:
                 return 0
-            return self._conn.execute(
+            return self.db.scalar(
                 "SELECT count(*) FROM items INDEXED BY items_queued_by_batch "
-                "WHERE batch_id = ? AND state = 'queued' AND not_before > ?",
+                f"WHERE batch_id = ? AND state = {QUEUED} AND not_before > ?",
                 (self.batch_id, at),
-            ).fetchone()[0]
-        return self._conn.execute(
-            "SELECT count(*) FROM items i INDEXED BY items_runnable WHERE i.state = 'queued' AND i.not_before > ? "
+            )
+        return self.db.scalar(
+            f"SELECT count(*) FROM items i INDEXED BY items_runnable WHERE i.state = {QUEUED} AND i.not_before > ? "
             "AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.batch_id = i.batch_id "
             "AND b.cancel_requested_at IS NOT NULL)",
             (at,),
-        ).fetchone()[0]
+        )
 
     def _window(self, now: float) -> tuple[int, float]:
         """Completions in the last ``window`` seconds and the span they count over: the window,

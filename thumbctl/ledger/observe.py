@@ -7,15 +7,14 @@ kept elsewhere, so any process reading the ledger sees the same numbers.
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..models import Activity, WorkerActivity
+from ..models import Activity
+from .backend import Backend
 from .follow import Follower
+from .states import LIVE, QUEUED, RUNNING, SUCCEEDED, TERMINAL, runnable
 from .timefmt import iso
-
-_TERMINAL = "('succeeded', 'failed', 'cancelled')"
+from .views import Views
 
 
 @dataclass(frozen=True)
@@ -60,15 +59,16 @@ class StatsFacts:
 
 
 class Observation:
-    """Mixin for :class:`~thumbctl.ledger.core.Ledger`: projections for progress and stats."""
+    """Projections of one ledger for progress and stats."""
 
-    _conn: sqlite3.Connection
-    clock: Callable[[], float]
+    def __init__(self, db: Backend, views: Views) -> None:
+        self.db = db
+        self.views = views
 
     def follow(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Follower:
         """A :class:`~thumbctl.ledger.follow.Follower` of one batch (or of every batch) for a live
         view: each of its reads costs what changed since the last, not what the batch holds."""
-        return Follower(self, batch_id, window=window, failures=failures)  # type: ignore[arg-type]
+        return Follower(self.db, self.views, batch_id, window=window, failures=failures)
 
     def activity(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Activity:
         """Queue, throughput over the last ``window`` seconds, workers and recent failures, read once."""
@@ -77,31 +77,20 @@ class Observation:
     def _queue_figures(self, batch_id: str | None, at: str) -> tuple[int, int, int, str | None]:
         """Runnable, delayed (backoff) and running items, and when the oldest runnable one was queued."""
         scope, params = _scope(batch_id, "i")
-        return self._conn.execute(
-            "SELECT count(CASE WHEN i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= ?1) THEN 1 END), "
-            "count(CASE WHEN i.state = 'queued' AND i.not_before > ?1 THEN 1 END), "
-            "count(CASE WHEN i.state = 'running' THEN 1 END), "
-            "min(CASE WHEN i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= ?1) THEN i.queued_at END) "
-            "FROM items i JOIN batches b USING (batch_id) WHERE i.state IN ('queued', 'running') "
-            f"AND (b.cancel_requested_at IS NULL OR i.state = 'running'){scope}",
-            [at, *params],
+        row = self.db.execute(
+            f"SELECT count(CASE WHEN {runnable('i')} THEN 1 END) AS runnable, "
+            f"count(CASE WHEN i.state = {QUEUED} AND i.not_before > ? THEN 1 END) AS delayed, "
+            f"count(CASE WHEN i.state = {RUNNING} THEN 1 END) AS running, "
+            f"min(CASE WHEN {runnable('i')} THEN i.queued_at END) AS oldest "
+            f"FROM items i JOIN batches b USING (batch_id) WHERE i.state IN {LIVE} "
+            f"AND (b.cancel_requested_at IS NULL OR i.state = {RUNNING}){scope}",
+            [at, at, at, *params],
         ).fetchone()
-
-    def _workers(self, batch_id: str | None) -> list[WorkerActivity]:
-        scope, params = _scope(batch_id, "i")
-        rows = self._conn.execute(
-            "SELECT i.lease_owner, min(i.item_id), group_concat(i.ratio, ' '), min(i.updated_at) "
-            f"FROM items i WHERE i.state = 'running' AND i.lease_owner IS NOT NULL{scope} "
-            "GROUP BY i.lease_owner, i.lease_token ORDER BY min(i.updated_at), i.lease_owner",
-            params,
-        ).fetchall()
-        return [
-            WorkerActivity(owner, item_id, tuple(ratios.split(" ")), since) for owner, item_id, ratios, since in rows
-        ]
+        return row["runnable"], row["delayed"], row["running"], row["oldest"]
 
     def stats_facts(self, since: float, batch_id: str | None = None) -> StatsFacts:
         """The raw figures of the window from ``since`` to now, for one batch or all."""
-        now = self.clock()
+        now = self.db.clock()
         runnable, delayed, running, oldest = self._queue_figures(batch_id, iso(now))
         start = iso(since)
         return StatsFacts(
@@ -126,23 +115,23 @@ class Observation:
         )
 
     def _count(self, sql: str, start: str, batch_id: str | None) -> int:
-        return self._conn.execute(sql, [start, *_scope(batch_id, "b")[1]]).fetchone()[0]
+        return self.db.scalar(sql, [start, *_scope(batch_id, "b")[1]])
 
     def _count_events(self, condition: str, start: str, batch_id: str | None) -> int:
         scope, params = _scope(batch_id, "e")
         sql = f"SELECT count(*) FROM events e WHERE e.at >= ? AND e.item_row IS NOT NULL AND {condition}{scope}"
-        return self._conn.execute(sql, [start, *params]).fetchone()[0]
+        return self.db.scalar(sql, [start, *params])
 
     def _retries(self, start: str, batch_id: str | None) -> dict[str, int]:
         """Per batch: items sent back to the queue after a failed attempt (automatic retries,
         rescued leases and ``thumbctl retry``)."""
         scope, params = _scope(batch_id, "e")
-        rows = self._conn.execute(
-            "SELECT e.batch_id, count(*) FROM events e WHERE e.at >= ? AND e.to_state = 'queued' "
+        rows = self.db.execute(
+            f"SELECT e.batch_id, count(*) AS n FROM events e WHERE e.at >= ? AND e.to_state = {QUEUED} "
             f"AND e.from_state IN ('running', 'failed'){scope} GROUP BY e.batch_id ORDER BY e.batch_id",
             [start, *params],
         ).fetchall()
-        return dict(rows)
+        return {r["batch_id"]: r["n"] for r in rows}
 
     def _cancel_times(self, start: str, batch_id: str | None) -> list[CancelTimes]:
         """Observed: the first running item that stopped after the request (queued items are
@@ -150,28 +139,38 @@ class Observation:
         nothing was running, the request itself. Finalized: the last item transition into a
         terminal state once no item is live."""
         scope, params = _scope(batch_id, "b")
-        rows = self._conn.execute(
+        rows = self.db.execute(
             "SELECT b.batch_id, b.cancel_requested_at, "
             "(SELECT min(e.at) FROM events e WHERE e.batch_id = b.batch_id AND e.item_row IS NOT NULL "
-            f"AND e.from_state = 'running' AND e.to_state IN {_TERMINAL} AND e.at >= b.cancel_requested_at), "
-            "(SELECT count(*) FROM items i WHERE i.batch_id = b.batch_id AND i.state IN ('queued', 'running')), "
-            "(SELECT max(e.at) FROM events e WHERE e.batch_id = b.batch_id AND e.item_row IS NOT NULL "
-            f"AND e.to_state IN {_TERMINAL}) "
+            f"AND e.from_state = {RUNNING} AND e.to_state IN {TERMINAL} AND e.at >= b.cancel_requested_at) "
+            f"AS first_stop, (SELECT count(*) FROM items i WHERE i.batch_id = b.batch_id AND i.state IN {LIVE}) "
+            "AS live, (SELECT max(e.at) FROM events e WHERE e.batch_id = b.batch_id AND e.item_row IS NOT NULL "
+            f"AND e.to_state IN {TERMINAL}) AS last_terminal "
             f"FROM batches b WHERE b.cancel_requested_at >= ?{scope} ORDER BY b.cancel_requested_at",
             [start, *params],
         ).fetchall()
-        return [_cancel_times(*row) for row in rows]
+        return [
+            _cancel_times(r["batch_id"], r["cancel_requested_at"], r["first_stop"], r["live"], r["last_terminal"])
+            for r in rows
+        ]
 
     def _renders(self, start: str, batch_id: str | None) -> list[RenderFacts]:
         scope, params = _scope(batch_id, "i")
-        rows = self._conn.execute(
+        rows = self.db.execute(
             "SELECT i.batch_id, i.source, i.ratio, i.attempt, i.dedup, i.result FROM items i "
-            f"WHERE i.state = 'succeeded' AND i.updated_at >= ?{scope} ORDER BY i.id",
+            f"WHERE i.state = {SUCCEEDED} AND i.updated_at >= ?{scope} ORDER BY i.id",
             [start, *params],
         ).fetchall()
         return [
-            RenderFacts(bid, source, ratio, attempt, bool(dedup), json.loads(result) if result else None)
-            for bid, source, ratio, attempt, dedup, result in rows
+            RenderFacts(
+                r["batch_id"],
+                r["source"],
+                r["ratio"],
+                r["attempt"],
+                bool(r["dedup"]),
+                json.loads(r["result"]) if r["result"] else None,
+            )
+            for r in rows
         ]
 
 

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from ..errors import UsageError, is_transient
+from ..errors import UsageError
+from ..models import ItemState
+from .backend import Backend, Row
+from .states import FAILED, LIVE, QUEUED, RUNNING, runnable
 from .timefmt import iso
+from .transitions import Transitions, marks
 
 DelayFor = Callable[[int], float]
-_CHUNK = 500
 #: Items a claim takes beyond one per distinct derivative key of its source. Items sharing a key
 #: are rendered once per claim and published each; the rest stay queued for the next claimer,
 #: so one photo behind thousands of item ids is spread over the workers in slices.
@@ -59,6 +60,20 @@ class Claim:
     items: tuple[ClaimedItem, ...]
 
 
+def _claimed_item(r: Row) -> ClaimedItem:
+    focus = (r["focus_x"], r["focus_y"]) if r["focus_x"] is not None else None
+    return ClaimedItem(
+        r["id"],
+        r["item_id"],
+        r["ratio"],
+        r["attempt"],
+        r["derivative_key"],
+        r["object_path"],
+        r["friendly_path"],
+        focus,
+    )
+
+
 @dataclass(frozen=True)
 class QueueState:
     """Live items in a scope (one batch or the whole ledger)."""
@@ -74,76 +89,11 @@ class QueueState:
 
 
 class WorkQueue:
-    """Mixin for :class:`~thumbctl.ledger.core.Ledger`: the worker-facing transitions."""
+    """The worker-facing transitions of one ledger."""
 
-    _conn: sqlite3.Connection
-    _write: Callable[..., AbstractContextManager[float]]
-
-    # -- the one transition primitive -------------------------------------------------
-
-    def _transition(
-        self,
-        at: str,
-        rows: list[int],
-        from_state: str,
-        to_state: str,
-        *,
-        token: str | None = None,
-        error_code: str | None = None,
-        detail: str | None = None,
-        not_before: str | None = None,
-        worker: str | None = None,
-    ) -> list[int]:
-        """Move ``rows`` from ``from_state`` to ``to_state`` (only those still there,
-        and still under ``token`` when given) and log one event each. Returns the moved rows.
-        """
-        if len(rows) > _CHUNK:
-            moved: list[int] = []
-            for start in range(0, len(rows), _CHUNK):
-                moved += self._transition(
-                    at,
-                    rows[start : start + _CHUNK],
-                    from_state,
-                    to_state,
-                    token=token,
-                    error_code=error_code,
-                    detail=detail,
-                    not_before=not_before,
-                    worker=worker,
-                )
-            return moved
-        if not rows:
-            return []
-        marks = ",".join("?" * len(rows))
-        guard = " AND lease_token = ?" if token is not None else ""
-        moved = [
-            r[0]
-            for r in self._conn.execute(
-                f"SELECT id FROM items WHERE id IN ({marks}) AND +state = ?{guard}",  # by primary key
-                [*rows, from_state, *([token] if token is not None else [])],
-            )
-        ]
-        if not moved:
-            return []
-        marks = ",".join("?" * len(moved))
-        keep_lease = to_state == "running"
-        self._conn.execute(
-            f"""UPDATE items SET state = ?, updated_at = ?, error_code = ?, error_detail = ?,
-                not_before = ?, queued_at = CASE WHEN ? = 'queued' THEN ? ELSE queued_at END,
-                lease_owner = CASE WHEN ? THEN lease_owner END,
-                lease_token = CASE WHEN ? THEN lease_token END,
-                lease_expires_at = CASE WHEN ? THEN lease_expires_at END,
-                stage_started_at = CASE WHEN ? THEN stage_started_at END
-                WHERE id IN ({marks})""",
-            [to_state, at, error_code, detail, not_before, to_state, at, *[keep_lease] * 4, *moved],
-        )
-        self._conn.execute(
-            f"""INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt, worker,
-                error_code, detail) SELECT ?, batch_id, id, ?, ?, attempt, ?, ?, ? FROM items
-                WHERE id IN ({marks}) ORDER BY id""",
-            [at, from_state, to_state, worker, error_code, detail, *moved],
-        )
-        return moved
+    def __init__(self, db: Backend, log: Transitions) -> None:
+        self.db = db
+        self.log = log
 
     # -- claims and leases ------------------------------------------------------------
 
@@ -165,22 +115,22 @@ class WorkQueue:
         whose batch deadline has passed, so no separate janitor is needed. The claim
         starts the decode stage: its items are timed from now (``stage_started_at``).
         """
-        with self._write() as now:
+        with self.db.write() as now:
             at = iso(now)
-            self._rescue(now, is_dead, delay_for)
-            self._expire_deadlines(at)
+            if self.db.try_exclusive("rescue"):  # one claimer rescues at a time; the others claim
+                self._rescue(now, is_dead, delay_for)
+                self._expire_deadlines(at)
             pick = self._next_source(at, batch_id)
             if pick is None:
                 return None
             token = secrets.token_hex(12)
             rows = self._claimable_rows(at, *pick)
-            marks = ",".join("?" * len(rows))
-            self._conn.execute(
+            self.db.execute(
                 "UPDATE items SET attempt = attempt + 1, lease_owner = ?, lease_token = ?, lease_expires_at = ?, "
-                f"stage_started_at = ? WHERE id IN ({marks})",
+                f"stage_started_at = ? WHERE id IN ({marks(rows)})",
                 [owner, token, iso(now + lease_seconds), at, *rows],
             )
-            self._transition(at, rows, "queued", "running", worker=owner)
+            self.log.move(at, rows, ItemState.QUEUED, ItemState.RUNNING, worker=owner)
             return self._load_claim(token, owner, rows)
 
     def _next_source(self, at: str, batch_id: str | None) -> tuple[str, str] | None:
@@ -188,107 +138,106 @@ class WorkQueue:
         that are due first, then the oldest fresh item. Both queries walk an index of queued items
         without sorting: the ledger's (``items_runnable``) or, for one batch, the batch's own
         (``items_queued_by_batch``), so a claim scoped to a batch never steps over the queued items
-        of the others."""
+        of the others. The item found is locked; one another claimer holds is skipped."""
         if batch_id:
             index, scope, extra = "items_queued_by_batch", " AND batch_id = ?", [batch_id]
         else:
             index, scope, extra = "items_runnable", "", []
+        lock = self.db.lock(skip_locked=True)
         for sql, params in (
-            (f"WHERE state = 'queued' AND not_before <= ?{scope}{_NOT_CANCELLED} ORDER BY not_before", [at, *extra]),
-            (f"WHERE state = 'queued' AND not_before IS NULL{scope}{_NOT_CANCELLED} ORDER BY id", extra),
+            (f"WHERE state = {QUEUED} AND not_before <= ?{scope}{_NOT_CANCELLED} ORDER BY not_before", [at, *extra]),
+            (f"WHERE state = {QUEUED} AND not_before IS NULL{scope}{_NOT_CANCELLED} ORDER BY id", extra),
         ):
-            row = self._conn.execute(
-                f"SELECT batch_id, source FROM items INDEXED BY {index} {sql} LIMIT 1", params
+            row = self.db.execute(
+                f"SELECT batch_id, source FROM items INDEXED BY {index} {sql} LIMIT 1{lock}", params
             ).fetchone()
             if row is not None:
-                return row[0], row[1]
+                return row["batch_id"], row["source"]
         return None
 
     def _claimable_rows(self, at: str, batch_id: str, source: str) -> list[int]:
         """The first runnable item of each distinct derivative key of the source, then up to
         :data:`CLAIM_SHARED_ITEMS` more of those keys. Keys are stepped through on the partial
         index of queued items (a few seeks per key), so a claim never reads every queued item
-        of a source: about 3 ms with 100,000 items queued on two sources."""
-        where = "batch_id = ? AND source = ? AND state = 'queued'"
+        of a source: about 3 ms with 100,000 items queued on two sources. Items another claimer
+        holds are skipped."""
+        where = f"batch_id = ? AND source = ? AND state = {QUEUED}"
+        lock = self.db.lock(skip_locked=True)
         firsts: list[int] = []
         shared: list[int] = []
         key = ""
         while True:
-            key = self._conn.execute(
+            key = self.db.scalar(
                 f"SELECT min(derivative_key) FROM items WHERE {where} AND derivative_key > ?", (batch_id, source, key)
-            ).fetchone()[0]
+            )
             if key is None:
                 return firsts + shared
             rows = [
-                r[0]
-                for r in self._conn.execute(
+                r["id"]
+                for r in self.db.execute(
                     f"SELECT id FROM items WHERE {where} AND derivative_key = ? "
-                    "AND (not_before IS NULL OR not_before <= ?) ORDER BY id LIMIT ?",
+                    f"AND (not_before IS NULL OR not_before <= ?) ORDER BY id LIMIT ?{lock}",
                     (batch_id, source, key, at, 1 + CLAIM_SHARED_ITEMS - len(shared)),
-                )
+                ).fetchall()
             ]
             firsts += rows[:1]
             shared += rows[1:]
 
     def _load_claim(self, token: str, owner: str, rows: list[int]) -> Claim:
-        marks = ",".join("?" * len(rows))
-        items = self._conn.execute(
+        items = self.db.execute(
             "SELECT id, item_id, ratio, attempt, derivative_key, object_path, friendly_path, focus_x, focus_y, "
             f"batch_id, source, source_digest, source_format, source_width, source_height FROM items "
-            f"WHERE id IN ({marks}) ORDER BY id",
+            f"WHERE id IN ({marks(rows)}) ORDER BY id",
             rows,
         ).fetchall()
         first = items[0]
-        profile, limits, out_dir, source_root = self._conn.execute(
-            "SELECT profile, limits, out_dir, source_root FROM batches WHERE batch_id = ?", (first[9],)
+        batch = self.db.execute(
+            "SELECT profile, limits, out_dir, source_root FROM batches WHERE batch_id = ?", (first["batch_id"],)
         ).fetchone()
         return Claim(
             token=token,
             owner=owner,
-            batch_id=first[9],
-            out_dir=out_dir,
-            source_root=source_root,
-            source=first[10],
-            source_digest=first[11],
-            source_format=first[12],
-            source_width=first[13],
-            source_height=first[14],
-            profile=json.loads(profile),
-            limits=json.loads(limits or "{}"),
-            items=tuple(
-                ClaimedItem(r[0], r[1], r[2], r[3], r[4], r[5], r[6], (r[7], r[8]) if r[7] is not None else None)
-                for r in items
-            ),
+            batch_id=first["batch_id"],
+            out_dir=batch["out_dir"],
+            source_root=batch["source_root"],
+            source=first["source"],
+            source_digest=first["source_digest"],
+            source_format=first["source_format"],
+            source_width=first["source_width"],
+            source_height=first["source_height"],
+            profile=json.loads(batch["profile"]),
+            limits=json.loads(batch["limits"] or "{}"),
+            items=tuple(_claimed_item(r) for r in items),
         )
 
     def heartbeat(self, token: str, lease_seconds: float = 30.0) -> int:
         """Extend a lease; returns how many of its items it still holds (0: lost)."""
-        with self._write() as now:
-            return self._conn.execute(
-                "UPDATE items SET lease_expires_at = ? WHERE lease_token = ? AND state = 'running'",
+        with self.db.write() as now:
+            return self.db.execute(
+                f"UPDATE items SET lease_expires_at = ? WHERE lease_token = ? AND state = {RUNNING}",
                 (iso(now + lease_seconds), token),
             ).rowcount
 
     def start_stage(self, claim: Claim, rows: list[int]) -> None:
         """From now on only ``rows`` of the claim (the items of one render) are timed by
         ``--item-timeout``; its other running items wait untimed. ``[]``: between stages."""
-        with self._write() as now:
-            self._conn.execute(
-                "UPDATE items SET stage_started_at = NULL WHERE lease_token = ? AND state = 'running' "
+        with self.db.write() as now:
+            self.db.execute(
+                f"UPDATE items SET stage_started_at = NULL WHERE lease_token = ? AND state = {RUNNING} "
                 "AND stage_started_at IS NOT NULL",
                 (claim.token,),
             )
             if rows:
-                self._conn.execute(
-                    f"UPDATE items SET stage_started_at = ? WHERE id IN ({','.join('?' * len(rows))}) "
-                    "AND lease_token = ? AND +state = 'running'",
+                self.db.execute(
+                    f"UPDATE items SET stage_started_at = ? WHERE id IN ({marks(rows)}) "
+                    f"AND lease_token = ? AND +state = {RUNNING}",
                     [iso(now), *rows, claim.token],
                 )
 
     def _stage_progressed(self, at: str, token: str) -> None:
         """A publish is progress: the items still waiting in the current stage are timed afresh."""
-        self._conn.execute(
-            "UPDATE items SET stage_started_at = ? WHERE lease_token = ? AND state = 'running' "
+        self.db.execute(
+            f"UPDATE items SET stage_started_at = ? WHERE lease_token = ? AND state = {RUNNING} "
             "AND stage_started_at IS NOT NULL",
             (at, token),
         )
@@ -300,36 +249,35 @@ class WorkQueue:
         ``cancelled`` and return True."""
         if not self._cancel_requested(claim.batch_id):
             return False
-        with self._write() as now:
+        with self.db.write() as now:
             rows = self._held_rows(claim)
-            self._transition(iso(now), rows, "running", "cancelled", token=claim.token, worker=claim.owner)
+            self.log.move(iso(now), rows, ItemState.RUNNING, ItemState.CANCELLED, token=claim.token, worker=claim.owner)
         return True
 
     def _cancel_requested(self, batch_id: str) -> bool:
-        row = self._conn.execute("SELECT cancel_requested_at FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()
-        return row is not None and row[0] is not None
+        row = self.db.execute("SELECT cancel_requested_at FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()
+        return row is not None and row["cancel_requested_at"] is not None
 
     def _held_rows(self, claim: Claim) -> list[int]:
-        return [
-            r[0]
-            for r in self._conn.execute(
-                "SELECT id FROM items WHERE lease_token = ? AND state = 'running'", (claim.token,)
-            )
-        ]
+        """The rows the claim still holds, locked."""
+        sql = f"SELECT id FROM items WHERE lease_token = ? AND state = {RUNNING} ORDER BY id{self.db.lock()}"
+        return [r["id"] for r in self.db.execute(sql, (claim.token,)).fetchall()]
 
     def release(self, claim: Claim, reason: str) -> int:
         """Give the claim back without counting an attempt: its held items return to ``queued``
         with the attempt number they had before it (the worker could not reach the ledger, not a
         render that failed). Returns how many items were released."""
-        with self._write() as now:
+        with self.db.write() as now:
             rows = self._held_rows(claim)
-            for start in range(0, len(rows), _CHUNK):
-                chunk = rows[start : start + _CHUNK]
-                self._conn.execute(
-                    f"UPDATE items SET attempt = max(attempt - 1, 0) WHERE id IN ({','.join('?' * len(chunk))})", chunk
-                )
-            moved = self._transition(
-                iso(now), rows, "running", "queued", token=claim.token, worker=claim.owner, detail=reason
+            self.log.set_attempts(rows, "CASE WHEN attempt > 0 THEN attempt - 1 ELSE 0 END")
+            moved = self.log.move(
+                iso(now),
+                rows,
+                ItemState.RUNNING,
+                ItemState.QUEUED,
+                token=claim.token,
+                worker=claim.owner,
+                detail=reason,
             )
             return len(moved)
 
@@ -350,24 +298,26 @@ class WorkQueue:
         batch deadline passed: the item failed ``deadline_exceeded``) or ``lost`` (the lease
         was rescued; nothing was published).
         """
-        with self._write() as now:
+        with self.db.write() as now:
             at = iso(now)
-            row = self._conn.execute(
+            row = self.db.execute(  # the item, and its batch kept from a cancel until this commits
                 "SELECT i.state, i.lease_token, b.cancel_requested_at, b.deadline_at FROM items i "
-                "JOIN batches b USING (batch_id) WHERE i.id = ?",
+                f"JOIN batches b USING (batch_id) WHERE i.id = ?{self.db.lock('i')}{self.db.lock('b', share=True)}",
                 (item.row,),
             ).fetchone()
-            if row is None or row[0] != "running" or row[1] != claim.token:
+            if row is None or row["state"] != ItemState.RUNNING or row["lease_token"] != claim.token:
                 return "lost"
-            if row[2] is not None:
-                self._transition(at, [item.row], "running", "cancelled", token=claim.token, worker=claim.owner)
+            if row["cancel_requested_at"] is not None:
+                self.log.move(
+                    at, [item.row], ItemState.RUNNING, ItemState.CANCELLED, token=claim.token, worker=claim.owner
+                )
                 return "cancelled"
-            if row[3] is not None and row[3] <= at:
-                self._transition(
+            if row["deadline_at"] is not None and row["deadline_at"] <= at:
+                self.log.move(
                     at,
                     [item.row],
-                    "running",
-                    "failed",
+                    ItemState.RUNNING,
+                    ItemState.FAILED,
                     token=claim.token,
                     worker=claim.owner,
                     error_code="deadline_exceeded",
@@ -375,12 +325,20 @@ class WorkQueue:
                 )
                 return "late"
             note = effect()
-            self._transition(at, [item.row], "running", "succeeded", token=claim.token, worker=claim.owner, detail=note)
+            self.log.move(
+                at,
+                [item.row],
+                ItemState.RUNNING,
+                ItemState.SUCCEEDED,
+                token=claim.token,
+                worker=claim.owner,
+                detail=note,
+            )
             if note is not None:
-                self._conn.execute("UPDATE items SET error_detail = NULL WHERE id = ?", (item.row,))
+                self.db.execute("UPDATE items SET error_detail = NULL WHERE id = ?", (item.row,))
             self._stage_progressed(at, claim.token)
             if result is not None:
-                self._conn.execute("UPDATE items SET result = ? WHERE id = ?", (json.dumps(result), item.row))
+                self.db.execute("UPDATE items SET result = ? WHERE id = ?", (json.dumps(result), item.row))
             return "succeeded"
 
     def fail(
@@ -395,49 +353,12 @@ class WorkQueue:
         ``not_before`` while attempts and the deadline allow; the rest end ``failed``.
         Returns the new state of each row the claim still held.
         """
-        with self._write() as now:
-            at = iso(now)
+        with self.db.write() as now:
             held = set(self._held_rows(claim))
             outcome: dict[int, str] = {}
             for row in [r for r in rows if r in held]:
-                outcome[row] = self._settle_one(now, at, row, code, detail, claim.token, claim.owner, delay_for)
+                outcome[row] = self.log.settle(now, row, code, detail, claim.token, claim.owner, delay_for)
             return outcome
-
-    def _settle_one(
-        self,
-        now: float,
-        at: str,
-        row: int,
-        code: str,
-        detail: str,
-        token: str | None,
-        worker: str | None,
-        delay_for: DelayFor,
-    ) -> str:
-        attempt, max_attempts, deadline, cancel_at = self._conn.execute(
-            "SELECT i.attempt, b.max_attempts, b.deadline_at, b.cancel_requested_at FROM items i "
-            "JOIN batches b USING (batch_id) WHERE i.id = ?",
-            (row,),
-        ).fetchone()
-        common = {"token": token, "worker": worker}
-        if cancel_at is not None:
-            self._transition(at, [row], "running", "cancelled", **common)
-            return "cancelled"
-        if is_transient(code) and attempt < max_attempts:
-            not_before = iso(now + delay_for(attempt))
-            if deadline is None or not_before < deadline:
-                self._transition(
-                    at, [row], "running", "queued", error_code=code, detail=detail, not_before=not_before, **common
-                )
-                return "queued"
-            code, detail = "deadline_exceeded", f"the next attempt would start after the deadline ({detail})"
-        elif is_transient(code):
-            if code != "worker_crashed":
-                detail = f"{code}: {detail}"
-                code = "attempts_exhausted"
-            detail = f"{detail} (attempt {attempt} of {max_attempts})"
-        self._transition(at, [row], "running", "failed", error_code=code, detail=detail, **common)
-        return "failed"
 
     # -- explicit retry -------------------------------------------------------------------
 
@@ -449,11 +370,12 @@ class WorkQueue:
         image) are left as they are; submitting again is the way to retry those. Returns how
         many items were requeued.
         """
-        with self._write(durable=True) as now:
+        with self.db.write(durable=True) as now:
             at = iso(now)
-            cancel_at, deadline, expired_at = self._conn.execute(
+            batch = self.db.execute(
                 "SELECT cancel_requested_at, deadline_at, expired_at FROM batches WHERE batch_id = ?", (batch_id,)
             ).fetchone()
+            cancel_at, deadline, expired_at = batch["cancel_requested_at"], batch["deadline_at"], batch["expired_at"]
             if expired_at is not None:
                 raise UsageError(f"batch {batch_id} expired at {expired_at} (gc); submit again to redo its work")
             if cancel_at is not None:
@@ -465,16 +387,15 @@ class WorkQueue:
                     f"the deadline of batch {batch_id} passed at {deadline}; submit again with a new --key to redo it"
                 )
             rows = [
-                r[0]
-                for r in self._conn.execute(
-                    "SELECT id FROM items WHERE batch_id = ? AND state = 'failed' AND derivative_key IS NOT NULL",
+                r["id"]
+                for r in self.db.execute(
+                    f"SELECT id FROM items WHERE batch_id = ? AND state = {FAILED} AND derivative_key IS NOT NULL "
+                    "ORDER BY id",
                     (batch_id,),
-                )
+                ).fetchall()
             ]
-            moved = self._transition(at, rows, "failed", "queued", detail="retry requested")
-            for start in range(0, len(moved), _CHUNK):
-                chunk = moved[start : start + _CHUNK]
-                self._conn.execute(f"UPDATE items SET attempt = 0 WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            moved = self.log.move(at, rows, ItemState.FAILED, ItemState.QUEUED, detail="retry requested")
+            self.log.set_attempts(moved, "0")
             return len(moved)
 
     # -- rescue and deadlines -----------------------------------------------------------
@@ -482,53 +403,65 @@ class WorkQueue:
     def rescue_leases(self, is_dead: Callable[[str], bool], delay_for: DelayFor) -> int:
         """Requeue (or fail, when the attempts are spent) items whose lease expired or
         whose owner process is gone; returns how many were rescued."""
-        with self._write() as now:
+        with self.db.write() as now:
             return self._rescue(now, is_dead, delay_for)
 
     def _rescue(self, now: float, is_dead: Callable[[str], bool], delay_for: DelayFor) -> int:
         at = iso(now)
-        running = self._conn.execute(
-            "SELECT id, lease_owner, lease_expires_at FROM items WHERE state = 'running'"
+        running = self.db.execute(
+            f"SELECT id, lease_owner, lease_expires_at FROM items WHERE state = {RUNNING} ORDER BY id"
         ).fetchall()
-        dead = {owner for owner in {r[1] for r in running} if owner and is_dead(owner)}
-        victims = [(r[0], r[1]) for r in running if r[1] in dead or (r[2] is not None and r[2] <= at)]
+        dead = {owner for owner in {r["lease_owner"] for r in running} if owner and is_dead(owner)}
+        victims = [
+            (r["id"], r["lease_owner"])
+            for r in running
+            if r["lease_owner"] in dead or (r["lease_expires_at"] is not None and r["lease_expires_at"] <= at)
+        ]
+        rescued = 0
         for row, owner in victims:
             why = "its worker process is gone" if owner in dead else "its lease expired"
-            self._settle_one(now, at, row, "worker_crashed", why, None, owner, delay_for)
-        return len(victims)
+            rescued += self.log.settle(now, row, "worker_crashed", why, None, owner, delay_for) != "unchanged"
+        return rescued
 
     def _expire_deadlines(self, at: str) -> None:
         late = [
-            r[0]
-            for r in self._conn.execute(
+            r["batch_id"]
+            for r in self.db.execute(
                 "SELECT batch_id FROM batches WHERE deadline_at IS NOT NULL AND deadline_at <= ?", (at,)
-            )
+            ).fetchall()
         ]
         for batch_id in late:
             rows = [
-                r[0]
-                for r in self._conn.execute("SELECT id FROM items WHERE batch_id = ? AND state = 'queued'", (batch_id,))
+                r["id"]
+                for r in self.db.execute(
+                    f"SELECT id FROM items WHERE batch_id = ? AND state = {QUEUED} ORDER BY id", (batch_id,)
+                ).fetchall()
             ]
-            self._transition(
-                at, rows, "queued", "failed", error_code="deadline_exceeded", detail="the batch deadline passed"
+            self.log.move(
+                at,
+                rows,
+                ItemState.QUEUED,
+                ItemState.FAILED,
+                error_code="deadline_exceeded",
+                detail="the batch deadline passed",
             )
 
     # -- reading the queue ----------------------------------------------------------------
 
     def queue_state(self, batch_id: str | None = None) -> QueueState:
         """Live items in scope: runnable now, delayed by backoff, running."""
-        at = iso(self.clock())  # type: ignore[attr-defined]
+        at = iso(self.db.clock())
         scope = " AND i.batch_id = ?" if batch_id else ""
-        params: list[object] = [at, at, at, *([batch_id] if batch_id else [])]
-        row = self._conn.execute(
-            "SELECT sum(i.state = 'queued' AND (i.not_before IS NULL OR i.not_before <= ?)), "
-            "sum(i.state = 'queued' AND i.not_before > ?), sum(i.state = 'running'), "
-            "min(CASE WHEN i.state = 'queued' AND i.not_before > ? THEN i.not_before END) "
-            "FROM items i JOIN batches b USING (batch_id) WHERE i.state IN ('queued', 'running') "
-            f"AND (b.cancel_requested_at IS NULL OR i.state = 'running'){scope}",
-            params,
+        row = self.db.execute(
+            f"SELECT count(CASE WHEN {runnable('i')} THEN 1 END) AS runnable, "
+            f"count(CASE WHEN i.state = {QUEUED} AND i.not_before > ? THEN 1 END) AS delayed, "
+            f"count(CASE WHEN i.state = {RUNNING} THEN 1 END) AS running, "
+            f"min(CASE WHEN i.state = {QUEUED} AND i.not_before > ? THEN i.not_before END) AS next_not_before "
+            f"FROM items i JOIN batches b USING (batch_id) WHERE i.state IN {LIVE} "
+            f"AND (b.cancel_requested_at IS NULL OR i.state = {RUNNING}){scope}",
+            [at, at, at, *([batch_id] if batch_id else [])],
         ).fetchone()
-        return QueueState(row[0] or 0, row[1] or 0, row[2] or 0, row[3])
+        return QueueState(row["runnable"], row["delayed"], row["running"], row["next_not_before"])
 
     def queue_idle(self, batch_id: str | None = None) -> bool:
         """No live item in scope (what :attr:`QueueState.idle` says), found without counting:
@@ -536,45 +469,44 @@ class WorkQueue:
         this at the same cost whatever the length of the queue."""
         scope = " AND batch_id = ?" if batch_id else ""
         extra = [batch_id] if batch_id else []
-        live = self._conn.execute(
-            f"SELECT EXISTS (SELECT 1 FROM items WHERE state = 'running'{scope}) "
-            f"OR EXISTS (SELECT 1 FROM items WHERE state = 'queued'{scope}{_NOT_CANCELLED})",
+        live = self.db.scalar(
+            f"SELECT EXISTS (SELECT 1 FROM items WHERE state = {RUNNING}{scope}) "
+            f"OR EXISTS (SELECT 1 FROM items WHERE state = {QUEUED}{scope}{_NOT_CANCELLED})",
             [*extra, *extra],
-        ).fetchone()[0]
+        )
         return not live
 
     def overdue_owners(self, seconds: float) -> list[str]:
         """Lease owners with a running item whose stage (the decode of its source, or its render
         and publish) started more than ``seconds`` ago."""
-        cutoff = iso(self.clock() - seconds)  # type: ignore[attr-defined]
-        rows = self._conn.execute(
-            "SELECT DISTINCT lease_owner FROM items WHERE state = 'running' AND lease_owner IS NOT NULL "
+        cutoff = iso(self.db.clock() - seconds)
+        rows = self.db.execute(
+            f"SELECT DISTINCT lease_owner FROM items WHERE state = {RUNNING} AND lease_owner IS NOT NULL "
             "AND stage_started_at < ?",
             (cutoff,),
         ).fetchall()
-        return [r[0] for r in rows]
+        return [r["lease_owner"] for r in rows]
 
     def stop_overdue(self, owner: str, seconds: float, code: str, detail: str) -> int:
         """End ``owner``'s items whose stage has run over ``seconds`` ``failed`` with ``code`` (a
         permanent verdict) and put its other running items back to ``queued`` without spending an
         attempt (their render never started), all before the worker is stopped. Returns how many
         failed: 0 when the stage ended meanwhile (then the worker must be left alone)."""
-        with self._write() as now:
+        with self.db.write() as now:
             at = iso(now)
-            running = self._conn.execute(
-                "SELECT id, coalesce(stage_started_at < ?, 0) FROM items WHERE state = 'running' AND lease_owner = ?",
+            running = self.db.execute(
+                "SELECT id, CASE WHEN stage_started_at < ? THEN 1 ELSE 0 END AS late FROM items "
+                f"WHERE state = {RUNNING} AND lease_owner = ? ORDER BY id{self.db.lock()}",
                 (iso(now - seconds), owner),
             ).fetchall()
-            overdue = [row for row, late in running if late]
+            overdue = [r["id"] for r in running if r["late"]]
             if not overdue:
                 return 0
-            waiting = [row for row, late in running if not late]
-            self._transition(at, overdue, "running", "failed", error_code=code, detail=detail, worker=owner)
+            waiting = [r["id"] for r in running if not r["late"]]
+            self.log.move(
+                at, overdue, ItemState.RUNNING, ItemState.FAILED, error_code=code, detail=detail, worker=owner
+            )
             why = f"its worker was stopped ({detail}) before this item's render; the attempt is not counted"
-            self._transition(at, waiting, "running", "queued", detail=why, worker=owner)
-            for start in range(0, len(waiting), _CHUNK):
-                chunk = waiting[start : start + _CHUNK]
-                self._conn.execute(
-                    f"UPDATE items SET attempt = attempt - 1 WHERE id IN ({','.join('?' * len(chunk))})", chunk
-                )
+            moved = self.log.move(at, waiting, ItemState.RUNNING, ItemState.QUEUED, detail=why, worker=owner)
+            self.log.set_attempts(moved, "attempt - 1")
             return len(overdue)

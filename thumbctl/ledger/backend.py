@@ -1,0 +1,243 @@
+"""What a ledger backend is: one database connection, its transactions, and its SQL dialect.
+
+The ledger's logic (:mod:`.core`, :mod:`.work`, :mod:`.maintenance`, :mod:`.observe`) is written
+once, in SQL both backends run, against this interface; a backend supplies the connection, the
+transactions and the few places where the two dialects differ. :class:`~.sqlite.SqliteBackend` is
+the embedded default, :class:`~.postgres.PostgresBackend` lets workers on many machines share one
+queue.
+
+Rules every backend keeps:
+
+* A write transaction serializes with every other write to the rows it touches, and its
+  transition events are appended at its end (:meth:`Backend.flush_events`), after every row lock
+  it takes, so events are numbered in commit order and a reader that saw event ``n`` never later
+  finds one below ``n``.
+* Rows are read by column name.
+* Errors about the ledger itself leave as :class:`~thumbctl.errors.LedgerFault` with a stable code.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import fields
+from typing import Any, NamedTuple, Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+Clock = Callable[[], float]
+T = TypeVar("T")
+
+EVENT_COLUMNS = (
+    "at",
+    "batch_id",
+    "item_row",
+    "from_state",
+    "to_state",
+    "attempt",
+    "worker",
+    "error_code",
+    "detail",
+    "dedup",
+)
+#: One transition event as written: the values of :data:`EVENT_COLUMNS`, in order.
+EventRow = tuple[Any, ...]
+_INSERT_EVENT = f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({', '.join('?' * len(EVENT_COLUMNS))})"
+
+
+@contextmanager
+def _streamed(cursor: Cursor) -> Iterator[Iterator[Any]]:
+    try:
+        yield _fetched(cursor)
+    finally:
+        cursor.close()
+
+
+def _fetched(cursor: Cursor) -> Iterator[Any]:
+    while rows := cursor.fetchmany(500):
+        yield from rows
+
+
+SERVER_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_server_url(target: object) -> bool:
+    """True for a PostgreSQL URL (``--db postgresql://user@host/dbname``); anything else names a file."""
+    return isinstance(target, str) and target.startswith(SERVER_SCHEMES)
+
+
+def masked(url: str) -> str:
+    """``url`` with its password replaced by ``***``: the only form of it ever shown."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+class _Deferred(NamedTuple):
+    sql: str
+    params: Sequence[object]
+
+
+class Row(Protocol):
+    """A result row: values by column name (``row["state"]``)."""
+
+    def __getitem__(self, key: str) -> Any: ...
+
+
+class Cursor(Protocol):
+    rowcount: int
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def fetchmany(self, size: int = ...) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def close(self) -> None: ...
+
+
+class Backend(ABC):
+    """One connection to one ledger. Not shared across processes or threads."""
+
+    #: Shown to users in messages; a server URL with its password masked.
+    name: str
+    #: ``sqlite`` or ``postgresql``.
+    kind: str
+    clock: Clock
+
+    def __init__(self) -> None:
+        self._events: list[EventRow | _Deferred] = []
+
+    # -- statements ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def execute(self, sql: str, params: Sequence[object] = ()) -> Cursor:
+        """Run one statement written with ``?`` placeholders; rows come back readable by name."""
+
+    @abstractmethod
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None: ...
+
+    def insert_rows(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+        """Insert many rows (a new batch's items)."""
+        self.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows)
+
+    def scalar(self, sql: str, params: Sequence[object] = ()) -> Any:
+        """The first column of the first row, or None when there is no row."""
+        row = self.execute(sql, params).fetchone()
+        return None if row is None else next(iter(row))
+
+    # -- transactions --------------------------------------------------------------------------
+
+    @abstractmethod
+    def write(self, *, durable: bool = False) -> AbstractContextManager[float]:
+        """A write transaction; yields the time taken inside it. ``durable``: the commit reaches
+        the disk before it returns (acceptance, cancellation)."""
+
+    @abstractmethod
+    def reading(self) -> AbstractContextManager[None]:
+        """One read transaction: every statement inside sees the same committed state."""
+
+    @property
+    @abstractmethod
+    def in_transaction(self) -> bool: ...
+
+    def append_event(self, row: EventRow) -> None:
+        """Queue a transition event for the end of the current write transaction."""
+        self._events.append(row)
+
+    def append_events_from(self, sql: str, params: Sequence[object]) -> None:
+        """Queue an ``INSERT INTO events … SELECT …`` for the end of the current transaction (for
+        events of many rows that cannot change before then, e.g. a new batch's creation events)."""
+        self._events.append(_Deferred(sql, params))
+
+    def flush_events(self) -> None:
+        """Write the queued events, in order, as the transaction's last statements."""
+        if not self._events:
+            return
+        self.before_events()
+        pending, self._events = self._events, []
+        rows: list[EventRow] = []
+        for entry in pending:
+            if isinstance(entry, _Deferred):
+                self._insert_events(rows)
+                rows = []
+                self.execute(entry.sql, entry.params)
+            else:
+                rows.append(entry)
+        self._insert_events(rows)
+
+    def discard_events(self) -> None:
+        self._events = []
+
+    def before_events(self) -> None:  # noqa: B027 - a hook: nothing to do by default
+        """Called once per transaction before its events are written (PostgreSQL takes the lock
+        that numbers events in commit order here)."""
+
+    def _insert_events(self, rows: list[EventRow]) -> None:
+        if rows:
+            self.executemany(_INSERT_EVENT, rows)
+
+    # -- dialect -------------------------------------------------------------------------------
+
+    def lock(self, of: str | None = None, *, skip_locked: bool = False, share: bool = False) -> str:
+        """Appended to a ``SELECT`` that reads rows it is about to change (of the table aliased
+        ``of``): locks them until commit, skipping rows another transaction holds when asked
+        (claims); ``share`` only keeps them from changing. Empty where a write transaction
+        already excludes every other writer."""
+        return ""
+
+    @abstractmethod
+    def json_number(self, column: str, key: str) -> str:
+        """SQL for the integer at ``key`` of the JSON text in ``column`` (NULL when absent)."""
+
+    @abstractmethod
+    def json_flag(self, column: str, key: str) -> str:
+        """SQL true when ``key`` of the JSON text in ``column`` is ``true``."""
+
+    def stream(self, sql: str, params: Sequence[object]) -> AbstractContextManager[Iterator[Any]]:
+        """The rows of ``sql`` as they are fetched, a few hundred at a time (inside :meth:`reading`);
+        the cursor is closed on leaving, read to the end or not."""
+        return _streamed(self.execute(sql, params))
+
+    def serialize_on(self, key: str) -> None:  # noqa: B027 - nothing to do where writes are serialized
+        """Inside a write transaction: wait for any other transaction serialized on ``key``
+        (two submits of one idempotency key)."""
+
+    def try_exclusive(self, name: str) -> bool:
+        """Inside a write transaction: True when no other transaction holds ``name`` (it is held
+        until commit), False to skip optional work another process is doing (rescue)."""
+        return True
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @abstractmethod
+    def check_file(self) -> None:
+        """Raise :class:`~thumbctl.errors.LedgerGone` when the ledger opened is gone (a file ledger)."""
+
+    @abstractmethod
+    def fault(self, code: str, detail: str) -> Exception:
+        """The error ``code`` (``ledger_full``, ``ledger_corrupt``, …) for this ledger, with its advice."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def reconnect(self) -> None:
+        """Open a new connection after the old one was lost (a server restart)."""
+
+
+def record(cls: type[T], row: Any, /, **values: Any) -> T:
+    """The dataclass ``cls`` from ``row``, field by field by column name; ``values`` give the
+    fields named otherwise in the row (or computed)."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    return cls(
+        **{name: values[name] if name in values else row[name] for name in names if name in values or _has(row, name)}
+    )
+
+
+def _has(row: Any, name: str) -> bool:
+    return name in row.keys()  # noqa: SIM118 - a row has keys(), not __contains__ by name

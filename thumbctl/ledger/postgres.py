@@ -1,0 +1,318 @@
+"""The server ledger backend: one PostgreSQL database shared by workers on many machines.
+
+Where SQLite lets one writer at a time, PostgreSQL runs write transactions side by side, so the
+ledger's SQL asks for what it needs explicitly (:class:`~.backend.Backend`):
+
+* Rows a transaction is about to change are locked as it reads them (``FOR NO KEY UPDATE``);
+  claims skip rows another claimer holds (``SKIP LOCKED``), so no item goes to two live leases.
+  The lock re-reads the row as last committed, so a conditional transition (``running`` under this
+  lease token) sees what any concurrent transaction committed.
+* The cancel race rule: ``publish`` locks the item, then updates the batch row it checks the cancel
+  flag on; ``cancel`` locks the same batch row. One of the two commits first; the other sees it.
+* Commit order of events: a transaction takes one ledger-wide advisory lock
+  (:data:`_EVENTS_LOCK`) right before it writes its events, as its last statements, and holds it
+  to its commit; event numbers come from the ``events`` identity after that lock, so they are
+  handed out in commit order, and a reader that saw event ``n`` never later finds one below ``n``.
+  The price: commits that write events are serialized (measured in ``bench/backends.py``).
+* A lost connection (a server restart) is :class:`~thumbctl.errors.LedgerConnectionLost`; the
+  :class:`~.core.Ledger` reconnects and runs the operation again within the busy policy's bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import LedgerBusy, LedgerConnectionLost, LedgerError, LedgerFault, LedgerUnavailable, UsageError
+from ..retrypolicy import BusyPolicy
+from .backend import EVENT_COLUMNS, Backend, Clock, EventRow, masked
+from .pgschema import MIGRATIONS, SCHEMA_VERSION
+
+#: Advisory lock keys (the first half of two-int keys: one class of lock each).
+_EVENTS_LOCK = 7419_0001
+_MIGRATE_LOCK = 7419_0002
+_KEY_LOCKS = 7419_0003
+_NAMED_LOCKS = 7419_0004
+
+
+def _driver() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise UsageError(
+            "a PostgreSQL ledger needs the driver: pip install 'thumbctl[postgres]'", code="postgres_driver_missing"
+        ) from None
+    return psycopg
+
+
+class _Row:
+    """A row readable by column name (``row["state"]``) or position, like :class:`sqlite3.Row`."""
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, index: dict[str, int], values: Sequence[Any]) -> None:
+        self._index = index
+        self._values = values
+
+    def __getitem__(self, key: str | int) -> Any:
+        return self._values[self._index[key] if isinstance(key, str) else key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+def _row_factory(cursor: Any) -> Any:
+    index = {column.name: i for i, column in enumerate(cursor.description or ())}
+    return lambda values: _Row(index, values)
+
+
+_PLACEHOLDER = re.compile(r"\?")
+_INDEX_HINT = re.compile(r"\s+INDEXED BY \w+")
+_NO_INDEX = re.compile(r"(?<![\w)])\+(?=[a-z_])")
+
+
+def _dialect(sql: str) -> str:
+    """A statement of the ledger's shared SQL in PostgreSQL's: ``%s`` placeholders, and SQLite's
+    planner hints dropped (``INDEXED BY``, a unary ``+`` that keeps a column off an index)."""
+    sql = _INDEX_HINT.sub("", sql)
+    sql = _NO_INDEX.sub("", sql)
+    sql = sql.replace("CROSS JOIN", "JOIN").replace("group_concat(", "string_agg(")
+    return _PLACEHOLDER.sub("%s", sql.replace("%", "%%"))
+
+
+class PostgresBackend(Backend):
+    """A connection to one PostgreSQL ledger."""
+
+    kind = "postgresql"
+
+    def lock(self, of: str | None = None, *, skip_locked: bool = False, share: bool = False) -> str:
+        clause = " FOR SHARE" if share else " FOR NO KEY UPDATE"
+        return clause + (f" OF {of}" if of else "") + (" SKIP LOCKED" if skip_locked else "")
+
+    def __init__(self, url: str, *, clock: Clock, busy: BusyPolicy, read_only: bool = False) -> None:
+        super().__init__()
+        self.url = url
+        self.name = masked(url)
+        self.clock = clock
+        self.busy = busy
+        self.read_only = read_only
+        self._psycopg = _driver()
+        self._sql: dict[str, str] = {}
+        self._in_tx = False
+        self.conn = self._connect()
+        self._migrate()
+
+    # -- connection ----------------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        try:
+            conn = self._psycopg.connect(
+                self.url, autocommit=True, row_factory=_row_factory, connect_timeout=max(1, int(self.busy.timeout))
+            )
+        except self._psycopg.Error as exc:
+            raise self._unavailable(exc) from None
+        conn.execute("SET TIME ZONE 'UTC'")
+        return conn
+
+    def _unavailable(self, exc: BaseException) -> LedgerUnavailable:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return LedgerUnavailable(
+            f"the PostgreSQL ledger {self.name} cannot be reached ({_masked_text(reason, self.url)}): check that the "
+            "server runs and accepts this user, then run the command again",
+            retry_after=10,
+        )
+
+    def reconnect(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        self._in_tx = False
+        self.discard_events()
+        self.conn = self._connect()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def _translated(self, sql: str) -> str:
+        found = self._sql.get(sql)
+        if found is None:
+            found = self._sql[sql] = _dialect(sql)
+        return found
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> Any:
+        try:
+            return self.conn.execute(self._translated(sql), list(params) or None)
+        except self._psycopg.Error as exc:
+            raise self._translate_error(exc) from exc
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        try:
+            with self.conn.cursor() as cursor:
+                cursor.executemany(self._translated(sql), list(rows))
+        except self._psycopg.Error as exc:
+            raise self._translate_error(exc) from exc
+
+    def copy_rows(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+        """Many rows at once through ``COPY``: a 100,000-item batch in one round trip."""
+        try:
+            with self.conn.cursor() as cursor, cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        except self._psycopg.Error as exc:
+            raise self._translate_error(exc) from exc
+
+    def insert_rows(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+        self.copy_rows(table, columns, rows)
+
+    def _insert_events(self, rows: list[EventRow]) -> None:
+        if rows:
+            self.copy_rows("events", EVENT_COLUMNS, rows)
+
+    def _translate_error(self, exc: BaseException) -> BaseException:
+        errors = self._psycopg.errors
+        if isinstance(exc, errors.DeadlockDetected | errors.LockNotAvailable | errors.SerializationFailure):
+            return LedgerBusy(f"the PostgreSQL ledger {self.name} was busy ({_first_line(exc)}); retry", retry_after=5)
+        if isinstance(exc, errors.DiskFull):
+            return self.fault("ledger_full", _first_line(exc))
+        if isinstance(exc, errors.DataCorrupted | errors.IndexCorrupted):
+            return self.fault("ledger_corrupt", _first_line(exc))
+        if isinstance(exc, self._psycopg.OperationalError) and self.conn.closed:
+            return LedgerConnectionLost(
+                f"the connection to the PostgreSQL ledger {self.name} was lost ({_first_line(exc)})", retry_after=5
+            )
+        if isinstance(exc, errors.AdminShutdown | errors.CannotConnectNow | self._psycopg.InterfaceError):
+            return LedgerConnectionLost(
+                f"the connection to the PostgreSQL ledger {self.name} was lost ({_first_line(exc)})", retry_after=5
+            )
+        return exc
+
+    def json_number(self, column: str, key: str) -> str:
+        return f"(({column})::jsonb ->> '{key}')::bigint"
+
+    def json_flag(self, column: str, key: str) -> str:
+        return f"coalesce(({column})::jsonb -> '{key}' = 'true'::jsonb, false)"
+
+    def serialize_on(self, key: str) -> None:
+        self.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (_KEY_LOCKS, key))
+
+    def try_exclusive(self, name: str) -> bool:
+        return bool(self.scalar("SELECT pg_try_advisory_xact_lock(?, hashtext(?))", (_NAMED_LOCKS, name)))
+
+    def before_events(self) -> None:
+        self.execute("SELECT pg_advisory_xact_lock(?)", (_EVENTS_LOCK,))
+
+    # -- transactions --------------------------------------------------------------------------
+
+    @contextmanager
+    def write(self, *, durable: bool = False) -> Iterator[float]:
+        """``READ COMMITTED`` with explicit row locks; a write that need not be durable does not
+        wait for its commit to reach the disk (as SQLite's ``synchronous=NORMAL``)."""
+        if self._in_tx:
+            raise RuntimeError("nested ledger write")
+        self.execute("BEGIN")
+        self._in_tx = True
+        try:
+            if not durable:
+                self.execute("SET LOCAL synchronous_commit TO off")
+            yield self.clock()
+            self.flush_events()
+            self.execute("COMMIT")
+        except BaseException:
+            self.discard_events()
+            with contextlib.suppress(Exception):  # the first fault is the one to report
+                self.conn.execute("ROLLBACK")
+            raise
+        finally:
+            self._in_tx = False
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """``REPEATABLE READ``: one snapshot for every statement inside."""
+        if self._in_tx:
+            yield
+            return
+        self.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self._in_tx = True
+        try:
+            yield
+        finally:
+            self._in_tx = False
+            with contextlib.suppress(Exception):
+                self.conn.execute("ROLLBACK")
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_tx
+
+    @contextmanager
+    def stream(self, sql: str, params: Sequence[object]) -> Iterator[Iterator[Any]]:
+        """The rows of ``sql`` through a server-side cursor, a few hundred at a time (inside
+        :meth:`reading`): a million-row listing never sits in memory."""
+        cursor = self.conn.cursor(name="thumbctl_stream")
+        cursor.itersize = 500
+        try:
+            cursor.execute(self._translated(sql), list(params) or None)
+            yield iter(cursor)
+        except self._psycopg.Error as exc:
+            raise self._translate_error(exc) from exc
+        finally:
+            with contextlib.suppress(Exception):
+                cursor.close()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def check_file(self) -> None:
+        """A server ledger has no file to lose."""
+
+    def fault(self, code: str, detail: str) -> LedgerFault:
+        from .connection import fault_for  # the advice text is shared with the file ledger
+
+        return fault_for(code, self.name, detail)  # type: ignore[arg-type]
+
+    def _migrate(self) -> None:
+        """Apply the migrations this database lacks, under an advisory lock: two processes that
+        start at once on a new database migrate it once."""
+        if self._version() == SCHEMA_VERSION:
+            return
+        with self.write(durable=True):
+            self.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATE_LOCK,))
+            self.execute("CREATE TABLE IF NOT EXISTS thumbctl_schema (version integer NOT NULL)")
+            version = self._version()
+            if version > SCHEMA_VERSION:
+                raise LedgerError(
+                    f"the ledger {self.name} has schema version {version}; this thumbctl knows up to "
+                    f"{SCHEMA_VERSION}: upgrade thumbctl"
+                )
+            for target, statements in MIGRATIONS:
+                if target > version:
+                    for statement in statements:
+                        self.conn.execute(statement)
+            self.execute("DELETE FROM thumbctl_schema")
+            self.execute("INSERT INTO thumbctl_schema (version) VALUES (?)", (SCHEMA_VERSION,))
+
+    def _version(self) -> int:
+        exists = self.scalar("SELECT to_regclass('thumbctl_schema') IS NOT NULL")
+        if not exists:
+            return 0
+        return int(self.scalar("SELECT coalesce(max(version), 0) FROM thumbctl_schema"))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _masked_text(text: str, url: str) -> str:
+    password = urlsplit(url).password
+    return text.replace(password, "***") if password else text

@@ -1,0 +1,154 @@
+"""The embedded ledger backend: one SQLite file in WAL mode.
+
+Every write is ``BEGIN IMMEDIATE``: SQLite lets one writer at a time, so a write transaction
+excludes every other and needs no row locks; a busy write lock is waited out by the busy policy
+(:class:`~thumbctl.retrypolicy.BusyPolicy`). SQLite errors about the file become stable thumbctl
+errors in :mod:`.connection`; every write first checks the file is still the one opened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import LedgerBusy, LedgerError, LedgerFault, LedgerUnavailable
+from ..retrypolicy import BusyPolicy
+from .backend import Backend, Clock
+from .connection import LedgerConnection, LedgerCursor, connect, fault_for, file_identity, gone_error
+from .schema import MIGRATIONS, SCHEMA_VERSION
+
+
+class SqliteBackend(Backend):
+    """A connection to one ledger file."""
+
+    kind = "sqlite"
+
+    def __init__(self, path: Path, *, clock: Clock, busy: BusyPolicy, read_only: bool = False) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.name = str(self.path)
+        self.clock = clock
+        self.busy = busy
+        self.read_only = read_only
+        self.conn = self._open_connection()
+        self._identity = file_identity(self.path)
+        self._migrate()
+
+    def _open_connection(self) -> LedgerConnection:
+        conn = connect(self.path, self.busy.timeout, read_only=self.read_only)
+        conn.row_factory = sqlite3.Row
+        if not self.read_only or _schema_version(conn) >= SCHEMA_VERSION:
+            return conn
+        conn.close()
+        try:
+            conn = connect(self.path, self.busy.timeout)
+        except LedgerUnavailable as exc:
+            raise LedgerError(
+                f"{self.path} needs a schema upgrade (to version {SCHEMA_VERSION}) and cannot be written here "
+                f"({exc.code}): run any thumbctl command once where it is writable",
+                code="ledger_read_only",
+            ) from exc
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> LedgerCursor:
+        return self.conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        self.conn.executemany(sql, rows)
+
+    def json_number(self, column: str, key: str) -> str:
+        return f"json_extract({column}, '$.{key}')"
+
+    def json_flag(self, column: str, key: str) -> str:
+        return f"coalesce(json_extract({column}, '$.{key}') = 1, 0)"
+
+    # -- transactions --------------------------------------------------------------------------
+
+    @contextmanager
+    def write(self, *, durable: bool = False) -> Iterator[float]:
+        """``BEGIN IMMEDIATE`` on the file still at :attr:`path`; the events come last."""
+        self.conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+        self._begin()
+        try:
+            self.check_file()
+            yield self.clock()
+            self.flush_events()
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.discard_events()
+            if self.conn.in_transaction:
+                with contextlib.suppress(LedgerFault):  # the first fault is the one to report
+                    self.conn.execute("ROLLBACK")
+            raise
+
+    def _begin(self) -> None:
+        """``BEGIN IMMEDIATE``, retried by the busy policy: the one place a busy ledger is waited out."""
+        for attempt in self.busy.retrying(LedgerBusy):
+            with attempt:
+                self.conn.execute("BEGIN IMMEDIATE")
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """WAL: writers carry on while a reader keeps its snapshot. Inside a transaction already
+        open, that one is the snapshot."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self.conn.in_transaction:
+                with contextlib.suppress(LedgerFault):  # a read has nothing to keep; the first fault is the one
+                    self.conn.execute("ROLLBACK")
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.conn.in_transaction
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def check_file(self) -> None:
+        """Raise :class:`LedgerGone` if the file at :attr:`path` is no longer the one this
+        connection opened (deleted, its folder deleted, or replaced): every write checks."""
+        now = file_identity(self.path)
+        if now != self._identity:
+            raise gone_error(self.path, now)
+
+    def fault(self, code: str, detail: str) -> LedgerFault:
+        return fault_for(code, self.path, detail)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def reconnect(self) -> None:
+        """A file connection is never lost."""
+
+    def _migrate(self) -> None:
+        version = _schema_version(self.conn)
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise LedgerError(
+                f"{self.path} has schema version {version}; this thumbctl knows up to {SCHEMA_VERSION}: "
+                "upgrade thumbctl"
+            )
+        import sqlite_utils  # only here: opening an up-to-date ledger stays light
+
+        with self.write(durable=True):
+            version = _schema_version(self.conn)
+            db = sqlite_utils.Database(self.conn)
+            for target, migrate in MIGRATIONS:
+                if target > version:
+                    migrate(db)
+                    self.conn.execute(f"PRAGMA user_version={int(target)}")
+
+
+def _schema_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])

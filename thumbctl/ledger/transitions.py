@@ -1,0 +1,169 @@
+"""The one transition primitive: move items between states and log one event per move.
+
+Every state change of an item, made by any part of the ledger, goes through :meth:`Transitions.move`:
+a conditional change (only rows still in ``from_state``, still under a lease token when given), read
+under a row lock where the backend runs writers side by side, with its events queued for the end of
+the transaction (:meth:`~.backend.Backend.flush_events`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+from ..errors import is_transient
+from ..models import ItemState
+from .backend import Backend
+from .states import QUEUED, RUNNING
+from .timefmt import iso
+
+DelayFor = Callable[[int], float]
+#: Rows per statement of a transition over many rows.
+CHUNK = 500
+
+
+def chunks(values: Sequence[int], size: int = CHUNK) -> Iterator[Sequence[int]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def marks(values: Sequence[object]) -> str:
+    return ",".join("?" * len(values))
+
+
+class Transitions:
+    """Item moves and batch events, inside a write transaction the caller holds."""
+
+    def __init__(self, db: Backend) -> None:
+        self.db = db
+
+    def move(
+        self,
+        at: str,
+        rows: Sequence[int],
+        from_state: str,
+        to_state: str,
+        *,
+        token: str | None = None,
+        error_code: str | None = None,
+        detail: str | None = None,
+        not_before: str | None = None,
+        worker: str | None = None,
+    ) -> list[int]:
+        """Move ``rows`` from ``from_state`` to ``to_state`` (only those still there, and still
+        under ``token`` when given) and log one event each. Returns the moved rows."""
+        moved: list[int] = []
+        for chunk in chunks(rows):
+            moved += self._move(at, chunk, from_state, to_state, token, error_code, detail, not_before, worker)
+        return moved
+
+    def _move(
+        self,
+        at: str,
+        rows: Sequence[int],
+        from_state: str,
+        to_state: str,
+        token: str | None,
+        error_code: str | None,
+        detail: str | None,
+        not_before: str | None,
+        worker: str | None,
+    ) -> list[int]:
+        guard = " AND lease_token = ?" if token is not None else ""
+        found = [
+            r["id"]
+            for r in self.db.execute(
+                f"SELECT id FROM items WHERE id IN ({marks(rows)}) AND +state = ?{guard} ORDER BY id{self.db.lock()}",
+                [*rows, from_state, *([token] if token is not None else [])],
+            ).fetchall()
+        ]
+        if not found:
+            return []
+        lease = (
+            ""
+            if to_state == ItemState.RUNNING
+            else (", lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, stage_started_at = NULL")
+        )
+        queued_at = at if to_state == ItemState.QUEUED else None
+        changed = self.db.execute(
+            "UPDATE items SET state = ?, updated_at = ?, error_code = ?, error_detail = ?, not_before = ?, "
+            f"queued_at = coalesce(?, queued_at){lease} WHERE id IN ({marks(found)}) RETURNING id, batch_id, attempt",
+            [to_state, at, error_code, detail, not_before, queued_at, *found],
+        ).fetchall()
+        for row in sorted(changed, key=lambda r: r["id"]):
+            self.db.append_event(
+                (at, row["batch_id"], row["id"], from_state, to_state, row["attempt"], worker, error_code, detail, 0)
+            )
+        return found
+
+    def event(
+        self,
+        at: str,
+        batch_id: str,
+        item_row: int | None,
+        from_state: str | None,
+        attempt: int | None,
+        to_state: str,
+        *,
+        error_code: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """An event that moves no item: a batch's cancel request, expiry, a relink, a removal."""
+        self.db.append_event((at, batch_id, item_row, from_state, to_state, attempt, None, error_code, detail, 0))
+
+    def settle(
+        self,
+        now: float,
+        row: int,
+        code: str,
+        detail: str,
+        token: str | None,
+        worker: str | None,
+        delay_for: DelayFor,
+    ) -> str:
+        """Settle one running item that failed with ``code``: back to ``queued`` with a persisted
+        ``not_before`` while attempts and the deadline allow, else ``failed``; ``cancelled`` when its
+        batch's cancel was requested. Returns the new state (the row is locked first, so a
+        concurrent settle of the same row moves nothing)."""
+        at = iso(now)
+        found = self.db.execute(
+            "SELECT i.attempt, b.max_attempts, b.deadline_at, b.cancel_requested_at FROM items i "
+            f"JOIN batches b USING (batch_id) WHERE i.id = ? AND i.state = {RUNNING}{self.db.lock('i')}",
+            (row,),
+        ).fetchone()
+        if found is None:
+            return "unchanged"
+        common = {"token": token, "worker": worker}
+        attempt, max_attempts, deadline = found["attempt"], found["max_attempts"], found["deadline_at"]
+        if found["cancel_requested_at"] is not None:
+            self.move(at, [row], ItemState.RUNNING, ItemState.CANCELLED, **common)
+            return ItemState.CANCELLED
+        if is_transient(code) and attempt < max_attempts:
+            not_before = iso(now + delay_for(attempt))
+            if deadline is None or not_before < deadline:
+                self.move(
+                    at,
+                    [row],
+                    ItemState.RUNNING,
+                    ItemState.QUEUED,
+                    error_code=code,
+                    detail=detail,
+                    not_before=not_before,
+                    **common,
+                )
+                return ItemState.QUEUED
+            code, detail = "deadline_exceeded", f"the next attempt would start after the deadline ({detail})"
+        elif is_transient(code):
+            if code != "worker_crashed":
+                detail = f"{code}: {detail}"
+                code = "attempts_exhausted"
+            detail = f"{detail} (attempt {attempt} of {max_attempts})"
+        self.move(at, [row], ItemState.RUNNING, ItemState.FAILED, error_code=code, detail=detail, **common)
+        return ItemState.FAILED
+
+    def set_attempts(self, rows: Sequence[int], expression: str) -> None:
+        """``attempt = expression`` for ``rows`` (``0``: a fresh budget; ``attempt - 1``: not counted)."""
+        for chunk in chunks(rows):
+            self.db.execute(f"UPDATE items SET attempt = {expression} WHERE id IN ({marks(chunk)})", list(chunk))
+
+
+__all__ = ["CHUNK", "QUEUED", "Transitions", "chunks", "marks"]
