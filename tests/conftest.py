@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from thumbctl import Ledger
 from thumbctl.config import CONFIG_ENV, KEYS, PROFILE_ENV
+from thumbctl.proc import HOST_ID_ENV
 
+from pg import PG_CTL_ENV, PG_DATA_ENV, PG_ENV, SKIP_REASON, PgServer, create_database, drop_database
 from support import check_invariants, make_image
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,7 +24,7 @@ SAMPLE_IMAGES = REPO / "sample_images"
 def isolated_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither the per-user config file nor THUMBCTL_* settings of the machine reach a test."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config-home")))
-    for name in (CONFIG_ENV, PROFILE_ENV, *(key.env for key in KEYS)):
+    for name in (CONFIG_ENV, PROFILE_ENV, HOST_ID_ENV, *(key.env for key in KEYS)):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -47,3 +51,45 @@ def photos(tmp_path: Path) -> Path:
 @pytest.fixture
 def out_dir(tmp_path: Path) -> Path:
     return tmp_path / "out"
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str | None:
+    """The URL of the test PostgreSQL server (``THUMBCTL_TEST_PG``), or None when there is none."""
+    return os.environ.get(PG_ENV) or None
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str | None) -> Iterator[str]:
+    """The URL of a fresh, uniquely named database on the test server, dropped after the test.
+
+    Skips when ``THUMBCTL_TEST_PG`` is unset; when it is set, a server that cannot be reached is
+    an error, never a skip."""
+    if pg_admin_url is None:
+        pytest.skip(SKIP_REASON)
+    url = create_database(pg_admin_url)
+    yield url
+    drop_database(pg_admin_url, url)
+
+
+@pytest.fixture
+def pg_server(pg_url: str) -> Iterator[PgServer]:
+    """Control of the test server (restart, stop, start); ``.url`` is this test's fresh database.
+
+    Skips unless ``THUMBCTL_TEST_PG_DATA`` and ``THUMBCTL_TEST_PG_CTL`` are set. The server is
+    running again when the test ends."""
+    data_dir, pg_ctl = os.environ.get(PG_DATA_ENV), os.environ.get(PG_CTL_ENV)
+    if not data_dir or not pg_ctl:
+        pytest.skip(f"restarting PostgreSQL needs {PG_DATA_ENV} and {PG_CTL_ENV} (see README)")
+    server = PgServer(data_dir, pg_ctl, pg_url)
+    yield server
+    if not server.is_running():
+        server.start()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The ``--db`` of a fresh ledger on each backend: a SQLite file path, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.db")
+    return request.getfixturevalue("pg_url")

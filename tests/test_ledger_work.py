@@ -344,11 +344,11 @@ def test_a_running_item_past_the_deadline_is_not_published(led: Ledger, clock: C
 
 
 def test_cancel_wait_settles_the_items_of_dead_workers(led: Ledger) -> None:
-    from thumbctl.proc import hostname
+    from thumbctl.proc import host_id
     from thumbctl.runner import wait_until_terminal
 
     batch = led.accept_batch(request(sources=2), Limits())
-    led.claim(f"{hostname()}:999999999:1", lease_seconds=3600)  # a worker killed by a second Ctrl-C
+    led.claim(f"{host_id()}:999999999:1", lease_seconds=3600)  # a worker killed by a second Ctrl-C
     assert led.request_cancel(batch.batch_id).state == "cancel_requested"
     view = wait_until_terminal(led, batch.batch_id, should_stop=lambda: False)
     assert view.state == "cancelled" and view.counts["running"] == 0

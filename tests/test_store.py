@@ -15,7 +15,7 @@ from PIL import Image
 
 from thumbctl.imaging import verify_output
 from thumbctl.models import ItemView
-from thumbctl.proc import owner_id, owner_is_dead
+from thumbctl.proc import HOST_ID_ENV, host_id, owner_id, owner_is_dead
 from thumbctl.settings import Ratio
 from thumbctl.store import (
     OutputLayout,
@@ -305,6 +305,13 @@ def test_temp_names_carry_their_writer(tmp_path: Path) -> None:
     [found] = temp_files(layout)
     assert found.path == path and found.size == 1
     assert temp_writer(found.name) == owner_id() and not owner_is_dead(temp_writer(found.name))
+
+
+def test_a_same_named_host_with_another_identity_does_not_own_our_temp_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = f"4242-99-{host_tag()}-{'a' * 12}.jpg"
+    assert temp_writer(name) == f"{host_id()}:4242:99"
+    monkeypatch.setenv(HOST_ID_ENV, "host-b")
+    assert temp_writer(name) is None
 
 
 @pytest.mark.parametrize(

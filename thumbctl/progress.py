@@ -21,6 +21,7 @@ from rich.text import Text
 
 from .ledger import Follower, Ledger, parse_iso
 from .models import ITEM_STATES, Activity, BatchView, RecentFailure
+from .proc import owner_label
 from .reporter import STATE_STYLES, format_age, styled
 
 if TYPE_CHECKING:  # `status --watch` follows a run without starting one
@@ -135,7 +136,7 @@ def _headline(view: BatchView | None, activity: Activity, elapsed: float) -> Ren
 def _workers_table(activity: Activity, width: int) -> Table:
     """Worker, ratios and time keep their width; a long source name is cut with an ellipsis."""
     table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
-    fixed = [max(len("worker"), *(len(w.worker) for w in activity.workers)), len("1:1 4:3 16:9"), 4]
+    fixed = [max(len("worker"), *(len(owner_label(w.worker)) for w in activity.workers)), len("1:1 4:3 16:9"), 4]
     table.add_column("worker", no_wrap=True, min_width=fixed[0])
     table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=_room_left(width, fixed))
     table.add_column("ratios", no_wrap=True, min_width=fixed[1])
@@ -143,7 +144,7 @@ def _workers_table(activity: Activity, width: int) -> Table:
     now = parse_iso(activity.at)
     for worker in activity.workers:
         table.add_row(
-            worker.worker,
+            escape(owner_label(worker.worker)),
             escape(worker.item_id),
             " ".join(sorted(worker.ratios, key=_ratio_order)),
             format_age(max(0.0, now - parse_iso(worker.since))),

@@ -25,6 +25,7 @@ from rich.table import Table
 from .config import Settings, display_value
 from .errors import ThumbctlError, UnavailableError
 from .models import ITEM_STATES, BatchView, EventView, Finding, GcReport, ItemView, ReconcileReport
+from .proc import owner_label
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
     from .intake import IntakeReport
@@ -151,7 +152,7 @@ def event_cells(event: EventView) -> tuple[Cell, ...]:
         (event.ratio or "", None),
         (transition, STATE_STYLES.get(event.to_state)),
         ("" if event.attempt is None else str(event.attempt), None),
-        (printable(event.worker or ""), None),
+        (printable(owner_label(event.worker or "")), None),
         (event.error_code or "", "red"),
     )
 

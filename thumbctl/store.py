@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .models import BatchView, ItemView
-from .proc import hostname, start_ticks
+from .proc import host_id, start_ticks
 from .settings import Ratio
 
 RESERVED_TOP_LEVEL = {".tmp"}
@@ -394,15 +394,15 @@ os.register_at_fork(after_in_child=_writer_prefix.cache_clear)
 
 
 def host_tag(host: str | None = None) -> str:
-    """A short, filename-safe tag of a host name (hosts may share an output folder)."""
-    return hashlib.sha256((host or hostname()).encode()).hexdigest()[:8]
+    """A short, filename-safe tag of a host identity (hosts may share an output folder)."""
+    return hashlib.sha256((host or host_id()).encode()).hexdigest()[:8]
 
 
 _TEMP_NAME = re.compile(r"^(\d+)-(\d+|x)-([0-9a-f]{8})-[0-9a-f]{12}\.")
 
 
 def temp_writer(name: str) -> str | None:
-    """The lease-style owner id (``host:pid:ticks``) of the process that wrote temp file
+    """The lease-style owner id (``host-id:pid:ticks``) of the process that wrote temp file
     ``name``, when the name says and the writer ran on this host; else None (unknown).
 
     Names of the older ``<pid>-<random>`` scheme carry no start time or host: unknown.
@@ -411,7 +411,7 @@ def temp_writer(name: str) -> str | None:
     if match is None or match.group(3) != host_tag():
         return None
     ticks = match.group(2).replace("x", "?")
-    return f"{hostname()}:{match.group(1)}:{ticks}"
+    return f"{host_id()}:{match.group(1)}:{ticks}"
 
 
 def write_temp(layout: OutputLayout, data: bytes, extension: str) -> str:
