@@ -81,7 +81,7 @@ def _root(
     """Smart-cropped thumbnails in several aspect ratios, through a durable SQLite ledger."""
 
 
-def default_db_path() -> Path:
+def default_db_path() -> Path | str:
     """The ledger when --db is not given: THUMBCTL_DB, else the config file's db, else the app folder's."""
     return resolve_ledger_path(None)
 
@@ -120,9 +120,12 @@ QueueAgeOption = Annotated[
 ]
 
 DbOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
-        "--db", help="Ledger file (env THUMBCTL_DB, config key db). Default: ledger.db in the per-user app folder."
+        "--db",
+        metavar="PATH|URL",
+        help="Ledger: a file, or postgresql://user@host/dbname for workers on many machines (env THUMBCTL_DB, "
+        "config key db). Default: ledger.db in the per-user app folder.",
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]
@@ -208,16 +211,19 @@ def _silence_broken_pipe() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def _open_ledger(db: Path | None, *, existing: bool = True, read_only: bool = False) -> Ledger:
+def _open_ledger(db: str | None, *, existing: bool = True, read_only: bool = False) -> Ledger:
     """The ledger at ``db`` (or the configured path). Commands that only read or act on
     recorded batches need it to exist: a mistyped --db must not create a new, empty ledger.
     Commands that only read open it ``read_only``, so they work on a read-only mount too."""
-    path = db or default_db_path()
+    path = resolve_ledger_path(db) if db else default_db_path()
     return Ledger(_existing(path) if existing else path, read_only=read_only)
 
 
-def _existing(path: Path) -> Path:
-    """``path`` if a ledger is there; a mistyped --db (or THUMBCTL_DB) is an error, not a new ledger."""
+def _existing(path: Path | str) -> Path | str:
+    """``path`` if a ledger is there; a mistyped --db (or THUMBCTL_DB) is an error, not a new ledger.
+    A server ledger is checked by connecting to it."""
+    if isinstance(path, str):
+        return path
     if not path.exists():
         raise LedgerMissing(f"no ledger at {path}: nothing was submitted with this --db (or THUMBCTL_DB)")
     return path
@@ -277,7 +283,13 @@ def outcome_exit_code(batch: BatchView, interrupted: bool) -> ExitCode:
 
 
 def _render_in_foreground(
-    reporter: Reporter, db_path: Path, batch_id: str, options: RunOptions, interrupts: Interrupts, *, replayed: bool
+    reporter: Reporter,
+    db_path: Path | str,
+    batch_id: str,
+    options: RunOptions,
+    interrupts: Interrupts,
+    *,
+    replayed: bool,
 ) -> NoReturn:
     """Run a batch until it is terminal with live progress, report it, exit by its outcome."""
     with _progress(reporter, batch_id) as bar:
@@ -450,7 +462,8 @@ def status(
             raise UsageError("--items, --state and --watch need a BATCH")
         if items and watch:
             raise UsageError("--watch follows a batch's progress; it does not combine with --items or --state")
-        if batch is None and not (db or default_db_path()).exists():
+        target = resolve_ledger_path(db) if db else default_db_path()
+        if batch is None and isinstance(target, Path) and not target.exists():
             reporter.batch_list([])  # nothing submitted yet: say so without creating a ledger
             return
         with _open_ledger(db, read_only=True) as ledger:

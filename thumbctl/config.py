@@ -105,6 +105,15 @@ def _count(raw: object) -> int:
     return _whole_in(1)(raw)
 
 
+def _ledger_target(raw: object) -> Path | str:
+    """A ledger file path, or a ``postgresql://`` URL kept as it is (a path would fold its ``//``)."""
+    from .ledger.backend import is_server_url  # light: no driver is imported
+
+    if isinstance(raw, str) and is_server_url(raw.strip()):
+        return raw.strip()
+    return _path(raw)
+
+
 def _path(raw: object) -> Path:
     if isinstance(raw, Path):
         return raw
@@ -172,7 +181,7 @@ KEYS: tuple[Key, ...] = (
     Key("max_items", "--max-items", _whole_in(1), lambda: _LIMITS.max_items),
     Key("max_runnable", "--max-runnable", _whole_in(1), lambda: _LIMITS.max_runnable),
     Key("queue_age_objective", "--queue-age-objective", _seconds, lambda: _LIMITS.queue_age_objective),
-    Key("db", "--db", _path, default_ledger_path, in_profiles=False),
+    Key("db", "--db", _ledger_target, default_ledger_path, in_profiles=False),
 )
 KEYS_BY_NAME: dict[str, Key] = {key.name: key for key in KEYS}
 KEYS_BY_FLAG: dict[str, Key] = {key.flag: key for key in KEYS}
@@ -210,7 +219,8 @@ class Settings:
         return self.values[name].value
 
     @property
-    def ledger_path(self) -> Path:
+    def ledger_path(self) -> Path | str:
+        """The ledger file, or a PostgreSQL URL."""
         return self["db"]
 
     def render_profile(self) -> Profile:
@@ -250,6 +260,8 @@ class Settings:
 def json_value(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, str):
+        return _shown(value)
     if isinstance(value, tuple) and all(isinstance(v, Ratio) for v in value):
         return [str(v) for v in value]
     return value
@@ -267,7 +279,14 @@ def display_value(name: str, value: Any) -> str:
         return "0 (one per CPU)"
     if isinstance(value, tuple):
         return " ".join(str(v) for v in value)
-    return str(value)
+    return _shown(str(value))
+
+
+def _shown(text: str) -> str:
+    """A server URL with its password masked; any other text as it is."""
+    from .ledger.backend import is_server_url, masked
+
+    return masked(text) if is_server_url(text) else text
 
 
 def format_seconds(seconds: float) -> str:
@@ -299,7 +318,9 @@ def resolve_settings(
     return Settings(loaded.path if loaded else None, profile, profile_source, values)
 
 
-def resolve_ledger_path(flag: Path | None, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
+def resolve_ledger_path(
+    flag: Path | str | None, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> Path | str:
     """The ledger path alone (for commands without profiles): --db, THUMBCTL_DB, the file's [defaults], default."""
     env = os.environ if env is None else env
     flags = {} if flag is None else {_DB.param_name: flag}

@@ -76,7 +76,7 @@ def prepare_workers() -> None:
 
 
 def run_batch(
-    db_path: Path,
+    db_path: Path | str,
     batch_id: str,
     options: RunOptions,
     *,
@@ -118,7 +118,7 @@ def run_batch(
 
 
 def run_work(
-    db_path: Path,
+    db_path: Path | str,
     options: RunOptions,
     *,
     batch_id: str | None = None,
@@ -203,7 +203,7 @@ def write_batch_manifest(ledger: Ledger, batch: BatchView) -> str:
     return store_batch_manifest(batch, ledger.items(batch.batch_id))
 
 
-def _config(db_path: Path, options: RunOptions, batch_id: str | None, *, until_idle: bool) -> WorkerConfig:
+def _config(db_path: Path | str, options: RunOptions, batch_id: str | None, *, until_idle: bool) -> WorkerConfig:
     from .worker import WorkerConfig
 
     return WorkerConfig(

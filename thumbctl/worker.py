@@ -28,7 +28,6 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 from .errors import ItemFailure, LedgerBusy, LedgerFault, ThumbctlError
 from .faults import Faults
@@ -155,7 +154,7 @@ def run_worker(
     owner = owner_id()
     processed = 0
     with (
-        Ledger(Path(config.db_path)) as ledger,
+        Ledger(config.db_path) as ledger,
         Heartbeat(config) as heartbeat,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="temp-writer") as writer,
     ):
@@ -219,7 +218,7 @@ class Heartbeat:
 
     def _beat(self) -> None:
         try:
-            ledger = Ledger(Path(self.config.db_path))
+            ledger = Ledger(self.config.db_path)
         except LedgerFault:  # the worker's own connection meets the same fault and stops the worker
             return
         with ledger:

@@ -105,7 +105,7 @@ class Maintenance:
         """Every output folder the ledger knows, with the id of its newest batch."""
         rows = self.db.execute(
             "SELECT out_dir, batch_id FROM (SELECT out_dir, batch_id, row_number() OVER "
-            "(PARTITION BY out_dir ORDER BY created_at DESC, batch_id DESC) AS n FROM batches) "
+            "(PARTITION BY out_dir ORDER BY created_at DESC, batch_id DESC) AS n FROM batches) AS newest "
             "WHERE n = 1 ORDER BY out_dir"
         ).fetchall()
         return [(r["out_dir"], r["batch_id"]) for r in rows]
