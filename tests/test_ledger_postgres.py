@@ -1,0 +1,72 @@
+"""What only the PostgreSQL backend has: migrations shared by racing processes, URL masking."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from thumbctl.ledger import Ledger, is_server_url, masked
+from thumbctl.ledger.pgschema import SCHEMA_VERSION
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:secret@db.example/thumbs", "postgresql://u:***@db.example/thumbs"),
+        ("postgres://u:p%40ss@db:5433/t?sslmode=require", "postgres://u:***@db:5433/t?sslmode=require"),
+        ("postgresql://u@db/t", "postgresql://u@db/t"),
+        ("postgresql:///t?host=/run/postgresql", "postgresql:///t?host=/run/postgresql"),
+    ],
+)
+def test_a_url_is_shown_with_its_password_masked(url: str, shown: str) -> None:
+    assert masked(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("target", "server"),
+    [("postgresql://h/d", True), ("postgres://h/d", True), ("ledger.db", False), ("/x/postgresql://", False)],
+)
+def test_only_a_postgresql_url_selects_the_server_backend(target: str, server: bool) -> None:
+    assert is_server_url(target) is server
+
+
+def test_processes_opening_a_new_database_at_once_migrate_it_once(pg_url: str) -> None:
+    """Four processes open a fresh database at the same moment; the advisory lock lets one migrate."""
+    script = (
+        "import sys; from thumbctl.ledger import Ledger\n"
+        "with Ledger(sys.argv[1]) as ledger: print(ledger.batches(1))\n"
+    )
+    runs = [subprocess.Popen([sys.executable, "-c", script, pg_url], stderr=subprocess.PIPE) for _ in range(4)]
+    errors = [run.communicate(timeout=60)[1].decode() for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0, 0], errors
+    with Ledger(pg_url) as ledger:
+        versions = ledger._db.execute("SELECT version FROM thumbctl_schema").fetchall()
+    assert [row["version"] for row in versions] == [SCHEMA_VERSION]
+
+
+def test_threads_opening_a_new_database_at_once_all_see_one_schema(pg_url: str) -> None:
+    failures: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            with Ledger(pg_url) as ledger:
+                ledger.batches(1)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failures == []
+
+
+def test_a_ledger_opened_on_a_server_reports_its_backend_and_masked_name(pg_url: str) -> None:
+    with_password = pg_url.replace("postgresql://postgres@", "postgresql://postgres:hunter2-pw@")
+    with Ledger(with_password) as ledger:
+        assert ledger.backend == "postgresql"
+        assert "hunter2-pw" not in ledger.path and ":***@" in ledger.path
