@@ -567,3 +567,17 @@ def test_a_login_the_server_refuses_is_ledger_unavailable_with_the_password_mask
     for args in (["status"], ["submit", pictures, "--out", tmp_path / "out", "--detach"], ["work", "--until-idle"]):
         assert f'"no_such_{wrong}_x" does not exist' in assert_unavailable(thumbctl(*args), url)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["--help", "submit --help", "status --help", "work --help", "config --help"])
+def test_help_says_how_to_select_postgresql(command: str, tmp_path: Path) -> None:
+    run = Thumbctl("", cli_env(tmp_path))(*command.split(), db=False, as_json=False)
+    assert run.code == 0 and "postgresql://user@host/dbname" in run.stdout and DRIVER_HINT.split()[-1] in run.stdout
+
+
+def test_readme_documents_the_postgresql_ledger_and_its_error_codes() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "`--db postgresql://user@host/dbname`" in readme and DRIVER_HINT in readme
+    exit_codes = readme.split("### Exit codes", 1)[1].split("###", 1)[0]
+    assert "`postgres_driver_missing`" in exit_codes.split("| 2 |", 1)[1].split("\n", 1)[0]
+    assert "`ledger_unavailable`" in exit_codes.split("| 75 |", 1)[1].split("\n", 1)[0]
