@@ -321,7 +321,7 @@ def test_every_command_gives_the_documented_json_and_exit_code(ledger_url: str, 
     thumbctl = Thumbctl(db, env)
     out = tmp_path / "out"
     run_scenario(thumbctl, pictures, out, tmp_path)
-    assert_secret_nowhere(thumbctl, out, ledger_url)
+    assert_secret_nowhere(thumbctl, tmp_path, ledger_url)  # OUT, the manifests, the sheet, the metrics file
 
 
 def test_both_backends_print_the_same_json(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -397,11 +397,12 @@ def test_watch_and_cancel_wait_follow_a_batch_another_process_renders(
     assert not [e for e in events if e["to_state"] == "succeeded"]  # the paused publish saw the cancel
 
 
-def assert_secret_nowhere(thumbctl: Thumbctl, out: Path, ledger_url: str) -> None:
-    """The password of the ledger URL is in no output of any command, no file under OUT, no ledger row."""
+def assert_secret_nowhere(thumbctl: Thumbctl, folder: Path, ledger_url: str) -> None:
+    """The password of the ledger URL is in no output of any command, no file under ``folder`` (OUT
+    or above), no ledger row."""
     for run in thumbctl.runs:
         assert SECRET not in run.stdout and SECRET not in run.stderr, run.args
-    for path in out.rglob("*"):
+    for path in folder.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
     if is_server_url(ledger_url):
@@ -429,7 +430,7 @@ def test_human_output_and_errors_never_show_the_password(pg_url: str, pictures: 
         unknown = thumbctl(*args, as_json=False)
         assert unknown.code == 2
         assert unknown.stderr.splitlines() == [f"error [batch_not_found] no batch 'b_nope' in {masked(db)}"]
-    assert_secret_nowhere(thumbctl, out, pg_url)
+    assert_secret_nowhere(thumbctl, tmp_path, pg_url)
 
 
 # -- a missing driver, a server that is down or refuses the login ----------------------------------
