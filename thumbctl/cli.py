@@ -55,8 +55,10 @@ app = typer.Typer(
     name="thumbctl",
     cls=PlainGroup,  # plain values skip Typer's pydantic conversion: see thumbctl.plainparams
     help=(
-        "Smart-cropped thumbnails in several aspect ratios, through a durable SQLite ledger.\n\n"
-        "Every command takes --db PATH (env THUMBCTL_DB). Shell completion: --install-completion."
+        "Smart-cropped thumbnails in several aspect ratios, through a durable ledger: a SQLite file, or "
+        "PostgreSQL for workers on many machines.\n\n"
+        "Every command takes --db PATH, or --db postgresql://user@host/dbname (needs pip install "
+        "'thumbctl[postgres]'; env THUMBCTL_DB). Shell completion: --install-completion."
     ),
     epilog=COMMAND_EPILOG,
     no_args_is_help=True,
@@ -78,7 +80,7 @@ def _root(
         bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    """Smart-cropped thumbnails in several aspect ratios, through a durable SQLite ledger."""
+    """Smart-cropped thumbnails in several aspect ratios, through a durable SQLite or PostgreSQL ledger."""
 
 
 def default_db_path() -> Path | str:
@@ -124,8 +126,9 @@ DbOption = Annotated[
     typer.Option(
         "--db",
         metavar="PATH|URL",
-        help="Ledger: a file, or postgresql://user@host/dbname for workers on many machines (env THUMBCTL_DB, "
-        "config key db). Default: ledger.db in the per-user app folder.",
+        help="Ledger: a file, or postgresql://user@host/dbname for workers on many machines (needs pip install "
+        "'thumbctl[postgres]'; the password is shown masked). Env THUMBCTL_DB, config key db. Default: ledger.db "
+        "in the per-user app folder.",
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]

@@ -1,0 +1,584 @@
+"""Every command through the real CLI on both ledger backends: the same JSON, exit codes and errors.
+
+The scenario runs ``python -m thumbctl … --db LEDGER`` in subprocesses on real photos, once on a
+SQLite file and once on a fresh PostgreSQL database (``ledger_url``; the PostgreSQL cases skip only
+when ``THUMBCTL_TEST_PG`` is unset), asserts each command's exit code and document, and compares the
+two transcripts after ids, times and paths are normalised. The PostgreSQL URL carries a password,
+which must appear in no output, no file under OUT and no ledger row.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from thumbctl.ledger.backend import is_server_url, masked
+
+from pg import with_database
+from support import make_image
+
+REPO = Path(__file__).resolve().parent.parent
+ORIENTATION = REPO / "tests" / "data" / "orientation"
+SECRET = "s3cr3t-x"
+DRIVER_HINT = "pip install 'thumbctl[postgres]'"
+COMMANDS_THAT_OPEN_THE_LEDGER = [
+    ["submit", "{photos}", "--out", "{out}", "--detach"],
+    ["work", "--until-idle"],
+    ["status"],
+    ["status", "b_x", "--items"],
+    ["events", "b_x"],
+    ["cancel", "b_x", "--wait"],
+    ["retry", "b_x"],
+    ["reconcile", "--repair"],
+    ["gc", "--older-than", "30d"],
+    ["stats"],
+    ["sheet", "b_x"],
+]
+JSON_COMMANDS = {"submit", "status", "events", "cancel", "retry", "reconcile", "gc", "stats", "sheet", "config"}
+
+
+def with_password(url: str, password: str) -> str:
+    """``url`` with ``password`` for its user (the test server trusts its socket, so any password works)."""
+    parts = urlsplit(url)
+    user, host = parts.netloc.rsplit("@", 1) if "@" in parts.netloc else ("postgres", parts.netloc)
+    return urlunsplit(parts._replace(netloc=f"{user.split(':', 1)[0]}:{password}@{host}"))
+
+
+@dataclass
+class Run:
+    args: list[str]
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def doc(self) -> dict:
+        return json.loads(self.stdout)
+
+
+@dataclass
+class Thumbctl:
+    """``python -m thumbctl`` in a subprocess with this tree on the path, every run kept for checks."""
+
+    db: str
+    env: dict[str, str]
+    runs: list[Run] = field(default_factory=list)
+
+    def __call__(self, *args: object, db: bool = True, as_json: bool = True, timeout: float = 120) -> Run:
+        """Run ``thumbctl ARGS --db DB``, with ``--json`` where the command prints a document."""
+        argv = [str(a) for a in args]
+        if db:
+            argv += ["--db", self.db]
+        if as_json and argv[0] in JSON_COMMANDS:
+            argv.append("--json")
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "thumbctl", *argv], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+        run = Run(argv, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+        self.runs.append(run)
+        assert "Traceback" not in run.stderr, run.stderr
+        return run
+
+
+def cli_env(tmp_path: Path, *front: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THUMBCTL_") or k.startswith("THUMBCTL_TEST_")}
+    env["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in front), str(REPO)])
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config-home")
+    return env
+
+
+@pytest.fixture
+def pictures(tmp_path: Path) -> Path:
+    """Three real photos: two JPEGs from the orientation set and a generated PNG."""
+    root = tmp_path / "pictures"
+    root.mkdir()
+    shutil.copy(ORIENTATION / "Landscape_1.jpg", root / "landscape.jpg")
+    shutil.copy(ORIENTATION / "Portrait_2.jpg", root / "portrait.jpg")
+    make_image(root / "garden.png", (96, 64), "PNG", seed=3)
+    return root
+
+
+def ledger_target(ledger_url: str) -> str:
+    """The ``--db`` a scenario uses: a server URL gets a password, which must never be shown."""
+    return with_password(ledger_url, SECRET) if is_server_url(ledger_url) else ledger_url
+
+
+# -- the scenario ---------------------------------------------------------------------------------
+
+
+def run_scenario(thumbctl: Thumbctl, pictures: Path, out: Path, tmp_path: Path) -> list[tuple[str, int, object]]:
+    """Every command once (most of them as a user meets them), asserting exit codes and documents;
+    returns the transcript (label, exit code, document) for the comparison between backends."""
+    transcript: list[tuple[str, int, object]] = []
+
+    def record(label: str, run: Run, doc: object | None = None) -> object:
+        doc = run.doc if doc is None else doc
+        transcript.append((label, run.code, doc))
+        return doc
+
+    submit = ["submit", pictures, "--out", out, "-r", "1:1", "-r", "4:3", "--size", "64", "--key", "K", "--detach"]
+    first = record("submit", thumbctl(*submit))
+    assert (first["state"], first["total"], first["replayed"]) == ("queued", 6, False), first
+    assert first["counts"] == {"queued": 6, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
+    bid = first["batch_id"]
+    again = record("submit replay", thumbctl(*submit))
+    assert (again["batch_id"], again["replayed"]) == (bid, True) and transcript[-1][1] == 0
+    conflict = thumbctl(*submit[:-1], "--size", "80", "--detach")
+    record("submit conflict", conflict)
+    assert conflict.code == 3 and conflict.doc["error"]["code"] == "idempotency_conflict"
+    assert conflict.doc["error"]["exit_code"] == 3 and conflict.doc["error"]["transient"] is False
+    assert len(conflict.stderr.splitlines()) == 1 and "[idempotency_conflict]" in conflict.stderr
+
+    garden = pictures / "garden.png"
+    original = garden.read_bytes()
+    make_image(garden, (96, 64), "PNG", seed=4)  # changed after submit: its two items fail
+    work = thumbctl("work", "--until-idle", "-w", "1", "-q")
+    assert (work.code, work.stdout) == (0, "")
+    partial = record("status partial", thumbctl("status", bid))
+    assert partial["state"] == "partial"
+    assert partial["counts"] == {"queued": 0, "running": 0, "succeeded": 4, "failed": 2, "cancelled": 0}
+    assert {(f["item_id"], f["ratio"], f["error_code"]) for f in partial["failures"]} == {
+        ("garden.png", "1:1", "source_changed"),
+        ("garden.png", "4:3", "source_changed"),
+    }
+    items = record("status --items", thumbctl("status", bid, "--items"))
+    assert list(items) == ["batch_id", "items"] and items["batch_id"] == bid
+    assert sorted((i["item_id"], i["ratio"], i["state"]) for i in items["items"]) == [
+        ("garden.png", "1:1", "failed"),
+        ("garden.png", "4:3", "failed"),
+        ("landscape.jpg", "1:1", "succeeded"),
+        ("landscape.jpg", "4:3", "succeeded"),
+        ("portrait.jpg", "1:1", "succeeded"),
+        ("portrait.jpg", "4:3", "succeeded"),
+    ]
+    failed_only = record("status --state failed", thumbctl("status", bid, "--state", "failed"))
+    assert [i["item_id"] for i in failed_only["items"]] == ["garden.png", "garden.png"]
+
+    garden.write_bytes(original)
+    retried = record("retry", thumbctl("retry", bid, "-w", "1"))
+    assert transcript[-1][1] == 0 and retried["state"] == "succeeded"
+    assert retried["counts"] == {"queued": 0, "running": 0, "succeeded": 6, "failed": 0, "cancelled": 0}
+    watched = record("status --watch", thumbctl("status", bid, "--watch"))
+    assert watched["state"] == "succeeded" and watched["failures"] == []
+
+    events = thumbctl("events", bid)
+    assert events.code == 0 and list(events.doc) == ["events"]
+    listed = events.doc["events"]
+    assert [e["seq"] for e in listed] == sorted({e["seq"] for e in listed})  # commit order, no repeats
+    record("events", events, per_item_history(listed))
+    garden_history = per_item_history(listed)["garden.png 1:1"]
+    assert garden_history == [
+        [None, "queued", 0, None, None],
+        ["queued", "running", 1, None, None],
+        ["running", "failed", 1, "source_changed", f"{garden} changed since it was submitted"],
+        ["failed", "queued", 1, None, "retry requested"],
+        ["queued", "running", 1, None, None],
+        ["running", "succeeded", 1, None, None],
+    ]
+    one = record("events --item", thumbctl("events", bid, "--item", "landscape.jpg"))
+    assert {e["item_id"] for e in one["events"]} == {"landscape.jpg"} and len(one["events"]) == 6
+
+    victim = next(i for i in items["items"] if i["item_id"] == "portrait.jpg" and i["ratio"] == "1:1")
+    os.unlink(victim["object_path"])
+    found = record("reconcile", thumbctl("reconcile"))
+    assert transcript[-1][1] == 1 and [f["kind"] for f in found["findings"]] == ["object_missing"]
+    assert found["findings"][0]["path"] == victim["object_path"] and found["clean"] is False
+    repaired = record("reconcile --repair", thumbctl("reconcile", "--repair"))
+    assert transcript[-1][1] == 0 and repaired["clean"] is True and repaired["findings"][0]["repaired"] is True
+    assert thumbctl("work", "--until-idle", "-w", "1", "-q").code == 0
+    assert os.path.exists(victim["object_path"])
+    clean = record("reconcile after work", thumbctl("reconcile"))
+    assert transcript[-1][1] == 0 and clean["findings"] == []
+
+    prom = tmp_path / "metrics.prom"
+    report = thumbctl("stats", "--prometheus", prom)
+    assert report.code == 0 and report.doc["counts"]["admitted"] == 6
+    record("stats", report, stats_facts(report.doc))
+    metrics = prom.read_text()
+    assert (
+        'thumbctl_queue_items{state="runnable"} 0' in metrics and 'thumbctl_window_items{event="admitted"} 6' in metrics
+    )
+    record("stats --prometheus", report, sorted({line.split("{")[0].split()[0] for line in metrics.splitlines()}))
+    per_batch = thumbctl("stats", "--batch", bid[:8])
+    record("stats --batch", per_batch, stats_facts(per_batch.doc))
+    sheet = record("sheet", thumbctl("sheet", bid))
+    assert (sheet["sources"], sheet["items"], sheet["succeeded"], sheet["failed"]) == (3, 6, 6, 0)
+    assert Path(sheet["path"]).is_file()
+
+    config = thumbctl("config")
+    setting = config.doc["settings"]["db"]
+    assert setting == {"value": masked(thumbctl.db), "source": "flag"}
+    record("config db", config, setting)
+    by_env = thumbctl("config", db=False)
+    assert by_env.doc["settings"]["db"] == {"value": masked(thumbctl.db), "source": "env THUMBCTL_DB"}
+
+    second = tmp_path / "second"
+    second.mkdir()
+    shutil.copy(ORIENTATION / "Landscape_3.jpg", second / "one.jpg")
+    shutil.copy(ORIENTATION / "Portrait_4.jpg", second / "two.jpg")
+    other = record("submit second", thumbctl("submit", second, "--out", out, "-r", "16:9", "--key", "K2", "--detach"))
+    cancelled = record("cancel --wait", thumbctl("cancel", other["batch_id"], "--wait"))
+    assert transcript[-1][1] == 0 and cancelled["state"] == "cancelled"
+    assert cancelled["counts"]["cancelled"] == 2 and cancelled["cancel_requested_at"]
+    again_cancelled = record("cancel again", thumbctl("cancel", other["batch_id"]))
+    assert again_cancelled["state"] == "cancelled"
+    refused = record("retry cancelled", thumbctl("retry", other["batch_id"]))
+    assert transcript[-1][1] == 2 and "was cancelled" in refused["error"]["message"]
+    missing = record("status unknown", thumbctl("status", "b_doesnotexist"))
+    assert transcript[-1][1] == 2 and missing["error"]["code"] == "batch_not_found"
+    assert missing["error"]["message"] == f"no batch 'b_doesnotexist' in {masked(thumbctl.db)}"
+
+    dry = record("gc --dry-run", thumbctl("gc", "--older-than", "0s", "--dry-run"))
+    assert dry["dry_run"] is True and sorted(dry["expired_batches"]) == sorted([bid, other["batch_id"]])
+    kept = record("gc 30d", thumbctl("gc", "--older-than", "30d"))
+    assert kept["expired_batches"] == [] and kept["objects_removed"] == 0
+    gone = record("gc 0s", thumbctl("gc", "--older-than", "0s"))
+    assert transcript[-1][1] == 0 and gone["objects_removed"] == 6 and gone["errors"] == []
+    listing = record("status list", thumbctl("status"))
+    assert [b["expired_at"] is not None for b in listing["batches"]] == [True, True]
+    listing_by_env = thumbctl("status", db=False)
+    assert listing_by_env.code == 0 and listing_by_env.doc == listing
+    return transcript
+
+
+def per_item_history(events: list[dict]) -> dict[str, list[list[object]]]:
+    """Each item's transitions in order (the order between items depends on timing, not the backend)."""
+    history: dict[str, list[list[object]]] = {}
+    for e in events:
+        key = f"{e['item_id']} {e['ratio']}" if e["item_id"] else "batch"
+        history.setdefault(key, []).append([e["from_state"], e["to_state"], e["attempt"], e["error_code"], e["detail"]])
+    return history
+
+
+def stats_facts(doc: dict) -> dict[str, object]:
+    """What of a stats report is the same on every run: its keys, queue and counts (not rates or timings)."""
+    return {
+        "keys": sorted(doc),
+        "queue": {k: v for k, v in doc["queue"].items() if k != "oldest_runnable_age_seconds"},
+        "counts": doc["counts"],
+        "retries": sorted(doc["retries"]),
+        "per_ratio": sorted(doc["per_ratio"]) if isinstance(doc["per_ratio"], dict) else doc["per_ratio"],
+        "dedup_hits": doc["dedup_hits"],
+        "timing_stages": sorted(doc["timings_ms"]),
+    }
+
+
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+_BATCH = re.compile(r"\bb_[0-9a-f]{16}\b")
+_WORKER = re.compile(r"[\w.-]+~[0-9a-f]+:\d+:\d+")
+#: Fields that differ from run to run whatever the backend: the request digest covers the sources'
+#: paths (another tmp folder), ages and timings are measured.
+_VOLATILE = {
+    "request_digest": lambda v: "<digest>" if v else v,
+    "queue_age_seconds": lambda v: v if v is None else "<age>",
+    "timings": lambda v: sorted(v) if isinstance(v, dict) else v,
+}
+
+
+def normalised(value: object, replacements: dict[str, str], ids: dict[str, str]) -> object:
+    """``value`` with times, batch ids, workers and the test's own paths and ledger name replaced."""
+    if isinstance(value, dict):
+        return {k: _VOLATILE[k](v) if k in _VOLATILE else normalised(v, replacements, ids) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalised(v, replacements, ids) for v in value]
+    if not isinstance(value, str):
+        return value
+    for old, new in replacements.items():
+        value = value.replace(old, new)
+    value = _TIME.sub("<time>", value)
+    value = _WORKER.sub("<worker>", value)
+    return _BATCH.sub(lambda m: ids.setdefault(m.group(0), f"<batch{len(ids)}>"), value)
+
+
+def normalised_transcript(transcript: list[tuple[str, int, object]], root: Path, db: str) -> list[object]:
+    replacements = {masked(db): "<db>", str(root): "<root>"}
+    ids: dict[str, str] = {}
+    return [[label, code, normalised(doc, replacements, ids)] for label, code, doc in transcript]
+
+
+# -- every command on each backend ---------------------------------------------------------------
+
+
+def test_every_command_gives_the_documented_json_and_exit_code(ledger_url: str, pictures: Path, tmp_path: Path) -> None:
+    db = ledger_target(ledger_url)
+    env = {**cli_env(tmp_path), "THUMBCTL_DB": db}
+    thumbctl = Thumbctl(db, env)
+    out = tmp_path / "out"
+    run_scenario(thumbctl, pictures, out, tmp_path)
+    assert_secret_nowhere(thumbctl, tmp_path, ledger_url)  # OUT, the manifests, the sheet, the metrics file
+
+
+def test_both_backends_print_the_same_json(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    transcripts = []
+    for db in (None, ledger_target(pg_url)):
+        root = tmp_path_factory.mktemp("parity")
+        db = db or str(root / "ledger.db")
+        pictures = root / "pictures"
+        pictures.mkdir()
+        shutil.copy(ORIENTATION / "Landscape_1.jpg", pictures / "landscape.jpg")
+        shutil.copy(ORIENTATION / "Portrait_2.jpg", pictures / "portrait.jpg")
+        make_image(pictures / "garden.png", (96, 64), "PNG", seed=3)
+        thumbctl = Thumbctl(db, {**cli_env(root), "THUMBCTL_DB": db})
+        transcripts.append(normalised_transcript(run_scenario(thumbctl, pictures, root / "out", root), root, db))
+    sqlite, postgres = transcripts
+    assert [step[0] for step in sqlite] == [step[0] for step in postgres]
+    for left, right in zip(sqlite, postgres, strict=True):
+        assert left == right, "\n".join(difflib.unified_diff(shown(left), shown(right), "sqlite", "postgresql"))
+
+
+def shown(step: object) -> list[str]:
+    return json.dumps(step, indent=1, sort_keys=True).splitlines()
+
+
+def until(condition, what: str, seconds: float = 60) -> None:
+    """Wait for ``condition()`` (a state another process reaches), failing after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_watch_and_cancel_wait_follow_a_batch_another_process_renders(
+    ledger_url: str, pictures: Path, tmp_path: Path
+) -> None:
+    """A worker paused at its publish holds a running item: ``status --watch`` and ``cancel --wait``
+    keep waiting (the cancel already recorded) until it lets go, then both print the cancelled batch."""
+    db = ledger_target(ledger_url)
+    thumbctl = Thumbctl(db, cli_env(tmp_path))
+    bid = thumbctl("submit", pictures, "--out", tmp_path / "out", "-r", "1:1", "--detach").doc["batch_id"]
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    env = {**thumbctl.env, "THUMBCTL_FAULT": "pause:before_publish", "THUMBCTL_FAULT_DIR": str(faults)}
+
+    def start(*args: str, extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        argv = [sys.executable, "-m", "thumbctl", *args, "--db", db]
+        return subprocess.Popen(
+            argv, env=extra or thumbctl.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    work = start("work", "--until-idle", "-w", "1", "-q", extra=env)
+    watch = start("status", bid, "--watch", "--json")
+    try:
+        until(lambda: any(faults.glob("paused-before_publish-*")), "the worker to pause at its publish")
+        waiter = start("cancel", bid, "--wait", "--json")
+        until(
+            lambda: any(e["to_state"] == "cancel_requested" for e in thumbctl("events", bid).doc["events"]),
+            "the cancel to be recorded",
+        )
+        assert (waiter.poll(), watch.poll()) == (None, None)  # an item is still running: neither may return
+        (faults / "release").touch()
+        outputs = [process.communicate(timeout=60) for process in (waiter, watch, work)]
+    finally:
+        for process in (work, watch):
+            if process.poll() is None:
+                process.kill()
+    (cancelled, _), (watched, _), (_, work_err) = outputs
+    assert (waiter.returncode, watch.returncode, work.returncode) == (0, 0, 0), work_err
+    for doc in (json.loads(cancelled), json.loads(watched)):
+        assert doc["batch_id"] == bid and doc["state"] == "cancelled"
+        assert doc["counts"] == {"queued": 0, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 3}
+    events = thumbctl("events", bid).doc["events"]
+    assert not [e for e in events if e["to_state"] == "succeeded"]  # the paused publish saw the cancel
+
+
+def assert_secret_nowhere(thumbctl: Thumbctl, folder: Path, ledger_url: str) -> None:
+    """The password of the ledger URL is in no output of any command, no file under ``folder`` (OUT
+    or above), no ledger row."""
+    for run in thumbctl.runs:
+        assert SECRET not in run.stdout and SECRET not in run.stderr, run.args
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    if is_server_url(ledger_url):
+        import psycopg
+
+        with psycopg.connect(ledger_url) as conn:
+            tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+            for table in tables:
+                leaks = conn.execute(f"SELECT count(*) FROM {table} t WHERE t::text LIKE %s", (f"%{SECRET}%",))
+                assert leaks.fetchone()[0] == 0, table
+
+
+def test_human_output_and_errors_never_show_the_password(pg_url: str, pictures: Path, tmp_path: Path) -> None:
+    db = with_password(pg_url, SECRET)
+    thumbctl = Thumbctl(db, cli_env(tmp_path))
+    out = tmp_path / "out"
+    submit = ["submit", pictures, "--out", out, "-r", "1:1", "-w", "1"]
+    bid = thumbctl(*submit).doc["batch_id"]
+    assert thumbctl(*submit, "-v", as_json=False).code == 0
+    readers = [["status"], ["status", bid, "-v"], ["status", bid, "--items"], ["events", bid], ["stats"], ["config"]]
+    writers = [["sheet", bid], ["reconcile", "--repair"], ["work", "--until-idle", "-v"], ["gc", "--older-than", "0s"]]
+    for args in readers + writers:
+        assert thumbctl(*args, as_json=False).code == 0, args
+    for args in (["status", "b_nope"], ["events", "b_nope"], ["cancel", "b_nope"], ["retry", "b_nope"]):
+        unknown = thumbctl(*args, as_json=False)
+        assert unknown.code == 2
+        assert unknown.stderr.splitlines() == [f"error [batch_not_found] no batch 'b_nope' in {masked(db)}"]
+    assert_secret_nowhere(thumbctl, tmp_path, pg_url)
+
+
+# -- a missing driver, a server that is down or refuses the login ----------------------------------
+
+
+@pytest.fixture
+def without_driver(tmp_path: Path) -> Path:
+    """A folder whose ``psycopg`` fails to import, put first on the path: an install without the extra."""
+    front = tmp_path / "no-driver"
+    (front / "psycopg").mkdir(parents=True)
+    (front / "psycopg" / "__init__.py").write_text("raise ImportError(\"No module named 'psycopg'\")\n")
+    return front
+
+
+@pytest.mark.parametrize("args", COMMANDS_THAT_OPEN_THE_LEDGER, ids=lambda a: " ".join(a[:2]))
+def test_a_postgresql_url_without_the_driver_is_one_line_naming_the_extra(
+    args: list[str], without_driver: Path, pictures: Path, tmp_path: Path
+) -> None:
+    url = f"postgresql://shop:{SECRET}@db.example/thumbs"
+    thumbctl = Thumbctl(url, cli_env(tmp_path, without_driver))
+    argv = [a.format(photos=pictures, out=tmp_path / "out") for a in args]
+    human = thumbctl(*argv, "-q", as_json=False)
+    assert human.code == 2 and human.stdout == ""
+    assert human.stderr.splitlines() == [
+        f"error [postgres_driver_missing] a PostgreSQL ledger needs the driver: {DRIVER_HINT}"
+    ]
+    if argv[0] in JSON_COMMANDS:
+        doc = thumbctl(*argv).doc
+        assert doc == {
+            "error": {
+                "code": "postgres_driver_missing",
+                "message": f"a PostgreSQL ledger needs the driver: {DRIVER_HINT}",
+                "transient": False,
+                "exit_code": 2,
+            }
+        }
+    assert not (tmp_path / "out").exists()
+    assert SECRET not in human.stderr
+
+
+def test_config_shows_a_postgresql_url_masked_even_without_the_driver(without_driver: Path, tmp_path: Path) -> None:
+    url = f"postgresql://shop:{SECRET}@db.example/thumbs"
+    doc = Thumbctl(url, cli_env(tmp_path, without_driver))("config").doc
+    assert doc["settings"]["db"] == {"value": "postgresql://shop:***@db.example/thumbs", "source": "flag"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def unavailable_message(url: str, reason: str) -> str:
+    return (
+        f"the PostgreSQL ledger {masked(url)} cannot be reached ({reason}): check that the server runs and "
+        "accepts this user, then run the command again"
+    )
+
+
+def assert_unavailable(run: Run, url: str) -> str:
+    """Exit 75, ``ledger_unavailable`` (transient) as one line on stderr (and JSON on stdout where the
+    command prints JSON), the password masked; returns the message."""
+    assert run.code == 75, run.stderr
+    assert SECRET not in run.stdout + run.stderr
+    (line,) = run.stderr.splitlines()
+    prefix = "error [ledger_unavailable] "
+    assert line.startswith(f"{prefix}the PostgreSQL ledger {masked(url)} cannot be reached ("), line
+    message = line[len(prefix) :]
+    if run.args[0] in JSON_COMMANDS:
+        assert run.doc == {
+            "error": {"code": "ledger_unavailable", "message": message, "transient": True, "exit_code": 75}
+        }
+    else:
+        assert run.stdout == ""
+    return message
+
+
+@pytest.mark.parametrize("args", COMMANDS_THAT_OPEN_THE_LEDGER, ids=lambda a: " ".join(a[:2]))
+def test_a_server_that_is_down_is_ledger_unavailable_at_once(args: list[str], pictures: Path, tmp_path: Path) -> None:
+    url = f"postgresql://postgres:{SECRET}@127.0.0.1:{free_port()}/thumbs"  # nothing listens there
+    thumbctl = Thumbctl(url, cli_env(tmp_path))
+    run = thumbctl(*[a.format(photos=pictures, out=tmp_path / "out") for a in args])
+    assert "Connection refused" in assert_unavailable(run, url)
+    assert run.seconds < 10  # no busy wait: a refused connection is reported at once
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A TCP port that accepts connections and never answers: a server that hangs (or a dropped route)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    stop = threading.Event()
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in accepted:
+        conn.close()
+    listener.close()
+
+
+def test_a_server_that_never_answers_is_given_the_busy_timeout_to_connect(silent_server: int, tmp_path: Path) -> None:
+    url = f"postgresql://postgres:{SECRET}@127.0.0.1:{silent_server}/thumbs"
+    env = {**cli_env(tmp_path), "THUMBCTL_BUSY_TIMEOUT": "2"}
+    run = Thumbctl(url, env)("status")
+    assert assert_unavailable(run, url) == unavailable_message(url, "connection timeout expired")
+    assert 2 <= run.seconds < 8  # one connect timeout, not the whole busy wait (THUMBCTL_BUSY_WAIT, 20 s)
+
+
+@pytest.mark.parametrize("wrong", ["role", "database"])
+def test_a_login_the_server_refuses_is_ledger_unavailable_with_the_password_masked(
+    wrong: str, pg_admin_url: str | None, pictures: Path, tmp_path: Path
+) -> None:
+    if pg_admin_url is None:
+        pytest.skip("needs THUMBCTL_TEST_PG")
+    url = with_password(pg_admin_url, SECRET)
+    if wrong == "role":
+        parts = urlsplit(url)
+        url = urlunsplit(parts._replace(netloc=parts.netloc.replace("postgres:", "no_such_role_x:", 1)))
+    else:
+        url = with_database(url, "no_such_database_x")
+    thumbctl = Thumbctl(url, cli_env(tmp_path))
+    for args in (["status"], ["submit", pictures, "--out", tmp_path / "out", "--detach"], ["work", "--until-idle"]):
+        assert f'"no_such_{wrong}_x" does not exist' in assert_unavailable(thumbctl(*args), url)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["--help", "submit --help", "status --help", "work --help", "config --help"])
+def test_help_says_how_to_select_postgresql(command: str, tmp_path: Path) -> None:
+    run = Thumbctl("", cli_env(tmp_path))(*command.split(), db=False, as_json=False)
+    assert run.code == 0 and "postgresql://user@host/dbname" in run.stdout and DRIVER_HINT.split()[-1] in run.stdout
+
+
+def test_readme_documents_the_postgresql_ledger_and_its_error_codes() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "`--db postgresql://user@host/dbname`" in readme and DRIVER_HINT in readme
+    exit_codes = readme.split("### Exit codes", 1)[1].split("###", 1)[0]
+    assert "`postgres_driver_missing`" in exit_codes.split("| 2 |", 1)[1].split("\n", 1)[0]
+    assert "`ledger_unavailable`" in exit_codes.split("| 75 |", 1)[1].split("\n", 1)[0]
