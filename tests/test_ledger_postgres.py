@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from thumbctl.errors import UsageError
 from thumbctl.ledger import Ledger, is_server_url, masked
 from thumbctl.ledger.pgschema import SCHEMA_VERSION
 
@@ -70,3 +71,21 @@ def test_a_ledger_opened_on_a_server_reports_its_backend_and_masked_name(pg_url:
     with Ledger(with_password) as ledger:
         assert ledger.backend == "postgresql"
         assert "hunter2-pw" not in ledger.path and ":***@" in ledger.path
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:pw-9x@db.invalid/t?bogus=1",
+        "postgresql://u:pw-9x@db.invalid:99999/t",
+        "postgresql://u:pw-9x@db.invalid:abc/t",
+        "postgresql://u:pw-9x@[::1/t",
+    ],
+)
+def test_a_malformed_url_is_a_usage_error_not_an_outage(url: str) -> None:
+    """Exit 2, not 75: cron retrying a URL that can never work would only hide the mistake."""
+    pytest.importorskip("psycopg")
+    with pytest.raises(UsageError) as caught:
+        Ledger(url)
+    assert caught.value.code == "bad_ledger_url" and caught.value.exit_code == 2
+    assert "pw-9x" not in str(caught.value)

@@ -18,6 +18,7 @@ Rules every backend keeps:
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -68,8 +69,12 @@ def is_server_url(target: object) -> bool:
 
 def masked(url: str) -> str:
     """``url`` with its password replaced by ``***``: the only form of it ever shown."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not even a URL: mask whatever sits between "user:" and "@"
+        return re.sub(r"(://[^/:@]*:)[^@]*@", r"\1***@", url)
+    if password is None:
         return url
     host = parts.netloc.rsplit("@", 1)[1]
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))

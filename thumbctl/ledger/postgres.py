@@ -115,6 +115,7 @@ class PostgresBackend(Backend):
     # -- connection ----------------------------------------------------------------------------
 
     def _connect(self) -> Any:
+        self._check_url()
         try:
             conn = self._psycopg.connect(
                 self.url, autocommit=True, row_factory=_row_factory, connect_timeout=max(1, int(self.busy.timeout))
@@ -123,6 +124,22 @@ class PostgresBackend(Backend):
             raise self._unavailable(exc) from None
         conn.execute("SET TIME ZONE 'UTC'")
         return conn
+
+    def _check_url(self) -> None:
+        """A URL libpq cannot parse, or whose port is no port, is a usage error (exit 2): retrying
+        it later, as cron would after exit 75, can never succeed."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            params = conninfo_to_dict(self.url)
+        except self._psycopg.ProgrammingError as exc:
+            raise UsageError(
+                f"--db {self.name} is not a PostgreSQL URL libpq accepts: {_masked_text(_first_line(exc), self.url)}",
+                code="bad_ledger_url",
+            ) from None
+        ports = str(params.get("port") or "5432").split(",")
+        if not all(port.isdigit() and 0 < int(port) < 65536 for port in ports):
+            raise UsageError(f"--db {self.name}: the port must be a number from 1 to 65535", code="bad_ledger_url")
 
     def _unavailable(self, exc: BaseException) -> LedgerUnavailable:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
