@@ -331,5 +331,10 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _masked_text(text: str, url: str) -> str:
-    password = urlsplit(url).password
+    """``text`` (a driver's message) without the password of ``url`` anywhere in it."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        found = re.search(r"://[^/:@]*:([^@]*)@", url)
+        password = found.group(1) if found else None
     return text.replace(password, "***") if password else text
