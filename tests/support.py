@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
 import sqlite3
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PIL import Image
@@ -43,6 +44,24 @@ def ihdr_png(width: int, height: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
 
 
+def raw_rows(ledger: Ledger, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+    """The rows of ``sql`` (``?`` placeholders) read beside the ledger's API, on either backend: a
+    second connection to a SQLite file, the ledger's own autocommit connection on PostgreSQL."""
+    if ledger.backend == "sqlite":
+        with contextlib.closing(sqlite3.connect(ledger.path)) as raw:
+            return [tuple(row) for row in raw.execute(sql, params).fetchall()]
+    return [tuple(row) for row in ledger._db.execute(sql, params).fetchall()]
+
+
+def raw_write(ledger: Ledger, sql: str, params: Sequence[object] = ()) -> None:
+    """Commit ``sql`` beside the ledger's API (a fault made by hand), on either backend."""
+    if ledger.backend == "sqlite":
+        with contextlib.closing(sqlite3.connect(ledger.path)) as raw, raw:
+            raw.execute(sql, params)
+    else:
+        ledger._db.execute(sql, params)
+
+
 def check_invariants(ledger: Ledger, *, outputs: bool = True) -> None:
     """Invariants 1-3 of DESIGN section 8, from the views and straight from the rows.
 
@@ -52,29 +71,27 @@ def check_invariants(ledger: Ledger, *, outputs: bool = True) -> None:
        ``gc`` expired are exempt: retention removes their outputs by design.
     3. no success is committed after the batch's cancel request.
     """
-    with sqlite3.connect(ledger.path) as raw:
-        rows = raw.execute("SELECT batch_id, total, expired_at FROM batches").fetchall()
-        for batch_id, total, expired_at in rows:
-            counted = raw.execute("SELECT count(*) FROM items WHERE batch_id = ?", (batch_id,)).fetchone()[0]
-            assert counted == total, f"{batch_id}: {counted} item rows, total {total}"
-            view = ledger.batch(batch_id)
-            assert set(view.counts) == set(ITEM_STATES)
-            assert sum(view.counts.values()) == view.total == total
-            _check_no_success_after_cancel(raw, batch_id)
-            if outputs and expired_at is None:
-                _check_outputs(ledger, batch_id)
+    for batch_id, total, expired_at in raw_rows(ledger, "SELECT batch_id, total, expired_at FROM batches"):
+        counted = raw_rows(ledger, "SELECT count(*) FROM items WHERE batch_id = ?", (batch_id,))[0][0]
+        assert counted == total, f"{batch_id}: {counted} item rows, total {total}"
+        view = ledger.batch(batch_id)
+        assert set(view.counts) == set(ITEM_STATES)
+        assert sum(view.counts.values()) == view.total == total
+        _check_no_success_after_cancel(ledger, batch_id)
+        if outputs and expired_at is None:
+            _check_outputs(ledger, batch_id)
 
 
-def _check_no_success_after_cancel(raw: sqlite3.Connection, batch_id: str) -> None:
-    cancel = raw.execute(
-        "SELECT min(seq) FROM events WHERE batch_id = ? AND to_state = 'cancel_requested'", (batch_id,)
-    ).fetchone()[0]
+def _check_no_success_after_cancel(ledger: Ledger, batch_id: str) -> None:
+    sql = "SELECT min(seq) FROM events WHERE batch_id = ? AND to_state = 'cancel_requested'"
+    cancel = raw_rows(ledger, sql, (batch_id,))[0][0]
     if cancel is not None:
-        late = raw.execute(
+        late = raw_rows(
+            ledger,
             "SELECT count(*) FROM events WHERE batch_id = ? AND to_state = 'succeeded' AND seq > ? "
             "AND from_state IS NOT NULL",
             (batch_id, cancel),
-        ).fetchone()[0]
+        )[0][0]
         assert late == 0, f"{batch_id}: {late} successes committed after the cancel request"
 
 

@@ -191,57 +191,6 @@ TestFollowerMachine.settings = settings(
 )
 
 
-def test_a_follower_sees_batches_submitted_and_cancelled_after_it_started(tmp_path: Path) -> None:
-    clock = Clock()
-    with Ledger(tmp_path / "l.db", clock=clock) as led:
-        everything = led.follow(None)
-        assert everything.read()[1].runnable == 0
-        first = led.accept_batch(request("a", sources=2), Limits()).batch_id
-        second = led.accept_batch(request("b", sources=3), Limits()).batch_id
-        assert (everything.read()[1].runnable, everything.read()[1].queue_age_seconds) == (10, 0.0)
-        clock.now += 7
-        led.request_cancel(first)
-        activity = everything.read()[1]
-        assert (activity.runnable, activity.queue_age_seconds) == (6, 7.0)
-        view = led.follow(second).read()[0]
-        assert view is not None and view.counts["queued"] == 6 and view.state == "queued"
-
-
-def test_items_released_back_to_the_queue_of_a_cancelled_batch_are_not_runnable(tmp_path: Path) -> None:
-    """A worker that gives its claim back after the cancel returns the items to ``queued``: they
-    count as queued, but not as runnable, for a follower that saw the cancel come in."""
-    clock = Clock()
-    with Ledger(tmp_path / "l.db", clock=clock) as led:
-        batch_id = led.accept_batch(request("a", sources=2), Limits()).batch_id
-        followers = [led.follow(batch_id), led.follow(None)]
-        claim = led.claim("w1")
-        assert [f.read()[1].runnable for f in followers] == [2, 2]
-        led.request_cancel(batch_id)
-        assert led.release(claim, "stopping") == 2
-        view = followers[0].read()[0]
-        assert view is not None and view.counts["queued"] == 2 and view.state == "cancel_requested"
-        for follower in followers:
-            activity = follower.read()[1]
-            assert (activity.runnable, activity.delayed, activity.running) == (0, 0, 0)
-            assert activity.queue_age_seconds is None
-
-
-def test_a_relinked_event_is_not_a_change_of_state(tmp_path: Path) -> None:
-    """``reconcile --repair`` logs ``succeeded -> relinked`` for an item that stays succeeded."""
-    with Ledger(tmp_path / "l.db", clock=Clock()) as led:
-        batch_id = led.accept_batch(request("a", sources=1), Limits()).batch_id
-        follower = led.follow(batch_id)
-        claim = led.claim("w1")
-        for item in claim.items:
-            led.publish(claim, item, lambda: None)
-        follower.read()
-        item = claim.items[0]
-        paths = (item.object_path, item.friendly_path)
-        assert led.relink_published(item.row, *paths, "friendly_link_wrong", "relinked", lambda: None)
-        view = follower.read()[0]
-        assert view is not None and view.counts["succeeded"] == 2 and view.state == "succeeded"
-
-
 # -- cost: SQLite VM steps per read at 10,000 and 100,000 items -------------------------------------
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import sqlite_utils
 
 from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
@@ -13,6 +15,16 @@ from thumbctl.faults import Faults
 from thumbctl.ledger import iso
 from thumbctl.ledger.schema import MIGRATIONS
 from thumbctl.worker import WorkerConfig, run_worker
+
+from support import check_invariants
+
+
+@pytest.fixture
+def ledger(ledger_url: str) -> Iterator[Ledger]:
+    """A fresh ledger on each backend (``[sqlite]``, ``[postgres]``); the migration of an old file is SQLite's own."""
+    with Ledger(ledger_url) as led:
+        yield led
+        check_invariants(led)
 
 
 def accept(ledger: Ledger, source: Path, out: Path, **kwargs):
@@ -56,8 +68,8 @@ def test_a_replay_requeues_only_succeeded_items_whose_object_is_missing(
     assert ledger.batch(batch.batch_id).counts["queued"] == 2
 
 
-def test_a_replay_of_a_cancelled_batch_requeues_nothing(tmp_path: Path, photos: Path, out_dir: Path) -> None:
-    with Ledger(tmp_path / "cancelled.db") as ledger:  # its one success has no object file: no invariant check
+def test_a_replay_of_a_cancelled_batch_requeues_nothing(ledger_url: str, photos: Path, out_dir: Path) -> None:
+    with Ledger(ledger_url) as ledger:  # its one success has no object file: no invariant check
         batch = accept(ledger, photos, out_dir)
         claim = ledger.claim("host:1:1")
         assert claim is not None and ledger.publish(claim, claim.items[0], lambda: None) == "succeeded"

@@ -52,8 +52,10 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def led(tmp_path: Path, clock: Clock):
-    with Ledger(tmp_path / "ledger.db", clock=clock) as ledger:
+def led(ledger_url: str, clock: Clock):
+    """A fresh ledger on each backend (``[sqlite]``, ``[postgres]``): reconcile and gc work through
+    the Ledger API only, so every test of them runs on both."""
+    with Ledger(ledger_url, clock=clock) as ledger:
         yield ledger
         check_invariants(ledger)
 

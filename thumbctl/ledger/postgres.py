@@ -109,6 +109,7 @@ class PostgresBackend(Backend):
         self._psycopg = _driver()
         self._sql: dict[str, str] = {}
         self._in_tx = False
+        self._streams = 0
         self.conn = self._connect()
         self._migrate()
 
@@ -276,7 +277,8 @@ class PostgresBackend(Backend):
     def stream(self, sql: str, params: Sequence[object]) -> Iterator[Iterator[Any]]:
         """The rows of ``sql`` through a server-side cursor, a few hundred at a time (inside
         :meth:`reading`): a million-row listing never sits in memory."""
-        cursor = self.conn.cursor(name="thumbctl_stream")
+        self._streams += 1  # each open listing its own cursor: two may be read at once
+        cursor = self.conn.cursor(name=f"thumbctl_stream_{self._streams}")
         cursor.itersize = 500
         try:
             cursor.execute(self._translated(sql), list(params) or None)

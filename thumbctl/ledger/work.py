@@ -120,11 +120,10 @@ class WorkQueue:
             if self.db.try_exclusive("rescue"):  # one claimer rescues at a time; the others claim
                 self._rescue(now, is_dead, delay_for)
                 self._expire_deadlines(at)
-            pick = self._next_source(at, batch_id)
-            if pick is None:
+            rows = self._next_claimable(at, batch_id)
+            if not rows:
                 return None
             token = secrets.token_hex(12)
-            rows = self._claimable_rows(at, *pick)
             self.db.execute(
                 "UPDATE items SET attempt = attempt + 1, lease_owner = ?, lease_token = ?, lease_expires_at = ?, "
                 f"stage_started_at = ? WHERE id IN ({marks(rows)})",
@@ -133,24 +132,38 @@ class WorkQueue:
             self.log.move(at, rows, ItemState.QUEUED, ItemState.RUNNING, worker=owner)
             return self._load_claim(token, owner, rows)
 
-    def _next_source(self, at: str, batch_id: str | None) -> tuple[str, str] | None:
-        """The source of the next runnable item of a batch without a cancel request: retries
-        that are due first, then the oldest fresh item. Both queries walk an index of queued items
-        without sorting: the ledger's (``items_runnable``) or, for one batch, the batch's own
-        (``items_queued_by_batch``), so a claim scoped to a batch never steps over the queued items
-        of the others. The item found is locked; one another claimer holds is skipped."""
+    def _next_claimable(self, at: str, batch_id: str | None) -> list[int]:
+        """The rows of the next source no other claimer is taking: the source is held exclusively
+        until this claim commits, so two claimers running side by side never split one source
+        between them (each would decode it); a source another claimer holds is passed over."""
+        passed: list[tuple[str, str]] = []
+        while (pick := self._next_source(at, batch_id, passed)) is not None:
+            if self.db.try_exclusive(f"source:{pick[0]}/{pick[1]}"):
+                rows = self._claimable_rows(at, *pick)
+                if rows:
+                    return rows
+            passed.append(pick)
+        return []
+
+    def _next_source(self, at: str, batch_id: str | None, passed: list[tuple[str, str]]) -> tuple[str, str] | None:
+        """The source of the next runnable item of a batch without a cancel request (other than the
+        ``passed`` ones): retries that are due first, then the oldest fresh item. Both queries walk
+        an index of queued items without sorting: the ledger's (``items_runnable``) or, for one
+        batch, the batch's own (``items_queued_by_batch``), so a claim scoped to a batch never steps
+        over the queued items of the others. Nothing is locked here: :meth:`_claimable_rows` locks
+        the rows it takes, once the source is held."""
         if batch_id:
             index, scope, extra = "items_queued_by_batch", " AND batch_id = ?", [batch_id]
         else:
             index, scope, extra = "items_runnable", "", []
-        lock = self.db.lock(skip_locked=True)
+        scope += " AND NOT (batch_id = ? AND source = ?)" * len(passed)
+        extra += [value for pick in passed for value in pick]
         for sql, params in (
             (f"WHERE state = {QUEUED} AND not_before <= ?{scope}{_NOT_CANCELLED} ORDER BY not_before", [at, *extra]),
             (f"WHERE state = {QUEUED} AND not_before IS NULL{scope}{_NOT_CANCELLED} ORDER BY id", extra),
         ):
-            row = self.db.execute(
-                f"SELECT batch_id, source FROM items INDEXED BY {index} {sql} LIMIT 1{lock}", params
-            ).fetchone()
+            sql = f"SELECT batch_id, source FROM items INDEXED BY {index} {sql} LIMIT 1"
+            row = self.db.execute(sql, params).fetchone()
             if row is not None:
                 return row["batch_id"], row["source"]
         return None
