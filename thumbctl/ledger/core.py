@@ -511,6 +511,11 @@ class _Refollowing:
     def read(self) -> tuple[BatchView | None, Activity]:
         return self._retrying(self._read)  # type: ignore[return-value]
 
+    def __getattr__(self, name: str) -> object:  # what the follower holds (batch_id, window, …)
+        if name == "_follower":
+            raise AttributeError(name)
+        return getattr(self._follower, name)
+
     def _read(self) -> tuple[BatchView | None, Activity]:
         try:
             return self._follower.read()
