@@ -11,6 +11,7 @@ import pytest
 
 from thumbctl import Ledger
 from thumbctl.config import CONFIG_ENV, KEYS, PROFILE_ENV
+from thumbctl.options import LEASE_ENV
 from thumbctl.proc import HOST_ID_ENV
 
 from pg import PG_CTL_ENV, PG_DATA_ENV, PG_ENV, SKIP_REASON, PgServer, create_database, drop_database
@@ -24,7 +25,7 @@ SAMPLE_IMAGES = REPO / "sample_images"
 def isolated_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither the per-user config file nor THUMBCTL_* settings of the machine reach a test."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config-home")))
-    for name in (CONFIG_ENV, PROFILE_ENV, HOST_ID_ENV, *(key.env for key in KEYS)):
+    for name in (CONFIG_ENV, PROFILE_ENV, HOST_ID_ENV, LEASE_ENV, *(key.env for key in KEYS)):
         monkeypatch.delenv(name, raising=False)
 
 

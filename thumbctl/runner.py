@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from .errors import Interrupted
 from .ledger import Ledger, iso
 from .models import BatchView
-from .options import RunOptions
+from .options import RunOptions, lease_seconds
 from .proc import owner_is_dead
 from .retrypolicy import Backoff
 from .store import write_batch_manifest as store_batch_manifest
@@ -206,12 +206,13 @@ def write_batch_manifest(ledger: Ledger, batch: BatchView) -> str:
 def _config(db_path: Path | str, options: RunOptions, batch_id: str | None, *, until_idle: bool) -> WorkerConfig:
     from .worker import WorkerConfig
 
+    lease = lease_seconds(options.lease_seconds)
     return WorkerConfig(
         db_path=str(db_path),
         batch_id=batch_id,
         until_idle=until_idle,
-        lease_seconds=options.lease_seconds,
-        heartbeat_seconds=options.heartbeat_seconds,
+        lease_seconds=lease,
+        heartbeat_seconds=min(options.heartbeat_seconds, lease / 3),  # a short (test) lease beats more often
         backoff=options.backoff,
         item_timeout=options.item_timeout,
     )

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
-from .errors import ItemFailure, LedgerBusy, LedgerFault, ThumbctlError
+from .errors import ItemFailure, LedgerBusy, LedgerFault, LedgerUnavailable, ThumbctlError
 from .faults import Faults
 from .imaging import (
     ALPHA_FORMATS,
@@ -44,9 +44,9 @@ from .imaging import (
     resample,
     verify_output,
 )
-from .ledger import Claim, ClaimedItem, Ledger
+from .ledger import Claim, ClaimedItem, Ledger, is_server_url
 from .proc import owner_id, owner_is_dead
-from .retrypolicy import Backoff
+from .retrypolicy import Backoff, BusyPolicy
 from .settings import OUTPUT_FORMATS, Limits, parse_ratio
 from .sources import read_source
 from .store import OutputLayout, OutsideOutput, discard, link_friendly, publish_object, write_temp
@@ -136,7 +136,21 @@ LEDGER_FAULT_EXITS: dict[str, int] = {
     "ledger_io_error": 91,
     "ledger_corrupt": 92,
     "ledger_gone": 93,
+    "ledger_unavailable": 94,
 }
+
+
+def open_ledger(target: str) -> Ledger:
+    """The ledger of a worker process (or its heartbeat). A server that cannot be reached yet
+    (restarting, or refusing connections for a moment) is waited for within the busy policy's
+    bound, as a lost connection is later: the coordinator reached it already, so this is an
+    outage, not a wrong URL. A file ledger opens at once (a full disk is reported, not waited out)."""
+    if not is_server_url(target):
+        return Ledger(target)
+    for attempt in BusyPolicy.from_env().retrying(LedgerUnavailable):
+        with attempt:
+            return Ledger(target)
+    raise AssertionError("unreachable")  # pragma: no cover - tenacity re-raises the last error
 
 
 def run_worker(
@@ -154,7 +168,7 @@ def run_worker(
     owner = owner_id()
     processed = 0
     with (
-        Ledger(config.db_path) as ledger,
+        open_ledger(config.db_path) as ledger,
         Heartbeat(config) as heartbeat,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="temp-writer") as writer,
     ):
@@ -218,7 +232,7 @@ class Heartbeat:
 
     def _beat(self) -> None:
         try:
-            ledger = Ledger(self.config.db_path)
+            ledger = open_ledger(self.config.db_path)
         except LedgerFault:  # the worker's own connection meets the same fault and stops the worker
             return
         with ledger:
@@ -371,9 +385,7 @@ class ClaimRun:
                 "shared_render": reused,
                 "timings": timings,
             }
-            outcome = self.ledger.publish(
-                self.claim, item, lambda: self._publish_effect(temp, item, timings), result=result
-            )
+            outcome = self.ledger.publish(self.claim, item, self._effect(temp, data, item, timings), result=result)
         except ItemFailure as failure:
             self._fail([item.row], failure.code, failure.detail)
             return "next"
@@ -442,6 +454,19 @@ class ClaimRun:
             raise shared.error
         shared.verified = True
         return temp
+
+    def _effect(self, temp: str, data: bytes, item: ClaimedItem, timings: dict[str, float]) -> Callable[[], str | None]:
+        """The publish effect for ``item``. The ledger runs it again when the connection was lost
+        before the commit (a server restart): the first run used up the temp file (it is always
+        gone after :func:`publish_object`), so a run after the first writes the verified bytes to
+        a new one; the object already linked then counts as a duplicate delivery."""
+        temps = iter([temp])
+
+        def effect() -> str | None:
+            path = next(temps, None) or write_temp(self.layout, data, self.extension)
+            return self._publish_effect(path, item, timings)
+
+        return effect
 
     def _publish_effect(self, temp: str, item: ClaimedItem, timings: dict[str, float]) -> str | None:
         """Runs inside the ledger's publish transaction, before the result is stored, so the

@@ -344,8 +344,10 @@ class Ledger:
 
     # -- live views and stats ------------------------------------------------
     def follow(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Follower:
-        """See :meth:`Observation.follow`."""
-        return self._observe.follow(batch_id, window=window, failures=failures)
+        """See :meth:`Observation.follow`; its reads survive a lost connection (:class:`_Refollowing`)."""
+        return _Refollowing(  # type: ignore[return-value] - a Follower in all but name: it only reads
+            lambda: self._observe.follow(batch_id, window=window, failures=failures), self._retrying
+        )
 
     def activity(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Activity:
         """See :meth:`Observation.activity`."""
@@ -493,6 +495,33 @@ class Ledger:
                 ).fetchall()
             ]
             self._log.move(at, queued, ItemState.QUEUED, ItemState.CANCELLED)
+
+
+class _Refollowing:
+    """A :class:`~.follow.Follower` that starts over after a lost connection: a read cut off half
+    way may have updated part of what the follower derived, so a new one counts from the rows
+    again, on the reopened connection, within the busy policy's bound (the supervisor of a run
+    reads progress while a server restarts)."""
+
+    def __init__(self, make: Callable[[], Follower], retrying: Callable[..., object]) -> None:
+        self._make = make
+        self._retrying = retrying
+        self._follower = make()
+
+    def read(self) -> tuple[BatchView | None, Activity]:
+        return self._retrying(self._read)  # type: ignore[return-value]
+
+    def __getattr__(self, name: str) -> object:  # what the follower holds (batch_id, window, …)
+        if name == "_follower":
+            raise AttributeError(name)
+        return getattr(self._follower, name)
+
+    def _read(self) -> tuple[BatchView | None, Activity]:
+        try:
+            return self._follower.read()
+        except LedgerConnectionLost:
+            self._follower = self._make()
+            raise
 
 
 def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool]) -> NewBatch:

@@ -121,9 +121,9 @@ class PostgresBackend(Backend):
             conn = self._psycopg.connect(
                 self.url, autocommit=True, row_factory=_row_factory, connect_timeout=max(1, int(self.busy.timeout))
             )
-        except self._psycopg.Error as exc:
+            conn.execute("SET TIME ZONE 'UTC'")
+        except self._psycopg.Error as exc:  # down, starting up, shutting down, or refusing this login
             raise self._unavailable(exc) from None
-        conn.execute("SET TIME ZONE 'UTC'")
         return conn
 
     def _check_url(self) -> None:
@@ -209,7 +209,9 @@ class PostgresBackend(Backend):
             return LedgerConnectionLost(
                 f"the connection to the PostgreSQL ledger {self.name} was lost ({_first_line(exc)})", retry_after=5
             )
-        if isinstance(exc, errors.AdminShutdown | errors.CannotConnectNow | self._psycopg.InterfaceError):
+        if isinstance(
+            exc, errors.AdminShutdown | errors.CrashShutdown | errors.CannotConnectNow | self._psycopg.InterfaceError
+        ):
             return LedgerConnectionLost(
                 f"the connection to the PostgreSQL ledger {self.name} was lost ({_first_line(exc)})", retry_after=5
             )
@@ -295,6 +297,8 @@ class PostgresBackend(Backend):
         """A server ledger has no file to lose."""
 
     def fault(self, code: str, detail: str) -> LedgerFault:
+        if code == "ledger_unavailable":  # a worker could not reach the server within the busy policy's bound
+            return self._unavailable(RuntimeError(detail))
         from .connection import fault_for  # the advice text is shared with the file ledger
 
         return fault_for(code, self.name, detail)  # type: ignore[arg-type]

@@ -1,0 +1,272 @@
+"""Several hosts sharing one PostgreSQL ledger and one OUT; one of them dies whole.
+
+Each "host" is a ``thumbctl work`` process group with its own host identity
+(``THUMBCTL_HOST_ID``, test only) on this machine. The victim host's workers pause at
+``before_publish`` (THUMBCTL_FAULT), so it certainly holds leases when it is killed with
+``kill -9`` of its whole process group; the other hosts cannot see its processes, so they take
+its items back only when its leases expire (``THUMBCTL_LEASE_SECONDS``, test only, shortens
+them), and finish the batch. One round cancels the batch while the dead host's items are still
+held. A dead worker of the *same* host identity is rescued at once, lease or not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from thumbctl import Ledger
+from thumbctl.options import LEASE_ENV
+from thumbctl.proc import HOST_ID_ENV, owner_is_dead
+
+from conftest import SAMPLE_IMAGES
+
+pytestmark = pytest.mark.timeout(300)
+
+#: The lease of every host's workers in these runs (seconds): a dead host's items wait this long.
+LEASE = 5
+HOSTS = ("host-a", "host-b", "host-c")
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+@dataclass
+class Host:
+    name: str
+    proc: subprocess.Popen
+    faults: Path
+
+    def paused(self, checkpoint: str, count: int) -> list[int]:
+        """The pids of ``count`` of this host's workers paused at ``checkpoint``, once they are."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            pids = [int(p.name.rsplit("-", 1)[1]) for p in self.faults.glob(f"paused-{checkpoint}-*")]
+            if len(pids) >= count:
+                return pids
+            assert self.proc.poll() is None, f"{self.name} exited early: {self.proc.communicate()}"
+            time.sleep(0.02)
+        raise AssertionError(f"{self.name}: no {count} workers paused at {checkpoint}")
+
+    def release(self) -> None:
+        (self.faults / "release").touch()
+
+    def kill(self) -> None:
+        """kill -9 of the whole host: its supervisor, workers and fork server at once."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def finish(self) -> tuple[int, str]:
+        _, stderr = self.proc.communicate(timeout=240)
+        return self.proc.returncode, stderr
+
+
+class Site:
+    """One PostgreSQL ledger, one shared OUT and photos, and the hosts working on them."""
+
+    def __init__(self, tmp_path: Path, url: str) -> None:
+        self.tmp = tmp_path
+        self.url = url
+        self.out = tmp_path / "out"
+        self.photos = tmp_path / "photos"
+        for image in sorted(SAMPLE_IMAGES.glob("*/*")):
+            if image.suffix in (".jpg", ".png"):
+                (self.photos / image.parent.name).mkdir(parents=True, exist_ok=True)
+                shutil.copy(image, self.photos / image.parent.name / image.name)
+
+    def env(
+        self, host: str, fault: str | None = None, faults: Path | None = None, lease: float | None = LEASE
+    ) -> dict[str, str]:
+        """The environment of ``host``'s commands; ``lease`` None: the default lease (30 s)."""
+        env = {**os.environ, "THUMBCTL_DB": self.url, HOST_ID_ENV: host}
+        env.pop("THUMBCTL_FAULT", None)
+        env.pop(LEASE_ENV, None)
+        if lease is not None:
+            env[LEASE_ENV] = str(lease)
+        if fault:
+            env["THUMBCTL_FAULT"] = fault
+            env["THUMBCTL_FAULT_DIR"] = str(faults)
+        return env
+
+    def run(self, *args: str, host: str = "admin", lease: float | None = LEASE) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "thumbctl", *args]
+        return subprocess.run(command, env=self.env(host, lease=lease), capture_output=True, text=True, timeout=120)
+
+    def json(self, *args: str) -> dict:
+        done = self.run(*args, "--json")
+        assert done.returncode in (0, 1, 4), done.stderr
+        return json.loads(done.stdout)
+
+    def submit(self) -> str:
+        done = self.run("submit", str(self.photos), "--out", str(self.out), "--size", "256", "--detach", "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["batch_id"]
+
+    def start(self, name: str, batch_id: str, fault: str | None = None, lease: float | None = LEASE) -> Host:
+        faults = self.tmp / f"faults-{name}"
+        faults.mkdir(exist_ok=True)
+        command = [sys.executable, "-m", "thumbctl", "work", "--batch", batch_id, "--until-idle", "-w", "2", "-q"]
+        proc = subprocess.Popen(
+            command,
+            env=self.env(name, fault, faults, lease),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # a process group of its own: one killpg kills the whole host
+        )
+        return Host(name, proc, faults)
+
+    def succeeded(self, batch_id: str) -> int:
+        return self.json("status", batch_id)["counts"]["succeeded"]
+
+
+@pytest.fixture
+def site(tmp_path: Path, pg_url: str) -> Site:
+    return Site(tmp_path, pg_url)
+
+
+def violations(site: Site, batch_id: str) -> list[str]:
+    """Every broken rule of a finished multi-host run, as text (none: an empty list)."""
+    found = []
+    batch = site.json("status", batch_id)
+    items = site.json("status", batch_id, "--items")["items"]
+    events = site.json("events", batch_id)["events"]
+    found += [f"{i['item_id']} {i['ratio']} ended {i['state']}" for i in items if i["state"] not in TERMINAL]
+    if batch["counts"]["queued"] or batch["counts"]["running"]:
+        found.append(f"batch {batch['state']} with counts {batch['counts']}")
+    published = Counter((e["item_id"], e["ratio"]) for e in events if e["to_state"] == "succeeded")
+    found += [f"{item} {ratio} succeeded {n} times" for (item, ratio), n in published.items() if n != 1]
+    succeeded = [i for i in items if i["state"] == "succeeded"]
+    found += [
+        f"{i['item_id']} {i['ratio']} succeeded without its event"
+        for i in succeeded
+        if not published[(i["item_id"], i["ratio"])]
+    ]
+    found += _object_violations(site, succeeded)
+    cancel = [e["seq"] for e in events if e["to_state"] == "cancel_requested"]
+    if cancel:
+        late = [e for e in events if e["to_state"] == "succeeded" and e["seq"] > cancel[0]]
+        found += [f"{e['item_id']} {e['ratio']} published after the cancel (seq {e['seq']})" for e in late]
+    reconcile = site.run("reconcile", "--json")
+    if reconcile.returncode != 0:
+        found.append(f"reconcile exit {reconcile.returncode}: {reconcile.stdout}{reconcile.stderr}")
+    return found
+
+
+def _object_violations(site: Site, succeeded: list[dict]) -> list[str]:
+    """One object per derivative key of the succeeded items, and no other (nothing of a cancelled
+    item was published, no duplicate, no temp file left in OUT/.tmp by the survivors)."""
+    keys = {i["derivative_key"] for i in succeeded}
+    objects = [p for p in (site.out / "objects").rglob("*") if p.is_file()] if (site.out / "objects").exists() else []
+    found = []
+    if len(objects) != len(keys):
+        found.append(f"{len(objects)} objects for {len(keys)} derivative keys")
+    wanted = {
+        str(site.out / i["object_path"]) if not os.path.isabs(i["object_path"]) else i["object_path"] for i in succeeded
+    }
+    found += [f"object {p} belongs to no succeeded item" for p in objects if str(p) not in wanted]
+    return found
+
+
+@pytest.mark.parametrize("round_", [0, 1, 2], ids=["kill-a", "kill-b", "kill-c-and-cancel"])
+def test_a_host_killed_mid_run_is_finished_by_the_others_after_its_leases_expire(site: Site, round_: int) -> None:
+    cancel = round_ == 2
+    victim_name = HOSTS[round_]
+    batch_id = site.submit()
+    total = site.json("status", batch_id)["total"]
+    victim = site.start(victim_name, batch_id, fault="pause:before_publish")
+    held = victim.paused("before_publish", count=2)  # two sources' items, under the victim's leases
+    # Cancel round: each worker of the others pauses after its first commit, holding the rest of
+    # its claim, so the cancel lands while every host has claims in flight.
+    others = [
+        site.start(name, batch_id, fault="pause:after_commit" if cancel else None)
+        for name in HOSTS
+        if name != victim_name
+    ]
+    if cancel:
+        for host in others:
+            host.paused("after_commit", count=2)
+    deadline = time.monotonic() + 120
+    while site.succeeded(batch_id) < 3 and time.monotonic() < deadline:  # the others are at work
+        time.sleep(0.1)
+    victim.kill()
+    assert _all_gone(held), "the victim's workers outlived kill -9 of its group"
+    killed_at = time.monotonic()
+    if cancel:
+        view = site.json("cancel", batch_id)
+        assert view["state"] == "cancel_requested" and view["counts"] == {**view["counts"], "succeeded": 4}
+        assert view["counts"]["running"] >= 3 * 2  # mid-run: the victim's and the others' claims are all held
+        for host in others:
+            host.release()
+    outcomes = [host.finish() for host in others]
+    assert [code for code, _ in outcomes] == [0, 0], outcomes  # `work` exits 0 when it ran until idle
+    assert not [err for _, err in outcomes if "Traceback" in err]
+    events = site.json("events", batch_id)["events"]
+    victims = [e for e in events if (e["worker"] or "").startswith(f"{victim_name}:")]
+    claimed = [e for e in victims if e["to_state"] == "running"]
+    taken_back = [e for e in victims if e["from_state"] == "running"]  # the victim itself published nothing
+    assert claimed and len(taken_back) == len(claimed)
+    if cancel:  # taken back into the cancel
+        assert {e["to_state"] for e in taken_back} == {"cancelled"}
+    else:
+        assert {(e["to_state"], e["error_code"], e["detail"]) for e in taken_back} == {
+            ("queued", "worker_crashed", "its lease expired")
+        }
+    assert time.monotonic() - killed_at >= LEASE - 1  # the others could not take them back before expiry
+    state = site.json("status", batch_id)
+    assert state["state"] == ("cancelled" if cancel else "succeeded")
+    assert state["counts"]["succeeded"] == (4 if cancel else total)  # cancel: only what committed before it
+    found = violations(site, batch_id)
+    print(
+        f"\nmulti-host round {round_}: items {total}, killed {victim_name} holding {len(taken_back)} items, "
+        f"cancel {cancel}, succeeded {state['counts']['succeeded']}, violations {len(found)}"
+    )
+    assert found == []
+
+
+def test_a_dead_worker_of_the_same_host_is_rescued_at_once_and_another_host_waits_for_its_lease(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batch_id = site.submit()
+    first = site.start("host-a", batch_id, fault="pause:before_publish", lease=None)  # the default lease, 30 s
+    dead = first.paused("before_publish", count=2)
+    first.kill()
+    started = time.monotonic()
+    monkeypatch.setenv(HOST_ID_ENV, "host-b")
+    with Ledger(site.url) as ledger:  # another host cannot tell its workers are dead: it waits for the lease
+        assert ledger.rescue_leases(owner_is_dead, lambda attempt: 0.0) == 0
+    again = site.run("work", "--batch", batch_id, "--until-idle", "-w", "2", host="host-a", lease=None)
+    took = time.monotonic() - started
+    assert again.returncode == 0, again.stderr
+    events = site.json("events", batch_id)["events"]
+    rescued = [e for e in events if e["error_code"] == "worker_crashed"]
+    assert rescued and {e["detail"] for e in rescued} == {"its worker process is gone"}
+    assert {int(e["worker"].split(":")[1]) for e in rescued} == set(dead)
+    assert site.json("status", batch_id)["state"] == "succeeded"
+    assert took < 30  # the default lease: what another host would have waited
+    assert violations(site, batch_id) == []
+
+
+def _all_gone(pids: list[int]) -> bool:
+    """True once no process of ``pids`` is left (a killed worker is a zombie until init reaps it)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if not [pid for pid in pids if Path(f"/proc/{pid}").exists() and not _zombie(pid)]:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2] == "Z"
