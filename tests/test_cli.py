@@ -1190,3 +1190,13 @@ def test_events_of_an_unknown_item_and_watch_with_items_are_usage_errors(cli, ph
     assert both.stderr == (
         "error [usage] --watch follows a batch's progress; it does not combine with --items or --state\n"
     )
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "0.5", "1e9", "nan"])
+def test_a_bad_lease_setting_is_refused_before_anything_is_recorded(
+    cli, photos: Path, out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("THUMBCTL_LEASE_SECONDS", value)
+    code, doc, err = submit_json(cli, photos, out_dir)
+    assert code == 2 and doc["error"]["code"] == "config_error" and "THUMBCTL_LEASE_SECONDS" in err
+    assert not (tmp_path / "ledger.db").exists()

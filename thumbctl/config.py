@@ -22,7 +22,7 @@ from typing import Any
 import typer
 
 from .errors import ConfigError, UsageError
-from .options import RunOptions, SubmitOptions, default_workers
+from .options import RunOptions, SubmitOptions, default_workers, lease_seconds
 from .settings import (
     Limits,
     Profile,
@@ -243,7 +243,12 @@ class Settings:
         )
 
     def run_options(self) -> RunOptions:
-        return RunOptions(workers=self["workers"] or default_workers(), item_timeout=self["item_timeout"])
+        """The run's options; a bad ``THUMBCTL_LEASE_SECONDS`` is refused here, before anything is recorded."""
+        return RunOptions(
+            workers=self["workers"] or default_workers(),
+            item_timeout=self["item_timeout"],
+            lease_seconds=lease_seconds(RunOptions.lease_seconds),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
