@@ -89,3 +89,50 @@ def test_a_malformed_url_is_a_usage_error_not_an_outage(url: str) -> None:
         Ledger(url)
     assert caught.value.code == "bad_ledger_url" and caught.value.exit_code == 2
     assert "pw-9x" not in str(caught.value)
+
+
+def test_a_transaction_chosen_as_a_deadlock_victim_is_run_again(pg_url: str) -> None:
+    """Another session holds the batch row, the publish waits on it while holding its item, then the
+    other session asks for that item: PostgreSQL breaks the deadlock by rolling one back. The
+    publish chosen as the victim is run again (it waited longest, so its check fires first), and
+    the item ends published once."""
+    import psycopg
+
+    from support import request
+    from thumbctl.settings import Limits
+
+    with Ledger(pg_url) as ledger:
+        batch = ledger.accept_batch(request("k", sources=1, ratios=("1:1",)), Limits())
+        claim = ledger.claim("host~x:1:1")
+        assert claim is not None
+        item = claim.items[0]
+        other = psycopg.connect(pg_url, autocommit=False)
+        other.execute("UPDATE batches SET total = total WHERE batch_id = %s", (batch.batch_id,))
+        published: list[str] = []
+        worker = threading.Thread(target=lambda: published.append(ledger.publish(claim, item, lambda: None)))
+        worker.start()
+        _wait_for_lock_wait(other, pg_url)
+        try:
+            other.execute("SELECT 1 FROM items WHERE id = %s FOR UPDATE", (item.row,))
+        finally:
+            other.commit()  # the survivor commits; the retried publish then goes through
+            other.close()
+        worker.join(30)
+        assert published == ["succeeded"]
+        assert [e.to_state for e in ledger.events(batch.batch_id)] == ["queued", "running", "succeeded"]
+
+
+def _wait_for_lock_wait(other: object, url: str) -> None:
+    import time
+
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as watcher:
+        for _ in range(200):
+            waiting = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            ).fetchone()[0]
+            if waiting:
+                return
+            time.sleep(0.05)
+    raise AssertionError("the publish never waited on the batch row")

@@ -172,6 +172,11 @@ class LedgerBusy(LedgerUnavailable):
     code = "ledger_busy"
 
 
+class LedgerContention(LedgerBusy):
+    """A server ledger broke a deadlock between two transactions (or a serialization conflict):
+    the one rolled back is run again at once, within the busy policy's bound."""
+
+
 class LedgerConnectionLost(LedgerUnavailable):
     """The connection to a server ledger broke (a restart, a network cut): reopened and the
     operation run again, within the busy policy's bound, before this ends a command."""

@@ -57,7 +57,7 @@ class BusyPolicy:
         timeout = _seconds(BUSY_TIMEOUT_ENV, cls.timeout)
         return cls(timeout=timeout, bound=max(timeout, _seconds(BUSY_WAIT_ENV, cls.bound)))
 
-    def retrying(self, busy: type[BaseException]) -> Retrying:
+    def retrying(self, busy: type[BaseException] | tuple[type[BaseException], ...]) -> Retrying:
         """A tenacity loop retrying ``busy`` errors within the bound; the last one is re-raised."""
         from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from ..admission import check_admission
-from ..errors import IdempotencyConflict, LedgerConnectionLost, LedgerFault, LedgerUnavailable
+from ..errors import IdempotencyConflict, LedgerConnectionLost, LedgerContention, LedgerFault, LedgerUnavailable
 from ..models import BatchView, CachedSource, EventView, ItemState, ItemView, NewBatch, NewItem
 from ..retrypolicy import BusyPolicy
 from ..settings import Limits
@@ -138,7 +138,7 @@ class Ledger:
     def _retrying(self, operation: Callable[..., T], *args: object, **kwargs: object) -> T:
         """``operation`` run again after a lost connection is reopened, or a deadlock broken,
         within the busy policy's bound (a server restart is waited out, not reported)."""
-        for attempt in self.busy.retrying(LedgerConnectionLost):
+        for attempt in self.busy.retrying((LedgerConnectionLost, LedgerContention)):
             with attempt:
                 try:
                     return operation(*args, **kwargs)
@@ -154,6 +154,7 @@ class Ledger:
             raise LedgerConnectionLost(str(exc), retry_after=exc.retry_after) from exc
 
     # -- reading -------------------------------------------------------------
+
     def resolve_batch_id(self, text: str) -> str:
         """See :meth:`Views.resolve_batch_id`."""
         return self._retrying(self._views.resolve_batch_id, text)

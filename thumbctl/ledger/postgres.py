@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import LedgerBusy, LedgerConnectionLost, LedgerError, LedgerFault, LedgerUnavailable, UsageError
+from ..errors import LedgerConnectionLost, LedgerContention, LedgerError, LedgerFault, LedgerUnavailable, UsageError
 from ..retrypolicy import BusyPolicy
 from .backend import EVENT_COLUMNS, Backend, Clock, EventRow, masked
 from .pgschema import MIGRATIONS, SCHEMA_VERSION
@@ -200,7 +200,9 @@ class PostgresBackend(Backend):
     def _translate_error(self, exc: BaseException) -> BaseException:
         errors = self._psycopg.errors
         if isinstance(exc, errors.DeadlockDetected | errors.LockNotAvailable | errors.SerializationFailure):
-            return LedgerBusy(f"the PostgreSQL ledger {self.name} was busy ({_first_line(exc)}); retry", retry_after=5)
+            return LedgerContention(
+                f"the PostgreSQL ledger {self.name} was busy ({_first_line(exc)}); retry", retry_after=5
+            )
         if isinstance(exc, errors.DiskFull):
             return self.fault("ledger_full", _first_line(exc))
         if isinstance(exc, errors.DataCorrupted | errors.IndexCorrupted):
