@@ -98,8 +98,9 @@ def test_a_transaction_chosen_as_a_deadlock_victim_is_run_again(pg_url: str) -> 
     the item ends published once."""
     import psycopg
 
-    from support import request
     from thumbctl.settings import Limits
+
+    from support import request
 
     with Ledger(pg_url) as ledger:
         batch = ledger.accept_batch(request("k", sources=1, ratios=("1:1",)), Limits())
