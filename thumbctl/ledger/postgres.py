@@ -90,6 +90,16 @@ def _dialect(sql: str) -> str:
     return _PLACEHOLDER.sub("%s", sql.replace("%", "%%"))
 
 
+def _prepare(sql: str) -> bool | None:
+    """False for a statement the shared SQL gives an index hint (``INDEXED BY``): its best plan
+    depends on its parameters, so it is planned with them on every run. Left to the driver, a
+    statement run five times is prepared, and PostgreSQL may then plan it once for any parameters:
+    a claim scoped to a batch (``batch_id = $1 ... ORDER BY id LIMIT 1``) walked the index of all
+    queued items in id order, past every queued item of the batches before it (600 ms per claim
+    with 1M items queued, 2 ms planned with the batch's id). Other statements stay prepared."""
+    return False if "INDEXED BY" in sql else None
+
+
 class PostgresBackend(Backend):
     """A connection to one PostgreSQL ledger."""
 
@@ -170,7 +180,7 @@ class PostgresBackend(Backend):
 
     def execute(self, sql: str, params: Sequence[object] = ()) -> Any:
         try:
-            return self.conn.execute(self._translated(sql), list(params) or None)
+            return self.conn.execute(self._translated(sql), list(params) or None, prepare=_prepare(sql))
         except self._psycopg.Error as exc:
             raise self._translate_error(exc) from exc
 
