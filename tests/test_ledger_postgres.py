@@ -37,8 +37,7 @@ def test_only_a_postgresql_url_selects_the_server_backend(target: str, server: b
 def test_processes_opening_a_new_database_at_once_migrate_it_once(pg_url: str) -> None:
     """Four processes open a fresh database at the same moment; the advisory lock lets one migrate."""
     script = (
-        "import sys; from thumbctl.ledger import Ledger\n"
-        "with Ledger(sys.argv[1]) as ledger: print(ledger.batches(1))\n"
+        "import sys; from thumbctl.ledger import Ledger\nwith Ledger(sys.argv[1]) as ledger: print(ledger.batches(1))\n"
     )
     runs = [subprocess.Popen([sys.executable, "-c", script, pg_url], stderr=subprocess.PIPE) for _ in range(4)]
     errors = [run.communicate(timeout=60)[1].decode() for run in runs]
@@ -137,3 +136,16 @@ def _wait_for_lock_wait(other: object, url: str) -> None:
                 return
             time.sleep(0.05)
     raise AssertionError("the publish never waited on the batch row")
+
+
+@pytest.mark.parametrize(
+    ("code", "exit_code", "advice"),
+    [("ledger_full", 75, "out of disk space"), ("ledger_corrupt", 74, "restore the database")],
+)
+def test_a_server_fault_gives_server_advice_not_sqlite_advice(
+    pg_url: str, code: str, exit_code: int, advice: str
+) -> None:
+    with Ledger(pg_url) as ledger:
+        fault = ledger.fault(code, "reported by the server")
+    assert (fault.code, int(fault.exit_code)) == (code, exit_code)
+    assert advice in str(fault) and "sqlite3" not in str(fault) and "reported by the server" in str(fault)

@@ -27,7 +27,16 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import LedgerConnectionLost, LedgerContention, LedgerError, LedgerFault, LedgerUnavailable, UsageError
+from ..errors import (
+    LedgerConnectionLost,
+    LedgerContention,
+    LedgerCorrupt,
+    LedgerError,
+    LedgerFault,
+    LedgerFull,
+    LedgerUnavailable,
+    UsageError,
+)
 from ..retrypolicy import BusyPolicy
 from .backend import EVENT_COLUMNS, Backend, Clock, EventRow, masked
 from .pgschema import MIGRATIONS, SCHEMA_VERSION
@@ -311,7 +320,18 @@ class PostgresBackend(Backend):
     def fault(self, code: str, detail: str) -> LedgerFault:
         if code == "ledger_unavailable":  # a worker could not reach the server within the busy policy's bound
             return self._unavailable(RuntimeError(detail))
-        from .connection import fault_for  # the advice text is shared with the file ledger
+        if code == "ledger_full":
+            return LedgerFull(
+                f"the PostgreSQL server of the ledger {self.name} is out of disk space ({detail}); what was "
+                "recorded is kept: free space on the server, then run the command again",
+                retry_after=60,
+            )
+        if code == "ledger_corrupt":
+            return LedgerCorrupt(
+                f"the PostgreSQL server reports damaged data in the ledger {self.name} ({detail}): restore the "
+                "database from a backup (or have its administrator repair it), then run `thumbctl reconcile --repair`"
+            )
+        from .connection import fault_for  # what a worker reports from its exit status: the same advice
 
         return fault_for(code, self.name, detail)  # type: ignore[arg-type]
 
