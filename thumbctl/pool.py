@@ -21,9 +21,8 @@ import contextlib
 import importlib
 import multiprocessing
 import multiprocessing.connection
-import multiprocessing.forkserver
-import multiprocessing.resource_tracker
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -71,9 +70,7 @@ class Pool:
     ) -> None:
         self.config = config
         self.size = max(1, size)
-        self.ctx = multiprocessing.get_context(context)
-        if context == "forkserver":
-            self.ctx.set_forkserver_preload(WORKER_PRELOAD)
+        self.context = context
         self.standby = standby
         self.stopping = False
         self.children: list[BaseProcess] = []
@@ -114,13 +111,22 @@ class Pool:
         else:
             time.sleep(timeout)
 
+    def _context(self) -> multiprocessing.context.BaseContext:
+        """The start method's context, set up on the first spawn: a pool whose workers all came
+        from :class:`Standby` never loads the fork server."""
+        ctx = multiprocessing.get_context(self.context)
+        if self.context == "forkserver":
+            ctx.set_forkserver_preload(WORKER_PRELOAD)  # type: ignore[attr-defined]
+        return ctx
+
     def _spawn(self) -> None:
-        ours, theirs = self.ctx.Pipe()
+        ctx = self._context()
+        ours, theirs = ctx.Pipe()
         # Signals blocked: the fork server (if this start launches it) and every worker inherit
         # the mask; a worker unblocks once it ignores SIGINT (worker_main).
         try:
             with _launching():
-                child = self.ctx.Process(target=worker_main, args=(self.config, theirs), name="thumbctl-worker")
+                child = ctx.Process(target=worker_main, args=(self.config, theirs), name="thumbctl-worker")
                 child.start()
         except BaseException:
             ours.close()
@@ -283,10 +289,13 @@ _open_pools = 0
 
 def _helpers() -> dict[str, object]:
     """multiprocessing's fork server and resource tracker objects of this process (private to
-    multiprocessing: every use below falls back to doing nothing where a Python lacks them)."""
+    multiprocessing: every use below falls back to doing nothing where a Python lacks them).
+    Neither exists while its module is not imported (a submit whose workers are forked from it)."""
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    tracker = sys.modules.get("multiprocessing.resource_tracker")
     return {
-        "server": getattr(multiprocessing.forkserver, "_forkserver", None),
-        "tracker": getattr(multiprocessing.resource_tracker, "_resource_tracker", None),
+        "server": getattr(forkserver, "_forkserver", None),
+        "tracker": getattr(tracker, "_resource_tracker", None),
     }
 
 
@@ -315,6 +324,8 @@ def start_fork_server() -> None:
     """Start the fork server now (it imports :data:`WORKER_PRELOAD`), so that its start-up
     overlaps the caller's own work, e.g. submit's intake. Stopped with the last pool, or when
     this process exits."""
+    import multiprocessing.forkserver
+
     multiprocessing.get_context("forkserver").set_forkserver_preload(WORKER_PRELOAD)
     with _launching():
         multiprocessing.forkserver.ensure_running()  # type: ignore[attr-defined]
