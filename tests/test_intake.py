@@ -100,6 +100,44 @@ def test_bad_files_become_failed_items_and_never_shrink_the_total(
     assert [e.to_state for e in ledger.events(batch.batch_id, item_id="bomb.png")] == ["failed", "failed"]
 
 
+@pytest.fixture
+def one_cpu():
+    """This process (and the threads it starts) limited to one CPU, as under ``taskset -c 0``."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+def test_many_sources_read_in_two_threads_make_the_same_request_as_one_thread(
+    photos: Path, out_dir: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """With two CPUs and enough sources, intake reads and hashes them in two threads: the
+    request, each source's outcome, the counts and the stat cache are the same as read in one."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs to read in two threads")
+    for n in range(24):
+        make_image(photos / "many" / f"p{n:02d}.jpg", (40 + n, 30), "JPEG", seed=n)
+    (photos / "readme.jpg").write_text("I am text")
+    os.symlink(tmp_path / "elsewhere.jpg", photos / "dangling.jpg")
+    results = {}
+    for case in ("two threads", "one thread"):
+        if case == "one thread":
+            request.getfixturevalue("one_cpu")
+        with Ledger(tmp_path / f"{case}.db") as ledger:
+            batch, prepared = run(ledger, photos, out_dir)
+            report = prepared.report
+            failures = sorted((f.item_id, f.error_code) for f in batch.failures)
+            results[case] = (prepared.batch.request_digest, failures, report.read, report.failed_sources)
+            again = prepare_submission(photos, SubmitOptions(out_dir=out_dir), ledger).report
+            assert (again.cached, again.read) == (28, 0)  # every readable source is in the stat cache
+    assert results["two threads"] == results["one thread"]
+    failures = [("dangling.jpg", "source_missing")] * 3 + [("readme.jpg", "unsupported_format")] * 3
+    assert results["one thread"][1:] == (failures, 28, 2)
+
+
 def copy_to_bytes_name(source: Path, folder: Path, name: bytes) -> None:
     """Copy ``source`` into ``folder`` under a name given as bytes (it need not be UTF-8)."""
     with open(os.path.join(os.fsencode(folder), name), "wb") as fh:

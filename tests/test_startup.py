@@ -131,3 +131,23 @@ def test_no_process_outlives_submit(tmp_path: Path, workers: str) -> None:
     )
     assert proc.wait(timeout=120) == 0
     assert processes_in_group(proc.pid) == []
+
+
+@pytest.mark.parametrize("case", ["rejected", "replay_of_a_finished_batch"])
+def test_no_process_outlives_a_submit_whose_workers_never_get_a_batch(tmp_path: Path, case: str) -> None:
+    """The workers forked as submit begins wait for a batch; when none comes (the submission is
+    rejected, or replays a finished batch) they are ended before submit returns."""
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    if case == "rejected":
+        (photos / "notes.txt").write_text("no image here")
+    else:
+        make_image(photos / "p.jpg", (64, 48), "JPEG", seed=1)
+    args = ["submit", str(photos), "--out", str(tmp_path / "out"), "--db", str(tmp_path / "l.db"), "-q", "-w", "2"]
+    command = [sys.executable, "-m", "thumbctl", *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if case != "rejected":
+        assert subprocess.run(command, env=env, timeout=120).returncode == 0
+    proc = subprocess.Popen(command, env=env, process_group=0)
+    assert proc.wait(timeout=120) == (65 if case == "rejected" else 0)
+    assert processes_in_group(proc.pid) == []

@@ -20,7 +20,7 @@ from thumbctl.faults import Faults, parse_faults
 from thumbctl.ledger.work import CLAIM_SHARED_ITEMS
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Limits, Ratio
-from thumbctl.worker import WorkerConfig, run_worker
+from thumbctl.worker import WorkerConfig, idle_waits, run_worker
 
 from support import check_invariants, make_image, tree_snapshot
 
@@ -435,3 +435,41 @@ def test_a_source_grown_over_the_byte_limit_after_submit_fails_too_large(ledger:
         fh.write(b"\0" * 100)
     work(ledger)
     assert outcomes(ledger, batch.batch_id) == {("failed", "too_large", 1)}
+
+
+def test_idle_waits_start_short_and_double_up_to_the_poll_period():
+    waits = idle_waits(0.25)
+    assert [next(waits) for _ in range(6)] == [0.02, 0.04, 0.08, 0.16, 0.25, 0.25]
+    assert next(idle_waits(0.01)) == 0.01
+
+
+def no_delay(attempt: int) -> float:
+    return 0.0
+
+
+def test_a_worker_that_ran_dry_notices_the_end_of_the_batch_long_before_its_poll_period(
+    ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path
+):
+    """At the end of a batch one worker finds nothing to claim while another still renders the
+    last source; once that source is settled the idle worker must stop at once, not a whole poll
+    period (here a minute) later."""
+    batch = accept(ledger, photos, out_dir)
+    held = None
+    while claim := ledger.claim("elsewhere:1:1", batch_id=batch.batch_id):
+        if held is None:
+            held = claim  # stays running, "in another worker", while the worker below runs dry
+        else:
+            ledger.fail(claim, [i.row for i in claim.items], "corrupt_image", "not this test's concern", no_delay)
+    config = WorkerConfig(str(ledger.path), batch_id=batch.batch_id, poll_seconds=60.0)
+    faults = Faults("pause:ran_dry:once", str(tmp_path))
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (run_worker(config, threading.Event(), faults), done.set()))
+    thread.start()
+    while not list(tmp_path.glob("paused-ran_dry-*")):  # the worker found nothing to claim
+        assert thread.is_alive()
+        time.sleep(0.01)
+    ledger.fail(held, [i.row for i in held.items], "corrupt_image", "the last source settles", no_delay)
+    (tmp_path / "release").touch()
+    finished = done.wait(timeout=20)
+    thread.join(timeout=70)
+    assert finished

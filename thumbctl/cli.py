@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # the rest is imported by the commands that use it, so `statu
     from .config import Settings
     from .models import BatchView
     from .options import RunOptions
+    from .pool import Standby
     from .progress import RunProgress
     from .reporter import Reporter
 
@@ -293,10 +294,11 @@ def _render_in_foreground(
     interrupts: Interrupts,
     *,
     replayed: bool,
+    standby: Standby | None = None,
 ) -> NoReturn:
     """Run a batch until it is terminal with live progress, report it, exit by its outcome."""
     with _progress(reporter, batch_id) as bar:
-        result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar)
+        result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar, standby=standby)
     final = replace(result.batch, replayed=replayed)
     reporter.manifest_errors(result.manifest_errors)
     reporter.finished(final, interrupted=result.supervision.interrupted, crashes=result.supervision.crashes)
@@ -368,10 +370,6 @@ def submit_command(
     succeeded, 1 when some failed (`thumbctl status BATCH` says why), 4 when it was cancelled
     from elsewhere, 130 on Ctrl-C (the cancel is recorded).
     """
-    if not detach:
-        prepare_workers()  # the workers' fork server starts up while this process reads the sources
-    from .intake import prepare_submission, submit  # Pillow: only the commands that read images import it
-
     reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
         settings = _settings(ctx)
@@ -381,7 +379,12 @@ def submit_command(
         run_options = settings.run_options()
         wait = _parsed(parse_duration, admission_wait, "--admission-wait")
         db_path = settings.ledger_path
-        with _open_ledger(db_path, existing=False) as ledger:
+        # The workers fork now, before the ledger is opened, and wait while this process reads the sources.
+        with prepare_workers(0 if detach else run_options.workers) as standby, _open_ledger(
+            db_path, existing=False
+        ) as ledger:
+            from .intake import prepare_submission, submit  # Pillow: only the commands that read images import it
+
             try:
                 prepared = prepare_submission(source_path, options, ledger)
             except KeyboardInterrupt:
@@ -401,7 +404,7 @@ def submit_command(
                     return
                 reporter.submitted(batch, prepared.report, final=False)
                 _render_in_foreground(
-                    reporter, db_path, batch.batch_id, run_options, interrupts, replayed=batch.replayed
+                    reporter, db_path, batch.batch_id, run_options, interrupts, replayed=batch.replayed, standby=standby
                 )
 
 

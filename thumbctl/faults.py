@@ -12,7 +12,8 @@
 Checkpoints: ``worker_start`` (a worker process has started, before it opens the
 ledger or checks on its coordinator), ``before_decode``, ``before_encode``,
 ``before_publish``, ``after_link`` (object linked, commit not yet made) and
-``after_commit``. ``before_encode`` lies between two stages timed by
+``after_commit``, and ``ran_dry`` (a claim came back empty while items in scope are
+still live; the worker waits before it asks again). ``before_encode`` lies between two stages timed by
 ``--item-timeout`` (a pause there is not timed); ``before_decode`` is in the decode
 stage, ``before_publish`` and ``after_link`` in a render's. ``pause:CHECKPOINT:once``
 pauses only the first process to get there.
@@ -27,7 +28,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-CHECKPOINTS = ("worker_start", "before_decode", "before_encode", "before_publish", "after_link", "after_commit")
+CHECKPOINTS = (
+    "worker_start",
+    "before_decode",
+    "before_encode",
+    "before_publish",
+    "after_link",
+    "after_commit",
+    "ran_dry",
+)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,11 @@
 """A pool of worker processes and the supervising loop that acts on Ctrl-C flags.
 
-Workers are forked by a ``forkserver`` that has imported the worker's modules
-(Pillow among them) once, so a worker starts in milliseconds, not as a new
-interpreter. They start with SIGINT blocked, then ignore it: a terminal's
+A foreground ``submit`` forks its workers from itself before it opens any ledger
+connection (:class:`Standby`): they wait for their configuration while the command
+reads the sources, and cost neither a new interpreter nor a second import of
+Pillow. Other workers (``work``, replacements of dead workers) are forked by a
+``forkserver`` that has imported the worker's modules once, so a worker starts in
+milliseconds, not as a new interpreter. They start with SIGINT blocked, then ignore it: a terminal's
 Ctrl-C reaches the whole process group, and only the parent decides what it
 means. A pool stops the fork server and resource tracker it started when it
 closes, so no process outlives the command. The parent never holds a write
@@ -15,11 +18,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import multiprocessing
 import multiprocessing.connection
-import multiprocessing.forkserver
-import multiprocessing.resource_tracker
 import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -61,12 +65,13 @@ class Pool:
     be restarted) from one that died before taking any (a broken start-up).
     """
 
-    def __init__(self, config: WorkerConfig, size: int, context: str = "forkserver") -> None:
+    def __init__(
+        self, config: WorkerConfig, size: int, context: str = "forkserver", standby: Standby | None = None
+    ) -> None:
         self.config = config
         self.size = max(1, size)
-        self.ctx = multiprocessing.get_context(context)
-        if context == "forkserver":
-            self.ctx.set_forkserver_preload(WORKER_PRELOAD)
+        self.context = context
+        self.standby = standby
         self.stopping = False
         self.children: list[BaseProcess] = []
         self.crashes = 0
@@ -80,7 +85,11 @@ class Pool:
         if not self._open:
             self._open = True
             _open_pools += 1
-        for _ in range(self.size):
+        adopted = self.standby.hand_over(self.config, self.size) if self.standby is not None else []
+        for child, link in adopted:
+            self.children.append(child)
+            self._links[child] = link
+        for _ in range(self.size - len(adopted)):
             self._spawn()
 
     def close(self) -> None:
@@ -102,13 +111,22 @@ class Pool:
         else:
             time.sleep(timeout)
 
+    def _context(self) -> multiprocessing.context.BaseContext:
+        """The start method's context, set up on the first spawn: a pool whose workers all came
+        from :class:`Standby` never loads the fork server."""
+        ctx = multiprocessing.get_context(self.context)
+        if self.context == "forkserver":
+            ctx.set_forkserver_preload(WORKER_PRELOAD)  # type: ignore[attr-defined]
+        return ctx
+
     def _spawn(self) -> None:
-        ours, theirs = self.ctx.Pipe()
+        ctx = self._context()
+        ours, theirs = ctx.Pipe()
         # Signals blocked: the fork server (if this start launches it) and every worker inherit
         # the mask; a worker unblocks once it ignores SIGINT (worker_main).
         try:
             with _launching():
-                child = self.ctx.Process(target=worker_main, args=(self.config, theirs), name="thumbctl-worker")
+                child = ctx.Process(target=worker_main, args=(self.config, theirs), name="thumbctl-worker")
                 child.start()
         except BaseException:
             ours.close()
@@ -196,6 +214,73 @@ WORKER_PRELOAD = [
 ]
 
 
+class Standby:
+    """Worker processes forked from this process, waiting for their configuration.
+
+    Forked before this process opens any ledger connection and while it runs no other
+    thread (SQLite connections and held locks must not cross a fork), after it imported
+    :data:`WORKER_PRELOAD`: a worker costs a fork, not an interpreter that imports Pillow
+    again, and is ready before the batch is recorded. :meth:`hand_over` gives them to a
+    pool; :meth:`close` ends those never handed over (each reads end-of-file and exits).
+    With another thread running, none are forked and the pool starts its own.
+    """
+
+    def __init__(self, count: int) -> None:
+        self.waiting: list[tuple[BaseProcess, Connection]] = []
+        if count < 1 or threading.active_count() > 1:
+            return
+        for name in WORKER_PRELOAD:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
+        ctx = multiprocessing.get_context("fork")
+        for _ in range(count):
+            self._fork(ctx)
+
+    def _fork(self, ctx: multiprocessing.context.BaseContext) -> None:
+        ours, theirs = ctx.Pipe()
+        # The child closes its copies of every end this process keeps (its own and the earlier
+        # workers'), so each worker reads end-of-file once this process is gone.
+        inherited = tuple(link for _, link in self.waiting) + (ours,)
+        try:
+            with _launching():
+                child = ctx.Process(target=worker_main, args=(None, theirs, inherited), name="thumbctl-worker")
+                child.start()
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.waiting.append((child, ours))
+
+    def hand_over(self, config: WorkerConfig, count: int) -> list[tuple[BaseProcess, Connection]]:
+        """Send ``config`` to up to ``count`` waiting workers and return them (child, link);
+        any others are ended. A worker that died meanwhile is returned all the same: the pool
+        reaps it like any other."""
+        taken, self.waiting = self.waiting[:count], self.waiting[count:]
+        for _, link in taken:
+            with contextlib.suppress(OSError):
+                link.send(config)
+        self.close()
+        return taken
+
+    def close(self) -> None:
+        """End the workers never handed over: their link closes, they exit; killed if they do not."""
+        waiting, self.waiting = self.waiting, []
+        for _, link in waiting:
+            link.close()
+        for child, _ in waiting:
+            child.join(timeout=5)
+            if child.exitcode is None:
+                child.kill()
+                child.join()
+
+    def __enter__(self) -> Standby:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 #: The helper processes multiprocessing launched for pools of this process ("server": the fork
 #: server, "tracker": the resource tracker), by pid; stopped when the last pool closes.
 _LAUNCHED: dict[str, int] = {}
@@ -204,10 +289,13 @@ _open_pools = 0
 
 def _helpers() -> dict[str, object]:
     """multiprocessing's fork server and resource tracker objects of this process (private to
-    multiprocessing: every use below falls back to doing nothing where a Python lacks them)."""
+    multiprocessing: every use below falls back to doing nothing where a Python lacks them).
+    Neither exists while its module is not imported (a submit whose workers are forked from it)."""
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    tracker = sys.modules.get("multiprocessing.resource_tracker")
     return {
-        "server": getattr(multiprocessing.forkserver, "_forkserver", None),
-        "tracker": getattr(multiprocessing.resource_tracker, "_resource_tracker", None),
+        "server": getattr(forkserver, "_forkserver", None),
+        "tracker": getattr(tracker, "_resource_tracker", None),
     }
 
 
@@ -236,6 +324,8 @@ def start_fork_server() -> None:
     """Start the fork server now (it imports :data:`WORKER_PRELOAD`), so that its start-up
     overlaps the caller's own work, e.g. submit's intake. Stopped with the last pool, or when
     this process exits."""
+    import multiprocessing.forkserver
+
     multiprocessing.get_context("forkserver").set_forkserver_preload(WORKER_PRELOAD)
     with _launching():
         multiprocessing.forkserver.ensure_running()  # type: ignore[attr-defined]

@@ -23,7 +23,7 @@ from .retrypolicy import Backoff
 from .store import write_batch_manifest as store_batch_manifest
 
 if TYPE_CHECKING:  # imported where a run starts: reading commands need neither multiprocessing nor Pillow
-    from .pool import Supervision, WorkerDeath
+    from .pool import Standby, Supervision, WorkerDeath
     from .worker import WorkerConfig
 
 
@@ -66,13 +66,14 @@ class RunResult:
     manifest_errors: tuple[str, ...] = ()
 
 
-def prepare_workers() -> None:
-    """Start the process that forks the workers now, so that its start-up (a new interpreter
-    importing Pillow) overlaps the caller's own work before the run; stopped when the run ends,
-    or when this process exits if no run follows."""
-    from .pool import start_fork_server
+def prepare_workers(count: int) -> Standby:
+    """Fork ``count`` workers now, before this process opens a ledger: they wait for the batch
+    while the caller reads the sources, and :func:`run_batch` hands them the batch (see
+    :class:`~thumbctl.pool.Standby`). Use it as a context manager: workers never handed over
+    are ended when it exits."""
+    from .pool import Standby
 
-    start_fork_server()
+    return Standby(count)
 
 
 def run_batch(
@@ -82,8 +83,10 @@ def run_batch(
     *,
     interrupts: Callable[[], int] = lambda: 0,
     observer: RunObserver | None = None,
+    standby: Standby | None = None,
 ) -> RunResult:
-    """Render one batch in the foreground until it is terminal.
+    """Render one batch in the foreground until it is terminal, with the ``standby`` workers
+    (:func:`prepare_workers`) first.
 
     The first Ctrl-C records the cancel durably at once; running items stop
     at their next checkpoint. The second kills the workers.
@@ -96,7 +99,7 @@ def run_batch(
         supervision = Supervision()
         ran = not ledger.batch_settled(batch_id)
         if ran:
-            pool = Pool(_config(db_path, options, batch_id, until_idle=True), options.workers)
+            pool = Pool(_config(db_path, options, batch_id, until_idle=True), options.workers, standby=standby)
 
             def cancel_now() -> None:
                 observer.cancel_recorded(ledger.request_cancel(batch_id))

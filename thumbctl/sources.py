@@ -14,6 +14,7 @@ import fnmatch
 import hashlib
 import os
 import stat
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,11 +218,13 @@ class SourceFolder:
     many sources below it; a submit reads every source through one of these.
 
     The folder is opened on first use; if that fails, the source fails and the next one tries again.
+    Sources may be opened from several threads at once.
     """
 
     def __init__(self, root: str) -> None:
         self.root = os.path.normpath(root)
         self._fd: int | None = None
+        self._opening = threading.Lock()
 
     def __enter__(self) -> SourceFolder:
         return self
@@ -234,10 +237,11 @@ class SourceFolder:
     def open(self, path: str) -> BinaryIO:
         """The regular file ``path`` below the folder, reached without following a symlink."""
         parts = _parts_below(self.root, path)
-        if self._fd is None:
-            root_parts = [name for name in self.root.split(os.sep) if name]
-            self._fd = _descend(os.open("/", _FOLDER_FLAGS), root_parts, path)
-        folder = _descend(os.dup(self._fd), parts[:-1], path)
+        with self._opening:
+            if self._fd is None:
+                root_parts = [name for name in self.root.split(os.sep) if name]
+                self._fd = _descend(os.open("/", _FOLDER_FLAGS), root_parts, path)
+            folder = _descend(os.dup(self._fd), parts[:-1], path)
         try:
             fd = _open_at(folder, parts[-1], path, _FILE_FLAGS)
         finally:

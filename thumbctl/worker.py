@@ -61,6 +61,7 @@ class WorkerConfig:
     until_idle: bool = True
     lease_seconds: float = 30.0
     heartbeat_seconds: float = 10.0
+    #: The longest wait between two empty claims (see :func:`idle_waits`).
     poll_seconds: float = 0.25
     backoff: Backoff = field(default_factory=Backoff)
     #: Time limit in seconds for each stage of a claim: the source's decode, and each render
@@ -81,9 +82,10 @@ class LeaseLost(Exception):
 class Coordinator:
     """A worker's end of the pipe its coordinator (the pool's process) holds the other end of.
 
-    The coordinator never writes to it, so the end reading ready means end-of-file: the
-    coordinator is gone (even if it died before this process began to run), whoever the
-    parent process is now. The worker writes one byte after its first claim, so the
+    The coordinator writes nothing to it after the configuration of a worker forked ahead
+    of its batch (read before this is made), so the end reading ready means end-of-file:
+    the coordinator is gone (even if it died before this process began to run), whoever
+    the parent process is now. The worker writes one byte after its first claim, so the
     coordinator can tell a worker that died at work from one that never started.
     """
 
@@ -113,20 +115,43 @@ class SharedRender:
     verified: bool = False
 
 
-def worker_main(config: WorkerConfig, link: Connection | None = None) -> None:
+def worker_main(
+    config: WorkerConfig | None, link: Connection | None = None, inherited: tuple[Connection, ...] = ()
+) -> None:
     """Entry point of a worker process; ``link`` is its end of the pipe to the coordinator.
 
     Ctrl-C is the parent's to handle, so SIGINT is ignored. SIGTERM asks the
     worker to finish the claim in hand and exit; the handler only sets a flag.
+    A worker forked ahead of its batch (``config`` None) first closes the coordinator's
+    ends it ``inherited``, then waits for its configuration on ``link``; it exits if the
+    coordinator closes the link instead.
     """
     stop = threading.Event()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    for end in inherited:
+        end.close()
+    if config is None:
+        config = await_config(link, stop)
+        if config is None:
+            return
     try:
         run_worker(config, stop, coordinator=Coordinator(link))
     except LedgerFault as fault:  # the supervisor reports it, from the exit status: no traceback here
         sys.exit(LEDGER_FAULT_EXITS.get(fault.code, LEDGER_FAULT_EXITS["ledger_io_error"]))
+
+
+def await_config(link: Connection | None, stop: threading.Event) -> WorkerConfig | None:
+    """The configuration the coordinator sends a worker forked ahead of its batch; None when
+    the coordinator closed the link (no batch to render) or is gone, or on SIGTERM (``stop``)."""
+    try:
+        while link is not None and not stop.is_set():
+            if link.poll(0.1):
+                return link.recv()
+    except (EOFError, OSError):
+        pass
+    return None
 
 
 #: Exit statuses of a worker that stopped because the ledger failed (not a crash: nothing is retried
@@ -167,6 +192,7 @@ def run_worker(
     coordinator = coordinator or Coordinator()
     owner = owner_id()
     processed = 0
+    waits = idle_waits(config.poll_seconds)
     with (
         open_ledger(config.db_path) as ledger,
         Heartbeat(config) as heartbeat,
@@ -187,13 +213,31 @@ def run_worker(
             if claim is None:
                 if idle:
                     break
-                stop.wait(config.poll_seconds)
+                faults.hit("ran_dry")
+                stop.wait(next(waits))
                 continue
+            waits = idle_waits(config.poll_seconds)
             coordinator.took_work()
             with heartbeat.tracking(claim.token) as lost:
                 ClaimRun(ledger, claim, faults, config, lost, writer, renderer).run()
             processed += 1
     return processed
+
+
+#: The first wait of a worker whose claim came back empty.
+FIRST_IDLE_WAIT = 0.02
+
+
+def idle_waits(longest: float) -> Iterator[float]:
+    """The waits between a worker's empty claims: 20 ms, doubling up to ``longest``. At the end
+    of a batch a worker runs dry while another finishes the last source; the batch is done
+    only when both have stopped, and with a fixed ``longest`` wait the idle one would notice
+    up to that long after the last publish. Doubling, it notices within about as long
+    again as it waited, and a worker left idle soon asks at the ``longest`` pace."""
+    wait = min(FIRST_IDLE_WAIT, longest)
+    while True:
+        yield wait
+        wait = min(wait * 2, longest)
 
 
 class Heartbeat:
