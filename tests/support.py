@@ -224,3 +224,20 @@ CENTRED_WINDOWS = {
 def window_size(box: list[int]) -> tuple[int, int]:
     left, top, right, bottom = box
     return right - left, bottom - top
+
+
+def new_batch(key: str, digest: str, *, queued: int = 3, failed: int = 0) -> NewBatch:
+    """A batch of ``queued`` runnable items and ``failed`` ones that failed at admission, one ratio each."""
+    items = [NewItem(f"img{i}.jpg", "1:1", f"/src/img{i}.jpg", "queued", source_digest="d" * 64) for i in range(queued)]
+    items += [
+        NewItem(f"bad{i}.jpg", "1:1", f"/src/bad{i}.jpg", "failed", error_code="unsupported_format")
+        for i in range(failed)
+    ]
+    return NewBatch(
+        idempotency_key=key,
+        request_digest=digest,
+        source_root="/src",
+        out_dir="/out",
+        profile={"size": 512},
+        items=tuple(items),
+    )

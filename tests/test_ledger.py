@@ -14,24 +14,9 @@ from hypothesis import strategies as st
 from thumbctl import Ledger, Limits
 from thumbctl.errors import LedgerError
 from thumbctl.ledger.schema import SCHEMA_VERSION
-from thumbctl.models import ITEM_STATES, NewBatch, NewItem, batch_state
+from thumbctl.models import ITEM_STATES, batch_state
 
-
-def new_batch(key: str, digest: str, *, queued: int = 3, failed: int = 0) -> NewBatch:
-    items = [NewItem(f"img{i}.jpg", "1:1", f"/src/img{i}.jpg", "queued", source_digest="d" * 64) for i in range(queued)]
-    items += [
-        NewItem(f"bad{i}.jpg", "1:1", f"/src/bad{i}.jpg", "failed", error_code="unsupported_format")
-        for i in range(failed)
-    ]
-    return NewBatch(
-        idempotency_key=key,
-        request_digest=digest,
-        source_root="/src",
-        out_dir="/out",
-        profile={"size": 512},
-        items=tuple(items),
-    )
-
+from support import new_batch
 
 # -- schema ---------------------------------------------------------------------
 

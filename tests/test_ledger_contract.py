@@ -30,7 +30,7 @@ from thumbctl.ledger.work import CLAIM_SHARED_ITEMS
 from thumbctl.models import NewBatch, NewItem
 from thumbctl.proc import HOST_ID_ENV, owner_id, owner_is_dead
 
-from support import Clock, check_invariants, raw_rows, raw_write, request
+from support import Clock, check_invariants, new_batch, raw_rows, raw_write, request
 
 
 @pytest.fixture
@@ -55,22 +55,6 @@ def second(ledger: Ledger, ledger_url: str, clock: Clock) -> Iterator[Ledger]:
 
 def no_delay(attempt: int) -> float:
     return 0.0
-
-
-def new_batch(key: str, digest: str, *, queued: int = 3, failed: int = 0) -> NewBatch:
-    items = [NewItem(f"img{i}.jpg", "1:1", f"/src/img{i}.jpg", "queued", source_digest="d" * 64) for i in range(queued)]
-    items += [
-        NewItem(f"bad{i}.jpg", "1:1", f"/src/bad{i}.jpg", "failed", error_code="unsupported_format")
-        for i in range(failed)
-    ]
-    return NewBatch(
-        idempotency_key=key,
-        request_digest=digest,
-        source_root="/src",
-        out_dir="/out",
-        profile={"size": 512},
-        items=tuple(items),
-    )
 
 
 def in_threads(*targets: Callable[[], object], timeout: float = 120) -> list[object]:

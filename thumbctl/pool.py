@@ -124,17 +124,7 @@ class Pool:
         ours, theirs = ctx.Pipe()
         # Signals blocked: the fork server (if this start launches it) and every worker inherit
         # the mask; a worker unblocks once it ignores SIGINT (worker_main).
-        try:
-            with _launching():
-                child = ctx.Process(target=worker_main, args=(self.config, theirs), name="thumbctl-worker")
-                child.start()
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            # The child has its own copy now (forkserver: passed to it as a file descriptor,
-            # never inherited), so only it holds that end and only this process holds ``ours``.
-            theirs.close()
+        child = _start_worker(ctx, (self.config, theirs), ours, theirs)
         self.children.append(child)
         self._links[child] = ours
 
@@ -241,15 +231,7 @@ class Standby:
         # The child closes its copies of every end this process keeps (its own and the earlier
         # workers'), so each worker reads end-of-file once this process is gone.
         inherited = tuple(link for _, link in self.waiting) + (ours,)
-        try:
-            with _launching():
-                child = ctx.Process(target=worker_main, args=(None, theirs, inherited), name="thumbctl-worker")
-                child.start()
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
+        child = _start_worker(ctx, (None, theirs, inherited), ours, theirs)
         self.waiting.append((child, ours))
 
     def hand_over(self, config: WorkerConfig, count: int) -> list[tuple[BaseProcess, Connection]]:
@@ -303,6 +285,24 @@ def _helper_pids() -> dict[str, int | None]:
     """The pids of the fork server and resource tracker that this process launched (None: none)."""
     attribute = {"server": "_forkserver_pid", "tracker": "_pid"}
     return {name: getattr(helper, attribute[name], None) for name, helper in _helpers().items()}
+
+
+def _start_worker(
+    ctx: multiprocessing.context.BaseContext, args: tuple[object, ...], ours: Connection, theirs: Connection
+) -> BaseProcess:
+    """Start a worker process on ``args`` with signals blocked. The child has its own copy of
+    ``theirs`` once started (forkserver: passed to it as a file descriptor, never inherited), so
+    only it holds that end and only this process holds ``ours``; ``ours`` is closed if it fails."""
+    try:
+        with _launching():
+            child = ctx.Process(target=worker_main, args=args, name="thumbctl-worker")
+            child.start()
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return child
 
 
 @contextlib.contextmanager
