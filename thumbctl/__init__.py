@@ -1,13 +1,20 @@
 """thumbctl: smart-cropped thumbnails in several aspect ratios, through a durable ledger.
 
-The library works on its own; the ``thumbctl`` command is a thin layer over it::
+The library works on its own; the ``thumbctl`` command is a thin layer over it. One call submits
+and renders, as ``thumbctl submit`` does::
+
+    from thumbctl import SubmitOptions, render
+
+    batch = render("photos", SubmitOptions(out_dir=Path("thumbs")), db="ledger.db")
+    print(batch.batch_id, batch.state, batch.counts)
+
+The steps apart (record now, render later with ``thumbctl work``)::
 
     from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
 
     with Ledger("ledger.db") as ledger:
         prepared = prepare_submission(Path("photos"), SubmitOptions(out_dir=Path("thumbs")), ledger)
         batch = submit(ledger, prepared, SubmitOptions().limits)
-        print(batch.batch_id, batch.state, batch.counts)
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ if TYPE_CHECKING:
         UnavailableError,
         UsageError,
     )
+    from .api import render
     from .intake import IntakeReport, PreparedSubmission, prepare_submission, submit
     from .ledger import Ledger
     from .models import BatchView, EventView, ItemView
@@ -60,6 +68,7 @@ __all__ = [
     "parse_ratio",
     "parse_ratios",
     "prepare_submission",
+    "render",
     "submit",
 ]
 
@@ -80,6 +89,7 @@ _EXPORTS = {
     "SubmitOptions": "options",
     "prepare_submission": "intake",
     "submit": "intake",
+    "render": "api",
     "Ledger": "ledger",
     "BatchView": "models",
     "EventView": "models",

@@ -1,0 +1,51 @@
+"""The one-call API renders a batch end to end, on either ledger backend."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+import thumbctl
+from thumbctl import IdempotencyConflict, Profile, SubmitOptions, parse_ratios, render
+
+
+def test_render_submits_and_renders_every_item(photos: Path, out_dir: Path, ledger_url: str) -> None:
+    options = SubmitOptions(out_dir=out_dir, profile=Profile(ratios=tuple(parse_ratios("1:1,4:3")), size=96))
+    batch = render(photos, options, db=ledger_url, workers=2)
+    assert (batch.state, batch.total, batch.counts["succeeded"]) == ("succeeded", 8, 8)
+    manifest = out_dir / "batches" / f"{batch.batch_id}.json"
+    assert manifest.exists()
+    with thumbctl.Ledger(ledger_url) as ledger:
+        items = ledger.items(batch.batch_id)
+    assert {item.state for item in items} == {"succeeded"}
+    for item in items:
+        with Image.open(item.friendly_path) as image:
+            assert max(image.size) == 96
+
+
+def test_render_again_replays_the_batch_without_rendering_anything(photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    options = SubmitOptions(out_dir=out_dir, profile=Profile(size=64))
+    first = render(photos, options, db=tmp_path / "l.db", workers=1)
+    again = render(photos, options, db=tmp_path / "l.db", workers=1)
+    assert again.batch_id == first.batch_id and again.replayed and again.state == "succeeded"
+
+
+def test_render_raises_the_documented_errors(photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    render(photos, SubmitOptions(out_dir=out_dir, key="K", profile=Profile(size=64)), db=tmp_path / "l.db", workers=1)
+    with pytest.raises(IdempotencyConflict) as caught:
+        render(photos, SubmitOptions(out_dir=out_dir, key="K", profile=Profile(size=80)), db=tmp_path / "l.db")
+    assert caught.value.exit_code == 3
+
+
+def test_importing_thumbctl_and_naming_render_loads_neither_pillow_nor_the_pool() -> None:
+    script = (
+        "import sys, thumbctl\n"
+        "thumbctl.render\n"
+        "print(sorted(m for m in ('PIL', 'multiprocessing', 'sqlite_utils', 'thumbctl.pool') if m in sys.modules))\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"

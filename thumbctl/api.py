@@ -1,0 +1,48 @@
+"""The one-call Python API: submit a folder or manifest and render it, as ``thumbctl submit`` does.
+
+::
+
+    from thumbctl import SubmitOptions, render
+
+    batch = render("photos", SubmitOptions(out_dir=Path("thumbs")), db="ledger.db")
+    print(batch.state, batch.counts)
+
+It records the batch durably, renders it with the worker pool until it is terminal and returns
+its view; the errors are those of the command (:mod:`thumbctl.errors`: a rejected submission,
+an idempotency conflict, a busy or unreachable ledger). Submitting the same request again
+replays the batch and renders only what is missing, as on the command line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .models import BatchView
+from .options import RunOptions, SubmitOptions
+
+
+def render(
+    source: str | Path,
+    options: SubmitOptions | None = None,
+    *,
+    db: str | Path = "ledger.db",
+    workers: int | None = None,
+) -> BatchView:
+    """Submit ``source`` (a folder or a ``.json``/``.jsonl``/``.csv`` manifest) with ``options``
+    into the ledger ``db`` (a file, or a ``postgresql://`` URL), render it with ``workers``
+    processes (default: one per CPU) and return the batch once it is terminal. Its ``state`` says
+    how it ended (``succeeded``, ``partial``, ``failed``, ``cancelled``); failures are in
+    ``batch.failures``."""
+    from .intake import prepare_submission, submit
+    from .ledger import Ledger
+    from .runner import run_batch
+
+    options = options or SubmitOptions()
+    with Ledger(db) as ledger:
+        prepared = prepare_submission(Path(source), options, ledger)
+        batch = submit(ledger, prepared, options.limits)
+    if batch.is_terminal:
+        return batch
+    run = RunOptions() if workers is None else RunOptions(workers=workers)
+    result = run_batch(db, batch.batch_id, run)
+    return result.batch if result.batch is not None else batch
