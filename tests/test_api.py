@@ -49,3 +49,21 @@ def test_importing_thumbctl_and_naming_render_loads_neither_pillow_nor_the_pool(
     )
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+@pytest.mark.parametrize("how", ["script", "stdin"])
+def test_a_program_without_a_main_guard_renders_and_runs_once(photos: Path, tmp_path: Path, how: str) -> None:
+    """Worker processes never re-run the calling program (a script, or one read from stdin)."""
+    program = (
+        "from pathlib import Path\n"
+        "from thumbctl import Profile, SubmitOptions, render\n"
+        "print('program ran')\n"
+        f"batch = render({str(photos)!r}, SubmitOptions(out_dir=Path('out'), profile=Profile(size=64)), workers=2)\n"
+        "print(batch.state)\n"
+    )
+    script = tmp_path / "program.py"
+    script.write_text(program)
+    args, stdin = ([sys.executable, str(script)], None) if how == "script" else ([sys.executable, "-"], program)
+    done = subprocess.run(args, input=stdin, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["program ran", "succeeded"]

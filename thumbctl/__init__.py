@@ -23,6 +23,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .api import render
     from .errors import (
         EXIT_CODE_MEANINGS,
         ITEM_ERROR_CODES,
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
         UnavailableError,
         UsageError,
     )
-    from .api import render
     from .intake import IntakeReport, PreparedSubmission, prepare_submission, submit
     from .ledger import Ledger
     from .models import BatchView, EventView, ItemView

@@ -25,6 +25,7 @@ import signal
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -294,7 +295,7 @@ def _start_worker(
     ``theirs`` once started (forkserver: passed to it as a file descriptor, never inherited), so
     only it holds that end and only this process holds ``ours``; ``ours`` is closed if it fails."""
     try:
-        with _launching():
+        with _launching(), _main_module_hidden():
             child = ctx.Process(target=worker_main, args=args, name="thumbctl-worker")
             child.start()
     except BaseException:
@@ -303,6 +304,22 @@ def _start_worker(
     finally:
         theirs.close()
     return child
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """A fork-server child re-runs the parent's ``__main__`` (a script, or ``<stdin>``) before its
+    target, unless it cannot find one: a program calling :func:`thumbctl.render` without an
+    ``if __name__ == "__main__"`` guard would run again in every worker. A worker needs nothing
+    from it (its target is :func:`~thumbctl.worker.worker_main`), so while it starts, ``__main__``
+    is an empty module."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 @contextlib.contextmanager
