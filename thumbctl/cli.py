@@ -452,6 +452,12 @@ def status(
     watch: Annotated[
         bool, typer.Option("--watch", help="With BATCH: follow it live until it is terminal (Ctrl-C stops watching).")
     ] = False,
+    html: Annotated[
+        bool,
+        typer.Option(
+            "--html", help="With BATCH: print a <picture> snippet per source and ratio (URLs relative to OUT)."
+        ),
+    ] = False,
     db: DbOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
@@ -461,6 +467,8 @@ def status(
     """Show recent batches, or one batch: state, fixed total, counts per state, failures by code."""
     reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
+        if html and (batch is None or items or watch or json_out):
+            raise UsageError("--html prints one batch's markup: give a BATCH and no --items, --state, --watch, --json")
         if state is not None and state not in ITEM_STATES:
             raise typer.BadParameter(f"choose one of {', '.join(ITEM_STATES)}", param_hint="--state")
         items = items or state is not None  # `status B --state failed` means the failed items
@@ -479,6 +487,10 @@ def status(
                 batch_id = ledger.resolve_batch_id(batch)
                 with ledger.streamed_items(batch_id, state=state) as listed:
                     reporter.items(batch_id, listed)
+            elif html:
+                from .markup import batch_snippets
+
+                reporter.text(batch_snippets(ledger, batch))
             elif watch:
                 batch_id = ledger.resolve_batch_id(batch)
                 with (

@@ -267,6 +267,11 @@ class Reporter:
             self.stdout.write("".join(plain_line(row, widths) + "\n" for row in chunk))
         self.stdout.flush()
 
+    def text(self, text: str) -> None:
+        """Text for another program (markup to paste), written to stdout as it is."""
+        self.stdout.write(text)
+        self.stdout.flush()
+
     def say(self, markup: str) -> None:
         """A human line (Rich markup), unless quiet or in JSON mode."""
         if not (self.quiet or self.json_mode):

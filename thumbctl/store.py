@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from .markup import picture_sets
 from .models import BatchView, ItemView
 from .proc import host_id, start_ticks
 from .settings import Ratio
@@ -577,7 +578,8 @@ def write_json_atomically(layout: OutputLayout, path: str, doc: object) -> None:
 
 
 def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
-    """Write OUT/batches/<batch_id>.json: every item with its object and friendly path."""
+    """Write OUT/batches/<batch_id>.json: every item with its object and friendly path, and per
+    source and ratio its published files with a ``srcset`` per format and a ``<picture>``."""
     entries = [
         {
             "item_id": item.item_id,
@@ -590,7 +592,8 @@ def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
         }
         for item in items
     ]
-    doc = {**batch.to_json(with_failures=False), "items": entries}
+    pictures = [group.to_json() for group in picture_sets(batch.out_dir, items)]
+    doc = {**batch.to_json(with_failures=False), "items": entries, "pictures": pictures}
     doc.pop("replayed", None)
     doc.pop("queue_age_seconds", None)
     write_json_atomically(OutputLayout(batch.out_dir), batch.manifest_path, doc)

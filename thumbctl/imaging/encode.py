@@ -88,3 +88,15 @@ def verify_output(source: BinaryIO | Path, fmt: str, width: int, height: int, *,
     except DECODE_ERRORS as exc:
         return f"does not decode as {fmt}: {exc}"
     return None
+
+
+def output_header_size(path: str, fmt: str) -> tuple[int, int] | None:
+    """An output file's width and height from its header (nothing decoded), or None when it
+    is missing or does not open as ``fmt``."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(path, formats=[PILLOW_FORMATS[fmt]]) as image:
+                return image.size
+    except DECODE_ERRORS:
+        return None

@@ -1,0 +1,234 @@
+"""Paste-ready markup: per source and ratio, the files a batch published, a ``srcset`` per
+format and a ``<picture>`` element a web page can use as it is.
+
+Everything is built from ledger views (an item's stored ``result`` and paths), so it reads
+the same from either ledger backend. An item is one derivative of a source: one ratio, and
+one size and format when a batch asks for several; the items of one (source, ratio) form one
+picture, whatever their number.
+
+Rules (README, "Paste-ready markup"):
+
+- URLs are relative to OUT's root (the thumbnail names) and percent-encoded, so the markup
+  works when OUT is uploaded as a folder and the page sits at its root.
+- ``srcset`` lists each produced width once per format, narrowest first; when two outputs of
+  one format have the same width (sizes that collapse on a small source), the one asked for
+  the smaller size is used.
+- ``<source>`` elements come in the order AVIF, WebP; the ``<img>`` is the JPEG set, else the
+  PNG set, else the most widely supported modern one. Its ``src``, ``width`` and ``height``
+  are those of its widest file; ``sizes`` says the image is shown at that width, or the
+  viewport's when narrower (edit it to the page's layout).
+- ``alt`` is the item id (a placeholder to replace with a description), HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from html import escape
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from .models import ItemView
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
+from .settings import OUTPUT_FORMATS
+
+#: Formats offered as ``<source>`` elements, in this order, when they are not the ``<img>``'s.
+SOURCE_FORMATS = ("avif", "webp")
+#: Which format's files the ``<img>`` takes, first present wins.
+FALLBACK_FORMATS = ("jpeg", "png", "webp", "avif")
+MEDIA_TYPES = {"avif": "image/avif", "webp": "image/webp", "jpeg": "image/jpeg", "png": "image/png"}
+FORMAT_BY_EXTENSION = {extension: fmt for fmt, extension in OUTPUT_FORMATS.items()}
+
+#: Reads (width, height) from an output file's header when the ledger has no render result
+#: for it (an output reused from an earlier batch); None when it cannot be read.
+HeaderSize = Callable[[str, str], tuple[int, int] | None]
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """One published thumbnail: where it is (relative to OUT), its pixels, format and bytes."""
+
+    path: str
+    width: int
+    height: int
+    format: str
+    bytes: int | None
+    #: The size asked for, when the ledger records it per item.
+    size: int | None = None
+
+    @property
+    def url(self) -> str:
+        return quote(self.path, safe="/")
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "url": self.url,
+            "width": self.width,
+            "height": self.height,
+            "format": self.format,
+            "bytes": self.bytes,
+            "size": self.size,
+        }
+
+
+@dataclass(frozen=True)
+class PictureSet:
+    """The published files of one (source, ratio)."""
+
+    item_id: str
+    ratio: str
+    files: tuple[OutputFile, ...]
+
+    def srcsets(self) -> dict[str, str]:
+        """Format -> its ``srcset`` string (formats in the order of :meth:`by_format`)."""
+        return {fmt: srcset(chosen) for fmt, chosen in self.by_format().items()}
+
+    def by_format(self) -> dict[str, list[OutputFile]]:
+        """Format -> its files, one per produced width, narrowest first; formats in a stable order."""
+        grouped: dict[str, dict[int, OutputFile]] = {}
+        for file in sorted(self.files, key=_file_order):
+            grouped.setdefault(file.format, {}).setdefault(file.width, file)
+        return {fmt: list(widths.values()) for fmt, widths in grouped.items()}
+
+    def picture(self) -> str | None:
+        """The ``<picture>`` element, or None when the pair published nothing."""
+        return picture_html(self.item_id, self.by_format()) if self.files else None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "item_id": self.item_id,
+            "ratio": self.ratio,
+            "files": [file.to_json() for file in sorted(self.files, key=_file_order)],
+            "srcset": self.srcsets(),
+            "picture": self.picture(),
+        }
+
+
+def _file_order(file: OutputFile) -> tuple[int, int, int, str]:
+    rank = FALLBACK_FORMATS.index(file.format) if file.format in FALLBACK_FORMATS else len(FALLBACK_FORMATS)
+    order = SOURCE_FORMATS.index(file.format) if file.format in SOURCE_FORMATS else len(SOURCE_FORMATS) + rank
+    return order, file.width, file.size or 0, file.path
+
+
+def picture_sets(out_dir: str, items: Iterable[ItemView], header_size: HeaderSize | None = None) -> list[PictureSet]:
+    """One :class:`PictureSet` per (item id, ratio) in ledger order, with its succeeded items' files."""
+    grouped: dict[tuple[str, str], list[OutputFile]] = {}
+    for item in items:
+        files = grouped.setdefault((item.item_id, item.ratio), [])
+        file = output_file(out_dir, item, header_size)
+        if file is not None:
+            files.append(file)
+    return [PictureSet(item_id, ratio, tuple(files)) for (item_id, ratio), files in grouped.items()]
+
+
+def output_file(out_dir: str, item: ItemView, header_size: HeaderSize | None = None) -> OutputFile | None:
+    """The file a succeeded item published, with its facts from the render result; an item
+    reused from an earlier batch (no result) is measured from its file's header."""
+    path = item.friendly_path or item.object_path
+    if item.state != "succeeded" or not path:
+        return None
+    fmt = item_format(item)
+    result = item.result or {}
+    width, height = result.get("width"), result.get("height")
+    if not (isinstance(width, int) and isinstance(height, int)):
+        measured = (header_size or _header_size)(path, fmt)
+        if measured is None:
+            return None
+        width, height = measured
+    return OutputFile(
+        path=os.path.relpath(path, out_dir),
+        width=width,
+        height=height,
+        format=fmt,
+        bytes=_output_bytes(result, path),
+        size=_asked_size(item),
+    )
+
+
+def item_format(item: ItemView) -> str:
+    """The item's output format: recorded on the item or in its result when the ledger has
+    it, else the one its object's extension names (objects are named by their format)."""
+    for recorded in (getattr(item, "format", None), (item.result or {}).get("format")):
+        if isinstance(recorded, str) and recorded in MEDIA_TYPES:
+            return recorded
+    path = item.object_path or item.friendly_path or ""
+    return FORMAT_BY_EXTENSION.get(path.rpartition(".")[2].lower(), "jpeg")
+
+
+def _asked_size(item: ItemView) -> int | None:
+    for recorded in (getattr(item, "size", None), (item.result or {}).get("size")):
+        if isinstance(recorded, int):
+            return recorded
+    return None
+
+
+def _output_bytes(result: dict[str, object], path: str) -> int | None:
+    recorded = result.get("output_bytes")
+    if isinstance(recorded, int):
+        return recorded
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def _header_size(path: str, fmt: str) -> tuple[int, int] | None:
+    from .imaging.encode import output_header_size
+
+    return output_header_size(path, fmt)
+
+
+def srcset(files: Iterable[OutputFile]) -> str:
+    """``url 320w, url 640w`` for files already one per width."""
+    return ", ".join(f"{file.url} {file.width}w" for file in files)
+
+
+def fallback_format(formats: Iterable[str]) -> str:
+    present = set(formats)
+    return next(fmt for fmt in (*FALLBACK_FORMATS, *sorted(present)) if fmt in present)
+
+
+def picture_html(item_id: str, by_format: dict[str, list[OutputFile]]) -> str:
+    """The ``<picture>``: a ``<source>`` per modern format, then the fallback ``<img>``."""
+    img_format = fallback_format(by_format)
+    largest = by_format[img_format][-1]
+    sizes = f"(max-width: {largest.width}px) 100vw, {largest.width}px"
+    lines = ["<picture>"]
+    for fmt in SOURCE_FORMATS:
+        if fmt in by_format and fmt != img_format:
+            lines.append(
+                f'  <source type="{MEDIA_TYPES[fmt]}" srcset="{escape(srcset(by_format[fmt]))}" sizes="{sizes}">'
+            )
+    lines.append(
+        f'  <img src="{escape(largest.url)}" srcset="{escape(srcset(by_format[img_format]))}" sizes="{sizes}" '
+        f'width="{largest.width}" height="{largest.height}" alt="{escape(item_id)}" loading="lazy">'
+    )
+    lines.append("</picture>")
+    return "\n".join(lines)
+
+
+def snippets(sets: Iterable[PictureSet]) -> str:
+    """Every pair's ``<picture>``, each after an HTML comment naming its source and ratio; a
+    pair that published nothing is only the comment, saying so."""
+    parts = []
+    for pictures in sets:
+        picture = pictures.picture()
+        label = comment_text(f"{pictures.item_id} · {pictures.ratio}")
+        parts.append(f"<!-- {label} -->\n{picture}" if picture else f"<!-- {label}: no thumbnail -->")
+    return "".join(part + "\n" for part in parts)
+
+
+def comment_text(text: str) -> str:
+    """Text safe inside an HTML comment: with ``<`` and ``>`` escaped it cannot close the
+    comment or open another (``-->``, ``--!>``, ``<!--``)."""
+    return escape(text, quote=False)
+
+
+def batch_snippets(ledger: Ledger, batch: str) -> str:
+    """The snippets of ``batch`` (an id or a unique prefix), read from the ledger."""
+    view = ledger.batch(batch, with_failures=False)
+    return snippets(picture_sets(view.out_dir, ledger.items(view.batch_id)))
