@@ -505,18 +505,45 @@ def test_a_batch_over_the_runnable_limit_on_its_own_is_rejected_for_good(
     assert submit(ledger, prepared, Limits(max_runnable=12)).total == 12
 
 
-def test_stale_queue_refuses_until_it_is_drained(photos: Path, out_dir: Path, tmp_path: Path) -> None:
+def test_stale_queue_refuses_while_workers_drain_it(photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    """A worker took an item in the last ten minutes and the oldest runnable item is over the
+    objective: the workers are behind. The refusal names the batch and the two ways out."""
     now = [1_000_000.0]
     with Ledger(tmp_path / "clocked.db", clock=lambda: now[0]) as led:
         limits = Limits(queue_age_objective=3600)
         first, _ = run(led, photos, out_dir, limits=limits)
         now[0] += 3601
+        claim = led.claim("w1")
+        led.publish(claim, claim.items[0], lambda: None)
+        now[0] += 60
         other = prepared_for(led, photos, out_dir, profile=Profile(size=128))
         with pytest.raises(AdmissionRefused) as info:
             submit(led, other, limits)
-        assert "3601s" in info.value.message
+        assert "3661s" in info.value.message and f"batch {first.batch_id}" in info.value.message
+        assert "thumbctl work --until-idle" in info.value.message
+        assert f"thumbctl cancel {first.batch_id}" in info.value.message
         assert submit(led, other, replace(limits, queue_age_objective=0)).total == 12
         led.request_cancel(first.batch_id)
+
+
+@pytest.mark.parametrize("last_seen", [None, 601.0])
+def test_an_old_queue_nobody_works_on_does_not_block_a_submit(
+    photos: Path, out_dir: Path, tmp_path: Path, last_seen: float | None
+) -> None:
+    """A forgotten ``--detach`` batch on a laptop, with no worker for ten minutes (or ever): waiting
+    would never help, so the age objective does not refuse."""
+    now = [1_000_000.0]
+    with Ledger(tmp_path / "clocked.db", clock=lambda: now[0]) as led:
+        limits = Limits(queue_age_objective=3600)
+        run(led, photos, out_dir, limits=limits)
+        if last_seen is not None:
+            claim = led.claim("w1")
+            for item in claim.items:
+                led.publish(claim, item, lambda: None)
+            now[0] += last_seen
+        now[0] += 3601
+        second = submit(led, prepared_for(led, photos, out_dir, profile=Profile(size=128)), limits)
+        assert second.total == 12 and not second.replayed
 
 
 def test_items_waiting_out_a_retry_backoff_are_not_runnable(photos: Path, out_dir: Path, tmp_path: Path) -> None:

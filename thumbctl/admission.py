@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from .errors import AdmissionRefused, Interrupted, RejectedError, UnavailableError
@@ -17,14 +18,31 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def check_admission(snapshot: tuple[int, float | None], incoming: int, limits: Limits) -> None:
+#: A worker took or finished an item this recently (seconds): the queue is being drained, so its age
+#: says the workers are behind. Without one, an old queue only means nobody runs ``thumbctl work``
+#: (a forgotten ``--detach`` on a laptop): refusing would not help, waiting never ends.
+WORKER_SEEN_WINDOW = 600.0
+
+
+@dataclass(frozen=True)
+class QueueSnapshot:
+    """What admission looks at, read inside the accepting transaction. The last two are asked only
+    when the queue is older than its objective."""
+
+    runnable: int
+    oldest_age: float | None
+    workers_seen: Callable[[], bool] = lambda: True
+    oldest_batch: Callable[[], str | None] = lambda: None
+
+
+def check_admission(snapshot: QueueSnapshot, incoming: int, limits: Limits) -> None:
     """Raise :class:`AdmissionRefused` if ``incoming`` runnable items may not join the queue now,
     or :class:`RejectedError` if they never could (more than the limit on their own).
 
-    ``snapshot`` is (runnable items in the ledger, age in seconds of the
-    oldest one or None).
+    The queue-age objective applies only while workers are draining the queue (one took or
+    finished an item in the last :data:`WORKER_SEEN_WINDOW` seconds).
     """
-    runnable, oldest_age = snapshot
+    runnable, oldest_age = snapshot.runnable, snapshot.oldest_age
     if incoming > limits.max_runnable:  # no amount of draining makes room: retrying cannot help
         raise RejectedError(
             f"this batch alone adds {incoming} runnable items, over the limit of {limits.max_runnable} "
@@ -39,11 +57,13 @@ def check_admission(snapshot: tuple[int, float | None], incoming: int, limits: L
             retry_after=30,
         )
     objective = limits.queue_age_objective
-    if incoming and objective and oldest_age is not None and oldest_age > objective:
+    if incoming and objective and oldest_age is not None and oldest_age > objective and snapshot.workers_seen():
+        oldest = snapshot.oldest_batch() or "?"
         raise AdmissionRefused(
-            f"queue is behind: the oldest runnable item has waited {oldest_age:.0f}s, the "
-            f"objective is {objective:.0f}s; let workers drain the queue or retry in about a minute "
-            "(--retry-admission waits for room)",
+            f"queue is behind: the oldest runnable item (batch {oldest}) has waited {oldest_age:.0f}s, the "
+            f"objective is {objective:.0f}s (--queue-age-objective); let the workers drain the queue "
+            f"(`thumbctl work --until-idle` adds some), cancel what is no longer wanted (`thumbctl cancel {oldest}`), "
+            "or retry in about a minute (--retry-admission waits for room)",
             retry_after=60,
         )
 

@@ -27,7 +27,7 @@ from dataclasses import astuple, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from ..admission import check_admission
+from ..admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
 from ..errors import IdempotencyConflict, LedgerConnectionLost, LedgerContention, LedgerFault, LedgerUnavailable
 from ..models import BatchView, CachedSource, EventView, ItemState, ItemView, NewBatch, NewItem
 from ..retrypolicy import BusyPolicy
@@ -36,7 +36,7 @@ from ..store import OutputLayout
 from .backend import Backend, Clock, is_server_url, record
 from .maintenance import OBJECT_STORE, Maintenance
 from .observe import Observation
-from .states import QUEUED, runnable
+from .states import QUEUED, RUNNING, runnable
 from .timefmt import iso, parse_iso
 from .transitions import Transitions
 from .views import Views
@@ -427,15 +427,43 @@ class Ledger:
         self._db.append_events_from(_INSERT_CREATION_EVENTS, (at, batch_id))
         return batch_id
 
-    def _queue_snapshot(self, now: float) -> tuple[int, float | None]:
-        """Runnable items in the ledger and the age of the oldest one (runnable: see :func:`.states.runnable`)."""
+    def _queue_snapshot(self, now: float) -> QueueSnapshot:
+        """Runnable items in the ledger and the age of the oldest one (runnable: see :func:`.states.runnable`);
+        whether workers are draining the queue and which batch waits longest are asked only when needed."""
+        at = iso(now)
         row = self._db.execute(
             "SELECT count(*) AS n, min(i.queued_at) AS oldest FROM items i JOIN batches b USING (batch_id) "
             f"WHERE {runnable('i')} AND b.cancel_requested_at IS NULL",
-            (iso(now),),
+            (at,),
         ).fetchone()
         oldest = row["oldest"]
-        return row["n"], (now - parse_iso(oldest)) if oldest else None
+        return QueueSnapshot(
+            row["n"],
+            (now - parse_iso(oldest)) if oldest else None,
+            workers_seen=lambda: self._workers_seen(now),
+            oldest_batch=lambda: self._oldest_waiting_batch(at),
+        )
+
+    def _workers_seen(self, now: float) -> bool:
+        """An item is running, or one was claimed or left running within :data:`WORKER_SEEN_WINDOW`
+        (read on the time index of the log: only the window's events)."""
+        running = self._db.scalar(f"SELECT 1 FROM items WHERE state = {RUNNING} LIMIT 1")
+        if running:
+            return True
+        return bool(
+            self._db.scalar(
+                "SELECT 1 FROM events INDEXED BY events_at WHERE at >= ? "
+                f"AND (to_state = {RUNNING} OR from_state = {RUNNING}) LIMIT 1",
+                (iso(now - WORKER_SEEN_WINDOW),),
+            )
+        )
+
+    def _oldest_waiting_batch(self, at: str) -> str | None:
+        return self._db.scalar(
+            "SELECT i.batch_id FROM items i JOIN batches b USING (batch_id) "
+            f"WHERE {runnable('i')} AND b.cancel_requested_at IS NULL ORDER BY i.queued_at, i.id LIMIT 1",
+            (at,),
+        )
 
     # -- stat cache ---------------------------------------------------------
 
