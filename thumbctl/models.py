@@ -22,7 +22,23 @@ class ItemState(StrEnum):
 
 ITEM_STATES = tuple(state.value for state in ItemState)
 TERMINAL_ITEM_STATES = frozenset({ItemState.SUCCEEDED.value, ItemState.FAILED.value, ItemState.CANCELLED.value})
-TERMINAL_BATCH_STATES = frozenset({"succeeded", "partial", "failed", "cancelled"})
+
+
+class BatchState(StrEnum):
+    """The states of a batch, projected from its items (:func:`batch_state`), defined once."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    CANCEL_REQUESTED = "cancel_requested"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_BATCH_STATES = frozenset(
+    {BatchState.SUCCEEDED.value, BatchState.PARTIAL.value, BatchState.FAILED.value, BatchState.CANCELLED.value}
+)
 
 
 @dataclass(frozen=True)
@@ -63,22 +79,23 @@ class NewBatch:
 
     @property
     def runnable_count(self) -> int:
-        return sum(1 for item in self.items if item.state == "queued")
+        return sum(1 for item in self.items if item.state == ItemState.QUEUED)
 
 
 def batch_state(counts: dict[str, int], total: int, cancel_requested: bool) -> str:
     """Project a batch's state from its item counts and its cancel flag."""
+    queued, running = counts[ItemState.QUEUED], counts[ItemState.RUNNING]
     if cancel_requested:
-        return "cancel_requested" if counts["running"] or counts["queued"] else "cancelled"
-    if counts["running"] or (counts["queued"] and counts["succeeded"]):
-        return "running"
-    if counts["queued"]:
-        return "queued"
-    if counts["failed"] == total:
-        return "failed"
-    if counts["failed"] or counts["cancelled"]:
-        return "partial"
-    return "succeeded"
+        return BatchState.CANCEL_REQUESTED if running or queued else BatchState.CANCELLED
+    if running or (queued and counts[ItemState.SUCCEEDED]):
+        return BatchState.RUNNING
+    if queued:
+        return BatchState.QUEUED
+    if counts[ItemState.FAILED] == total:
+        return BatchState.FAILED
+    if counts[ItemState.FAILED] or counts[ItemState.CANCELLED]:
+        return BatchState.PARTIAL
+    return BatchState.SUCCEEDED
 
 
 @dataclass(frozen=True)

@@ -556,7 +556,7 @@ class _Refollowing:
 def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool]) -> NewBatch:
     """Items reusing an object that is gone since intake looked are queued to render again."""
     items = tuple(
-        replace(item, state="queued", dedup=False)
+        replace(item, state=ItemState.QUEUED.value, dedup=False)
         if item.dedup and item.object_path is not None and not still_present(item.object_path)
         else item
         for item in new.items
@@ -591,7 +591,7 @@ def _item_row(batch_id: str, item: NewItem, at: str) -> tuple:
         int(item.dedup),
         at,
         at,
-        at if item.state == "queued" else None,
+        at if item.state == ItemState.QUEUED else None,
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..models import Activity, BatchView, RecentFailure
+from ..models import Activity, BatchView, ItemState, RecentFailure
 from .backend import Backend
 from .states import ALL, FAILED, QUEUED, RUNNING, TERMINAL
 from .timefmt import iso, parse_iso
@@ -27,7 +27,7 @@ _CLAIM = f"e.to_state = {RUNNING}"
 _COMPLETION = f"(e.from_state = {RUNNING} AND e.to_state IN {TERMINAL})"
 _FAILURE = f"e.error_code IS NOT NULL AND e.to_state IN ({FAILED}, {QUEUED})"
 #: States followed per batch when following every batch: only the live ones are shown.
-_LIVE_STATES = ("queued", "running")
+_LIVE_STATES = (ItemState.QUEUED.value, ItemState.RUNNING.value)
 
 
 class Follower:
@@ -96,7 +96,7 @@ class Follower:
         if self.batch_id is not None:
             return {self.batch_id: self.views.state_counts(self.batch_id)}
         counts: dict[str, dict[str, int]] = {}
-        for state, index in (("queued", "INDEXED BY items_queued_age"), ("running", "")):
+        for state, index in ((ItemState.QUEUED, "INDEXED BY items_queued_age"), (ItemState.RUNNING, "")):
             for r in self.db.execute(
                 f"SELECT batch_id, count(*) AS n FROM items {index} WHERE state = '{state}' GROUP BY batch_id"
             ).fetchall():
@@ -174,10 +174,10 @@ class Follower:
     def _activity(self, now: float) -> Activity:
         at = iso(now)
         live = [b for b, counts in self._counts.items() if b not in self._cancelled]
-        queued = sum(self._counts[b]["queued"] for b in live)
+        queued = sum(self._counts[b][ItemState.QUEUED] for b in live)
         delayed = self._delayed(at)
         oldest = min(
-            (o for b in live if self._counts[b]["queued"] and (o := self.views.oldest_runnable(b, at))),
+            (o for b in live if self._counts[b][ItemState.QUEUED] and (o := self.views.oldest_runnable(b, at))),
             default=None,
         )
         done, span = self._window(now)
@@ -185,7 +185,7 @@ class Follower:
             at=at,
             runnable=queued - delayed,
             delayed=delayed,
-            running=sum(counts["running"] for counts in self._counts.values()),
+            running=sum(counts[ItemState.RUNNING] for counts in self._counts.values()),
             queue_age_seconds=max(0.0, now - parse_iso(oldest)) if oldest else None,
             completed_recently=done,
             window_seconds=span,

@@ -157,7 +157,7 @@ class Maintenance:
                 return None
             target = ItemState.QUEUED if found["cancel_requested_at"] is None else ItemState.CANCELLED
             self.log.move(at, [row], ItemState.SUCCEEDED, target, error_code=code, detail=detail)
-            if target == "queued":  # rendered afresh: not a reuse any more, and the old result is void
+            if target == ItemState.QUEUED:  # rendered afresh: not a reuse any more, and the old result is void
                 self.db.execute("UPDATE items SET attempt = 0, dedup = 0, result = NULL WHERE id = ?", (row,))
             return target
 
@@ -331,9 +331,9 @@ def stall_reason(
     state: str, owner: str | None, expires: str | None, cancel_at: str | None, at: str, is_dead: IsDead
 ) -> str | None:
     """Why an item is stalled: nobody will ever finish it as it stands. None when it is live."""
-    if state == "queued":
+    if state == ItemState.QUEUED:
         return "no claim remains" if cancel_at is not None else None
-    if state != "running":
+    if state != ItemState.RUNNING:
         return None
     if owner is not None and is_dead(owner):
         return f"its worker {owner} is gone"

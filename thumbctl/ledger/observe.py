@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..models import Activity
+from ..models import Activity, ItemState
 from .backend import Backend
 from .follow import Follower
-from .states import LIVE, QUEUED, RUNNING, SUCCEEDED, TERMINAL, runnable
+from .states import FAILED, LIVE, QUEUED, RUNNING, SUCCEEDED, TERMINAL, runnable
 from .timefmt import iso
 from .views import Views
 
@@ -104,10 +104,10 @@ class Observation:
                 "SELECT count(*) FROM batches b WHERE b.created_at >= ?" + _scope(batch_id, "b")[0], start, batch_id
             ),
             admitted=self._count_events("e.from_state IS NULL", start, batch_id),
-            claimed=self._count_events("e.to_state = 'running'", start, batch_id),
+            claimed=self._count_events(f"e.to_state = {RUNNING}", start, batch_id),
             completed={
-                state: self._count_events(f"e.from_state = 'running' AND e.to_state = '{state}'", start, batch_id)
-                for state in ("succeeded", "failed", "cancelled")
+                state: self._count_events(f"e.from_state = {RUNNING} AND e.to_state = '{state}'", start, batch_id)
+                for state in (ItemState.SUCCEEDED, ItemState.FAILED, ItemState.CANCELLED)
             },
             retries=self._retries(start, batch_id),
             cancels=self._cancel_times(start, batch_id),
@@ -128,7 +128,7 @@ class Observation:
         scope, params = _scope(batch_id, "e")
         rows = self.db.execute(
             f"SELECT e.batch_id, count(*) AS n FROM events e WHERE e.at >= ? AND e.to_state = {QUEUED} "
-            f"AND e.from_state IN ('running', 'failed'){scope} GROUP BY e.batch_id ORDER BY e.batch_id",
+            f"AND e.from_state IN ({RUNNING}, {FAILED}){scope} GROUP BY e.batch_id ORDER BY e.batch_id",
             [start, *params],
         ).fetchall()
         return {r["batch_id"]: r["n"] for r in rows}

@@ -8,9 +8,9 @@ released one is never edited, a new one is appended.
 
 from __future__ import annotations
 
-from ..models import ITEM_STATES
+from .states import ALL, QUEUED, RUNNING
 
-_STATES = "(" + ", ".join(f"'{state}'" for state in ITEM_STATES) + ")"
+_STATES = ALL
 _TEXT = 'text COLLATE "C"'
 
 _V1 = [
@@ -68,12 +68,12 @@ _V1 = [
     "CREATE INDEX items_batch_source ON items (batch_id, source)",
     "CREATE INDEX items_friendly_path ON items (friendly_path)",
     "CREATE INDEX items_lease_token ON items (lease_token) WHERE lease_token IS NOT NULL",
-    "CREATE INDEX items_running ON items (lease_owner) WHERE state = 'running'",
-    "CREATE INDEX items_queued_keys ON items (batch_id, source, derivative_key) WHERE state = 'queued'",
-    "CREATE INDEX items_queued_by_batch ON items (batch_id, not_before, id) WHERE state = 'queued'",
-    "CREATE INDEX items_queued_fresh ON items (id) WHERE state = 'queued' AND not_before IS NULL",
-    "CREATE INDEX items_queued_due ON items (not_before) WHERE state = 'queued' AND not_before IS NOT NULL",
-    "CREATE INDEX items_queued_age ON items (batch_id, queued_at, not_before) WHERE state = 'queued'",
+    f"CREATE INDEX items_running ON items (lease_owner) WHERE state = {RUNNING}",
+    f"CREATE INDEX items_queued_keys ON items (batch_id, source, derivative_key) WHERE state = {QUEUED}",
+    f"CREATE INDEX items_queued_by_batch ON items (batch_id, not_before, id) WHERE state = {QUEUED}",
+    f"CREATE INDEX items_queued_fresh ON items (id) WHERE state = {QUEUED} AND not_before IS NULL",
+    f"CREATE INDEX items_queued_due ON items (not_before) WHERE state = {QUEUED} AND not_before IS NOT NULL",
+    f"CREATE INDEX items_queued_age ON items (batch_id, queued_at, not_before) WHERE state = {QUEUED}",
     f"""CREATE TABLE events (
         seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         at {_TEXT} NOT NULL,

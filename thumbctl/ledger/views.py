@@ -7,7 +7,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ..errors import BatchNotFound, ItemNotFound
-from ..models import ITEM_STATES, BatchView, EventView, FailureView, ItemView, WorkerActivity, batch_state
+from ..models import (
+    ITEM_STATES,
+    TERMINAL_BATCH_STATES,
+    BatchView,
+    EventView,
+    FailureView,
+    ItemState,
+    ItemView,
+    WorkerActivity,
+    batch_state,
+)
 from .backend import Backend, Row, record
 from .states import FAILED, LIVE, QUEUED, RUNNING, SUCCEEDED
 from .timefmt import iso, parse_iso
@@ -66,11 +76,11 @@ class Views:
         unless given (a :class:`~thumbctl.ledger.follow.Follower` keeps them from the log)."""
         batch_id, created, cancel_at = row["batch_id"], row["created_at"], row["cancel_requested_at"]
         counts = self.state_counts(batch_id) if counts is None else counts
-        oldest_queued = self.oldest_runnable(batch_id, iso(self.db.clock())) if counts["queued"] else None
+        oldest_queued = self.oldest_runnable(batch_id, iso(self.db.clock())) if counts[ItemState.QUEUED] else None
         last = self.db.scalar("SELECT at FROM events WHERE batch_id = ? ORDER BY seq DESC LIMIT 1", (batch_id,))
         updated = last or created
         state = batch_state(counts, row["total"], cancel_at is not None)
-        terminal = state in {"succeeded", "partial", "failed", "cancelled"}
+        terminal = state in TERMINAL_BATCH_STATES
         runnable = oldest_queued is not None and cancel_at is None
         age = max(0.0, self.db.clock() - parse_iso(oldest_queued)) if runnable else None
         return record(

@@ -324,7 +324,7 @@ class WorkQueue:
                 self.log.move(
                     at, [item.row], ItemState.RUNNING, ItemState.CANCELLED, token=claim.token, worker=claim.owner
                 )
-                return "cancelled"
+                return ItemState.CANCELLED
             if row["deadline_at"] is not None and row["deadline_at"] <= at:
                 self.log.move(
                     at,
@@ -352,7 +352,7 @@ class WorkQueue:
             self._stage_progressed(at, claim.token)
             if result is not None:
                 self.db.execute("UPDATE items SET result = ? WHERE id = ?", (json.dumps(result), item.row))
-            return "succeeded"
+            return ItemState.SUCCEEDED
 
     def fail(
         self,
