@@ -42,6 +42,8 @@ ITEM_FIELDS = {
     "item_id",
     "source",
     "ratio",
+    "size",
+    "format",
     "state",
     "attempt",
     "error_code",
@@ -54,6 +56,8 @@ EVENT_FIELDS = {
     "at",
     "batch_id",
     "item_id",
+    "size",
+    "format",
     "ratio",
     "from_state",
     "to_state",
@@ -114,6 +118,8 @@ def test_failed_sources_are_listed_with_their_codes(cli, photos: Path, out_dir: 
         {
             "item_id": "notes.jpg",
             "ratio": "1:1",
+            "size": 512,
+            "format": "jpeg",
             "error_code": "unsupported_format",
             "detail": "not an image of a supported format",
         }
@@ -609,7 +615,7 @@ def test_every_json_command_prints_one_document_of_its_documented_shape(cli, pho
     batch = json.loads(submitted.stdout)
     bid = batch["batch_id"]
     assert set(batch) >= BATCH_FIELDS and batch["failures"][0]["error_code"] == "unsupported_format"
-    assert set(batch["failures"][0]) == {"item_id", "ratio", "error_code", "detail"}
+    assert set(batch["failures"][0]) == {"item_id", "ratio", "size", "format", "error_code", "detail"}
 
     def doc(*args: str) -> dict:
         result = cli(*args, "--json")
@@ -705,6 +711,8 @@ def test_an_item_id_through_a_symlink_in_out_fails_and_nothing_outside_changes(c
         assert failure == {
             "item_id": item_id,
             "ratio": "1:1",
+            "size": 512,
+            "format": "jpeg",
             "error_code": "path_outside_root",
             "detail": f"{out / 'evil'} is a symlink, which could lead out of the output folder; "
             "nothing is written through it",
@@ -752,6 +760,8 @@ def test_odd_file_names_fail_alone_and_the_rest_of_the_folder_renders(cli, photo
         {
             "item_id": f".unsafe/{shown}",
             "ratio": "1:1",
+            "size": 512,
+            "format": "jpeg",
             "error_code": "unsafe_name",
             "detail": f"the name {shown} (written with %XX escapes) {reason}: no item id can hold it",
         }
@@ -1200,3 +1210,20 @@ def test_a_bad_lease_setting_is_refused_before_anything_is_recorded(
     code, doc, err = submit_json(cli, photos, out_dir)
     assert code == 2 and doc["error"]["code"] == "config_error" and "THUMBCTL_LEASE_SECONDS" in err
     assert not (tmp_path / "ledger.db").exists()
+
+
+def test_submit_takes_lists_of_sizes_and_formats(cli, photos: Path, out_dir: Path) -> None:
+    sets = ("--size", "64,128", "--format", "webp,jpeg")
+    result = cli("submit", photos, "--out", out_dir, "-w", "1", "--json", "-r", "1:1", *sets)
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 0 and doc["total"] == 4 * 2 * 2 and doc["counts"]["succeeded"] == 16
+    items = json.loads(cli("status", doc["batch_id"], "--items", "--json").stdout)["items"]
+    assert sorted(Path(i["friendly_path"]).name for i in items if i["item_id"] == "coffee.png") == [
+        "coffee.1x1.128.jpg",
+        "coffee.1x1.128.webp",
+        "coffee.1x1.64.jpg",
+        "coffee.1x1.64.webp",
+    ]
+    manifest = json.loads(Path(doc["manifest_path"]).read_text())
+    expected = {(size, fmt) for size in (64, 128) for fmt in ("webp", "jpeg")}
+    assert {(i["size"], i["format"]) for i in manifest["items"]} == expected

@@ -454,3 +454,39 @@ def test_config_takes_the_setting_flags_of_submit_and_shows_them_as_flags(
     assert (settings["max_items"]["value"], settings["max_items"]["source"]) == (7, "flag")
     assert settings["format"]["source"].endswith("[profiles.shop]") and settings["format"]["value"] == "webp"
     assert (settings["quality"]["value"], settings["quality"]["source"]) == (90, "env THUMBCTL_QUALITY")
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "file", "size", "fmt"),
+    [
+        ({"size": "640,320,640", "fmt": "avif, webp,jpeg"}, {}, "", (320, 640), ("avif", "webp", "jpeg")),
+        ({}, {"THUMBCTL_SIZE": "320 640 1280", "THUMBCTL_FORMAT": "webp"}, "", (320, 640, 1280), "webp"),
+        ({}, {}, "sizes = [1280, 320]\nformats = ['webp', 'jpeg']\n", (320, 1280), ("webp", "jpeg")),
+        ({}, {}, "size = [512]\nformat = 'png'\n", 512, "png"),
+    ],
+)
+def test_sizes_and_formats_take_lists_from_flags_env_and_profiles(
+    tmp_path: Path, flags: dict, env: dict, file: str, size, fmt
+) -> None:
+    (tmp_path / "thumbctl.toml").write_text(f"[profiles.shop]\n{file}")
+    settings = resolve_settings({"profile": "shop", **flags}, env, tmp_path)
+    profile = settings.render_profile()
+    assert (settings["size"], settings["format"]) == (size, fmt)
+    assert (profile.sizes, profile.formats) == (
+        size if isinstance(size, tuple) else (size,),
+        fmt if isinstance(fmt, tuple) else (fmt,),
+    )
+
+
+@pytest.mark.parametrize(
+    ("file", "message"),
+    [
+        ("sizes = [320, 0]\n", "size must be 1..16384 px, got 0"),
+        ("formats = ['webp', 'gif']\n", "unknown format 'gif'"),
+        ("size = 320\nsizes = [640]\n", "give size or sizes, not both"),
+    ],
+)
+def test_a_bad_list_of_sizes_or_formats_names_the_problem(tmp_path: Path, file: str, message: str) -> None:
+    (tmp_path / "thumbctl.toml").write_text(f"[profiles.shop]\n{file}")
+    with pytest.raises(ConfigError, match=message):
+        resolve_settings({"profile": "shop"}, {}, tmp_path)

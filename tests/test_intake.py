@@ -466,6 +466,28 @@ def test_item_limit_rejects_the_whole_batch(ledger: Ledger, photos: Path, out_di
     assert ledger.batches() == []
 
 
+def test_the_item_limit_and_the_denominator_count_derivatives(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    """4 sources x 3 ratios x 2 sizes x 2 formats: 48 items, each one derivative."""
+    profile = Profile(size=(256, 512), format=("webp", "jpeg"))
+    with pytest.raises(RejectedError) as info:
+        run(ledger, photos, out_dir, profile=profile, limits=Limits(max_items=47))
+    assert info.value.code == "too_many_items"
+    assert "48 items (4 sources x ratios x sizes x formats)" in info.value.message
+    batch, _ = run(ledger, photos, out_dir, profile=profile, limits=Limits(max_items=48))
+    assert batch.total == 48
+    keys = {(i.item_id, i.ratio, i.size, i.format): i.derivative_key for i in ledger.items(batch.batch_id)}
+    assert len(keys) == len(set(keys.values())) == 48
+
+
+def test_a_one_size_one_format_request_digests_as_before(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    """The batch's profile keeps its single size and format (not lists), so the request digest,
+    and with it the idempotency key, of a request made before derivative sets is unchanged."""
+    batch, prepared = run(ledger, photos, out_dir)
+    assert (prepared.batch.profile["size"], prepared.batch.profile["format"]) == (512, "jpeg")
+    sets, prepared_sets = run(ledger, photos, out_dir.parent / "sets", profile=Profile(size=(256, 512)))
+    assert prepared_sets.batch.profile["size"] == [256, 512] and sets.batch_id != batch.batch_id
+
+
 # -- admission control --------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from thumbctl.faults import Faults, parse_faults
 from thumbctl.ledger.work import CLAIM_SHARED_ITEMS
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Limits, Ratio
+from thumbctl.store import write_batch_manifest
 from thumbctl.worker import WorkerConfig, idle_waits, run_worker
 
 from support import check_invariants, make_image, tree_snapshot
@@ -473,3 +474,106 @@ def test_a_worker_that_ran_dry_notices_the_end_of_the_batch_long_before_its_poll
     finished = done.wait(timeout=20)
     thread.join(timeout=70)
     assert finished
+
+
+# -- derivative sets: ratios x sizes x formats -----------------------------------------------
+
+
+def test_a_set_of_sizes_and_formats_gives_one_named_file_per_ratio_size_and_format(
+    ledger: Ledger, photos: Path, out_dir: Path
+):
+    profile = Profile(ratios=(Ratio(1, 1), Ratio(16, 9)), size=(64, 128), format=("webp", "jpeg"))
+    batch = accept(ledger, photos, out_dir, profile=profile)
+    assert batch.total == 4 * 2 * 2 * 2
+    work(ledger)
+    assert ledger.batch(batch.batch_id).counts["succeeded"] == 32
+    check_invariants(ledger)
+    names = {
+        f"{stem}.{ratio}.{size}.{ext}"
+        for stem in ("coffee", "garden", "rooms/kitchen", "rooms/living")
+        for ratio in ("1x1", "16x9")
+        for size in (64, 128)
+        for ext in ("webp", "jpg")
+    }
+    files = {p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file()}
+    published = {f for f in files if not f.startswith(("objects/", "batches/"))}
+    assert published == names
+    for item in ledger.items(batch.batch_id):
+        w, h = (int(v) for v in item.ratio.split(":"))
+        expected = (item.size, round(item.size * h / w))
+        ext = {"webp": "webp", "jpeg": "jpg"}[item.format]
+        assert item.friendly_path == f"{out_dir}/{item.item_id.rsplit('.', 1)[0]}.{w}x{h}.{item.size}.{ext}"
+        with Image.open(item.friendly_path) as image:
+            assert (image.format.lower(), image.size) == (item.format, expected)
+        assert {"size": item.size, "format": item.format}.items() <= item.to_json().items()
+    manifest_path = write_batch_manifest(ledger.batch(batch.batch_id), ledger.items(batch.batch_id))
+    manifest = json.loads(Path(manifest_path).read_text())
+    assert sorted((i["item_id"], i["ratio"], i["size"], i["format"]) for i in manifest["items"]) == sorted(
+        (i.item_id, i.ratio, i.size, i.format) for i in ledger.items(batch.batch_id)
+    )
+
+
+def test_each_source_is_decoded_once_per_dct_scale_and_analysed_once(
+    ledger: Ledger, photos: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """rooms/living.jpg (1800x1200 upright, stored on its side) needs three DCT scales for 64,
+    128 and 1280 px (1/8, 1/4 and 1/1, the last shared with the analysis copy); the other sources
+    one decode each. Two formats (one with alpha, one without) and three ratios decode nothing more."""
+    from thumbctl.imaging import decode
+
+    trace: list[tuple[str, str, tuple[int, int]]] = []
+    monkeypatch.setattr(decode, "TRACE", trace)
+    batch = accept(ledger, photos, out_dir, profile=Profile(size=(64, 128, 1280), format=("webp", "jpeg")))
+    work(ledger)
+    assert ledger.batch(batch.batch_id).counts["succeeded"] == 4 * 3 * 3 * 2
+    decodes = [(Path(label).name, size) for kind, label, size in trace if kind == "decode"]
+    analyses = [Path(label).name for kind, label, _ in trace if kind == "analysis"]
+    assert sorted(analyses) == ["coffee.png", "garden.jpeg", "kitchen.webp", "living.jpg"]
+    assert len(decodes) == len(set(decodes))  # never the same source at the same scale twice
+    assert sorted(size for name, size in decodes if name == "living.jpg") == [(150, 225), (300, 450), (1200, 1800)]
+    assert sorted(name for name, _ in decodes if name != "living.jpg") == ["coffee.png", "garden.jpeg", "kitchen.webp"]
+
+
+def test_a_2x_output_shows_the_framing_of_its_1x(ledger: Ledger, photos: Path, out_dir: Path):
+    profile = Profile(ratios=(Ratio(4, 3), Ratio(16, 9), Ratio(1, 3)), size=(100, 200), crop="smart")
+    batch = accept(ledger, photos, out_dir, profile=profile)
+    work(ledger)
+    by_size: dict[int, dict[tuple[str, str], dict]] = {100: {}, 200: {}}
+    for item in ledger.items(batch.batch_id):
+        assert item.state == "succeeded" and item.result is not None
+        by_size[item.size][item.item_id, item.ratio] = item.result
+    assert by_size[100].keys() == by_size[200].keys()
+    for key, small in by_size[100].items():
+        large = by_size[200][key]
+        assert large["crop"]["box"] == small["crop"]["box"], key  # the same window, scaled
+        if key[1] == "4:3" and not large["source_smaller_than_target"]:
+            assert (large["width"], large["height"]) == (2 * small["width"], 2 * small["height"])
+
+
+def test_a_derivative_is_the_same_bytes_whatever_sizes_and_formats_are_asked_beside_it(
+    ledger: Ledger, photos: Path, tmp_path: Path
+):
+    made = {}
+    for name, size, fmt in (("alone", 128, "jpeg"), ("in-a-set", (64, 128, 1280), ("jpeg", "webp"))):
+        batch = accept(ledger, photos, tmp_path / name, profile=Profile(ratios=(Ratio(16, 9),), size=size, format=fmt))
+        work(ledger)
+        made[name] = {
+            (item.item_id, item.derivative_key): Path(item.object_path).read_bytes()
+            for item in ledger.items(batch.batch_id)
+            if item.size == 128 and item.format == "jpeg"
+        }
+    assert len(made["alone"]) == 4 and made["alone"] == made["in-a-set"]
+
+
+def test_sizes_that_collapse_on_a_small_source_keep_the_names_asked_for(ledger: Ledger, photos: Path, out_dir: Path):
+    """garden.jpeg is 200x320: without --upscale 256 and 512 both give its 200x200 square, under
+    two names (the size asked for), each saying the source was smaller."""
+    batch = accept(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=(256, 512)))
+    work(ledger)
+    garden = [item for item in ledger.items(batch.batch_id) if item.item_id == "garden.jpeg"]
+    assert sorted(Path(item.friendly_path).name for item in garden) == ["garden.1x1.256.jpg", "garden.1x1.512.jpg"]
+    for item in garden:
+        assert item.result["source_smaller_than_target"] is True
+        assert (item.result["width"], item.result["height"]) == (200, 200)
+    names = [item.friendly_path for item in ledger.items(batch.batch_id)]
+    assert len(names) == len(set(names)) == 8

@@ -99,8 +99,13 @@ OutOption = Annotated[str | None, _setting("--out", "-o", metavar="DIR", help="O
 RatioOption = Annotated[
     list[str] | None, _setting("--ratio", "-r", metavar="W:H", help="Aspect ratio W:H; repeat for several.")
 ]
-SizeOption = Annotated[int | None, _setting("--size", help="Longest side of each thumbnail, px.")]
-FormatOption = Annotated[str | None, _setting("--format", help="jpeg, webp, avif or png.")]
+SizeOption = Annotated[
+    str | None,
+    _setting("--size", metavar="PX[,PX...]", help="Longest side of each thumbnail, px; several: 320,640,1280."),
+]
+FormatOption = Annotated[
+    str | None, _setting("--format", metavar="FMT[,FMT...]", help="jpeg, webp, avif or png; several: webp,jpeg.")
+]
 QualityOption = Annotated[int | None, _setting("--quality", help="Encoder quality 1-100.")]
 CropOption = Annotated[str | None, _setting("--crop", help="Crop policy: smart, entropy or center.")]
 UpscaleOption = Annotated[

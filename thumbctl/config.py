@@ -31,6 +31,7 @@ from .settings import (
     check_duration,
     parse_count,
     parse_duration,
+    parse_list,
     parse_ratios,
 )
 from .sources import ScanRules
@@ -122,6 +123,18 @@ def _path(raw: object) -> Path:
     raise SettingError(f"must be a path, got {raw!r}")
 
 
+def _profile_list(name: str, convert: Callable[[object], Any]) -> Callable[[object], Any]:
+    """One value or several (``320,640`` or a TOML list), each converted; the setting holds one
+    value when one is given, else a tuple, checked by :class:`Profile` as a flag is."""
+
+    def parse(raw: object) -> Any:
+        values = [convert(part) for part in parse_list(raw)]
+        value = values[0] if len(values) == 1 else tuple(values)
+        return getattr(Profile(**{name: value}), name)
+
+    return parse
+
+
 def _profile_field(name: str, convert: Callable[[object], Any]) -> Callable[[object], Any]:
     """Convert, then let :class:`Profile` check the value exactly as it checks a flag."""
 
@@ -166,8 +179,8 @@ _RUN = RunOptions(workers=0)
 KEYS: tuple[Key, ...] = (
     Key("out", "--out", _path, lambda: _SUBMIT.out_dir),
     Key("ratios", "--ratio", parse_ratios, lambda: _PROFILE.ratios, param="ratio"),
-    Key("size", "--size", _profile_field("size", _whole), lambda: _PROFILE.size),
-    Key("format", "--format", _profile_field("format", _text), lambda: _PROFILE.format, param="fmt"),
+    Key("size", "--size", _profile_list("size", _whole), lambda: _PROFILE.size),
+    Key("format", "--format", _profile_list("format", _text), lambda: _PROFILE.format, param="fmt"),
     Key("quality", "--quality", _profile_field("quality", _whole), lambda: _PROFILE.quality),
     Key("crop", "--crop", _profile_field("crop", _text), lambda: _PROFILE.crop),
     Key("upscale", "--upscale", _switch, lambda: _PROFILE.upscale),
@@ -187,6 +200,8 @@ KEYS_BY_NAME: dict[str, Key] = {key.name: key for key in KEYS}
 KEYS_BY_FLAG: dict[str, Key] = {key.flag: key for key in KEYS}
 _DB = KEYS_BY_NAME["db"]
 DURATION_KEYS = frozenset({"deadline", "item_timeout", "queue_age_objective"})
+#: Plural spellings a config file may use for a list: ``sizes = [320, 640]``.
+FILE_ALIASES = {"sizes": "size", "formats": "format"}
 
 
 @dataclass(frozen=True)
@@ -430,6 +445,7 @@ def _parse_table(path: Path, label: str, table: object) -> dict[str, Any]:
         raise ConfigError(f"{path} [{label}]: must be a table")
     in_profile = label != "defaults"
     allowed = [key.name for key in KEYS if key.in_profiles or not in_profile]
+    table = _without_aliases(path, label, table)
     for name in table:
         if name not in allowed:
             hint = "db belongs in [defaults] (one ledger for every profile)" if name == _DB.name else ""
@@ -440,6 +456,17 @@ def _parse_table(path: Path, label: str, table: object) -> dict[str, Any]:
         name: _parse(KEYS_BY_NAME[name], raw, f"{path} [{label}] {name}", error=ConfigError)
         for name, raw in table.items()
     }
+
+
+def _without_aliases(path: Path, label: str, table: dict[str, Any]) -> dict[str, Any]:
+    """The table with ``sizes``/``formats`` spelled ``size``/``format``; both spellings at once is an error."""
+    plain = dict(table)
+    for alias, name in FILE_ALIASES.items():
+        if alias in plain:
+            if name in plain:
+                raise ConfigError(f"{path} [{label}]: give {name} or {alias}, not both")
+            plain[name] = plain.pop(alias)
+    return plain
 
 
 def environment_help() -> str:

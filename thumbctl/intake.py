@@ -107,7 +107,7 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     outputs = frozenset([str(out_dir), *(folder for folder, _ in ledger.output_folders())])
     root, entries, ignored, skipped = _collect_entries(source, options, out_dir, outputs)
     report = IntakeReport(sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped)
-    _check_limits(entries, options.limits)
+    _check_limits(entries, options.limits, options.profile)
     inspections = _inspect_all(root, entries, options.limits, ledger, report)
     items = _build_items(entries, inspections, options.profile, OutputLayout(str(out_dir)))
     request = _canonical_request(root, out_dir, options.profile, entries, inspections)
@@ -354,7 +354,9 @@ def _checked_id(item_id: str) -> str:
         raise RejectedError(f"{exc}; ids must be safe relative paths inside --out", code="unsafe_id") from exc
 
 
-def _check_limits(entries: list[SourceEntry], limits: Limits) -> None:
+def _check_limits(entries: list[SourceEntry], limits: Limits, profile: Profile) -> None:
+    """Whole-batch rejections: duplicate ids, too many ratios, too many items (derivatives: every
+    ratio of a source at every size in every format is one item)."""
     dupes = [item_id for item_id, n in Counter(e.item_id for e in entries).items() if n > 1]
     if dupes:
         shown = ", ".join(repr(d) for d in sorted(dupes)[:5])
@@ -365,10 +367,12 @@ def _check_limits(entries: list[SourceEntry], limits: Limits) -> None:
                 f"item {entry.item_id!r} asks for {len(entry.ratios)} ratios; the limit is {limits.max_ratios}",
                 code="too_many_ratios",
             )
-    total = sum(len(e.ratios) for e in entries)
+    variants = len(profile.sizes) * len(profile.formats)
+    total = sum(len(e.ratios) for e in entries) * variants
     if total > limits.max_items:
+        shape = "ratios" if variants == 1 else "ratios x sizes x formats"
         raise RejectedError(
-            f"{total} items ({len(entries)} sources x ratios) is over the limit of {limits.max_items}",
+            f"{total} items ({len(entries)} sources x {shape}) is over the limit of {limits.max_items}",
             code="too_many_items",
         )
 
@@ -507,9 +511,23 @@ def _build_items(
     for entry in sorted(entries, key=lambda e: e.item_id):
         inspection = inspections[entry.item_id]
         for ratio in entry.ratios:
-            item = _new_item(entry, ratio, inspection, profile, layout, stems[entry.item_id])
-            items.append(_refused_if_through_symlink(item, layout, symlink_in))
+            for size in profile.sizes:
+                for fmt in profile.formats:
+                    variant = Variant(ratio, size, fmt, named_size=size if len(profile.sizes) > 1 else None)
+                    item = _new_item(entry, variant, inspection, profile, layout, stems[entry.item_id])
+                    items.append(_refused_if_through_symlink(item, layout, symlink_in))
     return items
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One derivative of a source: its ratio, the size asked for and the format; ``named_size`` is
+    the size the friendly name carries (set when the batch asks for several sizes)."""
+
+    ratio: Ratio
+    size: int
+    format: str
+    named_size: int | None = None
 
 
 def _refused_if_through_symlink(
@@ -529,13 +547,19 @@ def _refused_if_through_symlink(
 
 def _new_item(
     entry: SourceEntry,
-    ratio: Ratio,
+    variant: Variant,
     inspection: Inspection,
     profile: Profile,
     layout: OutputLayout,
     stem: str,
 ) -> NewItem:
-    common = {"item_id": entry.item_id, "ratio": str(ratio), "focus": entry.focus}
+    common = {
+        "item_id": entry.item_id,
+        "ratio": str(variant.ratio),
+        "size": variant.size,
+        "format": variant.format,
+        "focus": entry.focus,
+    }
     if inspection.failure is not None or inspection.info is None:
         failure = inspection.failure
         return NewItem(
@@ -546,7 +570,8 @@ def _new_item(
             error_detail=failure.detail if failure else None,
         )
     info = inspection.info
-    key = derivative_key(info.digest, ratio, profile, entry.focus)
+    one = profile.variant(variant.size, variant.format)
+    key = derivative_key(info.digest, variant.ratio, one, entry.focus)
     return NewItem(
         **common,
         source=inspection.source,
@@ -556,8 +581,8 @@ def _new_item(
         source_width=info.width,
         source_height=info.height,
         derivative_key=key,
-        object_path=layout.object_path(key, profile.extension),
-        friendly_path=layout.friendly_path(stem, ratio, profile.extension),
+        object_path=layout.object_path(key, one.extension),
+        friendly_path=layout.friendly_path(stem, variant.ratio, one.extension, variant.named_size),
     )
 
 
@@ -565,10 +590,9 @@ def _object_is_valid(item: NewItem, profile: Profile) -> bool:
     """Whether an earlier run already made this item's object (right type and size, from its header)."""
     if not item.object_path or not is_plain_file(item.object_path) or not item.source_width or not item.source_height:
         return False
-    geometry = output_geometry(
-        item.source_width, item.source_height, parse_ratio(item.ratio), profile.size, profile.upscale
-    )
-    return verify_output(Path(item.object_path), profile.format, geometry.out_w, geometry.out_h, full=False) is None
+    ratio = parse_ratio(item.ratio)
+    geometry = output_geometry(item.source_width, item.source_height, ratio, item.size, profile.upscale)
+    return verify_output(Path(item.object_path), item.format, geometry.out_w, geometry.out_h, full=False) is None
 
 
 def _canonical_request(

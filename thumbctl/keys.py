@@ -36,7 +36,12 @@ def derivative_key(
     profile: Profile,
     focus: tuple[float, float] | None,
 ) -> str:
-    """The key of the object rendering ``source_digest`` at ``ratio`` with ``profile``."""
+    """The key of the object rendering ``source_digest`` at ``ratio`` with ``profile``, the
+    profile of one size and one format (:meth:`Profile.variant`). The settings are those a
+    one-size, one-format request always had, so a derivative of a set shares its object with
+    the same derivative asked for alone."""
+    if not isinstance(profile.size, int) or not isinstance(profile.format, str):
+        raise ValueError("a derivative key is for one size and one format: use profile.variant(size, fmt)")
     return digest_json(
         {
             "source": source_digest,

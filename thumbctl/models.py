@@ -43,7 +43,7 @@ TERMINAL_BATCH_STATES = frozenset(
 
 @dataclass(frozen=True)
 class NewItem:
-    """One (source, ratio) pair as intake admits it."""
+    """One derivative of a source, (ratio, size, format), as intake admits it."""
 
     item_id: str
     ratio: str
@@ -60,6 +60,9 @@ class NewItem:
     object_path: str | None = None
     friendly_path: str | None = None
     dedup: bool = False
+    #: The size asked for (longest side, px) and the output format of this derivative.
+    size: int = 512
+    format: str = "jpeg"
 
 
 @dataclass(frozen=True)
@@ -104,11 +107,15 @@ class FailureView:
     ratio: str
     error_code: str
     detail: str | None
+    size: int | None = None
+    format: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
             "item_id": self.item_id,
             "ratio": self.ratio,
+            "size": self.size,
+            "format": self.format,
             "error_code": self.error_code,
             "detail": self.detail,
         }
@@ -186,12 +193,17 @@ class ItemView:
     updated_at: str
     #: What the render chose: output size, crop window (upright source pixels), its score and policy.
     result: dict[str, object] | None = None
+    #: The size asked for (longest side, px; ``result`` has the size produced) and the output format.
+    size: int | None = None
+    format: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
             "item_id": self.item_id,
             "source": self.source,
             "ratio": self.ratio,
+            "size": self.size,
+            "format": self.format,
             "state": self.state,
             "attempt": self.attempt,
             "error_code": self.error_code,
@@ -218,6 +230,8 @@ class EventView:
     error_code: str | None
     detail: str | None
     dedup: bool
+    size: int | None = None
+    format: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -226,6 +240,8 @@ class EventView:
             "batch_id": self.batch_id,
             "item_id": self.item_id,
             "ratio": self.ratio,
+            "size": self.size,
+            "format": self.format,
             "from_state": self.from_state,
             "to_state": self.to_state,
             "attempt": self.attempt,
@@ -363,6 +379,8 @@ class PublishedItem:
     batch_id: str
     item_id: str
     ratio: str
+    size: int
+    format: str
     derivative_key: str
     object_path: str
     friendly_path: str

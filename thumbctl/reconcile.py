@@ -164,10 +164,10 @@ def object_problem(item: PublishedItem, known: ObjectStamp | None = None) -> Obj
         item.source_width,
         item.source_height,
         parse_ratio(item.ratio),
-        int(item.profile["size"]),
+        item.size,
         bool(item.profile["upscale"]),
     )
-    problem = verify_output(Path(item.object_path), str(item.profile["format"]), geometry.out_w, geometry.out_h)
+    problem = verify_output(Path(item.object_path), item.format, geometry.out_w, geometry.out_h)
     return ObjectCheck(problem, None if problem else stamp, decoded=True)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 
 OUTPUT_FORMATS: dict[str, str] = {"jpeg": "jpg", "webp": "webp", "avif": "avif", "png": "png"}
@@ -110,38 +110,61 @@ def _duration_seconds(text: str) -> float:
 
 @dataclass(frozen=True)
 class Profile:
-    """What to render for every source: the part of a request that shapes pixels."""
+    """What to render for every source: the part of a request that shapes pixels.
+
+    ``size`` and ``format`` are one value, or a tuple of several (a derivative set: every ratio at
+    every size in every format); :meth:`variant` is the profile of one (size, format) of it.
+    """
 
     ratios: tuple[Ratio, ...] = (Ratio(1, 1), Ratio(4, 3), Ratio(16, 9))
-    size: int = 512
-    format: str = "jpeg"
+    size: int | tuple[int, ...] = 512
+    format: str | tuple[str, ...] = "jpeg"
     quality: int = 85
     crop: str = "smart"
     upscale: bool = False
     background: str = "#ffffff"
 
     def __post_init__(self) -> None:
-        if self.format not in OUTPUT_FORMATS:
-            raise SettingError(f"unknown format {self.format!r}: choose one of {', '.join(OUTPUT_FORMATS)}")
+        object.__setattr__(self, "size", _one_or_tuple(self.size))
+        object.__setattr__(self, "format", _one_or_tuple(self.format))
+        for fmt in self.formats:
+            if fmt not in OUTPUT_FORMATS:
+                raise SettingError(f"unknown format {fmt!r}: choose one of {', '.join(OUTPUT_FORMATS)}")
         if self.crop not in CROP_POLICIES:
             raise SettingError(f"unknown crop policy {self.crop!r}: choose one of {', '.join(CROP_POLICIES)}")
-        if not 1 <= self.size <= 16384:
-            raise SettingError(f"size must be 1..16384 px, got {self.size}")
+        for size in self.sizes:
+            if not 1 <= size <= 16384:
+                raise SettingError(f"size must be 1..16384 px, got {size}")
         if not 1 <= self.quality <= 100:
             raise SettingError(f"quality must be 1..100, got {self.quality}")
         if not re.fullmatch(r"#[0-9a-fA-F]{6}", self.background):
             raise SettingError(f"background must be #rrggbb, got {self.background!r}")
 
     @property
+    def sizes(self) -> tuple[int, ...]:
+        return self.size if isinstance(self.size, tuple) else (self.size,)
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        return self.format if isinstance(self.format, tuple) else (self.format,)
+
+    def variant(self, size: int, fmt: str) -> Profile:
+        """The profile of one derivative: this one at one size in one format."""
+        return replace(self, size=size, format=fmt)
+
+    @property
     def extension(self) -> str:
+        if not isinstance(self.format, str):
+            raise ValueError("a profile of several formats has no single extension; see variant()")
         return OUTPUT_FORMATS[self.format]
 
     @cached_property
     def encoder_settings(self) -> dict[str, object]:
-        """Everything besides the source and the ratio that changes output bytes."""
+        """Everything besides the source and the ratio that changes output bytes (for a set of
+        sizes or formats: the lists, in the order given)."""
         return {
-            "size": self.size,
-            "format": self.format,
+            "size": list(self.size) if isinstance(self.size, tuple) else self.size,
+            "format": list(self.format) if isinstance(self.format, tuple) else self.format,
             "quality": self.quality,
             "crop": self.crop,
             "crop_version": CROP_POLICIES[self.crop],
@@ -149,6 +172,28 @@ class Profile:
             "background": self.background.lower(),
             "pipeline": PIPELINE_VERSION,
         }
+
+
+def _one_or_tuple(value: object) -> object:
+    """A single value as itself, several as a tuple without duplicates: sizes ascending, formats
+    in the order given (a page lists its ``<source>`` formats in that order)."""
+    if not isinstance(value, (list, tuple)):
+        return value
+    unique = tuple(dict.fromkeys(value))
+    if all(isinstance(v, int) for v in unique):
+        unique = tuple(sorted(unique))
+    if not unique:
+        raise SettingError("a list of sizes or formats must not be empty")
+    return unique[0] if len(unique) == 1 else unique
+
+
+def parse_list(text: object) -> list[object]:
+    """A TOML list, or text separated by commas or spaces: ``320,640`` -> ``['320', '640']``."""
+    if isinstance(text, (list, tuple)):
+        return list(text)
+    if isinstance(text, str):
+        return [part for part in re.split(r"[\s,]+", text.strip()) if part]
+    return [text]
 
 
 @dataclass(frozen=True)

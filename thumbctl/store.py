@@ -154,8 +154,11 @@ class OutputLayout:
     def object_path(self, key: str, extension: str) -> str:
         return f"{self.root}/objects/{key[:2]}/{key}.{extension}"
 
-    def friendly_path(self, stem: str, ratio: Ratio, extension: str) -> str:
-        return f"{self.root}/{stem}.{ratio.slug}.{extension}"
+    def friendly_path(self, stem: str, ratio: Ratio, extension: str, size: int | None = None) -> str:
+        """``OUT/<stem>.<ratio>.<ext>``; with ``size`` (the size asked for, given when a batch asks
+        for several sizes) ``OUT/<stem>.<ratio>.<size>.<ext>``."""
+        sized = f".{size}" if size is not None else ""
+        return f"{self.root}/{stem}.{ratio.slug}{sized}.{extension}"
 
     def batch_manifest_path(self, batch_id: str) -> str:
         return f"{self.root}/batches/{batch_id}.json"
@@ -584,6 +587,8 @@ def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
         {
             "item_id": item.item_id,
             "ratio": item.ratio,
+            "size": item.size,
+            "format": item.format,
             "state": item.state,
             "error_code": item.error_code,
             "derivative_key": item.derivative_key,

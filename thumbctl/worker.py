@@ -2,7 +2,9 @@
 
 The loop: claim (one item of each distinct derivative key of one source, plus a
 bounded number that share those keys, under one lease) → checkpoint
-``before_decode`` → read and verify the source, decode it once → for each
+``before_decode`` → read and verify the source, decode it once per DCT scale its
+sizes need and analyse its crop once on a small copy that does not depend on the
+sizes (the window of each ratio is chosen once and scaled for each size) → for each
 derivative key: checkpoint ``before_encode`` → crop, resample, encode once →
 for each item of that key: write a temp file (the first one verified) →
 checkpoint ``before_publish`` → publish in one ledger transaction (cancel flag
@@ -33,12 +35,13 @@ from .errors import ItemFailure, LedgerBusy, LedgerFault, LedgerUnavailable, Thu
 from .faults import Faults
 from .imaging import (
     ALPHA_FORMATS,
+    ANALYSIS_REFERENCE_SIZE,
     CropAnalysis,
     CropChoice,
     DecodedSource,
     Geometry,
+    SourceDecoder,
     decode_scale,
-    decode_source,
     encode,
     output_geometry,
     resample,
@@ -108,6 +111,7 @@ class SharedRender:
     """One derivative key's output, rendered once per claim for every claimed item with that key."""
 
     geometry: Geometry
+    format: str
     #: The encoded bytes and the crop they were cut with, once rendered.
     output: tuple[bytes, CropChoice] | None = None
     #: The render or its verification failed: every item sharing it fails the same way.
@@ -310,18 +314,18 @@ class ClaimRun:
         self.source_bytes = 0
         self.source_timings: dict[str, float] = {}
         profile = claim.profile
-        self.fmt = str(profile["format"])
-        self.extension = OUTPUT_FORMATS[self.fmt]
         self.geometries = {
             item.row: output_geometry(
                 claim.source_width,
                 claim.source_height,
                 parse_ratio(item.ratio),
-                int(profile["size"]),
+                item.size,
                 bool(profile["upscale"]),
             )
             for item in claim.items
         }
+        #: The window of each (ratio, focus), chosen once and shared by every size and format.
+        self.choices: dict[tuple[str, tuple[float, float] | None], CropChoice] = {}
 
     def run(self) -> None:
         try:
@@ -329,15 +333,17 @@ class ClaimRun:
                 return
             try:
                 with self._timed(self.source_timings, "decode_ms"):
-                    decoded = self._decode()
+                    decoder = self._decode()
+                with self._timed(self.source_timings, "crop_ms"):
+                    w, h = self.claim.source_width, self.claim.source_height
+                    copy = decoder.analysis_copy(decode_scale(w, h, ANALYSIS_REFERENCE_SIZE))
+                    analysis = CropAnalysis(copy, w, h, str(self.claim.profile["crop"]))
             except ItemFailure as failure:
                 self._fail([i.row for i in self.claim.items], failure.code, failure.detail)
                 return
-            with self._timed(self.source_timings, "crop_ms"):
-                analysis = CropAnalysis(decoded.image, decoded.width, decoded.height, str(self.claim.profile["crop"]))
             self.ledger.start_stage(self.claim, [])  # the decode stage is over
             for group in self._by_derivative_key():
-                if self._checkpoint("before_encode") or self._render_and_publish(decoded, analysis, group) == "stop":
+                if self._checkpoint("before_encode") or self._render_and_publish(decoder, analysis, group) == "stop":
                     return
         except LeaseLost:
             return
@@ -375,20 +381,30 @@ class ClaimRun:
     def _fail(self, rows: list[int], code: str, detail: str) -> None:
         self.ledger.fail(self.claim, rows, code, detail, self.config.backoff.delay_for)
 
-    def _decode(self) -> DecodedSource:
+    def _decode(self) -> SourceDecoder:
+        """Read the source and decode it at every DCT scale the claim's sizes need, each scale once
+        (a source that does not decode fails all the claim's items here, before any render)."""
         limits = Limits()
         max_bytes = int(self.claim.limits.get("max_bytes", limits.max_bytes))
         max_pixels = int(self.claim.limits.get("max_pixels", limits.max_pixels))
         data = read_verified_source(self.claim.source_root, self.claim.source, self.claim.source_digest, max_bytes)
         self.source_bytes = len(data)
-        return decode_source(
+        decoder = SourceDecoder(
             data,
             self.claim.source_format,
             max_pixels,
-            decode_scale(self.claim.source_width, self.claim.source_height, int(self.claim.profile["size"])),
             background=str(self.claim.profile["background"]),
-            keep_alpha=self.fmt in ALPHA_FORMATS,
+            label=self.claim.source,
         )
+        for item in self.claim.items:
+            self._decoded_for(decoder, item)
+        return decoder
+
+    def _decoded_for(self, decoder: SourceDecoder, item: ClaimedItem) -> DecodedSource:
+        """The decode an item's size and format render from: made for that size alone, so the
+        output's bytes are a function of its derivative key."""
+        scale = decode_scale(self.claim.source_width, self.claim.source_height, item.size)
+        return decoder.decoded(scale, keep_alpha=item.format in ALPHA_FORMATS)
 
     def _by_derivative_key(self) -> list[list[ClaimedItem]]:
         """The claim's items grouped by derivative key, in claim order: one render per group."""
@@ -397,10 +413,11 @@ class ClaimRun:
             groups.setdefault(item.derivative_key, []).append(item)
         return list(groups.values())
 
-    def _render_and_publish(self, decoded: DecodedSource, analysis: CropAnalysis, group: list[ClaimedItem]) -> str:
+    def _render_and_publish(self, decoder: SourceDecoder, analysis: CropAnalysis, group: list[ClaimedItem]) -> str:
         """Render the group's derivative once (a timed stage of its own) and publish it for each item."""
         self.ledger.start_stage(self.claim, [item.row for item in group])
-        shared = SharedRender(self.geometries[group[0].row])
+        decoded = self._decoded_for(decoder, group[0])
+        shared = SharedRender(self.geometries[group[0].row], group[0].format)
         for item in group:
             if self._publish_item(decoded, analysis, item, shared) == "stop":
                 return "stop"
@@ -462,19 +479,28 @@ class ClaimRun:
             raise shared.error
         if shared.output is None:
             try:
-                choice = analysis.choose(shared.geometry, item.focus)
+                choice = self._window(analysis, item, shared.geometry)
                 with self._timed(timings, "encode_ms"):
-                    shared.output = self._render(decoded, choice.box, shared.geometry), choice
+                    shared.output = self._render(decoded, choice.box, shared), choice
             except (ItemFailure, OSError) as exc:
                 shared.error = exc
                 raise
         return shared.output
 
-    def _render(self, decoded: DecodedSource, box: tuple[int, int, int, int], geometry: Geometry) -> bytes:
+    def _window(self, analysis: CropAnalysis, item: ClaimedItem, geometry: Geometry) -> CropChoice:
+        """The window of the item's ratio (and focus), chosen once: the window of a ratio depends
+        only on the source, not on the size, so every size shows the same framing."""
+        key = (item.ratio, item.focus)
+        if key not in self.choices:
+            self.choices[key] = analysis.choose(geometry, item.focus)
+        return self.choices[key]
+
+    def _render(self, decoded: DecodedSource, box: tuple[int, int, int, int], shared: SharedRender) -> bytes:
+        geometry = shared.geometry
         if self.renderer is not None:
-            return self.renderer(geometry, self.fmt)
+            return self.renderer(geometry, shared.format)
         image = resample(decoded, box, geometry.out_w, geometry.out_h)
-        return encode(image, self.fmt, int(self.claim.profile["quality"]))
+        return encode(image, shared.format, int(self.claim.profile["quality"]))
 
     def _write_verified(self, data: bytes, shared: SharedRender) -> str:
         """A temp file of the derivative's verified bytes (they decode, at the exact size, as the
@@ -482,11 +508,12 @@ class ClaimRun:
         removed), so they are verified in memory, on this thread, while the writer thread writes
         and fsyncs them: the wait for the disk overlaps the decode. Bytes that fail are removed
         again; the same bytes need no second look."""
+        extension = OUTPUT_FORMATS[shared.format]
         if shared.verified:
-            return write_temp(self.layout, data, self.extension)
-        writing = self.writer.submit(write_temp, self.layout, data, self.extension)
+            return write_temp(self.layout, data, extension)
+        writing = self.writer.submit(write_temp, self.layout, data, extension)
         try:
-            problem = verify_output(io.BytesIO(data), self.fmt, shared.geometry.out_w, shared.geometry.out_h)
+            problem = verify_output(io.BytesIO(data), shared.format, shared.geometry.out_w, shared.geometry.out_h)
         except BaseException:
             with contextlib.suppress(Exception):
                 discard(writing.result())
@@ -507,7 +534,7 @@ class ClaimRun:
         temps = iter([temp])
 
         def effect() -> str | None:
-            path = next(temps, None) or write_temp(self.layout, data, self.extension)
+            path = next(temps, None) or write_temp(self.layout, data, OUTPUT_FORMATS[item.format])
             return self._publish_effect(path, item, timings)
 
         return effect
@@ -522,7 +549,7 @@ class ClaimRun:
             self.layout,
             temp,
             item.object_path,
-            verify=lambda existing: verify_output(existing, self.fmt, geometry.out_w, geometry.out_h),
+            verify=lambda existing: verify_output(existing, item.format, geometry.out_w, geometry.out_h),
         )
         self.faults.hit("after_link")
         link_friendly(self.layout, item.object_path, item.friendly_path)

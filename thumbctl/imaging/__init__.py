@@ -3,8 +3,8 @@
 Pure functions of bytes and settings; no ledger, no output folder.
 """
 
-from .crop import CropAnalysis, CropChoice, Geometry, decode_scale, focus_box, output_geometry
-from .decode import DecodedSource, decode_source, flatten
+from .crop import ANALYSIS_REFERENCE_SIZE, CropAnalysis, CropChoice, Geometry, decode_scale, focus_box, output_geometry
+from .decode import DecodedSource, SourceDecoder, decode_source, flatten
 from .encode import ALPHA_FORMATS, SRGB_PROFILE, encode, resample, verify_output
 from .formats import (
     PILLOW_FORMATS,
@@ -18,6 +18,7 @@ from .formats import (
 
 __all__ = [
     "ALPHA_FORMATS",
+    "ANALYSIS_REFERENCE_SIZE",
     "PILLOW_FORMATS",
     "SNIFF_BYTES",
     "SRGB_PROFILE",
@@ -25,6 +26,7 @@ __all__ = [
     "CropChoice",
     "DecodedSource",
     "Geometry",
+    "SourceDecoder",
     "SourceInfo",
     "check_supported",
     "decode_scale",

@@ -29,6 +29,11 @@ from PIL import Image, ImageChops, ImageFilter
 from ..settings import Ratio
 
 ANALYSIS_SIZE = 256
+#: Crop analysis of every source runs on the decode a 512 px output (the default size) is made
+#: from, whatever sizes are asked: the window of a ratio is then one for every size (a 2x image
+#: shows the framing of its 1x), and an output of the default size keeps the window, so the
+#: bytes, it had when each size was analysed on its own decode.
+ANALYSIS_REFERENCE_SIZE = 512
 ENTROPY_STEPS = 32
 #: Saliency channel weights: edges, saturation, skin.
 _WEIGHTS = (0.5, 0.25, 0.25)
@@ -90,7 +95,7 @@ class CropChoice:
 
 
 class CropAnalysis:
-    """One analysis per source, shared by all of its ratios."""
+    """One analysis per source, shared by all of its ratios and sizes."""
 
     def __init__(self, image: Image.Image, src_w: int, src_h: int, policy: str) -> None:
         self.src_w, self.src_h = src_w, src_h

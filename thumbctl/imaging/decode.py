@@ -106,30 +106,108 @@ def decode_source(
     ``fmt`` is what intake recorded; the bytes are sniffed again and their
     content decides.
     """
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fmt = check_supported(sniff_format(data[:SNIFF_BYTES]), data[:SNIFF_BYTES])  # content decides
-            check_header_pixels(fmt, data[:SNIFF_BYTES], max_pixels)
-            image = Image.open(io.BytesIO(data), formats=[PILLOW_FORMATS[fmt]])
-            stored_w, stored_h = image.size
-            check_pixels(fmt, stored_w, stored_h, max_pixels)
-            orientation = read_orientation(image)
-            icc = image.info.get("icc_profile")
-            _draft(image, fmt, stored_w, stored_h, needed_scale * headroom)
-            image.load()
-            image = _to_srgb(_shrink(_normalise_mode(image), stored_w, stored_h, needed_scale), icc)
-    except ItemFailure:
-        raise
-    except DECODE_ERRORS as exc:
-        raise ItemFailure("corrupt_image", f"{fmt} data does not decode: {describe(exc)}") from exc
-    method = _TRANSPOSE.get(orientation)
-    if method is not None:
-        image = image.transpose(method)
-    if image.mode == "RGBA" and not keep_alpha:
-        image = flatten(image, background)
-    upright = (stored_h, stored_w) if orientation in SWAPPED_ORIENTATIONS else (stored_w, stored_h)
-    return DecodedSource(image, *upright)
+    decoder = SourceDecoder(data, fmt, max_pixels, background=background)
+    return decoder.decoded(needed_scale, keep_alpha=keep_alpha, headroom=headroom)
+
+
+#: Test instrumentation: when a list, every DCT decode appends ``("decode", label, (w, h))`` (the
+#: decoded size names the DCT scale) and every analysis copy ``("analysis", label, (w, h))``.
+TRACE: list[tuple[str, str, tuple[int, int]]] | None = None
+
+
+@dataclass
+class _Raw:
+    """One decode at one DCT scale, before any reduction: the source's stored orientation."""
+
+    image: Image.Image
+    stored: tuple[int, int]
+    orientation: int
+    icc: bytes | None
+
+
+class SourceDecoder:
+    """One source's bytes, decoded once per DCT scale its outputs need.
+
+    Each output size asks :meth:`decoded` for its own reduction, made exactly as a decode for that
+    size alone would make it (the same DCT scale, box reduction, colour conversion and
+    orientation), so an output's pixels never depend on which other sizes a claim renders; two
+    sizes that need the same DCT scale share one decode. :meth:`analysis_copy` is the small
+    copy crop analysis runs on: its scale depends only on the source.
+    """
+
+    def __init__(self, data: bytes, fmt: str, max_pixels: int, *, background: str = "#ffffff", label: str = "") -> None:
+        self.data = data
+        self.fmt = fmt
+        self.max_pixels = max_pixels
+        self.background = background
+        self.label = label
+        self._raw: dict[tuple[int, int], _Raw] = {}
+        self._reduced: dict[tuple[tuple[int, int], int, bool], DecodedSource] = {}
+        self._analysis: Image.Image | None = None
+
+    def decoded(
+        self, needed_scale: float, *, keep_alpha: bool = False, headroom: float = DRAFT_HEADROOM
+    ) -> DecodedSource:
+        """The source reduced for outputs needing ``needed_scale`` of its resolution."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                raw = self._decode_at(needed_scale * headroom)
+                factor = _shrink_factor(raw.image, *raw.stored, needed_scale)
+                key = (raw.image.size, factor, keep_alpha)
+                if key not in self._reduced:
+                    self._reduced[key] = self._reduce(raw, factor, keep_alpha)
+                return self._reduced[key]
+        except ItemFailure:
+            raise
+        except DECODE_ERRORS as exc:
+            raise ItemFailure("corrupt_image", f"{self.fmt} data does not decode: {describe(exc)}") from exc
+
+    def analysis_copy(self, needed_scale: float) -> Image.Image:
+        """The copy crop analysis runs on: the decode for ``needed_scale`` (a function of the
+        source alone, see :data:`~.crop.ANALYSIS_REFERENCE_SIZE`), upright and flattened; made once."""
+        if self._analysis is None:
+            self._analysis = self.decoded(needed_scale, keep_alpha=False).image
+            if TRACE is not None:
+                TRACE.append(("analysis", self.label, self._analysis.size))
+        return self._analysis
+
+    def _opened(self) -> Image.Image:
+        """The source opened (header read, limits checked), not yet decoded."""
+        head = self.data[:SNIFF_BYTES]
+        self.fmt = check_supported(sniff_format(head), head)  # content decides
+        check_header_pixels(self.fmt, head, self.max_pixels)
+        image = Image.open(io.BytesIO(self.data), formats=[PILLOW_FORMATS[self.fmt]])
+        check_pixels(self.fmt, *image.size, self.max_pixels)
+        return image
+
+    def _decode_at(self, draft_scale: float) -> _Raw:
+        """The decode at the DCT scale ``draft_scale`` selects, made once."""
+        image = self._opened()
+        stored = image.size
+        orientation = read_orientation(image)
+        icc = image.info.get("icc_profile")
+        _draft(image, self.fmt, *stored, draft_scale)
+        if image.size in self._raw:
+            image.close()
+            return self._raw[image.size]
+        image.load()
+        if TRACE is not None:
+            TRACE.append(("decode", self.label, image.size))
+        raw = _Raw(_normalise_mode(image), stored, orientation, icc)
+        self._raw[image.size] = raw
+        return raw
+
+    def _reduce(self, raw: _Raw, factor: int, keep_alpha: bool) -> DecodedSource:
+        image = _to_srgb(_reduced(raw.image, factor), raw.icc)
+        method = _TRANSPOSE.get(raw.orientation)
+        if method is not None:
+            image = image.transpose(method)
+        if image.mode == "RGBA" and not keep_alpha:
+            image = flatten(image, self.background)
+        stored_w, stored_h = raw.stored
+        upright = (stored_h, stored_w) if raw.orientation in SWAPPED_ORIENTATIONS else (stored_w, stored_h)
+        return DecodedSource(image, *upright)
 
 
 def _draft(image: Image.Image, fmt: str, width: int, height: int, draft_scale: float) -> None:
@@ -139,11 +217,15 @@ def _draft(image: Image.Image, fmt: str, width: int, height: int, draft_scale: f
     image.draft(image.mode if image.mode in ("CMYK", "L") else "RGB", want)
 
 
-def _shrink(image: Image.Image, stored_w: int, stored_h: int, needed_scale: float) -> Image.Image:
-    """Box-reduce the decoded image by the largest whole factor that keeps it at least as large
-    as the largest output needs, once for all ratios (resampling finishes each ratio with
-    Lanczos). Colour conversion and orientation then run on fewer pixels."""
+def _shrink_factor(image: Image.Image, stored_w: int, stored_h: int, needed_scale: float) -> int:
+    """The largest whole factor that keeps the decoded image at least as large as the outputs of
+    ``needed_scale`` need (resampling finishes each ratio with Lanczos); 1 for none. Colour
+    conversion and orientation then run on fewer pixels."""
     factor = math.floor(min(image.width / (stored_w * needed_scale), image.height / (stored_h * needed_scale)))
+    return factor if factor >= 2 else 1
+
+
+def _reduced(image: Image.Image, factor: int) -> Image.Image:
     if factor < 2:
         return image
     if image.mode == "RGBA":  # average premultiplied colour, or transparent pixels bleed in

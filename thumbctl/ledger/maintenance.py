@@ -58,7 +58,8 @@ class Maintenance:
     def published_items(self) -> list[PublishedItem]:
         """Succeeded items of batches that have not expired, with the facts their object is checked against."""
         rows = self.db.execute(
-            "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.derivative_key, i.object_path, i.friendly_path, "
+            "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.size, i.format, i.derivative_key, i.object_path, "
+            "i.friendly_path, "
             "i.source_width, i.source_height, b.profile, b.out_dir, "
             "row_number() OVER (PARTITION BY i.friendly_path ORDER BY i.updated_at DESC, i.id DESC) = 1 AS owns, "
             f"{self.db.json_number('i.result', 'output_bytes')} AS output_bytes "

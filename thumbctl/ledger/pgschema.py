@@ -106,7 +106,19 @@ _V1 = [
     )""",
 ]
 
+#: Derivative sets: an item is one (ratio, size, format) of a source; existing rows take their batch's.
+_V2 = [
+    f"ALTER TABLE items ADD COLUMN size bigint, ADD COLUMN format {_TEXT}",
+    "UPDATE items i SET size = COALESCE((b.profile::jsonb ->> 'size')::bigint, 512), "
+    "format = COALESCE(b.profile::jsonb ->> 'format', 'jpeg') FROM batches b WHERE b.batch_id = i.batch_id",
+    "ALTER TABLE items ALTER COLUMN size SET NOT NULL, ALTER COLUMN format SET NOT NULL",
+    "ALTER TABLE items DROP CONSTRAINT items_batch_id_item_id_ratio_key",
+    "ALTER TABLE items ADD CONSTRAINT items_batch_id_item_id_ratio_size_format_key "
+    "UNIQUE (batch_id, item_id, ratio, size, format)",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, _V1),
+    (2, _V2),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

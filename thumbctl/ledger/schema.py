@@ -164,6 +164,75 @@ def _v7_queued_age(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX items_queued_age ON items (batch_id, queued_at, not_before) WHERE state = 'queued'")
 
 
+_V8_ITEMS = f"""
+    CREATE TABLE items (
+        id INTEGER PRIMARY KEY,
+        batch_id TEXT NOT NULL REFERENCES batches(batch_id),
+        item_id TEXT NOT NULL,
+        ratio TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        format TEXT NOT NULL,
+        source TEXT NOT NULL,
+        source_digest TEXT,
+        source_format TEXT,
+        source_width INTEGER,
+        source_height INTEGER,
+        focus_x REAL,
+        focus_y REAL,
+        state TEXT NOT NULL CHECK (state IN {ITEM_STATES_SQL}),
+        attempt INTEGER NOT NULL DEFAULT 0,
+        not_before TEXT,
+        error_code TEXT,
+        error_detail TEXT,
+        derivative_key TEXT,
+        object_path TEXT,
+        friendly_path TEXT,
+        dedup INTEGER NOT NULL DEFAULT 0,
+        lease_owner TEXT,
+        lease_token TEXT,
+        lease_expires_at TEXT,
+        result TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        queued_at TEXT,
+        stage_started_at TEXT,
+        UNIQUE (batch_id, item_id, ratio, size, format)
+    )
+"""
+_V8_KEPT_COLUMNS = (
+    "id, batch_id, item_id, ratio, source, source_digest, source_format, source_width, source_height, focus_x, "
+    "focus_y, state, attempt, not_before, error_code, error_detail, derivative_key, object_path, friendly_path, "
+    "dedup, lease_owner, lease_token, lease_expires_at, result, created_at, updated_at, queued_at, stage_started_at"
+)
+
+
+def _v8_derivative_items(db: sqlite_utils.Database) -> None:
+    """Derivative sets: an item is one (ratio, size, format) of a source, so the size and format
+    join the item's identity. SQLite cannot change a table's UNIQUE constraint in place: the table
+    is rebuilt (its indexes re-created from their own SQL), and existing rows take their batch's
+    size and format. Events keep referring to the same item ids; the foreign-key check waits for
+    the commit, by which time every id is back."""
+    indexes = [
+        r[0]
+        for r in db.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'items' AND sql IS NOT NULL"
+        ).fetchall()
+    ]
+    db.execute("PRAGMA defer_foreign_keys = ON")
+    db.execute(f"CREATE TEMP TABLE items_v7 AS SELECT {_V8_KEPT_COLUMNS} FROM items")
+    db.execute("DROP TABLE items")
+    db.execute(_V8_ITEMS)
+    kept = ", ".join(f"i.{column.strip()}" for column in _V8_KEPT_COLUMNS.split(","))
+    db.execute(
+        f"INSERT INTO items ({_V8_KEPT_COLUMNS}, size, format) SELECT {kept}, "
+        "COALESCE(json_extract(b.profile, '$.size'), 512), COALESCE(json_extract(b.profile, '$.format'), 'jpeg') "
+        "FROM items_v7 i LEFT JOIN batches b USING (batch_id) ORDER BY i.id"
+    )
+    db.execute("DROP TABLE items_v7")
+    for sql in indexes:
+        db.execute(sql)
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
@@ -172,5 +241,6 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (5, _v5_claim_stages),
     (6, _v6_queued_by_batch),
     (7, _v7_queued_age),
+    (8, _v8_derivative_items),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -116,7 +116,7 @@ class Views:
 
     def _failures(self, batch_id: str) -> Iterator[FailureView]:
         for row in self.db.execute(
-            "SELECT item_id, ratio, error_code, error_detail AS detail FROM items "
+            "SELECT item_id, ratio, size, format, error_code, error_detail AS detail FROM items "
             f"WHERE batch_id = ? AND state = {FAILED} ORDER BY id",
             (batch_id,),
         ).fetchall():
@@ -190,7 +190,7 @@ class Views:
     def _events_query(self, batch_id: str, item_id: str | None) -> tuple[str, list[object]]:
         batch_id = self.resolve_batch_id(batch_id)
         sql = (
-            "SELECT e.seq, e.at, e.batch_id, i.item_id, i.ratio, e.from_state, e.to_state, "
+            "SELECT e.seq, e.at, e.batch_id, i.item_id, i.ratio, i.size, i.format, e.from_state, e.to_state, "
             "e.attempt, e.worker, e.error_code, e.detail, e.dedup "
             "FROM events e LEFT JOIN items i ON i.id = e.item_row WHERE e.batch_id = ?"
         )
@@ -245,6 +245,6 @@ _BATCH_COLUMNS = (
     "manifest_path, created_at, cancel_requested_at, expired_at"
 )
 _ITEM_VIEW_COLUMNS = (
-    "item_id, source, ratio, state, attempt, error_code, error_detail, derivative_key, "
+    "item_id, source, ratio, size, format, state, attempt, error_code, error_detail, derivative_key, "
     "object_path, friendly_path, updated_at, result"
 )

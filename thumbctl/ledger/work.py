@@ -37,6 +37,8 @@ class ClaimedItem:
     object_path: str
     friendly_path: str
     focus: tuple[float, float] | None
+    size: int = 512
+    format: str = "jpeg"
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ def _claimed_item(r: Row) -> ClaimedItem:
         r["object_path"],
         r["friendly_path"],
         focus,
+        r["size"],
+        r["format"],
     )
 
 
@@ -198,7 +202,8 @@ class WorkQueue:
 
     def _load_claim(self, token: str, owner: str, rows: list[int]) -> Claim:
         items = self.db.execute(
-            "SELECT id, item_id, ratio, attempt, derivative_key, object_path, friendly_path, focus_x, focus_y, "
+            "SELECT id, item_id, ratio, size, format, attempt, derivative_key, object_path, friendly_path, "
+            "focus_x, focus_y, "
             f"batch_id, source, source_digest, source_format, source_width, source_height FROM items "
             f"WHERE id IN ({marks(rows)}) ORDER BY id",
             rows,
