@@ -41,3 +41,26 @@ def test_a_derivative_of_a_set_has_the_key_of_the_same_derivative_asked_alone():
 def test_a_set_has_no_single_key():
     with pytest.raises(ValueError, match="one size and one format"):
         derivative_key(DIGEST, Ratio(1, 1), Profile(size=(320, 640)), None)
+
+
+@pytest.mark.parametrize(
+    ("profile", "focus", "changed"),
+    [
+        (Profile(size=512), None, False),  # the reference size: framed as before, key as before
+        (Profile(size=640), (0.25, 0.75), False),  # a focus point frames it, no analysis
+        (Profile(size=640, crop="center"), None, False),  # no analysis either
+        (Profile(size=640), None, True),  # framed by the reference analysis now, not its own decode's
+        (Profile(size=1280, crop="entropy"), None, True),
+    ],
+)
+def test_only_a_derivative_framed_differently_than_before_gets_a_new_key(
+    profile: Profile, focus: tuple[float, float] | None, changed: bool
+) -> None:
+    """Objects rendered before sets of sizes were framed on each size's own decode; where the
+    framing may now differ, the key differs too, so an old object is never taken for a new one."""
+    from thumbctl.keys import digest_json
+
+    before = digest_json(
+        {"source": DIGEST, "ratio": "1:1", "focus": list(focus) if focus else None, "encoder": profile.encoder_settings}
+    )
+    assert (derivative_key(DIGEST, Ratio(1, 1), profile, focus) != before) is changed

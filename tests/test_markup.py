@@ -267,7 +267,7 @@ def test_the_manifest_lists_every_file_and_picture_of_each_pair(cli, odd_photos:
             assert (pair["files"], pair["srcset"], pair["picture"]) == ([], {}, None)
             continue
         (file,) = pair["files"]
-        assert set(file) == FILE_KEYS and file["format"] == "jpeg" and file["size"] is None
+        assert set(file) == FILE_KEYS and file["format"] == "jpeg" and file["size"] == 512
         on_disk = out_dir / file["path"]
         with Image.open(on_disk) as image:
             assert (image.format, image.size) == ("JPEG", (file["width"], file["height"]))

@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import BinaryIO
 
-from .settings import Profile, Ratio
+from .settings import ANALYSIS_REFERENCE_SIZE, Profile, Ratio
 
 
 def canonical_json(value: object) -> str:
@@ -42,11 +42,23 @@ def derivative_key(
     the same derivative asked for alone."""
     if not isinstance(profile.size, int) or not isinstance(profile.format, str):
         raise ValueError("a derivative key is for one size and one format: use profile.variant(size, fmt)")
+    encoder = profile.encoder_settings
+    if _framed_by_reference_analysis(profile, focus):
+        encoder = {**encoder, "analysis_size": ANALYSIS_REFERENCE_SIZE}
     return digest_json(
         {
             "source": source_digest,
             "ratio": str(ratio),
             "focus": list(focus) if focus is not None else None,
-            "encoder": profile.encoder_settings,
+            "encoder": encoder,
         }
     )
+
+
+def _framed_by_reference_analysis(profile: Profile, focus: tuple[float, float] | None) -> bool:
+    """The window of an analysed crop comes from the analysis of the reference size's decode
+    (:data:`~thumbctl.settings.ANALYSIS_REFERENCE_SIZE`); before sets of sizes, each size analysed
+    its own decode. At the reference size both are the same, so its key is unchanged; at any other
+    size the framing may differ by an analysis step, so the key says so and no object rendered the
+    old way is taken for one rendered now."""
+    return focus is None and profile.crop != "center" and profile.size != ANALYSIS_REFERENCE_SIZE

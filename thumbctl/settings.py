@@ -16,6 +16,9 @@ OUTPUT_FORMATS: dict[str, str] = {"jpeg": "jpg", "webp": "webp", "avif": "avif",
 CROP_POLICIES: dict[str, int] = {"smart": 3, "entropy": 3, "center": 1}
 #: Bumped whenever decoding, resampling or encoding changes output bytes.
 PIPELINE_VERSION = 4
+#: The output size whose decode the crop analysis of a source reads, whatever sizes are asked, so a
+#: source's window per ratio is chosen once and every size shows the same framing.
+ANALYSIS_REFERENCE_SIZE = 512
 
 MAX_RATIO_TERM = 10_000
 _RATIO_RE = re.compile(r"^\s*(\d+)\s*[:xX/]\s*(\d+)\s*$")

@@ -3,7 +3,8 @@
 Pure functions of bytes and settings; no ledger, no output folder.
 """
 
-from .crop import ANALYSIS_REFERENCE_SIZE, CropAnalysis, CropChoice, Geometry, decode_scale, focus_box, output_geometry
+from ..settings import ANALYSIS_REFERENCE_SIZE
+from .crop import CropAnalysis, CropChoice, Geometry, decode_scale, focus_box, output_geometry
 from .decode import DecodedSource, SourceDecoder, decode_source, flatten
 from .encode import ALPHA_FORMATS, SRGB_PROFILE, encode, resample, verify_output
 from .formats import (

@@ -29,11 +29,10 @@ from PIL import Image, ImageChops, ImageFilter
 from ..settings import Ratio
 
 ANALYSIS_SIZE = 256
-#: Crop analysis of every source runs on the decode a 512 px output (the default size) is made
-#: from, whatever sizes are asked: the window of a ratio is then one for every size (a 2x image
-#: shows the framing of its 1x), and an output of the default size keeps the window, so the
-#: bytes, it had when each size was analysed on its own decode.
-ANALYSIS_REFERENCE_SIZE = 512
+# Crop analysis of every source runs on the decode a 512 px output (the default size,
+# ANALYSIS_REFERENCE_SIZE in settings) is made from, whatever sizes are asked: the window of a ratio
+# is then one for every size (a 2x image shows the framing of its 1x), and an output of the default
+# size keeps the window, so the bytes, it had when each size was analysed on its own decode.
 ENTROPY_STEPS = 32
 #: Saliency channel weights: edges, saturation, skin.
 _WEIGHTS = (0.5, 0.25, 0.25)

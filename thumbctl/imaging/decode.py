@@ -165,7 +165,7 @@ class SourceDecoder:
 
     def analysis_copy(self, needed_scale: float) -> Image.Image:
         """The copy crop analysis runs on: the decode for ``needed_scale`` (a function of the
-        source alone, see :data:`~.crop.ANALYSIS_REFERENCE_SIZE`), upright and flattened; made once."""
+        source alone, see :data:`~thumbctl.settings.ANALYSIS_REFERENCE_SIZE`), upright and flattened; made once."""
         if self._analysis is None:
             self._analysis = self.decoded(needed_scale, keep_alpha=False).image
             if TRACE is not None:
