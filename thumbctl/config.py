@@ -122,6 +122,15 @@ def _path(raw: object) -> Path:
     raise SettingError(f"must be a path, got {raw!r}")
 
 
+def _name_template(raw: object) -> str:
+    from .naming import NameTemplateError, check_template  # light: no image code
+
+    try:
+        return check_template(_text(raw))
+    except NameTemplateError as exc:
+        raise SettingError(str(exc)) from None
+
+
 def _profile_field(name: str, convert: Callable[[object], Any]) -> Callable[[object], Any]:
     """Convert, then let :class:`Profile` check the value exactly as it checks a flag."""
 
@@ -172,6 +181,7 @@ KEYS: tuple[Key, ...] = (
     Key("crop", "--crop", _profile_field("crop", _text), lambda: _PROFILE.crop),
     Key("upscale", "--upscale", _switch, lambda: _PROFILE.upscale),
     Key("background", "--background", _profile_field("background", _text), lambda: _PROFILE.background),
+    Key("name", "--name", _name_template, lambda: None),
     Key("attempts", "--attempts", _whole_in(1, 100), lambda: _SUBMIT.max_attempts),
     Key("deadline", "--deadline", _seconds, lambda: _SUBMIT.deadline_seconds),
     Key("workers", "--workers", _whole_in(0), lambda: 0),
@@ -231,7 +241,7 @@ class Settings:
         names = ("max_pixels", "max_bytes", "max_items", "max_runnable", "queue_age_objective")
         return Limits(**{name: self[name] for name in names})
 
-    def submit_options(self, *, key: str | None, rules: ScanRules) -> SubmitOptions:
+    def submit_options(self, *, key: str | None, rules: ScanRules, overwrite: bool = False) -> SubmitOptions:
         return SubmitOptions(
             out_dir=self["out"],
             profile=self.render_profile(),
@@ -240,6 +250,8 @@ class Settings:
             key=key,
             max_attempts=self["attempts"],
             deadline_seconds=self["deadline"],
+            name_template=self["name"],
+            overwrite=overwrite,
         )
 
     def run_options(self) -> RunOptions:
@@ -275,7 +287,7 @@ def json_value(value: Any) -> Any:
 def display_value(name: str, value: Any) -> str:
     """A setting's value as a person would type it: ``1:1 4:3``, ``5m``, ``none``."""
     if value is None:
-        return "none"
+        return "{path}.{ratio}.{ext} ({size} added for several sizes)" if name == "name" else "none"
     if isinstance(value, bool):
         return "true" if value else "false"
     if name in DURATION_KEYS:

@@ -27,6 +27,7 @@ from .ledger import Ledger
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
 from .names import escaped_name
+from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
 from .options import SubmitOptions
 from .settings import Limits, Profile, Ratio, parse_ratio
 from .sources import Candidate, SourceFolder, SourceRoot, check_size, digest_bounded, scan_directory
@@ -109,8 +110,9 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     report = IntakeReport(sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped)
     _check_limits(entries, options.limits)
     inspections = _inspect_all(root, entries, options.limits, ledger, report)
-    items = _build_items(entries, inspections, options.profile, OutputLayout(str(out_dir)))
-    request = _canonical_request(root, out_dir, options.profile, entries, inspections)
+    template = options.name_template or default_template()
+    items = _build_items(entries, inspections, options.profile, OutputLayout(str(out_dir)), template)
+    request = _canonical_request(root, out_dir, options, entries, inspections)
     request_digest = digest_json(request)
     batch = NewBatch(
         idempotency_key=options.key or request_digest,
@@ -500,16 +502,40 @@ def _build_items(
     inspections: dict[str, Inspection],
     profile: Profile,
     layout: OutputLayout,
+    template: str,
 ) -> list[NewItem]:
     stems = friendly_stems([e.item_id for e in entries])
+    items = [
+        _new_item(entry, ratio, inspections[entry.item_id], profile, layout)
+        for entry in sorted(entries, key=lambda e: e.item_id)
+        for ratio in entry.ratios
+    ]
+    items = _named(items, stems, profile, layout, template)
     symlink_in = cache(partial(symlinked_folder, layout))
-    items = []
-    for entry in sorted(entries, key=lambda e: e.item_id):
-        inspection = inspections[entry.item_id]
-        for ratio in entry.ratios:
-            item = _new_item(entry, ratio, inspection, profile, layout, stems[entry.item_id])
-            items.append(_refused_if_through_symlink(item, layout, symlink_in))
-    return items
+    return [_refused_if_through_symlink(item, layout, symlink_in) for item in items]
+
+
+def _named(
+    items: list[NewItem], stems: dict[str, str], profile: Profile, layout: OutputLayout, template: str
+) -> list[NewItem]:
+    """Give every item that will be rendered its thumbnail's name from ``template``; a name that
+    is unsafe or that two items would share rejects the whole batch (65)."""
+    to_name = [item for item in items if item.state == "queued"]
+    try:
+        names = assign_names(template, [_named_item(item, stems[item.item_id], profile) for item in to_name])
+    except NameTemplateError as exc:
+        raise RejectedError(str(exc), code="bad_name") from None
+    paths = {id(item): f"{layout.root}/{name}" for item, name in zip(to_name, names, strict=True)}
+    return [replace(item, friendly_path=paths[id(item)]) if id(item) in paths else item for item in items]
+
+
+def _named_item(item: NewItem, path: str, profile: Profile) -> NamedItem:
+    """The name fields of a queued item: the produced size as the worker computes it, from the
+    upright size the source's header gave and the no-upscale rule."""
+    ratio = parse_ratio(item.ratio)
+    geometry = output_geometry(item.source_width or 1, item.source_height or 1, ratio, profile.size, profile.upscale)
+    fields = NameFields(path, ratio.slug, profile.size, geometry.out_w, geometry.out_h, profile.extension)
+    return NamedItem(f"{item.item_id} ({item.ratio})", fields)
 
 
 def _refused_if_through_symlink(
@@ -533,7 +559,6 @@ def _new_item(
     inspection: Inspection,
     profile: Profile,
     layout: OutputLayout,
-    stem: str,
 ) -> NewItem:
     common = {"item_id": entry.item_id, "ratio": str(ratio), "focus": entry.focus}
     if inspection.failure is not None or inspection.info is None:
@@ -557,7 +582,6 @@ def _new_item(
         source_height=info.height,
         derivative_key=key,
         object_path=layout.object_path(key, profile.extension),
-        friendly_path=layout.friendly_path(stem, ratio, profile.extension),
     )
 
 
@@ -574,7 +598,7 @@ def _object_is_valid(item: NewItem, profile: Profile) -> bool:
 def _canonical_request(
     root: Path,
     out_dir: Path,
-    profile: Profile,
+    options: SubmitOptions,
     entries: list[SourceEntry],
     inspections: dict[str, Inspection],
 ) -> dict[str, object]:
@@ -595,6 +619,19 @@ def _canonical_request(
     return {
         "root": str(root),
         "out": str(out_dir),
-        "profile": {"ratios": [str(r) for r in profile.ratios], **profile.encoder_settings},
+        "profile": {"ratios": [str(r) for r in options.profile.ratios], **options.profile.encoder_settings}
+        | _naming_settings(options),
         "items": items,
     }
+
+
+def _naming_settings(options: SubmitOptions) -> dict[str, object]:
+    """How the batch names its thumbnails, in its profile only when it differs from the default, so
+    the request (and the key derived from it) of a submission without ``--name``/``--overwrite``
+    stays what it always was. The worker reads ``overwrite`` from the batch's profile."""
+    settings: dict[str, object] = {}
+    if options.name_template is not None and options.name_template != default_template():
+        settings["name"] = options.name_template
+    if options.overwrite:
+        settings["overwrite"] = True
+    return settings
