@@ -35,11 +35,14 @@ from .store import (
     OutputLayout,
     UnsafeItemId,
     check_item_id,
+    checked_folder,
     friendly_stems,
     is_plain_file,
-    link_friendly,
     looks_like_output_folder,
+    name_outcome,
+    open_folder,
     probe_writable,
+    publish_name,
     resolve_out_dir,
     symlinked_folder,
     write_batch_manifest,
@@ -146,8 +149,10 @@ def submit(
     """
 
     new = prepared.batch
+    overwrite = bool(new.profile.get("overwrite", False))
     if ledger.batch_for_key(new.idempotency_key) is None:  # a replay does no image work at all
-        new = with_reused_outputs(new, prepared.profile)
+        name_usable = partial(_name_usable, ledger, OutputLayout(new.out_dir), overwrite)
+        new = with_reused_outputs(new, prepared.profile, name_usable)
 
     def attempt() -> BatchView:
         return ledger.accept_batch(new, limits, still_present=is_plain_file)
@@ -158,24 +163,47 @@ def submit(
         batch = attempt()
     if batch.replayed:
         batch = _restore_missing_outputs(batch, ledger, prepared.report)
-    prepared.report.unlinked_names = _link_owned_names(batch, ledger, prepared.report)
+    prepared.report.unlinked_names = _link_owned_names(batch, ledger, prepared.report, overwrite)
     if batch.is_terminal and not (batch.replayed and os.path.exists(batch.manifest_path)):
         write_batch_manifest(batch, ledger.items(batch.batch_id))
     return batch
 
 
-def with_reused_outputs(new: NewBatch, profile: Profile) -> NewBatch:
+def with_reused_outputs(
+    new: NewBatch, profile: Profile, name_usable: Callable[[NewItem], bool] = lambda item: True
+) -> NewBatch:
     """Mark queued items whose object an earlier run already made as ``succeeded`` (dedup).
 
-    The object must be there with the right media type and dimensions (from its header).
+    The object must be there with the right media type and dimensions (from its header), and
+    the item's name free or thumbctl's (``name_usable``): an item whose name holds a file
+    thumbctl did not publish stays queued, so its worker decides (``name_taken``) in the
+    publish transaction.
     """
     items = tuple(
         replace(item, state="succeeded", dedup=True)
-        if item.state == "queued" and _object_is_valid(item, profile)
+        if item.state == "queued" and _object_is_valid(item, profile) and name_usable(item)
         else item
         for item in new.items
     )
     return replace(new, items=items)
+
+
+def _name_usable(ledger: Ledger, layout: OutputLayout, overwrite: bool, item: NewItem) -> bool:
+    """Whether publishing ``item`` at its name would not fail ``name_taken`` (as things stand now)."""
+    if item.friendly_path is None or item.object_path is None:
+        return False
+    folder, name = os.path.split(item.friendly_path)
+    try:
+        if not checked_folder(layout, folder, create=False):
+            return True
+        with open_folder(layout.root, folder) as dest:
+            ours = [item.object_path]
+            earlier = partial(ledger.objects_published_at, item.friendly_path)
+            content = partial(Path(item.object_path).read_bytes)
+            name_outcome(layout, dest, name, item.friendly_path, None, lambda: ours + earlier(), overwrite, content)
+    except (ItemFailure, OSError):
+        return False
+    return True
 
 
 def _restore_missing_outputs(batch: BatchView, ledger: Ledger, report: IntakeReport) -> BatchView:
@@ -185,7 +213,7 @@ def _restore_missing_outputs(batch: BatchView, ledger: Ledger, report: IntakeRep
     return replace(ledger.batch(batch.batch_id), replayed=True) if report.restored_outputs else batch
 
 
-def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport) -> list[str]:
+def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, overwrite: bool) -> list[str]:
     """Point every friendly name the batch owns (it holds the newest success to claim it)
     at the batch's object, as a render would; returns one line per name that failed.
 
@@ -193,7 +221,8 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport) ->
     at their names; on a replay it finishes what an interrupted submit left undone, and
     counts the names a later batch took (``report.names_taken_by_newer``). A name a later
     batch took is left to that batch. Names that fail stay for ``reconcile --repair``,
-    which relinks them.
+    which relinks them. A file thumbctl did not publish at a name is left as it is (unless
+    ``overwrite``) and reported as one of those lines.
     """
     if not batch.counts["succeeded"]:
         return []
@@ -203,8 +232,11 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport) ->
         report.names_taken_by_newer = batch.counts["succeeded"] - len(owned)
     failures = []
     for object_path, friendly_path in owned:
+        earlier = partial(ledger.objects_published_at, friendly_path)
         try:
-            link_friendly(layout, object_path, friendly_path)
+            publish_name(layout, object_path, friendly_path, earlier_objects=earlier, overwrite=overwrite)
+        except ItemFailure as failure:
+            failures.append(failure.detail)
         except OSError as exc:
             failures.append(f"{friendly_path}: {exc.strerror or exc}")
     return failures

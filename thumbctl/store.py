@@ -546,7 +546,7 @@ def link_friendly(layout: OutputLayout, object_path: str, friendly_path: str) ->
 
 
 #: What :func:`publish_name` did at a thumbnail's name.
-NAME_OUTCOMES = ("created", "unchanged", "replaced", "overwritten")
+NAME_OUTCOMES = ("created", "unchanged", "relinked", "replaced", "overwritten")
 
 
 def publish_name(
@@ -561,7 +561,8 @@ def publish_name(
 
     Returns ``created`` (nothing was there: the link is made with a create-if-absent ``link()``,
     so a file that appears meanwhile is never replaced), ``unchanged`` (the name is this object
-    already), ``replaced`` (it was the thumbnail of another object thumbctl published there:
+    already), ``relinked`` (a file with the object's very bytes, such as the name of an object
+    that was deleted and rendered again), ``replaced`` (it was the thumbnail of another object thumbctl published there:
     one of ``earlier_objects()``, the objects of the succeeded items that recorded this name,
     asked only then) or ``overwritten`` (anything else, with ``overwrite``). Without
     ``overwrite`` such a file (or symlink, or folder) is left as it is and ItemFailure
@@ -577,8 +578,9 @@ def publish_name(
         with open_folder(layout.root, folder, create=True) as dest, open_folder(
             layout.root, layout.tmp_dir, create=True
         ) as tmp:
+            content = functools.partial(_read_all, shard, object_name)
             for _ in range(3):
-                outcome = name_outcome(layout, dest, name, friendly_path, target, earlier_objects, overwrite)
+                outcome = name_outcome(layout, dest, name, friendly_path, target, earlier_objects, overwrite, content)
                 if outcome == "unchanged":
                     return outcome
                 if _link_name(tmp, shard, object_name, dest, name, target, object_path, layout.root, outcome):
@@ -594,15 +596,19 @@ def name_outcome(
     target: os.stat_result | None,
     earlier_objects: Callable[[], Iterable[str]],
     overwrite: bool,
+    content: Callable[[], bytes],
 ) -> str:
     """What publishing at ``name`` (in the folder ``dest``) would do: see :func:`publish_name`.
-    ``target`` is the object's status, None before it exists. Raises ItemFailure ``name_taken``."""
+    ``target`` is the object's status, None before it exists; ``content()`` its bytes.
+    Raises ItemFailure ``name_taken``."""
     try:
         existing = os.stat(name, dir_fd=dest, follow_symlinks=False)
     except FileNotFoundError:
         return "created"
     if target is not None and _same_inode_as(existing, target):
         return "unchanged"
+    if stat.S_ISREG(existing.st_mode) and _holds(dest, name, existing, content):
+        return "relinked"
     if stat.S_ISREG(existing.st_mode) and any(
         _is_file(layout, path, existing) for path in earlier_objects() if path
     ):
@@ -642,6 +648,28 @@ def _link_name(
         return False
     finally:
         _unlink_quietly(tmp, staging)
+
+
+def _holds(folder: int, name: str, info: os.stat_result, content: Callable[[], bytes]) -> bool:
+    """Whether the regular file ``name`` (status ``info``) holds exactly ``content()``."""
+    expected = content()
+    if info.st_size != len(expected):
+        return False
+    fd = _open_file(folder, name)
+    if fd is None:
+        return False
+    try:
+        return os.fstat(fd).st_size == len(expected) and os.pread(fd, len(expected) + 1, 0) == expected
+    finally:
+        os.close(fd)
+
+
+def _read_all(folder: int, name: str) -> bytes:
+    fd = _open_file(folder, name)
+    if fd is None:
+        return b""
+    with os.fdopen(fd, "rb") as stream:
+        return stream.read()
 
 
 def _same_inode_as(info: os.stat_result, target: os.stat_result) -> bool:

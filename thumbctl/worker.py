@@ -523,11 +523,11 @@ class ClaimRun:
 
         def effect() -> str | None:
             path = next(temps, None) or write_temp(self.layout, data, self.extension)
-            return self._publish_effect(path, item, result)
+            return self._publish_effect(path, item, result, data)
 
         return effect
 
-    def _publish_effect(self, temp: str, item: ClaimedItem, result: dict[str, Any]) -> str | None:
+    def _publish_effect(self, temp: str, item: ClaimedItem, result: dict[str, Any], data: bytes) -> str | None:
         """Runs inside the ledger's publish transaction, before the result is stored, so the
         link time is added to the result's timings (the temp write and verification are already
         in it) and a name taken over is marked in it (``name_replaced``, ``name_overwritten``).
@@ -538,7 +538,7 @@ class ClaimRun:
         timings = result["timings"]
         geometry = self.geometries[item.row]
         earlier = functools.partial(self.ledger.objects_published_at, item.friendly_path)
-        self._check_name(item, earlier)
+        self._check_name(item, earlier, data)
         published = publish_object(
             self.layout,
             temp,
@@ -555,7 +555,7 @@ class ClaimRun:
         return published.note
 
 
-    def _check_name(self, item: ClaimedItem, earlier: Callable[[], list[str]]) -> None:
+    def _check_name(self, item: ClaimedItem, earlier: Callable[[], list[str]], data: bytes) -> None:
         """Raise ItemFailure ``name_taken`` when the item's name holds a file thumbctl did not publish
         (its own object, linked by an attempt that died before its commit, is thumbctl's too)."""
         folder, name = os.path.split(item.friendly_path)
@@ -563,7 +563,8 @@ class ClaimRun:
             return
         with open_folder(self.layout.root, folder) as dest:
             ours = [item.object_path]
-            name_outcome(self.layout, dest, name, item.friendly_path, None, lambda: ours + earlier(), overwrite=False)
+            path = item.friendly_path
+            name_outcome(self.layout, dest, name, path, None, lambda: ours + earlier(), False, lambda: data)
 
 
 def read_verified_source(root: str, path: str, digest: str, max_bytes: int) -> bytes:
