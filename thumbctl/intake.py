@@ -197,10 +197,10 @@ def _name_usable(ledger: Ledger, layout: OutputLayout, overwrite: bool, item: Ne
         if not checked_folder(layout, folder, create=False):
             return True
         with open_folder(layout.root, folder) as dest:
-            ours = [item.object_path]
             earlier = partial(ledger.objects_published_at, item.friendly_path)
             content = partial(Path(item.object_path).read_bytes)
-            name_outcome(layout, dest, name, item.friendly_path, None, lambda: ours + earlier(), overwrite, content)
+            own = [item.object_path]
+            name_outcome(layout, dest, name, item.friendly_path, None, earlier, overwrite, content, own=own)
     except (ItemFailure, OSError):
         return False
     return True

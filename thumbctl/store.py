@@ -556,6 +556,7 @@ def publish_name(
     *,
     earlier_objects: Callable[[], Iterable[str]],
     overwrite: bool,
+    approved: tuple[str, os.stat_result] | None = None,
 ) -> str:
     """Point the thumbnail's name at its object, never over a file thumbctl did not publish.
 
@@ -566,8 +567,11 @@ def publish_name(
     one of ``earlier_objects()``, the objects of the succeeded items that recorded this name,
     asked only then) or ``overwritten`` (anything else, with ``overwrite``). Without
     ``overwrite`` such a file (or symlink, or folder) is left as it is and ItemFailure
-    ``name_taken`` is raised. Thumbnails are hard links today: a file is an object's when it is
-    the same inode. Everything goes through folder descriptors; no symlink is followed.
+    ``name_taken`` is raised. ``approved`` is what :func:`name_outcome` decided before the object
+    was stored (an outcome and the file it saw): while that very file is at the name, the
+    decision stands (storing the object may have replaced the damaged object it was a link of).
+    Thumbnails are hard links today: a file is an object's when it is the same inode.
+    Everything goes through folder descriptors; no symlink is followed.
     """
     shard_dir, object_name = os.path.split(object_path)
     folder, name = os.path.split(friendly_path)
@@ -580,7 +584,9 @@ def publish_name(
         ) as tmp:
             content = functools.partial(_read_all, shard, object_name)
             for _ in range(3):
-                outcome = name_outcome(layout, dest, name, friendly_path, target, earlier_objects, overwrite, content)
+                outcome, _ = name_outcome(
+                    layout, dest, name, friendly_path, target, earlier_objects, overwrite, content, approved=approved
+                )
                 if outcome == "unchanged":
                     return outcome
                 if _link_name(tmp, shard, object_name, dest, name, target, object_path, layout.root, outcome):
@@ -597,24 +603,31 @@ def name_outcome(
     earlier_objects: Callable[[], Iterable[str]],
     overwrite: bool,
     content: Callable[[], bytes],
-) -> str:
-    """What publishing at ``name`` (in the folder ``dest``) would do: see :func:`publish_name`.
-    ``target`` is the object's status, None before it exists; ``content()`` its bytes.
+    own: Iterable[str] = (),
+    approved: tuple[str, os.stat_result] | None = None,
+) -> tuple[str, os.stat_result | None]:
+    """What publishing at ``name`` (in the folder ``dest``) would do (see :func:`publish_name`),
+    and the status of the file it judged (None when the name is free). ``target`` is the
+    object's status, None before it exists; ``content()`` its bytes; ``own`` the item's own
+    object path (a file that is it, such as a damaged object about to be rendered again, is
+    relinked, not counted); ``approved`` an earlier decision that stands while its file is there.
     Raises ItemFailure ``name_taken``."""
     try:
         existing = os.stat(name, dir_fd=dest, follow_symlinks=False)
     except FileNotFoundError:
-        return "created"
+        return "created", None
     if target is not None and _same_inode_as(existing, target):
-        return "unchanged"
-    if stat.S_ISREG(existing.st_mode) and _holds(dest, name, existing, content):
-        return "relinked"
-    if stat.S_ISREG(existing.st_mode) and any(
-        _is_file(layout, path, existing) for path in earlier_objects() if path
+        return "unchanged", existing
+    if approved is not None and _same_inode_as(existing, approved[1]):
+        return approved[0], existing
+    if stat.S_ISREG(existing.st_mode) and (
+        _holds(dest, name, existing, content) or any(_is_file(layout, path, existing) for path in own)
     ):
-        return "replaced"
+        return "relinked", existing
+    if stat.S_ISREG(existing.st_mode) and any(_is_file(layout, path, existing) for path in earlier_objects() if path):
+        return "replaced", existing
     if overwrite:
-        return "overwritten"
+        return "overwritten", existing
     raise ItemFailure(
         "name_taken",
         f"{friendly_path} is a file thumbctl did not publish; it is left as it is (--overwrite replaces it)",

@@ -538,7 +538,7 @@ class ClaimRun:
         timings = result["timings"]
         geometry = self.geometries[item.row]
         earlier = functools.partial(self.ledger.objects_published_at, item.friendly_path)
-        self._check_name(item, earlier, data)
+        approved = self._check_name(item, earlier, data)
         published = publish_object(
             self.layout,
             temp,
@@ -547,7 +547,12 @@ class ClaimRun:
         )
         self.faults.hit("after_link")
         named = publish_name(
-            self.layout, item.object_path, item.friendly_path, earlier_objects=earlier, overwrite=self.overwrite
+            self.layout,
+            item.object_path,
+            item.friendly_path,
+            earlier_objects=earlier,
+            overwrite=self.overwrite,
+            approved=approved,
         )
         if named in ("replaced", "overwritten"):
             result[f"name_{named}"] = True
@@ -555,16 +560,28 @@ class ClaimRun:
         return published.note
 
 
-    def _check_name(self, item: ClaimedItem, earlier: Callable[[], list[str]], data: bytes) -> None:
-        """Raise ItemFailure ``name_taken`` when the item's name holds a file thumbctl did not publish
-        (its own object, linked by an attempt that died before its commit, is thumbctl's too)."""
+    def _check_name(
+        self, item: ClaimedItem, earlier: Callable[[], list[str]], data: bytes
+    ) -> tuple[str, os.stat_result] | None:
+        """Decide, before the object is stored, what publishing at the item's name will do: raise
+        ItemFailure ``name_taken`` for a file thumbctl did not publish (without ``--overwrite``);
+        return the decision and the file it judged, for :func:`publish_name` (None: a free name)."""
         folder, name = os.path.split(item.friendly_path)
-        if self.overwrite or not checked_folder(self.layout, folder, create=False):
-            return
+        if not checked_folder(self.layout, folder, create=False):
+            return None
         with open_folder(self.layout.root, folder) as dest:
-            ours = [item.object_path]
-            path = item.friendly_path
-            name_outcome(self.layout, dest, name, path, None, lambda: ours + earlier(), False, lambda: data)
+            outcome, seen = name_outcome(
+                self.layout,
+                dest,
+                name,
+                item.friendly_path,
+                None,
+                earlier,
+                self.overwrite,
+                lambda: data,
+                own=[item.object_path],
+            )
+        return None if seen is None else (outcome, seen)
 
 
 def read_verified_source(root: str, path: str, digest: str, max_bytes: int) -> bytes:
