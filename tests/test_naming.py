@@ -21,7 +21,17 @@ from support import make_image
 
 @pytest.fixture
 def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("THUMBCTL_DB", str(tmp_path / "ledger.db"))
+    return cli_on(str(tmp_path / "ledger.db"), monkeypatch)
+
+
+@pytest.fixture
+def cli_both(ledger_url: str, monkeypatch: pytest.MonkeyPatch):
+    """The CLI on a fresh ledger of each backend."""
+    return cli_on(ledger_url, monkeypatch)
+
+
+def cli_on(db: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("THUMBCTL_DB", db)
     monkeypatch.delenv("THUMBCTL_OUT", raising=False)
     monkeypatch.delenv("THUMBCTL_NAME", raising=False)
     runner = CliRunner()
@@ -179,8 +189,9 @@ def sha(path: Path) -> str:
 
 @pytest.mark.parametrize("what", ["file", "symlink"])
 def test_a_file_thumbctl_did_not_publish_fails_the_item_name_taken_and_is_left_alone(
-    cli, photos: Path, out_dir: Path, tmp_path: Path, what: str
+    cli_both, photos: Path, out_dir: Path, tmp_path: Path, what: str
 ) -> None:
+    cli = cli_both
     mine = out_dir / "garden.1x1.jpg"
     out_dir.mkdir()
     if what == "file":
@@ -223,7 +234,10 @@ def test_overwrite_replaces_a_file_thumbctl_did_not_publish_and_counts_it(cli, p
         assert image.size == (200, 200)
 
 
-def test_a_later_batch_replaces_an_earlier_batchs_thumbnail_and_counts_it(cli, photos: Path, out_dir: Path) -> None:
+def test_a_later_batch_replaces_an_earlier_batchs_thumbnail_and_counts_it(
+    cli_both, photos: Path, out_dir: Path
+) -> None:
+    cli = cli_both
     first, big = submit(cli, photos, out_dir, "-r", "1:1", "--size", "128")
     assert first.exit_code == 0 and big["replaced"] == 0
     second = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--size", "64")
