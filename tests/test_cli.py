@@ -825,7 +825,12 @@ def test_a_submit_that_reuses_outputs_takes_their_friendly_names_back(cli, tmp_p
     )
 
 
-def test_a_friendly_name_that_cannot_be_linked_is_one_warning_line(cli, tmp_path: Path, out_dir: Path) -> None:
+NOT_PUBLISHED = "is a file thumbctl did not publish; it is left as it is (--overwrite replaces it)"
+
+
+def test_a_folder_at_a_thumbnails_name_fails_that_item_name_taken_until_it_is_gone(
+    cli, tmp_path: Path, out_dir: Path
+) -> None:
     source = tmp_path / "src"
     make_image(source / "Portrait_0.jpg", (600, 800), "JPEG", seed=3)
     assert reused_submit(cli, source, out_dir, "--size", "512").exit_code == 0
@@ -834,15 +839,14 @@ def test_a_friendly_name_that_cannot_be_linked_is_one_warning_line(cli, tmp_path
     blocked.unlink()
     (blocked / "inside").mkdir(parents=True)
     result = reused_submit(cli, source, out_dir, "--size", "512", "--key", "again")
-    assert result.exit_code == 0 and json.loads(result.stdout)["state"] == "succeeded"
-    assert result.stderr.splitlines() == [
-        f"warning [friendly_link_failed] 1 friendly name could not be pointed at the batch's outputs "
-        f"(first: {blocked}: Is a directory); `thumbctl reconcile --repair` relinks them (one whose object is "
-        "gone is queued again instead: then run `thumbctl work`)"
+    batch = json.loads(result.stdout)
+    assert (result.exit_code, batch["state"], batch["counts"]["failed"]) == (1, "failed", 1)
+    assert [(f["ratio"], f["error_code"], f["detail"]) for f in batch["failures"]] == [
+        ("1:1", "name_taken", f"{blocked} {NOT_PUBLISHED}")
     ]
-    assert cli("reconcile").exit_code == 1
+    assert (blocked / "inside").is_dir()
     shutil.rmtree(blocked)
-    assert cli("reconcile", "--repair").exit_code == 0 and cli("reconcile").exit_code == 0
+    assert cli("retry", batch["batch_id"], "-q").exit_code == 0
     with Image.open(blocked) as image:
         assert image.size == (512, 512)
 

@@ -58,6 +58,8 @@ PRECEDENCE = [
     ("crop", "crop", "center", "entropy", '"center"', "center", "entropy", "center", "smart"),
     ("upscale", "upscale", True, "no", "true", True, False, True, False),
     ("background", "background", "#000000", "#111111", '"#222222"', "#000000", "#111111", "#222222", "#ffffff"),
+    ("name", "name", "{stem}.{ext}", "{path}-{size}.{ext}", '"{ratio}/{path}.{ext}"')
+    + ("{stem}.{ext}", "{path}-{size}.{ext}", "{ratio}/{path}.{ext}", None),
     ("attempts", "attempts", 5, "6", "7", 5, 6, 7, 3),
     ("deadline", "deadline", "30m", "1h", '"2h"', 1800.0, 3600.0, 7200.0, None),
     ("workers", "workers", 1, "2", "3", 1, 2, 3, 0),
@@ -234,7 +236,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 ALLOWED = (
-    "out, ratios, size, format, quality, crop, upscale, background, attempts, deadline, workers, "
+    "out, ratios, size, format, quality, crop, upscale, background, name, attempts, deadline, workers, "
     "item_timeout, max_pixels, max_bytes, max_items, max_runnable, queue_age_objective"
 )
 
@@ -354,6 +356,7 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "crop": {"value": "smart", "source": "default"},
             "upscale": {"value": False, "source": "default"},
             "background": {"value": "#ffffff", "source": "default"},
+            "name": {"value": None, "source": "default"},
             "attempts": {"value": 3, "source": "default"},
             "deadline": {"value": None, "source": "default"},
             "workers": {"value": 2, "source": defaults},

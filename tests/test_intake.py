@@ -18,7 +18,7 @@ from thumbctl.admission import retry_unavailable
 from thumbctl.errors import AdmissionRefused, Interrupted, ItemFailure, UsageError
 from thumbctl.faults import Faults
 from thumbctl.intake import inspect_source, prepare_submission, submit
-from thumbctl.reconcile import collect_garbage, find_problems, reconcile
+from thumbctl.reconcile import collect_garbage, find_problems
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
 from thumbctl.sources import SourceFolder
@@ -700,12 +700,19 @@ def render_at_another_size(ledger: Ledger, photos: Path, out_dir: Path) -> None:
 
 
 def put_foreign_files_at_the_names(ledger: Ledger, photos: Path, out_dir: Path) -> None:
-    for name in out_dir.glob("*.1x1.jpg"):
+    for name in out_dir.rglob("*.1x1.jpg"):
+        if "objects" in name.parts:
+            continue
         name.unlink()
         make_image(name, (10, 10), "JPEG", seed=5)
 
 
-@pytest.mark.parametrize("stale", [render_at_another_size, put_foreign_files_at_the_names])
+def remove_the_names(ledger: Ledger, photos: Path, out_dir: Path) -> None:
+    for name in out_dir.rglob("*.1x1.jpg"):
+        name.unlink()
+
+
+@pytest.mark.parametrize("stale", [render_at_another_size, remove_the_names])
 def test_reused_outputs_take_their_friendly_names_back(ledger: Ledger, photos: Path, out_dir: Path, stale) -> None:
     first, _ = rendered(ledger, photos, out_dir, 512)
     stale(ledger, photos, out_dir)
@@ -716,6 +723,29 @@ def test_reused_outputs_take_their_friendly_names_back(ledger: Ledger, photos: P
     assert find_problems(ledger) == []
 
 
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_reused_outputs_leave_files_thumbctl_did_not_publish_alone(
+    ledger: Ledger, photos: Path, out_dir: Path, overwrite: bool
+) -> None:
+    rendered(ledger, photos, out_dir, 512)
+    put_foreign_files_at_the_names(ledger, photos, out_dir)
+    before = tree_snapshot(out_dir)
+    profile = Profile(ratios=(Ratio(1, 1),), size=512)
+    again, _ = run(ledger, photos, out_dir, profile=profile, key="again", overwrite=overwrite)
+    if overwrite:  # reused, and their names taken back at acceptance
+        assert (again.state, again.counts["succeeded"]) == ("succeeded", 4)
+        assert names_point_at(ledger, again.batch_id)
+        return
+    assert again.counts["queued"] == 4  # not reused: the worker decides, in the publish transaction
+    work(ledger)
+    done = ledger.batch(again.batch_id)
+    assert (done.state, done.counts["failed"]) == ("failed", 4)
+    assert {f.error_code for f in done.failures} == {"name_taken"}
+    assert all(f.detail.startswith(str(out_dir)) for f in done.failures)
+    names = {p: v for p, v in tree_snapshot(out_dir).items() if p.endswith(".1x1.jpg")}
+    assert names == {p: v for p, v in before.items() if p.endswith(".1x1.jpg")}
+
+
 def test_a_replay_relinks_only_the_names_its_batch_still_owns(ledger: Ledger, photos: Path, out_dir: Path) -> None:
     big, _ = rendered(ledger, photos, out_dir, 512)
     small, _ = rendered(ledger, photos, out_dir, 256)
@@ -723,32 +753,25 @@ def test_a_replay_relinks_only_the_names_its_batch_still_owns(ledger: Ledger, ph
     assert replay.batch_id == big.batch_id and prepared.report.unlinked_names == []
     assert names_point_at(ledger, small.batch_id)  # the newer batch keeps the names
     reused, _ = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
-    put_foreign_files_at_the_names(ledger, photos, out_dir)  # as if the submit stopped before linking
+    remove_the_names(ledger, photos, out_dir)  # as if the submit stopped before linking
     replay, prepared = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
     assert replay.replayed and replay.batch_id == reused.batch_id
     assert names_point_at(ledger, reused.batch_id) and find_problems(ledger) == []
 
 
-def test_a_name_that_cannot_be_linked_is_reported_and_left_to_reconcile(
-    ledger: Ledger, photos: Path, out_dir: Path
-) -> None:
+def test_a_folder_at_a_reused_items_name_leaves_it_to_the_worker(ledger: Ledger, photos: Path, out_dir: Path) -> None:
     rendered(ledger, photos, out_dir, 512)
-    rendered(ledger, photos, out_dir, 256)
+    small, _ = rendered(ledger, photos, out_dir, 256)
     blocked = out_dir / "coffee.1x1.jpg"
     blocked.unlink()
-    (blocked / "inside").mkdir(parents=True)  # os.replace cannot put a file over a folder that holds something
+    (blocked / "inside").mkdir(parents=True)
     again, prepared = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
-    assert again.state == "succeeded"
-    assert prepared.report.unlinked_names == [f"{blocked}: Is a directory"]
-    found = reconcile(ledger)
-    assert [(f.kind, f.batch_id, f.item_id) for f in found.findings] == [
-        ("friendly_link_wrong", again.batch_id, "coffee.png")
-    ]
-    (blocked / "inside").rmdir()
-    blocked.rmdir()
-    fixed = reconcile(ledger, repair=True)
-    assert [(f.kind, f.repaired) for f in fixed.findings] == [("friendly_link_missing", True)] and fixed.clean
-    assert names_point_at(ledger, again.batch_id)
+    assert (again.counts["succeeded"], again.counts["queued"]) == (3, 1) and prepared.report.unlinked_names == []
+    work(ledger)
+    done = ledger.batch(again.batch_id)
+    assert [(f.item_id, f.error_code) for f in done.failures] == [("coffee.png", "name_taken")]
+    assert (blocked / "inside").is_dir()  # reconcile reports it against the batch that wrote the name last
+    assert [(f.kind, f.batch_id) for f in find_problems(ledger)] == [("friendly_link_wrong", small.batch_id)]
 
 
 def test_an_object_gc_removes_between_the_reuse_check_and_acceptance_is_rendered_again(

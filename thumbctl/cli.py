@@ -112,6 +112,21 @@ UpscaleOption = Annotated[
     bool, _setting("--upscale/--no-upscale", help="Allow outputs larger than the source crop.", show_default=False)
 ]
 BackgroundOption = Annotated[str | None, _setting("--background", help="Colour to flatten transparency onto, #rrggbb.")]
+NameOption = Annotated[
+    str | None,
+    _setting(
+        "--name",
+        metavar="TEMPLATE",
+        help="Thumbnail names in OUT, from the fields {path} {stem} {ratio} {size} {width} {height} {ext}.",
+    ),
+]
+OverwriteOption = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="Replace a file at a thumbnail's name that thumbctl did not publish (else the item fails name_taken).",
+    ),
+]
 AttemptsOption = Annotated[
     int | None, _setting("--attempts", min=1, max=100, help="Attempts per item before it fails.")
 ]
@@ -341,6 +356,8 @@ def submit_command(
     crop: CropOption = None,
     upscale: UpscaleOption = False,
     background: BackgroundOption = None,
+    name: NameOption = None,
+    overwrite: OverwriteOption = False,
     profile: ProfileOption = None,
     key: Annotated[str | None, typer.Option(help="Idempotency key. Default: derived from the request digest.")] = None,
     include: Annotated[
@@ -380,7 +397,7 @@ def submit_command(
         settings = _settings(ctx)
         source_path = _source_path(source)
         rules = ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ()))
-        options = settings.submit_options(key=key, rules=rules)
+        options = settings.submit_options(key=key, rules=rules, overwrite=overwrite)
         run_options = settings.run_options()
         wait = _parsed(parse_duration, admission_wait, "--admission-wait")
         db_path = settings.ledger_path
@@ -639,6 +656,7 @@ def config_command(
     crop: CropOption = None,
     upscale: UpscaleOption = False,
     background: BackgroundOption = None,
+    name: NameOption = None,
     attempts: AttemptsOption = None,
     deadline: DeadlineOption = None,
     workers: WorkersOption = None,

@@ -135,6 +135,15 @@ def _profile_list(name: str, convert: Callable[[object], Any]) -> Callable[[obje
     return parse
 
 
+def _name_template(raw: object) -> str:
+    from .naming import NameTemplateError, check_template  # light: no image code
+
+    try:
+        return check_template(_text(raw))
+    except NameTemplateError as exc:
+        raise SettingError(str(exc)) from None
+
+
 def _profile_field(name: str, convert: Callable[[object], Any]) -> Callable[[object], Any]:
     """Convert, then let :class:`Profile` check the value exactly as it checks a flag."""
 
@@ -185,6 +194,7 @@ KEYS: tuple[Key, ...] = (
     Key("crop", "--crop", _profile_field("crop", _text), lambda: _PROFILE.crop),
     Key("upscale", "--upscale", _switch, lambda: _PROFILE.upscale),
     Key("background", "--background", _profile_field("background", _text), lambda: _PROFILE.background),
+    Key("name", "--name", _name_template, lambda: None),
     Key("attempts", "--attempts", _whole_in(1, 100), lambda: _SUBMIT.max_attempts),
     Key("deadline", "--deadline", _seconds, lambda: _SUBMIT.deadline_seconds),
     Key("workers", "--workers", _whole_in(0), lambda: 0),
@@ -246,7 +256,7 @@ class Settings:
         names = ("max_pixels", "max_bytes", "max_items", "max_runnable", "queue_age_objective")
         return Limits(**{name: self[name] for name in names})
 
-    def submit_options(self, *, key: str | None, rules: ScanRules) -> SubmitOptions:
+    def submit_options(self, *, key: str | None, rules: ScanRules, overwrite: bool = False) -> SubmitOptions:
         return SubmitOptions(
             out_dir=self["out"],
             profile=self.render_profile(),
@@ -255,6 +265,8 @@ class Settings:
             key=key,
             max_attempts=self["attempts"],
             deadline_seconds=self["deadline"],
+            name_template=self["name"],
+            overwrite=overwrite,
         )
 
     def run_options(self) -> RunOptions:
@@ -290,7 +302,7 @@ def json_value(value: Any) -> Any:
 def display_value(name: str, value: Any) -> str:
     """A setting's value as a person would type it: ``1:1 4:3``, ``5m``, ``none``."""
     if value is None:
-        return "none"
+        return "{path}.{ratio}.{ext} ({size} added for several sizes)" if name == "name" else "none"
     if isinstance(value, bool):
         return "true" if value else "false"
     if name in DURATION_KEYS:

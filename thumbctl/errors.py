@@ -247,6 +247,10 @@ ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
         "or an output would be written through a symlink in OUT (or above it, swapped in after submit)",
     ),
     "unsafe_name": (False, "the file name cannot be an item id (not UTF-8, control characters, a backslash, too long)"),
+    "name_taken": (
+        False,
+        "a file thumbctl did not publish is at the thumbnail's name; it is left as it is (--overwrite replaces it)",
+    ),
     "worker_crashed": (True, "the worker died while rendering this item"),
     "timeout": (False, "the decode of the source or one render took longer than --item-timeout"),
     "deadline_exceeded": (False, "the batch deadline passed"),

@@ -27,6 +27,7 @@ from .ledger import Ledger
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
 from .names import escaped_name
+from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
 from .options import SubmitOptions
 from .settings import Limits, Profile, Ratio, parse_ratio
 from .sources import Candidate, SourceFolder, SourceRoot, check_size, digest_bounded, scan_directory
@@ -34,11 +35,14 @@ from .store import (
     OutputLayout,
     UnsafeItemId,
     check_item_id,
+    checked_folder,
     friendly_stems,
     is_plain_file,
-    link_friendly,
     looks_like_output_folder,
+    name_outcome,
+    open_folder,
     probe_writable,
+    publish_name,
     resolve_out_dir,
     symlinked_folder,
     write_batch_manifest,
@@ -109,8 +113,9 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     report = IntakeReport(sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped)
     _check_limits(entries, options.limits, options.profile)
     inspections = _inspect_all(root, entries, options.limits, ledger, report)
-    items = _build_items(entries, inspections, options.profile, OutputLayout(str(out_dir)))
-    request = _canonical_request(root, out_dir, options.profile, entries, inspections)
+    template = options.name_template or default_template(len(options.profile.sizes))
+    items = _build_items(entries, inspections, options.profile, OutputLayout(str(out_dir)), template)
+    request = _canonical_request(root, out_dir, options, entries, inspections)
     request_digest = digest_json(request)
     batch = NewBatch(
         idempotency_key=options.key or request_digest,
@@ -144,8 +149,10 @@ def submit(
     """
 
     new = prepared.batch
+    overwrite = bool(new.profile.get("overwrite", False))
     if ledger.batch_for_key(new.idempotency_key) is None:  # a replay does no image work at all
-        new = with_reused_outputs(new, prepared.profile)
+        name_usable = partial(_name_usable, ledger, OutputLayout(new.out_dir), overwrite)
+        new = with_reused_outputs(new, prepared.profile, name_usable)
 
     def attempt() -> BatchView:
         return ledger.accept_batch(new, limits, still_present=is_plain_file)
@@ -156,24 +163,47 @@ def submit(
         batch = attempt()
     if batch.replayed:
         batch = _restore_missing_outputs(batch, ledger, prepared.report)
-    prepared.report.unlinked_names = _link_owned_names(batch, ledger, prepared.report)
+    prepared.report.unlinked_names = _link_owned_names(batch, ledger, prepared.report, overwrite)
     if batch.is_terminal and not (batch.replayed and os.path.exists(batch.manifest_path)):
         write_batch_manifest(batch, ledger.items(batch.batch_id))
     return batch
 
 
-def with_reused_outputs(new: NewBatch, profile: Profile) -> NewBatch:
+def with_reused_outputs(
+    new: NewBatch, profile: Profile, name_usable: Callable[[NewItem], bool] = lambda item: True
+) -> NewBatch:
     """Mark queued items whose object an earlier run already made as ``succeeded`` (dedup).
 
-    The object must be there with the right media type and dimensions (from its header).
+    The object must be there with the right media type and dimensions (from its header), and
+    the item's name free or thumbctl's (``name_usable``): an item whose name holds a file
+    thumbctl did not publish stays queued, so its worker decides (``name_taken``) in the
+    publish transaction.
     """
     items = tuple(
         replace(item, state="succeeded", dedup=True)
-        if item.state == "queued" and _object_is_valid(item, profile)
+        if item.state == "queued" and _object_is_valid(item, profile) and name_usable(item)
         else item
         for item in new.items
     )
     return replace(new, items=items)
+
+
+def _name_usable(ledger: Ledger, layout: OutputLayout, overwrite: bool, item: NewItem) -> bool:
+    """Whether publishing ``item`` at its name would not fail ``name_taken`` (as things stand now)."""
+    if item.friendly_path is None or item.object_path is None:
+        return False
+    folder, name = os.path.split(item.friendly_path)
+    try:
+        if not checked_folder(layout, folder, create=False):
+            return True
+        with open_folder(layout.root, folder) as dest:
+            earlier = partial(ledger.objects_published_at, item.friendly_path)
+            content = partial(Path(item.object_path).read_bytes)
+            own = [item.object_path]
+            name_outcome(layout, dest, name, item.friendly_path, None, earlier, overwrite, content, own=own)
+    except (ItemFailure, OSError):
+        return False
+    return True
 
 
 def _restore_missing_outputs(batch: BatchView, ledger: Ledger, report: IntakeReport) -> BatchView:
@@ -183,7 +213,7 @@ def _restore_missing_outputs(batch: BatchView, ledger: Ledger, report: IntakeRep
     return replace(ledger.batch(batch.batch_id), replayed=True) if report.restored_outputs else batch
 
 
-def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport) -> list[str]:
+def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, overwrite: bool) -> list[str]:
     """Point every friendly name the batch owns (it holds the newest success to claim it)
     at the batch's object, as a render would; returns one line per name that failed.
 
@@ -191,7 +221,8 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport) ->
     at their names; on a replay it finishes what an interrupted submit left undone, and
     counts the names a later batch took (``report.names_taken_by_newer``). A name a later
     batch took is left to that batch. Names that fail stay for ``reconcile --repair``,
-    which relinks them.
+    which relinks them. A file thumbctl did not publish at a name is left as it is (unless
+    ``overwrite``) and reported as one of those lines.
     """
     if not batch.counts["succeeded"]:
         return []
@@ -201,8 +232,11 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport) ->
         report.names_taken_by_newer = batch.counts["succeeded"] - len(owned)
     failures = []
     for object_path, friendly_path in owned:
+        earlier = partial(ledger.objects_published_at, friendly_path)
         try:
-            link_friendly(layout, object_path, friendly_path)
+            publish_name(layout, object_path, friendly_path, earlier_objects=earlier, overwrite=overwrite)
+        except ItemFailure as failure:
+            failures.append(failure.detail)
         except OSError as exc:
             failures.append(f"{friendly_path}: {exc.strerror or exc}")
     return failures
@@ -504,19 +538,46 @@ def _build_items(
     inspections: dict[str, Inspection],
     profile: Profile,
     layout: OutputLayout,
+    template: str,
 ) -> list[NewItem]:
     stems = friendly_stems([e.item_id for e in entries])
+    items = [
+        _new_item(entry, Variant(ratio, size, fmt), inspections[entry.item_id], profile, layout)
+        for entry in sorted(entries, key=lambda e: e.item_id)
+        for ratio in entry.ratios
+        for size in profile.sizes
+        for fmt in profile.formats
+    ]
+    items = _named(items, stems, profile, layout, template)
     symlink_in = cache(partial(symlinked_folder, layout))
-    items = []
-    for entry in sorted(entries, key=lambda e: e.item_id):
-        inspection = inspections[entry.item_id]
-        for ratio in entry.ratios:
-            for size in profile.sizes:
-                for fmt in profile.formats:
-                    variant = Variant(ratio, size, fmt, named_size=size if len(profile.sizes) > 1 else None)
-                    item = _new_item(entry, variant, inspection, profile, layout, stems[entry.item_id])
-                    items.append(_refused_if_through_symlink(item, layout, symlink_in))
-    return items
+    return [_refused_if_through_symlink(item, layout, symlink_in) for item in items]
+
+
+def _named(
+    items: list[NewItem], stems: dict[str, str], profile: Profile, layout: OutputLayout, template: str
+) -> list[NewItem]:
+    """Give every item that will be rendered its thumbnail's name from ``template``; a name that
+    is unsafe or that two items would share rejects the whole batch (65)."""
+    to_name = [item for item in items if item.state == "queued"]
+    try:
+        names = assign_names(template, [_named_item(item, stems[item.item_id], profile) for item in to_name])
+    except NameTemplateError as exc:
+        raise RejectedError(str(exc), code="bad_name") from None
+    paths = {id(item): f"{layout.root}/{name}" for item, name in zip(to_name, names, strict=True)}
+    return [replace(item, friendly_path=paths[id(item)]) if id(item) in paths else item for item in items]
+
+
+def _named_item(item: NewItem, path: str, profile: Profile) -> NamedItem:
+    """The name fields of a queued item: the size asked for, and the produced size as the worker
+    computes it, from the upright size the source's header gave and the no-upscale rule."""
+    ratio = parse_ratio(item.ratio)
+    geometry = output_geometry(item.source_width or 1, item.source_height or 1, ratio, item.size, profile.upscale)
+    extension = profile.variant(item.size, item.format).extension
+    fields = NameFields(path, ratio.slug, item.size, geometry.out_w, geometry.out_h, extension)
+    several = len(profile.sizes) > 1 or len(profile.formats) > 1
+    detail = f"{item.ratio}, {item.size} px, {item.format}" if several else item.ratio
+    label = f"{item.item_id} ({detail})"
+    return NamedItem(label, fields)
 
 
 @dataclass(frozen=True)
@@ -551,7 +612,6 @@ def _new_item(
     inspection: Inspection,
     profile: Profile,
     layout: OutputLayout,
-    stem: str,
 ) -> NewItem:
     common = {
         "item_id": entry.item_id,
@@ -582,7 +642,6 @@ def _new_item(
         source_height=info.height,
         derivative_key=key,
         object_path=layout.object_path(key, one.extension),
-        friendly_path=layout.friendly_path(stem, variant.ratio, one.extension, variant.named_size),
     )
 
 
@@ -598,7 +657,7 @@ def _object_is_valid(item: NewItem, profile: Profile) -> bool:
 def _canonical_request(
     root: Path,
     out_dir: Path,
-    profile: Profile,
+    options: SubmitOptions,
     entries: list[SourceEntry],
     inspections: dict[str, Inspection],
 ) -> dict[str, object]:
@@ -619,6 +678,19 @@ def _canonical_request(
     return {
         "root": str(root),
         "out": str(out_dir),
-        "profile": {"ratios": [str(r) for r in profile.ratios], **profile.encoder_settings},
+        "profile": {"ratios": [str(r) for r in options.profile.ratios], **options.profile.encoder_settings}
+        | _naming_settings(options),
         "items": items,
     }
+
+
+def _naming_settings(options: SubmitOptions) -> dict[str, object]:
+    """How the batch names its thumbnails, in its profile only when it differs from the default, so
+    the request (and the key derived from it) of a submission without ``--name``/``--overwrite``
+    stays what it always was. The worker reads ``overwrite`` from the batch's profile."""
+    settings: dict[str, object] = {}
+    if options.name_template is not None and options.name_template != default_template(len(options.profile.sizes)):
+        settings["name"] = options.name_template
+    if options.overwrite:
+        settings["overwrite"] = True
+    return settings

@@ -145,6 +145,11 @@ class BatchView:
     #: with the failures, for the end-of-run summary. Not part of the batch JSON: each
     #: item's ``result`` says it.
     smaller_than_target: int = 0
+    #: Succeeded items whose name held another object's thumbnail thumbctl published for an
+    #: earlier batch, which they replaced; and those that replaced a file thumbctl did not
+    #: publish (``--overwrite``). Counted with the failures, and in the batch JSON with them.
+    replaced: int = 0
+    overwritten: int = 0
 
     @property
     def is_terminal(self) -> bool:
@@ -174,6 +179,8 @@ class BatchView:
             "expired_at": self.expired_at,
         }
         if with_failures:
+            doc["replaced"] = self.replaced
+            doc["overwritten"] = self.overwritten
             doc["failures"] = [f.to_json() for f in self.failures]
         return doc
 

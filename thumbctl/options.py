@@ -31,6 +31,10 @@ class SubmitOptions:
     key: str | None = None
     max_attempts: int = 3
     deadline_seconds: float | None = None
+    #: The name template (``--name``, see :mod:`thumbctl.naming`); None: the default.
+    name_template: str | None = None
+    #: ``--overwrite``: a file at a thumbnail's name that thumbctl did not publish may be replaced.
+    overwrite: bool = False
 
 
 def default_workers() -> int:

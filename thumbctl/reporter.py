@@ -366,6 +366,7 @@ class Reporter:
         if crashes:
             self.say(f"  {_replaced(crashes)}; each death counted as an attempt of the items it held")
         self._smaller_than_target_line(batch)
+        self._replaced_names_line(batch)
         self._failure_summary(batch)
         if batch.counts["succeeded"]:
             self.say(f"  outputs in {escape(batch.out_dir)}, manifest {escape(batch.manifest_path)}")
@@ -585,6 +586,13 @@ class Reporter:
             verb = "is" if n == 1 else "are"
             hint = "(source smaller than --size; --upscale enlarges)"
             self.say(f"  {plural(n, 'output')} {verb} smaller than asked {hint}")
+
+    def _replaced_names_line(self, batch: BatchView) -> None:
+        """Names this batch took over: thumbnails of earlier batches, and (``--overwrite``) other files."""
+        if batch.replaced:
+            self.say(f"  replaced {plural(batch.replaced, 'thumbnail')} an earlier batch published under the same name")
+        if batch.overwritten:
+            self.say(f"  overwrote {plural(batch.overwritten, 'file')} thumbctl had not published (--overwrite)")
 
     def _failure_summary(self, batch: BatchView) -> None:
         if not batch.failures:

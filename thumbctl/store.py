@@ -36,11 +36,12 @@ import re
 import secrets
 import stat
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from .errors import ItemFailure
 from .markup import picture_sets
 from .models import BatchView, ItemView
 from .proc import host_id, start_ticks
@@ -546,6 +547,160 @@ def link_friendly(layout: OutputLayout, object_path: str, friendly_path: str) ->
                 return
             with open_folder(layout.root, layout.tmp_dir, create=True) as tmp:
                 _link_through_staging(tmp, shard, object_name, dest, name, target, object_path, layout.root)
+
+
+#: What :func:`publish_name` did at a thumbnail's name.
+NAME_OUTCOMES = ("created", "unchanged", "relinked", "replaced", "overwritten")
+
+
+def publish_name(
+    layout: OutputLayout,
+    object_path: str,
+    friendly_path: str,
+    *,
+    earlier_objects: Callable[[], Iterable[str]],
+    overwrite: bool,
+    approved: tuple[str, os.stat_result] | None = None,
+) -> str:
+    """Point the thumbnail's name at its object, never over a file thumbctl did not publish.
+
+    Returns ``created`` (nothing was there: the link is made with a create-if-absent ``link()``,
+    so a file that appears meanwhile is never replaced), ``unchanged`` (the name is this object
+    already), ``relinked`` (a file with the object's very bytes, such as the name of an object
+    that was deleted and rendered again), ``replaced`` (it was the thumbnail of another object thumbctl published there:
+    one of ``earlier_objects()``, the objects of the succeeded items that recorded this name,
+    asked only then) or ``overwritten`` (anything else, with ``overwrite``). Without
+    ``overwrite`` such a file (or symlink, or folder) is left as it is and ItemFailure
+    ``name_taken`` is raised. ``approved`` is what :func:`name_outcome` decided before the object
+    was stored (an outcome and the file it saw): while that very file is at the name, the
+    decision stands (storing the object may have replaced the damaged object it was a link of).
+    Thumbnails are hard links today: a file is an object's when it is the same inode.
+    Everything goes through folder descriptors; no symlink is followed.
+    """
+    shard_dir, object_name = os.path.split(object_path)
+    folder, name = os.path.split(friendly_path)
+    with open_folder(layout.root, shard_dir) as shard:
+        target = os.stat(object_name, dir_fd=shard, follow_symlinks=False)
+        if stat.S_ISLNK(target.st_mode):  # a hard link to it would be a symlink out of OUT under a friendly name
+            raise OutsideOutput(object_path, layout.root)
+        with open_folder(layout.root, folder, create=True) as dest, open_folder(
+            layout.root, layout.tmp_dir, create=True
+        ) as tmp:
+            content = functools.partial(_read_all, shard, object_name)
+            for _ in range(3):
+                outcome, _ = name_outcome(
+                    layout, dest, name, friendly_path, target, earlier_objects, overwrite, content, approved=approved
+                )
+                if outcome == "unchanged":
+                    return outcome
+                if _link_name(tmp, shard, object_name, dest, name, target, object_path, layout.root, outcome):
+                    return outcome
+    raise FileExistsError(errno.EEXIST, "files kept appearing at the thumbnail's name", friendly_path)
+
+
+def name_outcome(
+    layout: OutputLayout,
+    dest: int,
+    name: str,
+    friendly_path: str,
+    target: os.stat_result | None,
+    earlier_objects: Callable[[], Iterable[str]],
+    overwrite: bool,
+    content: Callable[[], bytes],
+    own: Iterable[str] = (),
+    approved: tuple[str, os.stat_result] | None = None,
+) -> tuple[str, os.stat_result | None]:
+    """What publishing at ``name`` (in the folder ``dest``) would do (see :func:`publish_name`),
+    and the status of the file it judged (None when the name is free). ``target`` is the
+    object's status, None before it exists; ``content()`` its bytes; ``own`` the item's own
+    object path (a file that is it, such as a damaged object about to be rendered again, is
+    relinked, not counted); ``approved`` an earlier decision that stands while its file is there.
+    Raises ItemFailure ``name_taken``."""
+    try:
+        existing = os.stat(name, dir_fd=dest, follow_symlinks=False)
+    except FileNotFoundError:
+        return "created", None
+    if target is not None and _same_inode_as(existing, target):
+        return "unchanged", existing
+    if approved is not None and _same_inode_as(existing, approved[1]):
+        return approved[0], existing
+    if stat.S_ISREG(existing.st_mode) and (
+        _holds(dest, name, existing, content) or any(_is_file(layout, path, existing) for path in own)
+    ):
+        return "relinked", existing
+    if stat.S_ISREG(existing.st_mode) and any(_is_file(layout, path, existing) for path in earlier_objects() if path):
+        return "replaced", existing
+    if overwrite:
+        return "overwritten", existing
+    raise ItemFailure(
+        "name_taken",
+        f"{friendly_path} is a file thumbctl did not publish; it is left as it is (--overwrite replaces it)",
+    )
+
+
+def _link_name(
+    tmp: int,
+    shard: int,
+    object_name: str,
+    dest: int,
+    name: str,
+    target: os.stat_result,
+    object_path: str,
+    root: str,
+    outcome: str,
+) -> bool:
+    """Link the object at ``name``: a rename over what is there, or (``created``) a ``link()``
+    that fails when a file appeared meanwhile; returns False then, so the caller looks again."""
+    if outcome != "created":
+        _link_through_staging(tmp, shard, object_name, dest, name, target, object_path, root)
+        return True
+    staging = _temp_basename("link")
+    os.link(object_name, staging, src_dir_fd=shard, dst_dir_fd=tmp, follow_symlinks=False)
+    try:
+        if not _same_inode(tmp, staging, target):
+            raise OutsideOutput(object_path, root)
+        os.link(staging, name, src_dir_fd=tmp, dst_dir_fd=dest, follow_symlinks=False)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        _unlink_quietly(tmp, staging)
+
+
+def _holds(folder: int, name: str, info: os.stat_result, content: Callable[[], bytes]) -> bool:
+    """Whether the regular file ``name`` (status ``info``) holds exactly ``content()``."""
+    expected = content()
+    if info.st_size != len(expected):
+        return False
+    fd = _open_file(folder, name)
+    if fd is None:
+        return False
+    try:
+        return os.fstat(fd).st_size == len(expected) and os.pread(fd, len(expected) + 1, 0) == expected
+    finally:
+        os.close(fd)
+
+
+def _read_all(folder: int, name: str) -> bytes:
+    fd = _open_file(folder, name)
+    if fd is None:
+        return b""
+    with os.fdopen(fd, "rb") as stream:
+        return stream.read()
+
+
+def _same_inode_as(info: os.stat_result, target: os.stat_result) -> bool:
+    return (info.st_dev, info.st_ino) == (target.st_dev, target.st_ino)
+
+
+def _is_file(layout: OutputLayout, path: str, info: os.stat_result) -> bool:
+    """Whether the file at ``path`` (under OUT, reached without following a symlink) is ``info``'s inode."""
+    folder, name = os.path.split(path)
+    try:
+        with open_folder(layout.root, folder) as parent:
+            return _same_inode(parent, name, info)
+    except (OSError, ValueError):
+        return False
 
 
 def _link_through_staging(

@@ -18,8 +18,10 @@ lost, the worker stops touching the claim.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
+import os
 import signal
 import sqlite3
 import sys
@@ -30,6 +32,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from typing import Any
 
 from .errors import ItemFailure, LedgerBusy, LedgerFault, LedgerUnavailable, ThumbctlError
 from .faults import Faults
@@ -52,7 +55,17 @@ from .proc import owner_id, owner_is_dead
 from .retrypolicy import Backoff, BusyPolicy
 from .settings import OUTPUT_FORMATS, Limits, parse_ratio
 from .sources import read_source
-from .store import OutputLayout, OutsideOutput, discard, link_friendly, publish_object, write_temp
+from .store import (
+    OutputLayout,
+    OutsideOutput,
+    checked_folder,
+    discard,
+    name_outcome,
+    open_folder,
+    publish_name,
+    publish_object,
+    write_temp,
+)
 
 
 @dataclass(frozen=True)
@@ -314,6 +327,7 @@ class ClaimRun:
         self.source_bytes = 0
         self.source_timings: dict[str, float] = {}
         profile = claim.profile
+        self.overwrite = bool(profile.get("overwrite", False))
         self.geometries = {
             item.row: output_geometry(
                 claim.source_width,
@@ -446,7 +460,8 @@ class ClaimRun:
                 "shared_render": reused,
                 "timings": timings,
             }
-            outcome = self.ledger.publish(self.claim, item, self._effect(temp, data, item, timings), result=result)
+            effect = self._effect(temp, data, item, result)
+            outcome = self.ledger.publish(self.claim, item, effect, result=result)
         except ItemFailure as failure:
             self._fail([item.row], failure.code, failure.detail)
             return "next"
@@ -526,7 +541,7 @@ class ClaimRun:
         shared.verified = True
         return temp
 
-    def _effect(self, temp: str, data: bytes, item: ClaimedItem, timings: dict[str, float]) -> Callable[[], str | None]:
+    def _effect(self, temp: str, data: bytes, item: ClaimedItem, result: dict[str, Any]) -> Callable[[], str | None]:
         """The publish effect for ``item``. The ledger runs it again when the connection was lost
         before the commit (a server restart): the first run used up the temp file (it is always
         gone after :func:`publish_object`), so a run after the first writes the verified bytes to
@@ -535,16 +550,22 @@ class ClaimRun:
 
         def effect() -> str | None:
             path = next(temps, None) or write_temp(self.layout, data, OUTPUT_FORMATS[item.format])
-            return self._publish_effect(path, item, timings)
+            return self._publish_effect(path, item, result, data)
 
         return effect
 
-    def _publish_effect(self, temp: str, item: ClaimedItem, timings: dict[str, float]) -> str | None:
+    def _publish_effect(self, temp: str, item: ClaimedItem, result: dict[str, Any], data: bytes) -> str | None:
         """Runs inside the ledger's publish transaction, before the result is stored, so the
-        link time is added to ``timings`` (the temp write and verification are already in it).
-        Returns the note for the item's event when an existing object was kept or replaced."""
+        link time is added to the result's timings (the temp write and verification are already
+        in it) and a name taken over is marked in it (``name_replaced``, ``name_overwritten``).
+        The name is looked at first: a file thumbctl did not publish there fails the item
+        ``name_taken`` before its object is stored (the transaction rolls back). Returns the note
+        for the item's event when an existing object was kept or replaced."""
         started = time.perf_counter()
+        timings = result["timings"]
         geometry = self.geometries[item.row]
+        earlier = functools.partial(self.ledger.objects_published_at, item.friendly_path)
+        approved = self._check_name(item, earlier, data)
         published = publish_object(
             self.layout,
             temp,
@@ -552,9 +573,42 @@ class ClaimRun:
             verify=lambda existing: verify_output(existing, item.format, geometry.out_w, geometry.out_h),
         )
         self.faults.hit("after_link")
-        link_friendly(self.layout, item.object_path, item.friendly_path)
+        named = publish_name(
+            self.layout,
+            item.object_path,
+            item.friendly_path,
+            earlier_objects=earlier,
+            overwrite=self.overwrite,
+            approved=approved,
+        )
+        if named in ("replaced", "overwritten"):
+            result[f"name_{named}"] = True
         timings["publish_ms"] = round(timings["publish_ms"] + (time.perf_counter() - started) * 1000, 3)
         return published.note
+
+
+    def _check_name(
+        self, item: ClaimedItem, earlier: Callable[[], list[str]], data: bytes
+    ) -> tuple[str, os.stat_result] | None:
+        """Decide, before the object is stored, what publishing at the item's name will do: raise
+        ItemFailure ``name_taken`` for a file thumbctl did not publish (without ``--overwrite``);
+        return the decision and the file it judged, for :func:`publish_name` (None: a free name)."""
+        folder, name = os.path.split(item.friendly_path)
+        if not checked_folder(self.layout, folder, create=False):
+            return None
+        with open_folder(self.layout.root, folder) as dest:
+            outcome, seen = name_outcome(
+                self.layout,
+                dest,
+                name,
+                item.friendly_path,
+                None,
+                earlier,
+                self.overwrite,
+                lambda: data,
+                own=[item.object_path],
+            )
+        return None if seen is None else (outcome, seen)
 
 
 def read_verified_source(root: str, path: str, digest: str, max_bytes: int) -> bytes:

@@ -175,6 +175,10 @@ class Ledger:
         """See :meth:`Views.owned_friendly_names`."""
         return self._retrying(self._views.owned_friendly_names, batch_id)
 
+    def objects_published_at(self, friendly_path: str) -> list[str]:
+        """See :meth:`Views.objects_published_at`."""
+        return self._retrying(self._views.objects_published_at, friendly_path)
+
     def batches_touched_since(self, at: str) -> list[str]:
         """See :meth:`Views.batches_touched_since`."""
         return self._retrying(self._views.batches_touched_since, at)

@@ -93,6 +93,8 @@ class Views:
             queue_age_seconds=age,
             failures=tuple(self._failures(batch_id)) if with_failures else (),
             smaller_than_target=self._smaller_than_target(batch_id) if with_failures else 0,
+            replaced=self._flagged(batch_id, "name_replaced") if with_failures else 0,
+            overwritten=self._flagged(batch_id, "name_overwritten") if with_failures else 0,
         )
 
     def state_counts(self, batch_id: str) -> dict[str, int]:
@@ -122,6 +124,14 @@ class Views:
         ).fetchall():
             yield record(FailureView, row)
 
+    def _flagged(self, batch_id: str, flag: str) -> int:
+        """Succeeded items of the batch whose ``result`` carries ``flag``."""
+        return self.db.scalar(
+            f"SELECT count(*) FROM items WHERE batch_id = ? AND state = {SUCCEEDED} "
+            f"AND {self.db.json_flag('result', flag)}",
+            (batch_id,),
+        )
+
     def _smaller_than_target(self, batch_id: str) -> int:
         return self.db.scalar(
             f"SELECT count(*) FROM items WHERE batch_id = ? AND state = {SUCCEEDED} "
@@ -144,6 +154,16 @@ class Views:
             (batch_id,),
         ).fetchall()
         return [(r["object_path"], r["friendly_path"]) for r in rows]
+
+    def objects_published_at(self, friendly_path: str) -> list[str]:
+        """The objects of every succeeded item (of any batch, expired or not) that recorded
+        ``friendly_path`` as its name: the files thumbctl itself may have published there."""
+        rows = self.db.execute(
+            "SELECT DISTINCT object_path FROM items "
+            f"WHERE friendly_path = ? AND state = {SUCCEEDED} AND object_path IS NOT NULL ORDER BY object_path",
+            (friendly_path,),
+        ).fetchall()
+        return [r["object_path"] for r in rows]
 
     def batches_touched_since(self, at: str) -> list[str]:
         """Ids of batches with an event at or after ``at``."""

@@ -1,0 +1,165 @@
+"""Thumbnail names: where each item of a batch lands in OUT, from a name template (``--name``).
+
+A template is text with fields in braces, e.g. ``{path}.{ratio}.{size}.{ext}``:
+
+``{path}``    the item's path without its extension, relative to the source root (``rooms/sofa``);
+              when two items share it (``a.jpg`` and ``a.png``) the later in sorted order keeps
+              its extension (``a.png``), as friendly names always did
+``{stem}``    the last segment of ``{path}`` (``sofa``): no folders
+``{ratio}``   the ratio as ``WxH`` (``16x9``)
+``{size}``    the size asked for (``--size``), the longest side in px
+``{width}``, ``{height}``  the size produced: computed at submit from the source's header (its
+              upright dimensions) and the no-upscale rule, exactly as the worker computes it, so a
+              name is known, checked and recorded before anything is rendered
+``{ext}``     the output's extension (``jpg``, ``webp``, ``avif``, ``png``)
+
+``{{`` and ``}}`` are literal braces. The default (:func:`default_template`) gives today's names for
+one size: ``{path}.{ratio}.{ext}``; with several sizes it adds ``{size}``.
+
+Rules, checked at submit for every item (a break rejects the whole batch, exit 65, naming the
+problem and the items): a name is a safe relative path inside OUT by the same rules as an item id
+(not empty, not absolute, no ``.``, ``..`` or empty segment, no control character or backslash,
+not under ``.tmp``), each segment at most 255 bytes, and not under ``objects/`` or ``batches/``
+unless the item's own path put it there; two items of a batch never get the same name (a template
+that maps two items to one name, e.g. ``{stem}.{ext}`` for ``a/x.jpg`` and ``b/x.jpg``, or
+``{width}`` for two sizes a small source collapses to one width, is refused, naming both).
+"""
+
+from __future__ import annotations
+
+import string
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+FIELDS = ("path", "stem", "ratio", "size", "width", "height", "ext")
+#: A name is one file name per segment: the usual 255-byte limit of a file system.
+MAX_NAME_SEGMENT_BYTES = 255
+#: Folders of OUT that belong to thumbctl itself: a template's own text never leads into them.
+RESERVED_FOLDERS = ("objects", "batches", ".tmp")
+
+
+class NameTemplateError(ValueError):
+    """A name template that cannot be used; the message says why."""
+
+
+def default_template(sizes_count: int = 1) -> str:
+    """The template used when none is given: today's ``{path}.{ratio}.{ext}`` for one size asked for,
+    and ``{path}.{ratio}.{size}.{ext}`` for several (so the sizes of one source never share a name)."""
+    return "{path}.{ratio}.{ext}" if sizes_count <= 1 else "{path}.{ratio}.{size}.{ext}"
+
+
+@dataclass(frozen=True)
+class NameFields:
+    """The values a template's fields take for one item."""
+
+    path: str
+    ratio: str
+    size: int
+    width: int
+    height: int
+    ext: str
+
+    @property
+    def stem(self) -> str:
+        return self.path.rpartition("/")[2]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "stem": self.stem,
+            "ratio": self.ratio,
+            "size": self.size,
+            "width": self.width,
+            "height": self.height,
+            "ext": self.ext,
+        }
+
+
+def check_template(template: str) -> str:
+    """Return ``template`` if its syntax is usable (known fields only, no positional field, no
+    conversion or format spec), else raise NameTemplateError. Where its names lead is checked at
+    submit, item by item (:func:`assign_names`)."""
+    if not template:
+        raise NameTemplateError("the name template is empty")
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise NameTemplateError(f"name template {template!r}: {exc} (write {{{{ and }}}} for literal braces)") from None
+    for _, field, spec, conversion in parts:
+        if field is None:
+            continue
+        if field not in FIELDS:
+            known = ", ".join(f"{{{name}}}" for name in FIELDS)
+            raise NameTemplateError(f"name template {template!r}: unknown field {{{field}}}; fields: {known}")
+        if spec or conversion:
+            raise NameTemplateError(f"name template {template!r}: {{{field}}} takes no conversion or format spec")
+    return template
+
+
+def _check_literal_text(template: str) -> None:
+    """Problems the template's own text causes whatever its fields hold."""
+    if template.startswith("/"):
+        raise NameTemplateError(f"name template {template!r} is an absolute path; names are relative to OUT")
+    prefix = template.split("{", 1)[0]
+    first = prefix.split("/", 1)[0]
+    if "/" in prefix and first in RESERVED_FOLDERS:
+        raise NameTemplateError(f"name template {template!r} writes into OUT/{first}/, which thumbctl keeps for itself")
+
+
+def render_name(template: str, fields: NameFields) -> str:
+    """The item's name (relative to OUT) from a checked template."""
+    return template.format(**fields.as_dict())
+
+
+def name_problem(name: str, item_path: str) -> str | None:
+    """Why ``name`` cannot be a thumbnail's name, or None. ``item_path`` is the item's ``{path}``:
+    a name may lie under a reserved folder only where the item's own path already does."""
+    if not name:
+        return "is empty"
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
+        return "contains control characters"
+    if "\\" in name:
+        return "contains a backslash"
+    if name.startswith("/"):
+        return "is an absolute path"
+    segments = name.split("/")
+    if any(segment in ("", ".", "..") for segment in segments):
+        return "has an empty, '.' or '..' segment"
+    if any(len(segment.encode()) > MAX_NAME_SEGMENT_BYTES for segment in segments):
+        return f"has a segment over {MAX_NAME_SEGMENT_BYTES} bytes"
+    if segments[0] == ".tmp":
+        return "lies in OUT/.tmp/, which thumbctl keeps for itself"
+    if segments[0] in RESERVED_FOLDERS and len(segments) > 1 and not item_path.startswith(f"{segments[0]}/"):
+        return f"lies in OUT/{segments[0]}/, which thumbctl keeps for itself"
+    return None
+
+
+@dataclass(frozen=True)
+class NamedItem:
+    """One item to name: who it is (for messages) and its field values."""
+
+    label: str
+    fields: NameFields
+
+
+def assign_names(template: str, items: Iterable[NamedItem]) -> list[str]:
+    """The name of every item, in order; raises NameTemplateError at the first unsafe name or the
+    first two items that would share one (both named in the message)."""
+    check_template(template)
+    _check_literal_text(template)
+    names: list[str] = []
+    seen: dict[str, str] = {}
+    for item in items:
+        name = render_name(template, item.fields)
+        problem = name_problem(name, item.fields.path)
+        if problem is not None:
+            raise NameTemplateError(f"name template {template!r} gives {item.label} the name {name!r}, which {problem}")
+        if name in seen:
+            other = seen[name]
+            raise NameTemplateError(
+                f"name template {template!r} gives two items the same name {name!r}: {other} and {item.label}"
+            )
+        seen[name] = item.label
+        names.append(name)
+    return names
