@@ -41,6 +41,7 @@ from .imaging import (
     decode_source,
     encode,
     output_geometry,
+    preview_jpeg,
     resample,
     verify_output,
 )
@@ -49,7 +50,7 @@ from .proc import owner_id, owner_is_dead
 from .retrypolicy import Backoff, BusyPolicy
 from .settings import OUTPUT_FORMATS, Limits, parse_ratio
 from .sources import read_source
-from .store import OutputLayout, OutsideOutput, discard, link_friendly, publish_object, write_temp
+from .store import OutputLayout, OutsideOutput, discard, link_friendly, publish_object, write_preview, write_temp
 
 
 @dataclass(frozen=True)
@@ -308,6 +309,8 @@ class ClaimRun:
         self.lost = lost
         self.layout = OutputLayout(claim.out_dir)
         self.source_bytes = 0
+        #: The source's preview for the contact sheet, once written (None when it could not be).
+        self.preview: str | None = None
         self.source_timings: dict[str, float] = {}
         profile = claim.profile
         self.fmt = str(profile["format"])
@@ -335,6 +338,8 @@ class ClaimRun:
                 return
             with self._timed(self.source_timings, "crop_ms"):
                 analysis = CropAnalysis(decoded.image, decoded.width, decoded.height, str(self.claim.profile["crop"]))
+            with self._timed(self.source_timings, "preview_ms"):
+                self.preview = self._write_preview(analysis)
             self.ledger.start_stage(self.claim, [])  # the decode stage is over
             for group in self._by_derivative_key():
                 if self._checkpoint("before_encode") or self._render_and_publish(decoded, analysis, group) == "stop":
@@ -374,6 +379,17 @@ class ClaimRun:
 
     def _fail(self, rows: list[int], code: str, detail: str) -> None:
         self.ledger.fail(self.claim, rows, code, detail, self.config.backoff.delay_for)
+
+    def _write_preview(self, analysis: CropAnalysis) -> str | None:
+        """Save the analysis copy as the source's small preview, beside the claim's first object
+        (kept if already there: the same derivative key gives the same copy). A review aid: a
+        failure to write it costs the preview, never an item."""
+        path = self.layout.preview_path(self.claim.items[0].object_path)
+        try:
+            write_preview(self.layout, path, lambda: preview_jpeg(analysis.preview()))
+        except OSError:
+            return None
+        return path
 
     def _decode(self) -> DecodedSource:
         limits = Limits()
@@ -429,6 +445,8 @@ class ClaimRun:
                 "shared_render": reused,
                 "timings": timings,
             }
+            if self.preview:
+                result["preview"] = self.preview
             outcome = self.ledger.publish(self.claim, item, self._effect(temp, data, item, timings), result=result)
         except ItemFailure as failure:
             self._fail([item.row], failure.code, failure.detail)

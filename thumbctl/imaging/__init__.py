@@ -5,7 +5,7 @@ Pure functions of bytes and settings; no ledger, no output folder.
 
 from .crop import CropAnalysis, CropChoice, Geometry, decode_scale, focus_box, output_geometry
 from .decode import DecodedSource, decode_source, flatten
-from .encode import ALPHA_FORMATS, SRGB_PROFILE, encode, resample, verify_output
+from .encode import ALPHA_FORMATS, SRGB_PROFILE, encode, preview_jpeg, resample, verify_output
 from .formats import (
     PILLOW_FORMATS,
     SNIFF_BYTES,
@@ -34,6 +34,7 @@ __all__ = [
     "focus_box",
     "heif_available",
     "output_geometry",
+    "preview_jpeg",
     "probe",
     "resample",
     "sniff_format",
