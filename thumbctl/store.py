@@ -431,9 +431,9 @@ def write_temp(layout: OutputLayout, data: bytes, extension: str) -> str:
 
 
 def write_preview(layout: OutputLayout, path: str, make: Callable[[], bytes]) -> None:
-    """Write a preview (the bytes ``make`` returns, made only when needed) at ``path`` (a name in
-    the store) through OUT/.tmp and a rename, unless one is there. Not fsynced: it is a review aid, rewritten by the next render of its source, and
-    the contact sheet checks it is a whole JPEG before using it."""
+    """Write a preview at ``path`` (a name in the store) from the bytes ``make`` returns, through
+    OUT/.tmp and a rename, unless one is there already (then ``make`` is not called). Not fsynced:
+    it is a review aid, and the contact sheet checks it is a whole JPEG before using it."""
     folder, name = os.path.split(path)
     with open_folder(layout.root, folder, create=True) as dest:
         with contextlib.suppress(FileNotFoundError):
