@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 from collections import defaultdict
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -482,3 +483,54 @@ def test_sort_score_lists_the_lowest_crop_scores_first(tmp_path: Path, rendered:
     by_ledger = json.loads(invoke(tmp_path, "sheet", rendered, "--json").stdout)["path"]
     assert parse(Path(by_ledger).read_text(encoding="utf-8")).cards == ["notes.jpg", *lowest]
     assert expected != ["notes.jpg", *lowest]  # the fixture's scores are not already in ledger order
+
+
+# -- the sheet as a browser draws it ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Debian's chromium. Required in CI (the env var CI set: .ci/run installs it); elsewhere a
+    machine without it skips the screenshot test."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is required in CI: .ci/run installs it (apt-get install -y chromium)")
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    return found
+
+
+SCREEN = (1200, 2000)
+
+
+def screenshot(chromium: str, page: Path, png: Path) -> Image.Image:
+    """The page as headless Chromium draws it, with no page-specific flags (root needs --no-sandbox)."""
+    command = [
+        chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={png}",
+        f"--window-size={SCREEN[0]},{SCREEN[1]}", page.as_uri(),
+    ]  # fmt: skip
+    env = {**os.environ, "HOME": str(png.parent)}  # its profile and crash folders go there, not in ~
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 0 and png.is_file(), done.stderr[-2000:]
+    return Image.open(png).convert("RGB")
+
+
+def patch_spread(image: Image.Image, box: tuple[int, int, int, int]) -> float:
+    """The largest standard deviation of a channel in ``box``: about 0 where the page is flat."""
+    return max(ImageStat.Stat(image.crop(box)).stddev)
+
+
+def test_headless_chromium_draws_the_whole_sheet_with_every_photo(
+    tmp_path: Path, photos: Path, out_dir: Path, chromium: str
+) -> None:
+    result = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "--json")
+    assert result.exit_code == 0, result.stderr
+    page = Path(json.loads(result.stdout)["sheet"])
+    assert "loading=" not in page.read_text(encoding="utf-8")  # nothing waits to be scrolled to
+    shot = screenshot(chromium, page, tmp_path / "sheet.png")
+    assert shot.size == SCREEN and patch_spread(shot, (0, 0, *SCREEN)) > 20
+    # The first card: the preview of the photo under its windows, then its three crops in a row.
+    assert patch_spread(shot, (45, 270, 225, 390)) > 15, "the preview under the windows is blank"
+    for left in (270, 500, 760):
+        assert patch_spread(shot, (left, 210, left + 150, 380)) > 15, f"the crop at x={left} is blank"
+    assert patch_spread(shot, (0, SCREEN[1] - 40, SCREEN[0], SCREEN[1])) < 1  # the page ended above the bottom
