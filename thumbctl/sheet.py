@@ -485,7 +485,7 @@ ul { list-style: none; margin: 0; padding: 0; }
   background: #f5f5f4; border: 1px solid var(--line); border-radius: 4px; font-size: 10.5px; color: #57534e;
   overflow-wrap: anywhere; user-select: all; -webkit-user-select: all; }
 .source.compact { display: flex; flex-wrap: wrap; align-items: baseline; gap: 4px 14px; padding: 8px 16px; }
-.compact .dims { margin: 0; }
+.compact h2 { font-size: 14px; font-weight: 600; margin: 0; overflow-wrap: anywhere; } .compact .dims { margin: 0; }
 .outcomes { display: flex; flex-direction: column; gap: 2px; flex: 1 1 320px; font-size: 13px; }
 .outcomes .state { font-weight: 650; text-transform: uppercase; font-size: 11px; letter-spacing: .06em; }
 .outcomes .failed .state { color: #b91c1c; } .outcomes .detail { overflow-wrap: anywhere; }
