@@ -224,3 +224,8 @@ CENTRED_WINDOWS = {
 def window_size(box: list[int]) -> tuple[int, int]:
     left, top, right, bottom = box
     return right - left, bottom - top
+
+
+def objects_in(out_dir: Path) -> set[Path]:
+    """The objects under OUT/objects: every file there but the contact sheet's previews."""
+    return {p for p in (out_dir / "objects").rglob("*") if p.is_file() and not p.name.endswith(".preview.jpg")}

@@ -795,7 +795,16 @@ def reclaimable(object_path: str, friendly_paths: list[str]) -> tuple[list[str],
     if not stat.S_ISREG(info.st_mode):
         return [], 0
     linked = [f for f in friendly_paths if _same_file(f, object_path)]
-    return linked, info.st_size if info.st_nlink == 1 + len(linked) else 0
+    return linked, info.st_size + _preview_bytes(object_path) if info.st_nlink == 1 + len(linked) else 0
+
+
+def _preview_bytes(object_path: str) -> int:
+    """The bytes of the preview beside an object (gc removes it with the object), 0 when there is none."""
+    try:
+        info = os.lstat(OutputLayout.preview_path(object_path))
+    except OSError:
+        return 0
+    return info.st_size if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 else 0
 
 
 def remove_object_and_links(layout: OutputLayout, object_path: str, friendly_paths: list[str]) -> tuple[int, int]:

@@ -309,7 +309,9 @@ class ClaimRun:
         self.lost = lost
         self.layout = OutputLayout(claim.out_dir)
         self.source_bytes = 0
-        #: The source's preview for the contact sheet, once written (None when it could not be).
+        #: The crop analysis of the claim's source; its small copy becomes the contact sheet's preview.
+        self.analysis: CropAnalysis | None = None
+        #: The preview once written, beside the first object this claim published.
         self.preview: str | None = None
         self.source_timings: dict[str, float] = {}
         profile = claim.profile
@@ -338,8 +340,7 @@ class ClaimRun:
                 return
             with self._timed(self.source_timings, "crop_ms"):
                 analysis = CropAnalysis(decoded.image, decoded.width, decoded.height, str(self.claim.profile["crop"]))
-            with self._timed(self.source_timings, "preview_ms"):
-                self.preview = self._write_preview(analysis)
+            self.analysis = analysis
             self.ledger.start_stage(self.claim, [])  # the decode stage is over
             for group in self._by_derivative_key():
                 if self._checkpoint("before_encode") or self._render_and_publish(decoded, analysis, group) == "stop":
@@ -380,16 +381,24 @@ class ClaimRun:
     def _fail(self, rows: list[int], code: str, detail: str) -> None:
         self.ledger.fail(self.claim, rows, code, detail, self.config.backoff.delay_for)
 
-    def _write_preview(self, analysis: CropAnalysis) -> str | None:
-        """Save the analysis copy as the source's small preview, beside the claim's first object
-        (kept if already there: the same derivative key gives the same copy). A review aid: a
-        failure to write it costs the preview, never an item."""
-        path = self.layout.preview_path(self.claim.items[0].object_path)
-        try:
-            write_preview(self.layout, path, lambda: preview_jpeg(analysis.preview()))
-        except OSError:
+    def _preview_of(self, item: ClaimedItem) -> str | None:
+        """Where the source's preview is (or will be, once ``item`` is published): the contact sheet
+        draws the crop windows on it. A stand-in ``renderer`` (a queue benchmark) makes none."""
+        if self.renderer is not None or self.analysis is None:
             return None
-        return path
+        return self.preview or self.layout.preview_path(item.object_path)
+
+    def _write_preview(self, item: ClaimedItem) -> None:
+        """Save the analysis copy as a small JPEG beside ``item``'s object, just published, once per
+        claim (kept if already there: the same derivative key gives the same copy). A review aid:
+        failing to write it costs the preview, never the item."""
+        analysis = self.analysis
+        if self.preview is not None or self.renderer is not None or analysis is None:
+            return
+        path = self.layout.preview_path(item.object_path)
+        with contextlib.suppress(OSError):
+            write_preview(self.layout, path, lambda: preview_jpeg(analysis.preview()))
+            self.preview = path
 
     def _decode(self) -> DecodedSource:
         limits = Limits()
@@ -445,8 +454,8 @@ class ClaimRun:
                 "shared_render": reused,
                 "timings": timings,
             }
-            if self.preview:
-                result["preview"] = self.preview
+            if preview := self._preview_of(item):
+                result["preview"] = preview
             outcome = self.ledger.publish(self.claim, item, self._effect(temp, data, item, timings), result=result)
         except ItemFailure as failure:
             self._fail([item.row], failure.code, failure.detail)
@@ -544,6 +553,7 @@ class ClaimRun:
         )
         self.faults.hit("after_link")
         link_friendly(self.layout, item.object_path, item.friendly_path)
+        self._write_preview(item)
         timings["publish_ms"] = round(timings["publish_ms"] + (time.perf_counter() - started) * 1000, 3)
         return published.note
 
