@@ -241,3 +241,8 @@ def new_batch(key: str, digest: str, *, queued: int = 3, failed: int = 0) -> New
         profile={"size": 512},
         items=tuple(items),
     )
+
+
+def objects_in(out_dir: Path) -> set[Path]:
+    """The objects under OUT/objects: every file there but the contact sheet's previews."""
+    return {p for p in (out_dir / "objects").rglob("*") if p.is_file() and not p.name.endswith(".preview.jpg")}

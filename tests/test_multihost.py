@@ -29,6 +29,7 @@ from thumbctl.options import LEASE_ENV
 from thumbctl.proc import HOST_ID_ENV, owner_is_dead
 
 from conftest import SAMPLE_IMAGES
+from support import objects_in
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -164,7 +165,7 @@ def _object_violations(site: Site, succeeded: list[dict]) -> list[str]:
     """One object per derivative key of the succeeded items, and no other (nothing of a cancelled
     item was published, no duplicate, no temp file left in OUT/.tmp by the survivors)."""
     keys = {i["derivative_key"] for i in succeeded}
-    objects = [p for p in (site.out / "objects").rglob("*") if p.is_file()] if (site.out / "objects").exists() else []
+    objects = sorted(objects_in(site.out))
     found = []
     if len(objects) != len(keys):
         found.append(f"{len(objects)} objects for {len(keys)} derivative keys")

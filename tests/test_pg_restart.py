@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pg import PgServer
-from support import make_image
+from support import make_image, objects_in
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -153,5 +153,5 @@ def test_a_server_restart_mid_run_is_waited_out_and_costs_no_attempt(
     claims = [e for e in events if e["to_state"] == "running"]
     assert len(claims) == 12 and {e["attempt"] for e in claims} == {1}
     assert [e["from_state"] for e in events if e["to_state"] == "succeeded"] == ["running"] * 12
-    objects = [p for p in (run.out / "objects").rglob("*") if p.is_file()]
+    objects = objects_in(run.out)
     assert len(objects) == 12 and not [p for p in (run.out / ".tmp").glob("*") if p.is_file()]

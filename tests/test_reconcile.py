@@ -30,7 +30,7 @@ from thumbctl.sheet import write_contact_sheet
 from thumbctl.store import host_tag
 from thumbctl.worker import WorkerConfig, run_worker
 
-from support import check_invariants, make_image, tree_snapshot
+from support import check_invariants, make_image, objects_in, tree_snapshot
 
 DAY = 86400.0
 OTHER_HOST_OWNER = "another-host:4242:777"  # never declared dead here: its leases only expire
@@ -375,10 +375,6 @@ def test_an_orphan_object_is_reported_and_left_for_gc(led: Ledger, rendered, out
 # -- gc -------------------------------------------------------------------------------------------
 
 
-def objects_in(out_dir: Path) -> set[Path]:
-    return {p for p in (out_dir / "objects").rglob("*") if p.is_file()}
-
-
 def test_gc_keeps_an_object_until_no_remaining_batch_references_it(
     led: Ledger, clock: Clock, photos: Path, out_dir: Path
 ) -> None:
@@ -415,7 +411,8 @@ def test_gc_keeps_an_object_until_no_remaining_batch_references_it(
 
     clock.offset = 31 * DAY
     documents = [Path(led.batch(first.batch_id).manifest_path), out_dir / "batches" / f"{first.batch_id}.html"]
-    freed = sum(p.stat().st_size for p in [*shared, *documents])
+    previews = list((out_dir / "objects").rglob("*.preview.jpg"))  # the contact sheet's, gone with their objects
+    freed = sum(p.stat().st_size for p in [*shared, *documents, *previews])
     dry = collect_garbage(led, 30 * DAY, dry_run=True)
     assert dry == GcReport(True, (first.batch_id,), 12, 12, 0, 1, freed, sheets_removed=1)
     assert objects_in(out_dir) == shared

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
 import shutil
+import subprocess
 from collections import defaultdict
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from PIL import Image, ImageChops, ImageOps, ImageStat
 from typer.testing import CliRunner
 
 from thumbctl import Ledger
 from thumbctl.cli import app
+from thumbctl.manifest import parse_manifest_text
 from thumbctl.models import BatchView, ItemView
 from thumbctl.sheet import render_sheet, write_contact_sheet
+from thumbctl.store import OutputLayout
 
 from conftest import SAMPLE_IMAGES
 from support import CENTRED_WINDOWS, PHOTO_SIZES, window_size
@@ -38,7 +45,14 @@ class SheetParser(HTMLParser):
         self.links: list[str] = []
         self.windows: dict[str, list[dict[str, str]]] = defaultdict(list)
         self.captions: dict[str, list[str]] = defaultdict(list)
+        #: The source previews (data: URIs) under the crop windows, by card.
+        self.previews: dict[str, list[dict[str, str]]] = defaultdict(list)
+        #: The re-crop manifest lines, by card.
+        self.recrops: dict[str, list[str]] = defaultdict(list)
+        #: Cards that are one compact row.
+        self.compact: list[str] = []
         self.in_caption = False
+        self.in_recrop = False
         self.current: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -48,9 +62,16 @@ class SheetParser(HTMLParser):
         if tag == "section":
             self.current = values["data-item-id"]
             self.cards.append(self.current)
-        if tag == "img":
+            if "compact" in values["class"].split():
+                self.compact.append(self.current)
+        if tag == "img" and values["src"].startswith("data:"):
+            self.previews[self.current or ""].append(values)
+        elif tag == "img":
             self.images[self.current or ""].append(values)
             self.links.append(values["src"])
+        if tag == "code" and "recrop" in values.get("class", "").split():
+            self.recrops[self.current or ""].append("")
+            self.in_recrop = True
         if tag == "a":
             self.links.append(values["href"])
         if tag == "span" and "window" in values.get("class", "").split():
@@ -64,12 +85,16 @@ class SheetParser(HTMLParser):
             self.current = None
         if tag == "figcaption":
             self.in_caption = False
+        if tag == "code":
+            self.in_recrop = False
 
     def handle_data(self, data: str) -> None:
         if self.current is not None:
             self.card_text[self.current] += data
         if self.in_caption:
             self.captions[self.current or ""][-1] += data
+        if self.in_recrop:
+            self.recrops[self.current or ""][-1] += data
 
 
 def parse(page: str) -> SheetParser:
@@ -126,7 +151,8 @@ def test_the_sheet_shows_every_item_and_every_link_resolves(tmp_path: Path, rend
     parser = parse(page.read_text(encoding="utf-8"))
     assert_every_item_shown(parser, items)
     assert_links_resolve(parser, page.parent)
-    assert parser.card_text["notes.jpg"].count("unsupported_format") == 2
+    assert parser.card_text["notes.jpg"].count("unsupported_format") == 1  # one row for both ratios
+    assert parser.compact == ["notes.jpg"] and "1:1, 16:9" in parser.card_text["notes.jpg"]
     assert parser.cards[0] == "notes.jpg"  # sources that need attention come first
     assert {i.state for i in items} == {"succeeded", "failed"}
 
@@ -137,9 +163,12 @@ def test_the_sheet_is_self_contained_and_escapes_item_ids(tmp_path: Path, render
     parser = parse(page)
     assert "script" not in parser.tags and "link" not in parser.tags
     assert not [(k, v) for k, v in parser.attributes if k.startswith("on")]
-    assert not [v for _, v in parser.attributes if "http:" in v or "https:" in v or "//" in v]
+    urls = [v for _, v in parser.attributes if not v.startswith("data:image/jpeg;base64,")]
+    assert not [v for v in urls if "http:" in v or "https:" in v or "//" in v]
     assert not [word for word in ("http:", "https:", "url(", "@import") if word in page]
-    assert parser.tags.count("img") == 10  # 5 photos x 2 ratios; the hostile name is text, not markup
+    # 5 photos x 2 ratios, and one preview per photo; the hostile name is text, not markup
+    assert sum(map(len, parser.images.values())) == 10 and sum(map(len, parser.previews.values())) == 5
+    assert parser.tags.count("img") == 15
     assert HOSTILE_ID in parser.cards
     assert "onerror=alert(1)> Tom" not in page
 
@@ -207,14 +236,25 @@ def view_of(state: str, error_code: str | None = None) -> tuple[BatchView, list[
         ("succeeded", None, "missing"),  # its output file is gone
     ],
 )
-def test_items_without_an_output_to_show_are_labelled_placeholders(state: str, error_code: str | None, label: str):
+def test_a_source_with_nothing_to_show_is_one_compact_row(state: str, error_code: str | None, label: str):
     batch, items = view_of(state, error_code)
     parser = parse(render_sheet(batch, items, {"a.jpg": (400, 300)}, {}, "/o/batches"))
-    assert parser.cards == ["a.jpg"] and not parser.links
+    assert parser.cards == parser.compact == ["a.jpg"] and not parser.links and not parser.previews
     text = parser.card_text["a.jpg"]
-    assert label in text and "400×300 px" in text
+    assert label in text and "400×300 px" in text and "4:3" in text
     assert (error_code or "") in text and ("why" in text) == bool(error_code)
+    assert "figure" not in parser.tags  # no large placeholder box
+
+
+def test_a_crop_missing_beside_shown_ones_is_a_labelled_placeholder(tmp_path: Path) -> None:
+    batch, (failed,) = view_of("failed", "timeout")
+    shown = replace(failed, ratio="1:1", state="succeeded", error_code=None, error_detail=None)
+    image = tmp_path / "a.1x1.jpg"
+    image.write_bytes(b"")
+    parser = parse(render_sheet(batch, [shown, failed], {"a.jpg": (400, 300)}, {("a.jpg", "1:1"): str(image)}, "/o"))
+    assert not parser.compact and parser.tags.count("figure") == 2
     assert ("aspect-ratio", "4 / 3") in [tuple(v.split(":")) for k, v in parser.attributes if k == "style"]
+    assert "timeout" in parser.card_text["a.jpg"] and "why" in parser.card_text["a.jpg"]
 
 
 @pytest.mark.parametrize("place", ["missing/review.html", "."], ids=["folder-missing", "a-folder"])
@@ -311,3 +351,186 @@ def test_a_centred_window_is_drawn_where_it_sits_on_the_source(tmp_path: Path, p
     (window,) = parser.windows["coffee.png"]  # 600x400: the 400x400 window at 100,0
     assert window["style"].split(";")[1:] == ["left:16.67%", "top:0.00%", "width:66.67%", "height:100.00%"]
     assert "1:1 400×400center 0.00 · 400×400 at 100,0 · source smaller than asked" in parser.captions["coffee.png"]
+
+
+# -- the end of a foreground run --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "written"),
+    [((), {}, True), (("--no-sheet",), {}, False), ((), {"THUMBCTL_SHEET": "false"}, False)],
+    ids=["default", "no-sheet", "env-off"],
+)
+def test_a_foreground_run_writes_the_sheet_unless_turned_off(
+    tmp_path: Path, photos: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch, args: tuple, env: dict, written: bool
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", *args, "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    page = Path(os.path.realpath(out_dir)) / "batches" / f"{doc['batch_id']}.html"
+    assert page.is_file() == written
+    assert doc.get("sheet", "absent") == (str(page) if written else "absent")
+
+
+def test_the_summary_ends_with_the_thumbnails_folder_and_the_sheets_link(
+    tmp_path: Path, photos: Path, out_dir: Path
+) -> None:
+    result = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1")
+    assert result.exit_code == 0, result.stderr
+    (page,) = (out_dir / "batches").glob("*.html")
+    lines = result.stderr.splitlines()
+    assert lines[-2].strip().startswith(f"thumbnails in {os.path.realpath(out_dir)}, manifest ")
+    assert lines[-1].strip() == f"contact sheet {Path(os.path.realpath(page)).as_uri()}"
+    detached = invoke(tmp_path, "submit", photos, "--out", tmp_path / "later", "--detach")
+    assert detached.exit_code == 0 and "contact sheet" not in detached.stderr
+    assert not (tmp_path / "later" / "batches").exists() or not list((tmp_path / "later" / "batches").glob("*.html"))
+
+
+# -- the photo under the windows, the re-crop line, the order -----------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["smart", "center"])
+def test_windows_are_drawn_on_the_workers_preview_of_the_photo(
+    tmp_path: Path, photos: Path, out_dir: Path, policy: str
+) -> None:
+    result = invoke(
+        tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9", "--crop", policy, "--json"
+    )
+    assert result.exit_code == 0, result.stderr
+    batch_id = json.loads(result.stdout)["batch_id"]
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        items = ledger.items(batch_id)
+    parser = parse((out_dir / "batches" / f"{batch_id}.html").read_text(encoding="utf-8"))
+    saved = {p.name for p in out_dir.rglob("*.preview.jpg")}
+    assert len(saved) == len(PHOTO_SIZES)  # one per source, beside one of its objects
+    for item_id, size in PHOTO_SIZES.items():
+        mine = [i for i in items if i.item_id == item_id]
+        (path,) = {i.result["preview"] for i in mine}
+        assert path in {OutputLayout.preview_path(i.object_path) for i in mine} and os.path.isfile(path)
+        (img,) = parser.previews[item_id]
+        data = base64.b64decode(img["src"].removeprefix("data:image/jpeg;base64,"))
+        assert data == Path(path).read_bytes()
+        assert_is_the_photo(data, photos / item_id, size)
+        assert {w["title"] for w in parser.windows[item_id]} == {"1:1", "16:9"}
+
+
+def assert_is_the_photo(preview: bytes, source: Path, size: tuple[int, int]) -> None:
+    """A small upright copy of the source itself: its shape, at most 256 px long, close in pixels."""
+    with Image.open(io.BytesIO(preview)) as small:
+        assert small.format == "JPEG" and max(small.size) <= 256
+        assert abs(small.width / small.height - size[0] / size[1]) < 0.02
+        with Image.open(source) as original:
+            expected = ImageOps.exif_transpose(original).convert("RGB").resize(small.size, Image.Resampling.BOX)
+        difference = ImageStat.Stat(ImageChops.difference(small.convert("RGB"), expected)).mean
+        assert max(difference) < 12, difference
+        assert max(ImageStat.Stat(small.convert("L")).stddev) > 5  # not a flat box
+
+
+def test_gc_removes_a_preview_with_its_object(tmp_path: Path, photos: Path, out_dir: Path) -> None:
+    assert invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1").exit_code == 0
+    assert len(list(out_dir.rglob("*.preview.jpg"))) == len(PHOTO_SIZES)
+    result = invoke(tmp_path, "gc", "--older-than", "0s", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["objects_removed"] == len(PHOTO_SIZES)
+    assert not list(out_dir.rglob("*.preview.jpg")) and not list((out_dir / "objects").iterdir())
+
+
+def test_each_tile_offers_a_manifest_line_that_recrops_it_where_it_is(
+    tmp_path: Path, rendered: str, photos: Path
+) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        parser = parse(Path(write_contact_sheet(ledger, rendered).path).read_text(encoding="utf-8"))
+        items = {(i.item_id, i.ratio): i for i in ledger.items(rendered) if i.state == "succeeded"}
+        sizes = ledger.source_sizes(rendered)  # upright
+    lines = [line for recrops in parser.recrops.values() for line in recrops]
+    assert len(lines) == len(items) == 10 and not parser.recrops["notes.jpg"]
+    wide = []
+    for item_id, recrops in parser.recrops.items():
+        for line in recrops:
+            (entry,) = parse_manifest_text(line, ".jsonl").entries
+            (ratio,) = entry.ratios
+            item = items[item_id, str(ratio)]
+            left, top, right, bottom = item.result["crop"]["box"]
+            width, height = sizes[item_id]
+            assert entry.focus == (round((left + right) / 2 / width, 3), round((top + bottom) / 2 / height, 3))
+            assert (entry.id or entry.source) == item_id and (photos / entry.source).is_file()
+            wide += [line] if str(ratio) == "16:9" else []
+    manifest = photos / "recrop.jsonl"
+    manifest.write_text("\n".join(wide) + "\n", encoding="utf-8")
+    again = invoke(tmp_path, "submit", manifest, "--out", tmp_path / "again", "-w", "1", "--json")
+    assert again.exit_code == 0, again.stderr
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        recropped = ledger.items(json.loads(again.stdout)["batch_id"])
+    assert len(recropped) == 5
+    for item in recropped:  # pasted as it is, the line renders the same window again, now by its focus
+        before = items[item.item_id, "16:9"].result["crop"]["box"]
+        assert item.result["crop"]["policy"] == "focus"
+        assert max(abs(a - b) for a, b in zip(item.result["crop"]["box"], before, strict=True)) <= 1
+
+
+def test_sort_score_lists_the_lowest_crop_scores_first(tmp_path: Path, rendered: str) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        items = ledger.items(rendered)
+    lowest: dict[str, float] = {}
+    for item in items:
+        if item.state == "succeeded":
+            lowest[item.item_id] = min(lowest.get(item.item_id, 1.0), item.result["crop"]["score"])
+    expected = ["notes.jpg", *sorted(lowest, key=lambda i: (lowest[i], list(lowest).index(i)))]
+    result = invoke(tmp_path, "sheet", rendered, "--sort", "score", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert parse(Path(json.loads(result.stdout)["path"]).read_text(encoding="utf-8")).cards == expected
+    by_ledger = json.loads(invoke(tmp_path, "sheet", rendered, "--json").stdout)["path"]
+    assert parse(Path(by_ledger).read_text(encoding="utf-8")).cards == ["notes.jpg", *lowest]
+    assert expected != ["notes.jpg", *lowest]  # the fixture's scores are not already in ledger order
+
+
+# -- the sheet as a browser draws it ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Debian's chromium. Required in CI (the env var CI set: .ci/run installs it); elsewhere a
+    machine without it skips the screenshot test."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is required in CI: .ci/run installs it (apt-get install -y chromium)")
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    return found
+
+
+SCREEN = (1200, 2000)
+
+
+def screenshot(chromium: str, page: Path, png: Path) -> Image.Image:
+    """The page as headless Chromium draws it, with no page-specific flags (root needs --no-sandbox)."""
+    command = [
+        chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={png}",
+        f"--window-size={SCREEN[0]},{SCREEN[1]}", page.as_uri(),
+    ]  # fmt: skip
+    env = {**os.environ, "HOME": str(png.parent)}  # its profile and crash folders go there, not in ~
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 0 and png.is_file(), done.stderr[-2000:]
+    return Image.open(png).convert("RGB")
+
+
+def patch_spread(image: Image.Image, box: tuple[int, int, int, int]) -> float:
+    """The largest standard deviation of a channel in ``box``: about 0 where the page is flat."""
+    return max(ImageStat.Stat(image.crop(box)).stddev)
+
+
+def test_headless_chromium_draws_the_whole_sheet_with_every_photo(
+    tmp_path: Path, photos: Path, out_dir: Path, chromium: str
+) -> None:
+    result = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "--json")
+    assert result.exit_code == 0, result.stderr
+    page = Path(json.loads(result.stdout)["sheet"])
+    assert "loading=" not in page.read_text(encoding="utf-8")  # nothing waits to be scrolled to
+    shot = screenshot(chromium, page, tmp_path / "sheet.png")
+    assert shot.size == SCREEN and patch_spread(shot, (0, 0, *SCREEN)) > 20
+    # The first card: the preview of the photo under its windows, then its three crops in a row.
+    assert patch_spread(shot, (45, 270, 225, 390)) > 15, "the preview under the windows is blank"
+    for left in (270, 500, 760):
+        assert patch_spread(shot, (left, 210, left + 150, 380)) > 15, f"the crop at x={left} is blank"
+    assert patch_spread(shot, (0, SCREEN[1] - 40, SCREEN[0], SCREEN[1])) < 1  # the page ended above the bottom

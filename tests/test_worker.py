@@ -23,7 +23,7 @@ from thumbctl.settings import Limits, Ratio
 from thumbctl.store import write_batch_manifest
 from thumbctl.worker import WorkerConfig, idle_waits, run_worker
 
-from support import check_invariants, make_image, tree_snapshot
+from support import check_invariants, make_image, objects_in, tree_snapshot
 
 
 def accept(ledger: Ledger, source: Path, out: Path, **kwargs):
@@ -180,7 +180,7 @@ def test_identical_photos_share_one_object(ledger: Ledger, photos: Path, out_dir
     items = ledger.items(batch.batch_id)
     assert ledger.batch(batch.batch_id).state == "succeeded"
     assert len({i.derivative_key for i in items}) == 12
-    assert len(list((out_dir / "objects").rglob("*.jpg"))) == 12
+    assert len(objects_in(out_dir)) == 12
     assert os.path.samefile(out_dir / "copy.1x1.jpg", out_dir / "coffee.1x1.jpg")
 
 
@@ -205,7 +205,7 @@ def test_one_photo_behind_many_item_ids_is_encoded_once_per_key_per_claim(
     assert len(encoded) == len(claimed_keys) == 15  # one encode per key per claim, not one per item
     assert all("encode_ms" in i.result["timings"] for i in encoded)
     assert not any("encode_ms" in i.result["timings"] for i in items if i.result["shared_render"])
-    assert len({i.friendly_path for i in items}) == 600 and len(list((out_dir / "objects").rglob("*.jpg"))) == 2
+    assert len({i.friendly_path for i in items}) == 600 and len(objects_in(out_dir)) == 2
     assert all(os.path.samefile(i.friendly_path, i.object_path) for i in items)
     succeeded = [e for e in events if e.to_state == "succeeded"]
     assert len(succeeded) == len({(e.item_id, e.ratio) for e in succeeded}) == 600

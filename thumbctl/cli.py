@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -110,6 +111,14 @@ QualityOption = Annotated[int | None, _setting("--quality", help="Encoder qualit
 CropOption = Annotated[str | None, _setting("--crop", help="Crop policy: smart, entropy or center.")]
 UpscaleOption = Annotated[
     bool, _setting("--upscale/--no-upscale", help="Allow outputs larger than the source crop.", show_default=False)
+]
+SheetOption = Annotated[
+    bool,
+    _setting(
+        "--sheet/--no-sheet",
+        help="Write the contact sheet (OUT/batches/<batch_id>.html) when the run ends.",
+        show_default=False,
+    ),
 ]
 BackgroundOption = Annotated[str | None, _setting("--background", help="Colour to flatten transparency onto, #rrggbb.")]
 NameOption = Annotated[
@@ -321,7 +330,10 @@ def _render_in_foreground(
         result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar, standby=standby)
     final = replace(result.batch, replayed=replayed)
     reporter.manifest_errors(result.manifest_errors)
-    reporter.finished(final, interrupted=result.supervision.interrupted, crashes=result.supervision.crashes)
+    reporter.sheet_error(result.sheet_error)
+    reporter.finished(
+        final, interrupted=result.supervision.interrupted, crashes=result.supervision.crashes, sheet=result.sheet_path
+    )
     raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
 
 
@@ -371,6 +383,7 @@ def submit_command(
     ] = False,
     workers: WorkersOption = None,
     item_timeout: ItemTimeoutOption = None,
+    sheet: SheetOption = True,
     retry_admission: Annotated[
         bool, typer.Option("--retry-admission", help="When refused (exit 75), retry with backoff and jitter.")
     ] = False,
@@ -550,6 +563,7 @@ def retry(
     detach: Annotated[bool, typer.Option("--detach", help="Requeue and return; `thumbctl work` renders them.")] = False,
     workers: WorkersOption = None,
     item_timeout: ItemTimeoutOption = None,
+    sheet: SheetOption = True,
     profile: ProfileOption = None,
     db: DbOption = None,
     json_out: JsonOption = False,
@@ -678,6 +692,13 @@ def config_command(
         reporter.settings(_settings(ctx))
 
 
+class SheetOrder(StrEnum):
+    """``thumbctl sheet --sort`` (see :data:`thumbctl.sheet.SORT_ORDERS`)."""
+
+    ledger = "ledger"
+    score = "score"
+
+
 @app.command(epilog=COMMAND_EPILOG)
 def sheet(
     batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
@@ -690,11 +711,20 @@ def sheet(
             help="Where to write the page; its folder must exist. Default: OUT/batches/<batch_id>.html.",
         ),
     ] = None,
+    sort: Annotated[
+        SheetOrder,
+        typer.Option(
+            "--sort",
+            help="Source order: ledger (as submitted) or score (lowest crop score first). "
+            "Sources with a crop missing come first either way.",
+        ),
+    ] = SheetOrder.ledger,
     db: DbOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
-    """Write a contact sheet: every source with its crops side by side, failures with their reason.
+    """Write a contact sheet: every source with its crops drawn on a small copy of it, the crops
+    side by side, each with a manifest line to re-crop it; failures as one row with their reason.
 
     One self-contained HTML page (no network, no JavaScript) with relative links to the
     outputs; open it in a browser to review the crops. Exit 0 once written, whatever the batch's state.
@@ -703,7 +733,7 @@ def sheet(
 
     reporter = _reporter(json_out, quiet)
     with _handled(reporter), _open_ledger(db, read_only=True) as ledger:
-        reporter.sheet_written(write_contact_sheet(ledger, batch, output))
+        reporter.sheet_written(write_contact_sheet(ledger, batch, output, sort=sort.value))
 
 
 GraceOption = Annotated[

@@ -199,6 +199,7 @@ KEYS: tuple[Key, ...] = (
     Key("deadline", "--deadline", _seconds, lambda: _SUBMIT.deadline_seconds),
     Key("workers", "--workers", _whole_in(0), lambda: 0),
     Key("item_timeout", "--item-timeout", _seconds, lambda: _RUN.item_timeout),
+    Key("sheet", "--sheet", _switch, lambda: _RUN.sheet),
     Key("max_pixels", "--max-pixels", _count, lambda: _LIMITS.max_pixels),
     Key("max_bytes", "--max-bytes", _count, lambda: _LIMITS.max_bytes),
     Key("max_items", "--max-items", _whole_in(1), lambda: _LIMITS.max_items),
@@ -275,6 +276,7 @@ class Settings:
             workers=self["workers"] or default_workers(),
             item_timeout=self["item_timeout"],
             lease_seconds=lease_seconds(RunOptions.lease_seconds),
+            sheet=self["sheet"],
         )
 
     def to_json(self) -> dict[str, Any]:

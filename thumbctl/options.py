@@ -67,3 +67,5 @@ class RunOptions:
     heartbeat_seconds: float = 10.0
     backoff: Backoff = field(default_factory=Backoff)
     item_timeout: float = 300.0
+    #: Write the batch's contact sheet at the end of a foreground run.
+    sheet: bool = True

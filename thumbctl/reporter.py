@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, islice
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from rich.cells import cell_len
@@ -353,10 +354,11 @@ class Reporter:
             "then run `thumbctl work`)"
         )
 
-    def finished(self, batch: BatchView, *, interrupted: bool, crashes: int = 0) -> None:
-        """The end of a foreground run: the batch object, or a summary."""
+    def finished(self, batch: BatchView, *, interrupted: bool, crashes: int = 0, sheet: str | None = None) -> None:
+        """The end of a run: the batch object, or a summary; ``sheet`` is the contact sheet a
+        foreground run wrote (its JSON gets ``"sheet"``, its summary the ``file://`` link)."""
         if self.json_mode:
-            self.emit_json(batch.to_json())
+            self.emit_json(batch.to_json() | ({"sheet": sheet} if sheet else {}))
             return
         if interrupted:
             self.say(f"Interrupted: batch {batch.batch_id} is {styled(batch.state)}; the cancel is recorded.")
@@ -369,7 +371,14 @@ class Reporter:
         self._replaced_names_line(batch)
         self._failure_summary(batch)
         if batch.counts["succeeded"]:
-            self.say(f"  outputs in {escape(batch.out_dir)}, manifest {escape(batch.manifest_path)}")
+            self.say(f"  thumbnails in {escape(batch.out_dir)}, manifest {escape(batch.manifest_path)}")
+        if sheet:
+            self.say(f"  contact sheet {escape(Path(sheet).as_uri())}")
+
+    def sheet_error(self, error: str | None) -> None:
+        """Shown even with -q or --json (on stderr), like a manifest not written."""
+        if error:
+            self.console.print(f"[yellow]warning[/] [dim]\\[cannot_write][/] {escape(error)}")
 
     def manifest_errors(self, errors: tuple[str, ...]) -> None:
         """Shown even with -q or --json (on stderr): an output the user expects is missing."""

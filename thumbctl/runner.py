@@ -2,7 +2,7 @@
 
 Policy on top of the pool: what the first Ctrl-C means (a durable cancel for
 a foreground batch; a graceful stop for ``work``), and writing each finished
-batch's JSON manifest.
+batch's JSON manifest (and, at the end of a foreground run, its contact sheet).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from .errors import Interrupted
+from .errors import CannotWrite, Interrupted
 from .ledger import Ledger, iso
 from .models import BatchView
 from .options import RunOptions, lease_seconds
@@ -64,6 +64,10 @@ class RunResult:
     supervision: Supervision
     #: Batch manifests that could not be written (path: reason); the batches themselves are done.
     manifest_errors: tuple[str, ...] = ()
+    #: The contact sheet written at the end of the run (None when off or not written).
+    sheet_path: str | None = None
+    #: Why the contact sheet could not be written.
+    sheet_error: str | None = None
 
 
 def prepare_workers(count: int) -> Standby:
@@ -117,7 +121,8 @@ def run_batch(
         errors = []
         if view.is_terminal and (ran or not os.path.exists(view.manifest_path)):
             errors += _manifest_error(ledger, view)
-        return RunResult(view, supervision, tuple(errors))
+        sheet_path, sheet_error = _write_sheet(ledger, batch_id) if options.sheet else (None, None)
+        return RunResult(view, supervision, tuple(errors), sheet_path, sheet_error)
 
 
 def run_work(
@@ -199,6 +204,17 @@ def _manifest_error(ledger: Ledger, batch: BatchView) -> list[str]:
     except OSError as exc:
         return [f"{batch.manifest_path}: {exc.strerror or exc}"]
     return []
+
+
+def _write_sheet(ledger: Ledger, batch_id: str) -> tuple[str | None, str | None]:
+    """Write the batch's contact sheet at its default place: (path, None), or (None, why not).
+    Like the manifest, a sheet that cannot be written leaves the run's outcome alone."""
+    from .sheet import write_contact_sheet  # Pillow-free, but only a foreground run needs it
+
+    try:
+        return write_contact_sheet(ledger, batch_id).path, None
+    except CannotWrite as exc:
+        return None, exc.message
 
 
 def write_batch_manifest(ledger: Ledger, batch: BatchView) -> str:

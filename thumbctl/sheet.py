@@ -1,14 +1,20 @@
 """The contact sheet of a batch: one self-contained HTML page to review its crops at a glance.
 
-Each source is a card: its id and size, a small diagram of the source frame with
-every crop window drawn on it, and its crops side by side at their true aspect
-ratios. Failed, cancelled and unfinished items are labelled placeholders with
-their state, error code and detail. Images are relative links to the outputs,
-so the page works from disk, offline, with no JavaScript; nothing is copied.
+Each source is a card: its id and size, a small copy of the photo with every crop
+window drawn on it, and its crops side by side at their true aspect ratios, each
+with a manifest line to paste (its ``focus`` is the window's centre) to re-crop it.
+The small copy is the preview the worker saved from its crop analysis, embedded as a
+``data:`` URI; the crops are relative links to the outputs, so the page works from
+disk, offline, with no JavaScript, and no image waits to load lazily. A source with
+nothing to show (failed, cancelled, unfinished) is one compact row with its state,
+error code and detail; one with only some crops missing shows a labelled placeholder
+for each of those.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -19,11 +25,13 @@ from urllib.parse import quote
 from .errors import CannotWrite
 from .ledger import Ledger
 from .models import ITEM_STATES, BatchView, ItemView
-from .store import OutputLayout, shown_output, write_page
+from .store import OutputLayout, read_preview, shown_output, write_page
 
 #: Outline colours of the ratios, in the order the batch lists them.
 RATIO_COLOURS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2")
-FRAME_BOX = (168, 126)  # the source diagram fits in this many CSS px
+FRAME_BOX = (196, 160)  # the source's preview fits in this many CSS px
+#: Source orders of ``thumbctl sheet --sort``; sources with a crop missing come first in each.
+SORT_ORDERS = ("ledger", "score")
 
 ItemKey = tuple[str, str]  # (item id, ratio)
 
@@ -55,17 +63,21 @@ class SheetSummary:
         }
 
 
-def write_contact_sheet(ledger: Ledger, batch: str, path: Path | None = None) -> SheetSummary:
+def write_contact_sheet(
+    ledger: Ledger, batch: str, path: Path | None = None, *, sort: str = "ledger"
+) -> SheetSummary:
     """Write the contact sheet of ``batch`` to ``path`` (default OUT/batches/<batch_id>.html).
 
-    The folder of an explicit ``path`` must exist; the default one is created.
+    The folder of an explicit ``path`` must exist; the default one is created. ``sort``:
+    ``ledger`` (the order of submission) or ``score`` (the lowest crop score first).
     """
     view = ledger.batch(batch)
     items = ledger.items(view.batch_id)
     layout = OutputLayout(view.out_dir)
     target = sheet_target(layout, view.batch_id, path)
     shown = {(i.item_id, i.ratio): p for i in items if (p := shown_output(i))}
-    page = render_sheet(view, items, ledger.source_sizes(view.batch_id), shown, os.path.dirname(target))
+    sizes = ledger.source_sizes(view.batch_id)
+    page = render_sheet(view, items, sizes, shown, os.path.dirname(target), previews(layout, items), sort=sort)
     try:
         write_page(layout, target, page, create_folder=path is None)
     except OSError as exc:
@@ -96,23 +108,36 @@ def sheet_target(layout: OutputLayout, batch_id: str, path: Path | None) -> str:
     return target
 
 
+def previews(layout: OutputLayout, items: list[ItemView]) -> dict[str, bytes]:
+    """Each source's preview (the worker's analysis copy), by item id, where one was saved and is whole."""
+    found: dict[str, bytes] = {}
+    for item in items:
+        path = (item.result or {}).get("preview")
+        if item.item_id not in found and isinstance(path, str) and (data := read_preview(layout, path)):
+            found[item.item_id] = data
+    return found
+
+
 def render_sheet(
     batch: BatchView,
     items: list[ItemView],
     sizes: dict[str, tuple[int, int]],
     shown: dict[ItemKey, str],
     page_dir: str,
+    photos: dict[str, bytes] | None = None,
+    *,
+    sort: str = "ledger",
 ) -> str:
     """The whole page.
 
     ``shown`` maps (item id, ratio) to the output file to show; links are relative to ``page_dir``.
+    ``photos`` maps item ids to their JPEG previews.
     """
     ratios = list(dict.fromkeys(i.ratio for i in items))
     colours = {r: RATIO_COLOURS[n % len(RATIO_COLOURS)] for n, r in enumerate(ratios)}
-    groups = group_by_source(items, shown)
-    cards = "\n".join(
-        source_card(item_id, group, sizes.get(item_id), shown, page_dir, colours) for item_id, group in groups.items()
-    )
+    groups = group_by_source(items, shown, sort)
+    card = SourceCard(batch.source_root, shown, page_dir, colours, photos or {})
+    cards = "\n".join(card.render(item_id, group, sizes.get(item_id)) for item_id, group in groups.items())
     title = f"Contact sheet · {batch.batch_id}"
     return (
         "<!DOCTYPE html>\n"
@@ -125,16 +150,35 @@ def render_sheet(
     )
 
 
-def group_by_source(items: list[ItemView], shown: dict[ItemKey, str]) -> dict[str, list[ItemView]]:
-    """Items by item id (one source each), in ledger order, sources with an item not shown first.
+def group_by_source(
+    items: list[ItemView], shown: dict[ItemKey, str], sort: str = "ledger"
+) -> dict[str, list[ItemView]]:
+    """Items by item id (one source each), sources with an item not shown first, then in ledger
+    order or (``score``) by their lowest crop score, those with no score recorded last.
 
     On a sheet of thousands of sources, the ones that need attention must not hide at the bottom.
     """
+    if sort not in SORT_ORDERS:
+        raise ValueError(f"unknown sheet order {sort!r}: use {' or '.join(SORT_ORDERS)}")
     groups: dict[str, list[ItemView]] = {}
     for item in items:
         groups.setdefault(item.item_id, []).append(item)
-    ordered = sorted(groups.items(), key=lambda pair: all((i.item_id, i.ratio) in shown for i in pair[1]))
-    return dict(ordered)
+
+    def key(pair: tuple[str, list[ItemView]]) -> tuple[bool, float]:
+        complete = all((i.item_id, i.ratio) in shown for i in pair[1])
+        return complete, lowest_score(pair[1]) if sort == "score" else 0.0
+
+    return dict(sorted(groups.items(), key=key))
+
+
+def lowest_score(items: list[ItemView]) -> float:
+    """The lowest crop score recorded among ``items``; infinity when none is."""
+    scores = [
+        float(crop["score"])
+        for item in items
+        if isinstance(crop := (item.result or {}).get("crop"), dict) and isinstance(crop.get("score"), int | float)
+    ]
+    return min(scores, default=float("inf"))
 
 
 def relative_href(path: str, page_dir: str) -> str:
@@ -190,42 +234,116 @@ def failure_summary(batch: BatchView) -> str:
     return f'<ul class="failure-codes" aria-label="failures by code">{parts}</ul>\n'
 
 
-def source_card(
-    item_id: str,
-    items: list[ItemView],
-    size: tuple[int, int] | None,
-    shown: dict[ItemKey, str],
-    page_dir: str,
-    colours: dict[str, str],
-) -> str:
-    """One source: its id, size and crop diagram, then one tile per ratio."""
-    tiles = "".join(
-        crop_figure(item, shown[(item.item_id, item.ratio)], page_dir, colours[item.ratio])
-        if (item.item_id, item.ratio) in shown
-        else placeholder_figure(item, colours[item.ratio])
-        for item in items
-    )
-    flagged = " has-problem" if any((i.item_id, i.ratio) not in shown for i in items) else ""
-    dimensions = f"{size[0]}×{size[1]} px" if size else "size unknown"
+class SourceCard:
+    """Renders one source's card; what every card shares is held here."""
+
+    def __init__(
+        self,
+        source_root: str,
+        shown: dict[ItemKey, str],
+        page_dir: str,
+        colours: dict[str, str],
+        photos: dict[str, bytes],
+    ) -> None:
+        self.source_root = source_root
+        self.shown = shown
+        self.page_dir = page_dir
+        self.colours = colours
+        self.photos = photos
+
+    def render(self, item_id: str, items: list[ItemView], size: tuple[int, int] | None) -> str:
+        """Its id, size and photo with the crop windows, then one tile per ratio; a compact row
+        when it has nothing to show."""
+        dimensions = f"{size[0]}×{size[1]} px" if size else "size unknown"
+        if not any((i.item_id, i.ratio) in self.shown for i in items):
+            return compact_row(item_id, items, dimensions)
+        tiles = "".join(self.tile(item, size) for item in items)
+        flagged = " has-problem" if any((i.item_id, i.ratio) not in self.shown for i in items) else ""
+        frame = source_frame(size, items, self.colours, self.photos.get(item_id))
+        return (
+            f'<section class="source{flagged}" data-item-id="{escape(item_id)}">\n'
+            f'<div class="about"><h2>{breakable(item_id)}</h2><p class="dims">{dimensions}</p>{frame}</div>\n'
+            f'<div class="crops">{tiles}</div>\n</section>'
+        )
+
+    def tile(self, item: ItemView, size: tuple[int, int] | None) -> str:
+        colour = self.colours[item.ratio]
+        path = self.shown.get((item.item_id, item.ratio))
+        if path is None:
+            return placeholder_figure(item, colour)
+        return crop_figure(item, path, self.page_dir, colour, recrop_line(item, size, self.source_root))
+
+
+def compact_row(item_id: str, items: list[ItemView], dimensions: str) -> str:
+    """A source with no crop to show: one row, one line per distinct (state, code, detail) with its ratios."""
+    outcomes: dict[tuple[str, str, str], list[str]] = {}
+    for item in items:
+        outcomes.setdefault(outcome_of(item), []).append(item.ratio)
+    lines = "".join(outcome_line(*outcome, ratios) for outcome, ratios in outcomes.items())
     return (
-        f'<section class="source{flagged}" data-item-id="{escape(item_id)}">\n'
-        f'<div class="about"><h2>{breakable(item_id)}</h2><p class="dims">{dimensions}</p>'
-        f"{source_frame(size, items, colours)}</div>\n"
-        f'<div class="crops">{tiles}</div>\n</section>'
+        f'<section class="source compact has-problem" data-item-id="{escape(item_id)}">'
+        f'<h2>{breakable(item_id)}</h2><span class="dims">{dimensions}</span>'
+        f'<ul class="outcomes">{lines}</ul></section>'
     )
 
 
-def source_frame(size: tuple[int, int] | None, items: list[ItemView], colours: dict[str, str]) -> str:
-    """The source's outline, scaled down, with each recorded crop window drawn on it (CSS only)."""
+def outcome_line(state: str, code: str, detail: str, ratios: list[str]) -> str:
+    code_html = f' <code class="error-code">{escape(code)}</code>' if code else ""
+    detail_html = f' <span class="detail">{escape(detail)}</span>' if detail else ""
+    return (
+        f'<li class="{escape(state)}"><span class="state">{escape(label_of(state))}</span>{code_html}{detail_html}'
+        f' <span class="ratios">{escape(", ".join(ratios))}</span></li>'
+    )
+
+
+def outcome_of(item: ItemView) -> tuple[str, str, str]:
+    """(state, error code, detail) of an item with no output to show."""
+    if item.state == "succeeded":
+        return "succeeded", "", "the output file is gone; see thumbctl reconcile"
+    return item.state, item.error_code or "", item.error_detail or ""
+
+
+def label_of(state: str) -> str:
+    return "missing" if state == "succeeded" else state
+
+
+def source_frame(
+    size: tuple[int, int] | None, items: list[ItemView], colours: dict[str, str], photo: bytes | None = None
+) -> str:
+    """The source scaled down (its preview, or an outline when there is none) with each recorded
+    crop window drawn on it."""
     if not size:
         return ""
     width, height = size
     scale = min(FRAME_BOX[0] / width, FRAME_BOX[1] / height)
+    box_w, box_h = max(1, round(width * scale)), max(1, round(height * scale))
     windows = "".join(crop_window(item, size, colours[item.ratio]) for item in items)
-    return (
-        f'<div class="frame" style="width:{round(width * scale)}px;height:{round(height * scale)}px" '
-        f'role="img" aria-label="crop windows on the source">{windows}</div>'
+    picture = (
+        f'<img class="photo" src="data:image/jpeg;base64,{base64.b64encode(photo).decode("ascii")}" '
+        f'width="{box_w}" height="{box_h}" alt="">'
+        if photo
+        else ""
     )
+    kind = "frame photo" if photo else "frame"
+    return (
+        f'<div class="{kind}" style="width:{box_w}px;height:{box_h}px" '
+        f'role="img" aria-label="crop windows on the source">{picture}{windows}</div>'
+    )
+
+
+def recrop_line(item: ItemView, size: tuple[int, int] | None, source_root: str) -> str | None:
+    """A JSONL manifest line that renders this crop again centred where it is now (``focus``, to edit),
+    for a manifest in the batch's source folder; None when no window was recorded."""
+    box = crop_box(item)
+    if box is None or not size:
+        return None
+    left, top, right, bottom = box
+    focus = [round((left + right) / 2 / size[0], 3), round((top + bottom) / 2 / size[1], 3)]
+    source = os.path.relpath(item.source, source_root)
+    line = {"source": source, "ratios": [item.ratio], "focus": focus}
+    if item.item_id != source:  # a manifest's id defaults to the source's path
+        line = {"id": item.item_id, **line}
+    return json.dumps(line, ensure_ascii=False)
 
 
 def crop_window(item: ItemView, size: tuple[int, int], colour: str) -> str:
@@ -250,15 +368,23 @@ def crop_box(item: ItemView) -> tuple[int, int, int, int] | None:
     return left, top, right, bottom
 
 
-def crop_figure(item: ItemView, path: str, page_dir: str, colour: str) -> str:
-    """A crop at its true aspect ratio, linked to the full-size output."""
+def crop_figure(item: ItemView, path: str, page_dir: str, colour: str, recrop: str | None = None) -> str:
+    """A crop at its true aspect ratio, linked to the full-size output, with its re-crop line.
+
+    Loaded eagerly: a lazy image off screen stays blank in a printout or a headless screenshot."""
     href = escape(relative_href(path, page_dir))
     out_w, out_h = output_size(item)
     dims = f'width="{out_w}" height="{out_h}"' if out_w else f'style="aspect-ratio:{ratio_css(item.ratio)}"'
     alt = escape(f"{item.item_id} {item.ratio}")
+    line = (
+        f'<code class="recrop" title="a manifest line (JSONL) to re-crop it: edit focus, paste, submit">'
+        f"{escape(recrop)}</code>"
+        if recrop
+        else ""
+    )
     return (
         f'<figure class="tile" style="--c:{colour}"><a href="{href}">'
-        f'<img src="{href}" {dims} alt="{alt}" loading="lazy" decoding="async"></a>'
+        f'<img src="{href}" {dims} alt="{alt}"></a>{line}'
         f"<figcaption>{crop_caption(item)}</figcaption></figure>"
     )
 
@@ -290,10 +416,8 @@ def crop_caption(item: ItemView) -> str:
 
 def placeholder_figure(item: ItemView, colour: str) -> str:
     """A labelled box of the ratio's shape for an item with no output to show."""
-    if item.state == "succeeded":
-        label, code, detail = "missing", "", "the output file is gone; see thumbctl reconcile"
-    else:
-        label, code, detail = item.state, item.error_code or "", item.error_detail or ""
+    state, code, detail = outcome_of(item)
+    label = label_of(state)
     code_html = f'<code class="error-code">{escape(code)}</code>' if code else ""
     detail_html = f'<p class="detail">{escape(detail)}</p>' if detail else ""
     return (
@@ -310,7 +434,7 @@ def ratio_css(ratio: str) -> str:
     return f"{int(w)} / {int(h)}" if w.isdigit() and h.isdigit() and int(w) and int(h) else "1 / 1"
 
 
-CSP = "default-src 'none'; img-src 'self' file:; style-src 'unsafe-inline'"
+CSP = "default-src 'none'; img-src 'self' file: data:; style-src 'unsafe-inline'"
 
 STYLE = """
 :root { color-scheme: light; --ink: #1c1917; --muted: #78716c; --line: #e7e5e4; --bad: #dc2626; }
@@ -344,7 +468,10 @@ ul { list-style: none; margin: 0; padding: 0; }
 .dims { margin: 2px 0 10px; color: var(--muted); font-size: 13px; }
 .frame { position: relative; background: repeating-linear-gradient(45deg, #f5f5f4 0 6px, #ecebea 6px 12px);
   border: 1px solid #d6d3d1; }
-.window { position: absolute; border: 2px solid var(--c); border-radius: 1px; }
+.frame.photo { border-color: #a8a29e; background: #d6d3d1; }
+.frame .photo { display: block; width: 100%; height: 100%; }
+.window { position: absolute; border: 2px solid var(--c); border-radius: 1px;
+  box-shadow: 0 0 0 1px rgb(255 255 255 / 75%), inset 0 0 0 1px rgb(255 255 255 / 75%); }
 .crops { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; min-width: 0; }
 .tile { margin: 0; min-width: 150px; max-width: 100%; }
 .tile img, .tile .box { display: block; height: 196px; width: auto; max-width: 100%; object-fit: contain;
@@ -353,6 +480,16 @@ ul { list-style: none; margin: 0; padding: 0; }
 .tile figcaption { width: 0; min-width: calc(100% - 8px); margin: 8px 4px 0; font-size: 12px; color: var(--muted);
   line-height: 1.4; }
 .tile .ratio { font-weight: 650; color: var(--ink); }
+.tile { display: flex; flex-direction: column; } .tile .recrop { order: 1; }
+.recrop { display: block; width: 0; min-width: calc(100% - 8px); margin: 6px 4px 0; padding: 3px 6px;
+  background: #f5f5f4; border: 1px solid var(--line); border-radius: 4px; font-size: 10.5px; color: #57534e;
+  overflow-wrap: anywhere; user-select: all; -webkit-user-select: all; }
+.source.compact { display: flex; flex-wrap: wrap; align-items: baseline; gap: 4px 14px; padding: 8px 16px; }
+.compact h2 { font-size: 14px; font-weight: 600; margin: 0; overflow-wrap: anywhere; } .compact .dims { margin: 0; }
+.outcomes { display: flex; flex-direction: column; gap: 2px; flex: 1 1 320px; font-size: 13px; }
+.outcomes .state { font-weight: 650; text-transform: uppercase; font-size: 11px; letter-spacing: .06em; }
+.outcomes .failed .state { color: #b91c1c; } .outcomes .detail { overflow-wrap: anywhere; }
+.outcomes .ratios { color: var(--muted); }
 .placeholder .box { margin: 4px; min-width: 142px; display: flex; flex-direction: column; align-items: center;
   justify-content: center; gap: 6px; background: #fafaf9; outline: 2px dashed #d6d3d1; }
 .placeholder.failed .box { background: #fef2f2; outline-color: #fca5a5; }

@@ -155,6 +155,12 @@ class OutputLayout:
     def object_path(self, key: str, extension: str) -> str:
         return f"{self.root}/objects/{key[:2]}/{key}.{extension}"
 
+    @staticmethod
+    def preview_path(object_path: str) -> str:
+        """The contact sheet's small preview of a source, beside the first object rendered from it
+        (``<key>.preview.jpg``: not an object's name, so reconcile and gc never take it for one)."""
+        return f"{os.path.splitext(object_path)[0]}.preview.jpg"
+
     def friendly_path(self, stem: str, ratio: Ratio, extension: str, size: int | None = None) -> str:
         """``OUT/<stem>.<ratio>.<ext>``; with ``size`` (the size asked for, given when a batch asks
         for several sizes) ``OUT/<stem>.<ratio>.<size>.<ext>``."""
@@ -427,6 +433,44 @@ def write_temp(layout: OutputLayout, data: bytes, extension: str) -> str:
     with open_folder(layout.root, layout.tmp_dir, create=True) as tmp:
         _write_new(tmp, name, data)
     return f"{layout.tmp_dir}/{name}"
+
+
+def write_preview(layout: OutputLayout, path: str, make: Callable[[], bytes]) -> None:
+    """Write a preview at ``path`` (a name in the store) from the bytes ``make`` returns, through
+    OUT/.tmp and a rename, unless one is there already (then ``make`` is not called). Not fsynced:
+    it is a review aid, and the contact sheet checks it is a whole JPEG before using it."""
+    folder, name = os.path.split(path)
+    with open_folder(layout.root, folder, create=True) as dest:
+        with contextlib.suppress(FileNotFoundError):
+            os.stat(name, dir_fd=dest, follow_symlinks=False)
+            return
+        with open_folder(layout.root, layout.tmp_dir, create=True) as tmp:
+            staging = _temp_basename("jpg")
+            fd = os.open(staging, _NEW_FILE_FLAGS, 0o644, dir_fd=tmp)
+            try:
+                with os.fdopen(fd, "wb") as stream:
+                    stream.write(make())
+                os.replace(staging, name, src_dir_fd=tmp, dst_dir_fd=dest)
+            finally:
+                _unlink_quietly(tmp, staging)
+
+
+def read_preview(layout: OutputLayout, path: str, limit: int = 1 << 20) -> bytes | None:
+    """A preview's bytes if ``path`` is a whole JPEG file of at most ``limit`` bytes inside OUT, else None."""
+    if not _inside(layout.root, path):
+        return None
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        with open_folder(layout.root, folder) as parent:
+            fd = os.open(name, _READ_FLAGS, dir_fd=parent)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            return None
+        data = stream.read(limit + 1)
+    whole = len(data) <= limit and data[:2] == b"\xff\xd8" and data[-2:] == b"\xff\xd9"
+    return data if whole else None
 
 
 def discard(path: str | None, *, strict: bool = False) -> None:
@@ -914,7 +958,16 @@ def reclaimable(object_path: str, friendly_paths: list[str]) -> tuple[list[str],
     if not stat.S_ISREG(info.st_mode):
         return [], 0
     linked = [f for f in friendly_paths if _same_file(f, object_path)]
-    return linked, info.st_size if info.st_nlink == 1 + len(linked) else 0
+    return linked, info.st_size + _preview_bytes(object_path) if info.st_nlink == 1 + len(linked) else 0
+
+
+def _preview_bytes(object_path: str) -> int:
+    """The bytes of the preview beside an object (gc removes it with the object), 0 when there is none."""
+    try:
+        info = os.lstat(OutputLayout.preview_path(object_path))
+    except OSError:
+        return 0
+    return info.st_size if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 else 0
 
 
 def remove_object_and_links(layout: OutputLayout, object_path: str, friendly_paths: list[str]) -> tuple[int, int]:
@@ -926,7 +979,7 @@ def remove_object_and_links(layout: OutputLayout, object_path: str, friendly_pat
     linked, _ = reclaimable(object_path, friendly_paths)
     for friendly in linked:
         remove_stored_file(layout, friendly)
-    freed = remove_stored_file(layout, object_path)
+    freed = remove_stored_file(layout, object_path) + remove_stored_file(layout, layout.preview_path(object_path))
     remove_empty_shard(layout, os.path.dirname(object_path))
     for folder in sorted({os.path.dirname(f) for f in linked}, reverse=True):
         remove_empty_friendly_folders(layout, folder)

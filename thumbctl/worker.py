@@ -47,6 +47,7 @@ from .imaging import (
     decode_scale,
     encode,
     output_geometry,
+    preview_jpeg,
     resample,
     verify_output,
 )
@@ -64,6 +65,7 @@ from .store import (
     open_folder,
     publish_name,
     publish_object,
+    write_preview,
     write_temp,
 )
 
@@ -325,6 +327,10 @@ class ClaimRun:
         self.lost = lost
         self.layout = OutputLayout(claim.out_dir)
         self.source_bytes = 0
+        #: The crop analysis of the claim's source; its small copy becomes the contact sheet's preview.
+        self.analysis: CropAnalysis | None = None
+        #: The preview once written, beside the first object this claim published.
+        self.preview: str | None = None
         self.source_timings: dict[str, float] = {}
         profile = claim.profile
         self.overwrite = bool(profile.get("overwrite", False))
@@ -355,6 +361,7 @@ class ClaimRun:
             except ItemFailure as failure:
                 self._fail([i.row for i in self.claim.items], failure.code, failure.detail)
                 return
+            self.analysis = analysis
             self.ledger.start_stage(self.claim, [])  # the decode stage is over
             for group in self._by_derivative_key():
                 if self._checkpoint("before_encode") or self._render_and_publish(decoder, analysis, group) == "stop":
@@ -394,6 +401,25 @@ class ClaimRun:
 
     def _fail(self, rows: list[int], code: str, detail: str) -> None:
         self.ledger.fail(self.claim, rows, code, detail, self.config.backoff.delay_for)
+
+    def _preview_of(self, item: ClaimedItem) -> str | None:
+        """Where the source's preview is (or will be, once ``item`` is published): the contact sheet
+        draws the crop windows on it. A stand-in ``renderer`` (a queue benchmark) makes none."""
+        if self.renderer is not None or self.analysis is None:
+            return None
+        return self.preview or self.layout.preview_path(item.object_path)
+
+    def _write_preview(self, item: ClaimedItem) -> None:
+        """Save the analysis copy as a small JPEG beside ``item``'s object, just published, once per
+        claim (kept if already there: the same derivative key gives the same copy). A review aid:
+        failing to write it costs the preview, never the item."""
+        analysis = self.analysis
+        if self.preview is not None or self.renderer is not None or analysis is None:
+            return
+        path = self.layout.preview_path(item.object_path)
+        with contextlib.suppress(OSError):
+            write_preview(self.layout, path, lambda: preview_jpeg(analysis.preview()))
+            self.preview = path
 
     def _decode(self) -> SourceDecoder:
         """Read the source and decode it at every DCT scale the claim's sizes need, each scale once
@@ -460,6 +486,8 @@ class ClaimRun:
                 "shared_render": reused,
                 "timings": timings,
             }
+            if preview := self._preview_of(item):
+                result["preview"] = preview
             effect = self._effect(temp, data, item, result)
             outcome = self.ledger.publish(self.claim, item, effect, result=result)
         except ItemFailure as failure:
@@ -583,6 +611,7 @@ class ClaimRun:
         )
         if named in ("replaced", "overwritten"):
             result[f"name_{named}"] = True
+        self._write_preview(item)
         timings["publish_ms"] = round(timings["publish_ms"] + (time.perf_counter() - started) * 1000, 3)
         return published.note
 

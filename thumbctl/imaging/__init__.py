@@ -6,7 +6,7 @@ Pure functions of bytes and settings; no ledger, no output folder.
 from ..settings import ANALYSIS_REFERENCE_SIZE
 from .crop import CropAnalysis, CropChoice, Geometry, decode_scale, focus_box, output_geometry
 from .decode import DecodedSource, SourceDecoder, decode_source, flatten
-from .encode import ALPHA_FORMATS, SRGB_PROFILE, encode, resample, verify_output
+from .encode import ALPHA_FORMATS, SRGB_PROFILE, encode, preview_jpeg, resample, verify_output
 from .formats import (
     PILLOW_FORMATS,
     SNIFF_BYTES,
@@ -37,6 +37,7 @@ __all__ = [
     "focus_box",
     "heif_available",
     "output_geometry",
+    "preview_jpeg",
     "probe",
     "resample",
     "sniff_format",

@@ -101,14 +101,16 @@ class CropAnalysis:
         self.policy = policy
         self.small: Image.Image | None = None
         self.saliency: Image.Image | None = None
+        self._image = image
         if policy in ("smart", "entropy"):
-            fit = ANALYSIS_SIZE / max(image.width, image.height)
-            size = (max(1, round(image.width * fit)), max(1, round(image.height * fit)))
-            # reducing_gap=1: a whole-factor reduce() first, then a short box filter; same result, cheaper
-            small = image.resize(size, Image.Resampling.BOX, reducing_gap=1.0) if fit < 1 else image
-            self.small = small.convert("RGB") if small.mode != "RGB" else small
+            self.small = small_copy(image)
             if policy == "smart":
                 self.saliency = saliency_map(self.small)
+
+    def preview(self) -> Image.Image:
+        """The small copy the policies score (made now for a policy that scores none): what the
+        contact sheet draws the crop windows on, so it costs no second decode."""
+        return self.small if self.small is not None else small_copy(self._image)
 
     def choose(self, geometry: Geometry, focus: tuple[float, float] | None) -> CropChoice:
         if focus is not None:
@@ -160,6 +162,15 @@ class CropAnalysis:
                 best = key
         assert best is not None
         return CropChoice(self._box_at(horizontal, best[2], geometry), best[0], "entropy")
+
+
+def small_copy(image: Image.Image) -> Image.Image:
+    """An RGB copy of ``image`` about :data:`ANALYSIS_SIZE` px on its long side (never enlarged)."""
+    fit = ANALYSIS_SIZE / max(image.width, image.height)
+    size = (max(1, round(image.width * fit)), max(1, round(image.height * fit)))
+    # reducing_gap=1: a whole-factor reduce() first, then a short box filter; same result, cheaper
+    small = image.resize(size, Image.Resampling.BOX, reducing_gap=1.0) if fit < 1 else image
+    return small.convert("RGB") if small.mode != "RGB" else small
 
 
 def focus_box(src_w: int, src_h: int, geometry: Geometry, focus: tuple[float, float]) -> tuple[int, int, int, int]:

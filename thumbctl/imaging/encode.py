@@ -69,6 +69,17 @@ def encode(image: Image.Image, fmt: str, quality: int, *, progressive: bool = Tr
     return buf.getvalue()
 
 
+#: JPEG quality of the contact sheet's previews: small files, good enough to judge a crop by.
+PREVIEW_QUALITY = 70
+
+
+def preview_jpeg(image: Image.Image) -> bytes:
+    """A small baseline JPEG of ``image`` (already sRGB and small) for the contact sheet."""
+    buf = io.BytesIO()
+    (image if image.mode == "RGB" else image.convert("RGB")).save(buf, "JPEG", quality=PREVIEW_QUALITY)
+    return buf.getvalue()
+
+
 def verify_output(source: BinaryIO | Path, fmt: str, width: int, height: int, *, full: bool = True) -> str | None:
     """Why an output file is not what it should be, or None when it is.
 
