@@ -13,7 +13,7 @@ import sqlite_utils
 from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
 from thumbctl.faults import Faults
 from thumbctl.ledger import iso
-from thumbctl.ledger.schema import MIGRATIONS
+from thumbctl.ledger.schema import MIGRATIONS, SCHEMA_VERSION
 from thumbctl.worker import WorkerConfig, run_worker
 
 from support import check_invariants
@@ -120,7 +120,7 @@ def test_a_version_1_ledger_is_migrated_to_the_latest_version(tmp_path: Path) ->
     with Ledger(path) as ledger:
         assert ledger.output_folders() == [] and ledger.verified_objects() == {}
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         columns = {row[1] for row in conn.execute("PRAGMA table_info(batches)")}
         item_columns = {row[1] for row in conn.execute("PRAGMA table_info(items)")}
         indexes = {row[1] for row in conn.execute("PRAGMA index_list(items)")}
