@@ -583,14 +583,21 @@ def link_friendly(layout: OutputLayout, object_path: str, friendly_path: str) ->
     shard_dir, object_name = os.path.split(object_path)
     folder, name = os.path.split(friendly_path)
     with open_folder(layout.root, shard_dir) as shard:
-        target = os.stat(object_name, dir_fd=shard, follow_symlinks=False)
-        if stat.S_ISLNK(target.st_mode):  # a hard link to it would be a symlink out of OUT under a friendly name
-            raise OutsideOutput(object_path, layout.root)
+        target = _object_to_link(shard, object_name, object_path, layout.root)
         with open_folder(layout.root, folder, create=True) as dest:
             if _same_inode(dest, name, target):
                 return
             with open_folder(layout.root, layout.tmp_dir, create=True) as tmp:
                 _link_through_staging(tmp, shard, object_name, dest, name, target, object_path, layout.root)
+
+
+def _object_to_link(shard: int, object_name: str, object_path: str, root: str) -> os.stat_result:
+    """The object's own stat (opened in its shard folder ``shard``); a symlink there is refused,
+    since a hard link to it would be a symlink out of OUT under a thumbnail's name."""
+    target = os.stat(object_name, dir_fd=shard, follow_symlinks=False)
+    if stat.S_ISLNK(target.st_mode):
+        raise OutsideOutput(object_path, root)
+    return target
 
 
 #: What :func:`publish_name` did at a thumbnail's name.
@@ -624,9 +631,7 @@ def publish_name(
     shard_dir, object_name = os.path.split(object_path)
     folder, name = os.path.split(friendly_path)
     with open_folder(layout.root, shard_dir) as shard:
-        target = os.stat(object_name, dir_fd=shard, follow_symlinks=False)
-        if stat.S_ISLNK(target.st_mode):  # a hard link to it would be a symlink out of OUT under a friendly name
-            raise OutsideOutput(object_path, layout.root)
+        target = _object_to_link(shard, object_name, object_path, layout.root)
         with open_folder(layout.root, folder, create=True) as dest, open_folder(
             layout.root, layout.tmp_dir, create=True
         ) as tmp:
