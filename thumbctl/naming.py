@@ -112,20 +112,34 @@ def render_name(template: str, fields: NameFields) -> str:
     return template.format(**fields.as_dict())
 
 
+def relative_path_problem(path: str) -> str | None:
+    """Why ``path`` is no plain relative path inside a folder (an item id, a thumbnail's name), or
+    None: text that is not UTF-8, control characters, a backslash, an absolute path, or an empty,
+    ``.`` or ``..`` segment. Length and reserved folders are the caller's rules."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8"
+    if any(unicodedata.category(ch) == "Cc" for ch in path):
+        return "contains control characters"
+    if "\\" in path:
+        return "contains a backslash"
+    if path.startswith("/"):
+        return "is an absolute path"
+    if any(segment in ("", ".", "..") for segment in path.split("/")):
+        return "has an empty, '.' or '..' segment"
+    return None
+
+
 def name_problem(name: str, item_path: str) -> str | None:
     """Why ``name`` cannot be a thumbnail's name, or None. ``item_path`` is the item's ``{path}``:
     a name may lie under a reserved folder only where the item's own path already does."""
     if not name:
         return "is empty"
-    if any(unicodedata.category(ch) == "Cc" for ch in name):
-        return "contains control characters"
-    if "\\" in name:
-        return "contains a backslash"
-    if name.startswith("/"):
-        return "is an absolute path"
+    problem = relative_path_problem(name)
+    if problem is not None:
+        return problem
     segments = name.split("/")
-    if any(segment in ("", ".", "..") for segment in segments):
-        return "has an empty, '.' or '..' segment"
     if any(len(segment.encode()) > MAX_NAME_SEGMENT_BYTES for segment in segments):
         return f"has a segment over {MAX_NAME_SEGMENT_BYTES} bytes"
     if segments[0] == ".tmp":

@@ -35,7 +35,6 @@ import os
 import re
 import secrets
 import stat
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import BinaryIO
 from .errors import ItemFailure
 from .markup import picture_sets
 from .models import BatchView, ItemView
+from .naming import relative_path_problem
 from .proc import host_id, start_ticks
 from .settings import Ratio
 
@@ -101,19 +101,10 @@ def check_item_id(item_id: str) -> str:
 
 
 def _id_problem(item_id: str) -> str | None:
-    try:
-        item_id.encode("utf-8")
-    except UnicodeEncodeError:
-        return "is not valid UTF-8"
-    if any(unicodedata.category(ch) == "Cc" for ch in item_id):
-        return "contains control characters"
-    if "\\" in item_id:
-        return "contains a backslash"
-    if item_id.startswith("/"):
-        return "is an absolute path"
+    problem = relative_path_problem(item_id)
+    if problem is not None:
+        return problem
     parts = item_id.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        return "has an empty, '.' or '..' segment"
     if parts[0] in RESERVED_TOP_LEVEL:
         return f"uses the reserved folder {parts[0]!r}"
     if any(len(part.encode()) > MAX_SEGMENT_BYTES for part in parts):
