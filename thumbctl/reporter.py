@@ -199,7 +199,7 @@ def markup_line(row: Sequence[Cell], widths: Sequence[int]) -> str:
 
 
 class PipeSafeConsole(Console):
-    """A console whose reader may go away (``thumbctl submit … 2>&1 | head``).
+    """A console whose reader may go away (``thumbctl submit … | head``, ``… 2>&1 | head``).
 
     Rich's default answer to a closed pipe is to exit with status 1 at once, which would
     abandon a foreground run half-way with its workers stopped. Here the console falls
