@@ -576,9 +576,9 @@ def test_help_says_how_to_select_postgresql(command: str, tmp_path: Path) -> Non
     assert run.code == 0 and "postgresql://user@host/dbname" in run.stdout and DRIVER_HINT.split()[-1] in run.stdout
 
 
-def test_readme_documents_the_postgresql_ledger_and_its_error_codes() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert "`--db postgresql://user@host/dbname`" in readme and DRIVER_HINT in readme
-    exit_codes = readme.split("### Exit codes", 1)[1].split("###", 1)[0]
+def test_the_docs_document_the_postgresql_ledger_and_its_error_codes() -> None:
+    guide = (REPO / "docs" / "scaling-out.md").read_text()
+    assert "`--db postgresql://user@host/dbname`" in guide and DRIVER_HINT in guide
+    exit_codes = (REPO / "docs" / "json.md").read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
     assert "`postgres_driver_missing`" in exit_codes.split("| 2 |", 1)[1].split("\n", 1)[0]
     assert "`ledger_unavailable`" in exit_codes.split("| 75 |", 1)[1].split("\n", 1)[0]

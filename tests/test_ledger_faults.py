@@ -107,8 +107,8 @@ def events_of(db: Path) -> list[tuple]:
 def test_the_new_exit_code_is_documented() -> None:
     assert int(ExitCode.LEDGER_DAMAGED) == 74
     assert "ledger_corrupt" in EXIT_CODE_MEANINGS[ExitCode.LEDGER_DAMAGED]
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert "| 74 |" in readme and "ledger_corrupt" in readme and "ledger_gone" in readme
+    codes = (Path(__file__).resolve().parent.parent / "docs" / "json.md").read_text()
+    assert "| 74 |" in codes and "ledger_corrupt" in codes and "ledger_gone" in codes
 
 
 def test_a_ledger_at_its_page_limit_is_ledger_full_and_takes_the_batch_later(tmp_path: Path) -> None:

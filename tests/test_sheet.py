@@ -281,6 +281,19 @@ def test_sheet_json_names_the_page_and_its_counts(tmp_path: Path, rendered: str,
     }
 
 
+def test_sheet_counts_no_output_missing_for_a_batch_of_several_sizes_and_formats(
+    tmp_path: Path, photos: Path, out_dir: Path
+) -> None:
+    args = ("--out", out_dir, "-w", "1", "-r", "1:1", "--size", "64,128", "--format", "webp,jpeg", "--json")
+    batch = json.loads(invoke(tmp_path, "submit", photos, *args).stdout)
+    assert batch["state"] == "succeeded" and batch["total"] > 4
+    summary = json.loads(invoke(tmp_path, "sheet", batch["batch_id"], "--json").stdout)
+    assert (summary["succeeded"], summary["missing"]) == (batch["total"], 0)
+    items = json.loads(invoke(tmp_path, "status", batch["batch_id"], "--items", "--json").stdout)["items"]
+    Path(items[0]["object_path"]).unlink()  # one output really gone: counted once
+    assert json.loads(invoke(tmp_path, "sheet", batch["batch_id"], "--json").stdout)["missing"] == 1
+
+
 def test_sheet_path_and_counts_go_to_stdout(tmp_path: Path, rendered: str) -> None:
     review = tmp_path / "review.html"
     result = invoke(tmp_path, "sheet", rendered, "-o", review)

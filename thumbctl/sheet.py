@@ -75,7 +75,8 @@ def write_contact_sheet(
     items = ledger.items(view.batch_id)
     layout = OutputLayout(view.out_dir)
     target = sheet_target(layout, view.batch_id, path)
-    shown = {(i.item_id, i.ratio): p for i in items if (p := shown_output(i))}
+    outputs = [(item, shown_output(item)) for item in items]
+    shown = {(i.item_id, i.ratio): p for i, p in outputs if p}
     sizes = ledger.source_sizes(view.batch_id)
     page = render_sheet(view, items, sizes, shown, os.path.dirname(target), previews(layout, items), sort=sort)
     try:
@@ -91,7 +92,7 @@ def write_contact_sheet(
         items=len(items),
         succeeded=succeeded,
         failed=sum(1 for i in items if i.state == "failed"),
-        missing=succeeded - len(shown),
+        missing=sum(1 for i, p in outputs if i.state == "succeeded" and p is None),
     )
 
 
