@@ -72,9 +72,7 @@ app = typer.Typer(
     help=(
         "Smart-cropped thumbnails in several aspect ratios, through a durable ledger: a SQLite file, or "
         "PostgreSQL for workers on many machines.\n\n"
-        "--db, --json, -q and -v go before or after the command name. --db PATH, or --db "
-        "postgresql://user@host/dbname (needs pip install 'thumbctl[postgres]'; env THUMBCTL_DB). "
-        "Shell completion: --install-completion."
+        "--db, --json, -q and -v go before or after the command name. Shell completion: --install-completion."
     ),
     epilog=ROOT_EPILOG,
     context_settings=CONTEXT_SETTINGS,
@@ -301,7 +299,8 @@ def submit_command(
         ),
     ] = False,
     admission_wait: Annotated[
-        str, typer.Option(help="How long --retry-admission keeps trying.", rich_help_panel="Admission")
+        str,
+        typer.Option(metavar="DURATION", help="How long --retry-admission keeps trying.", rich_help_panel="Admission"),
     ] = "10m",
     stats_interval: StatsIntervalOption = 5.0,
     json_out: bool = False,

@@ -386,6 +386,9 @@ class Reporter:
             self.console.print(f"[yellow]warning[/] [dim]\\[io_error][/] batch manifest not written: {escape(error)}")
 
     def work_done(self, supervision: Supervision) -> None:
+        if self.json_mode:
+            self.emit_json({"interrupted": supervision.interrupted, "crashes": supervision.crashes})
+            return
         note = " (stopped on request)" if supervision.interrupted else ""
         crashes = f", {_replaced(supervision.crashes)}" if supervision.crashes else ""
         self.say(f"Workers finished{note}{crashes}.")
