@@ -249,12 +249,19 @@ def test_status_of_an_unknown_batch_is_a_usage_error(cli, tmp_path: Path) -> Non
     }
 
 
-def test_human_output_goes_to_stderr(cli, photos: Path, out_dir: Path) -> None:
+def test_results_go_to_stdout_and_the_notice_before_a_run_to_stderr(cli, photos: Path, out_dir: Path) -> None:
+    """A detached submit's summary is its result; before a foreground run it is a notice, and
+    the run's own summary is the result (DESIGN section 2)."""
     result = cli("submit", photos, "--out", out_dir, "--detach")
-    assert result.exit_code == 0 and result.stdout == ""
-    assert "Accepted batch" in result.stderr
-    assert "Replayed existing batch" in cli("submit", photos, "--out", out_dir, "--detach").stderr
-    assert cli("status").stdout == ""
+    assert result.exit_code == 0 and result.stderr == ""
+    assert "Accepted batch" in result.stdout
+    assert "Replayed existing batch" in cli("submit", photos, "--out", out_dir, "--detach").stdout
+    listed = cli("status")
+    assert listed.stderr == "" and "queued 0/12" in " ".join(listed.stdout.split())
+    run = cli("submit", photos, "--out", out_dir, "-w", "1", "--stats-interval", "60")
+    assert run.exit_code == 0
+    assert "Replayed existing batch" in run.stderr and "Replayed existing batch" not in run.stdout
+    assert run.stdout.splitlines()[0].endswith(" succeeded") and "thumbnails in " in run.stdout
 
 
 def test_empty_ledger_status(cli) -> None:
@@ -394,8 +401,8 @@ def test_verbose_lists_every_failure(cli, photos: Path, out_dir: Path) -> None:
     result = cli("submit", photos, "--out", out_dir, "-v", "--stats-interval", "60")
     assert result.exit_code == 1
     for ratio in ("1:1", "4:3", "16:9"):
-        assert f"unsupported_format notes.jpg {ratio}: not an image of a supported format" in result.stderr
-    assert "x3: e.g." not in result.stderr
+        assert f"unsupported_format notes.jpg {ratio}: not an image of a supported format" in result.stdout
+    assert "x3: e.g." not in result.stdout + result.stderr
     lines = result.stderr.splitlines()
     assert any(" running " in line or " done (" in line for line in lines)  # plain progress lines off a terminal
     assert "\x1b" not in result.stderr
@@ -535,9 +542,9 @@ def test_reconcile_exits_1_while_findings_remain_and_0_once_repaired(cli, photos
         {"findings": [finding], "clean": False, "objects": {"checked": 4, "decoded": 3, "unchanged": 0}},
     )
     human = cli("reconcile")
-    assert human.exit_code == 1 and human.stdout == ""
-    assert f"object_missing {batch['batch_id']} {item['item_id']} 1:1: the object is missing" in human.stderr
-    assert "4 objects checked: 0 decoded, 3 unchanged since they last decoded (--deep decodes all)" in human.stderr
+    assert human.exit_code == 1 and human.stderr == ""
+    assert f"object_missing {batch['batch_id']} {item['item_id']} 1:1: the object is missing" in human.stdout
+    assert "4 objects checked: 0 decoded, 3 unchanged since they last decoded (--deep decodes all)" in human.stdout
     fixed = cli("reconcile", "--repair", "--json")
     assert (fixed.exit_code, json.loads(fixed.stdout)) == (
         0,
@@ -566,10 +573,10 @@ def test_gc_dry_run_then_gc_reclaims_the_bytes_of_expired_batches(cli, photos: P
     )
     assert [p for p in out_dir.rglob("*") if p.is_file()] == files
     done = cli("gc", "--older-than", "0s")
-    assert done.exit_code == 0 and done.stdout == ""
-    assert f"expired 1 batch: {batch['batch_id']}" in done.stderr
-    assert "removed 4 objects, 4 friendly names, 0 temp files, 1 manifest" in done.stderr
-    assert "reclaimed: " in done.stderr and "kB" in done.stderr
+    assert done.exit_code == 0 and done.stderr == ""
+    assert f"expired 1 batch: {batch['batch_id']}" in done.stdout
+    assert "removed 4 objects, 4 friendly names, 0 temp files, 1 manifest" in done.stdout
+    assert "reclaimed: " in done.stdout and "kB" in done.stdout
     assert [p for p in out_dir.rglob("*") if p.is_file()] == []
 
 
@@ -596,8 +603,8 @@ def test_quiet_reconcile_prints_only_the_findings_that_remain(cli, photos: Path,
     orphan.write_bytes(b"left behind")
     (out_dir / "rooms" / "living.1x1.jpg").unlink()
     left = cli("reconcile", "--repair", "-q")
-    assert left.exit_code == 1 and left.stdout == ""
-    assert left.stderr.splitlines() == [
+    assert left.exit_code == 1 and left.stderr == ""
+    assert left.stdout.splitlines() == [
         f"orphan_object: no item of a live batch references this object (11 bytes); `thumbctl gc` removes it {orphan}"
     ]
 
@@ -1044,42 +1051,49 @@ def test_outputs_smaller_than_asked_are_named_in_the_run_summary_and_the_items_t
 ) -> None:
     run = ("--out", out_dir, "-w", "1", *ratios, "--size", "1024", "--crop", "center")
     result = cli("submit", small_and_large, *run)
-    assert result.exit_code == 0 and result.stdout == ""
-    assert summary in result.stderr.splitlines()
+    assert result.exit_code == 0
+    assert summary in result.stdout.splitlines()
     (batch,) = json.loads(cli("status", "--json").stdout)["batches"]
     crop_cells = {key: " ".join(row.split()[4:-1]) for key, row in table_rows(cli, batch["batch_id"]).items()}
     assert crop_cells == {key: cell for key, cell in CENTRED_CELLS_AT_1024.items() if key[1] in ratios}
     enlarged = cli("submit", small_and_large, *run, "--upscale")
-    assert enlarged.exit_code == 0 and "smaller than asked" not in enlarged.stderr
+    assert enlarged.exit_code == 0 and "smaller than asked" not in enlarged.stdout + enlarged.stderr
 
 
 # -- what a new user runs into ------------------------------------------------------
 
 
-def test_a_closed_stderr_pipe_neither_fails_nor_abandons_the_run(photos: Path, out_dir: Path, tmp_path: Path) -> None:
-    """`thumbctl submit … 2>&1 | head`: the reader goes away; the work and the exit code stay as they were."""
+@pytest.mark.parametrize("closed", ["stdout", "stderr"])
+def test_a_closed_pipe_neither_fails_nor_abandons_the_run(
+    photos: Path, out_dir: Path, tmp_path: Path, closed: str
+) -> None:
+    """`thumbctl submit … | head` or `… 2>&1 | head`: the reader goes away; the work and the exit
+    code stay as they were, and the other stream still gets its lines."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     db = tmp_path / "l.db"
     commands = (
         ["submit", str(photos), "--out", str(out_dir), "-w", "1", "-r", "1:1", "--stats-interval", "0.5"],
         ["status"],
-        ["events", "b_nope"],  # its error line goes nowhere: exit 2 all the same
+        ["events", "b_nope"],  # its error line goes nowhere (or to stderr): exit 2 all the same
     )
     codes = []
     for args in commands:
         read_end, write_end = os.pipe()
-        os.close(read_end)  # nobody reads stderr: the first line written meets a closed pipe
+        os.close(read_end)  # nobody reads this stream: the first line written meets a closed pipe
+        streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, closed: write_end}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "thumbctl", *args, "--db", str(db)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=write_end,
-            env=env,
+            [sys.executable, "-m", "thumbctl", *args, "--db", str(db)], stdin=subprocess.DEVNULL, env=env, **streams
         )
         os.close(write_end)
-        out, _ = proc.communicate(timeout=120)
-        codes.append((proc.returncode, out))
-    assert codes == [(0, b""), (0, b""), (2, b"")]
+        out, err = proc.communicate(timeout=120)
+        codes.append((proc.returncode, (err if closed == "stdout" else out).decode()))
+    assert [code for code, _ in codes] == [0, 0, 2]
+    if closed == "stderr":  # the results are all there
+        assert codes[0][1].splitlines()[:2] == [f"Batch {codes[0][1].split()[1]} succeeded", "  succeeded 4"]
+        assert " succeeded  4/4 " in codes[1][1] and codes[2][1] == ""
+    else:  # the progress and the error are all there
+        assert " succeeded 4/4 done" in codes[0][1] and codes[1][1] == ""
+        assert codes[2][1].startswith("error [batch_not_found]")
     with Ledger(db) as ledger:
         (batch,) = ledger.batches()
         assert (batch.state, batch.counts["succeeded"]) == ("succeeded", 4)
@@ -1131,7 +1145,7 @@ def test_counts_in_the_submit_summary_are_spelled_for_one(cli, tmp_path: Path) -
     (folder / "notes.txt").write_text("not a photo")
     result = cli("submit", folder, "--out", tmp_path / "out", "-r", "1:1", "--detach")
     assert result.exit_code == 0
-    lines = result.stderr.splitlines()
+    lines = result.stdout.splitlines()
     assert (
         lines[0].endswith(": 1 item from 1 source")
         and lines[1] == "  1 other file ignored (not image names, or excluded; see --include, --exclude)"
@@ -1174,16 +1188,16 @@ def test_output_folders_inside_the_source_are_never_taken_for_sources(
     assert (code, doc["total"]) == (0, 12)
     human = cli("submit", photos, "--out", photos / "thumbs3", "--detach", *db)
     assert human.exit_code == 0
-    assert "Accepted batch" in human.stderr and "12 items from 4 sources" in human.stderr
-    assert "  output folders left out (thumbnails are never sources): thumbs\n" in human.stderr
+    assert "Accepted batch" in human.stdout and "12 items from 4 sources" in human.stdout
+    assert "  output folders left out (thumbnails are never sources): thumbs\n" in human.stdout
 
 
 def test_the_batch_list_marks_expired_batches(cli, photos: Path, out_dir: Path) -> None:
     code, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
     assert code == 0 and cli("work", "--until-idle", "-q").exit_code == 0
-    assert f"{batch['batch_id']} succeeded 4/4" in " ".join(cli("status").stderr.split())
+    assert f"{batch['batch_id']} succeeded 4/4" in " ".join(cli("status").stdout.split())
     assert cli("gc", "--older-than", "0s", "-q").exit_code == 0
-    listed = " ".join(cli("status").stderr.split())
+    listed = " ".join(cli("status").stdout.split())
     assert f"{batch['batch_id']} succeeded (expired) 4/4" in listed
 
 

@@ -373,11 +373,11 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     }
 
 
-def test_config_table_goes_to_stderr(run, tmp_path: Path) -> None:
+def test_config_table_goes_to_stdout(run, tmp_path: Path) -> None:
     (tmp_path / "thumbctl.toml").write_text(SHOP_AND_LISTING)
     result = run("config", "--profile", "listing", "--db", tmp_path / "other.db")
-    assert result.exit_code == 0 and result.stdout == ""
-    lines = result.stderr.splitlines()
+    assert result.exit_code == 0 and result.stderr == ""
+    lines = result.stdout.splitlines()
     assert lines[:2] == [f"config file: {tmp_path / 'thumbctl.toml'}", "profile: listing (flag)"]
     rows = {line.split()[0]: line.split(maxsplit=1)[1].rstrip() for line in lines[3:]}
     assert rows["ratios"].split() == ["3:2", "16:9", "file", str(tmp_path / "thumbctl.toml"), "[profiles.listing]"]

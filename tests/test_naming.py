@@ -242,7 +242,7 @@ def test_a_later_batch_replaces_an_earlier_batchs_thumbnail_and_counts_it(
     assert first.exit_code == 0 and big["replaced"] == 0
     second = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--size", "64")
     assert second.exit_code == 0
-    assert "replaced 4 thumbnails an earlier batch published under the same name" in second.stderr
+    assert "replaced 4 thumbnails an earlier batch published under the same name" in second.stdout
     small = json.loads(cli("status", "--json").stdout)
     small = json.loads(cli("status", small["batches"][0]["batch_id"], "--json").stdout)
     assert (small["state"], small["replaced"], small["overwritten"]) == ("succeeded", 4, 0)

@@ -80,7 +80,7 @@ def item(item_id: str, state: str = "succeeded", **fields: object) -> ItemView:
 
 def listed(json_mode: bool, show: Callable[[Reporter], None]) -> str:
     out = io.StringIO()
-    show(Reporter(json_mode=json_mode, stdout=out, console=Console(file=io.StringIO())))
+    show(Reporter(json_mode=json_mode, stdout=out, diagnostics=Console(file=io.StringIO())))
     return out.getvalue()
 
 
@@ -129,7 +129,7 @@ def test_a_json_listing_cut_short_by_a_ledger_fault_is_still_one_document(before
         raise fault
 
     out = io.StringIO()
-    reporter = Reporter(json_mode=True, stdout=out, console=Console(file=io.StringIO()))
+    reporter = Reporter(json_mode=True, stdout=out, diagnostics=Console(file=io.StringIO()))
     with pytest.raises(LedgerCorrupt):
         reporter.events(events())
     reporter.error(fault)  # as the CLI's one error handler does
@@ -172,7 +172,7 @@ def test_columns_are_sized_on_the_first_rows_and_a_longer_one_later_widens_only_
 
 def test_quiet_lists_nothing() -> None:
     out = io.StringIO()
-    Reporter(quiet=True, stdout=out, console=Console(file=io.StringIO())).events(iter(EVENTS))
+    Reporter(quiet=True, stdout=out, diagnostics=Console(file=io.StringIO())).events(iter(EVENTS))
     assert out.getvalue() == ""
 
 
@@ -183,8 +183,8 @@ def test_on_a_terminal_the_lines_are_styled_unless_no_color() -> None:
 
     for no_color, coloured in ((False, True), (True, False)):
         out = Terminal()
-        console = Console(file=io.StringIO(), no_color=no_color, force_terminal=True)
-        Reporter(stdout=out, console=console).items("b_1", iter(ITEMS))
+        results = Console(file=out, no_color=no_color, soft_wrap=True)
+        Reporter(results=results, diagnostics=Console(file=io.StringIO())).items("b_1", iter(ITEMS))
         assert ("\x1b[3" in out.getvalue()) is coloured  # a foreground colour
         assert len(out.getvalue().splitlines()) == 1 + len(ITEMS)
 
@@ -203,7 +203,7 @@ def ledgers(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[Path, s
 def listing_peak(path: Path, batch_id: str, listing: str, json_mode: bool) -> int:
     """Peak bytes Python allocates while listing the batch as the CLI does, into /dev/null."""
     with Ledger(path, read_only=True) as ledger, open(os.devnull, "w") as null:
-        reporter = Reporter(json_mode=json_mode, stdout=null, console=Console(file=io.StringIO()))
+        reporter = Reporter(json_mode=json_mode, stdout=null, diagnostics=Console(file=io.StringIO()))
         tracemalloc.start()
         try:
             if listing == "events":

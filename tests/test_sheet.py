@@ -281,11 +281,11 @@ def test_sheet_json_names_the_page_and_its_counts(tmp_path: Path, rendered: str,
     }
 
 
-def test_sheet_human_output_goes_to_stderr(tmp_path: Path, rendered: str) -> None:
+def test_sheet_path_and_counts_go_to_stdout(tmp_path: Path, rendered: str) -> None:
     review = tmp_path / "review.html"
     result = invoke(tmp_path, "sheet", rendered, "-o", review)
-    assert result.exit_code == 0 and result.stdout == ""
-    assert str(review) in result.stderr and "6 sources, 12 items: 10 succeeded, 2 failed" in result.stderr
+    assert result.exit_code == 0 and result.stderr == ""
+    assert str(review) in result.stdout and "6 sources, 12 items: 10 succeeded, 2 failed" in result.stdout
     assert review.is_file()
 
 
@@ -380,11 +380,11 @@ def test_the_summary_ends_with_the_thumbnails_folder_and_the_sheets_link(
     result = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1")
     assert result.exit_code == 0, result.stderr
     (page,) = (out_dir / "batches").glob("*.html")
-    lines = result.stderr.splitlines()
+    lines = result.stdout.splitlines()
     assert lines[-2].strip().startswith(f"thumbnails in {os.path.realpath(out_dir)}, manifest ")
     assert lines[-1].strip() == f"contact sheet {Path(os.path.realpath(page)).as_uri()}"
     detached = invoke(tmp_path, "submit", photos, "--out", tmp_path / "later", "--detach")
-    assert detached.exit_code == 0 and "contact sheet" not in detached.stderr
+    assert detached.exit_code == 0 and "contact sheet" not in detached.stdout + detached.stderr
     assert not (tmp_path / "later" / "batches").exists() or not list((tmp_path / "later" / "batches").glob("*.html"))
 
 

@@ -38,7 +38,6 @@ from .cliopts import (
 from .config import KEYS, environment_help
 from .errors import (
     EXIT_CODE_MEANINGS,
-    ITEM_ERROR_CODES,
     ExitCode,
     Interrupted,
     LedgerMissing,
@@ -128,30 +127,15 @@ StatsIntervalOption = Annotated[
 
 
 def _reporter(json_mode: bool, quiet: bool = False, verbose: bool = False, interval: float = 5.0) -> Reporter:
-    from .reporter import PipeSafeConsole, Reporter
+    """All output goes through this: results on stdout, progress, hints and errors on stderr."""
+    from .reporter import Reporter
 
-    no_color = bool(os.environ.get("NO_COLOR"))
-    width = None if sys.stderr.isatty() else 200
-    return Reporter(
-        json_mode=json_mode,
-        quiet=quiet,
-        verbose=verbose,
-        progress_interval=interval,
-        console=PipeSafeConsole(stderr=True, highlight=False, no_color=no_color, soft_wrap=True, width=width),
-    )
+    return Reporter.for_streams(json_mode=json_mode, quiet=quiet, verbose=verbose, progress_interval=interval)
 
 
 def _progress(reporter: Reporter, batch_id: str | None) -> RunProgress:
     """The live view (terminal) or plain lines (elsewhere) for a run, as the reporter's flags say."""
-    from .progress import RunProgress
-
-    return RunProgress(
-        reporter.console,
-        batch_id=batch_id,
-        enabled=not (reporter.quiet or reporter.json_mode),
-        interval=reporter.progress_interval,
-        verbose=reporter.verbose,
-    )
+    return reporter.run_progress(batch_id)
 
 
 @contextmanager
@@ -496,8 +480,8 @@ def retry(
         with _open_ledger(db_path) as ledger:
             batch_id = ledger.resolve_batch_id(batch)
             requeued = ledger.retry_failed(batch_id)
-            reporter.say(f"Requeued {requeued} failed items of {batch_id}")
             view = ledger.batch(batch_id)
+        reporter.requeued(batch_id, requeued, final=detach or not requeued)
         if detach or not requeued:
             reporter.finished(view, interrupted=False)
             raise typer.Exit(int(outcome_exit_code(view, False)) if view.is_terminal else 0)
@@ -556,20 +540,7 @@ def stats(
 @command(app, "codes")
 def codes_command(json_out: bool = False, quiet: bool = False) -> None:
     """List the item error codes and the exit codes (--db is accepted, as everywhere, and unused)."""
-    reporter = _reporter(json_out, quiet)
-    if json_out:
-        reporter.emit_json(
-            {
-                "item_error_codes": {c: {"transient": t, "meaning": m} for c, (t, m) in ITEM_ERROR_CODES.items()},
-                "exit_codes": {str(int(c)): m for c, m in EXIT_CODE_MEANINGS.items()},
-            }
-        )
-        return
-    for code, (transient, meaning) in ITEM_ERROR_CODES.items():
-        reporter.say(f"{code:20} {'transient' if transient else 'permanent':9}  {meaning}")
-    reporter.say("")
-    for exit_code, meaning in EXIT_CODE_MEANINGS.items():
-        reporter.say(f"exit {int(exit_code):<3}  {meaning}")
+    _reporter(json_out, quiet).codes()
 
 
 @command(app, "config", settings=ALL_SETTINGS)

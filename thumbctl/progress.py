@@ -194,7 +194,8 @@ class RunProgress:
     """Observer of a foreground batch run (``submit``, ``retry``, ``status --watch``) or of ``work``.
 
     On a terminal: a Rich live view redrawn from the ledger. Elsewhere: a plain
-    line every ``interval`` seconds, and with ``verbose`` each new failure.
+    line every ``interval`` seconds, and with ``verbose`` each new failure. ``console`` is the
+    reporter's diagnostics console (stderr): progress is never a result.
     """
 
     def __init__(

@@ -1,10 +1,18 @@
 """Output for people and programs: Rich on a terminal, plain lines elsewhere, JSON on demand.
 
-The library never prints; the CLI hands views to a :class:`Reporter`.
-Human output goes to stderr, except the long listings (``events``, ``status --items``):
-they are results, so their lines go to stdout (DESIGN section 2), and they are written
-row by row as the ledger yields them, never built whole in memory. With ``--json``
-exactly one JSON document goes to stdout and nothing else does.
+The library never prints; the CLI hands views to a :class:`Reporter`, the one place that
+decides which stream a line goes to (DESIGN section 2). It holds two consoles, each
+checking for itself whether its stream is a terminal:
+
+- ``results`` on stdout: what the command was asked for (tables, listings, the summary at
+  the end of a run, the code list, the settings, findings, the sheet's path), so
+  ``thumbctl codes | grep timeout`` and ``thumbctl status 2>/dev/null`` work;
+- ``diagnostics`` on stderr: progress, warnings, hints, notices and errors.
+
+Off a terminal either one writes plain text: no colour, no cursor moves. The long listings
+(``events``, ``status --items``) are written row by row as the ledger yields them, never
+built whole in memory. With ``--json`` exactly one JSON document goes to stdout and nothing
+else does.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -24,13 +32,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from .config import Settings, display_value
-from .errors import ThumbctlError, UnavailableError
+from .errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES, ThumbctlError, UnavailableError
 from .models import ITEM_STATES, BatchView, EventView, Finding, GcReport, ItemView, ReconcileReport
 from .proc import owner_label
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
     from .intake import IntakeReport
     from .pool import Supervision
+    from .progress import RunProgress
     from .sheet import SheetSummary
     from .stats import StatsReport
 
@@ -45,6 +54,8 @@ STATE_STYLES = {
 }
 
 
+#: Width of a console whose stream is not a terminal: tables there are not cut to 80 columns.
+PIPE_WIDTH = 200
 #: A streamed listing sizes its columns on its first rows; a longer cell further down widens only its own line.
 WIDTH_SAMPLE = 200
 #: Lines (or JSON elements) a streamed listing writes at a time.
@@ -188,7 +199,7 @@ def markup_line(row: Sequence[Cell], widths: Sequence[int]) -> str:
 
 
 class PipeSafeConsole(Console):
-    """A console whose reader may go away (``thumbctl submit … 2>&1 | head``).
+    """A console whose reader may go away (``thumbctl submit … | head``, ``… 2>&1 | head``).
 
     Rich's default answer to a closed pipe is to exit with status 1 at once, which would
     abandon a foreground run half-way with its workers stopped. Here the console falls
@@ -205,8 +216,21 @@ class PipeSafeConsole(Console):
             os.close(devnull)
 
 
+def stream_console(*, stderr: bool) -> PipeSafeConsole:
+    """A console on stdout or stderr that decides for itself whether it is on a terminal: there,
+    colour (unless NO_COLOR) and the terminal's width; elsewhere plain text, :data:`PIPE_WIDTH` wide."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else PIPE_WIDTH
+    no_color = bool(os.environ.get("NO_COLOR"))
+    return PipeSafeConsole(stderr=stderr, highlight=False, no_color=no_color, soft_wrap=True, width=width)
+
+
 class Reporter:
-    """Renders results; ``json_mode`` sends one document to stdout instead."""
+    """Renders results on stdout and diagnostics on stderr; ``json_mode`` sends one document to
+    stdout instead of the results.
+
+    ``stdout`` is a shorthand for a results console writing to that file.
+    """
 
     def __init__(
         self,
@@ -215,7 +239,8 @@ class Reporter:
         quiet: bool = False,
         verbose: bool = False,
         progress_interval: float = 5.0,
-        console: Console | None = None,
+        results: Console | None = None,
+        diagnostics: Console | None = None,
         stdout: TextIO | None = None,
     ) -> None:
         self.json_mode = json_mode
@@ -223,10 +248,44 @@ class Reporter:
         self.verbose = verbose and not quiet
         #: Seconds between plain progress lines off a terminal.
         self.progress_interval = progress_interval
-        self.console = console or Console(stderr=True, highlight=False)
-        self.stdout = stdout or sys.stdout
+        #: Results: stdout.
+        self.results = results or Console(file=stdout, highlight=False, soft_wrap=True)
+        #: Progress, warnings, hints, notices and errors: stderr.
+        self.diagnostics = diagnostics or Console(stderr=True, highlight=False, soft_wrap=True)
         #: While a JSON listing is being written: what closes its list.
         self._open_list: str | None = None
+
+    @classmethod
+    def for_streams(
+        cls, *, json_mode: bool = False, quiet: bool = False, verbose: bool = False, progress_interval: float = 5.0
+    ) -> Reporter:
+        """The command line's reporter: results on this process's stdout, diagnostics on its stderr."""
+        return cls(
+            json_mode=json_mode,
+            quiet=quiet,
+            verbose=verbose,
+            progress_interval=progress_interval,
+            results=stream_console(stderr=False),
+            diagnostics=stream_console(stderr=True),
+        )
+
+    @property
+    def stdout(self) -> TextIO:
+        """The results' stream (JSON and the streamed listings are written to it directly)."""
+        return self.results.file
+
+    def run_progress(self, batch_id: str | None) -> RunProgress:
+        """The live view (stderr a terminal) or plain lines (elsewhere) of a run, on stderr; off
+        with -q or --json."""
+        from .progress import RunProgress
+
+        return RunProgress(
+            self.diagnostics,
+            batch_id=batch_id,
+            enabled=not (self.quiet or self.json_mode),
+            interval=self.progress_interval,
+            verbose=self.verbose,
+        )
 
     # -- primitives -----------------------------------------------------------
 
@@ -259,10 +318,9 @@ class Reporter:
         sample = list(islice(rows, WIDTH_SAMPLE))
         widths = column_widths(columns, sample)
         header = [(name, "bold") for name in columns]
-        if self.stdout.isatty():
-            console = Console(file=self.stdout, highlight=False, soft_wrap=True, no_color=self.console.no_color)
+        if self.results.is_terminal:
             for chunk in _chunked(chain([header], sample, rows)):
-                console.print("\n".join(markup_line(row, widths) for row in chunk))
+                self.results.print("\n".join(markup_line(row, widths) for row in chunk), soft_wrap=True)
             return
         for chunk in _chunked(chain([header], sample, rows)):
             self.stdout.write("".join(plain_line(row, widths) + "\n" for row in chunk))
@@ -274,14 +332,19 @@ class Reporter:
         self.stdout.flush()
 
     def say(self, markup: str) -> None:
-        """A human line (Rich markup), unless quiet or in JSON mode."""
+        """A result line (Rich markup) on stdout, unless quiet or in JSON mode."""
         if not (self.quiet or self.json_mode):
-            self.console.print(markup)
+            self.results.print(markup)
+
+    def note(self, markup: str) -> None:
+        """A progress line, hint or notice (Rich markup) on stderr, unless quiet or in JSON mode."""
+        if not (self.quiet or self.json_mode):
+            self.diagnostics.print(markup)
 
     def error(self, err: ThumbctlError) -> None:
         """One line naming the stable code, always shown (even with -q or --json); with
         --json, also the error document on stdout."""
-        self.console.print(f"[bold red]error[/] [dim]\\[{err.code}][/] {escape(err.message)}")
+        self.diagnostics.print(f"[bold red]error[/] [dim]\\[{err.code}][/] {escape(err.message)}")
         if self.json_mode and self._open_list is not None:  # a listing cut short: its document ends here
             member = json.dumps(err.to_json(), indent=2, ensure_ascii=False)[len("{\n") :]
             self.stdout.write(f"{self._open_list},\n{member}\n")
@@ -293,7 +356,9 @@ class Reporter:
     # -- commands -------------------------------------------------------------
 
     def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool = True) -> None:
-        """``final``: nothing is rendered after this (``--detach``); else the run follows."""
+        """``final``: nothing is rendered after this (``--detach``), so this summary is the
+        command's result (stdout); else the run follows and ends with its own summary, and this
+        one is a notice on the way (stderr)."""
         if report.unlinked_names:
             self.unlinked_names(report.unlinked_names)
         self.replay_notes(batch, report, rendering=not final)
@@ -301,29 +366,33 @@ class Reporter:
             if final:
                 self.emit_json(batch.to_json())
             return
+        line = self.say if final else self.note
         verb = "Replayed existing" if batch.replayed else "Accepted"
-        self.say(
-            f"{verb} batch [bold]{batch.batch_id}[/]: {plural(batch.total, 'item')} "
-            f"from {plural(report.sources, 'source')}"
-        )
+        sources = plural(report.sources, "source")
+        line(f"{verb} batch [bold]{batch.batch_id}[/]: {plural(batch.total, 'item')} from {sources}")
         if report.ignored_files:
             why = "not image names, or excluded; see --include, --exclude"
-            self.say(f"  {plural(report.ignored_files, 'other file')} ignored ({why})")
+            line(f"  {plural(report.ignored_files, 'other file')} ignored ({why})")
         if report.skipped_output_folders:
             folders = ", ".join(report.skipped_output_folders)
-            self.say(f"  output folders left out (thumbnails are never sources): {folders}")
-        self.say(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
-        self._counts_line(batch)
-        self._failure_summary(batch)
-        self.say(f"  outputs: {escape(batch.out_dir)}")
+            line(f"  output folders left out (thumbnails are never sources): {folders}")
+        line(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
+        self._counts_line(batch, line)
+        self._failure_summary(batch, line)
+        line(f"  outputs: {escape(batch.out_dir)}")
         reused = batch.counts["succeeded"]
         if reused and not batch.replayed:
-            self.say(f"  {plural(reused, 'output')} already existed and {'was' if reused == 1 else 'were'} reused")
+            line(f"  {plural(reused, 'output')} already existed and {'was' if reused == 1 else 'were'} reused")
         if batch.replayed and batch.state == "cancelled":
-            self.say(
+            line(
                 f"  [magenta]this batch was cancelled[/] at {batch.cancel_requested_at}; a replay renders nothing. "
                 "To render the rest, submit again with a new --key (finished outputs are reused)."
             )
+
+    def requeued(self, batch_id: str, count: int, *, final: bool) -> None:
+        """``retry``: how many failed items went back to the queue; the result when nothing is
+        rendered after it (``final``), else a notice before the run."""
+        (self.say if final else self.note)(f"Requeued {count} failed items of {batch_id}")
 
     def replay_notes(self, batch: BatchView, report: IntakeReport, *, rendering: bool) -> None:
         """Shown even with --json (on stderr), unless quiet: a replay found outputs gone or
@@ -334,10 +403,11 @@ class Reporter:
         if restored:
             then = "rendering them again" if rendering else "queued again: run `thumbctl work` to render them"
             were = "was" if restored == 1 else "were"
-            self.console.print(f"[yellow]replay[/] {plural(restored, 'output')} of this batch {were} missing; {then}")
+            what = f"{plural(restored, 'output')} of this batch {were} missing"
+            self.diagnostics.print(f"[yellow]replay[/] {what}; {then}")
         taken = report.names_taken_by_newer
         if taken:
-            self.console.print(
+            self.diagnostics.print(
                 f"[yellow]replay[/] {plural(taken, 'friendly name')} of this batch now show a newer batch's outputs "
                 f"(it rendered the same names later); this batch's own files are the objects under "
                 f"{escape(os.path.join(batch.out_dir, 'objects'))}, listed in {escape(batch.manifest_path)}"
@@ -347,7 +417,7 @@ class Reporter:
         """One line, shown even with -q or --json (on stderr): these names do not show the
         batch's outputs yet."""
         first = failures[0]
-        self.console.print(
+        self.diagnostics.print(
             f"[yellow]warning[/] [dim]\\[friendly_link_failed][/] {plural(len(failures), 'friendly name')} "
             f"could not be pointed at the batch's outputs (first: {escape(first)}); "
             "`thumbctl reconcile --repair` relinks them (one whose object is gone is queued again instead: "
@@ -378,12 +448,14 @@ class Reporter:
     def sheet_error(self, error: str | None) -> None:
         """Shown even with -q or --json (on stderr), like a manifest not written."""
         if error:
-            self.console.print(f"[yellow]warning[/] [dim]\\[cannot_write][/] {escape(error)}")
+            self.diagnostics.print(f"[yellow]warning[/] [dim]\\[cannot_write][/] {escape(error)}")
 
     def manifest_errors(self, errors: tuple[str, ...]) -> None:
         """Shown even with -q or --json (on stderr): an output the user expects is missing."""
         for error in errors:
-            self.console.print(f"[yellow]warning[/] [dim]\\[io_error][/] batch manifest not written: {escape(error)}")
+            self.diagnostics.print(
+                f"[yellow]warning[/] [dim]\\[io_error][/] batch manifest not written: {escape(error)}"
+            )
 
     def work_done(self, supervision: Supervision) -> None:
         if self.json_mode:
@@ -396,7 +468,7 @@ class Reporter:
     def admission_retry(self, error: UnavailableError, delay: float) -> None:
         """Shown even with --json (on stderr): the user is waiting and should know why."""
         if not self.quiet:
-            self.console.print(
+            self.diagnostics.print(
                 f"[yellow]waiting[/] [dim]\\[{error.code}][/] {escape(error.message)}; retrying in {delay:.1f}s"
             )
 
@@ -423,8 +495,8 @@ class Reporter:
         if self.json_mode:
             self.emit_json({"batches": [b.to_json(with_failures=False) for b in batches]})
             return
-        if not batches:
-            self.say("No batches yet. Start one with: thumbctl submit FOLDER --out thumbs")
+        if not batches:  # an empty result: stdout stays empty, the hint is a diagnostic
+            self.note("No batches yet. Start one with: thumbctl submit FOLDER --out thumbs")
             return
         table = Table(box=None, pad_edge=False)
         for column in ("batch", "state", "done", "failed", "created", "source"):
@@ -512,6 +584,22 @@ class Reporter:
             final = "not yet" if lag.finalized_seconds is None else f"{lag.finalized_seconds:.1f}s"
             self.say(f"  cancel {lag.batch_id}: requested {lag.requested_at}, observed +{observed}, final {final}")
 
+    def codes(self) -> None:
+        """``thumbctl codes``: the item error codes, then the exit codes."""
+        if self.json_mode:
+            self.emit_json(
+                {
+                    "item_error_codes": {c: {"transient": t, "meaning": m} for c, (t, m) in ITEM_ERROR_CODES.items()},
+                    "exit_codes": {str(int(c)): m for c, m in EXIT_CODE_MEANINGS.items()},
+                }
+            )
+            return
+        for code, (transient, meaning) in ITEM_ERROR_CODES.items():
+            self.say(escape(f"{code:20} {'transient' if transient else 'permanent':9}  {meaning}"))
+        self.say("")
+        for exit_code, meaning in EXIT_CODE_MEANINGS.items():
+            self.say(escape(f"exit {int(exit_code):<3}  {meaning}"))
+
     def settings(self, settings: Settings) -> None:
         """``thumbctl config``: every resolved setting with its value and its source."""
         if self.json_mode:
@@ -535,7 +623,10 @@ class Reporter:
         sizes = f"{summary.sources} sources, {summary.items} items"
         self.say(f"  {sizes}: {summary.succeeded} succeeded, {summary.failed} failed")
         if summary.missing:
-            self.say(f"  [red]{summary.missing} outputs are missing[/] (shown as placeholders; see thumbctl reconcile)")
+            self.note(
+                f"[yellow]warning[/] [red]{summary.missing} outputs are missing[/] "
+                "(shown as placeholders; see thumbctl reconcile)"
+            )
 
     def reconciled(self, report: ReconcileReport, *, repair: bool) -> None:
         """One line per finding (its kind first), then a summary by kind. Quiet: only the
@@ -545,7 +636,7 @@ class Reporter:
             return
         if self.quiet:
             for finding in report.remaining:
-                self.console.print(_finding_line(finding))
+                self.results.print(_finding_line(finding))
             return
         for finding in report.findings:
             self.say(_finding_line(finding))
@@ -578,17 +669,17 @@ class Reporter:
         )
         self.say(f"{'reclaimable' if report.dry_run else 'reclaimed'}: {format_bytes(report.bytes_reclaimed)}")
         for error in report.errors:
-            self.console.print(f"[bold red]error[/] [dim]\\[io_error][/] could not remove {escape(error)}")
+            self.diagnostics.print(f"[bold red]error[/] [dim]\\[io_error][/] could not remove {escape(error)}")
 
     # -- pieces ---------------------------------------------------------------
 
     def _table(self, table: Table) -> None:
         if not (self.quiet or self.json_mode):
-            self.console.print(table)
+            self.results.print(table)
 
-    def _counts_line(self, batch: BatchView) -> None:
+    def _counts_line(self, batch: BatchView, line: Callable[[str], None] | None = None) -> None:
         parts = [f"{styled(s)} {batch.counts[s]}" for s in ITEM_STATES if batch.counts[s]]
-        self.say("  " + ", ".join(parts))
+        (line or self.say)("  " + ", ".join(parts))
 
     def _smaller_than_target_line(self, batch: BatchView) -> None:
         """Outputs smaller than ``--size`` asked for are correct, but a person should not have to
@@ -606,17 +697,18 @@ class Reporter:
         if batch.overwritten:
             self.say(f"  overwrote {plural(batch.overwritten, 'file')} thumbctl had not published (--overwrite)")
 
-    def _failure_summary(self, batch: BatchView) -> None:
+    def _failure_summary(self, batch: BatchView, line: Callable[[str], None] | None = None) -> None:
         if not batch.failures:
             return
+        line = line or self.say
         if self.verbose:
             for f in batch.failures:
-                self.say(f"  [red]{f.error_code}[/] {escape(f.item_id)} {f.ratio}: {escape(f.detail or '')}")
+                line(f"  [red]{f.error_code}[/] {escape(f.item_id)} {f.ratio}: {escape(f.detail or '')}")
             return
         by_code = Counter(f.error_code for f in batch.failures)
         for code, n in by_code.most_common():
             example = next(f for f in batch.failures if f.error_code == code)
-            self.say(f"  [red]{code}[/] x{n}: e.g. {escape(example.item_id)} ({escape(example.detail or '')})")
+            line(f"  [red]{code}[/] x{n}: e.g. {escape(example.item_id)} ({escape(example.detail or '')})")
 
 
 def _chunked(values: Iterable[object]) -> Iterator[list]:
