@@ -7,6 +7,11 @@ profile is chosen (``--profile NAME`` or ``THUMBCTL_PROFILE``) and wins over ``[
 
 Every value, whatever its origin, goes through the same parser; an error names where the
 value came from (``--size``, ``THUMBCTL_SIZE`` or ``thumbctl.toml [profiles.shop] size``).
+
+On the command line Click finds each value (its option's ``envvar``, the file's layer as the
+command's ``default_map``, and which of them gave it: :mod:`thumbctl.cliopts`); this module
+holds the table, the parsers, the file and its layer. :func:`resolve_settings` applies the
+same precedence without a command line.
 """
 
 from __future__ import annotations
@@ -270,7 +275,6 @@ KEYS: tuple[Key, ...] = (
 )
 # fmt: on
 KEYS_BY_NAME: dict[str, Key] = {key.name: key for key in KEYS}
-KEYS_BY_FLAG: dict[str, Key] = {key.flag: key for key in KEYS}
 _DB = KEYS_BY_NAME["db"]
 DURATION_KEYS = frozenset({"deadline", "item_timeout", "queue_age_objective"})
 COUNT_KEYS = frozenset({"max_pixels", "max_bytes"})
@@ -578,7 +582,7 @@ def _without_aliases(path: Path, label: str, table: dict[str, Any]) -> dict[str,
 
 
 def environment_help() -> str:
-    """The env-var table shown in every command's help (built from :data:`KEYS`, so it cannot drift)."""
+    """The env-var table shown in the root help (built from :data:`KEYS`, so it cannot drift)."""
     rows = [
         (CONFIG_ENV, f"config file (else ./{LOCAL_FILE_NAME}, else {USER_FILE_NAME} in the app folder)"),
         (PROFILE_ENV, "--profile: the [profiles.NAME] table of the config file"),
@@ -595,11 +599,6 @@ def environment_help() -> str:
         " (`thumbctl config` shows them). File keys are the variable names without THUMBCTL_, in lower case.\n\n"
         "\b\nEnvironment:\n" + "\n".join(lines)
     )
-
-
-def setting_key(flag: str) -> Key:
-    """The setting behind a command-line option such as ``--format`` or ``--upscale/--no-upscale``."""
-    return KEYS_BY_FLAG[flag.split("/")[0]]
 
 
 def default_text(name: str) -> str:
