@@ -657,7 +657,8 @@ def test_status_watch_needs_a_batch(cli) -> None:
     ("args", "message"),
     [
         (["status", "--bogus"], "No such option: --bogus"),
-        (["work", "--workers", "-1"], "Invalid value for '--workers'"),
+        (["status", "--limit", "0"], "Invalid value for '--limit'"),
+        (["work", "--workers", "-1"], "--workers: must be at least 0, got -1"),
         (["gc"], "Missing option '--older-than'"),
         (["nosuch"], "No such command 'nosuch'"),
         (["stats", "--window", "abc", "--json"], "bad duration 'abc'"),

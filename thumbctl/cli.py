@@ -1,4 +1,8 @@
-"""The ``thumbctl`` command: parse, call the library, render. No SQL, no pixels."""
+"""The ``thumbctl`` command: parse, call the library, render. No SQL, no pixels.
+
+The options are declared once, in :mod:`thumbctl.cliopts` (the settings from the settings table); a
+command names the settings it takes and has ``--db``, ``--json``, ``-q``, ``-v`` where they mean something.
+"""
 
 from __future__ import annotations
 
@@ -15,13 +19,23 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from . import __version__
-from .config import (
-    default_text,
-    environment_help,
-    resolve_ledger_path,
-    resolve_settings,
-    setting_key,
+from .cliopts import (
+    CONTEXT_SETTINGS,
+    ClickException,
+    ClickUsageError,
+    DbOption,
+    JsonOption,
+    NoArgsIsHelpError,
+    QuietOption,
+    VerboseOption,
+    batch_alias,
+    batch_argument,
+    choice_option,
+    command,
+    ledger_target,
+    settings_from_context,
 )
+from .config import KEYS, environment_help
 from .errors import (
     EXIT_CODE_MEANINGS,
     ExitCode,
@@ -40,15 +54,14 @@ from .settings import SettingError, parse_duration
 from .sources import ScanRules
 
 if TYPE_CHECKING:  # the rest is imported by the commands that use it, so `status` stays light
-    from .config import Settings
     from .models import BatchView
     from .options import RunOptions
     from .pool import Standby
     from .progress import RunProgress
     from .reporter import Reporter
 
-#: Every command's help ends with the environment variables and the exit codes.
-COMMAND_EPILOG = (
+#: The root help ends with the environment variables and the exit codes (once: not in every command's help).
+ROOT_EPILOG = (
     environment_help() + "\n\n\b\nExit codes:\n" + "\n".join(f"  {int(c):<5}{m}" for c, m in EXIT_CODE_MEANINGS.items())
 )
 
@@ -58,15 +71,20 @@ app = typer.Typer(
     help=(
         "Smart-cropped thumbnails in several aspect ratios, through a durable ledger: a SQLite file, or "
         "PostgreSQL for workers on many machines.\n\n"
-        "Every command takes --db PATH, or --db postgresql://user@host/dbname (needs pip install "
-        "'thumbctl[postgres]'; env THUMBCTL_DB). Shell completion: --install-completion."
+        "--db, --json, -q and -v go before or after the command name. Shell completion: --install-completion."
     ),
-    epilog=COMMAND_EPILOG,
+    epilog=ROOT_EPILOG,
+    context_settings=CONTEXT_SETTINGS,
     no_args_is_help=True,
     add_completion=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
+
+#: Every setting: what `submit` and `config` take.
+ALL_SETTINGS = tuple(key.name for key in KEYS if key.name != "db")
+#: The settings of a run: what `retry` takes (`work` takes them without the contact sheet).
+RUN_SETTINGS = ("workers", "item_timeout", "sheet")
 
 
 def _show_version(value: bool) -> None:
@@ -80,90 +98,21 @@ def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
     ] = False,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Smart-cropped thumbnails in several aspect ratios, through a durable SQLite or PostgreSQL ledger."""
 
 
-def default_db_path() -> Path | str:
-    """The ledger when --db is not given: THUMBCTL_DB, else the config file's db, else the app folder's."""
-    return resolve_ledger_path(None)
-
-
-def _setting(*names: str, help: str, **kwargs: Any) -> Any:
-    """An option resolved through thumbctl.config: its env var and default are shown from there."""
-    key = setting_key(names[0])
-    return typer.Option(*names, help=f"{help} Env {key.env}. Default: {default_text(key.name)}.", **kwargs)
-
-
-OutOption = Annotated[str | None, _setting("--out", "-o", metavar="DIR", help="Output folder.")]
-RatioOption = Annotated[
-    list[str] | None, _setting("--ratio", "-r", metavar="W:H", help="Aspect ratio W:H; repeat for several.")
-]
-SizeOption = Annotated[
-    str | None,
-    _setting("--size", metavar="PX[,PX...]", help="Longest side of each thumbnail, px; several: 320,640,1280."),
-]
-FormatOption = Annotated[
-    str | None, _setting("--format", metavar="FMT[,FMT...]", help="jpeg, webp, avif or png; several: webp,jpeg.")
-]
-QualityOption = Annotated[int | None, _setting("--quality", help="Encoder quality 1-100.")]
-CropOption = Annotated[str | None, _setting("--crop", help="Crop policy: smart, entropy or center.")]
-UpscaleOption = Annotated[
-    bool, _setting("--upscale/--no-upscale", help="Allow outputs larger than the source crop.", show_default=False)
-]
-SheetOption = Annotated[
-    bool,
-    _setting(
-        "--sheet/--no-sheet",
-        help="Write the contact sheet (OUT/batches/<batch_id>.html) when the run ends.",
-        show_default=False,
-    ),
-]
-BackgroundOption = Annotated[str | None, _setting("--background", help="Colour to flatten transparency onto, #rrggbb.")]
-NameOption = Annotated[
-    str | None,
-    _setting(
-        "--name",
-        metavar="TEMPLATE",
-        help="Thumbnail names in OUT, from the fields {path} {stem} {ratio} {size} {width} {height} {ext}.",
-    ),
-]
 OverwriteOption = Annotated[
     bool,
     typer.Option(
         "--overwrite",
         help="Replace a file at a thumbnail's name that thumbctl did not publish (else the item fails name_taken).",
+        rich_help_panel="Output",
     ),
-]
-AttemptsOption = Annotated[
-    int | None, _setting("--attempts", min=1, max=100, help="Attempts per item before it fails.")
-]
-DeadlineOption = Annotated[str | None, _setting("--deadline", help="Batch deadline, e.g. 30m or 2h; 0: none.")]
-MaxPixelsOption = Annotated[str | None, _setting("--max-pixels", help="Pixel limit per source.")]
-MaxBytesOption = Annotated[str | None, _setting("--max-bytes", help="Byte limit per source.")]
-MaxItemsOption = Annotated[int | None, _setting("--max-items", help="Item limit per batch.")]
-MaxRunnableOption = Annotated[
-    int | None, _setting("--max-runnable", help="Admission: runnable items the ledger may hold.")
-]
-QueueAgeOption = Annotated[
-    str | None,
-    _setting("--queue-age-objective", help="Admission: refuse while the oldest runnable item is older (0 = off)."),
-]
-
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db",
-        metavar="PATH|URL",
-        help="Ledger: a file, or postgresql://user@host/dbname for workers on many machines (needs pip install "
-        "'thumbctl[postgres]'; the password is shown masked). Env THUMBCTL_DB, config key db. Default: ledger.db "
-        "in the per-user app folder.",
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]
-QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only.")]
-VerboseOption = Annotated[
-    bool, typer.Option("--verbose", "-v", help="More detail: every failure as it happens and in the summary.")
 ]
 StatsIntervalOption = Annotated[
     float,
@@ -174,19 +123,6 @@ StatsIntervalOption = Annotated[
         metavar="SECONDS",
         help="Off a terminal (CI, pipes): seconds between plain progress lines.",
     ),
-]
-ItemTimeoutOption = Annotated[
-    str | None,
-    _setting(
-        "--item-timeout",
-        help="Time limit for each stage: decoding a source, and each render; over it, that stage's items fail "
-        "`timeout`. 0: none.",
-    ),
-]
-WorkersOption = Annotated[int | None, _setting("--workers", "-w", min=0, help="Worker processes (0: one per CPU).")]
-ProfileOption = Annotated[
-    str | None,
-    typer.Option("--profile", metavar="NAME", help="Use [profiles.NAME] of the config file (env THUMBCTL_PROFILE)."),
 ]
 
 
@@ -228,12 +164,11 @@ def _silence_broken_pipe() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def _open_ledger(db: str | None, *, existing: bool = True, read_only: bool = False) -> Ledger:
-    """The ledger at ``db`` (or the configured path). Commands that only read or act on
-    recorded batches need it to exist: a mistyped --db must not create a new, empty ledger.
+def _open_ledger(target: Path | str, *, existing: bool = True, read_only: bool = False) -> Ledger:
+    """The ledger at ``target`` (see :func:`thumbctl.cliopts.ledger_target`). Commands that only read or act
+    on recorded batches need it to exist: a mistyped --db must not create a new, empty ledger.
     Commands that only read open it ``read_only``, so they work on a read-only mount too."""
-    path = resolve_ledger_path(db) if db else default_db_path()
-    return Ledger(_existing(path) if existing else path, read_only=read_only)
+    return Ledger(_existing(target) if existing else target, read_only=read_only)
 
 
 def _existing(path: Path | str) -> Path | str:
@@ -244,20 +179,6 @@ def _existing(path: Path | str) -> Path | str:
     if not path.exists():
         raise LedgerMissing(f"no ledger at {path}: nothing was submitted with this --db (or THUMBCTL_DB)")
     return path
-
-
-def _source_name(ctx: typer.Context, name: str) -> str | None:
-    source = ctx.get_parameter_source(name)
-    return None if source is None else source.name
-
-
-def _settings(ctx: typer.Context) -> Settings:
-    """Resolve the settings from the options typed on this command line (not their defaults).
-
-    Click's ParameterSource is compared by name: recent Typer releases carry their own copy of Click.
-    """
-    typed = {name: value for name, value in ctx.params.items() if _source_name(ctx, name) == "COMMANDLINE"}
-    return resolve_settings(typed)
 
 
 class Interrupts:
@@ -337,51 +258,38 @@ def _parsed(parse: Callable[[str], Any], value: str | None, flag: str) -> Any:
         raise typer.BadParameter(str(exc), param_hint=flag) from exc
 
 
-@app.command("submit", epilog=COMMAND_EPILOG)
+@command(app, "submit", settings=ALL_SETTINGS)
 def submit_command(
     ctx: typer.Context,
     source: Annotated[
         str,
         typer.Argument(metavar="SOURCE", help="A folder (scanned recursively) or a manifest: .json, .jsonl, .csv."),
     ],
-    out: OutOption = None,
-    ratio: RatioOption = None,
-    size: SizeOption = None,
-    fmt: FormatOption = None,
-    quality: QualityOption = None,
-    crop: CropOption = None,
-    upscale: UpscaleOption = False,
-    background: BackgroundOption = None,
-    name: NameOption = None,
-    overwrite: OverwriteOption = False,
-    profile: ProfileOption = None,
     key: Annotated[str | None, typer.Option(help="Idempotency key. Default: derived from the request digest.")] = None,
     include: Annotated[
         list[str] | None, typer.Option(metavar="GLOB", help="Also take files matching this glob.")
     ] = None,
     exclude: Annotated[list[str] | None, typer.Option(metavar="GLOB", help="Skip files matching this glob.")] = None,
-    attempts: AttemptsOption = None,
-    deadline: DeadlineOption = None,
     detach: Annotated[
         bool, typer.Option("--detach", help="Record the batch and return at once; `thumbctl work` renders it.")
     ] = False,
-    workers: WorkersOption = None,
-    item_timeout: ItemTimeoutOption = None,
-    sheet: SheetOption = True,
+    overwrite: OverwriteOption = False,
     retry_admission: Annotated[
-        bool, typer.Option("--retry-admission", help="When refused (exit 75), retry with backoff and jitter.")
+        bool,
+        typer.Option(
+            "--retry-admission",
+            help="When refused (exit 75), retry with backoff and jitter.",
+            rich_help_panel="Admission",
+        ),
     ] = False,
-    admission_wait: Annotated[str, typer.Option(help="How long --retry-admission keeps trying.")] = "10m",
-    max_pixels: MaxPixelsOption = None,
-    max_bytes: MaxBytesOption = None,
-    max_items: MaxItemsOption = None,
-    max_runnable: MaxRunnableOption = None,
-    queue_age_objective: QueueAgeOption = None,
-    db: DbOption = None,
-    json_out: JsonOption = False,
-    quiet: QuietOption = False,
-    verbose: VerboseOption = False,
+    admission_wait: Annotated[
+        str,
+        typer.Option(metavar="DURATION", help="How long --retry-admission keeps trying.", rich_help_panel="Admission"),
+    ] = "10m",
     stats_interval: StatsIntervalOption = 5.0,
+    json_out: bool = False,
+    quiet: bool = False,
+    verbose: bool = False,
 ) -> None:
     """Validate SOURCE, record a batch durably, then render it here until it is done (--detach: record only).
 
@@ -391,7 +299,7 @@ def submit_command(
     """
     reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
-        settings = _settings(ctx)
+        settings = settings_from_context(ctx)
         source_path = _source_path(source)
         rules = ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ()))
         options = settings.submit_options(key=key, rules=rules, overwrite=overwrite)
@@ -427,25 +335,34 @@ def submit_command(
                 )
 
 
-@app.command(epilog=COMMAND_EPILOG)
+BatchAlias = Annotated[str | None, batch_alias()]
+
+
+def _one_batch(batch: str | None, alias: str | None) -> str | None:
+    """BATCH, or the same given as --batch (how `work` and `stats` took it before)."""
+    if batch is not None and alias is not None and batch != alias:
+        raise UsageError(f"BATCH {batch} and --batch {alias} name different batches: give one")
+    return batch if batch is not None else alias
+
+
+@command(app, settings=("workers", "item_timeout"))
 def work(
     ctx: typer.Context,
-    batch: Annotated[str | None, typer.Option("--batch", help="Only this batch (id or unique prefix).")] = None,
+    batch: Annotated[str | None, batch_argument("Only this batch (id or unique prefix). Omit: every batch.")] = None,
+    batch_option: BatchAlias = None,
     until_idle: Annotated[
         bool, typer.Option("--until-idle", help="Exit when no item is queued or running; else run until Ctrl-C.")
     ] = False,
-    workers: WorkersOption = None,
-    item_timeout: ItemTimeoutOption = None,
-    profile: ProfileOption = None,
-    db: DbOption = None,
-    quiet: QuietOption = False,
-    verbose: VerboseOption = False,
     stats_interval: StatsIntervalOption = 5.0,
+    json_out: bool = False,
+    quiet: bool = False,
+    verbose: bool = False,
 ) -> None:
-    """Run the worker pool over queued items of every batch (or --batch), for detached batches and cron."""
-    reporter = _reporter(False, quiet, verbose, stats_interval)
+    """Run the worker pool over queued items of every batch (or BATCH), for detached batches and cron."""
+    reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter), Interrupts().on_sigint() as interrupts:
-        settings = _settings(ctx)
+        batch = _one_batch(batch, batch_option)
+        settings = settings_from_context(ctx)
         with _progress(reporter, None) as progress:
             result = run_work(
                 _existing(settings.ledger_path),  # a cron line with a mistyped --db must not idle on a new ledger
@@ -459,14 +376,17 @@ def work(
         reporter.work_done(result.supervision)
 
 
-@app.command(epilog=COMMAND_EPILOG)
+@command(app)
 def status(
+    ctx: typer.Context,
     batch: Annotated[
-        str | None,
-        typer.Argument(metavar="[BATCH]", help="Batch id (or a unique prefix). Omit to list recent batches."),
+        str | None, batch_argument("Batch id (or a unique prefix). Omit to list recent batches.")
     ] = None,
     items: Annotated[bool, typer.Option("--items", help="List the batch's items.")] = False,
-    state: Annotated[str | None, typer.Option(help="List only the items in this state (implies --items).")] = None,
+    state: Annotated[
+        str | None,
+        choice_option("--state", choices=ITEM_STATES, help="List only the items in this state (implies --items)."),
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, help="How many recent batches to list.")] = 20,
     watch: Annotated[
         bool, typer.Option("--watch", help="With BATCH: follow it live until it is terminal (Ctrl-C stops watching).")
@@ -477,29 +397,26 @@ def status(
             "--html", help="With BATCH: print a <picture> snippet per source and ratio (URLs relative to OUT)."
         ),
     ] = False,
-    db: DbOption = None,
-    json_out: JsonOption = False,
-    quiet: QuietOption = False,
-    verbose: VerboseOption = False,
     stats_interval: StatsIntervalOption = 5.0,
+    json_out: bool = False,
+    quiet: bool = False,
+    verbose: bool = False,
 ) -> None:
     """Show recent batches, or one batch: state, fixed total, counts per state, failures by code."""
     reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
         if html and (batch is None or items or watch or json_out):
             raise UsageError("--html prints one batch's markup: give a BATCH and no --items, --state, --watch, --json")
-        if state is not None and state not in ITEM_STATES:
-            raise typer.BadParameter(f"choose one of {', '.join(ITEM_STATES)}", param_hint="--state")
         items = items or state is not None  # `status B --state failed` means the failed items
         if (items or state or watch) and batch is None:
             raise UsageError("--items, --state and --watch need a BATCH")
         if items and watch:
             raise UsageError("--watch follows a batch's progress; it does not combine with --items or --state")
-        target = resolve_ledger_path(db) if db else default_db_path()
+        target = ledger_target(ctx)
         if batch is None and isinstance(target, Path) and not target.exists():
             reporter.batch_list([])  # nothing submitted yet: say so without creating a ledger
             return
-        with _open_ledger(db, read_only=True) as ledger:
+        with _open_ledger(target, read_only=True) as ledger:
             if batch is None:
                 reporter.batch_list(ledger.batches(limit))
             elif items:
@@ -522,38 +439,33 @@ def status(
                 reporter.batch_detail(ledger.batch(batch))
 
 
-@app.command(epilog=COMMAND_EPILOG)
+@command(app)
 def events(
-    batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
+    ctx: typer.Context,
+    batch: Annotated[str, batch_argument()],
     item: Annotated[str | None, typer.Option("--item", help="Only the events of this item id.")] = None,
-    db: DbOption = None,
-    json_out: JsonOption = False,
-    quiet: QuietOption = False,
+    json_out: bool = False,
+    quiet: bool = False,
 ) -> None:
     """The transition log of a batch: every state change with time, attempt, worker, error code."""
     reporter = _reporter(json_out, quiet)
     with (
         _handled(reporter),
-        _open_ledger(db, read_only=True) as ledger,
+        _open_ledger(ledger_target(ctx), read_only=True) as ledger,
         ledger.streamed_events(batch, item_id=item) as listed,
     ):
         reporter.events(listed)
 
 
-@app.command(epilog=COMMAND_EPILOG)
+@command(app, settings=RUN_SETTINGS)
 def retry(
     ctx: typer.Context,
-    batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
+    batch: Annotated[str, batch_argument()],
     detach: Annotated[bool, typer.Option("--detach", help="Requeue and return; `thumbctl work` renders them.")] = False,
-    workers: WorkersOption = None,
-    item_timeout: ItemTimeoutOption = None,
-    sheet: SheetOption = True,
-    profile: ProfileOption = None,
-    db: DbOption = None,
-    json_out: JsonOption = False,
-    quiet: QuietOption = False,
-    verbose: VerboseOption = False,
     stats_interval: StatsIntervalOption = 5.0,
+    json_out: bool = False,
+    quiet: bool = False,
+    verbose: bool = False,
 ) -> None:
     """Put a batch's failed items back to queued with a fresh attempt budget, then render them.
 
@@ -562,7 +474,7 @@ def retry(
     """
     reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
-        settings = _settings(ctx)
+        settings = settings_from_context(ctx)
         run_options = settings.run_options()
         db_path = settings.ledger_path
         with _open_ledger(db_path) as ledger:
@@ -577,37 +489,38 @@ def retry(
             _render_in_foreground(reporter, db_path, batch_id, run_options, interrupts, replayed=False)
 
 
-@app.command(epilog=COMMAND_EPILOG)
+@command(app)
 def cancel(
-    batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
+    ctx: typer.Context,
+    batch: Annotated[str, batch_argument()],
     wait: Annotated[bool, typer.Option("--wait", help="Block until the batch is terminal.")] = False,
-    db: DbOption = None,
-    json_out: JsonOption = False,
-    quiet: QuietOption = False,
+    json_out: bool = False,
+    quiet: bool = False,
 ) -> None:
     """Record a cancel durably: queued items are cancelled at once, running ones at their next checkpoint.
 
     Repeating it converges on the same state; a finished batch stays as it is.
     """
     reporter = _reporter(json_out, quiet)
-    with _handled(reporter), _open_ledger(db) as ledger, Interrupts().on_sigint() as interrupts:
+    with _handled(reporter), _open_ledger(ledger_target(ctx)) as ledger, Interrupts().on_sigint() as interrupts:
         view = ledger.request_cancel(batch)
         if wait:
             view = wait_until_terminal(ledger, view.batch_id, should_stop=interrupts)
         reporter.cancelled(view)
 
 
-@app.command(epilog=COMMAND_EPILOG)
+@command(app)
 def stats(
+    ctx: typer.Context,
+    batch: Annotated[str | None, batch_argument("Only this batch (id or unique prefix). Omit: every batch.")] = None,
+    batch_option: BatchAlias = None,
     window: Annotated[str, typer.Option(help="How far back rates, bytes and timings look, e.g. 15m, 1h, 7d.")] = "1h",
-    batch: Annotated[str | None, typer.Option("--batch", help="Only this batch (id or unique prefix).")] = None,
     prometheus: Annotated[
         Path | None,
         typer.Option(metavar="FILE", help="Also write the metrics in Prometheus text format, atomically."),
     ] = None,
-    db: DbOption = None,
-    json_out: JsonOption = False,
-    quiet: QuietOption = False,
+    json_out: bool = False,
+    quiet: bool = False,
 ) -> None:
     """Queue age, admission/claim/completion rates, retries, cancellation lag, bytes, dedup hits, stage timings."""
     from .stats import build_report, write_prometheus_file
@@ -615,7 +528,8 @@ def stats(
     reporter = _reporter(json_out, quiet)
     with _handled(reporter):
         span = _parsed(parse_duration, window, "--window")
-        with _open_ledger(db, read_only=True) as ledger:
+        batch = _one_batch(batch, batch_option)
+        with _open_ledger(ledger_target(ctx), read_only=True) as ledger:
             batch_id = ledger.resolve_batch_id(batch) if batch else None
             report = build_report(ledger.stats_facts(ledger.clock() - span, batch_id), batch_id)
         if prometheus is not None:
@@ -623,44 +537,21 @@ def stats(
         reporter.stats(report, str(prometheus) if prometheus else None)
 
 
-@app.command("codes", epilog=COMMAND_EPILOG)
-def codes_command(json_out: JsonOption = False, db: DbOption = None) -> None:
+@command(app, "codes")
+def codes_command(json_out: bool = False, quiet: bool = False) -> None:
     """List the item error codes and the exit codes (--db is accepted, as everywhere, and unused)."""
-    _reporter(json_out).codes()
+    _reporter(json_out, quiet).codes()
 
 
-@app.command("config", epilog=COMMAND_EPILOG)
-def config_command(
-    ctx: typer.Context,
-    profile: ProfileOption = None,
-    out: OutOption = None,
-    ratio: RatioOption = None,
-    size: SizeOption = None,
-    fmt: FormatOption = None,
-    quality: QualityOption = None,
-    crop: CropOption = None,
-    upscale: UpscaleOption = False,
-    background: BackgroundOption = None,
-    name: NameOption = None,
-    attempts: AttemptsOption = None,
-    deadline: DeadlineOption = None,
-    workers: WorkersOption = None,
-    item_timeout: ItemTimeoutOption = None,
-    max_pixels: MaxPixelsOption = None,
-    max_bytes: MaxBytesOption = None,
-    max_items: MaxItemsOption = None,
-    max_runnable: MaxRunnableOption = None,
-    queue_age_objective: QueueAgeOption = None,
-    db: DbOption = None,
-    json_out: JsonOption = False,
-) -> None:
+@command(app, "config", settings=ALL_SETTINGS)
+def config_command(ctx: typer.Context, json_out: bool = False, quiet: bool = False) -> None:
     """Show the resolved settings and where each came from: flag, THUMBCTL_* env, config file or default.
 
     Takes the same setting flags as submit, to show what a submit with them would use.
     """
-    reporter = _reporter(json_out)
+    reporter = _reporter(json_out, quiet)
     with _handled(reporter):
-        reporter.settings(_settings(ctx))
+        reporter.settings(settings_from_context(ctx))
 
 
 class SheetOrder(StrEnum):
@@ -670,9 +561,10 @@ class SheetOrder(StrEnum):
     score = "score"
 
 
-@app.command(epilog=COMMAND_EPILOG)
+@command(app)
 def sheet(
-    batch: Annotated[str, typer.Argument(metavar="BATCH", help="Batch id (or a unique prefix).")],
+    ctx: typer.Context,
+    batch: Annotated[str, batch_argument()],
     output: Annotated[
         Path | None,
         typer.Option(
@@ -690,9 +582,8 @@ def sheet(
             "Sources with a crop missing come first either way.",
         ),
     ] = SheetOrder.ledger,
-    db: DbOption = None,
-    json_out: JsonOption = False,
-    quiet: QuietOption = False,
+    json_out: bool = False,
+    quiet: bool = False,
 ) -> None:
     """Write a contact sheet: every source with its crops drawn on a small copy of it, the crops
     side by side, each with a manifest line to re-crop it; failures as one row with their reason.
@@ -703,7 +594,7 @@ def sheet(
     from .sheet import write_contact_sheet
 
     reporter = _reporter(json_out, quiet)
-    with _handled(reporter), _open_ledger(db, read_only=True) as ledger:
+    with _handled(reporter), _open_ledger(ledger_target(ctx), read_only=True) as ledger:
         reporter.sheet_written(write_contact_sheet(ledger, batch, output, sort=sort.value))
 
 
@@ -716,8 +607,9 @@ GraceOption = Annotated[
 ]
 
 
-@app.command("reconcile", epilog=COMMAND_EPILOG)
+@command(app, "reconcile")
 def reconcile_command(
+    ctx: typer.Context,
     repair: Annotated[
         bool, typer.Option("--repair", help="Apply the safe repairs, each logged with its reason.")
     ] = False,
@@ -730,9 +622,8 @@ def reconcile_command(
         ),
     ] = False,
     grace: GraceOption = "1h",
-    db: DbOption = None,
-    json_out: JsonOption = False,
-    quiet: QuietOption = False,
+    json_out: bool = False,
+    quiet: bool = False,
 ) -> None:
     """Check the ledger against the outputs: stalled leases, unfinished cancels, objects, friendly names,
     orphans, temp files. Live work is never touched. Exit 0 when clean, 1 when findings remain (for cron)."""
@@ -741,22 +632,22 @@ def reconcile_command(
     reporter = _reporter(json_out, quiet)
     with _handled(reporter):
         grace_seconds = _parsed(parse_duration, grace, "--grace")
-        with _open_ledger(db) as ledger:
+        with _open_ledger(ledger_target(ctx)) as ledger:
             report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds)
         reporter.reconciled(report, repair=repair)
     raise typer.Exit(int(ExitCode.OK if report.clean else ExitCode.PARTIAL))
 
 
-@app.command("gc", epilog=COMMAND_EPILOG)
+@command(app, "gc")
 def gc_command(
+    ctx: typer.Context,
     older_than: Annotated[
         str, typer.Option("--older-than", help="Expire terminal batches whose last change is older, e.g. 30d.")
     ],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would go; change nothing.")] = False,
     grace: GraceOption = "1h",
-    db: DbOption = None,
-    json_out: JsonOption = False,
-    quiet: QuietOption = False,
+    json_out: bool = False,
+    quiet: bool = False,
 ) -> None:
     """Retention: expire old terminal batches, then remove objects no remaining batch references (checked
     by derivative key), their expired friendly names, stale temp files and expired batch manifests."""
@@ -766,15 +657,11 @@ def gc_command(
     with _handled(reporter):
         age = _parsed(parse_duration, older_than, "--older-than")
         grace_seconds = _parsed(parse_duration, grace, "--grace")
-        with _open_ledger(db) as ledger:
+        with _open_ledger(ledger_target(ctx)) as ledger:
             report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds)
         reporter.garbage_collected(report)
         if report.errors:
             raise typer.Exit(int(ExitCode.PARTIAL))
-
-
-#: Click's base exception, found through a public class: recent Typer releases carry their own Click.
-_CLICK_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -782,13 +669,13 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     try:
         code = app(args=args, prog_name="thumbctl", standalone_mode=False)
-    except _CLICK_ERROR as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `thumbctl`: the help, as Click shows it
-            exc.show()  # type: ignore[attr-defined]
-            sys.exit(int(ExitCode.USAGE))
+    except NoArgsIsHelpError as exc:  # bare `thumbctl`: the help, as Click shows it
+        exc.show()
+        sys.exit(int(ExitCode.USAGE))
+    except ClickException as exc:
         reporter = _reporter("--json" in args)
-        hint = exc.ctx.command_path if getattr(exc, "ctx", None) else "thumbctl"  # type: ignore[attr-defined]
-        message = f"{exc.format_message()} (see {hint} --help)"  # type: ignore[attr-defined]
+        hint = exc.ctx.command_path if isinstance(exc, ClickUsageError) and exc.ctx is not None else "thumbctl"
+        message = f"{exc.format_message()} (see {hint} --help)"
         reporter.error(UsageError(message))
         sys.exit(int(ExitCode.USAGE))
     except typer.Abort:

@@ -7,6 +7,11 @@ profile is chosen (``--profile NAME`` or ``THUMBCTL_PROFILE``) and wins over ``[
 
 Every value, whatever its origin, goes through the same parser; an error names where the
 value came from (``--size``, ``THUMBCTL_SIZE`` or ``thumbctl.toml [profiles.shop] size``).
+
+On the command line Click finds each value (its option's ``envvar``, the file's layer as the
+command's ``default_map``, and which of them gave it: :mod:`thumbctl.cliopts`); this module
+holds the table, the parsers, the file and its layer. :func:`resolve_settings` applies the
+same precedence without a command line.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,8 @@ import typer
 from .errors import ConfigError, UsageError
 from .options import RunOptions, SubmitOptions, default_workers, lease_seconds
 from .settings import (
+    CROP_POLICIES,
+    OUTPUT_FORMATS,
     Limits,
     Profile,
     Ratio,
@@ -158,14 +165,49 @@ def _profile_field(name: str, convert: Callable[[object], Any]) -> Callable[[obj
 # -- the settings ------------------------------------------------------------------------------
 
 
+#: Ratios offered by completion; any ``W:H`` is accepted.
+COMMON_RATIOS = ("1:1", "4:3", "3:2", "16:9", "4:5", "2:3", "3:4", "9:16", "21:9")
+#: Help panels of the setting options.
+OUTPUT, RENDER, LIMITS, WORKERS, ADMISSION, LEDGER = "Output", "Render", "Limits", "Workers", "Admission", "Ledger"
+
+
+def complete_from(choices: Iterable[str]) -> Callable[[str], list[str]]:
+    """Completion of one value among ``choices``."""
+    offered = tuple(choices)
+    return lambda incomplete: [c for c in offered if c.startswith(incomplete)]
+
+
+def complete_list_of(choices: Iterable[str]) -> Callable[[str], list[str]]:
+    """Completion of the next element of a comma-separated list (``avif,w`` -> ``avif,webp``)."""
+    offered = tuple(choices)
+
+    def complete(incomplete: str) -> list[str]:
+        head, _, last = incomplete.rpartition(",")
+        taken = set(head.split(",")) if head else set()
+        prefix = f"{head}," if head else ""
+        return [prefix + c for c in offered if c.startswith(last) and c not in taken]
+
+    return complete
+
+
 @dataclass(frozen=True)
 class Key:
-    """One setting: its file key (the env var is ``THUMBCTL_`` + the key in upper case)."""
+    """One setting and its command-line option: the file key is ``name``, the env var ``THUMBCTL_`` + the
+    name in upper case, the option ``flag`` (``--x/--no-x`` for a switch), shown under ``panel`` in help."""
 
     name: str
     flag: str
     parse: Callable[[object], Any]
     default: Callable[[], Any]
+    help: str = ""
+    panel: str = ""
+    metavar: str | None = None
+    #: A short option, one meaning across every command (``-r`` is always --ratio).
+    short: str = ""
+    #: The values completion offers for what has been typed so far.
+    complete: Callable[[str], list[str]] | None = None
+    switch: bool = False
+    repeat: bool = False
     #: The command's parameter name when it differs from ``name`` (``--format`` is ``fmt``).
     param: str = ""
     #: ``db`` is one ledger for every profile, so it may be set only in ``[defaults]``.
@@ -185,32 +227,57 @@ _LIMITS = Limits()
 _SUBMIT = SubmitOptions()
 _RUN = RunOptions(workers=0)
 
-KEYS: tuple[Key, ...] = (
-    Key("out", "--out", _path, lambda: _SUBMIT.out_dir),
-    Key("ratios", "--ratio", parse_ratios, lambda: _PROFILE.ratios, param="ratio"),
-    Key("size", "--size", _profile_list("size", _whole), lambda: _PROFILE.size),
-    Key("format", "--format", _profile_list("format", _text), lambda: _PROFILE.format, param="fmt"),
-    Key("quality", "--quality", _profile_field("quality", _whole), lambda: _PROFILE.quality),
-    Key("crop", "--crop", _profile_field("crop", _text), lambda: _PROFILE.crop),
-    Key("upscale", "--upscale", _switch, lambda: _PROFILE.upscale),
-    Key("background", "--background", _profile_field("background", _text), lambda: _PROFILE.background),
-    Key("name", "--name", _name_template, lambda: None),
-    Key("attempts", "--attempts", _whole_in(1, 100), lambda: _SUBMIT.max_attempts),
-    Key("deadline", "--deadline", _seconds, lambda: _SUBMIT.deadline_seconds),
-    Key("workers", "--workers", _whole_in(0), lambda: 0),
-    Key("item_timeout", "--item-timeout", _seconds, lambda: _RUN.item_timeout),
-    Key("sheet", "--sheet", _switch, lambda: _RUN.sheet),
-    Key("max_pixels", "--max-pixels", _count, lambda: _LIMITS.max_pixels),
-    Key("max_bytes", "--max-bytes", _count, lambda: _LIMITS.max_bytes),
-    Key("max_items", "--max-items", _whole_in(1), lambda: _LIMITS.max_items),
-    Key("max_runnable", "--max-runnable", _whole_in(1), lambda: _LIMITS.max_runnable),
-    Key("queue_age_objective", "--queue-age-objective", _seconds, lambda: _LIMITS.queue_age_objective),
-    Key("db", "--db", _ledger_target, default_ledger_path, in_profiles=False),
+_DB_HELP = (
+    "Ledger: a file, or postgresql://user@host/dbname for workers on many machines (needs pip install "
+    "'thumbctl[postgres]'; the password is shown masked)."
 )
+_TIMEOUT_HELP = "Time limit for each stage (decoding a source, each render); over it, items fail `timeout`. 0: none."
+_FORMATS = "[" + "|".join(OUTPUT_FORMATS) + "][,...]"
+
+#: Every setting, once: its file key, env var, option, parser, default, help and completion. A new setting is
+#: one entry here; commands take it by name (see thumbctl.cliopts).
+# fmt: off
+KEYS: tuple[Key, ...] = (
+    Key("out", "--out", _path, lambda: _SUBMIT.out_dir, "Output folder.", OUTPUT, "DIR"),
+    Key("ratios", "--ratio", parse_ratios, lambda: _PROFILE.ratios,
+        "Aspect ratio W:H; repeat (or 1:1,4:5) for several.", RENDER, "W:H", "-r",
+        complete_from(COMMON_RATIOS), repeat=True, param="ratio"),
+    Key("size", "--size", _profile_list("size", _whole), lambda: _PROFILE.size,
+        "Longest side of each thumbnail, px; several: 320,640,1280.", RENDER, "PX[,PX...]"),
+    Key("format", "--format", _profile_list("format", _text), lambda: _PROFILE.format,
+        "Output format; several: webp,jpeg.", RENDER, _FORMATS, complete=complete_list_of(OUTPUT_FORMATS), param="fmt"),
+    Key("quality", "--quality", _profile_field("quality", _whole), lambda: _PROFILE.quality, "Encoder quality.",
+        RENDER, "1-100"),
+    Key("crop", "--crop", _profile_field("crop", _text), lambda: _PROFILE.crop, "Crop policy.", RENDER,
+        "[" + "|".join(CROP_POLICIES) + "]", complete=complete_from(CROP_POLICIES)),
+    Key("upscale", "--upscale", _switch, lambda: _PROFILE.upscale, "Allow outputs larger than the source crop.",
+        RENDER, switch=True),
+    Key("background", "--background", _profile_field("background", _text), lambda: _PROFILE.background,
+        "Colour to flatten transparency onto.", RENDER, "#RRGGBB"),
+    Key("name", "--name", _name_template, lambda: None,
+        "Thumbnail names in OUT, from {path} {stem} {ratio} {size} {width} {height} {ext}.", OUTPUT, "TEMPLATE"),
+    Key("attempts", "--attempts", _whole_in(1, 100), lambda: _SUBMIT.max_attempts, "Attempts per item before it fails.",
+        WORKERS, "1-100"),
+    Key("deadline", "--deadline", _seconds, lambda: _SUBMIT.deadline_seconds,
+        "Batch deadline, e.g. 30m or 2h; 0: none.", WORKERS, "DURATION"),
+    Key("workers", "--workers", _whole_in(0), lambda: 0, "Worker processes (0: one per CPU).", WORKERS, "N", "-w"),
+    Key("item_timeout", "--item-timeout", _seconds, lambda: _RUN.item_timeout, _TIMEOUT_HELP, WORKERS, "DURATION"),
+    Key("sheet", "--sheet", _switch, lambda: _RUN.sheet,
+        "Write the contact sheet (OUT/batches/<batch_id>.html) when the run ends.", OUTPUT, switch=True),
+    Key("max_pixels", "--max-pixels", _count, lambda: _LIMITS.max_pixels, "Pixel limit per source.", LIMITS, "COUNT"),
+    Key("max_bytes", "--max-bytes", _count, lambda: _LIMITS.max_bytes, "Byte limit per source.", LIMITS, "BYTES"),
+    Key("max_items", "--max-items", _whole_in(1), lambda: _LIMITS.max_items, "Item limit per batch.", LIMITS, "N"),
+    Key("max_runnable", "--max-runnable", _whole_in(1), lambda: _LIMITS.max_runnable,
+        "Runnable items the ledger may hold.", ADMISSION, "N"),
+    Key("queue_age_objective", "--queue-age-objective", _seconds, lambda: _LIMITS.queue_age_objective,
+        "Refuse while the oldest runnable item is older (0 = off).", ADMISSION, "DURATION"),
+    Key("db", "--db", _ledger_target, default_ledger_path, _DB_HELP, LEDGER, "PATH|URL", in_profiles=False),
+)
+# fmt: on
 KEYS_BY_NAME: dict[str, Key] = {key.name: key for key in KEYS}
-KEYS_BY_FLAG: dict[str, Key] = {key.flag: key for key in KEYS}
 _DB = KEYS_BY_NAME["db"]
 DURATION_KEYS = frozenset({"deadline", "item_timeout", "queue_age_objective"})
+COUNT_KEYS = frozenset({"max_pixels", "max_bytes"})
 #: Plural spellings a config file may use for a list: ``sizes = [320, 640]``.
 FILE_ALIASES = {"sizes": "size", "formats": "format"}
 
@@ -309,6 +376,8 @@ def display_value(name: str, value: Any) -> str:
         return "true" if value else "false"
     if name in DURATION_KEYS:
         return format_seconds(value)
+    if name in COUNT_KEYS:
+        return format_count(value)
     if name == "workers" and value == 0:
         return "0 (one per CPU)"
     if isinstance(value, tuple):
@@ -321,6 +390,15 @@ def _shown(text: str) -> str:
     from .ledger.backend import is_server_url, masked
 
     return masked(text) if is_server_url(text) else text
+
+
+def format_count(count: int) -> str:
+    """``100000000`` -> ``100M``, ``104857600`` -> ``100MiB``, ``1234`` -> ``1234`` (as :func:`parse_count` reads)."""
+    for base, suffix in ((1000, ""), (1024, "iB")):
+        for power in (4, 3, 2, 1):
+            if count >= base**power and count % base**power == 0:
+                return f"{count // base**power}{'kMGT'[power - 1]}{suffix}"
+    return str(count)
 
 
 def format_seconds(seconds: float) -> str:
@@ -339,17 +417,17 @@ def format_seconds(seconds: float) -> str:
 def resolve_settings(
     flags: Mapping[str, Any], env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> Settings:
-    """Resolve every setting. ``flags`` holds only the parameters typed on the command line.
+    """Resolve every setting without a command line's parser (the CLI lets Click find each value's origin:
+    thumbctl.cliopts). ``flags`` holds only the parameters typed on the command line.
 
     ``flags`` is keyed by the command's parameter names (``fmt`` for ``--format``,
     ``ratio`` for ``--ratio``, ``profile``); other names in it are ignored.
     """
     env = os.environ if env is None else env
     profile, profile_source = _chosen_profile(flags, env)
-    loaded = _load_found(env, cwd)
-    layers = _file_layers(loaded, profile)
-    values = {key.name: _resolve_key(key, flags, env, layers) for key in KEYS}
-    return Settings(loaded.path if loaded else None, profile, profile_source, values)
+    layer = file_layer(profile, env, cwd)
+    values = {key.name: resolve_key(key, flags, env, layer) for key in KEYS}
+    return Settings(layer.path, profile, profile_source, values)
 
 
 def resolve_ledger_path(
@@ -358,17 +436,26 @@ def resolve_ledger_path(
     """The ledger path alone (for commands without profiles): --db, THUMBCTL_DB, the file's [defaults], default."""
     env = os.environ if env is None else env
     flags = {} if flag is None else {_DB.param_name: flag}
-    return _resolve_key(_DB, flags, env, _file_layers(_load_found(env, cwd), None)).value
+    return resolve_key(_DB, flags, env, file_layer(None, env, cwd)).value
 
 
-def _resolve_key(key: Key, flags: Mapping[str, Any], env: Mapping[str, str], layers: list[_Layer]) -> Setting:
+def resolve_key(key: Key, flags: Mapping[str, Any], env: Mapping[str, str], layer: FileLayer) -> Setting:
     if key.param_name in flags:
-        return Setting(_parse(key, flags[key.param_name], key.flag, error=UsageError), FLAG_SOURCE)
+        return flag_setting(key, flags[key.param_name])
     if env.get(key.env):
-        return Setting(_parse(key, env[key.env], key.env, error=ConfigError), f"env {key.env}")
-    for table, source in layers:
-        if key.name in table:
-            return Setting(table[key.name], source)
+        return env_setting(key, env[key.env])
+    return layer.values.get(key.name) or default_setting(key)
+
+
+def flag_setting(key: Key, raw: object) -> Setting:
+    return Setting(_parse(key, raw, key.flag, error=UsageError), FLAG_SOURCE)
+
+
+def env_setting(key: Key, raw: object) -> Setting:
+    return Setting(_parse(key, raw, key.env, error=ConfigError), f"env {key.env}")
+
+
+def default_setting(key: Key) -> Setting:
     return Setting(key.default(), DEFAULT_SOURCE)
 
 
@@ -387,23 +474,34 @@ def _chosen_profile(flags: Mapping[str, Any], env: Mapping[str, str]) -> tuple[s
     return None, None
 
 
-_Layer = tuple[dict[str, Any], str]
+@dataclass(frozen=True)
+class FileLayer:
+    """The config file's values that apply: the chosen profile's table over ``[defaults]``, by setting name,
+    each with the file and table it came from (what a command-line parser cannot know)."""
+
+    path: Path | None
+    values: dict[str, Setting]
+
+    def by_param(self) -> dict[str, Any]:
+        """The values keyed by the commands' parameter names: a Click ``default_map``."""
+        return {KEYS_BY_NAME[name].param_name: setting.value for name, setting in self.values.items()}
 
 
-def _file_layers(loaded: ConfigFile | None, profile: str | None) -> list[_Layer]:
-    """The file's tables that apply, highest precedence first."""
+def file_layer(profile: str | None, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> FileLayer:
+    """Find, load and validate the config file; its layer for ``profile`` (None: ``[defaults]`` alone)."""
+    loaded = _load_found(os.environ if env is None else env, cwd)
     if profile is not None and loaded is None:
         raise ConfigError(f"profile {profile!r} needs a config file, and none was found ({_looked_at()})")
     if loaded is None:
-        return []
-    layers: list[_Layer] = []
+        return FileLayer(None, {})
+    values = {name: Setting(value, f"file {loaded.path} [defaults]") for name, value in loaded.defaults.items()}
     if profile is not None:
         if profile not in loaded.profiles:
             defined = ", ".join(sorted(loaded.profiles)) or "none"
             raise ConfigError(f"{loaded.path}: no profile {profile!r}; profiles defined: {defined}")
-        layers.append((loaded.profiles[profile], f"file {loaded.path} [profiles.{profile}]"))
-    layers.append((loaded.defaults, f"file {loaded.path} [defaults]"))
-    return layers
+        table = f"file {loaded.path} [profiles.{profile}]"
+        values |= {name: Setting(value, table) for name, value in loaded.profiles[profile].items()}
+    return FileLayer(loaded.path, values)
 
 
 # -- the file ----------------------------------------------------------------------------------
@@ -484,7 +582,7 @@ def _without_aliases(path: Path, label: str, table: dict[str, Any]) -> dict[str,
 
 
 def environment_help() -> str:
-    """The env-var table shown in every command's help (built from :data:`KEYS`, so it cannot drift)."""
+    """The env-var table shown in the root help (built from :data:`KEYS`, so it cannot drift)."""
     rows = [
         (CONFIG_ENV, f"config file (else ./{LOCAL_FILE_NAME}, else {USER_FILE_NAME} in the app folder)"),
         (PROFILE_ENV, "--profile: the [profiles.NAME] table of the config file"),
@@ -501,11 +599,6 @@ def environment_help() -> str:
         " (`thumbctl config` shows them). File keys are the variable names without THUMBCTL_, in lower case.\n\n"
         "\b\nEnvironment:\n" + "\n".join(lines)
     )
-
-
-def setting_key(flag: str) -> Key:
-    """The setting behind a command-line option such as ``--format`` or ``--upscale/--no-upscale``."""
-    return KEYS_BY_FLAG[flag.split("/")[0]]
 
 
 def default_text(name: str) -> str:

@@ -8,9 +8,12 @@ module converts exactly those itself, to what Typer would make of them, and hand
 else (including every value Typer would reject, so its error messages stay as they are) to
 Typer's own conversion, built then.
 
-It relies on Typer's parameters carrying ``type_descriptor`` and a lazily built
-``_runtime_param``, and on Typer's own conversion functions; where any of them is missing
-(another Typer release), it changes nothing and Typer converts every value as usual.
+A parameter whose Typer ``parser`` is a :class:`ValueType` is converted by it, with the context at
+hand (a setting's value is checked only when it was typed; see :mod:`thumbctl.cliopts`).
+
+It relies on Typer's parameters (``typer.core.TyperOption`` and ``TyperArgument``) building their
+conversion lazily into ``_runtime_param``, and on Typer's own conversion functions; where those are
+missing (another Typer release), it changes nothing and Typer converts every value as usual.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 try:  # Typer's own conversions (already imported by Typer itself, so free here)
     from typer._coercion import build_runtime_param
@@ -53,8 +56,23 @@ def install(command: Any, ctx: Any) -> None:
     if build_runtime_param is None or coerce_cli_path is None:
         return
     for param in command.get_params(ctx):
-        if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
+        if isinstance(param, (TyperOption, TyperArgument)) and param._runtime_param is None:
             param._runtime_param = PlainFirst(param.type_descriptor)
+
+
+class ValueType:
+    """A parameter's value type, given as Typer's ``parser``: :meth:`convert` sees the context (where
+    the value came from). Typer's own conversion calls it with the value alone (another Typer release):
+    then the value is kept as given."""
+
+    def __call__(self, value: Any) -> Any:
+        return value
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        return value
+
+    def complete(self, incomplete: str) -> list[str]:
+        return []
 
 
 class PlainFirst:
@@ -78,6 +96,8 @@ class PlainFirst:
 def _plain(descriptor: Any, value: Any, param: Any, ctx: Any) -> Any:
     annotation = descriptor.annotation
     info = descriptor.parameter_info
+    if isinstance(info.parser, ValueType):
+        return info.parser.convert(list(value) if isinstance(value, tuple) else value, param, ctx)
     if info.parser is not None or descriptor.file_annotation is not None:
         return _NOT_PLAIN
     if get_origin(annotation) is list and get_args(annotation) == (str,):

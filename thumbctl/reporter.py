@@ -458,6 +458,9 @@ class Reporter:
             )
 
     def work_done(self, supervision: Supervision) -> None:
+        if self.json_mode:
+            self.emit_json({"interrupted": supervision.interrupted, "crashes": supervision.crashes})
+            return
         note = " (stopped on request)" if supervision.interrupted else ""
         crashes = f", {_replaced(supervision.crashes)}" if supervision.crashes else ""
         self.say(f"Workers finished{note}{crashes}.")

@@ -65,20 +65,26 @@ def parse_ratio(text: object) -> Ratio:
 
 
 def parse_ratios(values: object) -> tuple[Ratio, ...]:
-    """Parse a list of ratios, or one string of ratios separated by spaces or commas.
+    """Parse a list of ratios, or strings of ratios separated by spaces or commas.
 
     Duplicates (``1:1`` and ``2:2``) collapse to one, keeping first-seen order.
     """
     if isinstance(values, str):
-        values = [v for v in re.split(r"[\s,]+", values) if v]
+        values = [values]
     if not isinstance(values, (list, tuple)):
         raise SettingError(f"ratios must be a list like ['1:1', '16:9'], got {values!r}")
+    values = [part for value in values for part in _split_text(value)]
     if not values:
         raise SettingError("ratios must not be empty")
     seen: dict[Ratio, None] = {}
     for value in values:
         seen.setdefault(parse_ratio(value), None)
     return tuple(seen)
+
+
+def _split_text(value: object) -> list[object]:
+    """``"1:1, 4:5"`` -> ``["1:1", "4:5"]``; anything else as one element."""
+    return [part for part in re.split(r"[\s,]+", value) if part] if isinstance(value, str) else [value]
 
 
 #: The longest duration accepted anywhere (100 years): beyond it, times stop being representable.

@@ -1,0 +1,308 @@
+"""The option set: -h everywhere, --db/--json/-q/-v on the root and on commands, one meaning per short
+flag, BATCH positional (with --batch kept), completion values, help panels and help length."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from thumbctl.cli import app
+from thumbctl.config import KEYS, KEYS_BY_NAME
+
+GROUP = typer.main.get_command(app)
+COMMANDS = sorted(GROUP.commands)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def invoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Run thumbctl in-process from tmp_path; THUMBCTL_DB names a ledger that does not exist, so a
+    command that ignored --db would fail."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("THUMBCTL_DB", str(tmp_path / "not-this.db"))
+    runner = CliRunner()
+
+    def run(*args: object, env: dict[str, str] | None = None):
+        return runner.invoke(app, [str(a) for a in args], env=env, catch_exceptions=False)
+
+    return run
+
+
+@pytest.fixture
+def rendered(invoke, photos: Path, tmp_path: Path) -> tuple[Path, str]:
+    """A ledger (not the THUMBCTL_DB one) holding one rendered batch: (its path, the batch id)."""
+    db = tmp_path / "ledger.db"
+    result = invoke("submit", photos, "--out", tmp_path / "out", "--db", db, "-w", "1", "--json", "--no-sheet")
+    assert result.exit_code == 0, result.stderr
+    return db, json.loads(result.stdout)["batch_id"]
+
+
+# -- -h and usage lines ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_dash_h_is_help_on_the_root_and_every_command(invoke, command: str | None) -> None:
+    result = invoke(*filter(None, [command]), "-h")
+    assert result.exit_code == 0
+    usage = result.stdout.splitlines()[0]
+    assert usage.startswith(f"Usage: thumbctl {command or ''}".rstrip())
+    assert "{" not in usage and "[[" not in usage
+
+
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        ("submit", "Usage: thumbctl submit [OPTIONS] SOURCE"),
+        ("status", "Usage: thumbctl status [OPTIONS] [BATCH]"),
+        ("work", "Usage: thumbctl work [OPTIONS] [BATCH]"),
+        ("stats", "Usage: thumbctl stats [OPTIONS] [BATCH]"),
+        ("events", "Usage: thumbctl events [OPTIONS] BATCH"),
+    ],
+)
+def test_usage_lines_read_as_typed(invoke, command: str, usage: str) -> None:
+    assert invoke(command, "--help").stdout.splitlines()[0] == usage
+
+
+# -- root and command-level --db, --json, -q ------------------------------------------------------
+
+#: Each command line (BATCH and PHOTOS filled in), run with the common flags before and after the command.
+COMMAND_LINES = [
+    ["status"],
+    ["status", "BATCH"],
+    ["status", "BATCH", "--items"],
+    ["events", "BATCH"],
+    ["cancel", "BATCH"],
+    ["retry", "BATCH", "--detach"],
+    ["sheet", "BATCH", "-o", "review.html"],
+    ["stats", "BATCH"],
+    ["reconcile"],
+    ["gc", "--older-than", "30d", "--dry-run"],
+    ["work", "--until-idle", "-w", "1"],
+    ["config"],
+    ["codes"],
+    ["submit", "PHOTOS", "--out", "OUT", "--detach", "--no-sheet"],
+]
+
+
+def _filled(line: list[str], batch_id: str, tmp_path: Path, photos: Path) -> list[str]:
+    names = {"BATCH": batch_id, "PHOTOS": str(photos), "OUT": str(tmp_path / "out")}
+    return [names.get(word, word) for word in line]
+
+
+def _comparable(command: str, stdout: str) -> object:
+    """stats looks at the clock and reconcile remembers what it decoded: their documents are compared by shape."""
+    doc = json.loads(stdout)
+    return sorted(doc) if command in ("stats", "reconcile") else doc
+
+
+@pytest.mark.parametrize("line", COMMAND_LINES, ids=lambda line: "-".join(w.lower() for w in line[:2]))
+def test_root_db_and_json_mean_what_they_mean_on_the_command(
+    invoke, rendered: tuple[Path, str], tmp_path: Path, photos: Path, line: list[str]
+) -> None:
+    db, batch_id = rendered
+    args = _filled(line, batch_id, tmp_path, photos)
+    before = invoke("--db", db, "--json", *args)
+    after = invoke(*args, "--db", db, "--json")
+    assert before.exit_code == after.exit_code == 0, (before.stderr, after.stderr)
+    assert _comparable(line[0], before.stdout) == _comparable(line[0], after.stdout)
+    assert not (tmp_path / "not-this.db").exists()
+
+
+@pytest.mark.parametrize("line", [["status", "BATCH"], ["events", "BATCH"], ["codes"], ["config"], ["work", "-w", "1"]])
+def test_root_quiet_is_the_command_quiet(
+    invoke, rendered: tuple[Path, str], tmp_path: Path, photos: Path, line: list[str]
+) -> None:
+    db, batch_id = rendered
+    args = _filled(line, batch_id, tmp_path, photos)
+    if args[0] == "work":
+        args.append("--until-idle")
+    before, after = invoke("-q", "--db", db, *args), invoke(*args, "-q", "--db", db)
+    assert (before.exit_code, before.stdout, before.stderr) == (after.exit_code, after.stdout, after.stderr)
+    loud = invoke(*args, "--db", db)
+    assert (loud.stdout + loud.stderr) != (after.stdout + after.stderr)
+
+
+def test_the_command_db_wins_over_the_root_db(invoke, rendered: tuple[Path, str], tmp_path: Path) -> None:
+    db, batch_id = rendered
+    result = invoke("--db", tmp_path / "other.db", "status", batch_id, "--db", db, "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["batch_id"] == batch_id
+    missing = invoke("--db", db, "status", batch_id, "--db", tmp_path / "other.db", "--json")
+    assert missing.exit_code == 2 and json.loads(missing.stdout)["error"]["code"] == "no_ledger"
+
+
+def test_a_root_db_is_a_flag_in_config_and_wins_over_the_environment(invoke, tmp_path: Path) -> None:
+    settings = json.loads(invoke("--db", tmp_path / "x.db", "config", "--json").stdout)["settings"]
+    assert settings["db"] == {"value": str(tmp_path / "x.db"), "source": "flag"}
+    settings = json.loads(invoke("config", "--json").stdout)["settings"]
+    assert settings["db"] == {"value": str(tmp_path / "not-this.db"), "source": "env THUMBCTL_DB"}
+
+
+def test_work_json_prints_one_document(invoke, rendered: tuple[Path, str]) -> None:
+    db, _ = rendered
+    result = invoke("work", "--until-idle", "-w", "1", "--db", db, "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout) == {"interrupted": False, "crashes": 0}
+
+
+# -- BATCH positional, --batch kept ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["work", "stats"])
+def test_batch_is_positional_on_work_and_stats_and_batch_is_an_alias(
+    invoke, rendered: tuple[Path, str], command: str
+) -> None:
+    db, batch_id = rendered
+    extra = ["--until-idle", "-w", "1"] if command == "work" else []
+    positional = invoke(command, batch_id[:8], *extra, "--db", db, "--json")
+    alias = invoke(command, "--batch", batch_id[:8], *extra, "--db", db, "--json")
+    assert positional.exit_code == alias.exit_code == 0, (positional.stderr, alias.stderr)
+    assert _comparable(command, positional.stdout) == _comparable(command, alias.stdout)
+    if command == "stats":
+        assert json.loads(positional.stdout)["batch_id"] == batch_id
+    both = invoke(command, batch_id, "--batch", "b_other", *extra, "--db", db)
+    assert both.exit_code == 2 and "name different batches" in both.stderr
+    assert "--batch" not in invoke(command, "--help").stdout
+
+
+def test_stats_of_an_unknown_batch_names_it(invoke, rendered: tuple[Path, str]) -> None:
+    db, _ = rendered
+    result = invoke("stats", "b_nosuch", "--db", db, "--json")
+    assert result.exit_code == 2 and json.loads(result.stdout)["error"]["code"] == "batch_not_found"
+
+
+# -- short flags ---------------------------------------------------------------------------------
+
+
+def _short_flags() -> dict[str, set[str]]:
+    """Every short option of the root and every command -> the long options it stands for."""
+    meanings: dict[str, set[str]] = {}
+    for command in [GROUP, *GROUP.commands.values()]:  # type: ignore[attr-defined]
+        for param in (p for p in command.params if p.param_type_name == "option"):
+            opts = [*param.opts, *param.secondary_opts]
+            longs = {o for o in opts if o.startswith("--")}
+            for short in (o for o in opts if not o.startswith("--")):
+                meanings.setdefault(short, set()).update(longs)
+    return meanings
+
+
+def test_each_short_flag_has_one_meaning_across_every_command() -> None:
+    meanings = _short_flags()
+    assert {short: longs for short, longs in meanings.items() if len(longs) != 1} == {}
+    assert meanings["-o"] == {"--output"} and meanings["-q"] == {"--quiet"} and meanings["-v"] == {"--verbose"}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_takes_db_and_its_common_flags_where_they_mean_something(command: str) -> None:
+    opts = {o for param in GROUP.commands[command].params for o in param.opts}  # type: ignore[attr-defined]
+    assert "--db" in opts
+    assert "--json" in opts and "-q" in opts
+    if command in ("submit", "work", "retry", "status"):
+        assert "-v" in opts
+
+
+# -- completion ----------------------------------------------------------------------------------
+
+
+def complete(words: str, env: dict[str, str] | None = None) -> list[str]:
+    """What bash completion offers for the last word of ``words`` (empty when it ends in a space)."""
+    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
+    variables = {"_THUMBCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword), **(env or {})}
+    result = CliRunner().invoke(app, [], env=variables, prog_name="thumbctl")
+    assert result.exit_code == 0, result.output
+    return result.stdout.split()
+
+
+@pytest.mark.parametrize(
+    ("words", "offered"),
+    [
+        ("thumbctl submit photos --crop ", ["smart", "entropy", "center"]),
+        ("thumbctl config --crop e", ["entropy"]),
+        ("thumbctl status b_1 --state f", ["failed"]),
+        ("thumbctl status b_1 --state ", ["queued", "running", "succeeded", "failed", "cancelled"]),
+        ("thumbctl submit photos -r 16", ["16:9"]),
+        ("thumbctl submit photos --ratio 3", ["3:2", "3:4"]),
+        ("thumbctl submit photos --format a", ["avif"]),
+        ("thumbctl submit photos --format avif,", ["avif,jpeg", "avif,webp", "avif,png"]),
+        ("thumbctl submit photos --format webp,jpeg,p", ["webp,jpeg,png"]),
+    ],
+)
+def test_completion_offers_the_values_of_closed_and_open_sets(words: str, offered: list[str]) -> None:
+    assert complete(words) == offered
+
+
+def test_batch_ids_complete_from_the_ledger_named_by_db(rendered: tuple[Path, str], tmp_path: Path) -> None:
+    db, batch_id = rendered
+    assert complete(f"thumbctl --db {db} events ") == [batch_id]
+    assert complete(f"thumbctl cancel --db {db} {batch_id[:4]}") == [batch_id]
+    assert complete(f"thumbctl status --db {db} b_nosuch") == []
+    assert complete("thumbctl stats ", {"THUMBCTL_DB": str(db)}) == [batch_id]
+
+
+@pytest.mark.parametrize("ledger", ["missing.db", "garbage.db"])
+def test_batch_completion_never_fails_the_shell(tmp_path: Path, ledger: str) -> None:
+    (tmp_path / "garbage.db").write_bytes(b"not a database at all" * 100)
+    assert complete(f"thumbctl events --db {tmp_path / ledger} ") == []
+
+
+# -- the settings, declared once -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "settings"),
+    [
+        ("submit", [key.name for key in KEYS]),
+        ("config", [key.name for key in KEYS]),
+        ("retry", ["workers", "item_timeout", "sheet", "db"]),
+        ("work", ["workers", "item_timeout", "db"]),
+        ("status", ["db"]),
+    ],
+)
+def test_each_command_takes_the_settings_that_apply_to_it(command: str, settings: list[str]) -> None:
+    params = GROUP.commands[command].params  # type: ignore[attr-defined]
+    envvars = {param.envvar for param in params if param.envvar}
+    taken = [key.name for key in KEYS if key.env in envvars]
+    assert taken == settings
+
+
+def test_setting_options_read_their_env_var_and_show_defaults_in_the_docs_units(invoke) -> None:
+    text = " ".join(invoke("submit", "--help").stdout.split())
+    assert "--max-pixels COUNT Pixel limit per source. Default: 100M." in text
+    assert "--max-bytes BYTES Byte limit per source. Default: 100MiB." in text
+    assert "--crop [smart|entropy|center]" in text and "--format [jpeg|webp|avif|png][,...]" in text
+    assert KEYS_BY_NAME["max_pixels"].env not in text  # the environment is listed once, in the root help
+
+
+def test_a_ratio_list_in_one_flag_and_an_env_list_are_read_alike(invoke) -> None:
+    flag = json.loads(invoke("config", "-r", "4:5,1:1", "--json").stdout)["settings"]["ratios"]
+    env = json.loads(invoke("config", "--json", env={"THUMBCTL_RATIOS": "4:5 1:1"}).stdout)["settings"]["ratios"]
+    assert flag == {"value": ["4:5", "1:1"], "source": "flag"}
+    assert env == {"value": ["4:5", "1:1"], "source": "env THUMBCTL_RATIOS"}
+
+
+# -- help: panels, and the environment and exit codes once -----------------------------------------
+
+
+def test_submit_help_groups_its_options_in_panels(invoke) -> None:
+    lines = invoke("submit", "--help").stdout.splitlines()
+    sections = [line for line in lines if line.endswith(":") and not line.startswith(" ")]
+    assert sections == [
+        "Arguments:",
+        "Options:",
+        "Output options:",
+        "Render options:",
+        "Limits options:",
+        "Workers options:",
+        "Admission options:",
+        "Common options:",
+    ]
+
+
+@pytest.mark.parametrize(("command", "most"), [(None, 80), ("submit", 90), ("events", 20), ("status", 35)])
+def test_help_length_is_bounded(command: str | None, most: int) -> None:
+    result = CliRunner().invoke(app, [*filter(None, [command]), "--help"], env={"COLUMNS": "100"})
+    lines = result.stdout.splitlines()
+    assert len(lines) <= most
+    assert ("Exit codes:" in result.stdout) == (command is None)
+    assert ("THUMBCTL_MAX_PIXELS" in result.stdout) == (command is None)
