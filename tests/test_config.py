@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from thumbctl.config import (
     load_config_file,
     resolve_ledger_path,
     resolve_settings,
+    state_dir,
 )
 from thumbctl.errors import ConfigError, UsageError
 from thumbctl.settings import Ratio
@@ -89,7 +91,7 @@ def test_flag_beats_env_beats_file_beats_default(case: tuple, layers: tuple[str,
         config.write_text(f"[defaults]\n{name} = {toml}\n")
     setting = resolve_settings(flags, env, tmp_path).values[name]
     if name == "db":
-        default = Path(typer.get_app_dir("thumbctl")) / "ledger.db"
+        default = Path(os.environ["XDG_STATE_HOME"]) / "thumbctl" / "ledger.db"  # the state folder, not the config one
     expected = {
         "flag": (from_flag, "flag"),
         "env": (from_env, f"env THUMBCTL_{name.upper()}"),
@@ -201,6 +203,25 @@ def test_without_xdg_config_home_the_user_file_is_under_home(tmp_path: Path, mon
     assert resolve_ledger_path(None, {}, tmp_path / "elsewhere") == tmp_path / "ledgers" / "main.db"
     assert resolve_ledger_path(None, {"THUMBCTL_DB": "env.db"}, tmp_path) == Path("env.db")
     assert resolve_ledger_path(Path("flag.db"), {"THUMBCTL_DB": "env.db"}, tmp_path) == Path("flag.db")
+
+
+@pytest.mark.parametrize(
+    ("platform", "env", "expected"),
+    [
+        ("linux", {"XDG_STATE_HOME": "/var/lib/me"}, "/var/lib/me/thumbctl"),
+        ("linux", {}, "~/.local/state/thumbctl"),
+        ("linux", {"XDG_STATE_HOME": ""}, "~/.local/state/thumbctl"),
+        ("freebsd14", {"XDG_STATE_HOME": "relative/state"}, "~/.local/state/thumbctl"),  # relative: ignored
+        ("darwin", {"XDG_STATE_HOME": "/ignored"}, "~/Library/Application Support/thumbctl"),
+        ("win32", {"LOCALAPPDATA": "C:/Users/me/AppData/Local"}, "C:/Users/me/AppData/Local/thumbctl"),
+        ("win32", {}, "~/AppData/Local/thumbctl"),
+    ],
+)
+def test_the_default_ledger_lives_in_the_state_folder_of_each_platform(
+    platform: str, env: dict[str, str], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert state_dir(env, platform) == Path(expected).expanduser()
 
 
 def test_the_whole_file_is_validated_when_loaded(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -16,8 +17,10 @@ import typer
 
 from . import __version__
 from .config import (
+    default_ledger_path,
     default_text,
     environment_help,
+    old_default_ledger_path,
     resolve_ledger_path,
     resolve_settings,
     setting_key,
@@ -33,6 +36,7 @@ from .errors import (
     UsageError,
 )
 from .ledger import Ledger
+from .ledger.home import settle_default_ledger, shown
 from .models import ITEM_STATES
 from .options import DEFAULT_GRACE
 from .plainparams import PlainGroup
@@ -86,7 +90,7 @@ def _root(
 
 
 def default_db_path() -> Path | str:
-    """The ledger when --db is not given: THUMBCTL_DB, else the config file's db, else the app folder's."""
+    """The ledger when --db is not given: THUMBCTL_DB, else the config file's db, else the state folder's."""
     return resolve_ledger_path(None)
 
 
@@ -158,7 +162,7 @@ DbOption = Annotated[
         metavar="PATH|URL",
         help="Ledger: a file, or postgresql://user@host/dbname for workers on many machines (needs pip install "
         "'thumbctl[postgres]'; the password is shown masked). Env THUMBCTL_DB, config key db. Default: ledger.db "
-        "in the per-user app folder.",
+        "in the per-user state folder (~/.local/state/thumbctl on Linux).",
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]
@@ -218,9 +222,22 @@ def _progress(reporter: Reporter, batch_id: str | None) -> RunProgress:
     )
 
 
+@dataclass
+class _Command:
+    """The running command: its reporter, for the notes opening a ledger gives (said once)."""
+
+    reporter: Reporter
+    #: The default ledger as settled for this command (see :func:`_settled`).
+    ledgers: dict[Path, Path] = field(default_factory=dict)
+
+
+_COMMAND: ContextVar[_Command | None] = ContextVar("thumbctl_command", default=None)
+
+
 @contextmanager
 def _handled(reporter: Reporter) -> Iterator[None]:
     """The one place where errors become exit codes."""
+    token = _COMMAND.set(_Command(reporter))
     try:
         yield
     except ThumbctlError as err:
@@ -236,6 +253,23 @@ def _handled(reporter: Reporter) -> Iterator[None]:
         where = f" ({exc.filename})" if exc.filename else ""
         reporter.error(StorageError(f"{exc.strerror or exc}{where}"))
         raise typer.Exit(int(ExitCode.PARTIAL)) from None
+    finally:
+        _COMMAND.reset(token)
+
+
+def _settled(path: Path | str) -> Path | str:
+    """The ledger to open for ``path``. For the default ledger, one left at the old default place
+    (the config folder) is moved to the state folder first when that is safe, once per command,
+    and the user is told once (see :func:`thumbctl.ledger.home.settle_default_ledger`)."""
+    if not isinstance(path, Path) or path != default_ledger_path():
+        return path
+    command = _COMMAND.get() or _Command(_reporter(False, quiet=True))
+    if path not in command.ledgers:
+        settled = settle_default_ledger(path, old_default_ledger_path())
+        command.ledgers[path] = settled.path
+        if settled.note:
+            command.reporter.notice(settled.note)
+    return command.ledgers[path]
 
 
 def _silence_broken_pipe() -> None:
@@ -248,7 +282,7 @@ def _open_ledger(db: str | None, *, existing: bool = True, read_only: bool = Fal
     """The ledger at ``db`` (or the configured path). Commands that only read or act on
     recorded batches need it to exist: a mistyped --db must not create a new, empty ledger.
     Commands that only read open it ``read_only``, so they work on a read-only mount too."""
-    path = resolve_ledger_path(db) if db else default_db_path()
+    path = _settled(resolve_ledger_path(db) if db else default_db_path())
     return Ledger(_existing(path) if existing else path, read_only=read_only)
 
 
@@ -257,6 +291,7 @@ def _existing(path: Path | str) -> Path | str:
     A server ledger is checked by connecting to it."""
     if isinstance(path, str):
         return path
+    path = _settled(path)
     if not path.exists():
         raise LedgerMissing(f"no ledger at {path}: nothing was submitted with this --db (or THUMBCTL_DB)")
     return path
@@ -413,13 +448,14 @@ def submit_command(
         options = settings.submit_options(key=key, rules=rules, overwrite=overwrite)
         run_options = settings.run_options()
         wait = _parsed(parse_duration, admission_wait, "--admission-wait")
-        db_path = settings.ledger_path
+        db_path = _settled(settings.ledger_path)
         # The workers fork now, before the ledger is opened, and wait while this process reads the sources.
         with prepare_workers(0 if detach else run_options.workers) as standby, _open_ledger(
             db_path, existing=False
         ) as ledger:
             from .intake import prepare_submission, submit  # Pillow: only the commands that read images import it
 
+            first_batch = not ledger.batches(1)
             try:
                 prepared = prepare_submission(source_path, options, ledger)
             except KeyboardInterrupt:
@@ -434,6 +470,8 @@ def submit_command(
                     should_stop=interrupts,
                     on_retry=reporter.admission_retry,
                 )
+                if first_batch:  # the ledger's first batch: say where the ledger is, once
+                    reporter.notice(f"created ledger {shown(db_path) if isinstance(db_path, Path) else ledger.path}")
                 if detach:
                     reporter.submitted(batch, prepared.report)
                     return
@@ -511,7 +549,7 @@ def status(
             raise UsageError("--items, --state and --watch need a BATCH")
         if items and watch:
             raise UsageError("--watch follows a batch's progress; it does not combine with --items or --state")
-        target = resolve_ledger_path(db) if db else default_db_path()
+        target = _settled(resolve_ledger_path(db) if db else default_db_path())
         if batch is None and isinstance(target, Path) and not target.exists():
             reporter.batch_list([])  # nothing submitted yet: say so without creating a ledger
             return
@@ -580,7 +618,7 @@ def retry(
     with _handled(reporter):
         settings = _settings(ctx)
         run_options = settings.run_options()
-        db_path = settings.ledger_path
+        db_path = _settled(settings.ledger_path)
         with _open_ledger(db_path) as ledger:
             batch_id = ledger.resolve_batch_id(batch)
             requeued = ledger.retry_failed(batch_id)

@@ -1,7 +1,7 @@
 """Settings resolution, in one place: flag > ``THUMBCTL_*`` environment > config file > default.
 
 The config file is TOML: ``thumbctl.toml`` in the current folder, else ``config.toml`` in
-the per-user app folder (next to the default ledger); ``THUMBCTL_CONFIG`` names another.
+the per-user app folder (the default ledger is in the state folder); ``THUMBCTL_CONFIG`` names another.
 Its optional ``[defaults]`` table always applies; ``[profiles.NAME]`` applies when the
 profile is chosen (``--profile NAME`` or ``THUMBCTL_PROFILE``) and wins over ``[defaults]``.
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from .sources import ScanRules
 APP_NAME = "thumbctl"
 LOCAL_FILE_NAME = "thumbctl.toml"
 USER_FILE_NAME = "config.toml"
+LEDGER_FILE_NAME = "ledger.db"
 CONFIG_ENV = "THUMBCTL_CONFIG"
 PROFILE_ENV = "THUMBCTL_PROFILE"
 FLAG_SOURCE = "flag"
@@ -48,12 +50,34 @@ _FALSE_WORDS = {"0", "false", "no", "off"}
 
 
 def app_dir() -> Path:
-    """The per-user app folder (``$XDG_CONFIG_HOME/thumbctl`` or ``~/.config/thumbctl`` on Linux)."""
+    """The per-user app folder (``$XDG_CONFIG_HOME/thumbctl`` or ``~/.config/thumbctl`` on Linux): the config file."""
     return Path(typer.get_app_dir(APP_NAME))
 
 
+def state_dir(env: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
+    """The per-user state folder, where the default ledger lives: ``$XDG_STATE_HOME/thumbctl``
+    (``~/.local/state/thumbctl``) on Linux and the BSDs, ``~/Library/Application Support/thumbctl``
+    on macOS, ``%LOCALAPPDATA%\\thumbctl`` on Windows (as platformdirs has them)."""
+    env = os.environ if env is None else env
+    platform = sys.platform if platform is None else platform
+    if platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / APP_NAME
+    if platform == "win32":
+        return Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / APP_NAME
+    base = env.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):  # the XDG spec: a relative (or empty) value is ignored
+        base = str(Path.home() / ".local" / "state")
+    return Path(base) / APP_NAME
+
+
 def default_ledger_path() -> Path:
-    return app_dir() / "ledger.db"
+    """``ledger.db`` in the per-user state folder."""
+    return state_dir() / LEDGER_FILE_NAME
+
+
+def old_default_ledger_path() -> Path:
+    """Where the default ledger was before it moved to the state folder: the app (config) folder."""
+    return app_dir() / LEDGER_FILE_NAME
 
 
 # -- value parsers: raw text (flag, env) or TOML value -> typed value, or SettingError ----------

@@ -278,6 +278,11 @@ class Reporter:
         if not (self.quiet or self.json_mode):
             self.console.print(markup)
 
+    def notice(self, text: str) -> None:
+        """A note about the ledger itself (created, moved): on stderr even with --json, unless quiet."""
+        if not self.quiet:
+            self.console.print(escape(text))
+
     def error(self, err: ThumbctlError) -> None:
         """One line naming the stable code, always shown (even with -q or --json); with
         --json, also the error document on stdout."""
