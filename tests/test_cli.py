@@ -1359,3 +1359,84 @@ def test_a_ledger_open_in_another_process_is_used_in_place_and_moved_once_it_is_
     moved = run_default("status", batch_id, "--json")
     assert moved.stderr == f"moved the ledger from {OLD_PLACE} to {NEW_PLACE}\n"
     assert json.loads(moved.stdout)["idempotency_key"] == "moved-with-its-wal"
+
+
+# -- --max-failures and the quiet summary -----------------------------------------------------------------------------
+
+
+def refused_files(photos: Path, count: int) -> None:
+    """``count`` text files named like photos: each item of them fails when submitted."""
+    for n in range(count):
+        (photos / f"notes{n}.jpg").write_text(f"not a photo {n}")
+
+
+def truncated_files(photos: Path, count: int) -> None:
+    """``count`` JPEGs cut short (a sound header, each cut elsewhere): each fails when rendered."""
+    whole = (photos / "rooms" / "living.jpg").read_bytes()
+    for n in range(count):
+        (photos / f"cut{n}.jpg").write_bytes(whole[: len(whole) // 3 + 97 * n])
+
+
+def only_batch_id(cli) -> str:
+    (batch,) = json.loads(cli("status", "--json").stdout)["batches"]
+    return batch["batch_id"]
+
+
+@pytest.mark.parametrize(("limit", "code"), [(None, 1), ("0", 1), ("2", 1), ("3", 0), ("4", 0)])
+def test_submit_exits_1_only_when_more_items_failed_than_max_failures(
+    cli, photos: Path, out_dir: Path, limit: str | None, code: int
+) -> None:
+    refused_files(photos, 2)
+    truncated_files(photos, 1)  # 3 failures: 1 more than 2, as many as 3, 1 fewer than 4
+    extra = ["--max-failures", limit] if limit else []
+    result = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json", *extra)
+    doc = json.loads(result.stdout)
+    assert (result.exit_code, doc["state"], doc["counts"]["failed"]) == (code, "partial", 3)
+    assert doc["max_failures"] == int(limit or 0)
+
+
+def test_max_failures_comes_from_the_environment_and_the_config_file(
+    cli, photos: Path, out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused_files(photos, 2)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "thumbctl.toml").write_text("[defaults]\nmax_failures = 1\n")
+    assert cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--key", "file").exit_code == 1
+    monkeypatch.setenv("THUMBCTL_MAX_FAILURES", "2")
+    assert cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--key", "env").exit_code == 0
+
+
+def test_quiet_prints_one_summary_line_on_a_non_zero_exit(cli, photos: Path, out_dir: Path) -> None:
+    refused_files(photos, 1)
+    result = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-q")
+    batch_id = only_batch_id(cli)
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == f"1 of 5 failed (exit 1); thumbctl status {batch_id}\n"
+    again = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-q", "--max-failures", "1")
+    assert (again.exit_code, again.stdout, again.stderr) == (0, "", "")  # within the budget: exit 0, nothing said
+
+
+def test_quiet_retry_names_the_budget_it_went_over(cli, photos: Path, out_dir: Path) -> None:
+    truncated_files(photos, 3)
+    assert cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-q").exit_code == 1
+    batch_id = only_batch_id(cli)
+    over = cli("retry", batch_id, "-w", "1", "-q", "--max-failures", "2")
+    assert (over.exit_code, over.stdout) == (1, "")
+    assert over.stderr == f"3 of 7 failed, more than --max-failures 2 (exit 1); thumbctl status {batch_id}\n"
+    within = cli("retry", batch_id, "-w", "1", "--json", "--max-failures", "3")
+    doc = json.loads(within.stdout)
+    assert (within.exit_code, doc["counts"]["failed"], doc["max_failures"]) == (0, 3, 3)
+
+
+@pytest.mark.parametrize(("limit", "code"), [(None, 0), ("2", 1), ("3", 0), ("4", 0)])
+def test_work_exits_1_only_when_max_failures_is_set_and_more_items_failed_while_it_ran(
+    cli, photos: Path, out_dir: Path, limit: str | None, code: int
+) -> None:
+    refused_files(photos, 1)  # failed at submit: not while work ran
+    truncated_files(photos, 3)
+    assert cli("submit", photos, "--out", out_dir, "-r", "1:1", "--detach", "-q").exit_code == 0
+    extra = ["--max-failures", limit] if limit else []
+    result = cli("work", "--until-idle", "-w", "1", "-q", *extra)
+    assert (result.exit_code, result.stdout) == (code, "")
+    expected = f"3 items failed while it ran, more than --max-failures {limit} (exit 1); thumbctl status\n"
+    assert result.stderr == (expected if code else "")

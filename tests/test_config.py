@@ -67,6 +67,7 @@ PRECEDENCE = [
     ("workers", "workers", 1, "2", "3", 1, 2, 3, 0),
     ("item_timeout", "item_timeout", "10s", "20s", "30", 10.0, 20.0, 30.0, 300.0),
     ("sheet", "sheet", False, "yes", "false", False, True, False, True),
+    ("max_failures", "max_failures", 1, "2", "3", 1, 2, 3, 0),
     ("max_pixels", "max_pixels", "1M", "2M", "3000000", 1_000_000, 2_000_000, 3_000_000, 100_000_000),
     ("max_bytes", "max_bytes", "1k", "2KiB", '"3k"', 1000, 2048, 3000, 104_857_600),
     ("max_items", "max_items", 10, "20", "30", 10, 20, 30, 100_000),
@@ -259,7 +260,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 ALLOWED = (
     "out, ratios, size, format, quality, crop, upscale, background, name, attempts, deadline, workers, "
-    "item_timeout, sheet, max_pixels, max_bytes, max_items, max_runnable, queue_age_objective"
+    "item_timeout, sheet, max_failures, max_pixels, max_bytes, max_items, max_runnable, queue_age_objective"
 )
 
 
@@ -384,6 +385,7 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "workers": {"value": 2, "source": defaults},
             "item_timeout": {"value": 300.0, "source": "default"},
             "sheet": {"value": True, "source": "default"},
+            "max_failures": {"value": 0, "source": "default"},
             "max_pixels": {"value": 100_000_000, "source": "default"},
             "max_bytes": {"value": 104_857_600, "source": "default"},
             "max_items": {"value": 100_000, "source": "default"},

@@ -189,6 +189,15 @@ ItemTimeoutOption = Annotated[
     ),
 ]
 WorkersOption = Annotated[int | None, _setting("--workers", "-w", min=0, help="Worker processes (0: one per CPU).")]
+MaxFailuresOption = Annotated[
+    int | None,
+    _setting(
+        "--max-failures",
+        min=0,
+        metavar="N",
+        help="Exit 1 only when more than N items failed (for CI).",
+    ),
+]
 ProfileOption = Annotated[
     str | None,
     typer.Option("--profile", metavar="NAME", help="Use [profiles.NAME] of the config file (env THUMBCTL_PROFILE)."),
@@ -338,10 +347,13 @@ class Interrupts:
                 signal.signal(sig, old)
 
 
-def outcome_exit_code(batch: BatchView, interrupted: bool) -> ExitCode:
-    """Exit code of a command that ran a batch until it ended."""
+def outcome_exit_code(batch: BatchView, interrupted: bool, max_failures: int = 0) -> ExitCode:
+    """Exit code of a command that ran a batch until it ended: a partial or failed batch exits 1
+    only when more than ``max_failures`` of its items failed."""
     if interrupted:
         return ExitCode.INTERRUPTED
+    if batch.state in ("partial", "failed") and batch.counts["failed"] <= max_failures:
+        return ExitCode.OK
     return {
         "succeeded": ExitCode.OK,
         "partial": ExitCode.PARTIAL,
@@ -358,18 +370,26 @@ def _render_in_foreground(
     interrupts: Interrupts,
     *,
     replayed: bool,
+    max_failures: int = 0,
     standby: Standby | None = None,
 ) -> NoReturn:
     """Run a batch until it is terminal with live progress, report it, exit by its outcome."""
     with _progress(reporter, batch_id) as bar:
         result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar, standby=standby)
     final = replace(result.batch, replayed=replayed)
+    interrupted = result.supervision.interrupted
     reporter.manifest_errors(result.manifest_errors)
     reporter.sheet_error(result.sheet_error)
     reporter.finished(
-        final, interrupted=result.supervision.interrupted, crashes=result.supervision.crashes, sheet=result.sheet_path
+        final,
+        interrupted=interrupted,
+        crashes=result.supervision.crashes,
+        sheet=result.sheet_path,
+        max_failures=max_failures,
     )
-    raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
+    code = outcome_exit_code(final, interrupted, max_failures)
+    reporter.exit_summary(final, code, max_failures)
+    raise typer.Exit(int(code))
 
 
 def _source_path(text: str) -> Path:
@@ -419,6 +439,7 @@ def submit_command(
     workers: WorkersOption = None,
     item_timeout: ItemTimeoutOption = None,
     sheet: SheetOption = True,
+    max_failures: MaxFailuresOption = None,
     retry_admission: Annotated[
         bool, typer.Option("--retry-admission", help="When refused (exit 75), retry with backoff and jitter.")
     ] = False,
@@ -477,7 +498,14 @@ def submit_command(
                     return
                 reporter.submitted(batch, prepared.report, final=False)
                 _render_in_foreground(
-                    reporter, db_path, batch.batch_id, run_options, interrupts, replayed=batch.replayed, standby=standby
+                    reporter,
+                    db_path,
+                    batch.batch_id,
+                    run_options,
+                    interrupts,
+                    replayed=batch.replayed,
+                    max_failures=settings.max_failures,
+                    standby=standby,
                 )
 
 
@@ -490,13 +518,17 @@ def work(
     ] = False,
     workers: WorkersOption = None,
     item_timeout: ItemTimeoutOption = None,
+    max_failures: MaxFailuresOption = None,
     profile: ProfileOption = None,
     db: DbOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
     stats_interval: StatsIntervalOption = 5.0,
 ) -> None:
-    """Run the worker pool over queued items of every batch (or --batch), for detached batches and cron."""
+    """Run the worker pool over queued items of every batch (or --batch), for detached batches and cron.
+
+    Exit 0 whatever items failed, unless --max-failures N is set: then 1 when more than N items
+    failed while it ran."""
     reporter = _reporter(False, quiet, verbose, stats_interval)
     with _handled(reporter), Interrupts().on_sigint() as interrupts:
         settings = _settings(ctx)
@@ -511,6 +543,10 @@ def work(
             )
         reporter.manifest_errors(result.manifest_errors)
         reporter.work_done(result.supervision)
+        budget = settings.work_max_failures
+        if budget is not None and result.failed > budget:
+            reporter.work_failures(result.failed, budget, batch)
+            raise typer.Exit(int(ExitCode.PARTIAL))
 
 
 @app.command(epilog=COMMAND_EPILOG)
@@ -602,6 +638,7 @@ def retry(
     workers: WorkersOption = None,
     item_timeout: ItemTimeoutOption = None,
     sheet: SheetOption = True,
+    max_failures: MaxFailuresOption = None,
     profile: ProfileOption = None,
     db: DbOption = None,
     json_out: JsonOption = False,
@@ -624,11 +661,16 @@ def retry(
             requeued = ledger.retry_failed(batch_id)
             reporter.say(f"Requeued {requeued} failed items of {batch_id}")
             view = ledger.batch(batch_id)
+        budget = settings.max_failures
         if detach or not requeued:
-            reporter.finished(view, interrupted=False)
-            raise typer.Exit(int(outcome_exit_code(view, False)) if view.is_terminal else 0)
+            reporter.finished(view, interrupted=False, max_failures=budget)
+            code = outcome_exit_code(view, False, budget) if view.is_terminal else ExitCode.OK
+            reporter.exit_summary(view, code, budget)
+            raise typer.Exit(int(code))
         with Interrupts().on_sigint() as interrupts:
-            _render_in_foreground(reporter, db_path, batch_id, run_options, interrupts, replayed=False)
+            _render_in_foreground(
+                reporter, db_path, batch_id, run_options, interrupts, replayed=False, max_failures=budget
+            )
 
 
 @app.command(epilog=COMMAND_EPILOG)
@@ -713,6 +755,7 @@ def config_command(
     deadline: DeadlineOption = None,
     workers: WorkersOption = None,
     item_timeout: ItemTimeoutOption = None,
+    max_failures: MaxFailuresOption = None,
     max_pixels: MaxPixelsOption = None,
     max_bytes: MaxBytesOption = None,
     max_items: MaxItemsOption = None,

@@ -224,6 +224,7 @@ KEYS: tuple[Key, ...] = (
     Key("workers", "--workers", _whole_in(0), lambda: 0),
     Key("item_timeout", "--item-timeout", _seconds, lambda: _RUN.item_timeout),
     Key("sheet", "--sheet", _switch, lambda: _RUN.sheet),
+    Key("max_failures", "--max-failures", _whole_in(0), lambda: 0),
     Key("max_pixels", "--max-pixels", _count, lambda: _LIMITS.max_pixels),
     Key("max_bytes", "--max-bytes", _count, lambda: _LIMITS.max_bytes),
     Key("max_items", "--max-items", _whole_in(1), lambda: _LIMITS.max_items),
@@ -294,6 +295,17 @@ class Settings:
             overwrite=overwrite,
         )
 
+    @property
+    def max_failures(self) -> int:
+        """How many failed items submit and retry allow before they exit 1 (0: none)."""
+        return self["max_failures"]
+
+    @property
+    def work_max_failures(self) -> int | None:
+        """``work``'s budget of failed items: None unless given (flag, env or file), so a cron
+        ``work`` keeps exiting 0 whatever items failed unless asked otherwise."""
+        return None if self.values["max_failures"].source == DEFAULT_SOURCE else self.max_failures
+
     def run_options(self) -> RunOptions:
         """The run's options; a bad ``THUMBCTL_LEASE_SECONDS`` is refused here, before anything is recorded."""
         return RunOptions(
@@ -335,6 +347,8 @@ def display_value(name: str, value: Any) -> str:
         return format_seconds(value)
     if name == "workers" and value == 0:
         return "0 (one per CPU)"
+    if name == "max_failures" and value == 0:
+        return "0 (any failure exits 1; work: only when set)"
     if isinstance(value, tuple):
         return " ".join(str(v) for v in value)
     return _shown(str(value))

@@ -204,6 +204,10 @@ class Ledger:
         """See :meth:`Views.batches_touched_since`."""
         return self._retrying(self._views.batches_touched_since, at)
 
+    def failed_since(self, at: str, batch_id: str | None = None) -> int:
+        """See :meth:`Views.failed_since`."""
+        return self._retrying(self._views.failed_since, at, batch_id)
+
     def items(self, batch_id: str, *, state: str | None = None) -> list[ItemView]:
         """See :meth:`Views.items`."""
         return self._retrying(self._views.items, batch_id, state=state)
