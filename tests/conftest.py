@@ -23,8 +23,9 @@ SAMPLE_IMAGES = REPO / "sample_images"
 
 @pytest.fixture(autouse=True)
 def isolated_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Neither the per-user config file nor THUMBCTL_* settings of the machine reach a test."""
+    """Neither the per-user config file, the default ledger nor THUMBCTL_* settings of the machine reach a test."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config-home")))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
     for name in (CONFIG_ENV, PROFILE_ENV, HOST_ID_ENV, LEASE_ENV, *(key.env for key in KEYS)):
         monkeypatch.delenv(name, raising=False)
 

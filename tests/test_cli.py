@@ -1146,6 +1146,7 @@ def test_counts_in_the_submit_summary_are_spelled_for_one(cli, tmp_path: Path) -
     result = cli("submit", folder, "--out", tmp_path / "out", "-r", "1:1", "--detach")
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
+    assert result.stderr.splitlines()[0] == f"created ledger {tmp_path / 'ledger.db'}"  # the ledger's first batch
     assert (
         lines[0].endswith(": 1 item from 1 source")
         and lines[1] == "  1 other file ignored (not image names, or excluded; see --include, --exclude)"
@@ -1246,3 +1247,211 @@ def test_submit_takes_lists_of_sizes_and_formats(cli, photos: Path, out_dir: Pat
     manifest = json.loads(Path(doc["manifest_path"]).read_text())
     expected = {(size, fmt) for size in (64, 128) for fmt in ("webp", "jpeg")}
     assert {(i["size"], i["format"]) for i in manifest["items"]} == expected
+
+
+# -- the default ledger: in the state folder, moved from the old place, created once ----------------------------
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HOME in tmp_path with no XDG folders set and no THUMBCTL_DB: the default ledger is used."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "THUMBCTL_DB", "THUMBCTL_OUT"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+NEW_PLACE = "~/.local/state/thumbctl/ledger.db"
+OLD_PLACE = "~/.config/thumbctl/ledger.db"
+
+
+def run_default(*args: object):
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def ledger_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("ledger.db*")) if folder.exists() else []
+
+
+def test_the_first_submit_creates_the_default_ledger_in_the_state_folder_and_says_so_once(
+    home: Path, photos: Path, out_dir: Path
+) -> None:
+    first = run_default("submit", photos, "--out", out_dir, "--detach", "--json")
+    assert first.exit_code == 0 and json.loads(first.stdout)["state"] == "queued"  # stdout: the document only
+    assert first.stderr == f"created ledger {NEW_PLACE}\n"
+    assert (home / ".local" / "state" / "thumbctl" / "ledger.db").is_file()
+    assert not (home / ".config" / "thumbctl").exists()  # the config folder holds no ledger
+    again = run_default("submit", photos, "--out", out_dir, "--detach", "--key", "two")
+    assert again.exit_code == 0 and "created ledger" not in again.stderr
+    listed = run_default("status", "--json")
+    assert listed.exit_code == 0 and len(json.loads(listed.stdout)["batches"]) == 2 and listed.stderr == ""
+
+
+def test_a_ledger_created_under_quiet_is_not_announced_and_status_creates_none(home: Path, photos: Path) -> None:
+    assert run_default("status", "--json").stderr == ""  # nothing submitted: no ledger made, nothing said
+    assert not (home / ".local").exists()
+    quiet = run_default("submit", photos, "--out", home / "out", "--detach", "-q")
+    assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (0, "", "")
+
+
+def old_ledger_with_a_commit_in_its_wal(home: Path, photos: Path, out_dir: Path) -> str:
+    """A ledger at the old default place whose last commit is only in its -wal file (its writer
+    died before a checkpoint, as a killed worker leaves it); returns the batch id."""
+    old = home / ".config" / "thumbctl" / "ledger.db"
+    made = CliRunner().invoke(
+        app, ["submit", str(photos), "--out", str(out_dir), "--detach", "--json", "--db", str(old)]
+    )
+    batch_id = json.loads(made.stdout)["batch_id"]
+    writer = (
+        "import os, sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA wal_autocheckpoint = 0')\n"
+        "c.execute(\"UPDATE batches SET idempotency_key = 'moved-with-its-wal'\")\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", writer, str(old)], check=True)
+    assert Path(f"{old}-wal").stat().st_size > 0
+    return batch_id
+
+
+def test_a_ledger_at_the_old_default_place_is_moved_with_its_wal_and_that_is_said_once(
+    home: Path, photos: Path, out_dir: Path
+) -> None:
+    batch_id = old_ledger_with_a_commit_in_its_wal(home, photos, out_dir)
+    moved = run_default("status", batch_id, "--json")
+    assert moved.exit_code == 0 and json.loads(moved.stdout)["idempotency_key"] == "moved-with-its-wal"
+    assert moved.stderr == f"moved the ledger from {OLD_PLACE} to {NEW_PLACE}\n"
+    assert ledger_files(home / ".config" / "thumbctl") == []  # with its -wal and -shm
+    assert ledger_files(home / ".local" / "state" / "thumbctl") == ["ledger.db"]
+    after = run_default("status", batch_id, "--json")
+    assert after.exit_code == 0 and after.stderr == ""
+    assert json.loads(after.stdout)["idempotency_key"] == "moved-with-its-wal"
+
+
+def test_with_ledgers_at_both_places_the_new_one_is_used_and_the_old_one_named_each_command(
+    home: Path, photos: Path, out_dir: Path
+) -> None:
+    new_batch = json.loads(run_default("submit", photos, "--out", out_dir, "--detach", "--json", "--key", "n").stdout)[
+        "batch_id"
+    ]
+    old_batch = old_ledger_with_a_commit_in_its_wal(home, photos, out_dir)
+    warning = f"a ledger at the old default place {OLD_PLACE} is ignored: the default ledger is {NEW_PLACE}"
+    for _ in range(2):
+        listed = run_default("status", "--json")
+        assert [b["batch_id"] for b in json.loads(listed.stdout)["batches"]] == [new_batch]
+        assert listed.stderr.count("\n") == 1 and listed.stderr.startswith(warning)
+    assert ledger_files(home / ".config" / "thumbctl") == ["ledger.db", "ledger.db-shm", "ledger.db-wal"]
+    assert run_default("status", old_batch, "--db", home / ".config" / "thumbctl" / "ledger.db").exit_code == 0
+
+
+def test_a_ledger_open_in_another_process_is_used_in_place_and_moved_once_it_is_closed(
+    home: Path, photos: Path, out_dir: Path
+) -> None:
+    batch_id = old_ledger_with_a_commit_in_its_wal(home, photos, out_dir)
+    old = home / ".config" / "thumbctl" / "ledger.db"
+    holder = subprocess.Popen(  # an idle reader, as a worker between claims is
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM batches')"
+            ".fetchone(); print('open', flush=True); sys.stdin.read()",
+            str(old),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+        in_use = run_default("status", batch_id, "--json")
+        assert in_use.exit_code == 0 and json.loads(in_use.stdout)["idempotency_key"] == "moved-with-its-wal"
+        assert in_use.stderr.startswith(f"the ledger {OLD_PLACE} is open in another process")
+        assert not (home / ".local" / "state" / "thumbctl" / "ledger.db").exists()
+    finally:
+        holder.communicate("", timeout=30)
+    moved = run_default("status", batch_id, "--json")
+    assert moved.stderr == f"moved the ledger from {OLD_PLACE} to {NEW_PLACE}\n"
+    assert json.loads(moved.stdout)["idempotency_key"] == "moved-with-its-wal"
+
+
+# -- --max-failures and the quiet summary -----------------------------------------------------------------------------
+
+
+def refused_files(photos: Path, count: int) -> None:
+    """``count`` text files named like photos: each item of them fails when submitted."""
+    for n in range(count):
+        (photos / f"notes{n}.jpg").write_text(f"not a photo {n}")
+
+
+def truncated_files(photos: Path, count: int) -> None:
+    """``count`` JPEGs cut short (a sound header, each cut elsewhere): each fails when rendered."""
+    whole = (photos / "rooms" / "living.jpg").read_bytes()
+    for n in range(count):
+        (photos / f"cut{n}.jpg").write_bytes(whole[: len(whole) // 3 + 97 * n])
+
+
+def only_batch_id(cli) -> str:
+    (batch,) = json.loads(cli("status", "--json").stdout)["batches"]
+    return batch["batch_id"]
+
+
+@pytest.mark.parametrize(("limit", "code"), [(None, 1), ("0", 1), ("2", 1), ("3", 0), ("4", 0)])
+def test_submit_exits_1_only_when_more_items_failed_than_max_failures(
+    cli, photos: Path, out_dir: Path, limit: str | None, code: int
+) -> None:
+    refused_files(photos, 2)
+    truncated_files(photos, 1)  # 3 failures: 1 more than 2, as many as 3, 1 fewer than 4
+    extra = ["--max-failures", limit] if limit else []
+    result = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json", *extra)
+    doc = json.loads(result.stdout)
+    assert (result.exit_code, doc["state"], doc["counts"]["failed"]) == (code, "partial", 3)
+    assert doc["max_failures"] == int(limit or 0)
+
+
+def test_max_failures_comes_from_the_environment_and_the_config_file(
+    cli, photos: Path, out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused_files(photos, 2)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "thumbctl.toml").write_text("[defaults]\nmax_failures = 1\n")
+    assert cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--key", "file").exit_code == 1
+    monkeypatch.setenv("THUMBCTL_MAX_FAILURES", "2")
+    assert cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--key", "env").exit_code == 0
+
+
+def test_quiet_prints_one_summary_line_on_a_non_zero_exit(cli, photos: Path, out_dir: Path) -> None:
+    refused_files(photos, 1)
+    result = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-q")
+    batch_id = only_batch_id(cli)
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == f"1 of 5 failed (exit 1); thumbctl status {batch_id}\n"
+    again = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-q", "--max-failures", "1")
+    assert (again.exit_code, again.stdout, again.stderr) == (0, "", "")  # within the budget: exit 0, nothing said
+
+
+def test_quiet_retry_names_the_budget_it_went_over(cli, photos: Path, out_dir: Path) -> None:
+    truncated_files(photos, 3)
+    assert cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-q").exit_code == 1
+    batch_id = only_batch_id(cli)
+    over = cli("retry", batch_id, "-w", "1", "-q", "--max-failures", "2")
+    assert (over.exit_code, over.stdout) == (1, "")
+    assert over.stderr == f"3 of 7 failed, more than --max-failures 2 (exit 1); thumbctl status {batch_id}\n"
+    within = cli("retry", batch_id, "-w", "1", "--json", "--max-failures", "3")
+    doc = json.loads(within.stdout)
+    assert (within.exit_code, doc["counts"]["failed"], doc["max_failures"]) == (0, 3, 3)
+
+
+@pytest.mark.parametrize(("limit", "code"), [(None, 0), ("2", 1), ("3", 0), ("4", 0)])
+def test_work_exits_1_only_when_max_failures_is_set_and_more_items_failed_while_it_ran(
+    cli, photos: Path, out_dir: Path, limit: str | None, code: int
+) -> None:
+    refused_files(photos, 1)  # failed at submit: not while work ran
+    truncated_files(photos, 3)
+    assert cli("submit", photos, "--out", out_dir, "-r", "1:1", "--detach", "-q").exit_code == 0
+    extra = ["--max-failures", limit] if limit else []
+    result = cli("work", "--until-idle", "-w", "1", "-q", *extra)
+    assert (result.exit_code, result.stdout) == (code, "")
+    expected = f"3 items failed while it ran, more than --max-failures {limit} (exit 1); thumbctl status\n"
+    assert result.stderr == (expected if code else "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from thumbctl.config import (
     load_config_file,
     resolve_ledger_path,
     resolve_settings,
+    state_dir,
 )
 from thumbctl.errors import ConfigError, UsageError
 from thumbctl.settings import Ratio
@@ -65,6 +67,7 @@ PRECEDENCE = [
     ("workers", "workers", 1, "2", "3", 1, 2, 3, 0),
     ("item_timeout", "item_timeout", "10s", "20s", "30", 10.0, 20.0, 30.0, 300.0),
     ("sheet", "sheet", False, "yes", "false", False, True, False, True),
+    ("max_failures", "max_failures", 1, "2", "3", 1, 2, 3, 0),
     ("max_pixels", "max_pixels", "1M", "2M", "3000000", 1_000_000, 2_000_000, 3_000_000, 100_000_000),
     ("max_bytes", "max_bytes", "1k", "2KiB", '"3k"', 1000, 2048, 3000, 104_857_600),
     ("max_items", "max_items", 10, "20", "30", 10, 20, 30, 100_000),
@@ -89,7 +92,7 @@ def test_flag_beats_env_beats_file_beats_default(case: tuple, layers: tuple[str,
         config.write_text(f"[defaults]\n{name} = {toml}\n")
     setting = resolve_settings(flags, env, tmp_path).values[name]
     if name == "db":
-        default = Path(typer.get_app_dir("thumbctl")) / "ledger.db"
+        default = Path(os.environ["XDG_STATE_HOME"]) / "thumbctl" / "ledger.db"  # the state folder, not the config one
     expected = {
         "flag": (from_flag, "flag"),
         "env": (from_env, f"env THUMBCTL_{name.upper()}"),
@@ -203,6 +206,25 @@ def test_without_xdg_config_home_the_user_file_is_under_home(tmp_path: Path, mon
     assert resolve_ledger_path(Path("flag.db"), {"THUMBCTL_DB": "env.db"}, tmp_path) == Path("flag.db")
 
 
+@pytest.mark.parametrize(
+    ("platform", "env", "expected"),
+    [
+        ("linux", {"XDG_STATE_HOME": "/var/lib/me"}, "/var/lib/me/thumbctl"),
+        ("linux", {}, "~/.local/state/thumbctl"),
+        ("linux", {"XDG_STATE_HOME": ""}, "~/.local/state/thumbctl"),
+        ("freebsd14", {"XDG_STATE_HOME": "relative/state"}, "~/.local/state/thumbctl"),  # relative: ignored
+        ("darwin", {"XDG_STATE_HOME": "/ignored"}, "~/Library/Application Support/thumbctl"),
+        ("win32", {"LOCALAPPDATA": "C:/Users/me/AppData/Local"}, "C:/Users/me/AppData/Local/thumbctl"),
+        ("win32", {}, "~/AppData/Local/thumbctl"),
+    ],
+)
+def test_the_default_ledger_lives_in_the_state_folder_of_each_platform(
+    platform: str, env: dict[str, str], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert state_dir(env, platform) == Path(expected).expanduser()
+
+
 def test_the_whole_file_is_validated_when_loaded(tmp_path: Path) -> None:
     config = tmp_path / "thumbctl.toml"
     config.write_text(SHOP_AND_LISTING)
@@ -238,7 +260,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 ALLOWED = (
     "out, ratios, size, format, quality, crop, upscale, background, name, attempts, deadline, workers, "
-    "item_timeout, sheet, max_pixels, max_bytes, max_items, max_runnable, queue_age_objective"
+    "item_timeout, sheet, max_failures, max_pixels, max_bytes, max_items, max_runnable, queue_age_objective"
 )
 
 
@@ -363,6 +385,7 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "workers": {"value": 2, "source": defaults},
             "item_timeout": {"value": 300.0, "source": "default"},
             "sheet": {"value": True, "source": "default"},
+            "max_failures": {"value": 0, "source": "default"},
             "max_pixels": {"value": 100_000_000, "source": "default"},
             "max_bytes": {"value": 104_857_600, "source": "default"},
             "max_items": {"value": 100_000, "source": "default"},

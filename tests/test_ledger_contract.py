@@ -763,6 +763,44 @@ def test_a_publish_in_flight_commits_before_a_cancel_from_another_connection(
     assert published == []
 
 
+def test_a_name_being_published_is_held_until_the_publish_commits(
+    ledger: Ledger, second: Ledger, ledger_url: str
+) -> None:
+    """``publishing_name``: another connection publishing at the same name (another host's worker,
+    or a submit relinking its names) waits for the publish transaction holding it to commit, and
+    then finds that publish recorded; a different name is not held."""
+    ledger.accept_batch(request(sources=1), Limits())
+    claim = ledger.claim("w1")
+    item = claim.items[0]
+    inside, go = threading.Event(), threading.Event()
+    seen: list[list[str]] = []
+
+    def effect() -> None:
+        with ledger.publishing_name(item.friendly_path):
+            inside.set()
+            assert go.wait(60)
+
+    def publish_same_name() -> None:
+        with second.publishing_name(item.friendly_path):
+            seen.append(second.objects_published_at(item.friendly_path))
+
+    publisher = threading.Thread(target=lambda: ledger.publish(claim, item, effect))
+    publisher.start()
+    assert inside.wait(60)
+    if ledger.backend == "postgresql":  # SQLite holds the whole ledger's write lock instead
+        with second.publishing_name(claim.items[1].friendly_path):
+            seen.append(["another name is free"])
+    rival = threading.Thread(target=publish_same_name)
+    rival.start()
+    try:
+        wait_until_blocked(ledger_url, rival)
+    finally:
+        go.set()
+        publisher.join(60)
+        rival.join(60)
+    assert seen[-1] == [item.object_path] and len(seen) == (2 if ledger.backend == "postgresql" else 1)
+
+
 def test_a_publish_that_starts_after_a_cancel_committed_is_cancelled(ledger: Ledger, second: Ledger) -> None:
     batch = ledger.accept_batch(request(sources=1), Limits())
     claim = ledger.claim("w1")

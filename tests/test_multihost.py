@@ -29,7 +29,7 @@ from thumbctl.options import LEASE_ENV
 from thumbctl.proc import HOST_ID_ENV, owner_is_dead
 
 from conftest import SAMPLE_IMAGES
-from support import objects_in
+from support import make_image, objects_in
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -271,3 +271,68 @@ def _zombie(pid: int) -> bool:
     except OSError:
         return True
     return stat[stat.rfind(")") + 2] == "Z"
+
+
+# -- one thumbnail name published by two hosts at once --------------------------------------------------------------
+
+
+def _advisory_waiters(url: str) -> int:
+    """Transactions of this test's database waiting for an advisory lock (a held name)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _blocked_or_done(site: Site, host: Host) -> str:
+    """Wait until ``host`` waits for the held name (``blocked``) or has finished (``done``)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if host.proc.poll() is not None:
+            return "done"
+        if _advisory_waiters(site.url):
+            return "blocked"
+        time.sleep(0.02)
+    raise AssertionError(f"{host.name} neither finished nor waited for the name")
+
+
+@pytest.mark.parametrize("checkpoint", ["after_link", "name_published"])
+def test_two_hosts_publishing_one_name_at_once_are_serialized(site: Site, checkpoint: str) -> None:
+    """Two batches whose items have one thumbnail name (same OUT, same item id, different photos).
+    Host A pauses mid-publish: at ``after_link`` (its name checked, not yet linked) or at
+    ``name_published`` (linked, not yet committed). Host B publishes the same name meanwhile. B must
+    wait for A's commit, then find A's recorded thumbnail and replace it (a later batch takes over a
+    name thumbctl published); without the hold, B either checks before A links (and the later link
+    wins against the ledger's order) or finds A's link unrecorded and fails ``name_taken``."""
+    batches = []
+    for seed, name in ((1, "a"), (2, "b")):
+        folder = site.tmp / f"src-{name}"
+        folder.mkdir()
+        make_image(folder / "photo.jpg", (320, 240), "JPEG", seed=seed)
+        done = site.run(
+            "submit", str(folder), "--out", str(site.out), "-r", "1:1", "--size", "96", "--detach", "--json"
+        )
+        assert done.returncode == 0, done.stderr
+        batches.append(json.loads(done.stdout)["batch_id"])
+    first, second = batches
+    a = site.start("host-a", first, fault=f"pause:{checkpoint}", lease=None)
+    a.paused(checkpoint, count=1)
+    b = site.start("host-b", second, lease=None)
+    _blocked_or_done(site, b)  # with the name held, B waits for it; the outcome below is what is judged
+    a.release()
+    assert a.finish()[0] == 0 and b.finish()[0] == 0
+    views = [site.json("status", batch_id) for batch_id in batches]
+    assert [(v["counts"]["succeeded"], v["replaced"], v["failures"]) for v in views] == [(1, 0, []), (1, 1, [])]
+    items = [site.json("status", batch_id, "--items")["items"][0] for batch_id in batches]
+    name = site.out / "photo.1x1.jpg"
+    assert {i["friendly_path"] for i in items} == {str(name)}
+    assert name.read_bytes() == Path(items[1]["object_path"]).read_bytes() != Path(items[0]["object_path"]).read_bytes()
+    published = sorted(p.name for p in site.out.iterdir() if p.name not in ("objects", "batches", ".tmp"))
+    assert published == ["photo.1x1.jpg"] and not list((site.out / ".tmp").iterdir())
+    assert len(objects_in(site.out)) == 2
+    reconcile = site.run("reconcile", "--json")
+    assert reconcile.returncode == 0 and json.loads(reconcile.stdout)["clean"], reconcile.stdout

@@ -11,7 +11,8 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -35,7 +36,7 @@ from .cliopts import (
     ledger_target,
     settings_from_context,
 )
-from .config import KEYS, environment_help
+from .config import KEYS, default_ledger_path, environment_help, old_default_ledger_path
 from .errors import (
     EXIT_CODE_MEANINGS,
     ExitCode,
@@ -46,6 +47,7 @@ from .errors import (
     UsageError,
 )
 from .ledger import Ledger
+from .ledger.home import settle_default_ledger, shown
 from .models import ITEM_STATES
 from .options import DEFAULT_GRACE
 from .plainparams import PlainGroup
@@ -84,7 +86,7 @@ app = typer.Typer(
 #: Every setting: what `submit` and `config` take.
 ALL_SETTINGS = tuple(key.name for key in KEYS if key.name != "db")
 #: The settings of a run: what `retry` takes (`work` takes them without the contact sheet).
-RUN_SETTINGS = ("workers", "item_timeout", "sheet")
+RUN_SETTINGS = ("workers", "item_timeout", "sheet", "max_failures")
 
 
 def _show_version(value: bool) -> None:
@@ -138,9 +140,22 @@ def _progress(reporter: Reporter, batch_id: str | None) -> RunProgress:
     return reporter.run_progress(batch_id)
 
 
+@dataclass
+class _Command:
+    """The running command: its reporter, for the notes opening a ledger gives (said once)."""
+
+    reporter: Reporter
+    #: The default ledger as settled for this command (see :func:`_settled`).
+    ledgers: dict[Path, Path] = field(default_factory=dict)
+
+
+_COMMAND: ContextVar[_Command | None] = ContextVar("thumbctl_command", default=None)
+
+
 @contextmanager
 def _handled(reporter: Reporter) -> Iterator[None]:
     """The one place where errors become exit codes."""
+    token = _COMMAND.set(_Command(reporter))
     try:
         yield
     except ThumbctlError as err:
@@ -156,6 +171,23 @@ def _handled(reporter: Reporter) -> Iterator[None]:
         where = f" ({exc.filename})" if exc.filename else ""
         reporter.error(StorageError(f"{exc.strerror or exc}{where}"))
         raise typer.Exit(int(ExitCode.PARTIAL)) from None
+    finally:
+        _COMMAND.reset(token)
+
+
+def _settled(path: Path | str) -> Path | str:
+    """The ledger to open for ``path``. For the default ledger, one left at the old default place
+    (the config folder) is moved to the state folder first when that is safe, once per command,
+    and the user is told once (see :func:`thumbctl.ledger.home.settle_default_ledger`)."""
+    if not isinstance(path, Path) or path != default_ledger_path():
+        return path
+    command = _COMMAND.get() or _Command(_reporter(False, quiet=True))
+    if path not in command.ledgers:
+        settled = settle_default_ledger(path, old_default_ledger_path())
+        command.ledgers[path] = settled.path
+        if settled.note:
+            command.reporter.notice(settled.note)
+    return command.ledgers[path]
 
 
 def _silence_broken_pipe() -> None:
@@ -168,6 +200,7 @@ def _open_ledger(target: Path | str, *, existing: bool = True, read_only: bool =
     """The ledger at ``target`` (see :func:`thumbctl.cliopts.ledger_target`). Commands that only read or act
     on recorded batches need it to exist: a mistyped --db must not create a new, empty ledger.
     Commands that only read open it ``read_only``, so they work on a read-only mount too."""
+    target = _settled(target)
     return Ledger(_existing(target) if existing else target, read_only=read_only)
 
 
@@ -176,6 +209,7 @@ def _existing(path: Path | str) -> Path | str:
     A server ledger is checked by connecting to it."""
     if isinstance(path, str):
         return path
+    path = _settled(path)
     if not path.exists():
         raise LedgerMissing(f"no ledger at {path}: nothing was submitted with this --db (or THUMBCTL_DB)")
     return path
@@ -208,10 +242,13 @@ class Interrupts:
                 signal.signal(sig, old)
 
 
-def outcome_exit_code(batch: BatchView, interrupted: bool) -> ExitCode:
-    """Exit code of a command that ran a batch until it ended."""
+def outcome_exit_code(batch: BatchView, interrupted: bool, max_failures: int = 0) -> ExitCode:
+    """Exit code of a command that ran a batch until it ended: a partial or failed batch exits 1
+    only when more than ``max_failures`` of its items failed."""
     if interrupted:
         return ExitCode.INTERRUPTED
+    if batch.state in ("partial", "failed") and batch.counts["failed"] <= max_failures:
+        return ExitCode.OK
     return {
         "succeeded": ExitCode.OK,
         "partial": ExitCode.PARTIAL,
@@ -228,18 +265,26 @@ def _render_in_foreground(
     interrupts: Interrupts,
     *,
     replayed: bool,
+    max_failures: int = 0,
     standby: Standby | None = None,
 ) -> NoReturn:
     """Run a batch until it is terminal with live progress, report it, exit by its outcome."""
     with _progress(reporter, batch_id) as bar:
         result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar, standby=standby)
     final = replace(result.batch, replayed=replayed)
+    interrupted = result.supervision.interrupted
     reporter.manifest_errors(result.manifest_errors)
     reporter.sheet_error(result.sheet_error)
     reporter.finished(
-        final, interrupted=result.supervision.interrupted, crashes=result.supervision.crashes, sheet=result.sheet_path
+        final,
+        interrupted=interrupted,
+        crashes=result.supervision.crashes,
+        sheet=result.sheet_path,
+        max_failures=max_failures,
     )
-    raise typer.Exit(int(outcome_exit_code(final, result.supervision.interrupted)))
+    code = outcome_exit_code(final, interrupted, max_failures)
+    reporter.exit_summary(final, code, max_failures)
+    raise typer.Exit(int(code))
 
 
 def _source_path(text: str) -> Path:
@@ -305,13 +350,14 @@ def submit_command(
         options = settings.submit_options(key=key, rules=rules, overwrite=overwrite)
         run_options = settings.run_options()
         wait = _parsed(parse_duration, admission_wait, "--admission-wait")
-        db_path = settings.ledger_path
+        db_path = _settled(settings.ledger_path)
         # The workers fork now, before the ledger is opened, and wait while this process reads the sources.
         with prepare_workers(0 if detach else run_options.workers) as standby, _open_ledger(
             db_path, existing=False
         ) as ledger:
             from .intake import prepare_submission, submit  # Pillow: only the commands that read images import it
 
+            first_batch = not ledger.batches(1)
             try:
                 prepared = prepare_submission(source_path, options, ledger)
             except KeyboardInterrupt:
@@ -326,12 +372,21 @@ def submit_command(
                     should_stop=interrupts,
                     on_retry=reporter.admission_retry,
                 )
+                if first_batch:  # the ledger's first batch: say where the ledger is, once
+                    reporter.notice(f"created ledger {shown(db_path) if isinstance(db_path, Path) else ledger.path}")
                 if detach:
                     reporter.submitted(batch, prepared.report)
                     return
                 reporter.submitted(batch, prepared.report, final=False)
                 _render_in_foreground(
-                    reporter, db_path, batch.batch_id, run_options, interrupts, replayed=batch.replayed, standby=standby
+                    reporter,
+                    db_path,
+                    batch.batch_id,
+                    run_options,
+                    interrupts,
+                    replayed=batch.replayed,
+                    max_failures=settings.max_failures,
+                    standby=standby,
                 )
 
 
@@ -345,7 +400,7 @@ def _one_batch(batch: str | None, alias: str | None) -> str | None:
     return batch if batch is not None else alias
 
 
-@command(app, settings=("workers", "item_timeout"))
+@command(app, settings=("workers", "item_timeout", "max_failures"))
 def work(
     ctx: typer.Context,
     batch: Annotated[str | None, batch_argument("Only this batch (id or unique prefix). Omit: every batch.")] = None,
@@ -358,7 +413,10 @@ def work(
     quiet: bool = False,
     verbose: bool = False,
 ) -> None:
-    """Run the worker pool over queued items of every batch (or BATCH), for detached batches and cron."""
+    """Run the worker pool over queued items of every batch (or BATCH), for detached batches and cron.
+
+    Exit 0 whatever items failed, unless --max-failures N is set: then 1 when more than N items
+    failed while it ran."""
     reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter), Interrupts().on_sigint() as interrupts:
         batch = _one_batch(batch, batch_option)
@@ -374,6 +432,10 @@ def work(
             )
         reporter.manifest_errors(result.manifest_errors)
         reporter.work_done(result.supervision)
+        budget = settings.work_max_failures
+        if budget is not None and result.failed > budget:
+            reporter.work_failures(result.failed, budget, batch)
+            raise typer.Exit(int(ExitCode.PARTIAL))
 
 
 @command(app)
@@ -412,7 +474,7 @@ def status(
             raise UsageError("--items, --state and --watch need a BATCH")
         if items and watch:
             raise UsageError("--watch follows a batch's progress; it does not combine with --items or --state")
-        target = ledger_target(ctx)
+        target = _settled(ledger_target(ctx))
         if batch is None and isinstance(target, Path) and not target.exists():
             reporter.batch_list([])  # nothing submitted yet: say so without creating a ledger
             return
@@ -476,17 +538,22 @@ def retry(
     with _handled(reporter):
         settings = settings_from_context(ctx)
         run_options = settings.run_options()
-        db_path = settings.ledger_path
+        db_path = _settled(settings.ledger_path)
         with _open_ledger(db_path) as ledger:
             batch_id = ledger.resolve_batch_id(batch)
             requeued = ledger.retry_failed(batch_id)
             view = ledger.batch(batch_id)
         reporter.requeued(batch_id, requeued, final=detach or not requeued)
+        budget = settings.max_failures
         if detach or not requeued:
-            reporter.finished(view, interrupted=False)
-            raise typer.Exit(int(outcome_exit_code(view, False)) if view.is_terminal else 0)
+            reporter.finished(view, interrupted=False, max_failures=budget)
+            code = outcome_exit_code(view, False, budget) if view.is_terminal else ExitCode.OK
+            reporter.exit_summary(view, code, budget)
+            raise typer.Exit(int(code))
         with Interrupts().on_sigint() as interrupts:
-            _render_in_foreground(reporter, db_path, batch_id, run_options, interrupts, replayed=False)
+            _render_in_foreground(
+                reporter, db_path, batch_id, run_options, interrupts, replayed=False, max_failures=budget
+            )
 
 
 @command(app)

@@ -1,7 +1,7 @@
 """Settings resolution, in one place: flag > ``THUMBCTL_*`` environment > config file > default.
 
 The config file is TOML: ``thumbctl.toml`` in the current folder, else ``config.toml`` in
-the per-user app folder (next to the default ledger); ``THUMBCTL_CONFIG`` names another.
+the per-user app folder (the default ledger is in the state folder); ``THUMBCTL_CONFIG`` names another.
 Its optional ``[defaults]`` table always applies; ``[profiles.NAME]`` applies when the
 profile is chosen (``--profile NAME`` or ``THUMBCTL_PROFILE``) and wins over ``[defaults]``.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from .sources import ScanRules
 APP_NAME = "thumbctl"
 LOCAL_FILE_NAME = "thumbctl.toml"
 USER_FILE_NAME = "config.toml"
+LEDGER_FILE_NAME = "ledger.db"
 CONFIG_ENV = "THUMBCTL_CONFIG"
 PROFILE_ENV = "THUMBCTL_PROFILE"
 FLAG_SOURCE = "flag"
@@ -55,12 +57,34 @@ _FALSE_WORDS = {"0", "false", "no", "off"}
 
 
 def app_dir() -> Path:
-    """The per-user app folder (``$XDG_CONFIG_HOME/thumbctl`` or ``~/.config/thumbctl`` on Linux)."""
+    """The per-user app folder (``$XDG_CONFIG_HOME/thumbctl`` or ``~/.config/thumbctl`` on Linux): the config file."""
     return Path(typer.get_app_dir(APP_NAME))
 
 
+def state_dir(env: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
+    """The per-user state folder, where the default ledger lives: ``$XDG_STATE_HOME/thumbctl``
+    (``~/.local/state/thumbctl``) on Linux and the BSDs, ``~/Library/Application Support/thumbctl``
+    on macOS, ``%LOCALAPPDATA%\\thumbctl`` on Windows (as platformdirs has them)."""
+    env = os.environ if env is None else env
+    platform = sys.platform if platform is None else platform
+    if platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / APP_NAME
+    if platform == "win32":
+        return Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / APP_NAME
+    base = env.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):  # the XDG spec: a relative (or empty) value is ignored
+        base = str(Path.home() / ".local" / "state")
+    return Path(base) / APP_NAME
+
+
 def default_ledger_path() -> Path:
-    return app_dir() / "ledger.db"
+    """``ledger.db`` in the per-user state folder."""
+    return state_dir() / LEDGER_FILE_NAME
+
+
+def old_default_ledger_path() -> Path:
+    """Where the default ledger was before it moved to the state folder: the app (config) folder."""
+    return app_dir() / LEDGER_FILE_NAME
 
 
 # -- value parsers: raw text (flag, env) or TOML value -> typed value, or SettingError ----------
@@ -264,6 +288,8 @@ KEYS: tuple[Key, ...] = (
     Key("item_timeout", "--item-timeout", _seconds, lambda: _RUN.item_timeout, _TIMEOUT_HELP, WORKERS, "DURATION"),
     Key("sheet", "--sheet", _switch, lambda: _RUN.sheet,
         "Write the contact sheet (OUT/batches/<batch_id>.html) when the run ends.", OUTPUT, switch=True),
+    Key("max_failures", "--max-failures", _whole_in(0), lambda: 0,
+        "Exit 1 only when more than N items failed (work: only when set).", WORKERS, "N"),
     Key("max_pixels", "--max-pixels", _count, lambda: _LIMITS.max_pixels, "Pixel limit per source.", LIMITS, "COUNT"),
     Key("max_bytes", "--max-bytes", _count, lambda: _LIMITS.max_bytes, "Byte limit per source.", LIMITS, "BYTES"),
     Key("max_items", "--max-items", _whole_in(1), lambda: _LIMITS.max_items, "Item limit per batch.", LIMITS, "N"),
@@ -337,6 +363,17 @@ class Settings:
             overwrite=overwrite,
         )
 
+    @property
+    def max_failures(self) -> int:
+        """How many failed items submit and retry allow before they exit 1 (0: none)."""
+        return self["max_failures"]
+
+    @property
+    def work_max_failures(self) -> int | None:
+        """``work``'s budget of failed items: None unless given (flag, env or file), so a cron
+        ``work`` keeps exiting 0 whatever items failed unless asked otherwise."""
+        return None if self.values["max_failures"].source == DEFAULT_SOURCE else self.max_failures
+
     def run_options(self) -> RunOptions:
         """The run's options; a bad ``THUMBCTL_LEASE_SECONDS`` is refused here, before anything is recorded."""
         return RunOptions(
@@ -380,6 +417,8 @@ def display_value(name: str, value: Any) -> str:
         return format_count(value)
     if name == "workers" and value == 0:
         return "0 (one per CPU)"
+    if name == "max_failures" and value == 0:
+        return "0 (any failure exits 1; work: only when set)"
     if isinstance(value, tuple):
         return " ".join(str(v) for v in value)
     return _shown(str(value))

@@ -11,11 +11,13 @@
 
 Checkpoints: ``worker_start`` (a worker process has started, before it opens the
 ledger or checks on its coordinator), ``before_decode``, ``before_encode``,
-``before_publish``, ``after_link`` (object linked, commit not yet made) and
-``after_commit``, and ``ran_dry`` (a claim came back empty while items in scope are
-still live; the worker waits before it asks again). ``before_encode`` lies between two stages timed by
-``--item-timeout`` (a pause there is not timed); ``before_decode`` is in the decode
-stage, ``before_publish`` and ``after_link`` in a render's. ``pause:CHECKPOINT:once``
+``before_publish``, ``after_link`` (object linked, its name checked but not yet linked),
+``name_published`` (the name linked, the commit recording it not yet made; the name is held
+against other publishers from its check to that commit) and ``after_commit``, and ``ran_dry``
+(a claim came back empty while items in scope are still live; the worker waits before it
+asks again). ``before_encode`` lies between two stages timed by ``--item-timeout`` (a pause
+there is not timed); ``before_decode`` is in the decode stage, ``before_publish``,
+``after_link`` and ``name_published`` in a render's. ``pause:CHECKPOINT:once``
 pauses only the first process to get there.
 This is a testing aid; with the variable unset every checkpoint is a no-op.
 """
@@ -34,6 +36,7 @@ CHECKPOINTS = (
     "before_encode",
     "before_publish",
     "after_link",
+    "name_published",
     "after_commit",
     "ran_dry",
 )

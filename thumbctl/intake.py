@@ -234,7 +234,8 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, ov
     for object_path, friendly_path in owned:
         earlier = partial(ledger.objects_published_at, friendly_path)
         try:
-            publish_name(layout, object_path, friendly_path, earlier_objects=earlier, overwrite=overwrite)
+            with ledger.publishing_name(friendly_path):
+                publish_name(layout, object_path, friendly_path, earlier_objects=earlier, overwrite=overwrite)
         except ItemFailure as failure:
             failures.append(failure.detail)
         except OSError as exc:

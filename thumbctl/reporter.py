@@ -32,7 +32,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .config import Settings, display_value
-from .errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES, ThumbctlError, UnavailableError
+from .errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES, ExitCode, ThumbctlError, UnavailableError
 from .models import ITEM_STATES, BatchView, EventView, Finding, GcReport, ItemView, ReconcileReport
 from .proc import owner_label
 
@@ -341,6 +341,11 @@ class Reporter:
         if not (self.quiet or self.json_mode):
             self.diagnostics.print(markup)
 
+    def notice(self, text: str) -> None:
+        """A note about the ledger itself (created, moved): on stderr even with --json, unless quiet."""
+        if not self.quiet:
+            self.diagnostics.print(escape(text))
+
     def error(self, err: ThumbctlError) -> None:
         """One line naming the stable code, always shown (even with -q or --json); with
         --json, also the error document on stdout."""
@@ -424,11 +429,20 @@ class Reporter:
             "then run `thumbctl work`)"
         )
 
-    def finished(self, batch: BatchView, *, interrupted: bool, crashes: int = 0, sheet: str | None = None) -> None:
+    def finished(
+        self,
+        batch: BatchView,
+        *,
+        interrupted: bool,
+        crashes: int = 0,
+        sheet: str | None = None,
+        max_failures: int = 0,
+    ) -> None:
         """The end of a run: the batch object, or a summary; ``sheet`` is the contact sheet a
-        foreground run wrote (its JSON gets ``"sheet"``, its summary the ``file://`` link)."""
+        foreground run wrote (its JSON gets ``"sheet"``, its summary the ``file://`` link);
+        ``max_failures`` the failed items allowed before the exit is 1 (in the JSON)."""
         if self.json_mode:
-            self.emit_json(batch.to_json() | ({"sheet": sheet} if sheet else {}))
+            self.emit_json(batch.to_json() | {"max_failures": max_failures} | ({"sheet": sheet} if sheet else {}))
             return
         if interrupted:
             self.say(f"Interrupted: batch {batch.batch_id} is {styled(batch.state)}; the cancel is recorded.")
@@ -456,6 +470,28 @@ class Reporter:
             self.diagnostics.print(
                 f"[yellow]warning[/] [dim]\\[io_error][/] batch manifest not written: {escape(error)}"
             )
+
+    def exit_summary(self, batch: BatchView, code: int, max_failures: int = 0) -> None:
+        """With -q, the one line a run ending with a non-zero exit prints (on stderr), so a quiet
+        command is never silent about why it failed."""
+        if not self.quiet or code == 0:
+            return
+        where = f"(exit {int(code)}); thumbctl status {batch.batch_id}"
+        failed, total = batch.counts["failed"], batch.total
+        if code == ExitCode.CANCELLED:
+            line = f"batch cancelled: {batch.counts['succeeded']} of {total} succeeded {where}"
+        elif code == ExitCode.INTERRUPTED:
+            line = f"interrupted: batch {batch.batch_id} is {batch.state}, its cancel is recorded {where}"
+        else:
+            over = f", more than --max-failures {max_failures}" if max_failures else ""
+            line = f"{failed} of {total} failed{over} {where}"
+        self.diagnostics.print(escape(line))
+
+    def work_failures(self, failed: int, max_failures: int, batch_id: str | None) -> None:
+        """``work --max-failures N`` went over N: one line, even with -q."""
+        status = f"thumbctl status {batch_id}" if batch_id else "thumbctl status"
+        over = f"more than --max-failures {max_failures}"
+        self.diagnostics.print(escape(f"{plural(failed, 'item')} failed while it ran, {over} (exit 1); {status}"))
 
     def work_done(self, supervision: Supervision) -> None:
         if self.json_mode:

@@ -68,6 +68,8 @@ class RunResult:
     sheet_path: str | None = None
     #: Why the contact sheet could not be written.
     sheet_error: str | None = None
+    #: ``work``: items (in its scope) that failed while it ran.
+    failed: int = 0
 
 
 def prepare_workers(count: int) -> Standby:
@@ -166,7 +168,8 @@ def run_work(
             view = ledger.batch(touched)
             if view.is_terminal:
                 errors += _manifest_error(ledger, view)
-        return RunResult(ledger.batch(batch_id) if batch_id else None, supervision, tuple(errors))
+        failed = ledger.failed_since(started, batch_id)
+        return RunResult(ledger.batch(batch_id) if batch_id else None, supervision, tuple(errors), failed=failed)
 
 
 def wait_until_terminal(

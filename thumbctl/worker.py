@@ -593,22 +593,24 @@ class ClaimRun:
         timings = result["timings"]
         geometry = self.geometries[item.row]
         earlier = functools.partial(self.ledger.objects_published_at, item.friendly_path)
-        approved = self._check_name(item, earlier, data)
-        published = publish_object(
-            self.layout,
-            temp,
-            item.object_path,
-            verify=lambda existing: verify_output(existing, item.format, geometry.out_w, geometry.out_h),
-        )
-        self.faults.hit("after_link")
-        named = publish_name(
-            self.layout,
-            item.object_path,
-            item.friendly_path,
-            earlier_objects=earlier,
-            overwrite=self.overwrite,
-            approved=approved,
-        )
+        with self.ledger.publishing_name(item.friendly_path):  # held to the commit: no other host's check between
+            approved = self._check_name(item, earlier, data)
+            published = publish_object(
+                self.layout,
+                temp,
+                item.object_path,
+                verify=lambda existing: verify_output(existing, item.format, geometry.out_w, geometry.out_h),
+            )
+            self.faults.hit("after_link")
+            named = publish_name(
+                self.layout,
+                item.object_path,
+                item.friendly_path,
+                earlier_objects=earlier,
+                overwrite=self.overwrite,
+                approved=approved,
+            )
+            self.faults.hit("name_published")
         if named in ("replaced", "overwritten"):
             result[f"name_{named}"] = True
         self._write_preview(item)

@@ -22,7 +22,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import astuple, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -179,9 +179,34 @@ class Ledger:
         """See :meth:`Views.objects_published_at`."""
         return self._retrying(self._views.objects_published_at, friendly_path)
 
+    @contextmanager
+    def publishing_name(self, friendly_path: str) -> Iterator[None]:
+        """Hold the thumbnail name ``friendly_path`` (an absolute path: OUT and the name) against
+        every other process publishing at it, from the name check through the link to the commit
+        that records who published it: otherwise two items of different batches (workers on two
+        hosts) can both find the name free, or one can find the other's link before that is
+        recorded and take it for a file thumbctl did not publish.
+
+        Inside a write transaction (a worker's publish) the hold lasts until that transaction
+        ends, whatever this block does; outside one (a submit relinking its names) it is a write
+        transaction of its own. PostgreSQL: a transaction advisory lock on the name. SQLite: the
+        write transaction itself, as it excludes every other writer of the ledger."""
+        key = f"name:{friendly_path}"
+        if self._db.in_transaction:
+            self._db.serialize_on(key)
+            yield
+            return
+        with self._db.write():
+            self._db.serialize_on(key)
+            yield
+
     def batches_touched_since(self, at: str) -> list[str]:
         """See :meth:`Views.batches_touched_since`."""
         return self._retrying(self._views.batches_touched_since, at)
+
+    def failed_since(self, at: str, batch_id: str | None = None) -> int:
+        """See :meth:`Views.failed_since`."""
+        return self._retrying(self._views.failed_since, at, batch_id)
 
     def items(self, batch_id: str, *, state: str | None = None) -> list[ItemView]:
         """See :meth:`Views.items`."""

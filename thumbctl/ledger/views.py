@@ -165,6 +165,15 @@ class Views:
         ).fetchall()
         return [r["object_path"] for r in rows]
 
+    def failed_since(self, at: str, batch_id: str | None) -> int:
+        """How many items (of one batch, or of any) moved to ``failed`` at or after ``at``."""
+        scope, params = ("AND batch_id = ?", (at, batch_id)) if batch_id else ("", (at,))
+        return int(
+            self.db.scalar(
+                f"SELECT count(DISTINCT item_row) FROM events WHERE at >= ? AND to_state = {FAILED} {scope}", params
+            )
+        )
+
     def batches_touched_since(self, at: str) -> list[str]:
         """Ids of batches with an event at or after ``at``."""
         rows = self.db.execute("SELECT DISTINCT batch_id FROM events WHERE at >= ?", (at,)).fetchall()
