@@ -20,6 +20,7 @@ from .config import (
     environment_help,
     resolve_ledger_path,
     resolve_settings,
+    resolve_store_path,
     setting_key,
 )
 from .errors import (
@@ -43,6 +44,7 @@ from .sources import ScanRules
 if TYPE_CHECKING:  # the rest is imported by the commands that use it, so `status` stays light
     from .config import Settings
     from .models import BatchView
+    from .objectstore import StoreLayout
     from .options import RunOptions
     from .pool import Standby
     from .progress import RunProgress
@@ -161,6 +163,15 @@ DbOption = Annotated[
         "in the per-user app folder.",
     ),
 ]
+StoreOption = Annotated[
+    str | None,
+    _setting(
+        "--store",
+        metavar="DIR",
+        help="Object store: where the rendered objects are kept, outside OUT (one store per ledger; with a "
+        "PostgreSQL --db a folder every worker host shares, and required).",
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only.")]
 VerboseOption = Annotated[
@@ -260,6 +271,26 @@ def _existing(path: Path | str) -> Path | str:
     if not path.exists():
         raise LedgerMissing(f"no ledger at {path}: nothing was submitted with this --db (or THUMBCTL_DB)")
     return path
+
+
+def _bound_store(ledger: Ledger, store: str | None) -> StoreLayout:
+    """The ledger's object store (--store, THUMBCTL_STORE, config key store, else beside the SQLite
+    ledger), bound to it: exit 2 ``store_required`` for a PostgreSQL ledger without one,
+    ``store_taken`` for a store of another ledger."""
+    from .objectstore import store_for_ledger
+
+    return store_for_ledger(ledger, resolve_store_path(store))
+
+
+def _check_given_store(settings: Settings) -> None:
+    """Workers write where each item's recorded object path says; a store given to ``work`` or
+    ``retry`` must still be this ledger's (``store_taken`` otherwise)."""
+    if settings.store_path is None:
+        return
+    from .objectstore import store_for_ledger
+
+    with _open_ledger(settings.ledger_path) as ledger:
+        store_for_ledger(ledger, settings.store_path)
 
 
 def _source_name(ctx: typer.Context, name: str) -> str | None:
@@ -394,6 +425,7 @@ def submit_command(
     max_runnable: MaxRunnableOption = None,
     queue_age_objective: QueueAgeOption = None,
     db: DbOption = None,
+    store: StoreOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
@@ -454,6 +486,7 @@ def work(
     item_timeout: ItemTimeoutOption = None,
     profile: ProfileOption = None,
     db: DbOption = None,
+    store: StoreOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
     stats_interval: StatsIntervalOption = 5.0,
@@ -462,6 +495,7 @@ def work(
     reporter = _reporter(False, quiet, verbose, stats_interval)
     with _handled(reporter), Interrupts().on_sigint() as interrupts:
         settings = _settings(ctx)
+        _check_given_store(settings)
         with _progress(reporter, None) as progress:
             result = run_work(
                 _existing(settings.ledger_path),  # a cron line with a mistyped --db must not idle on a new ledger
@@ -566,6 +600,7 @@ def retry(
     sheet: SheetOption = True,
     profile: ProfileOption = None,
     db: DbOption = None,
+    store: StoreOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
@@ -579,6 +614,7 @@ def retry(
     reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
         settings = _settings(ctx)
+        _check_given_store(settings)
         run_options = settings.run_options()
         db_path = settings.ledger_path
         with _open_ledger(db_path) as ledger:
@@ -760,6 +796,7 @@ def reconcile_command(
     ] = False,
     grace: GraceOption = "1h",
     db: DbOption = None,
+    store: StoreOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
@@ -771,7 +808,8 @@ def reconcile_command(
     with _handled(reporter):
         grace_seconds = _parsed(parse_duration, grace, "--grace")
         with _open_ledger(db) as ledger:
-            report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds)
+            bound = _bound_store(ledger, store)
+            report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds, store=bound)
         reporter.reconciled(report, repair=repair)
     raise typer.Exit(int(ExitCode.OK if report.clean else ExitCode.PARTIAL))
 
@@ -784,6 +822,7 @@ def gc_command(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would go; change nothing.")] = False,
     grace: GraceOption = "1h",
     db: DbOption = None,
+    store: StoreOption = None,
     json_out: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
@@ -796,7 +835,8 @@ def gc_command(
         age = _parsed(parse_duration, older_than, "--older-than")
         grace_seconds = _parsed(parse_duration, grace, "--grace")
         with _open_ledger(db) as ledger:
-            report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds)
+            bound = _bound_store(ledger, store)
+            report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds, store=bound)
         reporter.garbage_collected(report)
         if report.errors:
             raise typer.Exit(int(ExitCode.PARTIAL))

@@ -206,10 +206,12 @@ KEYS: tuple[Key, ...] = (
     Key("max_runnable", "--max-runnable", _whole_in(1), lambda: _LIMITS.max_runnable),
     Key("queue_age_objective", "--queue-age-objective", _seconds, lambda: _LIMITS.queue_age_objective),
     Key("db", "--db", _ledger_target, default_ledger_path, in_profiles=False),
+    Key("store", "--store", _path, lambda: None, in_profiles=False),
 )
 KEYS_BY_NAME: dict[str, Key] = {key.name: key for key in KEYS}
 KEYS_BY_FLAG: dict[str, Key] = {key.flag: key for key in KEYS}
 _DB = KEYS_BY_NAME["db"]
+_STORE = KEYS_BY_NAME["store"]
 DURATION_KEYS = frozenset({"deadline", "item_timeout", "queue_age_objective"})
 #: Plural spellings a config file may use for a list: ``sizes = [320, 640]``.
 FILE_ALIASES = {"sizes": "size", "formats": "format"}
@@ -249,6 +251,11 @@ class Settings:
         """The ledger file, or a PostgreSQL URL."""
         return self["db"]
 
+    @property
+    def store_path(self) -> Path | None:
+        """The object store given (flag, env, file), or None: the default beside the ledger."""
+        return self["store"]
+
     def render_profile(self) -> Profile:
         names = ("ratios", "size", "format", "quality", "crop", "upscale", "background")
         return Profile(**{name: self[name] for name in names})
@@ -268,6 +275,7 @@ class Settings:
             deadline_seconds=self["deadline"],
             name_template=self["name"],
             overwrite=overwrite,
+            store_dir=self["store"],
         )
 
     def run_options(self) -> RunOptions:
@@ -303,6 +311,8 @@ def json_value(value: Any) -> Any:
 
 def display_value(name: str, value: Any) -> str:
     """A setting's value as a person would type it: ``1:1 4:3``, ``5m``, ``none``."""
+    if value is None and name == "store":
+        return "beside the ledger (ledger.db -> ledger.store); required with a PostgreSQL --db"
     if value is None:
         return "{path}.{ratio}.{ext} ({size} added for several sizes)" if name == "name" else "none"
     if isinstance(value, bool):
@@ -359,6 +369,16 @@ def resolve_ledger_path(
     env = os.environ if env is None else env
     flags = {} if flag is None else {_DB.param_name: flag}
     return _resolve_key(_DB, flags, env, _file_layers(_load_found(env, cwd), None)).value
+
+
+def resolve_store_path(
+    flag: Path | str | None, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> Path | None:
+    """The object store alone (for commands without profiles): --store, THUMBCTL_STORE, the file's
+    [defaults], else None (the default beside the ledger, see :func:`thumbctl.objectstore.resolve_store`)."""
+    env = os.environ if env is None else env
+    flags = {} if flag is None else {_STORE.param_name: flag}
+    return _resolve_key(_STORE, flags, env, _file_layers(_load_found(env, cwd), None)).value
 
 
 def _resolve_key(key: Key, flags: Mapping[str, Any], env: Mapping[str, str], layers: list[_Layer]) -> Setting:
@@ -462,7 +482,8 @@ def _parse_table(path: Path, label: str, table: object) -> dict[str, Any]:
     table = _without_aliases(path, label, table)
     for name in table:
         if name not in allowed:
-            hint = "db belongs in [defaults] (one ledger for every profile)" if name == _DB.name else ""
+            ledger_wide = name in (_DB.name, _STORE.name)
+            hint = f"{name} belongs in [defaults] (one ledger for every profile)" if ledger_wide else ""
             raise ConfigError(
                 f"{path} [{label}]: unknown key {name!r}; {hint or 'allowed keys: ' + ', '.join(allowed)}"
             )
