@@ -24,7 +24,7 @@ from thumbctl.settings import Ratio
 from thumbctl.sources import SourceFolder
 from thumbctl.worker import WorkerConfig, run_worker
 
-from support import check_invariants, make_image, tree_snapshot
+from support import check_invariants, is_copy_of, make_image, tree_snapshot
 
 
 def run(ledger: Ledger, source: Path, out: Path, **kwargs):
@@ -692,7 +692,7 @@ def rendered(ledger: Ledger, source: Path, out: Path, size: int, key: str | None
 
 
 def names_point_at(ledger: Ledger, batch_id: str) -> bool:
-    return all(os.path.samefile(i.friendly_path, i.object_path) for i in ledger.items(batch_id))
+    return all(is_copy_of(i.friendly_path, i.object_path) for i in ledger.items(batch_id))
 
 
 def render_at_another_size(ledger: Ledger, photos: Path, out_dir: Path) -> None:
