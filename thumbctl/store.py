@@ -1055,12 +1055,14 @@ def thumbnail_problem(object_path: str, friendly_path: str) -> str | None:
                 return None
     except (OSError, ValueError):
         return None
-    folder, name = os.path.split(friendly_path)
     try:
-        with open_folder("/", folder) as dest:
-            return None if _name_holds(dest, name, info, [object_path]) else "modified"
+        fd = os.open(friendly_path, _READ_FLAGS)
     except OSError:
         return "wrong"
+    try:
+        return None if _object_holds(object_path, fd, os.fstat(fd).st_size) else "modified"
+    finally:
+        os.close(fd)
 
 
 def remove_stored_file(layout: OutputLayout, path: str) -> int:
