@@ -856,10 +856,23 @@ def transitions(cli, batch_id: str) -> list[tuple[str | None, str, str | None]]:
     return [(e["from_state"], e["to_state"], e["error_code"]) for e in events]
 
 
-def test_a_replay_after_out_was_removed_renders_the_outputs_again(cli, photos: Path, out_dir: Path) -> None:
+def test_a_replay_after_out_was_removed_restores_the_thumbnails_from_the_store(
+    cli, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
     first = reused_submit(cli, photos, out_dir)
     assert first.exit_code == 0
+    shutil.rmtree(out_dir)  # the store beside the ledger still holds every object: nothing is rendered
+    again = reused_submit(cli, photos, out_dir)
+    doc = json.loads(again.stdout)
+    assert (again.exit_code, again.stderr, doc["replayed"], doc["state"]) == (0, "", True, "succeeded")
+    for item in json.loads(cli("status", doc["batch_id"], "--items", "--json").stdout)["items"]:
+        assert is_copy_of(item["friendly_path"], item["object_path"])
+    assert not [t for t in transitions(cli, doc["batch_id"]) if t[2] == "object_missing"]
+    assert not (out_dir / "objects").exists() and not (out_dir / ".tmp").exists()
+    assert cli("reconcile").exit_code == 0
+
     shutil.rmtree(out_dir)
+    shutil.rmtree(tmp_path / "ledger.store" / "objects")  # the objects gone too: rendered again
     again = reused_submit(cli, photos, out_dir)
     doc = json.loads(again.stdout)
     assert again.exit_code == 0, again.stderr
@@ -880,9 +893,12 @@ def test_a_replay_after_out_was_removed_renders_the_outputs_again(cli, photos: P
     assert cli("reconcile").exit_code == 0
 
 
-def test_a_detached_replay_after_out_was_removed_says_to_run_work(cli, photos: Path, out_dir: Path) -> None:
+def test_a_detached_replay_after_the_objects_were_removed_says_to_run_work(
+    cli, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
     assert reused_submit(cli, photos, out_dir).exit_code == 0
     shutil.rmtree(out_dir)
+    shutil.rmtree(tmp_path / "ledger.store" / "objects")
     code, doc, err = submit_json(cli, photos, out_dir, "-r", "1:1")
     assert (code, doc["replayed"], doc["state"], doc["counts"]["queued"], doc["total"]) == (0, True, "queued", 4, 4)
     assert "4 outputs of this batch were missing; queued again: run `thumbctl work` to render them" in err
@@ -891,17 +907,19 @@ def test_a_detached_replay_after_out_was_removed_says_to_run_work(cli, photos: P
     assert cli("reconcile").exit_code == 0
 
 
-def test_a_replay_says_when_a_newer_batch_took_its_friendly_names(cli, photos: Path, out_dir: Path) -> None:
+def test_a_replay_says_when_a_newer_batch_took_its_friendly_names(
+    cli, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
     older = json.loads(reused_submit(cli, photos, out_dir, "--key", "older").stdout)
     assert reused_submit(cli, photos, out_dir, "--key", "newer").exit_code == 0  # reuses the objects, takes the names
     replay = reused_submit(cli, photos, out_dir, "--key", "older")
     assert replay.exit_code == 0 and json.loads(replay.stdout)["replayed"] is True
     assert replay.stderr.splitlines() == [
         "replay 4 friendly names of this batch now show a newer batch's outputs (it rendered the same names "
-        f"later); this batch's own files are the objects under {out_dir / 'objects'}, listed in "
-        f"{older['manifest_path']}"
+        f"later); this batch's own files are its objects in the store, listed in {older['manifest_path']}"
     ]
     shutil.rmtree(out_dir)
+    shutil.rmtree(tmp_path / "ledger.store" / "objects")
     restored = reused_submit(cli, photos, out_dir, "--key", "older")
     assert restored.exit_code == 0
     assert restored.stderr.splitlines() == ["replay 4 outputs of this batch were missing; rendering them again"]
@@ -1164,17 +1182,19 @@ def test_output_folders_inside_the_source_are_never_taken_for_sources(
 ) -> None:
     """Thumbnails must not become sources: a new --out inside the source folder leaves the
     earlier one out, whether this ledger made it or another one did (it is recognised by
-    its objects/, batches/ and .tmp/)."""
+    the batch manifests in its batches/)."""
     first = photos / "thumbs"
     assert cli("submit", photos, "--out", first, "-q").exit_code == 0
-    assert len(list(first.rglob("*.jpg"))) > 12  # objects and friendly names
+    assert len(list(first.rglob("*.jpg"))) == 12 and not (first / "objects").exists()  # thumbnails only
     db = [] if same_ledger else ["--db", tmp_path / "other.db"]
     code, doc, _ = submit_json(cli, photos, photos / "thumbs2", *db)
     assert (code, doc["total"]) == (0, 12)
     human = cli("submit", photos, "--out", photos / "thumbs3", "--detach", *db)
     assert human.exit_code == 0
     assert "Accepted batch" in human.stderr and "12 items from 4 sources" in human.stderr
-    assert "  output folders left out (thumbnails are never sources): thumbs\n" in human.stderr
+    # one store serves every output folder of a ledger: thumbs2 reused thumbs' objects and was written at once
+    left_out = "thumbs, thumbs2" if same_ledger else "thumbs"
+    assert f"  output folders left out (thumbnails are never sources): {left_out}\n" in human.stderr
 
 
 def test_the_batch_list_marks_expired_batches(cli, photos: Path, out_dir: Path) -> None:

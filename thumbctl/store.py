@@ -858,8 +858,7 @@ def name_outcome(
         return "overwritten", existing
     raise ItemFailure(
         "name_taken",
-        f"{friendly_path} is a file thumbctl did not publish (or one edited since); it is left as it is "
-        "(--overwrite replaces it)",
+        f"{friendly_path} is a file thumbctl did not publish; it is left as it is (--overwrite replaces it)",
     )
 
 
