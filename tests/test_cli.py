@@ -1251,3 +1251,144 @@ def test_submit_takes_lists_of_sizes_and_formats(cli, photos: Path, out_dir: Pat
     manifest = json.loads(Path(doc["manifest_path"]).read_text())
     expected = {(size, fmt) for size in (64, 128) for fmt in ("webp", "jpeg")}
     assert {(i["size"], i["format"]) for i in manifest["items"]} == expected
+
+
+# -- the object store: outside OUT, one per ledger; each thumbnail its own file -------------------
+
+
+def item_list(cli, batch_id: str) -> list[dict]:
+    return json.loads(cli("status", batch_id, "--items", "--json").stdout)["items"]
+
+
+def sha(path: str | Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_cp_r_of_out_copies_each_thumbnail_once(cli, photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    code, doc, _ = submit_json(cli, photos, out_dir, "--size", "96,128", "--format", "webp,jpeg")
+    assert code == 0 and cli("work", "--until-idle", "-q").exit_code == 0
+    items = item_list(cli, doc["batch_id"])
+    store = tmp_path / "ledger.store"  # the default: beside the ledger
+    assert len(items) == 48 and all(i["object_path"].startswith(f"{store}/objects/") for i in items)
+    assert not (out_dir / "objects").exists() and not (out_dir / ".tmp").exists()
+    for item in items:
+        thumb, obj = os.stat(item["friendly_path"]), os.stat(item["object_path"])
+        assert thumb.st_nlink == 1 and obj.st_nlink == 1 and thumb.st_ino != obj.st_ino
+        assert sha(item["friendly_path"]) == sha(item["object_path"])
+    copy = tmp_path / "upload"
+    subprocess.run(["cp", "-r", str(out_dir), str(copy)], check=True)
+    copied = sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file())
+    thumbnails = sorted(Path(i["friendly_path"]).relative_to(out_dir) for i in items)
+    assert [p for p in copied if p.parts[0] != "batches"] == thumbnails  # each thumbnail once, nothing else
+    assert {p.parts[0] for p in copied if p not in thumbnails} == {"batches"}
+
+
+def test_an_edited_thumbnail_leaves_the_store_intact_and_reconcile_restores_it(
+    cli, photos: Path, out_dir: Path
+) -> None:
+    code, doc, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+    assert code == 0 and cli("work", "--until-idle", "-q").exit_code == 0
+    edited, deleted = item_list(cli, doc["batch_id"])[:2]
+    object_before = sha(edited["object_path"])
+    with open(edited["friendly_path"], "r+b") as fh:  # edited in place: same inode, other bytes
+        fh.seek(100)
+        fh.write(b"\x00" * 16)
+    os.unlink(deleted["friendly_path"])
+    assert sha(edited["object_path"]) == object_before  # the store is untouched
+
+    found = cli("reconcile", "--json")
+    assert found.exit_code == 1
+    assert sorted((f["kind"], f["path"], f["repaired"]) for f in json.loads(found.stdout)["findings"]) == [
+        ("friendly_link_missing", deleted["friendly_path"], False),
+        ("thumbnail_modified", edited["friendly_path"], False),
+    ]
+    fixed = cli("reconcile", "--repair", "--json")
+    assert fixed.exit_code == 0 and all(f["repaired"] for f in json.loads(fixed.stdout)["findings"])
+    assert json.loads(cli("reconcile", "--json").stdout)["findings"] == []
+    for item in (edited, deleted):
+        assert is_copy_of(item["friendly_path"], item["object_path"])
+    assert not (out_dir / ".tmp").exists()
+    text = cli("reconcile", "--repair")
+    assert text.exit_code == 0 and "clean" in text.stderr
+
+
+def test_a_later_batch_never_overwrites_an_edited_thumbnail_unless_asked(cli, tmp_path: Path, out_dir: Path) -> None:
+    source = tmp_path / "src"
+    make_image(source / "sofa.jpg", (600, 400), "JPEG", seed=3)
+    assert reused_submit(cli, source, out_dir, "--size", "128").exit_code == 0
+    thumb = out_dir / "sofa.1x1.jpg"
+    with open(thumb, "r+b") as fh:
+        fh.seek(50)
+        fh.write(b"\xff" * 8)
+    edited = thumb.read_bytes()
+    taken = reused_submit(cli, source, out_dir, "--size", "96")
+    assert taken.exit_code == 1 and thumb.read_bytes() == edited
+    assert json.loads(taken.stdout)["failures"][0]["error_code"] == "name_taken"
+    forced = reused_submit(cli, source, out_dir, "--size", "64", "--overwrite")
+    assert forced.exit_code == 0 and json.loads(forced.stdout)["overwritten"] == 1
+    with Image.open(thumb) as image:
+        assert image.size == (64, 64)
+
+
+def test_a_postgresql_ledger_needs_a_store(cli, pg_url: str, photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    for args in ([], ["--json"]):
+        result = cli("submit", photos, "--out", out_dir, "--db", pg_url, "--detach", *args)
+        assert result.exit_code == 2
+        message = (
+            "a PostgreSQL ledger needs --store DIR (or THUMBCTL_STORE, config key store): a folder on the "
+            "filesystem every worker host shares, where the rendered objects are kept"
+        )
+        if args:
+            assert json.loads(result.stdout)["error"] == {
+                "code": "store_required",
+                "message": message,
+                "transient": False,
+                "exit_code": 2,
+            }
+        else:
+            assert result.stderr == f"error [store_required] {message}\n"
+    for command in (["reconcile"], ["gc", "--older-than", "30d"]):
+        result = cli(*command, "--db", pg_url, "--json")
+        assert (result.exit_code, json.loads(result.stdout)["error"]["code"]) == (2, "store_required")
+    store = tmp_path / "shared-store"
+    done = cli("submit", photos, "--out", out_dir, "--db", pg_url, "--store", store, "-w", "1", "-r", "1:1", "--json")
+    assert done.exit_code == 0, done.stderr
+    items = items_of_db(cli, pg_url, json.loads(done.stdout)["batch_id"])
+    assert all(i["object_path"].startswith(f"{store}/objects/") for i in items)
+    assert cli("reconcile", "--db", pg_url, "--store", store).exit_code == 0
+
+
+def items_of_db(cli, db: str, batch_id: str) -> list[dict]:
+    return json.loads(cli("status", batch_id, "--items", "--json", "--db", db).stdout)["items"]
+
+
+def test_a_second_ledger_pointed_at_a_store_is_refused(cli, photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    assert cli("submit", photos, "--out", out_dir, "--store", store, "--detach").exit_code == 0
+    other = tmp_path / "other.db"
+    for command in (["submit", photos, "--out", tmp_path / "out2", "--detach"], ["gc", "--older-than", "1d"]):
+        refused = cli(*command, "--db", other, "--store", store, "--json")
+        error = json.loads(refused.stdout)["error"]
+        assert (refused.exit_code, error["code"]) == (2, "store_taken")
+        assert str(tmp_path / "ledger.db") in error["message"] and str(other) in error["message"]
+    text = cli("reconcile", "--db", other, "--store", store)
+    assert text.exit_code == 2 and text.stderr.startswith(f"error [store_taken] the store {store} belongs to ledger ")
+    assert not (tmp_path / "out2").exists()
+
+
+def test_gc_removes_an_orphan_object_from_the_store_never_a_referenced_one(
+    cli, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    code, doc, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+    assert code == 0 and cli("work", "--until-idle", "-q").exit_code == 0
+    referenced = {i["object_path"]: sha(i["object_path"]) for i in item_list(cli, doc["batch_id"])}
+    orphan = tmp_path / "ledger.store" / "objects" / "ff" / ("f" * 64 + ".jpg")
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(next(iter(referenced)), orphan)
+    gc = cli("gc", "--older-than", "30d", "--json")
+    assert gc.exit_code == 0 and json.loads(gc.stdout)["objects_removed"] == 1
+    assert not orphan.exists() and not orphan.parent.exists()
+    assert {path: sha(path) for path in referenced} == referenced
+    assert cli("reconcile").exit_code == 0
