@@ -717,6 +717,7 @@ def config_command(
     max_runnable: MaxRunnableOption = None,
     queue_age_objective: QueueAgeOption = None,
     db: DbOption = None,
+    store: StoreOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Show the resolved settings and where each came from: flag, THUMBCTL_* env, config file or default.

@@ -312,7 +312,7 @@ def json_value(value: Any) -> Any:
 def display_value(name: str, value: Any) -> str:
     """A setting's value as a person would type it: ``1:1 4:3``, ``5m``, ``none``."""
     if value is None and name == "store":
-        return "beside the ledger (ledger.db -> ledger.store); required with a PostgreSQL --db"
+        return "beside the ledger (ledger.store)"
     if value is None:
         return "{path}.{ratio}.{ext} ({size} added for several sizes)" if name == "name" else "none"
     if isinstance(value, bool):
