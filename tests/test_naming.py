@@ -25,8 +25,9 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.fixture
-def cli_both(ledger_url: str, monkeypatch: pytest.MonkeyPatch):
-    """The CLI on a fresh ledger of each backend."""
+def cli_both(ledger_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """The CLI on a fresh ledger of each backend (with a store: a PostgreSQL ledger has none by default)."""
+    monkeypatch.setenv("THUMBCTL_STORE", str(tmp_path / "store"))
     return cli_on(ledger_url, monkeypatch)
 
 
