@@ -1375,6 +1375,9 @@ def test_a_second_ledger_pointed_at_a_store_is_refused(cli, photos: Path, out_di
         assert str(tmp_path / "ledger.db") in error["message"] and str(other) in error["message"]
     text = cli("reconcile", "--db", other, "--store", store)
     assert text.exit_code == 2 and text.stderr.startswith(f"error [store_taken] the store {store} belongs to ledger ")
+    cli("status", "--db", other)  # creates nothing: `work` needs a ledger that exists
+    assert cli("submit", photos, "--out", tmp_path / "out3", "--db", other, "--detach").exit_code == 0
+    assert cli("work", "--until-idle", "--db", other, "--store", store).exit_code == 2  # checked for work too
     assert not (tmp_path / "out2").exists()
 
 
