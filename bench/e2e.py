@@ -132,9 +132,10 @@ def run_thumbctl(folder: Path, work: Path, items: int) -> tuple[float, float]:
     cpu = children_cpu_seconds() - cpu_before
     if done.returncode != 0:
         sys.exit(f"FAILED (exit {done.returncode}): {' '.join(command)}\n{done.stderr}")
-    objects = sum(1 for p in (out / "objects").rglob("*") if p.is_file() and not p.name.endswith(".preview.jpg"))
+    store = run_dir / "ledger.store"  # the default store, beside the ledger
+    objects = sum(1 for p in (store / "objects").rglob("*") if p.is_file() and not p.name.endswith(".preview.jpg"))
     if objects != items:
-        sys.exit(f"FAILED: {objects} objects in {out / 'objects'} for {items} items")
+        sys.exit(f"FAILED: {objects} objects in {store / 'objects'} for {items} items")
     shutil.rmtree(run_dir)
     return seconds, cpu
 

@@ -231,8 +231,8 @@ def run_cli(args: list[str]) -> tuple[float, float, str]:
     return elapsed, cpu, done.stdout
 
 
-def check_batch(doc: dict, expected_items: int, out: Path) -> None:
-    """The run rendered every item itself: succeeded, all counted, one object per item."""
+def check_batch(doc: dict, expected_items: int, store: Path) -> None:
+    """The run rendered every item itself: succeeded, all counted, one object per item in the store."""
     total = doc.get("total")
     succeeded = doc.get("counts", {}).get("succeeded")
     if doc.get("state") != "succeeded" or succeeded != total or total != expected_items:
@@ -242,9 +242,9 @@ def check_batch(doc: dict, expected_items: int, out: Path) -> None:
         )
     if doc.get("replayed") is not False:
         sys.exit("FAILED: the submit was a replay; the ledger was not fresh")
-    objects = sum(1 for p in (out / "objects").rglob("*") if p.is_file() and not p.name.endswith(".preview.jpg"))
+    objects = sum(1 for p in (store / "objects").rglob("*") if p.is_file() and not p.name.endswith(".preview.jpg"))
     if objects != expected_items:
-        sys.exit(f"FAILED: {objects} objects in {out / 'objects'} for {expected_items} items")
+        sys.exit(f"FAILED: {objects} objects in {store / 'objects'} for {expected_items} items")
 
 
 def timed_submit(photos: Path, run_dir: Path, workers: int, sources: int) -> Run:
@@ -254,7 +254,7 @@ def timed_submit(photos: Path, run_dir: Path, workers: int, sources: int) -> Run
     args = ["submit", str(photos), "--out", str(out), "--db", str(ledger), "-w", str(workers), "--json"]
     seconds, cpu, stdout = run_cli(args)
     items = sources * RATIOS_PER_SOURCE
-    check_batch(json.loads(stdout), items, out)
+    check_batch(json.loads(stdout), items, ledger.with_suffix(".store"))
     return Run(workers=workers, seconds=seconds, cpu_seconds=cpu, items=items, sources=sources)
 
 

@@ -55,6 +55,12 @@ def out_dir(tmp_path: Path) -> Path:
     return tmp_path / "out"
 
 
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    """The object store of the ``ledger`` fixture: the default, beside it."""
+    return tmp_path / "ledger.store"
+
+
 @pytest.fixture(scope="session")
 def pg_admin_url() -> str | None:
     """The URL of the test PostgreSQL server (``THUMBCTL_TEST_PG``), or None when there is none."""

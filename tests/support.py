@@ -7,6 +7,7 @@ import hashlib
 import os
 import random
 import sqlite3
+import stat
 import struct
 import zlib
 from collections.abc import Callable, Sequence
@@ -243,6 +244,17 @@ def new_batch(key: str, digest: str, *, queued: int = 3, failed: int = 0) -> New
     )
 
 
-def objects_in(out_dir: Path) -> set[Path]:
-    """The objects under OUT/objects: every file there but the contact sheet's previews."""
-    return {p for p in (out_dir / "objects").rglob("*") if p.is_file() and not p.name.endswith(".preview.jpg")}
+def objects_in(store: Path) -> set[Path]:
+    """The objects under STORE/objects: every file there but the contact sheet's previews."""
+    return {p for p in (store / "objects").rglob("*") if p.is_file() and not p.name.endswith(".preview.jpg")}
+
+
+def is_copy_of(thumbnail: str | Path, object_path: str | Path) -> bool:
+    """Whether a thumbnail is a file of its own (one link, another inode) holding its object's very bytes."""
+    thumb, obj = os.lstat(thumbnail), os.lstat(object_path)
+    return (
+        stat.S_ISREG(thumb.st_mode)
+        and thumb.st_nlink == 1
+        and (thumb.st_dev, thumb.st_ino) != (obj.st_dev, obj.st_ino)
+        and Path(thumbnail).read_bytes() == Path(object_path).read_bytes()
+    )

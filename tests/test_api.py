@@ -11,11 +11,15 @@ from PIL import Image
 
 import thumbctl
 from thumbctl import IdempotencyConflict, Profile, SubmitOptions, parse_ratios, render
+from thumbctl.errors import StoreRequired
 
 
-def test_render_submits_and_renders_every_item(photos: Path, out_dir: Path, ledger_url: str) -> None:
+def test_render_submits_and_renders_every_item(photos: Path, out_dir: Path, ledger_url: str, tmp_path: Path) -> None:
     options = SubmitOptions(out_dir=out_dir, profile=Profile(ratios=tuple(parse_ratios("1:1,4:3")), size=96))
-    batch = render(photos, options, db=ledger_url, workers=2)
+    if ledger_url.startswith("postgresql://"):
+        with pytest.raises(StoreRequired):  # a PostgreSQL ledger has no store beside it
+            render(photos, options, db=ledger_url, workers=2)
+    batch = render(photos, options, db=ledger_url, workers=2, store=tmp_path / "store")
     assert (batch.state, batch.total, batch.counts["succeeded"]) == ("succeeded", 8, 8)
     manifest = out_dir / "batches" / f"{batch.batch_id}.json"
     assert manifest.exists()
@@ -23,6 +27,7 @@ def test_render_submits_and_renders_every_item(photos: Path, out_dir: Path, ledg
         items = ledger.items(batch.batch_id)
     assert {item.state for item in items} == {"succeeded"}
     for item in items:
+        assert item.object_path.startswith(f"{tmp_path / 'store'}/objects/")
         with Image.open(item.friendly_path) as image:
             assert max(image.size) == 96
 

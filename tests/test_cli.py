@@ -18,7 +18,7 @@ from thumbctl import Ledger, Limits
 from thumbctl.cli import app, main
 
 from conftest import SAMPLE_IMAGES
-from support import CENTRED_WINDOWS, PHOTO_SIZES, make_image, request, tree_snapshot, window_size
+from support import CENTRED_WINDOWS, PHOTO_SIZES, is_copy_of, make_image, request, tree_snapshot, window_size
 
 SAMPLE_ONE = SAMPLE_IMAGES / "public-domain"
 
@@ -823,7 +823,7 @@ def test_a_submit_that_reuses_outputs_takes_their_friendly_names_back(cli, tmp_p
     assert result.stderr == ""
     item = json.loads(cli("status", doc["batch_id"], "--items", "--json").stdout)["items"][0]
     assert item["friendly_path"] == str(out_dir / "Portrait_0.1x1.jpg")
-    assert os.path.samefile(item["friendly_path"], item["object_path"])
+    assert is_copy_of(item["friendly_path"], item["object_path"])
     with Image.open(item["friendly_path"]) as image:
         assert image.size == (512, 512)
     clean = cli("reconcile", "--json")
@@ -864,10 +864,23 @@ def transitions(cli, batch_id: str) -> list[tuple[str | None, str, str | None]]:
     return [(e["from_state"], e["to_state"], e["error_code"]) for e in events]
 
 
-def test_a_replay_after_out_was_removed_renders_the_outputs_again(cli, photos: Path, out_dir: Path) -> None:
+def test_a_replay_after_out_was_removed_restores_the_thumbnails_from_the_store(
+    cli, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
     first = reused_submit(cli, photos, out_dir)
     assert first.exit_code == 0
+    shutil.rmtree(out_dir)  # the store beside the ledger still holds every object: nothing is rendered
+    again = reused_submit(cli, photos, out_dir)
+    doc = json.loads(again.stdout)
+    assert (again.exit_code, again.stderr, doc["replayed"], doc["state"]) == (0, "", True, "succeeded")
+    for item in json.loads(cli("status", doc["batch_id"], "--items", "--json").stdout)["items"]:
+        assert is_copy_of(item["friendly_path"], item["object_path"])
+    assert not [t for t in transitions(cli, doc["batch_id"]) if t[2] == "object_missing"]
+    assert not (out_dir / "objects").exists() and not (out_dir / ".tmp").exists()
+    assert cli("reconcile").exit_code == 0
+
     shutil.rmtree(out_dir)
+    shutil.rmtree(tmp_path / "ledger.store" / "objects")  # the objects gone too: rendered again
     again = reused_submit(cli, photos, out_dir)
     doc = json.loads(again.stdout)
     assert again.exit_code == 0, again.stderr
@@ -875,7 +888,7 @@ def test_a_replay_after_out_was_removed_renders_the_outputs_again(cli, photos: P
     assert (doc["total"], doc["counts"]["succeeded"], sum(doc["counts"].values())) == (4, 4, 4)
     assert again.stderr.splitlines() == ["replay 4 outputs of this batch were missing; rendering them again"]
     for item in json.loads(cli("status", doc["batch_id"], "--items", "--json").stdout)["items"]:
-        assert os.path.samefile(item["friendly_path"], item["object_path"])
+        assert is_copy_of(item["friendly_path"], item["object_path"])
         with Image.open(item["friendly_path"]) as image:
             image.load()
     assert Path(doc["manifest_path"]).is_file()
@@ -888,9 +901,12 @@ def test_a_replay_after_out_was_removed_renders_the_outputs_again(cli, photos: P
     assert cli("reconcile").exit_code == 0
 
 
-def test_a_detached_replay_after_out_was_removed_says_to_run_work(cli, photos: Path, out_dir: Path) -> None:
+def test_a_detached_replay_after_the_objects_were_removed_says_to_run_work(
+    cli, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
     assert reused_submit(cli, photos, out_dir).exit_code == 0
     shutil.rmtree(out_dir)
+    shutil.rmtree(tmp_path / "ledger.store" / "objects")
     code, doc, err = submit_json(cli, photos, out_dir, "-r", "1:1")
     assert (code, doc["replayed"], doc["state"], doc["counts"]["queued"], doc["total"]) == (0, True, "queued", 4, 4)
     assert "4 outputs of this batch were missing; queued again: run `thumbctl work` to render them" in err
@@ -899,22 +915,24 @@ def test_a_detached_replay_after_out_was_removed_says_to_run_work(cli, photos: P
     assert cli("reconcile").exit_code == 0
 
 
-def test_a_replay_says_when_a_newer_batch_took_its_friendly_names(cli, photos: Path, out_dir: Path) -> None:
+def test_a_replay_says_when_a_newer_batch_took_its_friendly_names(
+    cli, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
     older = json.loads(reused_submit(cli, photos, out_dir, "--key", "older").stdout)
     assert reused_submit(cli, photos, out_dir, "--key", "newer").exit_code == 0  # reuses the objects, takes the names
     replay = reused_submit(cli, photos, out_dir, "--key", "older")
     assert replay.exit_code == 0 and json.loads(replay.stdout)["replayed"] is True
     assert replay.stderr.splitlines() == [
         "replay 4 friendly names of this batch now show a newer batch's outputs (it rendered the same names "
-        f"later); this batch's own files are the objects under {out_dir / 'objects'}, listed in "
-        f"{older['manifest_path']}"
+        f"later); this batch's own files are its objects in the store, listed in {older['manifest_path']}"
     ]
     shutil.rmtree(out_dir)
+    shutil.rmtree(tmp_path / "ledger.store" / "objects")
     restored = reused_submit(cli, photos, out_dir, "--key", "older")
     assert restored.exit_code == 0
     assert restored.stderr.splitlines() == ["replay 4 outputs of this batch were missing; rendering them again"]
     for item in json.loads(cli("status", older["batch_id"], "--items", "--json").stdout)["items"]:
-        assert os.path.samefile(item["friendly_path"], item["object_path"])  # rendered last: it owns the names
+        assert is_copy_of(item["friendly_path"], item["object_path"])  # rendered last: it owns the names
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs a Linux /proc, where nothing can be created")
@@ -1180,17 +1198,19 @@ def test_output_folders_inside_the_source_are_never_taken_for_sources(
 ) -> None:
     """Thumbnails must not become sources: a new --out inside the source folder leaves the
     earlier one out, whether this ledger made it or another one did (it is recognised by
-    its objects/, batches/ and .tmp/)."""
+    the batch manifests in its batches/)."""
     first = photos / "thumbs"
     assert cli("submit", photos, "--out", first, "-q").exit_code == 0
-    assert len(list(first.rglob("*.jpg"))) > 12  # objects and friendly names
+    assert len(list(first.rglob("*.jpg"))) == 12 and not (first / "objects").exists()  # thumbnails only
     db = [] if same_ledger else ["--db", tmp_path / "other.db"]
     code, doc, _ = submit_json(cli, photos, photos / "thumbs2", *db)
     assert (code, doc["total"]) == (0, 12)
     human = cli("submit", photos, "--out", photos / "thumbs3", "--detach", *db)
     assert human.exit_code == 0
     assert "Accepted batch" in human.stdout and "12 items from 4 sources" in human.stdout
-    assert "  output folders left out (thumbnails are never sources): thumbs\n" in human.stdout
+    # one store serves every output folder of a ledger: thumbs2 reused thumbs' objects and was written at once
+    left_out = "thumbs, thumbs2" if same_ledger else "thumbs"
+    assert f"  output folders left out (thumbnails are never sources): {left_out}\n" in human.stdout
 
 
 def test_the_batch_list_marks_expired_batches(cli, photos: Path, out_dir: Path) -> None:
@@ -1455,3 +1475,147 @@ def test_work_exits_1_only_when_max_failures_is_set_and_more_items_failed_while_
     assert (result.exit_code, result.stdout) == (code, "")
     expected = f"3 items failed while it ran, more than --max-failures {limit} (exit 1); thumbctl status\n"
     assert result.stderr == (expected if code else "")
+
+
+# -- the object store: outside OUT, one per ledger; each thumbnail its own file -------------------
+
+
+def item_list(cli, batch_id: str) -> list[dict]:
+    return json.loads(cli("status", batch_id, "--items", "--json").stdout)["items"]
+
+
+def sha(path: str | Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_cp_r_of_out_copies_each_thumbnail_once(cli, photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    code, doc, _ = submit_json(cli, photos, out_dir, "--size", "96,128", "--format", "webp,jpeg")
+    assert code == 0 and cli("work", "--until-idle", "-q").exit_code == 0
+    items = item_list(cli, doc["batch_id"])
+    store = tmp_path / "ledger.store"  # the default: beside the ledger
+    assert len(items) == 48 and all(i["object_path"].startswith(f"{store}/objects/") for i in items)
+    assert not (out_dir / "objects").exists() and not (out_dir / ".tmp").exists()
+    for item in items:
+        thumb, obj = os.stat(item["friendly_path"]), os.stat(item["object_path"])
+        assert thumb.st_nlink == 1 and obj.st_nlink == 1 and thumb.st_ino != obj.st_ino
+        assert sha(item["friendly_path"]) == sha(item["object_path"])
+    copy = tmp_path / "upload"
+    subprocess.run(["cp", "-r", str(out_dir), str(copy)], check=True)
+    copied = sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file())
+    thumbnails = sorted(Path(i["friendly_path"]).relative_to(out_dir) for i in items)
+    assert [p for p in copied if p.parts[0] != "batches"] == thumbnails  # each thumbnail once, nothing else
+    assert {p.parts[0] for p in copied if p not in thumbnails} == {"batches"}
+
+
+def test_an_edited_thumbnail_leaves_the_store_intact_and_reconcile_restores_it(
+    cli, photos: Path, out_dir: Path
+) -> None:
+    code, doc, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+    assert code == 0 and cli("work", "--until-idle", "-q").exit_code == 0
+    edited, deleted = item_list(cli, doc["batch_id"])[:2]
+    object_before = sha(edited["object_path"])
+    with open(edited["friendly_path"], "r+b") as fh:  # edited in place: same inode, other bytes
+        fh.seek(100)
+        fh.write(b"\x00" * 16)
+    os.unlink(deleted["friendly_path"])
+    assert sha(edited["object_path"]) == object_before  # the store is untouched
+
+    found = cli("reconcile", "--json")
+    assert found.exit_code == 1
+    assert sorted((f["kind"], f["path"], f["repaired"]) for f in json.loads(found.stdout)["findings"]) == [
+        ("friendly_link_missing", deleted["friendly_path"], False),
+        ("thumbnail_modified", edited["friendly_path"], False),
+    ]
+    fixed = cli("reconcile", "--repair", "--json")
+    assert fixed.exit_code == 0 and all(f["repaired"] for f in json.loads(fixed.stdout)["findings"])
+    assert json.loads(cli("reconcile", "--json").stdout)["findings"] == []
+    for item in (edited, deleted):
+        assert is_copy_of(item["friendly_path"], item["object_path"])
+    assert not (out_dir / ".tmp").exists()
+    text = cli("reconcile", "--repair")
+    assert text.exit_code == 0 and "clean" in text.stderr
+
+
+def test_a_later_batch_never_overwrites_an_edited_thumbnail_unless_asked(cli, tmp_path: Path, out_dir: Path) -> None:
+    source = tmp_path / "src"
+    make_image(source / "sofa.jpg", (600, 400), "JPEG", seed=3)
+    assert reused_submit(cli, source, out_dir, "--size", "128").exit_code == 0
+    thumb = out_dir / "sofa.1x1.jpg"
+    with open(thumb, "r+b") as fh:
+        fh.seek(50)
+        fh.write(b"\xff" * 8)
+    edited = thumb.read_bytes()
+    taken = reused_submit(cli, source, out_dir, "--size", "96")
+    assert taken.exit_code == 1 and thumb.read_bytes() == edited
+    assert json.loads(taken.stdout)["failures"][0]["error_code"] == "name_taken"
+    forced = reused_submit(cli, source, out_dir, "--size", "64", "--overwrite")
+    assert forced.exit_code == 0 and json.loads(forced.stdout)["overwritten"] == 1
+    with Image.open(thumb) as image:
+        assert image.size == (64, 64)
+
+
+def test_a_postgresql_ledger_needs_a_store(cli, pg_url: str, photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    for args in ([], ["--json"]):
+        result = cli("submit", photos, "--out", out_dir, "--db", pg_url, "--detach", *args)
+        assert result.exit_code == 2
+        message = (
+            "a PostgreSQL ledger needs --store DIR (or THUMBCTL_STORE, config key store): a folder on the "
+            "filesystem every worker host shares, where the rendered objects are kept"
+        )
+        if args:
+            assert json.loads(result.stdout)["error"] == {
+                "code": "store_required",
+                "message": message,
+                "transient": False,
+                "exit_code": 2,
+            }
+        else:
+            assert result.stderr == f"error [store_required] {message}\n"
+    for command in (["reconcile"], ["gc", "--older-than", "30d"]):
+        result = cli(*command, "--db", pg_url, "--json")
+        assert (result.exit_code, json.loads(result.stdout)["error"]["code"]) == (2, "store_required")
+    store = tmp_path / "shared-store"
+    done = cli("submit", photos, "--out", out_dir, "--db", pg_url, "--store", store, "-w", "1", "-r", "1:1", "--json")
+    assert done.exit_code == 0, done.stderr
+    items = items_of_db(cli, pg_url, json.loads(done.stdout)["batch_id"])
+    assert all(i["object_path"].startswith(f"{store}/objects/") for i in items)
+    assert cli("reconcile", "--db", pg_url, "--store", store).exit_code == 0
+
+
+def items_of_db(cli, db: str, batch_id: str) -> list[dict]:
+    return json.loads(cli("status", batch_id, "--items", "--json", "--db", db).stdout)["items"]
+
+
+def test_a_second_ledger_pointed_at_a_store_is_refused(cli, photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    assert cli("submit", photos, "--out", out_dir, "--store", store, "--detach").exit_code == 0
+    other = tmp_path / "other.db"
+    for command in (["submit", photos, "--out", tmp_path / "out2", "--detach"], ["gc", "--older-than", "1d"]):
+        refused = cli(*command, "--db", other, "--store", store, "--json")
+        error = json.loads(refused.stdout)["error"]
+        assert (refused.exit_code, error["code"]) == (2, "store_taken")
+        assert str(tmp_path / "ledger.db") in error["message"] and str(other) in error["message"]
+    text = cli("reconcile", "--db", other, "--store", store)
+    assert text.exit_code == 2 and text.stderr.startswith(f"error [store_taken] the store {store} belongs to ledger ")
+    cli("status", "--db", other)  # creates nothing: `work` needs a ledger that exists
+    assert cli("submit", photos, "--out", tmp_path / "out3", "--db", other, "--detach").exit_code == 0
+    assert cli("work", "--until-idle", "--db", other, "--store", store).exit_code == 2  # checked for work too
+    assert not (tmp_path / "out2").exists()
+
+
+def test_gc_removes_an_orphan_object_from_the_store_never_a_referenced_one(
+    cli, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    code, doc, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+    assert code == 0 and cli("work", "--until-idle", "-q").exit_code == 0
+    referenced = {i["object_path"]: sha(i["object_path"]) for i in item_list(cli, doc["batch_id"])}
+    orphan = tmp_path / "ledger.store" / "objects" / "ff" / ("f" * 64 + ".jpg")
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(next(iter(referenced)), orphan)
+    gc = cli("gc", "--older-than", "30d", "--json")
+    assert gc.exit_code == 0 and json.loads(gc.stdout)["objects_removed"] == 1
+    assert not orphan.exists() and not orphan.parent.exists()
+    assert {path: sha(path) for path in referenced} == referenced
+    assert cli("reconcile").exit_code == 0

@@ -100,6 +100,7 @@ def cli_env(tmp_path: Path, *front: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("THUMBCTL_") or k.startswith("THUMBCTL_TEST_")}
     env["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in front), str(REPO)])
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config-home")
+    env["THUMBCTL_STORE"] = str(tmp_path / "store")  # a PostgreSQL ledger has no default store
     return env
 
 

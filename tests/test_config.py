@@ -74,6 +74,7 @@ PRECEDENCE = [
     ("max_runnable", "max_runnable", 10, "20", "30", 10, 20, 30, 1_000_000),
     ("queue_age_objective", "queue_age_objective", "1h", "2h", '"0"', 3600.0, 7200.0, 0.0, 86400.0),
     ("db", "db", Path("f.db"), "e.db", '"t.db"', Path("f.db"), Path("e.db"), Path("t.db"), None),
+    ("store", "store", Path("f"), "e", '"t"', Path("f"), Path("e"), Path("t"), None),
 ]
 
 
@@ -273,7 +274,12 @@ ALLOWED = (
             [],
             "{file}: not valid TOML: Invalid value (at line 2, column 8)",
         ),
-        ("[defaults]\nsise = 3\n", {}, [], f"{{file}} [defaults]: unknown key 'sise'; allowed keys: {ALLOWED}, db"),
+        (
+            "[defaults]\nsise = 3\n",
+            {},
+            [],
+            f"{{file}} [defaults]: unknown key 'sise'; allowed keys: {ALLOWED}, db, store",
+        ),
         (
             "[profiles.shop]\nsise = 3\n",
             {},
@@ -392,6 +398,7 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "max_runnable": {"value": 1_000_000, "source": "default"},
             "queue_age_objective": {"value": 86400.0, "source": "default"},
             "db": {"value": str(tmp_path / "main.db"), "source": defaults},
+            "store": {"value": None, "source": "default"},
         },
     }
 

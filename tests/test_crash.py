@@ -31,6 +31,7 @@ class Env:
         self.tmp = tmp_path
         self.db = tmp_path / "ledger.db"
         self.out = tmp_path / "out"
+        self.store = tmp_path / "ledger.store"
         self.faults = tmp_path / "faults"
         self.faults.mkdir()
         self.photos = tmp_path / "photos"
@@ -211,7 +212,7 @@ def test_a_worker_dying_at_each_crash_point_loses_and_duplicates_nothing(env: En
     assert batch["state"] == "succeeded" and batch["counts"]["succeeded"] == 9
     rescued = [e for e in env.events(batch["batch_id"]) if e["error_code"] == "worker_crashed"]
     assert rescued and all(e["to_state"] == "queued" for e in rescued)
-    objects = [p for p in (env.out / "objects").rglob("*.jpg") if not p.name.endswith(".preview.jpg")]
+    objects = [p for p in (env.store / "objects").rglob("*.jpg") if not p.name.endswith(".preview.jpg")]
     assert len(objects) == 9
     env.check()
 

@@ -24,7 +24,7 @@ from thumbctl.settings import Ratio
 from thumbctl.sources import SourceFolder
 from thumbctl.worker import WorkerConfig, run_worker
 
-from support import check_invariants, make_image, tree_snapshot
+from support import check_invariants, is_copy_of, make_image, tree_snapshot
 
 
 def run(ledger: Ledger, source: Path, out: Path, **kwargs):
@@ -65,9 +65,10 @@ def test_directory_submit_records_one_item_per_source_and_ratio(ledger: Ledger, 
     living = {i.ratio: i for i in items if i.item_id == "rooms/living.jpg"}
     assert living["16:9"].friendly_path == str(out_dir / "rooms" / "living.16x9.jpg")
     key = living["1:1"].derivative_key
-    assert living["1:1"].object_path == str(out_dir / "objects" / key[:2] / f"{key}.jpg")
+    store = out_dir.parent / "ledger.store"  # the default: beside the ledger, outside OUT
+    assert living["1:1"].object_path == str(store / "objects" / key[:2] / f"{key}.jpg")
     assert len({i.derivative_key for i in items}) == 12
-    assert all(Path(i.object_path).is_relative_to(out_dir) for i in items)
+    assert all(Path(i.object_path).is_relative_to(store) for i in items)
 
 
 def test_bad_files_become_failed_items_and_never_shrink_the_total(
@@ -427,7 +428,13 @@ def test_nothing_is_written_outside_the_ledger(ledger: Ledger, photos: Path, out
     run(ledger, photos, out_dir)
     run(ledger, manifest, out_dir)
     after = {p for p in tmp_path.rglob("*")}
-    assert {p.name for p in after - before} <= {"ledger.db", "ledger.db-wal", "ledger.db-shm"}
+    store = tmp_path / "ledger.store"  # made at first use: it records the ledger it belongs to
+    ledger_files = {"ledger.db", "ledger.db-wal", "ledger.db-shm", "ledger.store"}
+    assert {p.name for p in after - before if not p.is_relative_to(store) or p == store} <= ledger_files
+    assert {p.relative_to(store).as_posix() for p in after if p.is_relative_to(store) and p != store} == {
+        "ledger-id",
+        ".tmp",
+    }
 
 
 @pytest.mark.parametrize(
@@ -644,21 +651,28 @@ def test_waiting_for_admission_never_plans_a_wait_past_max_wait() -> None:
     assert planned and sum(planned) <= 0.6
 
 
-@pytest.mark.parametrize(("linked", "failing"), [("objects", 12), ("rooms", 6), ("rooms/living.jpg", 0)])
+@pytest.mark.parametrize(
+    ("linked", "failing"),
+    [("store/objects", 12), ("rooms", 6), ("rooms/living.jpg", 0), ("objects", 0)],
+)
 def test_items_whose_outputs_would_go_through_a_symlink_in_out_fail_at_submit(
-    ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path, linked: str, failing: int
+    ledger: Ledger, photos: Path, out_dir: Path, store_dir: Path, tmp_path: Path, linked: str, failing: int
 ) -> None:
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "living.1x1.jpg").write_text("precious user data")
-    (out_dir / linked).parent.mkdir(parents=True)
-    (out_dir / linked).symlink_to(victim, target_is_directory=True)  # the last one is on no item's path
+    base, linked = (store_dir, linked.removeprefix("store/")) if linked.startswith("store/") else (out_dir, linked)
+    (base / linked).parent.mkdir(parents=True, exist_ok=True)
+    if (base / linked).is_dir():
+        (base / linked).rmdir()
+    # rooms/living.jpg is on no item's path, nor is OUT/objects now that the objects are in the store
+    (base / linked).symlink_to(victim, target_is_directory=True)
     before = tree_snapshot(victim)
     batch, _ = run(ledger, photos, out_dir)
     failed = ledger.items(batch.batch_id, state="failed")
     assert len(failed) == failing and len(ledger.items(batch.batch_id, state="queued")) == 12 - failing
     assert {i.error_code for i in failed} <= {"path_outside_root"}
-    assert all((i.error_detail or "").startswith(f"{out_dir / linked} is a symlink") for i in failed)
+    assert all((i.error_detail or "").startswith(f"{base / linked} is a symlink") for i in failed)
     assert tree_snapshot(victim) == before
 
 
@@ -692,7 +706,7 @@ def rendered(ledger: Ledger, source: Path, out: Path, size: int, key: str | None
 
 
 def names_point_at(ledger: Ledger, batch_id: str) -> bool:
-    return all(os.path.samefile(i.friendly_path, i.object_path) for i in ledger.items(batch_id))
+    return all(is_copy_of(i.friendly_path, i.object_path) for i in ledger.items(batch_id))
 
 
 def render_at_another_size(ledger: Ledger, photos: Path, out_dir: Path) -> None:

@@ -28,6 +28,7 @@ def ledger(ledger_url: str) -> Iterator[Ledger]:
 
 
 def accept(ledger: Ledger, source: Path, out: Path, **kwargs):
+    kwargs.setdefault("store_dir", out.parent / "ledger.store")  # a PostgreSQL ledger has no default store
     options = SubmitOptions(out_dir=out, **kwargs)
     return submit(ledger, prepare_submission(source, options, ledger), options.limits)
 

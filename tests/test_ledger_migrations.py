@@ -90,3 +90,13 @@ def test_an_old_ledger_keeps_its_items_with_their_batch_size_and_format(old_ledg
         both = replace(new, items=(item, replace(item, size=1024, derivative_key="other", friendly_path="/out/x")))
         batch = ledger.accept_batch(both, Limits())
         assert sorted(i.size for i in ledger.items(batch.batch_id)) == [512, 1024]
+
+
+def test_an_old_ledger_gets_a_stable_id_and_no_store_yet(old_ledger: str):
+    with Ledger(old_ledger) as ledger:
+        ledger_id = ledger.ledger_id()
+        assert len(ledger_id) == 32 and int(ledger_id, 16) >= 0
+        assert ledger.recorded_store() is None
+        ledger.record_store("/srv/store")
+    with Ledger(old_ledger) as ledger:
+        assert (ledger.ledger_id(), ledger.recorded_store()) == (ledger_id, "/srv/store")

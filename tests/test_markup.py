@@ -308,6 +308,7 @@ def test_status_html_reads_the_same_from_either_ledger_backend(
     ledger_url: str, photos: Path, out_dir: Path, tmp_path: Path
 ) -> None:
     env = {"PYTHONPATH": str(REPO), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "PATH": "/usr/bin:/bin"}
+    env["THUMBCTL_STORE"] = str(tmp_path / "store")  # a PostgreSQL ledger has no default store
 
     def thumbctl(*args: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "thumbctl", *args, "--db", ledger_url]

@@ -86,7 +86,7 @@ class Site:
         self, host: str, fault: str | None = None, faults: Path | None = None, lease: float | None = LEASE
     ) -> dict[str, str]:
         """The environment of ``host``'s commands; ``lease`` None: the default lease (30 s)."""
-        env = {**os.environ, "THUMBCTL_DB": self.url, HOST_ID_ENV: host}
+        env = {**os.environ, "THUMBCTL_DB": self.url, "THUMBCTL_STORE": str(self.tmp / "store"), HOST_ID_ENV: host}
         env.pop("THUMBCTL_FAULT", None)
         env.pop(LEASE_ENV, None)
         if lease is not None:
@@ -163,9 +163,9 @@ def violations(site: Site, batch_id: str) -> list[str]:
 
 def _object_violations(site: Site, succeeded: list[dict]) -> list[str]:
     """One object per derivative key of the succeeded items, and no other (nothing of a cancelled
-    item was published, no duplicate, no temp file left in OUT/.tmp by the survivors)."""
+    item was published, no duplicate, no temp file left by the survivors)."""
     keys = {i["derivative_key"] for i in succeeded}
-    objects = sorted(objects_in(site.out))
+    objects = sorted(objects_in(site.tmp / "store"))
     found = []
     if len(objects) != len(keys):
         found.append(f"{len(objects)} objects for {len(keys)} derivative keys")

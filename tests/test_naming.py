@@ -16,7 +16,7 @@ from thumbctl.cli import app
 from thumbctl.naming import NamedItem, NameFields, NameTemplateError, assign_names, check_template, default_template
 from thumbctl.reconcile import find_problems
 
-from support import make_image
+from support import is_copy_of, make_image
 
 
 @pytest.fixture
@@ -25,8 +25,9 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.fixture
-def cli_both(ledger_url: str, monkeypatch: pytest.MonkeyPatch):
-    """The CLI on a fresh ledger of each backend."""
+def cli_both(ledger_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """The CLI on a fresh ledger of each backend (with a store: a PostgreSQL ledger has none by default)."""
+    monkeypatch.setenv("THUMBCTL_STORE", str(tmp_path / "store"))
     return cli_on(ledger_url, monkeypatch)
 
 
@@ -264,7 +265,7 @@ def test_reconcile_repair_keeps_each_name_with_the_batch_that_wrote_it_last(
     with Ledger(tmp_path / "ledger.db") as ledger:
         assert find_problems(ledger) == []
         items = {i.item_id: i for i in ledger.items(newer["batch_id"])}
-        assert os.path.samefile(name, items["coffee.png"].object_path)
+        assert is_copy_of(name, items["coffee.png"].object_path)
 
 
 def test_a_template_without_the_size_for_several_sizes_rejects_the_batch(cli, photos: Path, out_dir: Path) -> None:

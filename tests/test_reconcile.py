@@ -30,7 +30,7 @@ from thumbctl.sheet import write_contact_sheet
 from thumbctl.store import host_tag
 from thumbctl.worker import WorkerConfig, run_worker
 
-from support import check_invariants, make_image, objects_in, tree_snapshot
+from support import check_invariants, is_copy_of, make_image, objects_in, tree_snapshot
 
 DAY = 86400.0
 OTHER_HOST_OWNER = "another-host:4242:777"  # never declared dead here: its leases only expire
@@ -61,6 +61,7 @@ def led(ledger_url: str, clock: Clock):
 
 
 def accept(ledger: Ledger, source: Path, out: Path, **kwargs):
+    kwargs.setdefault("store_dir", out.parent / "ledger.store")  # a PostgreSQL ledger has no default store
     options = SubmitOptions(out_dir=out, **kwargs)
     return submit(ledger, prepare_submission(source, options, ledger), options.limits)
 
@@ -102,7 +103,7 @@ def assert_restored(ledger: Ledger, batch_id: str) -> None:
     view = ledger.batch(batch_id)
     assert view.state == "succeeded", view.counts
     for item in ledger.items(batch_id):
-        assert os.path.samefile(item.object_path, item.friendly_path)
+        assert is_copy_of(item.friendly_path, item.object_path)
     check_invariants(ledger)
     assert find_problems(ledger) == []
 
@@ -154,6 +155,17 @@ def friendly_name_to_a_copy(item: ItemView, other: ItemView) -> None:
     shutil.copy(other.object_path, item.friendly_path)
 
 
+def thumbnail_edited_in_place(item: ItemView, other: ItemView) -> None:
+    with open(item.friendly_path, "r+b") as fh:
+        fh.seek(os.path.getsize(item.friendly_path) // 2)
+        fh.write(b"\x00\xff\x00")
+
+
+def friendly_name_to_a_symlink(item: ItemView, other: ItemView) -> None:
+    os.unlink(item.friendly_path)
+    os.symlink(item.object_path, item.friendly_path)
+
+
 @pytest.mark.parametrize(
     ("damage", "kind", "audited_as"),
     [
@@ -163,7 +175,9 @@ def friendly_name_to_a_copy(item: ItemView, other: ItemView) -> None:
         (undecodable, "object_invalid", "object_invalid"),
         (corrupted_in_place, "object_invalid", "object_invalid"),
         (delete_friendly_name, "friendly_link_missing", "friendly_link_missing"),
-        (friendly_name_to_a_copy, "friendly_link_wrong", "friendly_link_wrong"),
+        (friendly_name_to_a_copy, "thumbnail_modified", "thumbnail_modified"),
+        (thumbnail_edited_in_place, "thumbnail_modified", "thumbnail_modified"),
+        (friendly_name_to_a_symlink, "friendly_link_wrong", "friendly_link_wrong"),
     ],
 )
 def test_a_damaged_output_is_found_repaired_and_rendered_again(
@@ -244,7 +258,7 @@ def test_a_friendly_name_taken_over_by_a_newer_batch_is_not_a_finding(
     newer = accept(led, photos, out_dir, key="second")
     work(led)
     garden = [i for i in led.items(newer.batch_id) if i.item_id == "garden.jpeg"]
-    assert all(os.path.samefile(i.friendly_path, i.object_path) for i in garden)
+    assert all(is_copy_of(i.friendly_path, i.object_path) for i in garden)
     assert find_problems(led) == []  # the old batch's garden names now rightly point at the new renders
 
 
@@ -355,9 +369,9 @@ def test_other_temp_files_go_only_after_the_grace_period(
     assert not temp.exists()
 
 
-def test_an_orphan_object_is_reported_and_left_for_gc(led: Ledger, rendered, out_dir: Path) -> None:
+def test_an_orphan_object_is_reported_and_left_for_gc(led: Ledger, rendered, store_dir: Path) -> None:
     source = led.items(rendered.batch_id)[0].object_path
-    orphan = out_dir / "objects" / "ff" / ("f" * 64 + ".jpg")
+    orphan = store_dir / "objects" / "ff" / ("f" * 64 + ".jpg")
     orphan.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(source, orphan)
     for _ in range(2):
@@ -376,7 +390,7 @@ def test_an_orphan_object_is_reported_and_left_for_gc(led: Ledger, rendered, out
 
 
 def test_gc_keeps_an_object_until_no_remaining_batch_references_it(
-    led: Ledger, clock: Clock, photos: Path, out_dir: Path
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path, store_dir: Path
 ) -> None:
     clock.offset = -80 * DAY
     first = accept(led, photos, out_dir, key="first")
@@ -387,19 +401,19 @@ def test_gc_keeps_an_object_until_no_remaining_batch_references_it(
         write_batch_manifest(led, led.batch(batch_id))
         write_contact_sheet(led, batch_id)
     assert led.batch(second.batch_id).counts["succeeded"] == 12
-    shared = objects_in(out_dir)
+    shared = objects_in(store_dir)
     assert len(shared) == 12
     assert {i.object_path for i in led.items(first.batch_id)} == {str(p) for p in shared}
 
     clock.offset = 0  # first finished just now, second 40 days ago
     dry = collect_garbage(led, 30 * DAY, dry_run=True)
     assert (dry.expired_batches, dry.objects_removed, dry.manifests_removed) == ((second.batch_id,), 0, 1)
-    assert objects_in(out_dir) == shared and led.events(second.batch_id)[-1].to_state != "expired"
+    assert objects_in(store_dir) == shared and led.events(second.batch_id)[-1].to_state != "expired"
 
     report = collect_garbage(led, 30 * DAY)
     assert report.expired_batches == (second.batch_id,)
     assert (report.objects_removed, report.links_removed, report.manifests_removed) == (0, 0, 1)
-    assert objects_in(out_dir) == shared  # first still references every one of them
+    assert objects_in(store_dir) == shared  # first still references every one of them
     assert report.sheets_removed == 1
     assert not Path(led.batch(second.batch_id).manifest_path).exists()
     assert not (out_dir / "batches" / f"{second.batch_id}.html").exists()
@@ -411,14 +425,16 @@ def test_gc_keeps_an_object_until_no_remaining_batch_references_it(
 
     clock.offset = 31 * DAY
     documents = [Path(led.batch(first.batch_id).manifest_path), out_dir / "batches" / f"{first.batch_id}.html"]
-    previews = list((out_dir / "objects").rglob("*.preview.jpg"))  # the contact sheet's, gone with their objects
-    freed = sum(p.stat().st_size for p in [*shared, *documents, *previews])
+    previews = list((store_dir / "objects").rglob("*.preview.jpg"))  # the contact sheet's, gone with their objects
+    thumbnails = [Path(i.friendly_path) for i in led.items(first.batch_id)]  # copies of their own
+    freed = sum(p.stat().st_size for p in [*shared, *thumbnails, *documents, *previews])
     dry = collect_garbage(led, 30 * DAY, dry_run=True)
     assert dry == GcReport(True, (first.batch_id,), 12, 12, 0, 1, freed, sheets_removed=1)
-    assert objects_in(out_dir) == shared
+    assert objects_in(store_dir) == shared
     report = collect_garbage(led, 30 * DAY)
     assert report == GcReport(False, (first.batch_id,), 12, 12, 0, 1, freed, sheets_removed=1)
-    assert [p for p in out_dir.rglob("*") if p.is_file()] == []  # objects, friendly names, manifests, sheets
+    assert [p for p in out_dir.rglob("*") if p.is_file()] == []  # thumbnails, manifests, sheets
+    assert objects_in(store_dir) == set()
     assert find_problems(led) == []
     assert collect_garbage(led, 30 * DAY) == GcReport(False, (), 0, 0, 0, 0, 0)
 
@@ -487,7 +503,7 @@ def test_a_crash_between_link_and_commit_is_found_repaired_and_finished(env: Env
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
     batch_id = env.batch()["batch_id"]
-    assert env.batch()["counts"]["running"] == 3 and len(objects_in(env.out)) == 1  # linked, never committed
+    assert env.batch()["counts"]["running"] == 3 and len(objects_in(env.store)) == 1  # stored, never committed
 
     found = env.run("reconcile", "--json")
     assert found.returncode == 1, found.stderr
@@ -509,7 +525,7 @@ def test_a_crash_between_link_and_commit_is_found_repaired_and_finished(env: Env
     assert env.run("work", "--until-idle", "-w", "1").returncode == 0
     batch = env.batch()
     assert batch["state"] == "succeeded" and batch["counts"]["succeeded"] == 9
-    assert len(objects_in(env.out)) == 9
+    assert len(objects_in(env.store)) == 9
     assert env.run("reconcile").returncode == 0
     env.check()
 
@@ -519,7 +535,7 @@ def test_reconcile_beside_a_live_worker_pool_changes_nothing_live(env: Env) -> N
     proc = env.start("work", "--until-idle", "-w", "2", fault="pause:before_publish")
     env.paused("before_publish", count=2)
     before = live_rows(env.db)
-    temps = sorted((env.out / ".tmp").iterdir())
+    temps = sorted((env.store / ".tmp").iterdir())  # the objects being staged
     assert len(temps) == 2 and sum(row[1] == "running" for row in before[0]) == 6
 
     result = env.run("reconcile", "--repair", "--json")
@@ -530,7 +546,7 @@ def test_reconcile_beside_a_live_worker_pool_changes_nothing_live(env: Env) -> N
         "objects": {"checked": 0, "decoded": 0, "unchanged": 0},
     }
     assert live_rows(env.db) == before
-    assert sorted((env.out / ".tmp").iterdir()) == temps
+    assert sorted((env.store / ".tmp").iterdir()) == temps
 
     env.release()
     assert proc.wait(timeout=60) == 0
@@ -556,7 +572,7 @@ def test_a_repair_the_filesystem_refuses_is_reported_unrepaired(
     work(led)
     item = led.items(batch.batch_id)[0]
     os.unlink(item.friendly_path)
-    monkeypatch.setattr("thumbctl.reconcile.link_friendly", refuse)
+    monkeypatch.setattr("thumbctl.reconcile.restore_thumbnail", refuse)
     (finding,) = reconcile(led, repair=True).findings
     assert (finding.kind, finding.repaired) == ("friendly_link_missing", False)
     assert finding.detail.endswith("repair failed: Permission denied")
@@ -565,19 +581,19 @@ def test_a_repair_the_filesystem_refuses_is_reported_unrepaired(
 
 
 def test_gc_reports_files_it_could_not_remove_and_keeps_going(
-    led: Ledger, clock: Clock, photos: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     batch = accept(led, photos, out_dir)
     work(led)  # workers publish at real time
     write_batch_manifest(led, led.batch(batch.batch_id))
     clock.offset = 31 * DAY
-    before = objects_in(out_dir)
+    before = objects_in(store_dir)
     monkeypatch.setattr("thumbctl.reconcile.remove_object_and_links", refuse)
     report = collect_garbage(led, 30 * DAY)
     assert report.expired_batches == (batch.batch_id,) and report.objects_removed == 0
     assert len(report.errors) == 12 and all(e.endswith(": Permission denied") for e in report.errors)
     assert report.manifests_removed == 1  # the rest went on
-    assert objects_in(out_dir) == before
+    assert objects_in(store_dir) == before
 
 
 # -- symlinks inside OUT --------------------------------------------------------------------------
@@ -601,7 +617,7 @@ def test_reconcile_never_relinks_through_a_symlinked_folder(
     report = reconcile(led, repair=True)
     assert sorted((f.kind, f.item_id, f.ratio, f.repaired) for f in report.findings) == [
         ("friendly_link_missing", "rooms/kitchen.webp", "4:3", False),
-        ("friendly_link_wrong", "rooms/living.jpg", "1:1", False),
+        ("thumbnail_modified", "rooms/living.jpg", "1:1", False),
     ]
     assert all(f"{out_dir / 'rooms'} is a symlink" in f.detail for f in report.findings)
     assert tree_snapshot(victim) == before
@@ -609,7 +625,7 @@ def test_reconcile_never_relinks_through_a_symlinked_folder(
 
 
 def test_gc_never_removes_through_a_symlinked_folder_and_drops_emptied_shards(
-    led: Ledger, clock: Clock, photos: Path, out_dir: Path, tmp_path: Path
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path, store_dir: Path, tmp_path: Path
 ) -> None:
     batch = accept(led, photos, out_dir)
     work(led)
@@ -620,7 +636,7 @@ def test_gc_never_removes_through_a_symlinked_folder_and_drops_emptied_shards(
     stale = tmp_path / "tmp-elsewhere" / "4242-0123456789ab.jpg"  # named like an old temp file, long stale
     stale.write_bytes(b"user data")
     os.utime(stale, (0, 0))
-    os.rmdir(out_dir / ".tmp")
+    assert not (out_dir / ".tmp").exists()  # OUT/.tmp exists only while files are being written
     (out_dir / ".tmp").symlink_to(tmp_path / "tmp-elsewhere", target_is_directory=True)
     victims = ("rooms-elsewhere", "batches-elsewhere", "tmp-elsewhere")
     before = {name: tree_snapshot(tmp_path / name) for name in victims}
@@ -630,12 +646,12 @@ def test_gc_never_removes_through_a_symlinked_folder_and_drops_emptied_shards(
     assert (report.objects_removed, report.links_removed, report.temp_files_removed) == (6, 6, 0)
     assert report.manifests_removed == 0 and len(report.errors) == 7  # 6 objects linked from rooms, 1 manifest
     assert all("is a symlink" in error for error in report.errors)
-    assert len(objects_in(out_dir)) == 6
-    assert all(os.listdir(shard) for shard in (out_dir / "objects").iterdir())  # emptied shards went
+    assert len(objects_in(store_dir)) == 6
+    assert all(os.listdir(shard) for shard in (store_dir / "objects").iterdir())  # emptied shards went
 
 
 def test_an_object_that_is_a_symlink_out_of_out_is_invalid_never_linked_and_gc_removes_only_the_link(
-    led: Ledger, clock: Clock, photos: Path, out_dir: Path, tmp_path: Path
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path, store_dir: Path, tmp_path: Path
 ) -> None:
     batch = accept(led, photos, out_dir)
     work(led)
@@ -654,10 +670,10 @@ def test_an_object_that_is_a_symlink_out_of_out_is_invalid_never_linked_and_gc_r
     assert all(f.repaired for f in report.findings if f.kind == "object_invalid")
     work(led)  # re-rendered: a real file replaces the symlink
     assert not os.path.islink(item.object_path) and os.path.isfile(item.object_path)
-    assert not os.path.islink(item.friendly_path) and os.path.samefile(item.friendly_path, item.object_path)
+    assert not os.path.islink(item.friendly_path) and is_copy_of(item.friendly_path, item.object_path)
     assert find_problems(led) == []
 
-    orphan = out_dir / "objects" / "ab" / ("ab" * 32 + ".jpg")
+    orphan = store_dir / "objects" / "ab" / ("ab" * 32 + ".jpg")
     orphan.parent.mkdir(exist_ok=True)
     os.symlink(victim / "same.jpg", orphan)
     assert ("orphan_object", str(orphan)) in {(f.kind, f.path) for f in find_problems(led)}
@@ -676,4 +692,4 @@ def test_gc_removes_the_sub_folders_it_emptied_and_nothing_else(
     assert report.expired_batches == (rendered.batch_id,) and report.objects_removed == 12
     assert (out_dir / "rooms").exists() == user_file
     left = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*"))
-    assert left == [".tmp", "objects", *(["rooms", "rooms/notes.txt"] if user_file else [])]
+    assert left == (["rooms", "rooms/notes.txt"] if user_file else [])  # no objects/, no .tmp in OUT

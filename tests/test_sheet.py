@@ -416,8 +416,9 @@ def test_windows_are_drawn_on_the_workers_preview_of_the_photo(
     with Ledger(tmp_path / "ledger.db") as ledger:
         items = ledger.items(batch_id)
     parser = parse((out_dir / "batches" / f"{batch_id}.html").read_text(encoding="utf-8"))
-    saved = {p.name for p in out_dir.rglob("*.preview.jpg")}
-    assert len(saved) == len(PHOTO_SIZES)  # one per source, beside one of its objects
+    saved = {p.name for p in (tmp_path / "ledger.store").rglob("*.preview.jpg")}
+    assert len(saved) == len(PHOTO_SIZES)  # one per source, beside one of its objects in the store
+    assert not list(out_dir.rglob("*.preview.jpg"))
     for item_id, size in PHOTO_SIZES.items():
         mine = [i for i in items if i.item_id == item_id]
         (path,) = {i.result["preview"] for i in mine}
@@ -443,10 +444,11 @@ def assert_is_the_photo(preview: bytes, source: Path, size: tuple[int, int]) -> 
 
 def test_gc_removes_a_preview_with_its_object(tmp_path: Path, photos: Path, out_dir: Path) -> None:
     assert invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1").exit_code == 0
-    assert len(list(out_dir.rglob("*.preview.jpg"))) == len(PHOTO_SIZES)
+    store = tmp_path / "ledger.store"
+    assert len(list(store.rglob("*.preview.jpg"))) == len(PHOTO_SIZES)
     result = invoke(tmp_path, "gc", "--older-than", "0s", "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["objects_removed"] == len(PHOTO_SIZES)
-    assert not list(out_dir.rglob("*.preview.jpg")) and not list((out_dir / "objects").iterdir())
+    assert not list(store.rglob("*.preview.jpg")) and not list((store / "objects").iterdir())
 
 
 def test_each_tile_offers_a_manifest_line_that_recrops_it_where_it_is(

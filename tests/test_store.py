@@ -15,6 +15,7 @@ from PIL import Image
 
 from thumbctl.imaging import verify_output
 from thumbctl.models import ItemView
+from thumbctl.objectstore import StoreLayout
 from thumbctl.proc import HOST_ID_ENV, host_id, owner_id, owner_is_dead
 from thumbctl.settings import Ratio
 from thumbctl.store import (
@@ -25,10 +26,8 @@ from thumbctl.store import (
     Verifier,
     check_item_id,
     checked_folder,
-    friendly_link_problem,
     friendly_stems,
     host_tag,
-    link_friendly,
     object_files,
     probe_writable,
     publish_object,
@@ -36,16 +35,23 @@ from thumbctl.store import (
     remove_empty_shard,
     remove_object_and_links,
     remove_stored_file,
+    restore_thumbnail,
     shown_output,
     symlinked_folder,
     temp_files,
     temp_writer,
+    thumbnail_problem,
     write_json_atomically,
     write_page,
     write_temp,
 )
 
 from support import tree_snapshot
+
+
+def object_at(layout: OutputLayout | StoreLayout, key: str, extension: str) -> str:
+    """An object's path in a store rooted where ``layout`` is (these tests put OUT and STORE in one folder)."""
+    return StoreLayout(layout.root).object_path(key, extension)
 
 
 @pytest.mark.parametrize("item_id", ["a.jpg", "rooms/living room.jpg", "ünïcode/фото.png", ".hidden/x.jpg", "a..b.jpg"])
@@ -121,7 +127,7 @@ def test_friendly_stems_never_collide(item_ids: list[str]) -> None:
 def test_layout_paths_stay_inside_out(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     key = "ab" + "0" * 62
-    assert layout.object_path(key, "jpg") == str(tmp_path / "objects" / "ab" / f"{key}.jpg")
+    assert object_at(layout, key, "jpg") == str(tmp_path / "objects" / "ab" / f"{key}.jpg")
     assert layout.friendly_path("rooms/sofa", Ratio(16, 9), "webp") == str(tmp_path / "rooms" / "sofa.16x9.webp")
     assert layout.batch_manifest_path("b_1") == str(tmp_path / "batches" / "b_1.json")
     assert layout.batch_sheet_path("b_1") == str(tmp_path / "batches" / "b_1.html")
@@ -139,7 +145,7 @@ def store_object(layout: OutputLayout, data: bytes, obj: str, verify: Verifier =
 
 def test_publish_object_is_create_if_absent_and_tolerates_duplicates(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
-    obj = layout.object_path("cd" + "1" * 62, "jpg")
+    obj = object_at(layout, "cd" + "1" * 62, "jpg")
     assert store_object(layout, b"same bytes", obj) == Published("created")
     inode = os.stat(obj).st_ino
     assert store_object(layout, b"same bytes", obj) == Published("duplicate")  # duplicate delivery is success
@@ -165,7 +171,7 @@ def same_size_variant(data: bytes) -> bytes:
 @pytest.mark.parametrize("size", ["other", "same"])
 def test_an_existing_object_with_other_bytes_that_verifies_is_kept(tmp_path: Path, size: str) -> None:
     layout = OutputLayout(str(tmp_path))
-    obj = layout.object_path("cd" + "1" * 62, "jpg")
+    obj = object_at(layout, "cd" + "1" * 62, "jpg")
     ours = jpeg_bytes(50, comment=b"variant1")
     theirs = jpeg_bytes(95) if size == "other" else same_size_variant(ours)  # another host's codec, say
     store_object(layout, theirs, obj)
@@ -186,7 +192,7 @@ def test_an_existing_object_with_other_bytes_that_verifies_is_kept(tmp_path: Pat
 )
 def test_an_existing_object_that_fails_verification_is_replaced(tmp_path: Path, existing: bytes, reason: str) -> None:
     layout = OutputLayout(str(tmp_path))
-    obj = layout.object_path("ef" + "2" * 62, "jpg")
+    obj = object_at(layout, "ef" + "2" * 62, "jpg")
     store_object(layout, existing, obj)
     published = store_object(layout, jpeg_bytes(50), obj, as_40x30_jpeg)
     assert published.outcome == "replaced" and published.reason.startswith(reason)
@@ -197,7 +203,7 @@ def test_an_existing_object_that_fails_verification_is_replaced(tmp_path: Path, 
 @pytest.mark.parametrize("kind", ["folder", "fifo"])
 def test_an_object_name_taken_by_no_regular_file_is_replaced_or_refused(tmp_path: Path, kind: str) -> None:
     layout = OutputLayout(str(tmp_path))
-    obj = layout.object_path("ef" + "2" * 62, "jpg")
+    obj = object_at(layout, "ef" + "2" * 62, "jpg")
     os.makedirs(os.path.dirname(obj))
     if kind == "fifo":
         os.mkfifo(obj)  # never opened for a read that could block
@@ -212,36 +218,37 @@ def test_an_object_name_taken_by_no_regular_file_is_replaced_or_refused(tmp_path
     assert not os.listdir(layout.tmp_dir)
 
 
-def test_link_friendly_switches_atomically_and_leaves_no_staging_link(tmp_path: Path) -> None:
-    layout = OutputLayout(str(tmp_path))
-    a = layout.object_path("aa" + "3" * 62, "jpg")
-    b = layout.object_path("bb" + "4" * 62, "jpg")
-    store_object(layout, b"A", a)
-    store_object(layout, b"B", b)
-    friendly = str(tmp_path / "rooms" / "sofa.1x1.jpg")
-    link_friendly(layout, a, friendly)
-    link_friendly(layout, a, friendly)  # same inode again: rename() would be a no-op
-    assert os.path.samefile(friendly, a)
-    link_friendly(layout, b, friendly)
+def test_restore_thumbnail_puts_a_copy_of_its_own_and_leaves_no_temp(tmp_path: Path) -> None:
+    store = StoreLayout(str(tmp_path / "store"))
+    layout = OutputLayout(str(tmp_path / "out"))
+    a = store.object_path("aa" + "3" * 62, "jpg")
+    b = store.object_path("bb" + "4" * 62, "jpg")
+    store_object(store, b"A", a)
+    store_object(store, b"B", b)
+    friendly = f"{layout.root}/rooms/sofa.1x1.jpg"
+    restore_thumbnail(layout, a, friendly)
+    restore_thumbnail(layout, a, friendly)
+    assert Path(friendly).read_bytes() == b"A" and not os.path.samefile(friendly, a)
+    restore_thumbnail(layout, b, friendly)
     assert Path(friendly).read_bytes() == b"B"
-    assert os.listdir(layout.tmp_dir) == []
-    assert os.stat(a).st_nlink == 1 and os.stat(b).st_nlink == 2
+    assert not os.path.exists(layout.tmp_dir) or os.listdir(layout.tmp_dir) == []
+    assert os.stat(a).st_nlink == os.stat(b).st_nlink == os.stat(friendly).st_nlink == 1
 
 
 def test_batch_manifest_is_written_atomically(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     write_json_atomically(layout, layout.batch_manifest_path("b_1"), {"ok": True})
     assert json.loads(Path(layout.batch_manifest_path("b_1")).read_text()) == {"ok": True}
-    assert os.listdir(layout.tmp_dir) == []
+    assert not os.path.exists(layout.tmp_dir)  # OUT/.tmp exists only while files are being written
 
 
 def published_item(tmp_path: Path, state: str = "succeeded") -> ItemView:
     """A succeeded item whose object and friendly name exist, linked, under tmp_path/out."""
     layout = OutputLayout(str(tmp_path / "out"))
-    obj = layout.object_path("ab" + "5" * 62, "jpg")
+    obj = object_at(layout, "ab" + "5" * 62, "jpg")
     store_object(layout, b"pixels", obj)
     friendly = layout.friendly_path("sofa", Ratio(1, 1), "jpg")
-    link_friendly(layout, obj, friendly)
+    restore_thumbnail(layout, obj, friendly)
     return ItemView("sofa.jpg", "/src/sofa.jpg", "1:1", state, 1, None, None, "ab", obj, friendly, "t")
 
 
@@ -280,7 +287,7 @@ def test_write_page_replaces_the_file_atomically_and_leaves_no_temp(tmp_path: Pa
     write_page(layout, str(target), "<p>é</p>")
     assert target.read_text(encoding="utf-8") == "<p>é</p>"
     assert os.listdir(target.parent) == [target.name]
-    assert os.listdir(layout.tmp_dir) == [] if inside else not os.path.exists(layout.tmp_dir)
+    assert not os.path.exists(layout.tmp_dir)
 
 
 def test_write_page_needs_the_folder_unless_asked_to_create_it(tmp_path: Path) -> None:
@@ -330,39 +337,47 @@ def test_temp_names_without_a_known_writer_give_none(name: str) -> None:
 def test_object_files_lists_only_names_that_fit_the_layout(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
     key = "ab" + "5" * 62
-    store_object(layout, b"A", layout.object_path(key, "jpg"))
+    store_object(layout, b"A", object_at(layout, key, "jpg"))
     (tmp_path / "objects" / "ab" / "stray.jpg").write_bytes(b"?")
     (tmp_path / "objects" / "cd").mkdir()
     (tmp_path / "objects" / "cd" / f"{key}.jpg").write_bytes(b"wrong shard")
-    assert [(k, f.path) for k, f in object_files(layout)] == [(key, layout.object_path(key, "jpg"))]
+    assert [(k, f.path) for k, f in object_files(layout)] == [(key, object_at(layout, key, "jpg"))]
     assert list(object_files(OutputLayout(str(tmp_path / "nowhere")))) == []
 
 
-def test_friendly_link_problem(tmp_path: Path) -> None:
+def test_thumbnail_problem(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path))
-    a = layout.object_path("aa" + "6" * 62, "jpg")
-    b = layout.object_path("bb" + "7" * 62, "jpg")
+    a = object_at(layout, "aa" + "6" * 62, "jpg")
+    b = object_at(layout, "bb" + "7" * 62, "jpg")
     store_object(layout, b"A", a)
     store_object(layout, b"B", b)
     friendly = str(tmp_path / "x.1x1.jpg")
-    assert friendly_link_problem(a, friendly) == "missing"
-    link_friendly(layout, b, friendly)
-    assert friendly_link_problem(a, friendly) == "wrong"
-    link_friendly(layout, a, friendly)
-    assert friendly_link_problem(a, friendly) is None
+    assert thumbnail_problem(a, friendly) == "missing"
+    restore_thumbnail(layout, b, friendly)
+    assert thumbnail_problem(a, friendly) == "modified"
+    restore_thumbnail(layout, a, friendly)
+    assert thumbnail_problem(a, friendly) is None
+    os.unlink(friendly)
+    os.symlink(a, friendly)
+    assert thumbnail_problem(a, friendly) == "wrong"
+    os.unlink(friendly)
+    os.link(a, friendly)  # a hard link of the earlier layout is the object's own file too
+    assert thumbnail_problem(a, friendly) is None
 
 
-def test_removing_an_object_frees_its_bytes_only_with_its_last_link(tmp_path: Path) -> None:
-    layout = OutputLayout(str(tmp_path))
-    obj = layout.object_path("ee" + "8" * 62, "jpg")
-    store_object(layout, b"12345", obj)
-    kept, gone = str(tmp_path / "kept.1x1.jpg"), str(tmp_path / "gone.1x1.jpg")
-    link_friendly(layout, obj, kept)
-    link_friendly(layout, obj, gone)
-    assert reclaimable(obj, [gone]) == ([gone], 0)
-    assert reclaimable(obj, [gone, kept]) == ([gone, kept], 5)
-    assert remove_object_and_links(layout, obj, [gone]) == (1, 0)
-    assert Path(kept).read_bytes() == b"12345" and not os.path.exists(gone) and not os.path.exists(obj)
+def test_removing_an_object_frees_its_bytes_and_those_of_its_unedited_copies(tmp_path: Path) -> None:
+    store = StoreLayout(str(tmp_path / "store"))
+    layout = OutputLayout(str(tmp_path / "out"))
+    obj = store.object_path("ee" + "8" * 62, "jpg")
+    store_object(store, b"12345", obj)
+    kept, gone, edited = (f"{layout.root}/{name}.1x1.jpg" for name in ("kept", "gone", "edited"))
+    for name in (kept, gone, edited):
+        restore_thumbnail(layout, obj, name)
+    Path(edited).write_bytes(b"54321")  # the user's now: never removed with the object
+    assert reclaimable(obj, [gone, edited]) == ([gone], 10)
+    assert remove_object_and_links(store, obj, [(layout, gone), (layout, edited)]) == (1, 10)
+    assert Path(kept).read_bytes() == b"12345" and Path(edited).read_bytes() == b"54321"
+    assert not os.path.exists(gone) and not os.path.exists(obj)
     assert remove_stored_file(layout, kept) == 5
     assert remove_stored_file(layout, kept) == 0
 
@@ -395,13 +410,13 @@ def symlink_in_out(layout: OutputLayout, name: str, target: Path) -> None:
 
 
 def _publish(layout: OutputLayout) -> None:
-    store_object(layout, b"A", layout.object_path("aa" + "3" * 62, "jpg"))
+    store_object(layout, b"A", object_at(layout, "aa" + "3" * 62, "jpg"))
 
 
 def _link(layout: OutputLayout) -> None:
-    obj = layout.object_path("aa" + "3" * 62, "jpg")
+    obj = object_at(layout, "aa" + "3" * 62, "jpg")
     store_object(layout, b"A", obj)
-    link_friendly(layout, obj, f"{layout.root}/evil/keep.1x1.jpg")
+    restore_thumbnail(layout, obj, f"{layout.root}/evil/keep.1x1.jpg")
 
 
 def _remove(layout: OutputLayout) -> None:
@@ -492,7 +507,7 @@ def test_checked_folder_makes_missing_folders_as_real_ones(tmp_path: Path) -> No
 @pytest.mark.parametrize("at", ["victim", "object"])
 def test_a_symlink_at_the_object_name_is_replaced_not_written_through(tmp_path: Path, victim: Path, at: str) -> None:
     layout = OutputLayout(str(tmp_path / "out"))
-    obj = layout.object_path("aa" + "3" * 62, "jpg")
+    obj = object_at(layout, "aa" + "3" * 62, "jpg")
     os.makedirs(os.path.dirname(obj))
     (victim / "same.jpg").write_bytes(b"A")  # the same bytes: must still not count as the object
     os.symlink(victim / "same.jpg" if at == "victim" else victim / "keep.1x1.jpg", obj)
@@ -503,17 +518,18 @@ def test_a_symlink_at_the_object_name_is_replaced_not_written_through(tmp_path: 
 
 
 @pytest.mark.parametrize("points_to", ["victim", "object"])
-def test_a_symlink_at_the_friendly_name_is_replaced_by_a_hard_link(
+def test_a_symlink_at_the_friendly_name_is_replaced_by_a_copy(
     tmp_path: Path, victim: Path, points_to: str
 ) -> None:
     layout = OutputLayout(str(tmp_path / "out"))
-    obj = layout.object_path("aa" + "3" * 62, "jpg")
+    obj = object_at(layout, "aa" + "3" * 62, "jpg")
     store_object(layout, b"A", obj)
     friendly = f"{layout.root}/keep.1x1.jpg"
     os.symlink(victim / "keep.1x1.jpg" if points_to == "victim" else obj, friendly)
     before = tree_snapshot(victim)
-    link_friendly(layout, obj, friendly)
-    assert not os.path.islink(friendly) and os.path.samefile(friendly, obj)
+    restore_thumbnail(layout, obj, friendly)
+    assert not os.path.islink(friendly) and Path(friendly).read_bytes() == b"A"
+    assert os.stat(friendly).st_ino != os.stat(obj).st_ino
     assert tree_snapshot(victim) == before
 
 
@@ -530,7 +546,7 @@ def test_listing_never_follows_a_symlinked_folder(tmp_path: Path, victim: Path, 
 
 def test_gc_removal_drops_the_emptied_shard_folder_only(tmp_path: Path) -> None:
     layout = OutputLayout(str(tmp_path / "out"))
-    first, second = layout.object_path("aa" + "3" * 62, "jpg"), layout.object_path("aa" + "4" * 62, "jpg")
+    first, second = object_at(layout, "aa" + "3" * 62, "jpg"), object_at(layout, "aa" + "4" * 62, "jpg")
     for obj in (first, second):
         store_object(layout, b"A", obj)
     assert remove_object_and_links(layout, first, []) == (0, 1)

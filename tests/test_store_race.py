@@ -1,7 +1,7 @@
-"""A folder under OUT swapped for a symlink and back, in a tight loop, during a real run.
+"""A folder under OUT or STORE swapped for a symlink and back, in a tight loop, during a real run.
 
-A thread exchanges a folder of OUT (a friendly sub-folder, ``.tmp``, ``objects``, an object
-shard) with a symlink to a folder outside OUT, atomically (``renameat2(RENAME_EXCHANGE)``,
+A thread exchanges a folder of OUT (a friendly sub-folder, ``.tmp``) or of the store (``.tmp``,
+``objects``, an object shard) with a symlink to a folder outside both, atomically (``renameat2(RENAME_EXCHANGE)``,
 so the name never goes missing), while ``thumbctl work`` renders a batch in other processes.
 Whatever the interleaving, nothing may land outside OUT: an item whose publish met the
 symlink fails ``path_outside_root``, the others succeed. The swaps are counted, so a run in
@@ -10,6 +10,7 @@ which the race never had a chance fails instead of passing quietly.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -60,7 +61,12 @@ class Swapper(threading.Thread):
 
     def run(self) -> None:
         while not self.done.is_set():
-            exchange(self.folder, self.link)  # the folder's name is now the symlink
+            try:
+                exchange(self.folder, self.link)  # the folder's name is now the symlink
+            except FileNotFoundError:  # OUT/.tmp, removed by a worker once empty: made again, as a worker would
+                with contextlib.suppress(FileExistsError):
+                    self.folder.mkdir()
+                continue
             self.swaps += 1
             time.sleep(0.0002)
             exchange(self.folder, self.link)  # and the real folder again
@@ -69,7 +75,7 @@ class Swapper(threading.Thread):
     def stop(self) -> None:
         self.done.set()
         self.join()
-        assert self.folder.is_dir() and not self.folder.is_symlink()
+        assert not self.folder.is_symlink() and (self.folder.is_dir() or not self.folder.exists())
         self.link.unlink()
 
 
@@ -90,9 +96,9 @@ def renameat2_works(tmp_path_factory: pytest.TempPathFactory) -> None:
         raise
 
 
-# Which folder of OUT is swapped; "shard" is the objects/<xx> folder most items publish
-# into, looked up once the batch is recorded.
-@pytest.mark.parametrize("swapped", ["d3", ".tmp", "objects", "shard"])
+# Which folder is swapped: of OUT "d3" and ".tmp", of the store "store/.tmp", "objects" and "shard"
+# (the objects/<xx> folder most items publish into, looked up once the batch is recorded).
+@pytest.mark.parametrize("swapped", ["d3", ".tmp", "store/.tmp", "objects", "shard"])
 def test_a_folder_swapped_for_a_symlink_mid_run_never_leads_a_write_outside(
     tmp_path: Path, renameat2_works: None, swapped: str
 ) -> None:
@@ -115,10 +121,11 @@ def test_a_folder_swapped_for_a_symlink_mid_run_never_leads_a_write_outside(
     batch_id = json.loads(submitted.stdout)["batch_id"]
     with Ledger(db) as ledger:
         shards = Counter(Path(item.object_path).parent for item in ledger.items(batch_id))
-    folder = {"d3": out / "d3", ".tmp": out / ".tmp", "objects": out / "objects"}.get(swapped)
-    folder = folder or shards.most_common(1)[0][0]
+    store = tmp_path / "ledger.store"
+    folders = {"d3": out / "d3", ".tmp": out / ".tmp", "store/.tmp": store / ".tmp", "objects": store / "objects"}
+    folder = folders.get(swapped) or shards.most_common(1)[0][0]
     folder.mkdir(parents=True, exist_ok=True)
-    (out / ".tmp").mkdir(exist_ok=True)
+    (out / ".tmp").mkdir(parents=True, exist_ok=True)
 
     swapper = Swapper(folder, outside)
     work = subprocess.Popen(

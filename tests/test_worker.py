@@ -23,7 +23,7 @@ from thumbctl.settings import Limits, Ratio
 from thumbctl.store import write_batch_manifest
 from thumbctl.worker import WorkerConfig, idle_waits, run_worker
 
-from support import check_invariants, make_image, objects_in, tree_snapshot
+from support import check_invariants, is_copy_of, make_image, objects_in, tree_snapshot
 
 
 def accept(ledger: Ledger, source: Path, out: Path, **kwargs):
@@ -36,20 +36,23 @@ def work(ledger: Ledger, batch_id: str | None = None) -> int:
     return run_worker(config, threading.Event(), Faults(""))
 
 
-def test_a_batch_renders_to_objects_friendly_links_and_nothing_else(ledger: Ledger, photos: Path, out_dir: Path):
+def test_a_batch_renders_to_objects_and_thumbnails_of_their_own_and_nothing_else(
+    ledger: Ledger, photos: Path, out_dir: Path, store_dir: Path
+):
     batch = accept(ledger, photos, out_dir)
     assert work(ledger) == 4  # one claim per source, all ratios decoded once
     view = ledger.batch(batch.batch_id)
     assert view.state == "succeeded" and view.counts["succeeded"] == 12
     check_invariants(ledger)
     for item in ledger.items(batch.batch_id):
-        assert os.path.samefile(item.object_path, item.friendly_path)
+        assert is_copy_of(item.friendly_path, item.object_path)
         w, h = (int(v) for v in item.ratio.split(":"))
         with Image.open(item.object_path) as image:
             assert max(image.size) <= 512 and abs(image.width * h - image.height * w) <= max(w, h)
+        assert item.object_path.startswith(f"{store_dir}/objects/")
     files = {p.relative_to(out_dir).parts[0] for p in out_dir.rglob("*") if p.is_file()}
+    assert not (out_dir / "objects").exists() and not (out_dir / ".tmp").exists()
     assert files <= {
-        "objects",
         "rooms",
         "coffee.1x1.jpg",
         "coffee.4x3.jpg",
@@ -58,7 +61,6 @@ def test_a_batch_renders_to_objects_friendly_links_and_nothing_else(ledger: Ledg
         "garden.4x3.jpg",
         "garden.16x9.jpg",
     }
-    assert not list((out_dir / ".tmp").iterdir())
 
 
 #: (size, ratio) -> item -> output size. Sources: coffee.png 600x400, garden.jpeg 200x320,
@@ -173,19 +175,20 @@ def test_an_encoded_output_that_does_not_verify_is_never_published(
     assert not [p for p in out_dir.rglob("*") if p.is_file() and p.parent.name != "batches"]
 
 
-def test_identical_photos_share_one_object(ledger: Ledger, photos: Path, out_dir: Path):
+def test_identical_photos_share_one_object(ledger: Ledger, photos: Path, out_dir: Path, store_dir: Path):
     (photos / "copy.png").write_bytes((photos / "coffee.png").read_bytes())
     batch = accept(ledger, photos, out_dir)
     work(ledger)
     items = ledger.items(batch.batch_id)
     assert ledger.batch(batch.batch_id).state == "succeeded"
     assert len({i.derivative_key for i in items}) == 12
-    assert len(objects_in(out_dir)) == 12
-    assert os.path.samefile(out_dir / "copy.1x1.jpg", out_dir / "coffee.1x1.jpg")
+    assert len(objects_in(store_dir)) == 12
+    copy, coffee = out_dir / "copy.1x1.jpg", out_dir / "coffee.1x1.jpg"
+    assert copy.read_bytes() == coffee.read_bytes() and not os.path.samefile(copy, coffee)  # one object, two files
 
 
 def test_one_photo_behind_many_item_ids_is_encoded_once_per_key_per_claim(
-    ledger: Ledger, tmp_path: Path, out_dir: Path
+    ledger: Ledger, tmp_path: Path, out_dir: Path, store_dir: Path
 ):
     """300 SKUs, one photo, two ratios: 600 items, two derivative keys. Each claim takes the keys
     still queued plus at most CLAIM_SHARED_ITEMS items sharing them, encodes each key once and
@@ -205,8 +208,8 @@ def test_one_photo_behind_many_item_ids_is_encoded_once_per_key_per_claim(
     assert len(encoded) == len(claimed_keys) == 15  # one encode per key per claim, not one per item
     assert all("encode_ms" in i.result["timings"] for i in encoded)
     assert not any("encode_ms" in i.result["timings"] for i in items if i.result["shared_render"])
-    assert len({i.friendly_path for i in items}) == 600 and len(objects_in(out_dir)) == 2
-    assert all(os.path.samefile(i.friendly_path, i.object_path) for i in items)
+    assert len({i.friendly_path for i in items}) == 600 and len(objects_in(store_dir)) == 2
+    assert all(is_copy_of(i.friendly_path, i.object_path) for i in items)
     succeeded = [e for e in events if e.to_state == "succeeded"]
     assert len(succeeded) == len({(e.item_id, e.ratio) for e in succeeded}) == 600
     check_invariants(ledger)
@@ -290,16 +293,21 @@ def test_a_replay_does_no_image_work(ledger: Ledger, photos: Path, out_dir: Path
     assert again.replayed and again.state == "succeeded"
 
 
-@pytest.mark.parametrize(("linked", "failing"), [(".tmp", 12), ("objects", 12), ("rooms", 6)])
+@pytest.mark.parametrize(
+    ("linked", "failing"), [(".tmp", 12), ("rooms", 6), ("store/.tmp", 12), ("store/objects", 12)]
+)
 def test_a_folder_of_out_swapped_for_a_symlink_fails_its_items_at_once_and_writes_nothing_there(
-    ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path, linked: str, failing: int
+    ledger: Ledger, photos: Path, out_dir: Path, store_dir: Path, tmp_path: Path, linked: str, failing: int
 ):
     batch = accept(ledger, photos, out_dir)
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "living.1x1.jpg").write_text("precious user data")
     out_dir.mkdir(exist_ok=True)
-    (out_dir / linked).symlink_to(victim, target_is_directory=True)
+    base, linked = (store_dir, linked.removeprefix("store/")) if linked.startswith("store/") else (out_dir, linked)
+    if (base / linked).is_dir():
+        shutil.rmtree(base / linked)
+    (base / linked).symlink_to(victim, target_is_directory=True)
     before = tree_snapshot(victim)
     work(ledger)
     assert tree_snapshot(victim) == before
@@ -307,7 +315,7 @@ def test_a_folder_of_out_swapped_for_a_symlink_fails_its_items_at_once_and_write
     failed = [i for i in items if i.state == "failed"]
     assert len(failed) == failing
     assert {(i.error_code, i.attempt) for i in failed} == {("path_outside_root", 1)}  # permanent: never retried
-    assert all(f"{out_dir / linked} is a symlink" in (i.error_detail or "") for i in failed)
+    assert all(f"{base / linked} is a symlink" in (i.error_detail or "") for i in failed)
     assert all(i.state == "succeeded" for i in items if i not in failed)
 
 

@@ -15,6 +15,7 @@ replays the batch and renders only what is missing, as on the command line.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from .models import BatchView
@@ -27,10 +28,13 @@ def render(
     *,
     db: str | Path = "ledger.db",
     workers: int | None = None,
+    store: str | Path | None = None,
 ) -> BatchView:
     """Submit ``source`` (a folder or a ``.json``/``.jsonl``/``.csv`` manifest) with ``options``
     into the ledger ``db`` (a file, or a ``postgresql://`` URL), render it with ``workers``
-    processes (default: one per CPU) and return the batch once it is terminal. Its ``state`` says
+    processes (default: one per CPU) and return the batch once it is terminal. The rendered objects
+    are kept in ``store`` (default: ``options.store_dir``, else beside a SQLite ledger: ``ledger.store``;
+    a PostgreSQL ledger needs one). Its ``state`` says
     how it ended (``succeeded``, ``partial``, ``failed``, ``cancelled``); failures are in
     ``batch.failures``."""
     from .intake import prepare_submission, submit
@@ -38,6 +42,8 @@ def render(
     from .runner import run_batch
 
     options = options or SubmitOptions()
+    if store is not None:
+        options = replace(options, store_dir=Path(store))
     with Ledger(db) as ledger:
         prepared = prepare_submission(Path(source), options, ledger)
         batch = submit(ledger, prepared, options.limits)

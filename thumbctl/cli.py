@@ -56,7 +56,9 @@ from .settings import SettingError, parse_duration
 from .sources import ScanRules
 
 if TYPE_CHECKING:  # the rest is imported by the commands that use it, so `status` stays light
+    from .config import Settings
     from .models import BatchView
+    from .objectstore import StoreLayout
     from .options import RunOptions
     from .pool import Standby
     from .progress import RunProgress
@@ -86,7 +88,7 @@ app = typer.Typer(
 #: Every setting: what `submit` and `config` take.
 ALL_SETTINGS = tuple(key.name for key in KEYS if key.name != "db")
 #: The settings of a run: what `retry` takes (`work` takes them without the contact sheet).
-RUN_SETTINGS = ("workers", "item_timeout", "sheet", "max_failures")
+RUN_SETTINGS = ("workers", "item_timeout", "sheet", "max_failures", "store")
 
 
 def _show_version(value: bool) -> None:
@@ -213,6 +215,26 @@ def _existing(path: Path | str) -> Path | str:
     if not path.exists():
         raise LedgerMissing(f"no ledger at {path}: nothing was submitted with this --db (or THUMBCTL_DB)")
     return path
+
+
+def _bound_store(ledger: Ledger, settings: Settings) -> StoreLayout:
+    """The ledger's object store (--store, THUMBCTL_STORE, config key store, else beside the SQLite
+    ledger), bound to it: exit 2 ``store_required`` for a PostgreSQL ledger without one,
+    ``store_taken`` for a store of another ledger."""
+    from .objectstore import store_for_ledger
+
+    return store_for_ledger(ledger, settings.store_path)
+
+
+def _check_given_store(settings: Settings) -> None:
+    """Workers write where each item's recorded object path says; a store given to ``work`` or
+    ``retry`` must still be this ledger's (``store_taken`` otherwise)."""
+    if settings.store_path is None:
+        return
+    from .objectstore import store_for_ledger
+
+    with _open_ledger(settings.ledger_path) as ledger:
+        store_for_ledger(ledger, settings.store_path)
 
 
 class Interrupts:
@@ -400,7 +422,7 @@ def _one_batch(batch: str | None, alias: str | None) -> str | None:
     return batch if batch is not None else alias
 
 
-@command(app, settings=("workers", "item_timeout", "max_failures"))
+@command(app, settings=("workers", "item_timeout", "max_failures", "store"))
 def work(
     ctx: typer.Context,
     batch: Annotated[str | None, batch_argument("Only this batch (id or unique prefix). Omit: every batch.")] = None,
@@ -421,6 +443,7 @@ def work(
     with _handled(reporter), Interrupts().on_sigint() as interrupts:
         batch = _one_batch(batch, batch_option)
         settings = settings_from_context(ctx)
+        _check_given_store(settings)
         with _progress(reporter, None) as progress:
             result = run_work(
                 _existing(settings.ledger_path),  # a cron line with a mistyped --db must not idle on a new ledger
@@ -537,6 +560,7 @@ def retry(
     reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
         settings = settings_from_context(ctx)
+        _check_given_store(settings)
         run_options = settings.run_options()
         db_path = _settled(settings.ledger_path)
         with _open_ledger(db_path) as ledger:
@@ -674,7 +698,7 @@ GraceOption = Annotated[
 ]
 
 
-@command(app, "reconcile")
+@command(app, "reconcile", settings=("store",))
 def reconcile_command(
     ctx: typer.Context,
     repair: Annotated[
@@ -699,13 +723,15 @@ def reconcile_command(
     reporter = _reporter(json_out, quiet)
     with _handled(reporter):
         grace_seconds = _parsed(parse_duration, grace, "--grace")
-        with _open_ledger(ledger_target(ctx)) as ledger:
-            report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds)
+        settings = settings_from_context(ctx)
+        with _open_ledger(settings.ledger_path) as ledger:
+            bound = _bound_store(ledger, settings)
+            report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds, store=bound)
         reporter.reconciled(report, repair=repair)
     raise typer.Exit(int(ExitCode.OK if report.clean else ExitCode.PARTIAL))
 
 
-@command(app, "gc")
+@command(app, "gc", settings=("store",))
 def gc_command(
     ctx: typer.Context,
     older_than: Annotated[
@@ -724,8 +750,10 @@ def gc_command(
     with _handled(reporter):
         age = _parsed(parse_duration, older_than, "--older-than")
         grace_seconds = _parsed(parse_duration, grace, "--grace")
-        with _open_ledger(ledger_target(ctx)) as ledger:
-            report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds)
+        settings = settings_from_context(ctx)
+        with _open_ledger(settings.ledger_path) as ledger:
+            bound = _bound_store(ledger, settings)
+            report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds, store=bound)
         reporter.garbage_collected(report)
         if report.errors:
             raise typer.Exit(int(ExitCode.PARTIAL))

@@ -302,6 +302,7 @@ KEYS: tuple[Key, ...] = (
 # fmt: on
 KEYS_BY_NAME: dict[str, Key] = {key.name: key for key in KEYS}
 _DB = KEYS_BY_NAME["db"]
+_STORE = KEYS_BY_NAME["store"]
 DURATION_KEYS = frozenset({"deadline", "item_timeout", "queue_age_objective"})
 COUNT_KEYS = frozenset({"max_pixels", "max_bytes"})
 #: Plural spellings a config file may use for a list: ``sizes = [320, 640]``.
@@ -342,6 +343,11 @@ class Settings:
         """The ledger file, or a PostgreSQL URL."""
         return self["db"]
 
+    @property
+    def store_path(self) -> Path | None:
+        """The object store given (flag, env, file), or None: the default beside the ledger."""
+        return self["store"]
+
     def render_profile(self) -> Profile:
         names = ("ratios", "size", "format", "quality", "crop", "upscale", "background")
         return Profile(**{name: self[name] for name in names})
@@ -361,6 +367,7 @@ class Settings:
             deadline_seconds=self["deadline"],
             name_template=self["name"],
             overwrite=overwrite,
+            store_dir=self["store"],
         )
 
     @property
@@ -407,6 +414,8 @@ def json_value(value: Any) -> Any:
 
 def display_value(name: str, value: Any) -> str:
     """A setting's value as a person would type it: ``1:1 4:3``, ``5m``, ``none``."""
+    if value is None and name == "store":
+        return "beside the ledger (ledger.store)"
     if value is None:
         return "{path}.{ratio}.{ext} ({size} added for several sizes)" if name == "name" else "none"
     if isinstance(value, bool):
@@ -476,6 +485,16 @@ def resolve_ledger_path(
     env = os.environ if env is None else env
     flags = {} if flag is None else {_DB.param_name: flag}
     return resolve_key(_DB, flags, env, file_layer(None, env, cwd)).value
+
+
+def resolve_store_path(
+    flag: Path | str | None, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> Path | None:
+    """The object store alone (for commands without profiles): --store, THUMBCTL_STORE, the file's
+    [defaults], else None (the default beside the ledger, see :func:`thumbctl.objectstore.resolve_store`)."""
+    env = os.environ if env is None else env
+    flags = {} if flag is None else {_STORE.param_name: flag}
+    return resolve_key(_STORE, flags, env, file_layer(None, env, cwd)).value
 
 
 def resolve_key(key: Key, flags: Mapping[str, Any], env: Mapping[str, str], layer: FileLayer) -> Setting:
@@ -599,7 +618,8 @@ def _parse_table(path: Path, label: str, table: object) -> dict[str, Any]:
     table = _without_aliases(path, label, table)
     for name in table:
         if name not in allowed:
-            hint = "db belongs in [defaults] (one ledger for every profile)" if name == _DB.name else ""
+            ledger_wide = name in (_DB.name, _STORE.name)
+            hint = f"{name} belongs in [defaults] (one ledger for every profile)" if ledger_wide else ""
             raise ConfigError(
                 f"{path} [{label}]: unknown key {name!r}; {hint or 'allowed keys: ' + ', '.join(allowed)}"
             )

@@ -103,6 +103,18 @@ class CannotWrite(UsageError):
     code = "cannot_write"
 
 
+class StoreRequired(UsageError):
+    """A PostgreSQL ledger has no default store: ``--store`` (or THUMBCTL_STORE, config key store) must name one."""
+
+    code = "store_required"
+
+
+class StoreTaken(UsageError):
+    """The store named belongs to another ledger: gc's reference check of either ledger would be unsafe."""
+
+    code = "store_taken"
+
+
 class ConfigError(UsageError):
     """A setting from the config file or a ``THUMBCTL_*`` variable is wrong (exit 2); the message says where."""
 

@@ -28,6 +28,7 @@ from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
 from .names import escaped_name
 from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
+from .objectstore import StoreLayout, store_for_ledger
 from .options import SubmitOptions
 from .settings import Limits, Profile, Ratio, parse_ratio
 from .sources import Candidate, SourceFolder, SourceRoot, check_size, digest_bounded, scan_directory
@@ -43,6 +44,7 @@ from .store import (
     open_folder,
     probe_writable,
     publish_name,
+    remove_empty_tmp,
     resolve_out_dir,
     symlinked_folder,
     write_batch_manifest,
@@ -108,13 +110,14 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     manifest, and :class:`RejectedError` for whole-batch rejections.
     """
     out_dir = resolve_out_dir_or_fail(options.out_dir)
-    outputs = frozenset([str(out_dir), *(folder for folder, _ in ledger.output_folders())])
+    store = store_for_ledger(ledger, options.store_dir)
+    outputs = frozenset([str(out_dir), store.root, *(folder for folder, _ in ledger.output_folders())])
     root, entries, ignored, skipped = _collect_entries(source, options, out_dir, outputs)
     report = IntakeReport(sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped)
     _check_limits(entries, options.limits, options.profile)
     inspections = _inspect_all(root, entries, options.limits, ledger, report)
     template = options.name_template or default_template(len(options.profile.sizes))
-    items = _build_items(entries, inspections, options.profile, OutputLayout(str(out_dir)), template)
+    items = _build_items(entries, inspections, options.profile, OutputLayout(str(out_dir)), store, template)
     request = _canonical_request(root, out_dir, options, entries, inspections)
     request_digest = digest_json(request)
     batch = NewBatch(
@@ -240,6 +243,7 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, ov
             failures.append(failure.detail)
         except OSError as exc:
             failures.append(f"{friendly_path}: {exc.strerror or exc}")
+    remove_empty_tmp(layout)
     return failures
 
 
@@ -539,11 +543,12 @@ def _build_items(
     inspections: dict[str, Inspection],
     profile: Profile,
     layout: OutputLayout,
+    store: StoreLayout,
     template: str,
 ) -> list[NewItem]:
     stems = friendly_stems([e.item_id for e in entries])
     items = [
-        _new_item(entry, Variant(ratio, size, fmt), inspections[entry.item_id], profile, layout)
+        _new_item(entry, Variant(ratio, size, fmt), inspections[entry.item_id], profile, store)
         for entry in sorted(entries, key=lambda e: e.item_id)
         for ratio in entry.ratios
         for size in profile.sizes
@@ -551,7 +556,8 @@ def _build_items(
     ]
     items = _named(items, stems, profile, layout, template)
     symlink_in = cache(partial(symlinked_folder, layout))
-    return [_refused_if_through_symlink(item, layout, symlink_in) for item in items]
+    symlink_in_store = cache(partial(symlinked_folder, store))
+    return [_refused_if_through_symlink(item, layout, symlink_in, symlink_in_store) for item in items]
 
 
 def _named(
@@ -593,14 +599,22 @@ class Variant:
 
 
 def _refused_if_through_symlink(
-    item: NewItem, layout: OutputLayout, symlink_in: Callable[[str], str | None]
+    item: NewItem,
+    layout: OutputLayout,
+    symlink_in: Callable[[str], str | None],
+    symlink_in_store: Callable[[str], str | None],
 ) -> NewItem:
-    """A queued item whose temp file, object or friendly name would be written through a
-    symlink inside OUT fails at once (``path_outside_root``); nothing is written through it."""
+    """A queued item whose temp file, object or thumbnail would be written through a symlink
+    inside OUT or STORE fails at once (``path_outside_root``); nothing is written through it."""
     if item.state != "queued" or item.object_path is None or item.friendly_path is None:
         return item
-    folders = (layout.tmp_dir, os.path.dirname(item.object_path), os.path.dirname(item.friendly_path))
-    link = next((found for folder in folders if (found := symlink_in(folder))), None)
+    checks = (
+        (symlink_in, layout.tmp_dir),
+        (symlink_in, os.path.dirname(item.friendly_path)),
+        (symlink_in_store, StoreLayout.of_object(item.object_path).tmp_dir),
+        (symlink_in_store, os.path.dirname(item.object_path)),
+    )
+    link = next((found for check, folder in checks if (found := check(folder))), None)
     if link is None:
         return item
     detail = f"{link} is a symlink, which could lead out of the output folder; nothing is written through it"
@@ -612,7 +626,7 @@ def _new_item(
     variant: Variant,
     inspection: Inspection,
     profile: Profile,
-    layout: OutputLayout,
+    store: StoreLayout,
 ) -> NewItem:
     common = {
         "item_id": entry.item_id,
@@ -642,7 +656,7 @@ def _new_item(
         source_width=info.width,
         source_height=info.height,
         derivative_key=key,
-        object_path=layout.object_path(key, one.extension),
+        object_path=store.object_path(key, one.extension),
     )
 
 

@@ -358,6 +358,7 @@ FINDING_KINDS = (
     "object_invalid",
     "friendly_link_missing",
     "friendly_link_wrong",
+    "thumbnail_modified",
     "stale_temp_file",
     "orphan_object",
 )

@@ -35,6 +35,8 @@ class SubmitOptions:
     name_template: str | None = None
     #: ``--overwrite``: a file at a thumbnail's name that thumbctl did not publish may be replaced.
     overwrite: bool = False
+    #: ``--store``: where the objects are kept; None: beside the SQLite ledger (required for PostgreSQL).
+    store_dir: Path | None = None
 
 
 def default_workers() -> int:

@@ -7,10 +7,10 @@ dimensions) and friendly name, orphan objects and stale temp files. Each problem
 applied through conditional ledger transactions (a live lease is never touched) and each
 is logged with its reason. Orphan objects are only reported: ``gc`` removes them.
 
-``gc`` expires terminal batches past an age, then removes objects no remaining batch
-references (checked by derivative key inside a write transaction, one object at a time),
-the friendly names of expired items that link to them, stale temp files and the manifests
-of expired batches.
+``gc`` expires terminal batches past an age, then removes the objects of the ledger's store
+that no remaining batch references (checked by derivative key inside a write transaction, one
+object at a time), the thumbnails of expired items that still hold their bytes, stale temp
+files (OUT/.tmp and STORE/.tmp) and the manifests of expired batches.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from .imaging import output_geometry, verify_output
 from .ledger import Ledger, iso
 from .ledger.maintenance import stall_reason
 from .models import Finding, GcReport, ObjectStamp, PublishedItem, ReconcileReport, StalledItem
+from .objectstore import StoreLayout
 from .options import DEFAULT_GRACE
 from .proc import owner_is_dead
 from .retrypolicy import Backoff
@@ -33,15 +34,16 @@ from .settings import parse_ratio
 from .store import (
     OutputLayout,
     StoredFile,
-    friendly_link_problem,
     is_plain_file,
-    link_friendly,
     object_files,
     reclaimable,
+    remove_empty_tmp,
     remove_object_and_links,
     remove_stored_file,
+    restore_thumbnail,
     temp_files,
     temp_writer,
+    thumbnail_problem,
 )
 
 IsDead = Callable[[str], bool]
@@ -56,10 +58,16 @@ class Problem:
     fix: Fix | None = None
 
 
-def find_problems(ledger: Ledger, *, grace: float = DEFAULT_GRACE, is_dead: IsDead = owner_is_dead) -> list[Finding]:
+def find_problems(
+    ledger: Ledger,
+    *,
+    grace: float = DEFAULT_GRACE,
+    is_dead: IsDead = owner_is_dead,
+    store: StoreLayout | None = None,
+) -> list[Finding]:
     """Every problem reconcile can see now, changing nothing but the cache of sound objects."""
     checks = _ObjectChecks(ledger.verified_objects())
-    return [p.finding for p in _problems(ledger, grace, is_dead, Backoff().delay_for, checks)]
+    return [p.finding for p in _problems(ledger, grace, is_dead, Backoff().delay_for, checks, store)]
 
 
 def reconcile(
@@ -70,16 +78,30 @@ def reconcile(
     grace: float = DEFAULT_GRACE,
     is_dead: IsDead = owner_is_dead,
     delay_for: Callable[[int], float] | None = None,
+    store: StoreLayout | None = None,
 ) -> ReconcileReport:
     """Find problems and, with ``repair``, apply the safe repairs (each audited).
 
     Objects unchanged since they last decoded without fault are not decoded again, unless
-    ``deep`` (which finds damage no file operation made, e.g. a failing disk).
+    ``deep`` (which finds damage no file operation made, e.g. a failing disk). ``store`` is the
+    ledger's store (default: the one it recorded); its orphans and temp files are checked too.
     """
     checks = _ObjectChecks({} if deep else ledger.verified_objects())
-    problems = list(_problems(ledger, grace, is_dead, delay_for or Backoff().delay_for, checks))
+    problems = list(_problems(ledger, grace, is_dead, delay_for or Backoff().delay_for, checks, store))
     findings = tuple(_repaired(p) for p in problems) if repair else tuple(p.finding for p in problems)
+    if repair:
+        for out_dir, _ in ledger.output_folders():  # OUT/.tmp exists only while files are being written
+            remove_empty_tmp(OutputLayout(out_dir))
     return ReconcileReport(findings, len(checks.verdicts), checks.decoded, checks.unchanged)
+
+
+def object_stores(ledger: Ledger, store: StoreLayout | None = None) -> list[StoreLayout]:
+    """The stores whose objects the ledger accounts for: ``store`` (default: the one the ledger
+    recorded), and every output folder of the earlier layout that still holds ``objects/``."""
+    recorded = ledger.recorded_store()
+    roots = [store.root] if store is not None else [recorded] if recorded else []
+    roots += [out_dir for out_dir, _ in ledger.output_folders() if os.path.isdir(f"{out_dir}/objects")]
+    return [StoreLayout(root) for root in dict.fromkeys(roots)]
 
 
 def _repaired(problem: Problem) -> Finding:
@@ -93,7 +115,12 @@ def _repaired(problem: Problem) -> Finding:
 
 
 def _problems(
-    ledger: Ledger, grace: float, is_dead: IsDead, delay_for: Callable[[int], float], checks: _ObjectChecks
+    ledger: Ledger,
+    grace: float,
+    is_dead: IsDead,
+    delay_for: Callable[[int], float],
+    checks: _ObjectChecks,
+    store: StoreLayout | None,
 ) -> Iterator[Problem]:
     now = ledger.clock()
     for item in ledger.stalled_candidates():
@@ -102,10 +129,14 @@ def _problems(
             yield problem
     yield from _output_problems(ledger, checks)
     referenced = ledger.referenced_object_paths()
+    stores = object_stores(ledger, store)
+    for found in stores:
+        yield from _orphan_problems(found, referenced)
     for out_dir, newest_batch in ledger.output_folders():
-        layout = OutputLayout(out_dir)
-        yield from _orphan_problems(layout, referenced)
-        yield from _temp_problems(ledger, layout, newest_batch, now, grace, is_dead)
+        if out_dir not in {found.root for found in stores}:
+            yield from _temp_problems(ledger, OutputLayout(out_dir), newest_batch, now, grace, is_dead)
+    for found in stores:
+        yield from _temp_problems(ledger, found, None, now, grace, is_dead)
 
 
 # -- leases and cancels ---------------------------------------------------------------------
@@ -205,7 +236,7 @@ def _output_problems(ledger: Ledger, checks: _ObjectChecks) -> Iterator[Problem]
         if problem is not None:
             yield _object_finding(ledger, item, problem)
         elif item.owns_friendly_name:
-            link = friendly_link_problem(item.object_path, item.friendly_path)
+            link = thumbnail_problem(item.object_path, item.friendly_path)
             if link is not None:
                 yield _link_finding(ledger, item, link)
     ledger.replace_verified_objects(checks.sound)
@@ -223,9 +254,15 @@ def _object_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Proble
     return Problem(finding, fix)
 
 
-def _link_finding(ledger: Ledger, item: PublishedItem, link: str) -> Problem:
-    kind = f"friendly_link_{link}"
-    detail = "the friendly name is missing" if link == "missing" else "the friendly name is not a link to its object"
+_THUMBNAIL_FINDINGS = {
+    "missing": ("friendly_link_missing", "the thumbnail is missing"),
+    "wrong": ("friendly_link_wrong", "the thumbnail is not a plain file (a symlink or a folder)"),
+    "modified": ("thumbnail_modified", "the thumbnail no longer holds its object's bytes (edited since?)"),
+}
+
+
+def _link_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Problem:
+    kind, detail = _THUMBNAIL_FINDINGS[problem]
     finding = Finding(kind, item.batch_id, item.item_id, detail, ratio=item.ratio, path=item.friendly_path)
     layout = OutputLayout(item.out_dir)
 
@@ -236,7 +273,7 @@ def _link_finding(ledger: Ledger, item: PublishedItem, link: str) -> Problem:
             item.friendly_path,
             kind,
             f"reconcile: {detail}",
-            lambda: link_friendly(layout, item.object_path, item.friendly_path),
+            lambda: restore_thumbnail(layout, item.object_path, item.friendly_path),
         )
 
     return Problem(finding, fix)
@@ -245,7 +282,7 @@ def _link_finding(ledger: Ledger, item: PublishedItem, link: str) -> Problem:
 # -- files nobody accounts for --------------------------------------------------------------------
 
 
-def _orphan_problems(layout: OutputLayout, referenced: set[str]) -> Iterator[Problem]:
+def _orphan_problems(layout: StoreLayout, referenced: set[str]) -> Iterator[Problem]:
     for _key, found in object_files(layout):
         if found.path not in referenced:
             detail = f"no item of a live batch references this object ({found.size} bytes); `thumbctl gc` removes it"
@@ -264,7 +301,7 @@ def stale_temp_reason(found: StoredFile, now: float, grace: float, is_dead: IsDe
 
 
 def _temp_problems(
-    ledger: Ledger, layout: OutputLayout, batch_id: str, now: float, grace: float, is_dead: IsDead
+    ledger: Ledger, layout: OutputLayout | StoreLayout, batch_id: str | None, now: float, grace: float, is_dead: IsDead
 ) -> Iterator[Problem]:
     for found in temp_files(layout):
         reason = stale_temp_reason(found, now, grace, is_dead)
@@ -273,6 +310,9 @@ def _temp_problems(
         finding = Finding("stale_temp_file", batch_id, None, f"a temp file: {reason}", path=found.path)
 
         def fix(found: StoredFile = found, detail: str = finding.detail) -> bool:
+            if batch_id is None:  # a temp file of the store: no batch's log to record it in
+                remove_stored_file(layout, found.path)
+                return True
             ledger.record_file_removal(
                 batch_id,
                 "stale_temp_file",
@@ -294,6 +334,7 @@ def collect_garbage(
     dry_run: bool = False,
     grace: float = DEFAULT_GRACE,
     is_dead: IsDead = owner_is_dead,
+    store: StoreLayout | None = None,
 ) -> GcReport:
     """Expire terminal batches whose last event is older than ``older_than`` seconds, then
     remove what no remaining batch references. ``dry_run`` changes nothing and reports
@@ -304,8 +345,8 @@ def collect_garbage(
     expired = expiring if dry_run else [b for b in expiring if ledger.expire_batch(b, cutoff)]
     pending = expired if dry_run else []
     errors: list[str] = []
-    objects, links, object_bytes = _collect_objects(ledger, pending, dry_run, errors)
-    temps, temp_bytes = _collect_temps(ledger, now, grace, is_dead, dry_run, errors)
+    objects, links, object_bytes = _collect_objects(ledger, pending, dry_run, errors, store)
+    temps, temp_bytes = _collect_temps(ledger, now, grace, is_dead, dry_run, errors, store)
     (manifests, sheets), document_bytes = _collect_batch_documents(ledger, pending, dry_run, errors)
     return GcReport(
         dry_run=dry_run,
@@ -329,18 +370,25 @@ def _removing(path: str, errors: list[str], remove: Callable[[], int]) -> int:
         return -1
 
 
-def _collect_objects(ledger: Ledger, pending: list[str], dry_run: bool, errors: list[str]) -> tuple[int, int, int]:
-    """Objects no live batch references (``pending`` batches counted as expired): (objects, links, bytes)."""
+def _collect_objects(
+    ledger: Ledger, pending: list[str], dry_run: bool, errors: list[str], store: StoreLayout | None
+) -> tuple[int, int, int]:
+    """Objects no live batch of the ledger references (``pending`` batches counted as expired), in
+    its store and in output folders of the earlier layout: (objects, thumbnails, bytes)."""
     referenced = ledger.referenced_object_paths(also_expiring=pending)
+    outputs = [OutputLayout(out_dir) for out_dir, _ in ledger.output_folders()]
     objects = links = freed = 0
-    for out_dir, _ in ledger.output_folders():
-        layout = OutputLayout(out_dir)
+    for layout in object_stores(ledger, store):
         for key, found in object_files(layout):
             if found.path in referenced:
                 continue
-            names = ledger.expired_friendly_paths(key, found.path, also_expiring=pending)
+            names = [
+                (out, name)
+                for name in ledger.expired_friendly_paths(key, found.path, also_expiring=pending)
+                if (out := _output_of(name, outputs)) is not None
+            ]
             if dry_run:
-                linked, size = reclaimable(found.path, names)
+                linked, size = reclaimable(found.path, [name for _, name in names])
                 objects, links, freed = objects + 1, links + len(linked), freed + size
                 continue
             try:
@@ -355,12 +403,25 @@ def _collect_objects(ledger: Ledger, pending: list[str], dry_run: bool, errors: 
     return objects, links, freed
 
 
+def _output_of(path: str, outputs: list[OutputLayout]) -> OutputLayout | None:
+    """The output folder a thumbnail's path lies in (the deepest, should one hold another)."""
+    inside = [out for out in outputs if path.startswith(out.root.rstrip("/") + "/")]
+    return max(inside, key=lambda out: len(out.root), default=None)
+
+
 def _collect_temps(
-    ledger: Ledger, now: float, grace: float, is_dead: IsDead, dry_run: bool, errors: list[str]
+    ledger: Ledger,
+    now: float,
+    grace: float,
+    is_dead: IsDead,
+    dry_run: bool,
+    errors: list[str],
+    store: StoreLayout | None,
 ) -> tuple[int, int]:
     count = freed = 0
-    for out_dir, _ in ledger.output_folders():
-        layout = OutputLayout(out_dir)
+    folders: list[OutputLayout | StoreLayout] = [OutputLayout(out_dir) for out_dir, _ in ledger.output_folders()]
+    folders += [found for found in object_stores(ledger, store) if found.root not in {f.root for f in folders}]
+    for layout in folders:
         for found in temp_files(layout):
             if stale_temp_reason(found, now, grace, is_dead) is None:
                 continue
@@ -371,6 +432,8 @@ def _collect_temps(
             )
             if size >= 0:
                 count, freed = count + 1, freed + size
+        if not dry_run and isinstance(layout, OutputLayout):
+            remove_empty_tmp(layout)
     return count, freed
 
 

@@ -414,8 +414,8 @@ class Reporter:
         if taken:
             self.diagnostics.print(
                 f"[yellow]replay[/] {plural(taken, 'friendly name')} of this batch now show a newer batch's outputs "
-                f"(it rendered the same names later); this batch's own files are the objects under "
-                f"{escape(os.path.join(batch.out_dir, 'objects'))}, listed in {escape(batch.manifest_path)}"
+                f"(it rendered the same names later); this batch's own files are its objects in the store, "
+                f"listed in {escape(batch.manifest_path)}"
             )
 
     def unlinked_names(self, failures: list[str]) -> None:

@@ -25,6 +25,7 @@ from urllib.parse import quote
 from .errors import CannotWrite
 from .ledger import Ledger
 from .models import ITEM_STATES, BatchView, ItemView
+from .objectstore import StoreLayout
 from .store import OutputLayout, read_preview, shown_output, write_page
 
 #: Outline colours of the ratios, in the order the batch lists them.
@@ -110,13 +111,22 @@ def sheet_target(layout: OutputLayout, batch_id: str, path: Path | None) -> str:
 
 
 def previews(layout: OutputLayout, items: list[ItemView]) -> dict[str, bytes]:
-    """Each source's preview (the worker's analysis copy), by item id, where one was saved and is whole."""
+    """Each source's preview (the worker's analysis copy), by item id, where one was saved and is whole.
+    A preview lies beside its object, in the store (OUT for a batch of the earlier layout)."""
     found: dict[str, bytes] = {}
     for item in items:
         path = (item.result or {}).get("preview")
-        if item.item_id not in found and isinstance(path, str) and (data := read_preview(layout, path)):
+        if item.item_id not in found and isinstance(path, str) and (data := _preview(path)):
             found[item.item_id] = data
     return found
+
+
+def _preview(path: str) -> bytes | None:
+    try:
+        store = StoreLayout.of_object(path)
+    except ValueError:
+        return None
+    return read_preview(store, path)
 
 
 def render_sheet(

@@ -1,19 +1,23 @@
-"""The output directory: where objects, friendly names and batch manifests live.
+"""The output directory: where thumbnails and batch manifests live, and the folder primitives the
+object store (:mod:`thumbctl.objectstore`) shares.
 
 Layout of OUT (nothing else is ever written there)::
 
-    OUT/objects/<k[:2]>/<k>.<ext>        one object per derivative key
-    OUT/<item path without ext>.<W>x<H>.<ext>   friendly names (links)
+    OUT/<name from the template>         thumbnails: each its own file (a reflink or a copy of its object)
     OUT/batches/<batch_id>.json          per-batch manifest
     OUT/batches/<batch_id>.html          contact sheet (``thumbctl sheet``, default place)
-    OUT/.tmp/                            temp files of writers
+    OUT/.tmp/                            temp files of writers, only while files are being written
 
-Every write, link, rename and delete under OUT goes through folder descriptors: the folders
-from ``/`` down to OUT's root (resolved at submit) and below it are opened one by one, relative
+The objects themselves live in the store (``STORE/objects/<k[:2]>/<k>.<ext>``, see
+:mod:`thumbctl.objectstore`); an output folder of the earlier layout may still hold
+``OUT/objects/``, whose objects keep working where the ledger records them.
+
+Every write, link, rename and delete under OUT or STORE goes through folder descriptors: the folders
+from ``/`` down to the root (resolved at submit) and below it are opened one by one, relative
 to the one above, without following a symlink (:func:`open_folder`), and the file is created,
 linked, renamed or removed relative to the last one (``dir_fd``/``src_dir_fd``/``dst_dir_fd``).
 So no item id, swapped-in link, symlinked ``objects``/``.tmp``/``batches`` folder or folder
-above OUT swapped for a symlink can make it land outside OUT, even when the folder is swapped
+above the root swapped for a symlink can make it land outside, even when the folder is swapped
 between a check and the act. A symlink at the final name is only ever
 replaced by a rename, never written through. A write that fails (``ENOSPC``) removes its
 temp file.
@@ -21,13 +25,16 @@ temp file.
 An object already at its name (:func:`publish_object`) is kept when it holds the same bytes,
 and also when it holds other bytes that the caller's verifier accepts (it decodes as the
 right format and size: another host's codec); it is replaced atomically when it fails
-verification or is not a regular file. This module never looks at pixels itself.
+verification or is not a regular file. A thumbnail is thumbctl's own when it holds exactly
+the bytes of an object the ledger says was published at its name: an edited thumbnail is not.
+This module never looks at pixels itself.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import functools
 import hashlib
 import json
@@ -143,9 +150,6 @@ class OutputLayout:
 
     root: str
 
-    def object_path(self, key: str, extension: str) -> str:
-        return f"{self.root}/objects/{key[:2]}/{key}.{extension}"
-
     @staticmethod
     def preview_path(object_path: str) -> str:
         """The contact sheet's small preview of a source, beside the first object rendered from it
@@ -177,13 +181,29 @@ def resolve_out_dir(out: Path) -> Path:
     return resolved
 
 
+#: Folders of OUT that are never a thumbnail's: ``objects/`` is the store of the earlier layout.
 _RESERVED_FOLDERS = ("objects", "batches", ".tmp")
 
 
 def looks_like_output_folder(path: str) -> bool:
-    """Whether ``path`` holds what thumbctl writes into every output folder (``objects/``,
-    ``batches/`` and ``.tmp/``), so a folder scan never takes thumbnails for sources."""
-    return all(os.path.isdir(os.path.join(path, name)) for name in _RESERVED_FOLDERS)
+    """Whether ``path`` is an output folder thumbctl wrote (``batches/`` with a batch manifest in it,
+    or the earlier layout's ``objects/``, ``batches/`` and ``.tmp/``), so a folder scan never takes
+    thumbnails for sources."""
+    if all(os.path.isdir(os.path.join(path, name)) for name in _RESERVED_FOLDERS):
+        return True
+    batches = os.path.join(path, "batches")
+    with contextlib.suppress(OSError):
+        return any(re.fullmatch(r"b_[0-9A-Za-z_-]+\.json", name) for name in os.listdir(batches))
+    return False
+
+
+def store_root_of(object_path: str) -> str:
+    """The root of the store an object (or its preview) lies in: ``<root>/objects/<xx>/<name>``."""
+    shard = os.path.dirname(os.path.abspath(object_path))
+    objects = os.path.dirname(shard)
+    if os.path.basename(objects) != "objects":
+        raise ValueError(f"{object_path} is not an object of a store (<store>/objects/<xx>/<name>)")
+    return os.path.dirname(objects)
 
 
 # -- folders under OUT: opened from the root down, never through a symlink --------------------------
@@ -360,6 +380,32 @@ def _open_file(folder: int, name: str) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def read_small_file(folder: int, name: str, limit: int) -> bytes | None:
+    """The bytes of the regular file ``name`` in ``folder`` if it holds at most ``limit``, else None
+    (also for a symlink or another kind of file); FileNotFoundError when it is missing."""
+    fd = _open_file(folder, name)
+    if fd is None:
+        return None
+    try:
+        data = os.pread(fd, limit + 1, 0)
+    finally:
+        os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def write_new_name(layout: OutputLayout, folder: str, name: str, data: bytes) -> None:
+    """Create ``name`` in ``folder`` (under ``layout.root``) holding ``data``, written whole and fsynced
+    in the layout's temp folder first and then linked in: FileExistsError when a file is there (it is
+    never replaced), so of two writers one wins and the other reads what the winner wrote."""
+    with open_folder(layout.root, layout.tmp_dir, create=True) as tmp, open_folder(layout.root, folder) as dest:
+        staging = _temp_basename("new")
+        _write_new(tmp, staging, data)
+        try:
+            os.link(staging, name, src_dir_fd=tmp, dst_dir_fd=dest, follow_symlinks=False)
+        finally:
+            _unlink_quietly(tmp, staging)
 
 
 def _same_bytes(a: int, b: int) -> bool:
@@ -563,33 +609,162 @@ def _existing_problem(tmp: int, temp: str, existing: BinaryIO, verify: Verifier)
     return "kept" if problem is None else problem
 
 
-def link_friendly(layout: OutputLayout, object_path: str, friendly_path: str) -> None:
-    """Point ``friendly_path`` at the object: a hard link switched by an atomic rename.
+# -- thumbnails in OUT: each its own file, a reflink or a copy of its object -------------------------
 
-    ``rename()`` of one hard link onto another link of the same inode does
-    nothing and leaves the source name behind, so that case is checked first
-    (without following a symlink at either name: one is replaced, not kept),
-    and the staging link is removed whatever the rename did.
-    """
-    shard_dir, object_name = os.path.split(object_path)
-    folder, name = os.path.split(friendly_path)
-    with open_folder(layout.root, shard_dir) as shard:
-        target = _object_to_link(shard, object_name, object_path, layout.root)
-        with open_folder(layout.root, folder, create=True) as dest:
-            if _same_inode(dest, name, target):
-                return
-            with open_folder(layout.root, layout.tmp_dir, create=True) as tmp:
-                _link_through_staging(tmp, shard, object_name, dest, name, target, object_path, layout.root)
+#: ``ioctl(dst, FICLONE, src)``: share the source's blocks (copy on write) where the filesystem can.
+FICLONE = 0x40049409
+#: Errors that mean "this filesystem (or pair of files) cannot reflink": fall back to a copy.
+_NO_REFLINK = {errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EINVAL, errno.ENOTTY, errno.ENOSYS, errno.EPERM}
 
 
-def _object_to_link(shard: int, object_name: str, object_path: str, root: str) -> os.stat_result:
-    """The object's own stat (opened in its shard folder ``shard``); a symlink there is refused,
-    since a hard link to it would be a symlink out of OUT under a thumbnail's name."""
-    target = os.stat(object_name, dir_fd=shard, follow_symlinks=False)
-    if stat.S_ISLNK(target.st_mode):
+def clone_file(src: int, dst: int, size: int) -> str:
+    """Make the empty file ``dst`` hold the first ``size`` bytes of ``src`` (``size`` is ``src``'s
+    whole length, from its fstat): a reflink where the filesystem supports it (``reflink``), else a
+    copy in the kernel or, where that is refused, a bounded read and write (``copy``)."""
+    try:
+        fcntl.ioctl(dst, FICLONE, src)
+        if os.fstat(dst).st_size == size:
+            return "reflink"
+        os.ftruncate(dst, 0)
+    except OSError as exc:
+        if exc.errno not in _NO_REFLINK:
+            raise
+    _copy_bytes(src, dst, size)
+    return "copy"
+
+
+def _copy_bytes(src: int, dst: int, size: int) -> None:
+    done = 0
+    try:
+        while done < size:
+            copied = os.copy_file_range(src, dst, size - done, done, done)
+            if copied == 0:
+                break
+            done += copied
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    while done < size:
+        block = os.pread(src, min(1 << 20, size - done), done)
+        if not block:
+            break
+        view = memoryview(block)
+        while view:
+            written = os.pwrite(dst, view, done)
+            done += written
+            view = view[written:]
+    if done != size or os.fstat(dst).st_size != size:
+        raise OSError(errno.EIO, f"the copy holds {os.fstat(dst).st_size} bytes, the object {size}")
+
+
+@contextlib.contextmanager
+def open_object(object_path: str) -> Iterator[tuple[int, os.stat_result]]:
+    """A read descriptor of an object and its fstat, reached from its store's root without following
+    a symlink; a symlink or another kind of file at the object's name raises OutsideOutput (a copy of
+    it could carry a file from anywhere into OUT); a missing one FileNotFoundError."""
+    root = store_root_of(object_path)
+    shard_dir, name = os.path.split(object_path)
+    with open_folder(root, shard_dir) as shard:
+        fd = _open_file(shard, name)
+    if fd is None:
         raise OutsideOutput(object_path, root)
-    return target
+    try:
+        yield fd, os.fstat(fd)
+    finally:
+        os.close(fd)
 
+
+def _object_holds(object_path: str, fd: int, size: int) -> bool:
+    """Whether the object at ``object_path`` holds exactly the bytes of the open file ``fd`` (``size``
+    bytes): the read is bounded by the object's size; a missing or unreachable object holds nothing."""
+    try:
+        with open_object(object_path) as (obj, info):
+            return info.st_size == size and _same_bytes(obj, fd)
+    except (OSError, ValueError):
+        return False
+
+
+def _name_holds(dest: int, name: str, info: os.stat_result, objects: Iterable[str]) -> bool:
+    """Whether the regular file ``name`` (status ``info``) holds exactly the bytes of one of ``objects``."""
+    paths = [path for path in objects if path]
+    if not paths or not stat.S_ISREG(info.st_mode):
+        return False
+    fd = _open_file(dest, name)
+    if fd is None:
+        return False
+    try:
+        return any(_object_holds(path, fd, info.st_size) for path in paths)
+    finally:
+        os.close(fd)
+
+
+def _holds(folder: int, name: str, info: os.stat_result, content: Callable[[], bytes]) -> bool:
+    """Whether the regular file ``name`` (status ``info``) holds exactly ``content()``."""
+    expected = content()
+    if info.st_size != len(expected):
+        return False
+    fd = _open_file(folder, name)
+    if fd is None:
+        return False
+    try:
+        return os.fstat(fd).st_size == len(expected) and os.pread(fd, len(expected) + 1, 0) == expected
+    finally:
+        os.close(fd)
+
+
+def _same_inode_as(info: os.stat_result, target: os.stat_result) -> bool:
+    return (info.st_dev, info.st_ino) == (target.st_dev, target.st_ino)
+
+
+@contextlib.contextmanager
+def _out_tmp(layout: OutputLayout) -> Iterator[int]:
+    """OUT/.tmp, made if missing. It is removed when a run ends and it is empty, so another process
+    may remove it between its opening and a file made in it: a folder found removed is made again."""
+    for _ in range(3):
+        with open_folder(layout.root, layout.tmp_dir, create=True) as tmp:
+            if os.fstat(tmp).st_nlink > 0:
+                yield tmp
+                return
+    raise FileNotFoundError(errno.ENOENT, "the temp folder kept vanishing", layout.tmp_dir)
+
+
+def _staged_copy(layout: OutputLayout, src: int, size: int, place: Callable[[int, str], bool]) -> bool:
+    """Copy the open object ``src`` into a new temp file in OUT/.tmp, fsync it, and ``place(tmp, staging)``
+    it at its name; the temp file is gone afterwards. Returns what ``place`` returned."""
+    for _ in range(3):
+        with _out_tmp(layout) as tmp:
+            staging = _temp_basename("copy")
+            try:
+                fd = os.open(staging, _NEW_FILE_FLAGS, 0o644, dir_fd=tmp)
+            except FileNotFoundError:  # the temp folder was removed meanwhile: made again
+                continue
+            try:
+                try:
+                    clone_file(src, fd, size)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                return place(tmp, staging)
+            finally:
+                _unlink_quietly(tmp, staging)
+    raise FileNotFoundError(errno.ENOENT, "the temp folder kept vanishing", layout.tmp_dir)
+
+
+def restore_thumbnail(layout: OutputLayout, object_path: str, friendly_path: str) -> None:
+    """Put a fresh copy of the object at ``friendly_path`` (an atomic rename over whatever is there:
+    the thumbnail was found missing, edited or not a plain file)."""
+    folder, name = os.path.split(friendly_path)
+    with open_object(object_path) as (src, info), open_folder(layout.root, folder, create=True) as dest:
+
+        def place(tmp: int, staging: str) -> bool:
+            os.replace(staging, name, src_dir_fd=tmp, dst_dir_fd=dest)
+            return True
+
+        _staged_copy(layout, src, info.st_size, place)
+
+
+#: The name reconcile's repair used when thumbnails were hard links; it now restores a copy.
+link_friendly = restore_thumbnail
 
 #: What :func:`publish_name` did at a thumbnail's name.
 NAME_OUTCOMES = ("created", "unchanged", "relinked", "replaced", "overwritten")
@@ -604,38 +779,46 @@ def publish_name(
     overwrite: bool,
     approved: tuple[str, os.stat_result] | None = None,
 ) -> str:
-    """Point the thumbnail's name at its object, never over a file thumbctl did not publish.
+    """Publish the thumbnail at its name as its own file (a reflink or a copy of the object), never
+    over a file thumbctl did not publish.
 
-    Returns ``created`` (nothing was there: the link is made with a create-if-absent ``link()``,
-    so a file that appears meanwhile is never replaced), ``unchanged`` (the name is this object
-    already), ``relinked`` (a file with the object's very bytes, such as the name of an object
-    that was deleted and rendered again), ``replaced`` (it was the thumbnail of another object thumbctl published there:
-    one of ``earlier_objects()``, the objects of the succeeded items that recorded this name,
-    asked only then) or ``overwritten`` (anything else, with ``overwrite``). Without
-    ``overwrite`` such a file (or symlink, or folder) is left as it is and ItemFailure
-    ``name_taken`` is raised. ``approved`` is what :func:`name_outcome` decided before the object
-    was stored (an outcome and the file it saw): while that very file is at the name, the
-    decision stands (storing the object may have replaced the damaged object it was a link of).
-    Thumbnails are hard links today: a file is an object's when it is the same inode.
-    Everything goes through folder descriptors; no symlink is followed.
+    Returns ``created`` (nothing was there: the copy is linked in with a create-if-absent ``link()``,
+    so a file that appears meanwhile is never replaced), ``unchanged`` (the name holds the object's
+    very bytes, in a file of its own), ``relinked`` (the object's bytes in a file shared with another
+    name, such as a hard link of the earlier layout, or the bytes of the item's own object: a copy
+    takes its place), ``replaced`` (it holds the bytes of another object thumbctl published there:
+    one of ``earlier_objects()``, the objects of the succeeded items that recorded this name, asked
+    only then) or ``overwritten`` (anything else, with ``overwrite``). Without ``overwrite`` such a
+    file (or symlink, or folder) — a thumbnail the user has edited since included — is left as it is
+    and ItemFailure ``name_taken`` is raised. ``approved`` is what :func:`name_outcome` decided
+    before the object was stored (an outcome and the file it saw): while that very file is at the
+    name, the decision stands. Everything goes through folder descriptors; no symlink is followed.
     """
-    shard_dir, object_name = os.path.split(object_path)
     folder, name = os.path.split(friendly_path)
-    with open_folder(layout.root, shard_dir) as shard:
-        target = _object_to_link(shard, object_name, object_path, layout.root)
-        with open_folder(layout.root, folder, create=True) as dest, open_folder(
-            layout.root, layout.tmp_dir, create=True
-        ) as tmp:
-            content = functools.partial(_read_all, shard, object_name)
-            for _ in range(3):
-                outcome, _ = name_outcome(
-                    layout, dest, name, friendly_path, target, earlier_objects, overwrite, content, approved=approved
-                )
-                if outcome == "unchanged":
-                    return outcome
-                if _link_name(tmp, shard, object_name, dest, name, target, object_path, layout.root, outcome):
-                    return outcome
+    with open_object(object_path) as (src, target), open_folder(layout.root, folder, create=True) as dest:
+        content = functools.partial(os.pread, src, target.st_size + 1, 0)
+        for _ in range(3):
+            outcome, _ = name_outcome(
+                layout, dest, name, friendly_path, target, earlier_objects, overwrite, content, approved=approved
+            )
+            if outcome == "unchanged":
+                return outcome
+            if _staged_copy(layout, src, target.st_size, functools.partial(_place, dest, name, outcome)):
+                return outcome
     raise FileExistsError(errno.EEXIST, "files kept appearing at the thumbnail's name", friendly_path)
+
+
+def _place(dest: int, name: str, outcome: str, tmp: int, staging: str) -> bool:
+    """Put the staged copy at ``name``: a rename over what is there, or (``created``) a ``link()``
+    that fails when a file appeared meanwhile; returns False then, so the caller looks again."""
+    if outcome != "created":
+        os.replace(staging, name, src_dir_fd=tmp, dst_dir_fd=dest)
+        return True
+    try:
+        os.link(staging, name, src_dir_fd=tmp, dst_dir_fd=dest, follow_symlinks=False)
+    except FileExistsError:
+        return False
+    return True
 
 
 def name_outcome(
@@ -653,22 +836,23 @@ def name_outcome(
     """What publishing at ``name`` (in the folder ``dest``) would do (see :func:`publish_name`),
     and the status of the file it judged (None when the name is free). ``target`` is the
     object's status, None before it exists; ``content()`` its bytes; ``own`` the item's own
-    object path (a file that is it, such as a damaged object about to be rendered again, is
-    relinked, not counted); ``approved`` an earlier decision that stands while its file is there.
-    Raises ItemFailure ``name_taken``."""
+    object path (a file holding its bytes, such as the thumbnail of a damaged object about to be
+    rendered again, is relinked, not counted); ``approved`` an earlier decision that stands while its
+    file is there. A file is thumbctl's when it holds exactly the bytes of an object the ledger says
+    was published at that name (read up to the object's size). Raises ItemFailure ``name_taken``."""
     try:
         existing = os.stat(name, dir_fd=dest, follow_symlinks=False)
     except FileNotFoundError:
         return "created", None
     if target is not None and _same_inode_as(existing, target):
-        return "unchanged", existing
+        return "relinked", existing  # a hard link of the earlier layout: a copy of its own takes its place
     if approved is not None and _same_inode_as(existing, approved[1]):
         return approved[0], existing
-    if stat.S_ISREG(existing.st_mode) and (
-        _holds(dest, name, existing, content) or any(_is_file(layout, path, existing) for path in own)
-    ):
+    if stat.S_ISREG(existing.st_mode) and _holds(dest, name, existing, content):
+        return ("unchanged" if existing.st_nlink == 1 else "relinked"), existing
+    if _name_holds(dest, name, existing, own):
         return "relinked", existing
-    if stat.S_ISREG(existing.st_mode) and any(_is_file(layout, path, existing) for path in earlier_objects() if path):
+    if _name_holds(dest, name, existing, earlier_objects() if stat.S_ISREG(existing.st_mode) else ()):
         return "replaced", existing
     if overwrite:
         return "overwritten", existing
@@ -678,101 +862,39 @@ def name_outcome(
     )
 
 
-def _link_name(
-    tmp: int,
-    shard: int,
-    object_name: str,
-    dest: int,
-    name: str,
-    target: os.stat_result,
-    object_path: str,
-    root: str,
-    outcome: str,
-) -> bool:
-    """Link the object at ``name``: a rename over what is there, or (``created``) a ``link()``
-    that fails when a file appeared meanwhile; returns False then, so the caller looks again."""
-    if outcome != "created":
-        _link_through_staging(tmp, shard, object_name, dest, name, target, object_path, root)
-        return True
-    staging = _temp_basename("link")
-    os.link(object_name, staging, src_dir_fd=shard, dst_dir_fd=tmp, follow_symlinks=False)
+def remove_empty_tmp(layout: OutputLayout) -> bool:
+    """Remove OUT/.tmp once it is empty (it exists only while files are being written); returns
+    whether it went. A writer that opened it meanwhile makes it again (see :func:`_out_tmp`)."""
     try:
-        if not _same_inode(tmp, staging, target):
-            raise OutsideOutput(object_path, root)
-        os.link(staging, name, src_dir_fd=tmp, dst_dir_fd=dest, follow_symlinks=False)
-        return True
-    except FileExistsError:
+        with open_folder(layout.root, layout.root) as root:
+            os.rmdir(".tmp", dir_fd=root)
+    except OSError:
         return False
-    finally:
-        _unlink_quietly(tmp, staging)
-
-
-def _holds(folder: int, name: str, info: os.stat_result, content: Callable[[], bytes]) -> bool:
-    """Whether the regular file ``name`` (status ``info``) holds exactly ``content()``."""
-    expected = content()
-    if info.st_size != len(expected):
-        return False
-    fd = _open_file(folder, name)
-    if fd is None:
-        return False
-    try:
-        return os.fstat(fd).st_size == len(expected) and os.pread(fd, len(expected) + 1, 0) == expected
-    finally:
-        os.close(fd)
-
-
-def _read_all(folder: int, name: str) -> bytes:
-    fd = _open_file(folder, name)
-    if fd is None:
-        return b""
-    with os.fdopen(fd, "rb") as stream:
-        return stream.read()
-
-
-def _same_inode_as(info: os.stat_result, target: os.stat_result) -> bool:
-    return (info.st_dev, info.st_ino) == (target.st_dev, target.st_ino)
-
-
-def _is_file(layout: OutputLayout, path: str, info: os.stat_result) -> bool:
-    """Whether the file at ``path`` (under OUT, reached without following a symlink) is ``info``'s inode."""
-    folder, name = os.path.split(path)
-    try:
-        with open_folder(layout.root, folder) as parent:
-            return _same_inode(parent, name, info)
-    except (OSError, ValueError):
-        return False
-
-
-def _link_through_staging(
-    tmp: int, shard: int, object_name: str, dest: int, name: str, target: os.stat_result, object_path: str, root: str
-) -> None:
-    staging = _temp_basename("link")
-    os.link(object_name, staging, src_dir_fd=shard, dst_dir_fd=tmp, follow_symlinks=False)
-    try:
-        if not _same_inode(tmp, staging, target):  # the object was swapped for something else meanwhile
-            raise OutsideOutput(object_path, root)
-        os.replace(staging, name, src_dir_fd=tmp, dst_dir_fd=dest)
-    finally:
-        _unlink_quietly(tmp, staging)
-
-
-def _same_inode(folder: int, name: str, target: os.stat_result) -> bool:
-    """Whether ``name`` in ``folder`` is a link to ``target``'s inode (a symlink never is)."""
-    try:
-        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return (info.st_dev, info.st_ino) == (target.st_dev, target.st_ino)
+    return True
 
 
 def write_json_atomically(layout: OutputLayout, path: str, doc: object) -> None:
     """Write a JSON document through a temp file and an atomic rename."""
     data = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
     folder, name = os.path.split(path)
-    with open_folder(layout.root, layout.tmp_dir, create=True) as tmp, open_folder(
-        layout.root, folder, create=True
-    ) as dest:
-        _stage_and_rename(tmp, dest, name, data, "json")
+    with open_folder(layout.root, folder, create=True) as dest:
+        _stage_in_out_tmp(layout, dest, name, data, "json")
+
+
+def _stage_in_out_tmp(layout: OutputLayout, dest: int, name: str, data: bytes, extension: str) -> None:
+    """Write ``data`` at ``name`` in ``dest`` through a temp file in OUT/.tmp, then remove OUT/.tmp
+    if nothing else is being written there (a folder another writer removed meanwhile is made again)."""
+    for _ in range(3):
+        with _out_tmp(layout) as tmp:
+            try:
+                _stage_and_rename(tmp, dest, name, data, extension)
+            except FileNotFoundError:
+                if os.fstat(tmp).st_nlink > 0:
+                    raise
+                continue
+        remove_empty_tmp(layout)
+        return
+    raise FileNotFoundError(errno.ENOENT, "the temp folder kept vanishing", layout.tmp_dir)
 
 
 def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
@@ -822,16 +944,14 @@ def _write_and_rename(staging: str, target: str, text: str) -> None:
 def shown_output(item: ItemView) -> str | None:
     """The file that shows a succeeded item's output now, or None if it is gone.
 
-    The friendly name, while it still links to the item's object (a later batch
-    with other settings may have switched it to another object); else the object.
+    The thumbnail, while it still holds the item's object's bytes (a later batch with other
+    settings may have replaced it with another object's, or the user edited it); else the object.
     """
     if item.state != "succeeded" or not item.object_path:
         return None
-    if item.friendly_path:
-        with contextlib.suppress(OSError):
-            if os.path.samefile(item.friendly_path, item.object_path):
-                return item.friendly_path
-    return item.object_path if os.path.isfile(item.object_path) else None
+    if item.friendly_path and thumbnail_problem(item.object_path, item.friendly_path) is None:
+        return item.friendly_path
+    return item.object_path if is_plain_file(item.object_path) else None
 
 
 def write_page(layout: OutputLayout, path: str, text: str, *, create_folder: bool = False) -> None:
@@ -859,8 +979,8 @@ def write_page(layout: OutputLayout, path: str, text: str, *, create_folder: boo
 def _write_page_inside(layout: OutputLayout, folder: str, name: str, text: str, create_folder: bool) -> None:
     if not checked_folder(layout, folder, create=create_folder):
         raise FileNotFoundError(errno.ENOENT, "no such folder", folder)
-    with open_folder(layout.root, folder) as dest, open_folder(layout.root, layout.tmp_dir, create=True) as tmp:
-        _stage_and_rename(tmp, dest, name, text.encode("utf-8"), "html")
+    with open_folder(layout.root, folder) as dest:
+        _stage_in_out_tmp(layout, dest, name, text.encode("utf-8"), "html")
 
 
 # -- inspection and removal (reconcile and gc) --------------------------------------------
@@ -915,15 +1035,33 @@ def _regular_files(folder: str, *, links: bool = False) -> Iterator[StoredFile]:
                     yield StoredFile(entry.path, info.st_size, info.st_mtime)
 
 
-def friendly_link_problem(object_path: str, friendly_path: str) -> str | None:
-    """``missing`` when the friendly name is absent, ``wrong`` when it is not a link to
-    the object, None when it is."""
-    if not os.path.lexists(friendly_path):
-        return "missing"
+def thumbnail_problem(object_path: str, friendly_path: str) -> str | None:
+    """``missing`` when the thumbnail is absent, ``wrong`` when it is no regular file (a symlink, a
+    folder), ``modified`` when it no longer holds exactly the object's bytes (read up to the object's
+    size), None when it does (a copy, a reflink, or a hard link of the earlier layout). An object
+    that cannot be read is the object's problem, not the thumbnail's: None."""
     try:
-        return None if os.path.samefile(friendly_path, object_path) else "wrong"
+        info = os.lstat(friendly_path)
+    except FileNotFoundError:
+        return "missing"
     except OSError:
         return "wrong"
+    if not stat.S_ISREG(info.st_mode):
+        return "wrong"
+    try:
+        with open_object(object_path) as (_, target):
+            if _same_inode_as(info, target):
+                return None
+    except (OSError, ValueError):
+        return None
+    try:
+        fd = os.open(friendly_path, _READ_FLAGS)
+    except OSError:
+        return "wrong"
+    try:
+        return None if _object_holds(object_path, fd, os.fstat(fd).st_size) else "modified"
+    finally:
+        os.close(fd)
 
 
 def remove_stored_file(layout: OutputLayout, path: str) -> int:
@@ -945,16 +1083,20 @@ def remove_stored_file(layout: OutputLayout, path: str) -> int:
 
 
 def reclaimable(object_path: str, friendly_paths: list[str]) -> tuple[list[str], int]:
-    """Which of ``friendly_paths`` are links to the object, and the bytes removing the object
-    and those links would free (0 while another link to it would remain)."""
+    """Which of ``friendly_paths`` are thumbctl's files of the object (they hold its very bytes: copies,
+    or hard links of the earlier layout), and the bytes removing the object and those would free."""
     try:
         info = os.lstat(object_path)
     except FileNotFoundError:
         return [], 0
     if not stat.S_ISREG(info.st_mode):
         return [], 0
-    linked = [f for f in friendly_paths if _same_file(f, object_path)]
-    return linked, info.st_size + _preview_bytes(object_path) if info.st_nlink == 1 + len(linked) else 0
+    copies = [f for f in friendly_paths if thumbnail_problem(object_path, f) is None]
+    links = [f for f in copies if _same_file(f, object_path)]
+    freed = sum(os.lstat(f).st_size for f in copies if f not in links and os.lstat(f).st_nlink == 1)
+    if info.st_nlink == 1 + len(links):
+        freed += info.st_size + _preview_bytes(object_path)
+    return copies, freed
 
 
 def _preview_bytes(object_path: str) -> int:
@@ -966,20 +1108,24 @@ def _preview_bytes(object_path: str) -> int:
     return info.st_size if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 else 0
 
 
-def remove_object_and_links(layout: OutputLayout, object_path: str, friendly_paths: list[str]) -> tuple[int, int]:
-    """Remove an object and those of ``friendly_paths`` that are links to it.
+def remove_object_and_links(
+    store: OutputLayout, object_path: str, friendly_paths: list[tuple[OutputLayout, str]]
+) -> tuple[int, int]:
+    """Remove an object (with its preview) from ``store`` and those of ``friendly_paths`` (each with
+    its output folder) that are thumbctl's files of it (they hold its very bytes).
 
-    Returns (friendly names removed, bytes reclaimed): the bytes count only when no
-    other link to them is left.
+    Returns (thumbnails removed, bytes reclaimed): the bytes count only when no other link to them
+    is left.
     """
-    linked, _ = reclaimable(object_path, friendly_paths)
-    for friendly in linked:
-        remove_stored_file(layout, friendly)
-    freed = remove_stored_file(layout, object_path) + remove_stored_file(layout, layout.preview_path(object_path))
-    remove_empty_shard(layout, os.path.dirname(object_path))
-    for folder in sorted({os.path.dirname(f) for f in linked}, reverse=True):
-        remove_empty_friendly_folders(layout, folder)
-    return len(linked), freed
+    owned, _ = reclaimable(object_path, [path for _, path in friendly_paths])
+    freed = 0
+    for layout, friendly in friendly_paths:
+        if friendly in owned:
+            freed += remove_stored_file(layout, friendly)
+            remove_empty_friendly_folders(layout, os.path.dirname(friendly))
+    freed += remove_stored_file(store, object_path) + remove_stored_file(store, store.preview_path(object_path))
+    remove_empty_shard(store, os.path.dirname(object_path))
+    return len(owned), freed
 
 
 def remove_empty_friendly_folders(layout: OutputLayout, folder: str) -> None:

@@ -52,6 +52,7 @@ from .imaging import (
     verify_output,
 )
 from .ledger import Claim, ClaimedItem, Ledger, is_server_url
+from .objectstore import StoreLayout
 from .proc import owner_id, owner_is_dead
 from .retrypolicy import Backoff, BusyPolicy
 from .settings import OUTPUT_FORMATS, Limits, parse_ratio
@@ -65,6 +66,7 @@ from .store import (
     open_folder,
     publish_name,
     publish_object,
+    remove_empty_tmp,
     write_preview,
     write_temp,
 )
@@ -326,6 +328,9 @@ class ClaimRun:
         self.config = config
         self.lost = lost
         self.layout = OutputLayout(claim.out_dir)
+        #: Where the claim's objects go: the store their recorded paths lie in (STORE, or OUT for
+        #: items of the earlier layout).
+        self.store = StoreLayout.of_object(claim.items[0].object_path)
         self.source_bytes = 0
         #: The crop analysis of the claim's source; its small copy becomes the contact sheet's preview.
         self.analysis: CropAnalysis | None = None
@@ -376,6 +381,8 @@ class ClaimRun:
         except Exception as exc:  # a bug or resource error: retried like a crash
             rows = [i.row for i in self.claim.items]
             self._fail(rows, "worker_crashed", f"{type(exc).__name__}: {exc}")
+        finally:
+            remove_empty_tmp(self.layout)  # OUT/.tmp exists only while files are being written
 
     def _release(self, fault: LedgerFault) -> None:
         """Give the claim back (attempt not counted) if the ledger takes that write; if not, the
@@ -407,7 +414,7 @@ class ClaimRun:
         draws the crop windows on it. A stand-in ``renderer`` (a queue benchmark) makes none."""
         if self.renderer is not None or self.analysis is None:
             return None
-        return self.preview or self.layout.preview_path(item.object_path)
+        return self.preview or self.store.preview_path(item.object_path)
 
     def _write_preview(self, item: ClaimedItem) -> None:
         """Save the analysis copy as a small JPEG beside ``item``'s object, just published, once per
@@ -416,9 +423,9 @@ class ClaimRun:
         analysis = self.analysis
         if self.preview is not None or self.renderer is not None or analysis is None:
             return
-        path = self.layout.preview_path(item.object_path)
+        path = self.store.preview_path(item.object_path)
         with contextlib.suppress(OSError):
-            write_preview(self.layout, path, lambda: preview_jpeg(analysis.preview()))
+            write_preview(self.store, path, lambda: preview_jpeg(analysis.preview()))
             self.preview = path
 
     def _decode(self) -> SourceDecoder:
@@ -553,8 +560,8 @@ class ClaimRun:
         again; the same bytes need no second look."""
         extension = OUTPUT_FORMATS[shared.format]
         if shared.verified:
-            return write_temp(self.layout, data, extension)
-        writing = self.writer.submit(write_temp, self.layout, data, extension)
+            return write_temp(self.store, data, extension)
+        writing = self.writer.submit(write_temp, self.store, data, extension)
         try:
             problem = verify_output(io.BytesIO(data), shared.format, shared.geometry.out_w, shared.geometry.out_h)
         except BaseException:
@@ -577,7 +584,7 @@ class ClaimRun:
         temps = iter([temp])
 
         def effect() -> str | None:
-            path = next(temps, None) or write_temp(self.layout, data, OUTPUT_FORMATS[item.format])
+            path = next(temps, None) or write_temp(self.store, data, OUTPUT_FORMATS[item.format])
             return self._publish_effect(path, item, result, data)
 
         return effect
@@ -596,7 +603,7 @@ class ClaimRun:
         with self.ledger.publishing_name(item.friendly_path):  # held to the commit: no other host's check between
             approved = self._check_name(item, earlier, data)
             published = publish_object(
-                self.layout,
+                self.store,
                 temp,
                 item.object_path,
                 verify=lambda existing: verify_output(existing, item.format, geometry.out_w, geometry.out_h),

@@ -387,6 +387,30 @@ class Ledger:
         """See :meth:`Observation.stats_facts`."""
         return self._retrying(self._observe.stats_facts, since, batch_id)
 
+    # -- the store ----------------------------------------------------------
+
+    def ledger_id(self) -> str:
+        """The ledger's stable id, made once by its schema migration (a store records the one ledger it
+        belongs to)."""
+        return str(self._retrying(self._db.scalar, "SELECT value FROM meta WHERE name = 'ledger_id'"))
+
+    def recorded_store(self) -> str | None:
+        """The store this ledger last used, or None before it used one."""
+        return self._retrying(self._db.scalar, "SELECT value FROM meta WHERE name = 'store'")
+
+    def record_store(self, path: str) -> None:
+        """Remember ``path`` as the store this ledger uses."""
+        if self.recorded_store() != path:
+            self._retrying(self._record_store, path)
+
+    def _record_store(self, path: str) -> None:
+        with self._db.write():
+            self._db.execute(
+                "INSERT INTO meta (name, value) VALUES ('store', ?) "
+                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                (path,),
+            )
+
     # -- intake -------------------------------------------------------------
 
     def batch_for_key(self, key: str) -> str | None:

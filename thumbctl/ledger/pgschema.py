@@ -117,8 +117,15 @@ _V2 = [
     "UNIQUE (batch_id, item_id, ratio, size, format)",
 ]
 
+#: Facts about the ledger itself: its stable id (recorded by the store it uses) and that store.
+_V3 = [
+    f"CREATE TABLE meta (name {_TEXT} PRIMARY KEY, value {_TEXT} NOT NULL)",
+    "INSERT INTO meta (name, value) VALUES ('ledger_id', replace(gen_random_uuid()::text, '-', ''))",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, _V1),
     (2, _V2),
+    (3, _V3),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -233,6 +233,14 @@ def _v8_derivative_items(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
+def _v9_meta(db: sqlite_utils.Database) -> None:
+    """Facts about the ledger itself: its stable id (a store records the one ledger it belongs to,
+    so gc's reference check is never made by a ledger that does not know all of the store's
+    objects) and the store it last used."""
+    db.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute("INSERT INTO meta (name, value) VALUES ('ledger_id', lower(hex(randomblob(16))))")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
@@ -242,5 +250,6 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (6, _v6_queued_by_batch),
     (7, _v7_queued_age),
     (8, _v8_derivative_items),
+    (9, _v9_meta),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,97 @@
+"""The object store: where it is by default, which ledger it belongs to, and how a thumbnail is made
+its own file (a reflink, else a copy)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from thumbctl import Ledger
+from thumbctl.errors import StoreRequired, StoreTaken
+from thumbctl.objectstore import (
+    LEDGER_ID_FILE,
+    StoreLayout,
+    bind_store,
+    default_store_for,
+    resolve_store,
+    store_for_ledger,
+    store_owner,
+)
+from thumbctl.store import clone_file
+
+
+@pytest.mark.parametrize(
+    ("ledger", "store"),
+    [
+        ("/x/ledger.db", "/x/ledger.store"),
+        ("/x/ledger", "/x/ledger.store"),
+        ("/x/jobs.sqlite3", "/x/jobs.store"),
+        ("/x/a.store", "/x/a.store.store"),  # never the ledger itself
+    ],
+)
+def test_the_default_store_is_beside_a_sqlite_ledger(ledger: str, store: str) -> None:
+    assert default_store_for(Path(ledger)) == Path(store)
+    assert default_store_for(ledger) == Path(store)
+
+
+def test_a_postgresql_ledger_has_no_default_store() -> None:
+    url = "postgresql://u@db.example/thumbs"
+    assert default_store_for(url) is None
+    with pytest.raises(StoreRequired) as raised:
+        resolve_store(None, url)
+    assert raised.value.code == "store_required" and raised.value.exit_code == 2
+    assert resolve_store(Path("/srv/store"), url) == Path("/srv/store")
+
+
+def test_a_store_records_its_ledger_and_the_ledger_its_store(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        layout = store_for_ledger(ledger, None)
+        assert layout == StoreLayout(str(tmp_path / "ledger.store"))
+        assert store_owner(layout) == (ledger.ledger_id(), str(tmp_path / "ledger.db"))
+        assert ledger.recorded_store() == layout.root
+        assert bind_store(ledger, Path(layout.root)) == layout  # again: the same owner, nothing changes
+        ledger_id = ledger.ledger_id()
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        assert ledger.ledger_id() == ledger_id  # stable across opens
+    assert (tmp_path / "ledger.store" / LEDGER_ID_FILE).read_text().splitlines()[0] == ledger_id
+
+
+def test_a_store_of_another_ledger_is_refused_naming_both(tmp_path: Path) -> None:
+    store = tmp_path / "shared"
+    with Ledger(tmp_path / "one.db") as one, Ledger(tmp_path / "two.db") as two:
+        bind_store(one, store)
+        before = (store / LEDGER_ID_FILE).read_bytes()
+        with pytest.raises(StoreTaken) as raised:
+            bind_store(two, store)
+        message = raised.value.message
+        assert raised.value.code == "store_taken" and raised.value.exit_code == 2
+        assert one.ledger_id() in message and two.ledger_id() in message
+        assert str(tmp_path / "one.db") in message and str(tmp_path / "two.db") in message
+        assert (store / LEDGER_ID_FILE).read_bytes() == before and two.recorded_store() is None
+        assert one.ledger_id() != two.ledger_id()
+
+
+def filesystem_type(path: Path) -> str:
+    return subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.parametrize("size", [0, 1, 70_000, (1 << 20) + 3])
+def test_a_thumbnail_is_a_reflink_where_the_filesystem_can_else_a_copy(tmp_path: Path, size: int) -> None:
+    data = os.urandom(size)
+    (tmp_path / "object").write_bytes(data)
+    src = os.open(tmp_path / "object", os.O_RDONLY)
+    dst = os.open(tmp_path / "thumbnail", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        how = clone_file(src, dst, size)
+    finally:
+        os.close(src)
+        os.close(dst)
+    assert (tmp_path / "thumbnail").read_bytes() == data
+    assert os.stat(tmp_path / "thumbnail").st_ino != os.stat(tmp_path / "object").st_ino
+    if filesystem_type(tmp_path) in ("ext2/ext3", "tmpfs"):  # ext4 reports ext2/ext3: no reflink there
+        assert how == "copy"
+    else:
+        assert how in ("reflink", "copy")
