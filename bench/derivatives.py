@@ -132,7 +132,7 @@ class Source:
     path: Path
     width: int  # upright
     height: int
-    stored: tuple[int, int]
+    drafts: list[tuple[int, int] | None]  # the floor's decodes: one per DCT scale the sizes need
     derivatives: list[Derivative]
     floor_images: list[Image.Image] = field(default_factory=list)
     outputs: list[bytes] = field(default_factory=list)
@@ -211,30 +211,33 @@ def run_vips_start() -> None:
     subprocess.run(["vipsthumbnail", "--vips-version"], check=True, capture_output=True)
 
 
-def draft_sizes(source: Source) -> list[tuple[int, int] | None]:
-    """The distinct ``draft`` requests ``decode.py`` makes for the set's sizes (None: full decode)."""
-    wanted = []
+def draft_mode(image: Image.Image) -> str:
+    return image.mode if image.mode in ("CMYK", "L") else "RGB"  # as decode.py asks
+
+
+def draft_requests(data: bytes, width: int, height: int) -> list[tuple[int, int] | None]:
+    """The ``draft`` requests ``decode.py`` makes for the set's sizes (None: a full decode), one per
+    DCT scale they land on (asked of the header, nothing decoded)."""
+    requests: dict[tuple[int, int], tuple[int, int] | None] = {}
     for size in SIZES:
-        scale = decode_scale(source.width, source.height, size) * DRAFT_HEADROOM
-        w, h = source.stored
-        want = None if scale >= 1 else (max(1, math.ceil(w * scale)), max(1, math.ceil(h * scale)))
-        if want not in wanted:
-            wanted.append(want)
-    return wanted
+        scale = decode_scale(width, height, size) * DRAFT_HEADROOM
+        with Image.open(io.BytesIO(data)) as image:
+            want = None
+            if image.format == "JPEG" and scale < 1:
+                want = (max(1, math.ceil(image.width * scale)), max(1, math.ceil(image.height * scale)))
+                image.draft(draft_mode(image), want)
+            requests.setdefault(image.size, want)
+    return list(requests.values())
 
 
 def run_floor(source: Source) -> list[bytes]:
     """Read, one decode per DCT scale the sizes need, 18 encodes of final-size images."""
     data = source.path.read_bytes()
-    sizes = set()
-    for want in draft_sizes(source):
+    for want in source.drafts:
         with Image.open(io.BytesIO(data)) as image:
             if want is not None:
-                image.draft("RGB", want)
+                image.draft(draft_mode(image), want)
             image.load()
-            sizes.add(image.size)
-    if len(sizes) != len(draft_sizes(source)):
-        sys.exit(f"FAILED: floor decodes of {source.path.name} gave {sorted(sizes)}")
     pairs = zip(source.floor_images, source.derivatives, strict=True)
     return [encode(image, item.format, QUALITY) for image, item in pairs]
 
@@ -245,9 +248,8 @@ def run_floor(source: Source) -> list[bytes]:
 def prepare(path: Path) -> Source:
     data = path.read_bytes()
     info = probe(io.BytesIO(data), data[:32], MAX_PIXELS)
-    with Image.open(io.BytesIO(data)) as image:
-        stored = image.size
-    source = Source(path, info.width, info.height, stored, derivatives_of(info.width, info.height))
+    drafts = draft_requests(data, info.width, info.height)
+    source = Source(path, info.width, info.height, drafts, derivatives_of(info.width, info.height))
     rendered = render_set(path)
     source.floor_images = [image for image, _ in rendered]
     source.outputs = [data for _, data in rendered]
