@@ -95,6 +95,29 @@ def resolve_store(store: Path | None, ledger_target: Path | str) -> Path:
     return resolved
 
 
+def check_store_apart(store: Path, out_dir: Path, source_folder: Path | None) -> None:
+    """Refuse (UsageError ``bad_store``) a store that is OUT, lies inside OUT or holds OUT (OUT must
+    hold only what is published, and gc must never walk thumbnails), or a source folder that is the
+    store or lies inside it (its objects would be scanned as photos). All paths are resolved."""
+    if _within(store, out_dir) or _within(out_dir, store):
+        relation = "is" if store == out_dir else "lies inside" if _within(store, out_dir) else "holds"
+        raise UsageError(
+            f"--store {store} {relation} the output folder {out_dir}: keep the store apart from OUT, "
+            "which holds only the published thumbnails",
+            code="bad_store",
+        )
+    if source_folder is not None and _within(source_folder, store):
+        raise UsageError(
+            f"the source folder {source_folder} is the store {store} or lies inside it; pick a store elsewhere",
+            code="bad_store",
+        )
+
+
+def _within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it (both resolved)."""
+    return path == folder or folder in path.parents
+
+
 def bind_store(ledger: Ledger, store: Path) -> StoreLayout:
     """Make ``store`` this ledger's store: the first ledger to use a store records its id in it
     (``STORE/ledger-id``, created once and never replaced), and the ledger records the store's path.
