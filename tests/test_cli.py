@@ -18,7 +18,16 @@ from thumbctl import Ledger, Limits
 from thumbctl.cli import app, main
 
 from conftest import SAMPLE_IMAGES
-from support import CENTRED_WINDOWS, PHOTO_SIZES, is_copy_of, make_image, request, tree_snapshot, window_size
+from support import (
+    CENTRED_WINDOWS,
+    PHOTO_SIZES,
+    is_copy_of,
+    make_image,
+    objects_in,
+    request,
+    tree_snapshot,
+    window_size,
+)
 
 SAMPLE_ONE = SAMPLE_IMAGES / "public-domain"
 
@@ -1555,6 +1564,23 @@ def test_a_later_batch_never_overwrites_an_edited_thumbnail_unless_asked(cli, tm
     assert forced.exit_code == 0 and json.loads(forced.stdout)["overwritten"] == 1
     with Image.open(thumb) as image:
         assert image.size == (64, 64)
+
+
+def test_commands_without_store_use_the_store_the_ledger_recorded(
+    cli, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "my-store"
+    assert cli("submit", photos, "--out", out_dir, "--store", store, "-w", "1", "-r", "1:1", "-q").exit_code == 0
+    stray = store / "objects" / "ab" / f"{'ab' * 32}.jpg"
+    make_image(stray, (8, 8), "JPEG")
+    found = cli("reconcile", "--json")
+    assert found.exit_code == 1
+    assert [(f["kind"], f["path"]) for f in json.loads(found.stdout)["findings"]] == [("orphan_object", str(stray))]
+    gone = cli("gc", "--older-than", "30d", "--json")
+    assert gone.exit_code == 0 and not stray.exists() and len(objects_in(store)) == 4
+    again = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--key", "again", "--json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["state"] == "succeeded"
+    assert len(objects_in(store)) == 4 and not (tmp_path / "ledger.store").exists()  # reused, not rendered anew
 
 
 def test_a_postgresql_ledger_needs_a_store(cli, pg_url: str, photos: Path, out_dir: Path, tmp_path: Path) -> None:

@@ -74,6 +74,14 @@ def test_a_store_of_another_ledger_is_refused_naming_both(tmp_path: Path) -> Non
         assert one.ledger_id() != two.ledger_id()
 
 
+def test_without_a_store_given_the_ledger_keeps_the_store_it_recorded(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        given = store_for_ledger(ledger, tmp_path / "elsewhere")
+        assert store_for_ledger(ledger, None) == given == StoreLayout(str(tmp_path / "elsewhere"))
+        assert ledger.recorded_store() == given.root and not (tmp_path / "ledger.store").exists()
+        assert store_for_ledger(ledger, tmp_path / "moved").root == str(tmp_path / "moved")  # a given one wins
+
+
 def filesystem_type(path: Path) -> str:
     return subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True).stdout.strip()
 

@@ -28,7 +28,7 @@ from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
 from .names import escaped_name
 from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
-from .objectstore import StoreLayout, bind_store, check_store_apart, is_store_folder, resolve_store
+from .objectstore import StoreLayout, bind_store, check_store_apart, chosen_store, is_store_folder
 from .options import SubmitOptions
 from .settings import Limits, Profile, Ratio, parse_ratio
 from .sources import Candidate, SourceFolder, SourceRoot, check_size, digest_bounded, scan_directory
@@ -110,7 +110,7 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     manifest, and :class:`RejectedError` for whole-batch rejections.
     """
     out_dir = resolve_out_dir_or_fail(options.out_dir)
-    store_dir = resolve_store(options.store_dir, ledger.path)
+    store_dir = chosen_store(ledger, options.store_dir)
     check_store_apart(store_dir, out_dir, Path(os.path.realpath(source)) if source.is_dir() else None)
     store = bind_store(ledger, store_dir)
     outputs = frozenset([str(out_dir), store.root, *(folder for folder, _ in ledger.output_folders())])

@@ -140,9 +140,16 @@ def bind_store(ledger: Ledger, store: Path) -> StoreLayout:
 
 
 def store_for_ledger(ledger: Ledger, store: Path | None) -> StoreLayout:
-    """The store ``ledger`` uses: ``store`` as given, else the default beside it (see
-    :func:`resolve_store`), bound to the ledger (see :func:`bind_store`)."""
-    return bind_store(ledger, resolve_store(store, ledger.path))
+    """The store ``ledger`` uses (see :func:`chosen_store`), bound to the ledger (see :func:`bind_store`)."""
+    return bind_store(ledger, chosen_store(ledger, store))
+
+
+def chosen_store(ledger: Ledger, store: Path | None) -> Path:
+    """``store`` as given, else the store the ledger recorded (so a command without ``--store`` finds
+    the store an earlier ``--store`` named, instead of starting an empty one beside the ledger), else
+    the default (see :func:`resolve_store`)."""
+    recorded = ledger.recorded_store() if store is None else None
+    return resolve_store(Path(recorded) if recorded else store, ledger.path)
 
 
 def store_owner(layout: StoreLayout) -> tuple[str, str] | None:
