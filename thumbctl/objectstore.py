@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
 
 #: The file in STORE naming the ledger the store belongs to.
 LEDGER_ID_FILE = "ledger-id"
+#: A ledger id as both backends make it (16 random bytes in hex); anything else in the file is not one.
+_LEDGER_ID = re.compile(r"[0-9a-f]{32}")
+#: How much of the recorded place of the owning ledger a message shows.
+_PLACE_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,8 @@ def chosen_store(ledger: Ledger, store: Path | None) -> Path:
 
 
 def store_owner(layout: StoreLayout) -> tuple[str, str] | None:
-    """(ledger id, where that ledger was) recorded in the store, or None when none is yet."""
+    """(ledger id, where that ledger was) recorded in the store, or None when none is yet. A first line that
+    is not a ledger id gives an empty id; the place is cut short and shown without control characters."""
     try:
         with open_folder(layout.root, layout.root) as root:
             data = read_small_file(root, LEDGER_ID_FILE, 4096)
@@ -162,7 +168,11 @@ def store_owner(layout: StoreLayout) -> tuple[str, str] | None:
     if data is None:
         return None
     lines = data.decode("utf-8", "replace").splitlines()
-    return (lines[0].strip(), lines[1].strip() if len(lines) > 1 else "") if lines else None
+    if not lines:
+        return None
+    ledger_id = lines[0].strip()
+    place = "".join(c if c.isprintable() else "?" for c in lines[1].strip()[:_PLACE_CHARS]) if len(lines) > 1 else ""
+    return (ledger_id if _LEDGER_ID.fullmatch(ledger_id) else "", place)
 
 
 def _claimed_owner(layout: StoreLayout, own_id: str, where: str) -> tuple[str, str]:
