@@ -1583,6 +1583,20 @@ def test_commands_without_store_use_the_store_the_ledger_recorded(
     assert len(objects_in(store)) == 4 and not (tmp_path / "ledger.store").exists()  # reused, not rendered anew
 
 
+def test_a_submit_that_gives_the_ledger_another_store_says_so(cli, photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    first, second = tmp_path / "first-store", tmp_path / "second-store"
+    assert cli("submit", photos, "--out", out_dir, "--store", first, "--detach", "--json").exit_code == 0
+    moved = cli("submit", photos, "--out", out_dir, "--store", second, "--detach", "--json")
+    assert moved.exit_code == 0 and json.loads(moved.stdout)["replayed"]
+    assert moved.stderr == (
+        f"store this ledger used the store {first} until now and uses {second} from here on (--store): the objects "
+        "in the earlier one are no longer reused, checked or collected; give its path as --store to go back\n"
+    )
+    assert cli("submit", photos, "--out", out_dir, "--store", second, "--detach", "--json").stderr == ""
+    quiet = cli("submit", photos, "--out", out_dir, "--store", first, "--detach", "-q")
+    assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (0, "", "")
+
+
 def test_a_postgresql_ledger_needs_a_store(cli, pg_url: str, photos: Path, out_dir: Path, tmp_path: Path) -> None:
     for args in ([], ["--json"]):
         result = cli("submit", photos, "--out", out_dir, "--db", pg_url, "--detach", *args)

@@ -94,6 +94,8 @@ class IntakeReport:
     restored_outputs: int = 0
     #: On a replay: succeeded items whose friendly name a newer batch's success took since.
     names_taken_by_newer: int = 0
+    #: (the store the ledger used before, the one it uses now) when this submit gave it another (``--store``).
+    store_moved: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,10 +114,13 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     out_dir = resolve_out_dir_or_fail(options.out_dir)
     store_dir = chosen_store(ledger, options.store_dir)
     check_store_apart(store_dir, out_dir, Path(os.path.realpath(source)) if source.is_dir() else None)
+    previous_store = ledger.recorded_store()
     store = bind_store(ledger, store_dir)
     outputs = frozenset([str(out_dir), store.root, *(folder for folder, _ in ledger.output_folders())])
     root, entries, ignored, skipped = _collect_entries(source, options, out_dir, outputs)
     report = IntakeReport(sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped)
+    if previous_store and previous_store != store.root:
+        report.store_moved = (previous_store, store.root)
     _check_limits(entries, options.limits, options.profile)
     inspections = _inspect_all(root, entries, options.limits, ledger, report)
     template = options.name_template or default_template(len(options.profile.sizes))
