@@ -1595,6 +1595,8 @@ def test_a_submit_that_gives_the_ledger_another_store_says_so(cli, photos: Path,
     assert cli("submit", photos, "--out", out_dir, "--store", second, "--detach", "--json").stderr == ""
     quiet = cli("submit", photos, "--out", out_dir, "--store", first, "--detach", "-q")
     assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (0, "", "")
+    odd = cli("submit", photos, "--out", out_dir, "--store", tmp_path / "odd\x1b[2J", "--detach", "--json")
+    assert odd.exit_code == 0 and f"uses {tmp_path}/odd?[2J from here on" in odd.stderr
 
 
 def test_a_postgresql_ledger_needs_a_store(cli, pg_url: str, photos: Path, out_dir: Path, tmp_path: Path) -> None:

@@ -400,7 +400,8 @@ class Reporter:
         """Shown even with --json (on stderr), unless quiet: --store gave the ledger another store, so
         the objects of the one it used are no longer reused, checked or collected."""
         self.diagnostics.print(
-            f"[yellow]store[/] this ledger used the store {escape(before)} until now and uses {escape(now)} from "
+            f"[yellow]store[/] this ledger used the store {escape(printable(before))} until now and uses "
+            f"{escape(printable(now))} from "
             "here on (--store): the objects in the earlier one are no longer reused, checked or collected; "
             "give its path as --store to go back"
         )
