@@ -107,8 +107,8 @@ def check_store_apart(store: Path, out_dir: Path, source_folder: Path | None) ->
     if _within(store, out_dir) or _within(out_dir, store):
         relation = "is" if store == out_dir else "lies inside" if _within(store, out_dir) else "holds"
         raise UsageError(
-            f"--store {store} {relation} the output folder {out_dir}: keep the store apart from OUT, "
-            "which holds only the published thumbnails",
+            f"the store {store} {relation} the output folder {out_dir}: keep the store (--store) apart from "
+            "OUT, which holds only the published thumbnails",
             code="bad_store",
         )
     if source_folder is not None and _within(source_folder, store):
