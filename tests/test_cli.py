@@ -1578,9 +1578,14 @@ def test_commands_without_store_use_the_store_the_ledger_recorded(
     assert [(f["kind"], f["path"]) for f in json.loads(found.stdout)["findings"]] == [("orphan_object", str(stray))]
     gone = cli("gc", "--older-than", "30d", "--json")
     assert gone.exit_code == 0 and not stray.exists() and len(objects_in(store)) == 4
+    elsewhere = tmp_path / "one-off"
+    assert cli("reconcile", "--store", elsewhere, "-q").exit_code == 0  # a store for this run only
+    assert cli("gc", "--older-than", "30d", "--store", elsewhere, "-q").exit_code == 0
+    assert cli("work", "--until-idle", "--store", elsewhere, "-q").exit_code == 0
     again = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--key", "again", "--json")
     assert again.exit_code == 0 and json.loads(again.stdout)["state"] == "succeeded"
     assert len(objects_in(store)) == 4 and not (tmp_path / "ledger.store").exists()  # reused, not rendered anew
+    assert not objects_in(elsewhere)
 
 
 def test_a_submit_that_gives_the_ledger_another_store_says_so(cli, photos: Path, out_dir: Path, tmp_path: Path) -> None:

@@ -218,12 +218,13 @@ def _existing(path: Path | str) -> Path | str:
 
 
 def _bound_store(ledger: Ledger, settings: Settings) -> StoreLayout:
-    """The ledger's object store (--store, THUMBCTL_STORE, config key store, else beside the SQLite
-    ledger), bound to it: exit 2 ``store_required`` for a PostgreSQL ledger without one,
-    ``store_taken`` for a store of another ledger."""
+    """The ledger's object store (--store, THUMBCTL_STORE, config key store, else the one it recorded,
+    else beside the SQLite ledger), bound to it for this run (only submit moves the ledger to another):
+    exit 2 ``store_required`` for a PostgreSQL ledger without one, ``store_taken`` for a store of another
+    ledger."""
     from .objectstore import store_for_ledger
 
-    return store_for_ledger(ledger, settings.store_path)
+    return store_for_ledger(ledger, settings.store_path, move=False)
 
 
 def _check_given_store(settings: Settings) -> None:
@@ -234,7 +235,7 @@ def _check_given_store(settings: Settings) -> None:
     from .objectstore import store_for_ledger
 
     with _open_ledger(settings.ledger_path) as ledger:
-        store_for_ledger(ledger, settings.store_path)
+        store_for_ledger(ledger, settings.store_path, move=False)
 
 
 class Interrupts:

@@ -123,10 +123,12 @@ def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def bind_store(ledger: Ledger, store: Path) -> StoreLayout:
+def bind_store(ledger: Ledger, store: Path, *, move: bool = True) -> StoreLayout:
     """Make ``store`` this ledger's store: the first ledger to use a store records its id in it
-    (``STORE/ledger-id``, created once and never replaced), and the ledger records the store's path.
-    A store that belongs to another ledger is refused (StoreTaken), naming both."""
+    (``STORE/ledger-id``, created once and never replaced), and the ledger records the store's path
+    (without ``move``, only when it has none yet: a store given to one maintenance run does not
+    become the store later commands use). A store that belongs to another ledger is refused
+    (StoreTaken), naming both."""
     layout = StoreLayout(str(store))
     own_id = ledger.ledger_id()
     where = _shown_ledger(ledger)
@@ -139,14 +141,14 @@ def bind_store(ledger: Ledger, store: Path) -> StoreLayout:
             f"the store {store} belongs to ledger {owner[0]} ({owner[1] or 'recorded without a place'}), not to "
             f"this ledger {own_id} ({where}); give this ledger a store of its own with --store"
         )
-    if not ledger.read_only:
+    if not ledger.read_only and (move or ledger.recorded_store() is None):
         ledger.record_store(str(store))
     return layout
 
 
-def store_for_ledger(ledger: Ledger, store: Path | None) -> StoreLayout:
+def store_for_ledger(ledger: Ledger, store: Path | None, *, move: bool = True) -> StoreLayout:
     """The store ``ledger`` uses (see :func:`chosen_store`), bound to the ledger (see :func:`bind_store`)."""
-    return bind_store(ledger, chosen_store(ledger, store))
+    return bind_store(ledger, chosen_store(ledger, store), move=move)
 
 
 def chosen_store(ledger: Ledger, store: Path | None) -> Path:
