@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,3 +91,37 @@ def load_postgres(dump: Path, url: str, root: str) -> None:
                 f'WHERE strpos("{column}", %s) > 0',
                 (PLACEHOLDER, root, PLACEHOLDER),
             )
+
+
+def replayable(case: LegacyCase, scratch: Path) -> None:
+    """Make the case's batches replayable from where it was unpacked: the request digest (and the
+    idempotency key derived from it) covers the absolute source and output folders, so it is
+    computed again by the current code for the same request at the new root (a ``--detach``
+    submit into a scratch ledger, which writes nothing to OUT) and written over the recorded one.
+    The current code gives the recorded digest for the same request at the placeholder root (both
+    commits' requests are canonicalized alike), so this is the path rewrite, not a new request."""
+    digests = []
+    for out, ratios in case.runs:
+        ratio_args = [arg for ratio in ratios for arg in ("--ratio", ratio)]
+        args = ["submit", str(case.root / "src"), "--out", str(case.root / out), *ratio_args, "--size", str(case.size)]
+        proc = subprocess.run(
+            [sys.executable, "-m", "thumbctl", *args, "--detach", "--json", "--db", str(scratch)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        digests.append(json.loads(proc.stdout)["request_digest"])
+    from thumbctl import Ledger
+
+    with Ledger(case.db) as ledger:
+        batches = sorted(ledger.batches(limit=100), key=lambda b: (b.created_at, b.batch_id))
+    updates = [(digest, digest, batch.batch_id) for digest, batch in zip(digests, batches, strict=True)]
+    sql = "UPDATE batches SET idempotency_key = ?, request_digest = ? WHERE batch_id = ?"
+    if case.backend == "sqlite":
+        with sqlite3.connect(case.db) as conn:
+            conn.executemany(sql, updates)
+        return
+    import psycopg
+
+    with psycopg.connect(case.db, autocommit=True) as conn, conn.cursor() as cur:
+        cur.executemany(sql.replace("?", "%s"), updates)

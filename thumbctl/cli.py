@@ -252,6 +252,32 @@ def _open_ledger(db: str | None, *, existing: bool = True, read_only: bool = Fal
     return Ledger(_existing(path) if existing else path, read_only=read_only)
 
 
+#: Whether commands that write run the one-time layout migration (:mod:`thumbctl.migrate`). Off while
+#: renders still store objects in OUT/objects: a migrated folder would get them back, and the names
+#: reused from a moved object would point outside OUT. On once the store lives outside OUT.
+MIGRATE_LEGACY_LAYOUT = False
+
+
+def _legacy_store(ledger: Ledger) -> Path | None:
+    """Where the old layout's objects move: beside a SQLite ledger (``<ledger>.store``); None for a
+    PostgreSQL ledger, whose store must be named (``--store``)."""
+    return Path(ledger.path).with_suffix(".store") if ledger.backend == "sqlite" else None
+
+
+def _migrate_layout(ledger: Ledger, reporter: Reporter, store: Path | None = None) -> None:
+    """Run the one-time layout migration (:mod:`thumbctl.migrate`) when an output folder the ledger
+    knows still holds ``objects/``; commands that open the ledger for writing call this first."""
+    from .migrate import migrate_legacy_layout, needs_migration
+
+    if not MIGRATE_LEGACY_LAYOUT or not needs_migration(ledger):
+        return
+    target = store or _legacy_store(ledger)
+    if target is None:
+        reporter.say("output folders of this ledger still hold objects/ (the old layout): --store DIR moves them")
+        return
+    reporter.layout_migrated(migrate_legacy_layout(ledger, target))
+
+
 def _existing(path: Path | str) -> Path | str:
     """``path`` if a ledger is there; a mistyped --db (or THUMBCTL_DB) is an error, not a new ledger.
     A server ledger is checked by connecting to it."""
@@ -420,6 +446,8 @@ def submit_command(
         ) as ledger:
             from .intake import prepare_submission, submit  # Pillow: only the commands that read images import it
 
+            _migrate_layout(ledger, reporter)
+
             try:
                 prepared = prepare_submission(source_path, options, ledger)
             except KeyboardInterrupt:
@@ -462,6 +490,8 @@ def work(
     reporter = _reporter(False, quiet, verbose, stats_interval)
     with _handled(reporter), Interrupts().on_sigint() as interrupts:
         settings = _settings(ctx)
+        with Ledger(_existing(settings.ledger_path)) as ledger:
+            _migrate_layout(ledger, reporter)
         with _progress(reporter, None) as progress:
             result = run_work(
                 _existing(settings.ledger_path),  # a cron line with a mistyped --db must not idle on a new ledger
@@ -582,6 +612,7 @@ def retry(
         run_options = settings.run_options()
         db_path = settings.ledger_path
         with _open_ledger(db_path) as ledger:
+            _migrate_layout(ledger, reporter)
             batch_id = ledger.resolve_batch_id(batch)
             requeued = ledger.retry_failed(batch_id)
             reporter.say(f"Requeued {requeued} failed items of {batch_id}")
@@ -771,6 +802,7 @@ def reconcile_command(
     with _handled(reporter):
         grace_seconds = _parsed(parse_duration, grace, "--grace")
         with _open_ledger(db) as ledger:
+            _migrate_layout(ledger, reporter)
             report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds)
         reporter.reconciled(report, repair=repair)
     raise typer.Exit(int(ExitCode.OK if report.clean else ExitCode.PARTIAL))
@@ -796,6 +828,7 @@ def gc_command(
         age = _parsed(parse_duration, older_than, "--older-than")
         grace_seconds = _parsed(parse_duration, grace, "--grace")
         with _open_ledger(db) as ledger:
+            _migrate_layout(ledger, reporter)
             report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds)
         reporter.garbage_collected(report)
         if report.errors:
