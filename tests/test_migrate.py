@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -172,7 +173,7 @@ def test_read_only_commands_work_on_a_ledger_not_migrated_yet(case: LegacyCase) 
     assert all((out / "objects").is_dir() for out in case.outs)
 
 
-@pytest.mark.parametrize("command", ["retry", "reconcile", "gc"])
+@pytest.mark.parametrize("command", ["submit", "retry", "reconcile", "gc", "work"])
 def test_the_first_command_that_writes_migrates_and_says_so_once(
     case: LegacyCase, command: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -180,9 +181,11 @@ def test_the_first_command_that_writes_migrates_and_says_so_once(
     with Ledger(case.db, read_only=True) as ledger:
         batch_id = ledger.batches(limit=1)[0].batch_id
     args = {
+        "submit": ("submit", str(case.root / "src"), "--out", str(case.root / "out3"), "--size", "40", "--detach"),
         "retry": ("retry", batch_id, "--detach"),
         "reconcile": ("reconcile",),
         "gc": ("gc", "--older-than", "3650d"),
+        "work": ("work", "--until-idle", "--workers", "1"),
     }
 
     first = invoke(case, *args[command])
@@ -214,6 +217,16 @@ def test_a_symlinked_objects_folder_is_refused_not_followed(case: LegacyCase) ->
     assert (case.outs[1] / "objects").is_symlink()
     assert {str(p): p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == outside
     assert not (case.outs[0] / "objects").exists()
+
+
+def test_a_file_named_objects_is_refused(case: LegacyCase) -> None:
+    shutil.rmtree(case.outs[1] / "objects")
+    (case.outs[1] / "objects").write_bytes(b"not a folder")
+
+    report = migrate(case)
+
+    assert report.refused == [str(case.outs[1])] and report.folders == [str(case.outs[0])]
+    assert (case.outs[1] / "objects").read_bytes() == b"not a folder"
 
 
 def test_an_object_the_store_holds_with_other_bytes_is_left_and_reported(case: LegacyCase) -> None:

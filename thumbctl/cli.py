@@ -490,8 +490,9 @@ def work(
     reporter = _reporter(False, quiet, verbose, stats_interval)
     with _handled(reporter), Interrupts().on_sigint() as interrupts:
         settings = _settings(ctx)
-        with Ledger(_existing(settings.ledger_path)) as ledger:
-            _migrate_layout(ledger, reporter)
+        if MIGRATE_LEGACY_LAYOUT:  # the pool opens its own connections; this one only migrates
+            with Ledger(_existing(settings.ledger_path)) as ledger:
+                _migrate_layout(ledger, reporter)
         with _progress(reporter, None) as progress:
             result = run_work(
                 _existing(settings.ledger_path),  # a cron line with a mistyped --db must not idle on a new ledger

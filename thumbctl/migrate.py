@@ -68,7 +68,7 @@ class MigrationReport:
     conflicts: list[str] = field(default_factory=list)
     #: Other files left in OUT/objects (not named like an object, or not a regular file).
     left: list[str] = field(default_factory=list)
-    #: Output folders whose ``objects`` is a symlink: refused, nothing done there.
+    #: Output folders whose ``objects`` is a symlink (or not a folder): refused, nothing done there.
     refused: list[str] = field(default_factory=list)
 
     @property
@@ -130,7 +130,7 @@ def _migrate_folder(ledger: Ledger, out: str, store: str, report: MigrationRepor
     folder = _Folder(out, store)
     try:
         found = list(_legacy_files(folder))
-    except OutsideOutput:
+    except (OutsideOutput, NotADirectoryError):  # a symlink (never followed) or a file named objects
         report.refused.append(out)
         return
     for count, (shard, name) in enumerate(found):

@@ -418,7 +418,7 @@ class Reporter:
         for path in report.left:
             self.console.print(f"[yellow]warning[/] {escape(path)} is not an object; left in place")
         for folder in report.refused:
-            self.console.print(f"[yellow]warning[/] {escape(folder)}/objects is a symlink; not followed, not migrated")
+            self.console.print(f"[yellow]warning[/] {escape(folder)}/objects is a symlink or a file; not migrated")
 
     def batch_detail(self, batch: BatchView) -> None:
         if self.json_mode:
