@@ -27,10 +27,6 @@ uses (its ``--db``, else ``THUMBCTL_DB``, else the default), looked up with ``st
 line passes when it exits 0, or the code named by a trailing ``# exit N`` comment. Absolute example
 paths (:data:`PATH_MAP`) are mapped into the workspace. Files in :data:`NEEDS_POSTGRES` run with
 ``THUMBCTL_DB`` set to a fresh database on ``THUMBCTL_TEST_PG`` and are skipped without it.
-
-Lines using an option of :data:`PENDING_OPTIONS` run only once the command's ``--help`` offers it;
-until then they are skipped and listed in a warning (features documented as the contract that
-land in other branches). Remove an entry once its feature is merged.
 """
 
 from __future__ import annotations
@@ -46,9 +42,8 @@ import shlex
 import shutil
 import subprocess
 import sys
-import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +60,6 @@ SETUP_COMMANDS = {"echo", "mkdir", "cp", "touch", "printf", "rm", "ls", "cat"}
 #: Absolute paths of examples -> folders of the workspace.
 PATH_MAP = {"/mnt/shop/": "mnt/shop/", "/var/lib/node_exporter/textfile/": "textfile/", "/run/": "run/"}
 #: option -> the command whose --help must offer it before lines using it run.
-PENDING_OPTIONS = {
-    "--max-failures": "submit",
-    "--store": "submit",
-}
 COMMAND_TIMEOUT = 600
 QUICK_START = [
     "python3 -m venv .venv && . .venv/bin/activate && pip install -q . && thumbctl submit sample_images --out thumbs",
@@ -258,15 +249,9 @@ class Workspace:
     root: Path
     env: dict[str, str]
     last: tuple[str, str] | None = None  # (line, stdout) of the last command run with --json
-    pending: list[str] = field(default_factory=list)
     ran: int = 0
-    help_cache: dict[str, str] = field(default_factory=dict)
 
     def run(self, line: str, *, where: str, extra_env: dict[str, str] | None = None) -> None:
-        if self.is_pending(line):
-            self.pending.append(f"{where}: {line}")
-            self.last = None
-            return
         line = self.with_paths(line)
         if re.search(r"\bBATCH\b", line):
             line = re.sub(r"\bBATCH\b", self.newest_batch(line, extra_env), line)
@@ -287,20 +272,6 @@ class Workspace:
         )
         self.ran += 1
         self.last = (line, done.stdout) if "--json" in line.split("#")[0] else None
-
-    def is_pending(self, line: str) -> bool:
-        for option, command in PENDING_OPTIONS.items():
-            if re.search(rf"(^|\s){re.escape(option)}(\s|=|$)", line) and option not in self.help_of(command):
-                return True
-        return False
-
-    def help_of(self, command: str) -> str:
-        if command not in self.help_cache:
-            done = subprocess.run(
-                ["thumbctl", command, "--help"], env={**self.env, "COLUMNS": "200"}, capture_output=True, text=True
-            )
-            self.help_cache[command] = done.stdout
-        return self.help_cache[command]
 
     def with_paths(self, line: str) -> str:
         for example, local in PATH_MAP.items():
@@ -485,11 +456,6 @@ def test_every_documented_command_runs(path: Path, tmp_path: Path, request: pyte
     if path.name in NEEDS_POSTGRES:
         space.env["THUMBCTL_DB"] = request.getfixturevalue("pg_url")
     run_doc(path, space)
-    if space.pending:
-        warnings.warn(
-            f"{path.name}: {len(space.pending)} line(s) wait for options this tree lacks:\n" + "\n".join(space.pending),
-            stacklevel=1,
-        )
 
 
 def test_the_cli_reference_is_current() -> None:

@@ -160,7 +160,8 @@ ProfileOption = Annotated[
 
 def setting_option(key: Key) -> tuple[Any, Any, Any]:
     """(annotation, Typer option, default) of a setting's option, from its entry in the table."""
-    shown = "ledger.db in the per-user app folder" if key.name == "db" else default_text(key.name)
+    state = "ledger.db in the per-user state folder (~/.local/state/thumbctl on Linux)"
+    shown = state if key.name == "db" else default_text(key.name)
     kind = SettingType(key)
     decls = [f"{key.flag}/--no-{key.flag[2:]}"] if key.switch else [key.flag, *filter(None, [key.short])]
     option = typer.Option(
@@ -362,7 +363,7 @@ class PanelCommand(TyperCommand):
         if arguments:
             with formatter.section("Arguments"):
                 formatter.write_dl(arguments)
-        for panel in (None, *PANEL_ORDER):
+        for panel in (None, *PANEL_ORDER, *sorted(set(panels) - {None, *PANEL_ORDER})):
             if panel in panels:
                 with formatter.section(f"{panel} options" if panel else "Options"):
                     formatter.write_dl(panels[panel])

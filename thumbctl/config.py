@@ -255,6 +255,7 @@ _DB_HELP = (
     "Ledger: a file, or postgresql://user@host/dbname for workers on many machines (needs pip install "
     "'thumbctl[postgres]'; the password is shown masked)."
 )
+_STORE_HELP = "Object store: rendered objects, kept outside OUT; one per ledger; required with a PostgreSQL --db."
 _TIMEOUT_HELP = "Time limit for each stage (decoding a source, each render); over it, items fail `timeout`. 0: none."
 _FORMATS = "[" + "|".join(OUTPUT_FORMATS) + "][,...]"
 
@@ -298,6 +299,7 @@ KEYS: tuple[Key, ...] = (
     Key("queue_age_objective", "--queue-age-objective", _seconds, lambda: _LIMITS.queue_age_objective,
         "Refuse while the oldest runnable item is older (0 = off).", ADMISSION, "DURATION"),
     Key("db", "--db", _ledger_target, default_ledger_path, _DB_HELP, LEDGER, "PATH|URL", in_profiles=False),
+    Key("store", "--store", _path, lambda: None, _STORE_HELP, OUTPUT, "DIR", in_profiles=False),
 )
 # fmt: on
 KEYS_BY_NAME: dict[str, Key] = {key.name: key for key in KEYS}
