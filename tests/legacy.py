@@ -97,15 +97,17 @@ def replayable(case: LegacyCase, scratch: Path) -> None:
     """Make the case's batches replayable from where it was unpacked: the request digest (and the
     idempotency key derived from it) covers the absolute source and output folders, so it is
     computed again by the current code for the same request at the new root (a ``--detach``
-    submit into a scratch ledger, which writes nothing to OUT) and written over the recorded one.
+    submit into a fresh scratch ledger, which writes nothing to OUT) and written over the recorded one.
     The current code gives the recorded digest for the same request at the placeholder root (both
     commits' requests are canonicalized alike), so this is the path rewrite, not a new request."""
     digests = []
-    for out, ratios in case.runs:
+    for run, (out, ratios) in enumerate(case.runs):
         ratio_args = [arg for ratio in ratios for arg in ("--ratio", ratio)]
         args = ["submit", str(case.root / "src"), "--out", str(case.root / out), *ratio_args, "--size", str(case.size)]
+        # a fresh scratch ledger each time: one that knew the folder would migrate its old objects/
+        db = scratch.with_name(f"{scratch.stem}-{run}{scratch.suffix}")
         proc = subprocess.run(
-            [sys.executable, "-m", "thumbctl", *args, "--detach", "--json", "--db", str(scratch)],
+            [sys.executable, "-m", "thumbctl", *args, "--detach", "--json", "--db", str(db)],
             check=True,
             capture_output=True,
             text=True,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from thumbctl import Ledger, cli
+from thumbctl import Ledger
 from thumbctl.cli import app
 from thumbctl.migrate import MigrationReport, migrate_legacy_layout, needs_migration
 
@@ -47,6 +47,11 @@ def store_of(case: LegacyCase) -> Path:
 
 def invoke(case: LegacyCase, *args: str):
     return CliRunner().invoke(app, [*args, "--db", case.db], catch_exceptions=False)
+
+
+def writing(case: LegacyCase, *args: str):
+    """A command that writes; a PostgreSQL ledger names its store (it has no default one)."""
+    return invoke(case, *args, *(("--store", str(store_of(case))) if case.backend == "postgres" else ()))
 
 
 def status_docs(case: LegacyCase) -> dict[str, object]:
@@ -184,19 +189,24 @@ def test_the_first_command_that_writes_migrates_and_says_so_once(
         "work": ("work", "--until-idle", "--workers", "1"),
     }
 
-    first = invoke(case, *args[command])
-    second = invoke(case, *args[command])
-
-    if case.backend == "postgres":  # the store of a server ledger must be named: nothing moves without it
-        assert "--store DIR moves them" in first.stderr and "--store DIR moves them" in second.stderr
+    store_args: tuple[str, ...] = ()
+    if case.backend == "postgres":  # a server ledger has no default store: nothing moves until one is named
+        refused = invoke(case, *args[command], "--json")
+        assert refused.exit_code == 2, refused.stderr
+        assert json.loads(refused.stdout)["error"]["code"] == "store_required"
+        assert "still hold objects/ (the old layout)" in refused.stderr
         assert all((out / "objects").is_dir() for out in case.outs)
-        return
+        store_args = ("--store", str(store_of(case)))
+
+    first = invoke(case, *args[command], *store_args)
+    second = invoke(case, *args[command], *store_args)
+
     outs = ", ".join(f"{out}/objects" for out in case.outs)
     line = (
         f"moved {MOVED} objects from {outs} to {store_of(case)} (one-time layout migration; {DUPLICATES} "
         f"duplicates dropped; {THUMBNAILS} thumbnails are now their own files)"
     )
-    assert first.stderr.splitlines().count(line) == 1
+    assert first.stderr.splitlines().count(line) == 1, first.stderr
     assert "one-time layout migration" not in second.stderr
     assert not any((out / "objects").exists() for out in case.outs)
 
@@ -225,8 +235,9 @@ def test_a_file_named_objects_is_refused(case: LegacyCase) -> None:
     assert (case.outs[1] / "objects").read_bytes() == b"not a folder"
 
 
-def test_an_object_the_store_holds_with_other_bytes_is_left_and_reported(case: LegacyCase) -> None:
+def test_an_object_the_store_holds_with_other_bytes_is_set_aside_and_no_item_stays_in_out(case: LegacyCase) -> None:
     victim = sorted(p for p in (case.outs[0] / "objects").rglob("*.jpg") if ".preview." not in p.name)[0]
+    old_bytes = victim.read_bytes()
     taken = store_of(case) / "objects" / victim.parent.name / victim.name
     taken.parent.mkdir(parents=True)
     taken.write_bytes(b"other bytes under the same derivative key")
@@ -234,13 +245,31 @@ def test_an_object_the_store_holds_with_other_bytes_is_left_and_reported(case: L
 
     report = migrate(case)
 
-    assert report.conflicts == [str(victim)] and report.objects_moved == MOVED - 1
-    assert victim.is_file() and [p.name for p in (case.outs[0] / "objects").rglob("*") if p.is_file()] == [victim.name]
-    assert linked and all(p.samefile(victim) for p in linked)
+    assert report.objects_moved == MOVED - 1 and len(report.conflicts) == 1
+    aside = Path(report.conflicts[0])
+    assert aside.parent.parent.parent == store_of(case) / "conflicts" and aside.name == victim.name
+    assert aside.read_bytes() == old_bytes
+    assert not (case.outs[0] / "objects").exists()
+    assert linked and all(p.read_bytes() == old_bytes and os.lstat(p).st_nlink == 1 for p in linked)
     with Ledger(case.db) as ledger:
-        assert str(victim) in ledger.object_paths_under(str(case.outs[0] / "objects"))
-        assert needs_migration(ledger)
+        assert not needs_migration(ledger)
+        paths = {item.object_path for b in ledger.batches(limit=100) for item in ledger.items(b.batch_id)}
+        assert str(taken) in paths and all(p.startswith(f"{store_of(case)}/objects/") for p in paths)
     assert taken.read_bytes() == b"other bytes under the same derivative key"
+
+
+def test_items_whose_object_is_not_a_regular_file_still_move_to_the_store(case: LegacyCase) -> None:
+    odd = sorted(p for p in (case.outs[0] / "objects").rglob("*.jpg") if ".preview." not in p.name)[0]
+    odd.unlink()
+    odd.symlink_to("/dev/null")
+
+    report = migrate(case)
+
+    assert report.left == [str(odd)] and odd.is_symlink()
+    with Ledger(case.db) as ledger:
+        paths = {item.object_path for b in ledger.batches(limit=100) for item in ledger.items(b.batch_id)}
+    assert all(p.startswith(f"{store_of(case)}/objects/") for p in paths)
+    assert str(store_of(case) / "objects" / odd.parent.name / odd.name) in paths
 
 
 def test_a_file_of_the_user_at_a_thumbnail_name_is_never_touched(case: LegacyCase) -> None:
@@ -286,11 +315,11 @@ def test_after_migration_reconcile_is_clean_and_the_old_batch_replays(case: Lega
     with Ledger(case.db, read_only=True) as ledger:
         first = sorted(ledger.batches(limit=100), key=lambda b: (b.created_at, b.batch_id))[0]
 
-    reconciled = invoke(case, "reconcile", "--json")
+    reconciled = writing(case, "reconcile", "--json")
     assert reconciled.exit_code == 0, reconciled.stdout
     out, ratios = case.runs[0]
     ratio_args = [arg for ratio in ratios for arg in ("--ratio", ratio)]
-    again = invoke(case, "submit", str(case.root / "src"), "--out", str(case.root / out), *ratio_args,
+    again = writing(case, "submit", str(case.root / "src"), "--out", str(case.root / out), *ratio_args,
                    "--size", str(case.size), "--json")
     assert again.exit_code == 0, again.stderr
     doc = json.loads(again.stdout)
@@ -303,10 +332,37 @@ def test_after_migration_a_new_batch_into_the_same_folder_never_clobbers(case: L
     mine = case.outs[0] / "photo2.16x9.jpg"
     mine.unlink()
     mine.write_bytes(b"the user's own file")
-    result = invoke(case, "submit", str(case.root / "src"), "--out", str(case.outs[0]), "--ratio", "16:9",
+    result = writing(case, "submit", str(case.root / "src"), "--out", str(case.outs[0]), "--ratio", "16:9",
                     "--ratio", "1:1", "--size", "48", "--json")
     assert result.exit_code == 1, result.stderr
     assert mine.read_bytes() == b"the user's own file"
     assert not (case.outs[0] / "objects").exists()
     for path in thumbnails(case):
         assert os.lstat(path).st_nlink == 1
+
+
+def test_an_object_missing_before_migration_is_rendered_again_into_the_store(case: LegacyCase) -> None:
+    gone = sorted(p for p in (case.outs[0] / "objects").rglob("*.jpg") if ".preview." not in p.name)[0]
+    names = [p for p in case.outs[0].glob("*.jpg") if p.samefile(gone)]
+    for path in (gone, *names):  # the derivative is gone, object and thumbnails
+        path.unlink()
+    in_store = store_of(case) / "objects" / gone.parent.name / gone.name
+
+    migrate(case)
+    with Ledger(case.db) as ledger:
+        paths = {item.object_path for b in ledger.batches(limit=100) for item in ledger.items(b.batch_id)}
+    assert str(in_store) in paths and all(p.startswith(f"{store_of(case)}/objects/") for p in paths)
+    assert not in_store.exists()
+
+    repaired = writing(case, "reconcile", "--repair", "--json")
+    assert repaired.exit_code == 0, repaired.stdout  # every finding repaired: the item is queued again
+    kinds = {(f["kind"], f["path"]) for f in json.loads(repaired.stdout)["findings"]}
+    assert ("object_missing", str(in_store)) in kinds
+    worked = writing(case, "work", "--until-idle", "--workers", "1")
+    assert worked.exit_code == 0, worked.stderr
+
+    assert in_store.is_file() and os.lstat(in_store).st_nlink == 1
+    assert names and all(p.read_bytes() == in_store.read_bytes() and os.lstat(p).st_nlink == 1 for p in names)
+    assert not any((out / "objects").exists() for out in case.outs)
+    clean = writing(case, "reconcile", "--json")
+    assert clean.exit_code == 0, clean.stdout
