@@ -302,6 +302,7 @@ def make_workspace(tmp_path: Path) -> Workspace:
     root.mkdir()
     shutil.copytree(ROOT / "sample_images", root / "sample_images")
     shutil.copytree(ROOT / "sample_images", root / "photos")
+    shutil.copytree(ROOT / "sample_images", root / "mnt/shop/photos")  # the shared mount of scaling-out.md
     home = tmp_path / "home"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
