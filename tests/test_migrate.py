@@ -366,3 +366,25 @@ def test_an_object_missing_before_migration_is_rendered_again_into_the_store(cas
     assert not any((out / "objects").exists() for out in case.outs)
     clean = writing(case, "reconcile", "--json")
     assert clean.exit_code == 0, clean.stdout
+
+
+def test_a_store_of_another_ledger_is_refused_before_anything_moves(case: LegacyCase, tmp_path: Path) -> None:
+    from thumbctl.objectstore import bind_store
+
+    with Ledger(str(tmp_path / "other.db")) as other:
+        bind_store(other, store_of(case))
+
+    refused = invoke(case, "reconcile", "--store", str(store_of(case)), "--json")
+
+    assert refused.exit_code == 2, refused.stdout
+    assert json.loads(refused.stdout)["error"]["code"] == "store_taken"
+    assert all((out / "objects").is_dir() for out in case.outs)
+    assert not (store_of(case) / "objects").exists()
+
+
+def test_a_dry_run_of_gc_does_not_migrate(case: LegacyCase) -> None:
+    result = writing(case, "gc", "--older-than", "3650d", "--dry-run")
+
+    assert result.exit_code == 0, result.stderr
+    assert "one-time layout migration" not in result.stderr
+    assert all((out / "objects").is_dir() for out in case.outs)
