@@ -1537,7 +1537,7 @@ def test_an_edited_thumbnail_leaves_the_store_intact_and_reconcile_restores_it(
         assert is_copy_of(item["friendly_path"], item["object_path"])
     assert not (out_dir / ".tmp").exists()
     text = cli("reconcile", "--repair")
-    assert text.exit_code == 0 and "clean" in text.stdout  # a result: on stdout
+    assert text.exit_code == 0 and "clean" in text.stdout
 
 
 def test_a_later_batch_never_overwrites_an_edited_thumbnail_unless_asked(cli, tmp_path: Path, out_dir: Path) -> None:

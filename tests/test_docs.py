@@ -59,7 +59,6 @@ NEEDS_POSTGRES = {"scaling-out.md"}
 SETUP_COMMANDS = {"echo", "mkdir", "cp", "touch", "printf", "rm", "ls", "cat"}
 #: Absolute paths of examples -> folders of the workspace.
 PATH_MAP = {"/mnt/shop/": "mnt/shop/", "/var/lib/node_exporter/textfile/": "textfile/", "/run/": "run/"}
-#: option -> the command whose --help must offer it before lines using it run.
 COMMAND_TIMEOUT = 600
 QUICK_START = [
     "python3 -m venv .venv && . .venv/bin/activate && pip install -q . && thumbctl submit sample_images --out thumbs",
@@ -302,7 +301,7 @@ def make_workspace(tmp_path: Path) -> Workspace:
     root.mkdir()
     shutil.copytree(ROOT / "sample_images", root / "sample_images")
     shutil.copytree(ROOT / "sample_images", root / "photos")
-    shutil.copytree(ROOT / "sample_images", root / "mnt/shop/photos")  # the shared mount of scaling-out.md
+    shutil.copytree(ROOT / "sample_images", root / "mnt/shop/photos")  # the shared folder of scaling-out.md
     home = tmp_path / "home"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -13,6 +13,7 @@ from PIL import Image, ImageCms, ImageFilter, JpegImagePlugin
 from thumbctl.errors import ItemFailure
 from thumbctl.imaging import (
     CropAnalysis,
+    SourceDecoder,
     decode_source,
     encode,
     output_geometry,
@@ -395,6 +396,23 @@ def test_decode_is_box_reduced_once_but_never_below_what_the_outputs_need(mode: 
     assert decoded.image.mode == mode
     assert decoded.image.width >= 400 * needed and decoded.image.height >= 300 * needed
     assert decoded.image.width < 2 * 400 * needed or decoded.image.width == 400
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA"])
+def test_the_formats_of_one_size_share_a_reduction_and_a_resample_only_where_alpha_cannot_differ(mode: str) -> None:
+    """WebP keeps alpha and JPEG does not: without transparency both render from one reduction and
+    one resample, with the same pixels as a decoder and a resample of their own; with it, each has its own."""
+    data = to_bytes(Image.new(mode, (400, 300), (200, 100, 50, 128)[: len(mode)]), "png")
+    box = (50, 0, 350, 300)
+    decoder = SourceDecoder(data, "png", LIMIT)
+    kept, flat = (decoder.decoded(0.3, keep_alpha=keep) for keep in (True, False))
+    assert (kept is flat) == (mode == "RGB")
+    first, again = resample(kept, box, 64, 64), resample(kept, box, 64, 64)
+    assert first is again and resample(kept, (0, 0, 300, 300), 64, 64) is not first
+    alone = resample(SourceDecoder(data, "png", LIMIT).decoded(0.3, keep_alpha=True), box, 64, 64)
+    assert alone.mode == first.mode and alone.tobytes() == first.tobytes()
+    for fmt in ("webp", "jpeg") if mode == "RGB" else ("webp",):
+        assert encode(first, fmt, 85) == encode(alone, fmt, 85)
 
 
 @pytest.mark.parametrize(

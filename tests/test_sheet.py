@@ -290,7 +290,8 @@ def test_sheet_counts_no_output_missing_for_a_batch_of_several_sizes_and_formats
     summary = json.loads(invoke(tmp_path, "sheet", batch["batch_id"], "--json").stdout)
     assert (summary["succeeded"], summary["missing"]) == (batch["total"], 0)
     items = json.loads(invoke(tmp_path, "status", batch["batch_id"], "--items", "--json").stdout)["items"]
-    Path(items[0]["object_path"]).unlink()  # one output really gone: counted once
+    Path(items[0]["object_path"]).unlink()  # one output really gone (object and thumbnail): counted once
+    Path(items[0]["friendly_path"]).unlink()
     assert json.loads(invoke(tmp_path, "sheet", batch["batch_id"], "--json").stdout)["missing"] == 1
 
 

@@ -67,6 +67,8 @@ class DecodedSource:
     width: int  # upright source width before any reduction
     height: int
     _premultiplied: Image.Image | None = field(default=None, repr=False)
+    #: The last resample made from this decode and what it was asked for (see ``encode.resample``).
+    _last_resample: tuple[tuple[object, ...], Image.Image] | None = field(default=None, repr=False)
 
     def to_decoded(self, box: tuple[int, int, int, int]) -> tuple[float, float, float, float]:
         """A box in upright source pixels, in the decoded (possibly reduced) image's pixels.
@@ -154,9 +156,10 @@ class SourceDecoder:
                 warnings.simplefilter("ignore")
                 raw = self._decode_at(needed_scale * headroom)
                 factor = _shrink_factor(raw.image, *raw.stored, needed_scale)
-                key = (raw.image.size, factor, keep_alpha)
+                # Without transparency the reduction is the same whether alpha is kept or not: one serves both.
+                key = (raw.image.size, factor, keep_alpha and raw.image.mode == "RGBA")
                 if key not in self._reduced:
-                    self._reduced[key] = self._reduce(raw, factor, keep_alpha)
+                    self._reduced[key] = self._reduce(raw, factor, key[2])
                 return self._reduced[key]
         except ItemFailure:
             raise

@@ -41,11 +41,19 @@ def resample(
     kernel: Image.Resampling = Image.Resampling.LANCZOS,
 ) -> Image.Image:
     """Crop ``box`` (upright source pixels) and resample it to ``width`` x ``height``: an
-    integer box reduction, then ``kernel`` (see REDUCING_GAP)."""
+    integer box reduction, then ``kernel`` (see REDUCING_GAP).
+
+    The same request made again of the same decode returns the same image (the last one is
+    kept), so the formats of one ratio and size share one resample: callers must not modify it.
+    """
+    key = (box, width, height, kernel)
+    if source._last_resample is not None and source._last_resample[0] == key:
+        return source._last_resample[1]
     scaled = source.to_decoded(box)
     image = source.for_resampling().resize((width, height), kernel, box=scaled, reducing_gap=REDUCING_GAP)
     image = image.convert("RGBA") if image.mode == "RGBa" else image
     image.info.clear()  # resize copies the source's info, and the PNG encoder would write its tRNS
+    source._last_resample = (key, image)
     return image
 
 
