@@ -22,7 +22,7 @@ from thumbctl import Ledger
 from thumbctl.cli import app
 from thumbctl.manifest import parse_manifest_text
 from thumbctl.models import BatchView, ItemView
-from thumbctl.sheet import render_sheet, write_contact_sheet
+from thumbctl.sheet import item_key, render_sheet, write_contact_sheet
 from thumbctl.store import OutputLayout
 
 from conftest import SAMPLE_IMAGES
@@ -251,7 +251,7 @@ def test_a_crop_missing_beside_shown_ones_is_a_labelled_placeholder(tmp_path: Pa
     shown = replace(failed, ratio="1:1", state="succeeded", error_code=None, error_detail=None)
     image = tmp_path / "a.1x1.jpg"
     image.write_bytes(b"")
-    parser = parse(render_sheet(batch, [shown, failed], {"a.jpg": (400, 300)}, {("a.jpg", "1:1"): str(image)}, "/o"))
+    parser = parse(render_sheet(batch, [shown, failed], {"a.jpg": (400, 300)}, {item_key(shown): str(image)}, "/o"))
     assert not parser.compact and parser.tags.count("figure") == 2
     assert ("aspect-ratio", "4 / 3") in [tuple(v.split(":")) for k, v in parser.attributes if k == "style"]
     assert "timeout" in parser.card_text["a.jpg"] and "why" in parser.card_text["a.jpg"]
