@@ -328,14 +328,17 @@ def derivative_label(item: ItemView) -> str:
 def derivatives_caption(item: ItemView, derivatives: list[ItemView], shown: dict[ItemKey, str]) -> str:
     """``1:1 320×320, 640×640 · webp, jpeg``, the crop of the one shown, then each derivative of
     the ratio with no output to show, by outcome."""
-    done = sorted((i for i in derivatives if item_key(i) in shown), key=lambda i: (i.size or 0, output_size(i)))
+    done = sorted((i for i in derivatives if item_key(i) in shown), key=lambda i: (i.size or 0, output_size(i)[0] or 0))
     produced: dict[str, list[str]] = {}  # "640×640" -> the sizes asked that came out smaller
     for each in done:
         width, height = output_size(each)
-        smaller = produced.setdefault(f"{width}×{height}" if width else derivative_label(each) or "?", [])
+        smaller = produced.setdefault(f"{width}×{height}" if width else f"{each.size or '?'} px", [])
         if (each.result or {}).get("source_smaller_than_target") and each.size is not None:
             smaller.append(str(each.size))
-    sizes = ", ".join(f"{dims} ({', '.join(asked)} asked)" if asked else dims for dims, asked in produced.items())
+    sizes = ", ".join(
+        f"{dims} ({', '.join(dict.fromkeys(asked))} asked, source smaller)" if asked else dims
+        for dims, asked in produced.items()
+    )
     formats = ", ".join(dict.fromkeys(i.format for i in done if i.format))
     first = f'<span class="ratio">{escape(item.ratio)}</span> {escape(sizes)}' + (
         f" · {escape(formats)}" if formats else ""
