@@ -604,11 +604,12 @@ def test_reconcile_and_gc_usage_errors_exit_2(cli, args: list[str], message: str
 
 
 def test_quiet_reconcile_prints_only_the_findings_that_remain(cli, photos: Path, out_dir: Path) -> None:
-    submit_json(cli, photos, out_dir, "-r", "1:1")
+    _, doc, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
     assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
     clean = cli("reconcile", "--repair", "-q")
     assert (clean.exit_code, clean.stdout, clean.stderr) == (0, "", "")
-    orphan = out_dir / "objects" / "ab" / ("ab" + "0" * 62 + ".jpg")
+    store = Path(item_list(cli, doc["batch_id"])[0]["object_path"]).parents[2]  # STORE/objects/<xx>/<object>
+    orphan = store / "objects" / "ab" / ("ab" + "0" * 62 + ".jpg")
     orphan.parent.mkdir(parents=True, exist_ok=True)
     orphan.write_bytes(b"left behind")
     (out_dir / "rooms" / "living.1x1.jpg").unlink()

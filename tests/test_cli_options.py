@@ -256,6 +256,8 @@ def test_batch_completion_never_fails_the_shell(tmp_path: Path, ledger: str) -> 
         ("config", [key.name for key in KEYS]),
         ("retry", ["workers", "item_timeout", "sheet", "max_failures", "db", "store"]),
         ("work", ["workers", "item_timeout", "max_failures", "db", "store"]),
+        ("reconcile", ["db", "store"]),
+        ("gc", ["db", "store"]),
         ("status", ["db"]),
     ],
 )

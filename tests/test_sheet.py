@@ -22,7 +22,7 @@ from thumbctl import Ledger
 from thumbctl.cli import app
 from thumbctl.manifest import parse_manifest_text
 from thumbctl.models import BatchView, ItemView
-from thumbctl.sheet import render_sheet, write_contact_sheet
+from thumbctl.sheet import item_key, render_sheet, write_contact_sheet
 from thumbctl.store import OutputLayout
 
 from conftest import SAMPLE_IMAGES
@@ -251,7 +251,7 @@ def test_a_crop_missing_beside_shown_ones_is_a_labelled_placeholder(tmp_path: Pa
     shown = replace(failed, ratio="1:1", state="succeeded", error_code=None, error_detail=None)
     image = tmp_path / "a.1x1.jpg"
     image.write_bytes(b"")
-    parser = parse(render_sheet(batch, [shown, failed], {"a.jpg": (400, 300)}, {("a.jpg", "1:1"): str(image)}, "/o"))
+    parser = parse(render_sheet(batch, [shown, failed], {"a.jpg": (400, 300)}, {item_key(shown): str(image)}, "/o"))
     assert not parser.compact and parser.tags.count("figure") == 2
     assert ("aspect-ratio", "4 / 3") in [tuple(v.split(":")) for k, v in parser.attributes if k == "style"]
     assert "timeout" in parser.card_text["a.jpg"] and "why" in parser.card_text["a.jpg"]
@@ -292,7 +292,72 @@ def test_sheet_counts_no_output_missing_for_a_batch_of_several_sizes_and_formats
     items = json.loads(invoke(tmp_path, "status", batch["batch_id"], "--items", "--json").stdout)["items"]
     Path(items[0]["object_path"]).unlink()  # one output really gone (object and thumbnail): counted once
     Path(items[0]["friendly_path"]).unlink()
-    assert json.loads(invoke(tmp_path, "sheet", batch["batch_id"], "--json").stdout)["missing"] == 1
+    summary = json.loads(invoke(tmp_path, "sheet", batch["batch_id"], "--json").stdout)
+    assert summary["missing"] == 1
+    parser = parse(Path(summary["path"]).read_text(encoding="utf-8"))  # and its tile names it
+    gone = f"missing {items[0]['size']} {items[0]['format']} the output file is gone"
+    assert parser.tags.count("figure") == len(PHOTO_SIZES) and gone in parser.captions[items[0]["item_id"]][0]
+
+
+def test_a_batch_of_several_sizes_and_formats_has_one_tile_per_source_and_ratio(
+    tmp_path: Path, photos: Path, out_dir: Path
+) -> None:
+    (photos / "notes.jpg").write_text("meeting notes, not a photo")
+    result = invoke(
+        tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9",
+        "--size", "64,256", "--format", "avif,webp,jpeg", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 1, result.stderr  # partial: notes.jpg
+    batch_id = json.loads(result.stdout)["batch_id"]
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        page = Path(write_contact_sheet(ledger, batch_id).path)
+        items = ledger.items(batch_id)
+    assert len(items) == 5 * 2 * 2 * 3
+    parser = parse(page.read_text(encoding="utf-8"))
+    assert_links_resolve(parser, page.parent)
+    assert parser.tags.count("figure") == len(PHOTO_SIZES) * 2  # one tile per (source, ratio), not per derivative
+    assert parser.compact == ["notes.jpg"] and parser.card_text["notes.jpg"].count("unsupported_format") == 1
+    assert "1:1, 16:9" in parser.card_text["notes.jpg"]
+    for item_id in PHOTO_SIZES:
+        assert [img["alt"] for img in parser.images[item_id]] == [f"{item_id} 1:1", f"{item_id} 16:9"]
+        assert len(parser.recrops[item_id]) == len(parser.windows[item_id]) == len(parser.captions[item_id]) == 2
+        tiles = zip(("1:1", "16:9"), parser.images[item_id], parser.captions[item_id], strict=True)
+        for ratio, image, caption in tiles:
+            mine = [i for i in items if (i.item_id, i.ratio) == (item_id, ratio)]
+            assert {i.state for i in mine} == {"succeeded"} and len(mine) == 6
+            (largest,) = [i for i in mine if (i.size, i.format) == (256, "jpeg")]  # a JPEG before AVIF or WebP
+            assert os.path.realpath(page.parent / unquote(image["src"])) == os.path.realpath(largest.friendly_path)
+            assert (int(image["width"]), int(image["height"])) == (largest.result["width"], largest.result["height"])
+            produced = dict.fromkeys(f"{i.result['width']}×{i.result['height']}" for i in mine)
+            assert caption.startswith(f"{ratio} {', '.join(produced)}") and "· avif, webp, jpeg" in caption
+            smaller = largest.result["source_smaller_than_target"]
+            assert ("(256 asked, source smaller)" in caption) == smaller
+            assert caption.count(" · ") == 2  # the sizes and formats, then the crop once
+
+
+def test_a_failed_derivative_is_named_on_its_ratios_tile(tmp_path: Path) -> None:
+    batch, (template,) = view_of("succeeded")
+    result = {"width": 320, "height": 240, "crop": {"box": [0, 0, 400, 300], "score": 0.5, "policy": "smart"}}
+
+    def derivative(size: int, fmt: str, state: str = "succeeded", code: str | None = None) -> ItemView:
+        done = {**result, "width": size, "height": size * 3 // 4} if state == "succeeded" else None
+        return replace(
+            template, size=size, format=fmt, state=state, error_code=code, error_detail=code and "why", result=done
+        )
+
+    items = [derivative(320, "webp"), derivative(320, "jpeg"), derivative(640, "webp", "failed", "timeout")]
+    items += [derivative(640, "jpeg"), replace(derivative(320, "jpeg", "failed", "encode_failed"), ratio="1:1")]
+    items += [replace(derivative(640, "jpeg", "failed", "encode_failed"), ratio="1:1")]
+    shown = {item_key(i): str(tmp_path / f"a.{i.size}.{i.format}") for i in items if i.state == "succeeded"}
+    parser = parse(render_sheet(batch, items, {"a.jpg": (400, 300)}, shown, str(tmp_path)))
+    assert parser.tags.count("figure") == 2 and not parser.compact
+    (image,) = parser.images["a.jpg"]
+    assert (image["src"], image["width"], image["height"]) == ("a.640.jpeg", "640", "480")
+    tile, placeholder = parser.captions["a.jpg"]
+    assert tile.startswith("4:3 320×240, 640×480 · webp, jpeg") and tile.count("smart 0.50") == 1
+    assert "failed 640 webp timeout why" in tile
+    assert "1:1" in placeholder and "failed 320 jpeg, 640 jpeg encode_failed why" in placeholder
+    assert len(parser.windows["a.jpg"]) == 1  # the failed ratio recorded none; the other's is drawn once
 
 
 def test_sheet_path_and_counts_go_to_stdout(tmp_path: Path, rendered: str) -> None:

@@ -43,6 +43,7 @@ from .errors import (
     Interrupted,
     LedgerMissing,
     StorageError,
+    StoreRequired,
     ThumbctlError,
     UsageError,
 )
@@ -227,15 +228,25 @@ def _bound_store(ledger: Ledger, settings: Settings) -> StoreLayout:
     return store_for_ledger(ledger, settings.store_path, move=False)
 
 
-def _check_given_store(settings: Settings) -> None:
-    """Workers write where each item's recorded object path says; a store given to ``work`` or
-    ``retry`` must still be this ledger's (``store_taken`` otherwise)."""
-    if settings.store_path is None:
-        return
+def _settle_store(ledger: Ledger, reporter: Reporter, settings: Settings) -> None:
+    """Before a command writes: a store given (--store, THUMBCTL_STORE, config key store) must be this
+    ledger's (``store_taken`` otherwise), and output folders still in the old layout (``OUT/objects``)
+    are moved into the ledger's store first, once (:mod:`thumbctl.migrate`). A PostgreSQL ledger
+    has no default store: with old output folders and no store named, exit 2 ``store_required``."""
+    from .migrate import migrate_legacy_layout, needs_migration
     from .objectstore import store_for_ledger
 
-    with _open_ledger(settings.ledger_path) as ledger:
-        store_for_ledger(ledger, settings.store_path, move=False)
+    if not needs_migration(ledger):
+        if settings.store_path is not None:
+            store_for_ledger(ledger, settings.store_path, move=False)
+        return
+    if settings.store_path is None and ledger.backend != "sqlite":
+        raise StoreRequired(
+            "output folders of this ledger still hold objects/ (the old layout): a PostgreSQL ledger needs "
+            "--store DIR (or THUMBCTL_STORE, config key store) to move them into, once"
+        )
+    store = store_for_ledger(ledger, settings.store_path, move=False)  # another ledger's: refused before any move
+    reporter.layout_migrated(migrate_legacy_layout(ledger, store.root))
 
 
 class Interrupts:
@@ -381,6 +392,7 @@ def submit_command(
             from .intake import prepare_submission, submit  # Pillow: only the commands that read images import it
 
             first_batch = not ledger.batches(1)
+            _settle_store(ledger, reporter, settings)
             try:
                 prepared = prepare_submission(source_path, options, ledger)
             except KeyboardInterrupt:
@@ -444,7 +456,8 @@ def work(
     with _handled(reporter), Interrupts().on_sigint() as interrupts:
         batch = _one_batch(batch, batch_option)
         settings = settings_from_context(ctx)
-        _check_given_store(settings)
+        with _open_ledger(settings.ledger_path) as ledger:  # the pool opens its own connections
+            _settle_store(ledger, reporter, settings)
         with _progress(reporter, None) as progress:
             result = run_work(
                 _existing(settings.ledger_path),  # a cron line with a mistyped --db must not idle on a new ledger
@@ -561,10 +574,10 @@ def retry(
     reporter = _reporter(json_out, quiet, verbose, stats_interval)
     with _handled(reporter):
         settings = settings_from_context(ctx)
-        _check_given_store(settings)
         run_options = settings.run_options()
         db_path = _settled(settings.ledger_path)
         with _open_ledger(db_path) as ledger:
+            _settle_store(ledger, reporter, settings)
             batch_id = ledger.resolve_batch_id(batch)
             requeued = ledger.retry_failed(batch_id)
             view = ledger.batch(batch_id)
@@ -726,6 +739,7 @@ def reconcile_command(
         grace_seconds = _parsed(parse_duration, grace, "--grace")
         settings = settings_from_context(ctx)
         with _open_ledger(settings.ledger_path) as ledger:
+            _settle_store(ledger, reporter, settings)
             bound = _bound_store(ledger, settings)
             report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds, store=bound)
         reporter.reconciled(report, repair=repair)
@@ -753,6 +767,8 @@ def gc_command(
         grace_seconds = _parsed(parse_duration, grace, "--grace")
         settings = settings_from_context(ctx)
         with _open_ledger(settings.ledger_path) as ledger:
+            if not dry_run:  # a dry run changes nothing, the old layout included
+                _settle_store(ledger, reporter, settings)
             bound = _bound_store(ledger, settings)
             report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds, store=bound)
         reporter.garbage_collected(report)

@@ -19,6 +19,12 @@ asks again). ``before_encode`` lies between two stages timed by ``--item-timeout
 there is not timed); ``before_decode`` is in the decode stage, ``before_publish``,
 ``after_link`` and ``name_published`` in a render's. ``pause:CHECKPOINT:once``
 pauses only the first process to get there.
+
+The one-time layout migration (:mod:`thumbctl.migrate`) has its own, per output folder:
+``migrate_mid_move`` (the first object placed in the store), ``migrate_after_move`` (every
+object placed, the ledger not yet changed), ``migrate_after_ledger`` (object paths rewritten,
+thumbnails still links), ``migrate_after_copy`` (the first thumbnail replaced by its own copy)
+and ``migrate_after_unlink`` (the first old object removed from OUT/objects).
 This is a testing aid; with the variable unset every checkpoint is a no-op.
 """
 
@@ -39,6 +45,11 @@ CHECKPOINTS = (
     "name_published",
     "after_commit",
     "ran_dry",
+    "migrate_mid_move",
+    "migrate_after_move",
+    "migrate_after_ledger",
+    "migrate_after_copy",
+    "migrate_after_unlink",
 )
 
 

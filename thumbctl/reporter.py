@@ -38,6 +38,7 @@ from .proc import owner_label
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
     from .intake import IntakeReport
+    from .migrate import MigrationReport
     from .pool import Supervision
     from .progress import RunProgress
     from .sheet import SheetSummary
@@ -519,6 +520,29 @@ class Reporter:
             self.diagnostics.print(
                 f"[yellow]waiting[/] [dim]\\[{error.code}][/] {escape(error.message)}; retrying in {delay:.1f}s"
             )
+
+    def layout_migrated(self, report: MigrationReport) -> None:
+        """The one line of the one-time layout migration, on stderr (also with --json); what it
+        had to set aside or leave is a warning, shown even with -q."""
+        if report.folders and not self.quiet:
+            sources = ", ".join(f"{folder}/objects" for folder in report.folders[:2])
+            if len(report.folders) > 2:
+                sources = f"OUT/objects of {len(report.folders)} output folders"
+            extra = f"; {report.duplicates_dropped} duplicates dropped" if report.duplicates_dropped else ""
+            self.diagnostics.print(
+                f"moved {report.objects_moved} objects from {escape(sources)} to {escape(report.store)} "
+                f"(one-time layout migration{extra}; {report.thumbnails_copied} thumbnails are now their own files)"
+            )
+        for path in report.conflicts:
+            self.diagnostics.print(
+                f"[yellow]warning[/] {escape(path)}: an old object with other bytes than the store's for that "
+                "derivative, kept here; its thumbnails keep their bytes until `reconcile --repair` "
+                "(see docs/operations.md, 'Moving from the old layout')"
+            )
+        for path in report.left:
+            self.diagnostics.print(f"[yellow]warning[/] {escape(path)} is not an object; left in place")
+        for folder in report.refused:
+            self.diagnostics.print(f"[yellow]warning[/] {escape(folder)}/objects is a symlink or a file; not migrated")
 
     def batch_detail(self, batch: BatchView) -> None:
         if self.json_mode:

@@ -1,8 +1,11 @@
 """The contact sheet of a batch: one self-contained HTML page to review its crops at a glance.
 
 Each source is a card: its id and size, a small copy of the photo with every crop
-window drawn on it, and its crops side by side at their true aspect ratios, each
-with a manifest line to paste (its ``focus`` is the window's centre) to re-crop it.
+window drawn on it, and its crops side by side at their true aspect ratios, one tile
+per ratio with a manifest line to paste (its ``focus`` is the window's centre) to
+re-crop it. The derivatives of a ratio (its sizes and formats) share one window, scaled
+exactly, so a tile shows one of them (the largest, in the most widely shown format) and
+its caption lists them all, with any that failed or are gone.
 The small copy is the preview the worker saved from its crop analysis, embedded as a
 ``data:`` URI; the crops are relative links to the outputs, so the page works from
 disk, offline, with no JavaScript, and no image waits to load lazily. A source with
@@ -24,6 +27,7 @@ from urllib.parse import quote
 
 from .errors import CannotWrite
 from .ledger import Ledger
+from .markup import FALLBACK_FORMATS
 from .models import ITEM_STATES, BatchView, ItemView
 from .objectstore import StoreLayout
 from .store import OutputLayout, read_preview, shown_output, write_page
@@ -34,7 +38,12 @@ FRAME_BOX = (196, 160)  # the source's preview fits in this many CSS px
 #: Source orders of ``thumbctl sheet --sort``; sources with a crop missing come first in each.
 SORT_ORDERS = ("ledger", "score")
 
-ItemKey = tuple[str, str]  # (item id, ratio)
+ItemKey = tuple[str, str, int | None, str | None]  # (item id, ratio, size asked, format): one derivative
+Outcome = tuple[str, str, str]  # (state, error code, detail) of an item with no output to show
+
+
+def item_key(item: ItemView) -> ItemKey:
+    return item.item_id, item.ratio, item.size, item.format
 
 
 @dataclass(frozen=True)
@@ -77,7 +86,7 @@ def write_contact_sheet(
     layout = OutputLayout(view.out_dir)
     target = sheet_target(layout, view.batch_id, path)
     outputs = [(item, shown_output(item)) for item in items]
-    shown = {(i.item_id, i.ratio): p for i, p in outputs if p}
+    shown = {item_key(i): p for i, p in outputs if p}
     sizes = ledger.source_sizes(view.batch_id)
     page = render_sheet(view, items, sizes, shown, os.path.dirname(target), previews(layout, items), sort=sort)
     try:
@@ -141,7 +150,8 @@ def render_sheet(
 ) -> str:
     """The whole page.
 
-    ``shown`` maps (item id, ratio) to the output file to show; links are relative to ``page_dir``.
+    ``shown`` maps each derivative (:func:`item_key`) to its output file, where there is one to show;
+    links are relative to ``page_dir``.
     ``photos`` maps item ids to their JPEG previews.
     """
     ratios = list(dict.fromkeys(i.ratio for i in items))
@@ -176,7 +186,7 @@ def group_by_source(
         groups.setdefault(item.item_id, []).append(item)
 
     def key(pair: tuple[str, list[ItemView]]) -> tuple[bool, float]:
-        complete = all((i.item_id, i.ratio) in shown for i in pair[1])
+        complete = all(item_key(i) in shown for i in pair[1])
         return complete, lowest_score(pair[1]) if sort == "score" else 0.0
 
     return dict(sorted(groups.items(), key=key))
@@ -266,10 +276,10 @@ class SourceCard:
         """Its id, size and photo with the crop windows, then one tile per ratio; a compact row
         when it has nothing to show."""
         dimensions = f"{size[0]}×{size[1]} px" if size else "size unknown"
-        if not any((i.item_id, i.ratio) in self.shown for i in items):
+        if not any(item_key(i) in self.shown for i in items):
             return compact_row(item_id, items, dimensions)
-        tiles = "".join(self.tile(item, size) for item in items)
-        flagged = " has-problem" if any((i.item_id, i.ratio) not in self.shown for i in items) else ""
+        tiles = "".join(self.tile(derivatives, size) for derivatives in group_by_ratio(items).values())
+        flagged = " has-problem" if any(item_key(i) not in self.shown for i in items) else ""
         frame = source_frame(size, items, self.colours, self.photos.get(item_id))
         return (
             f'<section class="source{flagged}" data-item-id="{escape(item_id)}">\n'
@@ -277,25 +287,104 @@ class SourceCard:
             f'<div class="crops">{tiles}</div>\n</section>'
         )
 
-    def tile(self, item: ItemView, size: tuple[int, int] | None) -> str:
-        colour = self.colours[item.ratio]
-        path = self.shown.get((item.item_id, item.ratio))
-        if path is None:
-            return placeholder_figure(item, colour)
-        return crop_figure(item, path, self.page_dir, colour, recrop_line(item, size, self.source_root))
+    def tile(self, derivatives: list[ItemView], size: tuple[int, int] | None) -> str:
+        """One ratio's tile: the derivative :func:`shown_derivative` picks, captioned with all of them."""
+        colour = self.colours[derivatives[0].ratio]
+        item = shown_derivative(derivatives, self.shown)
+        if item is None:
+            return placeholder_figure(derivatives, colour)
+        path = self.shown[item_key(item)]
+        caption = crop_caption(item) if len(derivatives) == 1 else derivatives_caption(item, derivatives, self.shown)
+        return crop_figure(item, path, self.page_dir, colour, recrop_line(item, size, self.source_root), caption)
+
+
+def group_by_ratio(items: list[ItemView]) -> dict[str, list[ItemView]]:
+    """One source's items by ratio (its derivatives: sizes and formats), in ledger order."""
+    groups: dict[str, list[ItemView]] = {}
+    for item in items:
+        groups.setdefault(item.ratio, []).append(item)
+    return groups
+
+
+def shown_derivative(derivatives: list[ItemView], shown: dict[ItemKey, str]) -> ItemView | None:
+    """The derivative a tile shows: the largest one with an output, in the most widely shown format
+    among those of that size (the ``<img>`` fallback order of the markup: JPEG, PNG, WebP, AVIF)."""
+
+    def rank(item: ItemView) -> tuple[int, int, int]:
+        width, height = output_size(item)
+        fmt = item.format or ""
+        preference = FALLBACK_FORMATS.index(fmt) if fmt in FALLBACK_FORMATS else len(FALLBACK_FORMATS)
+        return (width or 0) * (height or 0), item.size or 0, -preference
+
+    candidates = [item for item in derivatives if item_key(item) in shown]
+    return max(candidates, key=rank, default=None)
+
+
+def derivative_label(item: ItemView) -> str:
+    """``640 webp``: the size asked and the format of one derivative (what the batch recorded of them)."""
+    return " ".join(str(part) for part in (item.size, item.format) if part is not None)
+
+
+def derivatives_caption(item: ItemView, derivatives: list[ItemView], shown: dict[ItemKey, str]) -> str:
+    """``1:1 320×320, 640×640 · webp, jpeg``, the crop of the one shown, then each derivative of
+    the ratio with no output to show, by outcome."""
+    done = sorted((i for i in derivatives if item_key(i) in shown), key=lambda i: (i.size or 0, output_size(i)[0] or 0))
+    produced: dict[str, list[str]] = {}  # "640×640" -> the sizes asked that came out smaller
+    for each in done:
+        width, height = output_size(each)
+        smaller = produced.setdefault(f"{width}×{height}" if width else f"{each.size or '?'} px", [])
+        if (each.result or {}).get("source_smaller_than_target") and each.size is not None:
+            smaller.append(str(each.size))
+    sizes = ", ".join(
+        f"{dims} ({', '.join(dict.fromkeys(asked))} asked, source smaller)" if asked else dims
+        for dims, asked in produced.items()
+    )
+    formats = ", ".join(dict.fromkeys(i.format for i in done if i.format))
+    first = f'<span class="ratio">{escape(item.ratio)}</span> {escape(sizes)}' + (
+        f" · {escape(formats)}" if formats else ""
+    )
+    missing = [i for i in derivatives if item_key(i) not in shown]
+    return f"{first}<br>{crop_text(item)}{problem_lines(missing)}"
+
+
+def problem_lines(items: list[ItemView]) -> str:
+    """One line per distinct outcome of ``items`` (derivatives with no output), naming them."""
+    outcomes: dict[Outcome, list[str]] = {}
+    for item in items:
+        outcomes.setdefault(outcome_of(item), []).append(derivative_label(item) or item.ratio)
+    return "".join(
+        f'<br><span class="problem {escape(state)}"><span class="state">{escape(label_of(state))}</span> '
+        f"{escape(', '.join(labels))}"
+        + (f' <code class="error-code">{escape(code)}</code>' if code else "")
+        + (f' <span class="detail">{escape(detail)}</span>' if detail else "")
+        + "</span>"
+        for (state, code, detail), labels in outcomes.items()
+    )
 
 
 def compact_row(item_id: str, items: list[ItemView], dimensions: str) -> str:
-    """A source with no crop to show: one row, one line per distinct (state, code, detail) with its ratios."""
-    outcomes: dict[tuple[str, str, str], list[str]] = {}
+    """A source with no crop to show: one row, one line per distinct (state, code, detail) with the
+    ratios it covers (a ratio's derivatives are named only when they differ in outcome)."""
+    outcomes: dict[Outcome, list[ItemView]] = {}
     for item in items:
-        outcomes.setdefault(outcome_of(item), []).append(item.ratio)
-    lines = "".join(outcome_line(*outcome, ratios) for outcome, ratios in outcomes.items())
+        outcomes.setdefault(outcome_of(item), []).append(item)
+    lines = "".join(outcome_line(*outcome, covered(group, items)) for outcome, group in outcomes.items())
     return (
         f'<section class="source compact has-problem" data-item-id="{escape(item_id)}">'
         f'<h2>{breakable(item_id)}</h2><span class="dims">{dimensions}</span>'
         f'<ul class="outcomes">{lines}</ul></section>'
     )
+
+
+def covered(group: list[ItemView], items: list[ItemView]) -> list[str]:
+    """``group``'s ratios, each once when it holds all of that ratio's derivatives, else as ``1:1 640 webp``."""
+    labels: list[str] = []
+    for ratio, derivatives in group_by_ratio(group).items():
+        if len(derivatives) == sum(1 for i in items if i.ratio == ratio):
+            labels.append(ratio)
+        else:
+            labels.extend(f"{ratio} {derivative_label(i)}".rstrip() for i in derivatives)
+    return labels
 
 
 def outcome_line(state: str, code: str, detail: str, ratios: list[str]) -> str:
@@ -307,7 +396,7 @@ def outcome_line(state: str, code: str, detail: str, ratios: list[str]) -> str:
     )
 
 
-def outcome_of(item: ItemView) -> tuple[str, str, str]:
+def outcome_of(item: ItemView) -> Outcome:
     """(state, error code, detail) of an item with no output to show."""
     if item.state == "succeeded":
         return "succeeded", "", "the output file is gone; see thumbctl reconcile"
@@ -322,13 +411,16 @@ def source_frame(
     size: tuple[int, int] | None, items: list[ItemView], colours: dict[str, str], photo: bytes | None = None
 ) -> str:
     """The source scaled down (its preview, or an outline when there is none) with each recorded
-    crop window drawn on it."""
+    crop window drawn on it once (the derivatives of a ratio share theirs)."""
     if not size:
         return ""
     width, height = size
     scale = min(FRAME_BOX[0] / width, FRAME_BOX[1] / height)
     box_w, box_h = max(1, round(width * scale)), max(1, round(height * scale))
-    windows = "".join(crop_window(item, size, colours[item.ratio]) for item in items)
+    distinct: dict[tuple[str, tuple[int, int, int, int] | None], ItemView] = {}
+    for item in items:
+        distinct.setdefault((item.ratio, crop_box(item)), item)
+    windows = "".join(crop_window(item, size, colours[item.ratio]) for item in distinct.values())
     picture = (
         f'<img class="photo" src="data:image/jpeg;base64,{base64.b64encode(photo).decode("ascii")}" '
         f'width="{box_w}" height="{box_h}" alt="">'
@@ -379,8 +471,11 @@ def crop_box(item: ItemView) -> tuple[int, int, int, int] | None:
     return left, top, right, bottom
 
 
-def crop_figure(item: ItemView, path: str, page_dir: str, colour: str, recrop: str | None = None) -> str:
-    """A crop at its true aspect ratio, linked to the full-size output, with its re-crop line.
+def crop_figure(
+    item: ItemView, path: str, page_dir: str, colour: str, recrop: str | None = None, caption: str | None = None
+) -> str:
+    """A crop at its true aspect ratio, linked to the full-size output, with its re-crop line and
+    ``caption`` (HTML; default :func:`crop_caption`).
 
     Loaded eagerly: a lazy image off screen stays blank in a printout or a headless screenshot."""
     href = escape(relative_href(path, page_dir))
@@ -396,7 +491,7 @@ def crop_figure(item: ItemView, path: str, page_dir: str, colour: str, recrop: s
     return (
         f'<figure class="tile" style="--c:{colour}"><a href="{href}">'
         f'<img src="{href}" {dims} alt="{alt}"></a>{line}'
-        f"<figcaption>{crop_caption(item)}</figcaption></figure>"
+        f"<figcaption>{crop_caption(item) if caption is None else caption}</figcaption></figure>"
     )
 
 
@@ -412,25 +507,34 @@ def crop_caption(item: ItemView) -> str:
     """``1:1 512×512`` then ``smart 0.81 · 1200×1200 at 310,0`` (the window in source pixels)."""
     out_w, out_h = output_size(item)
     first = f'<span class="ratio">{escape(item.ratio)}</span> {out_w}×{out_h}' if out_w else escape(item.ratio)
-    crop = (item.result or {}).get("crop")
-    box = crop_box(item)
-    if not isinstance(crop, dict) or box is None:
-        return f'{first}<br><span class="muted">no crop recorded (output reused)</span>'
-    left, top, right, bottom = box
-    score = crop.get("score")
-    score_text = f" {score:.2f}" if isinstance(score, int | float) else ""
-    second = f"{escape(str(crop.get('policy', '')))}{score_text} · {right - left}×{bottom - top} at {left},{top}"
-    if (item.result or {}).get("source_smaller_than_target"):
+    second = crop_text(item)
+    if crop_box(item) is not None and (item.result or {}).get("source_smaller_than_target"):
         second += " · source smaller than asked"
     return f"{first}<br>{second}"
 
 
-def placeholder_figure(item: ItemView, colour: str) -> str:
-    """A labelled box of the ratio's shape for an item with no output to show."""
+def crop_text(item: ItemView) -> str:
+    """``smart 0.81 · 1200×1200 at 310,0``: the policy, score and window (source pixels) of a render."""
+    crop = (item.result or {}).get("crop")
+    box = crop_box(item)
+    if not isinstance(crop, dict) or box is None:
+        return '<span class="muted">no crop recorded (output reused)</span>'
+    left, top, right, bottom = box
+    score = crop.get("score")
+    score_text = f" {score:.2f}" if isinstance(score, int | float) else ""
+    return f"{escape(str(crop.get('policy', '')))}{score_text} · {right - left}×{bottom - top} at {left},{top}"
+
+
+def placeholder_figure(derivatives: list[ItemView], colour: str) -> str:
+    """A labelled box of the ratio's shape for a ratio with no output to show; with several
+    derivatives, its caption names each by outcome."""
+    item = derivatives[0]
     state, code, detail = outcome_of(item)
     label = label_of(state)
     code_html = f'<code class="error-code">{escape(code)}</code>' if code else ""
     detail_html = f'<p class="detail">{escape(detail)}</p>' if detail else ""
+    if len(derivatives) > 1:
+        detail_html = problem_lines(derivatives)
     return (
         f'<figure class="tile placeholder {escape(item.state)}" style="--c:{colour}">'
         f'<div class="box" style="aspect-ratio:{ratio_css(item.ratio)}">'

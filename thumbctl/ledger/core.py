@@ -36,6 +36,7 @@ from ..store import OutputLayout
 from .backend import Backend, Clock, is_server_url, record
 from .maintenance import OBJECT_STORE, Maintenance
 from .observe import Observation
+from .relocation import Relocation
 from .states import QUEUED, RUNNING, runnable
 from .timefmt import iso, parse_iso
 from .transitions import Transitions
@@ -109,6 +110,7 @@ class Ledger:
         self._queue = WorkQueue(self._db, self._log)
         self._upkeep = Maintenance(self._db, self._log)
         self._observe = Observation(self._db, self._views)
+        self._relocation = Relocation(self._db)
 
     def _now(self) -> float:
         return self.clock()
@@ -371,6 +373,24 @@ class Ledger:
     def remove_if_unreferenced(self, key: str, object_path: str, remove: Callable[[], T]) -> T | None:
         """See :meth:`Maintenance.remove_if_unreferenced`."""
         return self._retrying(self._upkeep.remove_if_unreferenced, key, object_path, remove)
+
+    # -- the one-time layout migration (thumbctl.migrate) ------------------------------------
+
+    def object_paths_under(self, folder: str) -> set[str]:
+        """See :meth:`Relocation.object_paths_under`."""
+        return self._retrying(self._relocation.object_paths_under, folder)
+
+    def names_in(self, out_dir: str) -> list[str]:
+        """See :meth:`Relocation.names_in`."""
+        return self._retrying(self._relocation.names_in, out_dir)
+
+    def live_batches_in(self, out_dir: str) -> list[str]:
+        """See :meth:`Relocation.live_batches_in`."""
+        return self._retrying(self._relocation.live_batches_in, out_dir)
+
+    def relocate_objects(self, folder: str, moved: dict[str, str]) -> int:
+        """See :meth:`Relocation.relocate_objects`."""
+        return self._retrying(self._relocation.relocate_objects, folder, moved)
 
     # -- live views and stats ------------------------------------------------
     def follow(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Follower:

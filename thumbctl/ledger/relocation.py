@@ -1,0 +1,82 @@
+"""The ledger's part of the one-time layout migration (:mod:`thumbctl.migrate`): which object paths
+and thumbnail names an output folder's rows record, and moving object paths in one transaction.
+
+No event is appended: a relocation changes where an object lives, not any item's state.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .backend import Backend
+from .transitions import marks
+
+_CHUNK = 500
+
+
+class Relocation:
+    """Reads and the one rewrite of object paths for the migration of one output folder."""
+
+    def __init__(self, db: Backend) -> None:
+        self.db = db
+
+    def object_paths_under(self, folder: str) -> set[str]:
+        """Every object path recorded below ``folder`` (e.g. ``OUT/objects``), by any item of any batch."""
+        prefix = folder.rstrip("/") + "/"
+        rows = self.db.execute(
+            "SELECT DISTINCT object_path FROM items WHERE substr(object_path, 1, ?) = ?", (len(prefix), prefix)
+        ).fetchall()
+        return {r["object_path"] for r in rows}
+
+    def names_in(self, out_dir: str) -> list[str]:
+        """Every thumbnail name recorded by an item of a batch into ``out_dir`` (expired batches too)."""
+        rows = self.db.execute(
+            "SELECT DISTINCT i.friendly_path FROM items i JOIN batches b USING (batch_id) "
+            "WHERE b.out_dir = ? AND i.friendly_path IS NOT NULL ORDER BY i.friendly_path",
+            (out_dir,),
+        ).fetchall()
+        return [r["friendly_path"] for r in rows]
+
+    def live_batches_in(self, out_dir: str) -> list[str]:
+        """Ids of the batches into ``out_dir`` that have not expired, oldest first."""
+        rows = self.db.execute(
+            "SELECT batch_id FROM batches WHERE out_dir = ? AND expired_at IS NULL ORDER BY created_at, batch_id",
+            (out_dir,),
+        ).fetchall()
+        return [r["batch_id"] for r in rows]
+
+    def relocate_objects(self, folder: str, moved: dict[str, str]) -> int:
+        """In one transaction, point every item whose object (or whose result's ``preview``) is a key
+        of ``moved`` at its value, and forget the object checks of the old paths. ``folder`` is the
+        old objects folder the keys lie in. Returns the number of items changed."""
+        prefix = folder.rstrip("/") + "/"
+        changed = 0
+        with self.db.write():
+            rows = self.db.execute(
+                "SELECT id, object_path, result FROM items WHERE substr(object_path, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchall()
+            for row in rows:
+                update = _relocated(row["object_path"], row["result"], moved)
+                if update is not None:
+                    self.db.execute("UPDATE items SET object_path = ?, result = ? WHERE id = ?", (*update, row["id"]))
+                    changed += 1
+            old = sorted(moved)
+            for start in range(0, len(old), _CHUNK):
+                part = old[start : start + _CHUNK]
+                self.db.execute(f"DELETE FROM object_checks WHERE object_path IN ({marks(part)})", part)
+        return changed
+
+
+def _relocated(object_path: str, result: str | None, moved: dict[str, str]) -> tuple[str, str | None] | None:
+    """The new (object path, result) of one item, or None when neither names a moved file."""
+    new_path = moved.get(object_path, object_path)
+    new_result = result
+    if result:
+        doc = json.loads(result)
+        preview = doc.get("preview") if isinstance(doc, dict) else None
+        if isinstance(preview, str) and preview in moved:
+            doc["preview"] = moved[preview]
+            new_result = json.dumps(doc)
+    if new_path == object_path and new_result == result:
+        return None
+    return new_path, new_result
