@@ -18,7 +18,16 @@ from thumbctl import Ledger, Limits
 from thumbctl.cli import app, main
 
 from conftest import SAMPLE_IMAGES
-from support import CENTRED_WINDOWS, PHOTO_SIZES, is_copy_of, make_image, request, tree_snapshot, window_size
+from support import (
+    CENTRED_WINDOWS,
+    PHOTO_SIZES,
+    is_copy_of,
+    make_image,
+    objects_in,
+    request,
+    tree_snapshot,
+    window_size,
+)
 
 SAMPLE_ONE = SAMPLE_IMAGES / "public-domain"
 
@@ -1556,6 +1565,44 @@ def test_a_later_batch_never_overwrites_an_edited_thumbnail_unless_asked(cli, tm
     assert forced.exit_code == 0 and json.loads(forced.stdout)["overwritten"] == 1
     with Image.open(thumb) as image:
         assert image.size == (64, 64)
+
+
+def test_commands_without_store_use_the_store_the_ledger_recorded(
+    cli, photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "my-store"
+    assert cli("submit", photos, "--out", out_dir, "--store", store, "-w", "1", "-r", "1:1", "-q").exit_code == 0
+    stray = store / "objects" / "ab" / f"{'ab' * 32}.jpg"
+    make_image(stray, (8, 8), "JPEG")
+    found = cli("reconcile", "--json")
+    assert found.exit_code == 1
+    assert [(f["kind"], f["path"]) for f in json.loads(found.stdout)["findings"]] == [("orphan_object", str(stray))]
+    gone = cli("gc", "--older-than", "30d", "--json")
+    assert gone.exit_code == 0 and not stray.exists() and len(objects_in(store)) == 4
+    elsewhere = tmp_path / "one-off"
+    assert cli("reconcile", "--store", elsewhere, "-q").exit_code == 0  # a store for this run only
+    assert cli("gc", "--older-than", "30d", "--store", elsewhere, "-q").exit_code == 0
+    assert cli("work", "--until-idle", "--store", elsewhere, "-q").exit_code == 0
+    again = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--key", "again", "--json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["state"] == "succeeded"
+    assert len(objects_in(store)) == 4 and not (tmp_path / "ledger.store").exists()  # reused, not rendered anew
+    assert not objects_in(elsewhere)
+
+
+def test_a_submit_that_gives_the_ledger_another_store_says_so(cli, photos: Path, out_dir: Path, tmp_path: Path) -> None:
+    first, second = tmp_path / "first-store", tmp_path / "second-store"
+    assert cli("submit", photos, "--out", out_dir, "--store", first, "--detach", "--json").exit_code == 0
+    moved = cli("submit", photos, "--out", out_dir, "--store", second, "--detach", "--json")
+    assert moved.exit_code == 0 and json.loads(moved.stdout)["replayed"]
+    assert moved.stderr == (
+        f"store this ledger used the store {first} until now and uses {second} from here on (--store): the objects "
+        "in the earlier one are no longer reused, checked or collected; give its path as --store to go back\n"
+    )
+    assert cli("submit", photos, "--out", out_dir, "--store", second, "--detach", "--json").stderr == ""
+    quiet = cli("submit", photos, "--out", out_dir, "--store", first, "--detach", "-q")
+    assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (0, "", "")
+    odd = cli("submit", photos, "--out", out_dir, "--store", tmp_path / "odd\x1b[2J", "--detach", "--json")
+    assert odd.exit_code == 0 and f"uses {tmp_path}/odd?[2J from here on" in odd.stderr
 
 
 def test_a_postgresql_ledger_needs_a_store(cli, pg_url: str, photos: Path, out_dir: Path, tmp_path: Path) -> None:

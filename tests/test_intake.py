@@ -193,6 +193,40 @@ def test_a_source_folder_whose_path_is_not_utf8_is_a_usage_error(ledger: Ledger,
     assert ledger.batches() == []
 
 
+@pytest.mark.parametrize(
+    ("store", "relation"),
+    [("out", "is the output folder"), ("out/store", "lies inside the output folder"), (".", "holds the output folder")],
+)
+def test_a_store_overlapping_out_is_refused_before_anything_is_written(
+    ledger: Ledger, photos: Path, tmp_path: Path, store: str, relation: str
+) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(UsageError) as info:
+        run(ledger, photos, out, store_dir=tmp_path / store)
+    assert info.value.code == "bad_store" and relation in info.value.message
+    assert ledger.batches() == [] and ledger.recorded_store() is None
+    assert not (tmp_path / store / "ledger-id").exists() and not (out / "ledger-id").exists()
+
+
+@pytest.mark.parametrize("store", ["photos", "photos/rooms"])
+def test_a_source_folder_inside_the_store_is_refused(ledger: Ledger, photos: Path, out_dir: Path, store: str) -> None:
+    with pytest.raises(UsageError) as info:
+        run(ledger, photos / "rooms", out_dir, store_dir=photos.parent / store)
+    assert info.value.code == "bad_store" and "lies inside it" in info.value.message
+    assert ledger.recorded_store() is None
+
+
+def test_a_store_of_another_ledger_inside_the_source_folder_is_not_scanned(
+    ledger: Ledger, photos: Path, tmp_path: Path
+) -> None:
+    with Ledger(tmp_path / "other.db") as other:
+        run(other, photos, tmp_path / "other-out", store_dir=photos / "shop-store")
+    assert (photos / "shop-store" / "ledger-id").exists()
+    make_image(photos / "shop-store" / "objects" / "ab" / "ab12.jpg", (40, 40), "JPEG")  # what a worker leaves there
+    batch, prepared = run(ledger, photos, tmp_path / "out")
+    assert batch.total == 12 and prepared.report.skipped_output_folders == ["shop-store"]
+
+
 def test_a_png_holding_jpeg_bytes_is_taken_by_its_content(ledger: Ledger, tmp_path: Path, out_dir: Path) -> None:
     make_image(tmp_path / "src" / "really-a-jpeg.png", (16, 16), "JPEG")
     batch, _ = run(ledger, tmp_path / "src", out_dir)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from thumbctl import Ledger
-from thumbctl.errors import StoreRequired, StoreTaken
+from thumbctl.errors import StoreRequired, StoreTaken, UsageError
 from thumbctl.objectstore import (
     LEDGER_ID_FILE,
     StoreLayout,
@@ -72,6 +72,41 @@ def test_a_store_of_another_ledger_is_refused_naming_both(tmp_path: Path) -> Non
         assert str(tmp_path / "one.db") in message and str(tmp_path / "two.db") in message
         assert (store / LEDGER_ID_FILE).read_bytes() == before and two.recorded_store() is None
         assert one.ledger_id() != two.ledger_id()
+
+
+def test_without_a_store_given_the_ledger_keeps_the_store_it_recorded(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        given = store_for_ledger(ledger, tmp_path / "elsewhere")
+        assert store_for_ledger(ledger, None) == given == StoreLayout(str(tmp_path / "elsewhere"))
+        assert ledger.recorded_store() == given.root and not (tmp_path / "ledger.store").exists()
+        assert store_for_ledger(ledger, tmp_path / "moved").root == str(tmp_path / "moved")  # a given one wins
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"\n", b"xyz garbage\n", b"\x1b]0;owned\x07\x1b[2J" + bytes(range(256)), b"a" * 32 + b"\n" * 5000, b"A" * 32],
+    ids=["empty", "blank-line", "not-an-id", "control-codes", "huge", "upper-case"],
+)
+def test_a_ledger_id_file_that_holds_no_ledger_id_is_refused_plainly(tmp_path: Path, content: bytes) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / LEDGER_ID_FILE).write_bytes(content)
+    with Ledger(tmp_path / "ledger.db") as ledger, pytest.raises(UsageError) as raised:
+        bind_store(ledger, store)
+    assert raised.value.code == "bad_store"
+    unreadable = f"{store}/{LEDGER_ID_FILE} is not a readable ledger id"
+    assert raised.value.message == f"--store {store} cannot be used: {unreadable}"
+    assert (store / LEDGER_ID_FILE).read_bytes() == content
+
+
+def test_the_place_of_the_owning_ledger_is_shown_short_and_without_control_characters(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / LEDGER_ID_FILE).write_bytes(b"0" * 32 + b"\n/srv/\x1b[31mred\x1b[0m" + b"x" * 3000 + b"\n")
+    with Ledger(tmp_path / "ledger.db") as ledger, pytest.raises(StoreTaken) as raised:
+        bind_store(ledger, store)
+    assert f"belongs to ledger {'0' * 32} (/srv/?[31mred?[0mxxx" in raised.value.message
+    assert raised.value.message.isprintable() and "x" * 290 not in raised.value.message
 
 
 def filesystem_type(path: Path) -> str:

@@ -219,12 +219,13 @@ def _existing(path: Path | str) -> Path | str:
 
 
 def _bound_store(ledger: Ledger, settings: Settings) -> StoreLayout:
-    """The ledger's object store (--store, THUMBCTL_STORE, config key store, else beside the SQLite
-    ledger), bound to it: exit 2 ``store_required`` for a PostgreSQL ledger without one,
-    ``store_taken`` for a store of another ledger."""
+    """The ledger's object store (--store, THUMBCTL_STORE, config key store, else the one it recorded,
+    else beside the SQLite ledger), bound to it for this run (only submit moves the ledger to another):
+    exit 2 ``store_required`` for a PostgreSQL ledger without one, ``store_taken`` for a store of another
+    ledger."""
     from .objectstore import store_for_ledger
 
-    return store_for_ledger(ledger, settings.store_path)
+    return store_for_ledger(ledger, settings.store_path, move=False)
 
 
 def _settle_store(ledger: Ledger, reporter: Reporter, settings: Settings) -> None:
@@ -237,14 +238,14 @@ def _settle_store(ledger: Ledger, reporter: Reporter, settings: Settings) -> Non
 
     if not needs_migration(ledger):
         if settings.store_path is not None:
-            store_for_ledger(ledger, settings.store_path)
+            store_for_ledger(ledger, settings.store_path, move=False)
         return
     if settings.store_path is None and ledger.backend != "sqlite":
         raise StoreRequired(
             "output folders of this ledger still hold objects/ (the old layout): a PostgreSQL ledger needs "
             "--store DIR (or THUMBCTL_STORE, config key store) to move them into, once"
         )
-    store = store_for_ledger(ledger, settings.store_path)  # refuses a store of another ledger before anything moves
+    store = store_for_ledger(ledger, settings.store_path, move=False)  # another ledger's: refused before any move
     reporter.layout_migrated(migrate_legacy_layout(ledger, store.root))
 
 

@@ -28,7 +28,7 @@ from .manifest import ManifestError, is_manifest_path, read_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
 from .names import escaped_name
 from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
-from .objectstore import StoreLayout, store_for_ledger
+from .objectstore import StoreLayout, bind_store, check_store_apart, chosen_store, is_store_folder
 from .options import SubmitOptions
 from .settings import Limits, Profile, Ratio, parse_ratio
 from .sources import Candidate, SourceFolder, SourceRoot, check_size, digest_bounded, scan_directory
@@ -94,6 +94,8 @@ class IntakeReport:
     restored_outputs: int = 0
     #: On a replay: succeeded items whose friendly name a newer batch's success took since.
     names_taken_by_newer: int = 0
+    #: (the store the ledger used before, the one it uses now) when this submit gave it another (``--store``).
+    store_moved: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -110,10 +112,15 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     manifest, and :class:`RejectedError` for whole-batch rejections.
     """
     out_dir = resolve_out_dir_or_fail(options.out_dir)
-    store = store_for_ledger(ledger, options.store_dir)
+    store_dir = chosen_store(ledger, options.store_dir)
+    check_store_apart(store_dir, out_dir, Path(os.path.realpath(source)) if source.is_dir() else None)
+    previous_store = ledger.recorded_store()
+    store = bind_store(ledger, store_dir)
     outputs = frozenset([str(out_dir), store.root, *(folder for folder, _ in ledger.output_folders())])
     root, entries, ignored, skipped = _collect_entries(source, options, out_dir, outputs)
     report = IntakeReport(sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped)
+    if previous_store and previous_store != store.root:
+        report.store_moved = (previous_store, store.root)
     _check_limits(entries, options.limits, options.profile)
     inspections = _inspect_all(root, entries, options.limits, ledger, report)
     template = options.name_template or default_template(len(options.profile.sizes))
@@ -312,7 +319,10 @@ def _collect_entries(
 def _entries_from_scan(
     root: Path, options: SubmitOptions, outputs: frozenset[str]
 ) -> tuple[list[SourceEntry], int, list[str]]:
-    scan = scan_directory(root, options.rules, skip=lambda path: path in outputs or looks_like_output_folder(path))
+    def skip(path: str) -> bool:
+        return path in outputs or looks_like_output_folder(path) or is_store_folder(path)
+
+    scan = scan_directory(root, options.rules, skip=skip)
     ratios = options.profile.ratios
     entries = []
     for candidate in scan.candidates:

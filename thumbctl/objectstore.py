@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
 
 #: The file in STORE naming the ledger the store belongs to.
 LEDGER_ID_FILE = "ledger-id"
+#: A ledger id as both backends make it (16 random bytes in hex); anything else in the file is not one.
+_LEDGER_ID = re.compile(r"[0-9a-f]{32}")
+#: How much of the recorded place of the owning ledger a message shows.
+_PLACE_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -95,10 +100,35 @@ def resolve_store(store: Path | None, ledger_target: Path | str) -> Path:
     return resolved
 
 
-def bind_store(ledger: Ledger, store: Path) -> StoreLayout:
+def check_store_apart(store: Path, out_dir: Path, source_folder: Path | None) -> None:
+    """Refuse (UsageError ``bad_store``) a store that is OUT, lies inside OUT or holds OUT (OUT must
+    hold only what is published, and gc must never walk thumbnails), or a source folder that is the
+    store or lies inside it (its objects would be scanned as photos). All paths are resolved."""
+    if _within(store, out_dir) or _within(out_dir, store):
+        relation = "is" if store == out_dir else "lies inside" if _within(store, out_dir) else "holds"
+        raise UsageError(
+            f"the store {store} {relation} the output folder {out_dir}: keep the store (--store) apart from "
+            "OUT, which holds only the published thumbnails",
+            code="bad_store",
+        )
+    if source_folder is not None and _within(source_folder, store):
+        raise UsageError(
+            f"the source folder {source_folder} is the store {store} or lies inside it; pick a store elsewhere",
+            code="bad_store",
+        )
+
+
+def _within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it (both resolved)."""
+    return path == folder or folder in path.parents
+
+
+def bind_store(ledger: Ledger, store: Path, *, move: bool = True) -> StoreLayout:
     """Make ``store`` this ledger's store: the first ledger to use a store records its id in it
-    (``STORE/ledger-id``, created once and never replaced), and the ledger records the store's path.
-    A store that belongs to another ledger is refused (StoreTaken), naming both."""
+    (``STORE/ledger-id``, created once and never replaced), and the ledger records the store's path
+    (without ``move``, only when it has none yet: a store given to one maintenance run does not
+    become the store later commands use). A store that belongs to another ledger is refused
+    (StoreTaken), naming both."""
     layout = StoreLayout(str(store))
     own_id = ledger.ledger_id()
     where = _shown_ledger(ledger)
@@ -111,19 +141,27 @@ def bind_store(ledger: Ledger, store: Path) -> StoreLayout:
             f"the store {store} belongs to ledger {owner[0]} ({owner[1] or 'recorded without a place'}), not to "
             f"this ledger {own_id} ({where}); give this ledger a store of its own with --store"
         )
-    if not ledger.read_only:
+    if not ledger.read_only and (move or ledger.recorded_store() is None):
         ledger.record_store(str(store))
     return layout
 
 
-def store_for_ledger(ledger: Ledger, store: Path | None) -> StoreLayout:
-    """The store ``ledger`` uses: ``store`` as given, else the default beside it (see
-    :func:`resolve_store`), bound to the ledger (see :func:`bind_store`)."""
-    return bind_store(ledger, resolve_store(store, ledger.path))
+def store_for_ledger(ledger: Ledger, store: Path | None, *, move: bool = True) -> StoreLayout:
+    """The store ``ledger`` uses (see :func:`chosen_store`), bound to the ledger (see :func:`bind_store`)."""
+    return bind_store(ledger, chosen_store(ledger, store), move=move)
+
+
+def chosen_store(ledger: Ledger, store: Path | None) -> Path:
+    """``store`` as given, else the store the ledger recorded (so a command without ``--store`` finds
+    the store an earlier ``--store`` named, instead of starting an empty one beside the ledger), else
+    the default (see :func:`resolve_store`)."""
+    recorded = ledger.recorded_store() if store is None else None
+    return resolve_store(Path(recorded) if recorded else store, ledger.path)
 
 
 def store_owner(layout: StoreLayout) -> tuple[str, str] | None:
-    """(ledger id, where that ledger was) recorded in the store, or None when none is yet."""
+    """(ledger id, where that ledger was) recorded in the store, or None when none is yet. A first line that
+    is not a ledger id gives an empty id; the place is cut short and shown without control characters."""
     try:
         with open_folder(layout.root, layout.root) as root:
             data = read_small_file(root, LEDGER_ID_FILE, 4096)
@@ -132,7 +170,11 @@ def store_owner(layout: StoreLayout) -> tuple[str, str] | None:
     if data is None:
         return None
     lines = data.decode("utf-8", "replace").splitlines()
-    return (lines[0].strip(), lines[1].strip() if len(lines) > 1 else "") if lines else None
+    if not lines:
+        return None
+    ledger_id = lines[0].strip()
+    place = "".join(c if c.isprintable() else "?" for c in lines[1].strip()[:_PLACE_CHARS]) if len(lines) > 1 else ""
+    return (ledger_id if _LEDGER_ID.fullmatch(ledger_id) else "", place)
 
 
 def _claimed_owner(layout: StoreLayout, own_id: str, where: str) -> tuple[str, str]:

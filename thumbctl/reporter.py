@@ -367,6 +367,8 @@ class Reporter:
         one is a notice on the way (stderr)."""
         if report.unlinked_names:
             self.unlinked_names(report.unlinked_names)
+        if report.store_moved and not self.quiet:
+            self.store_moved(*report.store_moved)
         self.replay_notes(batch, report, rendering=not final)
         if self.json_mode:
             if final:
@@ -394,6 +396,16 @@ class Reporter:
                 f"  [magenta]this batch was cancelled[/] at {batch.cancel_requested_at}; a replay renders nothing. "
                 "To render the rest, submit again with a new --key (finished outputs are reused)."
             )
+
+    def store_moved(self, before: str, now: str) -> None:
+        """Shown even with --json (on stderr), unless quiet: --store gave the ledger another store, so
+        the objects of the one it used are no longer reused, checked or collected."""
+        self.diagnostics.print(
+            f"[yellow]store[/] this ledger used the store {escape(printable(before))} until now and uses "
+            f"{escape(printable(now))} from "
+            "here on (--store): the objects in the earlier one are no longer reused, checked or collected; "
+            "give its path as --store to go back"
+        )
 
     def requeued(self, batch_id: str, count: int, *, final: bool) -> None:
         """``retry``: how many failed items went back to the queue; the result when nothing is
