@@ -33,6 +33,7 @@ class Run:
     def __init__(self, tmp_path: Path, url: str) -> None:
         self.url = url
         self.out = tmp_path / "out"
+        self.store = tmp_path / "store"  # a PostgreSQL ledger has no default store
         self.faults = tmp_path / "faults"
         self.faults.mkdir()
         self.photos = tmp_path / "photos"
@@ -43,6 +44,7 @@ class Run:
         env = {
             **os.environ,
             "THUMBCTL_DB": self.url,
+            "THUMBCTL_STORE": str(self.store),
             "THUMBCTL_FAULT_DIR": str(self.faults),
             "THUMBCTL_BUSY_WAIT": str(BUSY_WAIT),
         }
@@ -153,5 +155,5 @@ def test_a_server_restart_mid_run_is_waited_out_and_costs_no_attempt(
     claims = [e for e in events if e["to_state"] == "running"]
     assert len(claims) == 12 and {e["attempt"] for e in claims} == {1}
     assert [e["from_state"] for e in events if e["to_state"] == "succeeded"] == ["running"] * 12
-    objects = objects_in(run.out)
-    assert len(objects) == 12 and not [p for p in (run.out / ".tmp").glob("*") if p.is_file()]
+    objects = objects_in(run.store)
+    assert len(objects) == 12 and not (run.out / ".tmp").exists()
