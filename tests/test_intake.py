@@ -208,6 +208,18 @@ def test_a_store_overlapping_out_is_refused_before_anything_is_written(
     assert not (tmp_path / store / "ledger-id").exists() and not (out / "ledger-id").exists()
 
 
+def test_a_store_inside_an_earlier_batchs_output_folder_is_refused(
+    ledger: Ledger, photos: Path, tmp_path: Path
+) -> None:
+    run(ledger, photos, tmp_path / "out1", store_dir=tmp_path / "store")
+    before = [batch.batch_id for batch in ledger.batches()]
+    with pytest.raises(UsageError) as info:
+        run(ledger, photos, tmp_path / "out2", store_dir=tmp_path / "out1" / "store")
+    assert info.value.code == "bad_store" and f"lies inside the output folder {tmp_path / 'out1'}" in info.value.message
+    assert [b.batch_id for b in ledger.batches()] == before and ledger.recorded_store() == str(tmp_path / "store")
+    assert not (tmp_path / "out1" / "store").exists()
+
+
 @pytest.mark.parametrize("store", ["photos", "photos/rooms"])
 def test_a_source_folder_inside_the_store_is_refused(ledger: Ledger, photos: Path, out_dir: Path, store: str) -> None:
     with pytest.raises(UsageError) as info:

@@ -113,7 +113,8 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     """
     out_dir = resolve_out_dir_or_fail(options.out_dir)
     store_dir = chosen_store(ledger, options.store_dir)
-    check_store_apart(store_dir, out_dir, Path(os.path.realpath(source)) if source.is_dir() else None)
+    earlier_outs = [Path(folder) for folder, _ in ledger.output_folders()]
+    check_store_apart(store_dir, out_dir, Path(os.path.realpath(source)) if source.is_dir() else None, earlier_outs)
     previous_store = ledger.recorded_store()
     store = bind_store(ledger, store_dir)
     outputs = frozenset([str(out_dir), store.root, *(folder for folder, _ in ledger.output_folders())])

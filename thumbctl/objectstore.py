@@ -32,6 +32,8 @@ from .errors import StoreRequired, StoreTaken, UsageError
 from .store import open_folder, read_small_file, store_root_of, write_new_name
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from .ledger import Ledger
 
 #: The file in STORE naming the ledger the store belongs to.
@@ -100,17 +102,21 @@ def resolve_store(store: Path | None, ledger_target: Path | str) -> Path:
     return resolved
 
 
-def check_store_apart(store: Path, out_dir: Path, source_folder: Path | None) -> None:
+def check_store_apart(
+    store: Path, out_dir: Path, source_folder: Path | None, earlier_outs: Iterable[Path] = ()
+) -> None:
     """Refuse (UsageError ``bad_store``) a store that is OUT, lies inside OUT or holds OUT (OUT must
-    hold only what is published, and gc must never walk thumbnails), or a source folder that is the
-    store or lies inside it (its objects would be scanned as photos). All paths are resolved."""
-    if _within(store, out_dir) or _within(out_dir, store):
-        relation = "is" if store == out_dir else "lies inside" if _within(store, out_dir) else "holds"
-        raise UsageError(
-            f"the store {store} {relation} the output folder {out_dir}: keep the store (--store) apart from "
-            "OUT, which holds only the published thumbnails",
-            code="bad_store",
-        )
+    hold only what is published, and gc must never walk thumbnails) — this batch's OUT or that of an
+    earlier batch of the ledger (``earlier_outs``) — or a source folder that is the store or lies inside
+    it (its objects would be scanned as photos). All paths are resolved."""
+    for folder in (out_dir, *earlier_outs):
+        if _within(store, folder) or _within(folder, store):
+            relation = "is" if store == folder else "lies inside" if _within(store, folder) else "holds"
+            raise UsageError(
+                f"the store {store} {relation} the output folder {folder}: keep the store (--store) apart "
+                "from every OUT, which holds only the published thumbnails",
+                code="bad_store",
+            )
     if source_folder is not None and _within(source_folder, store):
         raise UsageError(
             f"the source folder {source_folder} is the store {store} or lies inside it; pick a store elsewhere",
