@@ -232,10 +232,12 @@ def server_cpu(postmaster: int | None) -> float:
     if postmaster is None:
         return float("nan")
     total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for name in os.listdir("/proc"):  # not Path.glob: its stat of a process exiting meanwhile raises
+        if not name.isdigit():
+            continue
         with contextlib.suppress(OSError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            pid, ppid = int(stat.parent.name), int(fields[1])
+            fields = Path("/proc", name, "stat").read_text().rsplit(")", 1)[1].split()
+            pid, ppid = int(name), int(fields[1])
             if pid == postmaster:
                 total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
             elif ppid == postmaster:
