@@ -47,11 +47,13 @@ def ihdr_png(width: int, height: int) -> bytes:
 
 def raw_rows(ledger: Ledger, sql: str, params: Sequence[object] = ()) -> list[tuple]:
     """The rows of ``sql`` (``?`` placeholders) read beside the ledger's API, on either backend: a
-    second connection to a SQLite file, the ledger's own autocommit connection on PostgreSQL."""
+    second connection to a SQLite file, the ledger's own autocommit connection on PostgreSQL.
+    With :func:`raw_write`, the one door of the tests to the ledger's tables."""
     if ledger.backend == "sqlite":
         with contextlib.closing(sqlite3.connect(ledger.path)) as raw:
             return [tuple(row) for row in raw.execute(sql, params).fetchall()]
-    return [tuple(row) for row in ledger._db.execute(sql, params).fetchall()]
+    with _server_cursor(ledger) as cursor:
+        return [tuple(row) for row in cursor.execute(_server_sql(sql), params or None).fetchall()]
 
 
 def raw_write(ledger: Ledger, sql: str, params: Sequence[object] = ()) -> None:
@@ -60,7 +62,19 @@ def raw_write(ledger: Ledger, sql: str, params: Sequence[object] = ()) -> None:
         with contextlib.closing(sqlite3.connect(ledger.path)) as raw, raw:
             raw.execute(sql, params)
     else:
-        ledger._db.execute(sql, params)
+        with _server_cursor(ledger) as cursor:
+            cursor.execute(_server_sql(sql), params or None)
+
+
+def _server_cursor(ledger: Ledger):  # noqa: ANN202 - a psycopg cursor; the driver is optional
+    from psycopg.rows import tuple_row
+
+    return ledger._db.conn.cursor(row_factory=tuple_row)
+
+
+def _server_sql(sql: str) -> str:
+    """A test's ``?`` placeholders in psycopg's style (the tests' own statements only)."""
+    return sql.replace("%", "%%").replace("?", "%s")
 
 
 def check_invariants(ledger: Ledger, *, outputs: bool = True) -> None:

@@ -636,8 +636,6 @@ def test_cancel_wait_settles_the_items_of_dead_workers(ledger: Ledger) -> None:
     assert view.state == "cancelled" and view.counts["running"] == 0
 
 
-
-
 # -- retry ------------------------------------------------------------------------------------
 
 
@@ -950,7 +948,7 @@ class FreshLedgers:
         if not self.url.startswith("postgresql://"):
             return Ledger(f"{self.url}.{self.opened}", clock=clock)
         ledger = Ledger(self.url, clock=clock)
-        ledger._db.execute("TRUNCATE events, items, batches, stat_cache, object_checks RESTART IDENTITY")
+        raw_write(ledger, "TRUNCATE events, items, batches, stat_cache, object_checks RESTART IDENTITY")
         return ledger
 
     def examples(self, sqlite: int) -> int:

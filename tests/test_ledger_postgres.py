@@ -12,6 +12,8 @@ from thumbctl.errors import UsageError
 from thumbctl.ledger import Ledger, is_server_url, masked
 from thumbctl.ledger.pgschema import SCHEMA_VERSION
 
+from support import raw_rows
+
 
 @pytest.mark.parametrize(
     ("url", "shown"),
@@ -43,8 +45,8 @@ def test_processes_opening_a_new_database_at_once_migrate_it_once(pg_url: str) -
     errors = [run.communicate(timeout=60)[1].decode() for run in runs]
     assert [run.returncode for run in runs] == [0, 0, 0, 0], errors
     with Ledger(pg_url) as ledger:
-        versions = ledger._db.execute("SELECT version FROM thumbctl_schema").fetchall()
-    assert [row["version"] for row in versions] == [SCHEMA_VERSION]
+        versions = raw_rows(ledger, "SELECT version FROM thumbctl_schema")
+    assert [version for (version,) in versions] == [SCHEMA_VERSION]
 
 
 def test_threads_opening_a_new_database_at_once_all_see_one_schema(pg_url: str) -> None:

@@ -1,10 +1,10 @@
 """What a ledger backend is: one database connection, its transactions, and its SQL dialect.
 
-The ledger's logic (:mod:`.core`, :mod:`.work`, :mod:`.maintenance`, :mod:`.observe`) is written
-once, in SQL both backends run, against this interface; a backend supplies the connection, the
-transactions and the few places where the two dialects differ. :class:`~.sqlite.SqliteBackend` is
-the embedded default, :class:`~.postgres.PostgresBackend` lets workers on many machines share one
-queue.
+The ledger's logic (:mod:`.core`, :mod:`.work`, :mod:`.maintenance`, :mod:`.observe`) runs named
+queries (:mod:`.sql`), each rendered for both dialects when it is defined, against this interface;
+a backend supplies the connection, the transactions, and runs a query's text for its own dialect.
+:class:`~.sqlite.SqliteBackend` is the embedded default, :class:`~.postgres.PostgresBackend` lets
+workers on many machines share one queue.
 
 Rules every backend keeps:
 
@@ -12,7 +12,7 @@ Rules every backend keeps:
   transition events are appended at its end (:meth:`Backend.flush_events`), after every row lock
   it takes, so events are numbered in commit order and a reader that saw event ``n`` never later
   finds one below ``n``.
-* Rows are read by column name.
+* Rows are mappings from the driver (``sqlite3.Row``, psycopg's ``dict_row``), read by column name.
 * Errors about the ledger itself leave as :class:`~thumbctl.errors.LedgerFault` with a stable code.
 """
 
@@ -20,30 +20,21 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import fields
 from typing import Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from .sql import Insert, Query
+from .sql.queue import INSERT_EVENTS
+
 Clock = Callable[[], float]
 T = TypeVar("T")
-
-EVENT_COLUMNS = (
-    "at",
-    "batch_id",
-    "item_row",
-    "from_state",
-    "to_state",
-    "attempt",
-    "worker",
-    "error_code",
-    "detail",
-    "dedup",
-)
-#: One transition event as written: the values of :data:`EVENT_COLUMNS`, in order.
-EventRow = tuple[Any, ...]
-_INSERT_EVENT = f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({', '.join('?' * len(EVENT_COLUMNS))})"
+#: Parameters of a query: values in placeholder order, or a mapping for ``:name`` placeholders.
+Params = Sequence[object] | Mapping[str, object]
+#: One transition event as written: a value for each column of ``events``.
+EventRow = Mapping[str, object]
 
 
 @contextmanager
@@ -81,7 +72,7 @@ def masked(url: str) -> str:
 
 
 class _Deferred(NamedTuple):
-    sql: str
+    query: Query
     params: Sequence[object]
 
 
@@ -120,20 +111,25 @@ class Backend(ABC):
     # -- statements ----------------------------------------------------------------------------
 
     @abstractmethod
-    def execute(self, sql: str, params: Sequence[object] = ()) -> Cursor:
-        """Run one statement written with ``?`` placeholders; rows come back readable by name."""
+    def execute(self, query: Query, params: Params = (), **counts: int) -> Cursor:
+        """Run ``query`` (its list fields repeated ``counts`` times); rows come back as mappings."""
 
     @abstractmethod
-    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None: ...
+    def executemany(self, query: Query, rows: Iterable[Params]) -> None: ...
 
-    def insert_rows(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
-        """Insert many rows (a new batch's items)."""
-        self.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows)
+    def insert(self, insert: Insert, rows: Iterable[Mapping[str, object]]) -> None:
+        """Insert many rows, each a mapping by column (a new batch's items)."""
+        self.executemany(insert.query, rows)
 
-    def scalar(self, sql: str, params: Sequence[object] = ()) -> Any:
+    def scalar(self, query: Query, params: Params = (), **counts: int) -> Any:
         """The first column of the first row, or None when there is no row."""
-        row = self.execute(sql, params).fetchone()
-        return None if row is None else next(iter(row))
+        row = self.execute(query, params, **counts).fetchone()
+        return None if row is None else self.first_value(row)
+
+    @staticmethod
+    @abstractmethod
+    def first_value(row: Any) -> Any:
+        """The value of the first column of ``row``."""
 
     # -- transactions --------------------------------------------------------------------------
 
@@ -154,10 +150,10 @@ class Backend(ABC):
         """Queue a transition event for the end of the current write transaction."""
         self._events.append(row)
 
-    def append_events_from(self, sql: str, params: Sequence[object]) -> None:
+    def append_events_from(self, query: Query, params: Sequence[object]) -> None:
         """Queue an ``INSERT INTO events … SELECT …`` for the end of the current transaction (for
         events of many rows that cannot change before then, e.g. a new batch's creation events)."""
-        self._events.append(_Deferred(sql, params))
+        self._events.append(_Deferred(query, params))
 
     def flush_events(self) -> None:
         """Write the queued events, in order, as the transaction's last statements."""
@@ -170,7 +166,7 @@ class Backend(ABC):
             if isinstance(entry, _Deferred):
                 self._insert_events(rows)
                 rows = []
-                self.execute(entry.sql, entry.params)
+                self.execute(entry.query, entry.params)
             else:
                 rows.append(entry)
         self._insert_events(rows)
@@ -184,29 +180,14 @@ class Backend(ABC):
 
     def _insert_events(self, rows: list[EventRow]) -> None:
         if rows:
-            self.executemany(_INSERT_EVENT, rows)
+            self.insert(INSERT_EVENTS, rows)
 
     # -- dialect -------------------------------------------------------------------------------
 
-    def lock(self, of: str | None = None, *, skip_locked: bool = False, share: bool = False) -> str:
-        """Appended to a ``SELECT`` that reads rows it is about to change (of the table aliased
-        ``of``): locks them until commit, skipping rows another transaction holds when asked
-        (claims); ``share`` only keeps them from changing. Empty where a write transaction
-        already excludes every other writer."""
-        return ""
-
-    @abstractmethod
-    def json_number(self, column: str, key: str) -> str:
-        """SQL for the integer at ``key`` of the JSON text in ``column`` (NULL when absent)."""
-
-    @abstractmethod
-    def json_flag(self, column: str, key: str) -> str:
-        """SQL true when ``key`` of the JSON text in ``column`` is ``true``."""
-
-    def stream(self, sql: str, params: Sequence[object]) -> AbstractContextManager[Iterator[Any]]:
-        """The rows of ``sql`` as they are fetched, a few hundred at a time (inside :meth:`reading`);
+    def stream(self, query: Query, params: Params, **counts: int) -> AbstractContextManager[Iterator[Any]]:
+        """The rows of ``query`` as they are fetched, a few hundred at a time (inside :meth:`reading`);
         the cursor is closed on leaving, read to the end or not."""
-        return _streamed(self.execute(sql, params))
+        return _streamed(self.execute(query, params, **counts))
 
     def serialize_on(self, key: str) -> None:  # noqa: B027 - nothing to do where writes are serialized
         """Inside a write transaction: wait for any other transaction serialized on ``key``

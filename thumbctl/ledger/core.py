@@ -23,7 +23,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import astuple, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -37,7 +37,7 @@ from .backend import Backend, Clock, is_server_url, record
 from .maintenance import OBJECT_STORE, Maintenance
 from .observe import Observation
 from .relocation import Relocation
-from .states import QUEUED, RUNNING, runnable
+from .sql import intake as sql
 from .timefmt import iso, parse_iso
 from .transitions import Transitions
 from .views import Views
@@ -412,11 +412,11 @@ class Ledger:
     def ledger_id(self) -> str:
         """The ledger's stable id, made once by its schema migration (a store records the one ledger it
         belongs to)."""
-        return str(self._retrying(self._db.scalar, "SELECT value FROM meta WHERE name = 'ledger_id'"))
+        return str(self._retrying(self._db.scalar, sql.META, ("ledger_id",)))
 
     def recorded_store(self) -> str | None:
         """The store this ledger last used, or None before it used one."""
-        return self._retrying(self._db.scalar, "SELECT value FROM meta WHERE name = 'store'")
+        return self._retrying(self._db.scalar, sql.META, ("store",))
 
     def record_store(self, path: str) -> None:
         """Remember ``path`` as the store this ledger uses."""
@@ -425,17 +425,13 @@ class Ledger:
 
     def _record_store(self, path: str) -> None:
         with self._db.write():
-            self._db.execute(
-                "INSERT INTO meta (name, value) VALUES ('store', ?) "
-                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                (path,),
-            )
+            self._db.execute(sql.SET_META, ("store", path))
 
     # -- intake -------------------------------------------------------------
 
     def batch_for_key(self, key: str) -> str | None:
         """The id of the batch an idempotency key names, if any."""
-        return self._retrying(self._db.scalar, "SELECT batch_id FROM batches WHERE idempotency_key = ?", (key,))
+        return self._retrying(self._db.scalar, sql.BATCH_OF_KEY, (key,))
 
     def accept_batch(
         self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None = None
@@ -457,9 +453,7 @@ class Ledger:
     def _accept(self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None) -> tuple[str, bool]:
         with self._db.write(durable=True) as now:
             self._db.serialize_on(f"key:{new.idempotency_key}")  # two submits of one key: one batch
-            row = self._db.execute(
-                "SELECT batch_id, request_digest FROM batches WHERE idempotency_key = ?", (new.idempotency_key,)
-            ).fetchone()
+            row = self._db.execute(sql.BATCH_OF_KEY, (new.idempotency_key,)).fetchone()
             if row is not None:
                 if row["request_digest"] != new.request_digest:
                     raise IdempotencyConflict(
@@ -479,36 +473,30 @@ class Ledger:
         at = iso(now)
         layout = OutputLayout(new.out_dir)
         deadline = iso(now + new.deadline_seconds) if new.deadline_seconds else None
-        self._db.execute(
-            _INSERT_BATCH,
-            (
-                batch_id,
-                new.idempotency_key,
-                new.request_digest,
-                len(new.items),
-                new.source_root,
-                new.out_dir,
-                layout.batch_manifest_path(batch_id),
-                _json_text(new.profile),
-                new.max_attempts,
-                _json_text(new.limits or {}),
-                at,
-                deadline,
-            ),
-        )
-        self._db.insert_rows("items", _ITEM_COLUMNS, (_item_row(batch_id, item, at) for item in new.items))
-        self._db.append_events_from(_INSERT_CREATION_EVENTS, (at, batch_id))
+        batch = {
+            "batch_id": batch_id,
+            "idempotency_key": new.idempotency_key,
+            "request_digest": new.request_digest,
+            "total": len(new.items),
+            "source_root": new.source_root,
+            "out_dir": new.out_dir,
+            "manifest_path": layout.batch_manifest_path(batch_id),
+            "profile": _json_text(new.profile),
+            "max_attempts": new.max_attempts,
+            "limits": _json_text(new.limits or {}),
+            "created_at": at,
+            "deadline_at": deadline,
+        }
+        self._db.insert(sql.INSERT_BATCH, [batch])
+        self._db.insert(sql.INSERT_ITEMS, (_item_row(batch_id, item, at) for item in new.items))
+        self._db.append_events_from(sql.INSERT_CREATION_EVENTS, (at, batch_id))
         return batch_id
 
     def _queue_snapshot(self, now: float) -> QueueSnapshot:
         """Runnable items in the ledger and the age of the oldest one (runnable: see :func:`.states.runnable`);
         whether workers are draining the queue and which batch waits longest are asked only when needed."""
         at = iso(now)
-        row = self._db.execute(
-            "SELECT count(*) AS n, min(i.queued_at) AS oldest FROM items i JOIN batches b USING (batch_id) "
-            f"WHERE {runnable('i')} AND b.cancel_requested_at IS NULL",
-            (at,),
-        ).fetchone()
+        row = self._db.execute(sql.QUEUE_SNAPSHOT, (at,)).fetchone()
         oldest = row["oldest"]
         return QueueSnapshot(
             row["n"],
@@ -520,23 +508,12 @@ class Ledger:
     def _workers_seen(self, now: float) -> bool:
         """An item is running, or one was claimed or left running within :data:`WORKER_SEEN_WINDOW`
         (read on the time index of the log: only the window's events)."""
-        running = self._db.scalar(f"SELECT 1 FROM items WHERE state = {RUNNING} LIMIT 1")
-        if running:
+        if self._db.scalar(sql.ANY_RUNNING):
             return True
-        return bool(
-            self._db.scalar(
-                "SELECT 1 FROM events INDEXED BY events_at WHERE at >= ? "
-                f"AND (to_state = {RUNNING} OR from_state = {RUNNING}) LIMIT 1",
-                (iso(now - WORKER_SEEN_WINDOW),),
-            )
-        )
+        return bool(self._db.scalar(sql.RECENT_CLAIM, (iso(now - WORKER_SEEN_WINDOW),)))
 
     def _oldest_waiting_batch(self, at: str) -> str | None:
-        return self._db.scalar(
-            "SELECT i.batch_id FROM items i JOIN batches b USING (batch_id) "
-            f"WHERE {runnable('i')} AND b.cancel_requested_at IS NULL ORDER BY i.queued_at, i.id LIMIT 1",
-            (at,),
-        )
+        return self._db.scalar(sql.OLDEST_WAITING_BATCH, (at,))
 
     # -- stat cache ---------------------------------------------------------
 
@@ -547,25 +524,19 @@ class Ledger:
     def _cached_sources(self, paths: list[str]) -> dict[str, CachedSource]:
         found: dict[str, CachedSource] = {}
         for chunk in _chunks(paths, _SQL_CHUNK):
-            marks = ",".join("?" * len(chunk))
-            sql = f"SELECT {_CACHE_COLUMNS} FROM stat_cache WHERE path IN ({marks})"
-            for row in self._db.execute(sql, chunk).fetchall():
+            for row in self._db.execute(sql.CACHED_SOURCES, chunk, ids=len(chunk)).fetchall():
                 found[row["path"]] = record(CachedSource, row)
         return found
 
     def remember_sources(self, entries: Iterable[CachedSource]) -> None:
-        rows = [astuple(e) for e in entries]
+        rows = [asdict(e) for e in entries]
         if rows:
             self._retrying(self._remember_sources, rows)
 
-    def _remember_sources(self, rows: list[tuple[object, ...]]) -> None:
-        updates = ", ".join(f"{c} = excluded.{c}" for c in _CACHE_COLUMNS.split(", ")[1:])
+    def _remember_sources(self, rows: list[dict[str, object]]) -> None:
         with self._db.write():
-            self._db.executemany(
-                f"INSERT INTO stat_cache ({_CACHE_COLUMNS}) VALUES ({','.join('?' * 11)}) "
-                f"ON CONFLICT (path) DO UPDATE SET {updates}",
-                sorted(rows, key=lambda r: str(r[0])),  # one order for every writer: no deadlock between two
-            )
+            # one order for every writer: no deadlock between two
+            self._db.executemany(sql.REMEMBER_SOURCE, sorted(rows, key=lambda r: str(r["path"])))
 
     # -- cancellation -------------------------------------------------------
 
@@ -584,18 +555,11 @@ class Ledger:
         (the race rule); claims in flight hold their items, which are running when they commit."""
         with self._db.write(durable=True) as now:
             at = iso(now)
-            flagged = self._db.scalar(
-                f"SELECT cancel_requested_at FROM batches WHERE batch_id = ?{self._db.lock()}", (batch_id,)
-            )
+            flagged = self._db.scalar(sql.CANCEL_FLAG_LOCKED, (batch_id,))
             if flagged is None and not self._views.batch_settled(batch_id):
-                self._db.execute("UPDATE batches SET cancel_requested_at = ? WHERE batch_id = ?", (at, batch_id))
+                self._db.execute(sql.FLAG_CANCEL, (at, batch_id))
                 self._log.event(at, batch_id, None, None, None, "cancel_requested")
-            queued = [
-                r["id"]
-                for r in self._db.execute(
-                    f"SELECT id FROM items WHERE batch_id = ? AND state = {QUEUED} ORDER BY id", (batch_id,)
-                ).fetchall()
-            ]
+            queued = [r["id"] for r in self._db.execute(sql.QUEUED_OF_BATCH, (batch_id,)).fetchall()]
             self._log.move(at, queued, ItemState.QUEUED, ItemState.CANCELLED)
 
 
@@ -642,65 +606,29 @@ def _chunks(values: list[str], size: int) -> Iterator[list[str]]:
         yield values[start : start + size]
 
 
-def _item_row(batch_id: str, item: NewItem, at: str) -> tuple:
+def _item_row(batch_id: str, item: NewItem, at: str) -> dict[str, object]:
     focus_x, focus_y = item.focus if item.focus else (None, None)
-    return (
-        batch_id,
-        item.item_id,
-        item.ratio,
-        item.size,
-        item.format,
-        item.source,
-        item.source_digest,
-        item.source_format,
-        item.source_width,
-        item.source_height,
-        focus_x,
-        focus_y,
-        item.state,
-        item.error_code,
-        item.error_detail,
-        item.derivative_key,
-        item.object_path,
-        item.friendly_path,
-        int(item.dedup),
-        at,
-        at,
-        at if item.state == ItemState.QUEUED else None,
-    )
-
-
-_INSERT_BATCH = (
-    "INSERT INTO batches (batch_id, idempotency_key, request_digest, total, source_root, out_dir, "
-    "manifest_path, profile, max_attempts, limits, created_at, deadline_at) VALUES (" + ",".join("?" * 12) + ")"
-)
-_ITEM_COLUMNS = (
-    "batch_id",
-    "item_id",
-    "ratio",
-    "size",
-    "format",
-    "source",
-    "source_digest",
-    "source_format",
-    "source_width",
-    "source_height",
-    "focus_x",
-    "focus_y",
-    "state",
-    "error_code",
-    "error_detail",
-    "derivative_key",
-    "object_path",
-    "friendly_path",
-    "dedup",
-    "created_at",
-    "updated_at",
-    "queued_at",
-)
-_INSERT_CREATION_EVENTS = (
-    "INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt, error_code, detail, dedup) "
-    "SELECT ?, batch_id, id, NULL, state, 0, error_code, error_detail, dedup "
-    "FROM items WHERE batch_id = ? ORDER BY id"
-)
-_CACHE_COLUMNS = "path, dev, inode, size, mtime_ns, ctime_ns, digest, format, width, height, orientation"
+    return {
+        "batch_id": batch_id,
+        "item_id": item.item_id,
+        "ratio": item.ratio,
+        "size": item.size,
+        "format": item.format,
+        "source": item.source,
+        "source_digest": item.source_digest,
+        "source_format": item.source_format,
+        "source_width": item.source_width,
+        "source_height": item.source_height,
+        "focus_x": focus_x,
+        "focus_y": focus_y,
+        "state": item.state,
+        "error_code": item.error_code,
+        "error_detail": item.error_detail,
+        "derivative_key": item.derivative_key,
+        "object_path": item.object_path,
+        "friendly_path": item.friendly_path,
+        "dedup": int(item.dedup),
+        "created_at": at,
+        "updated_at": at,
+        "queued_at": at if item.state == ItemState.QUEUED else None,
+    }

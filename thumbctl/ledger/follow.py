@@ -18,14 +18,11 @@ from collections import deque
 
 from ..models import Activity, BatchView, ItemState, RecentFailure
 from .backend import Backend
-from .states import ALL, FAILED, QUEUED, RUNNING, TERMINAL
+from .sql import Query
+from .sql import views as sql
 from .timefmt import iso, parse_iso
 from .views import Views
 
-#: The window's events: claims, and completions (a running item reaching a terminal state).
-_CLAIM = f"e.to_state = {RUNNING}"
-_COMPLETION = f"(e.from_state = {RUNNING} AND e.to_state IN {TERMINAL})"
-_FAILURE = f"e.error_code IS NOT NULL AND e.to_state IN ({FAILED}, {QUEUED})"
 #: States followed per batch when following every batch: only the live ones are shown.
 _LIVE_STATES = (ItemState.QUEUED.value, ItemState.RUNNING.value)
 
@@ -57,7 +54,7 @@ class Follower:
         """The batch's view (None when following every batch) and its activity, as of now."""
         with self.db.reading():
             now = self.db.clock()
-            upto = self.db.scalar("SELECT coalesce(max(seq), 0) FROM events")
+            upto = self.db.scalar(sql.LAST_SEQ)
             if self._seq is None:
                 self._start(upto, iso(now - self.window))
             elif upto > self._seq:
@@ -69,26 +66,14 @@ class Follower:
 
     def _start(self, upto: int, window_start: str) -> None:
         self._counts = self._row_counts()
-        scope, params = self._scope("batch_id")
-        sql = f"SELECT batch_id FROM batches WHERE cancel_requested_at IS NOT NULL{scope}"
-        self._cancelled = {r["batch_id"] for r in self.db.execute(sql, params).fetchall()}
-        scope, params = self._scope("+e.batch_id")  # not on the batch's index: that would walk all its events
-        # On the time index: only the window's events, whatever the size of the batch.
+        scope = self._scope()
+        cancelled = self.db.execute(sql.CANCELLED_BATCHES, scope, scope=len(scope)).fetchall()
+        self._cancelled = {r["batch_id"] for r in cancelled}
         self._recent.extend(
             (r["at"], r["n"])
-            for r in self.db.execute(
-                f"SELECT e.at, count(CASE WHEN {_COMPLETION} THEN 1 END) AS n FROM events e INDEXED BY events_at "
-                f"WHERE e.at >= ? AND e.seq <= ? AND ({_CLAIM} OR {_COMPLETION}){scope} "
-                "GROUP BY e.at ORDER BY e.at",
-                [window_start, upto, *params],
-            ).fetchall()
+            for r in self.db.execute(sql.WINDOW_START, [window_start, upto, *scope], scope=len(scope)).fetchall()
         )
-        # On the partial index of events with an error code: only failures are walked.
-        self._failures = self._failure_rows(
-            f"FROM events e INDEXED BY events_errors JOIN items i ON i.id = e.item_row "
-            f"WHERE {_FAILURE} AND e.seq <= ?{scope}",
-            [upto, *params],
-        )
+        self._failures = self._failure_rows(sql.FAILURES_START, [upto, *scope])
 
     def _row_counts(self) -> dict[str, dict[str, int]]:
         """Items by batch and state, counted from the rows: every state of the followed batch, or
@@ -96,44 +81,23 @@ class Follower:
         if self.batch_id is not None:
             return {self.batch_id: self.views.state_counts(self.batch_id)}
         counts: dict[str, dict[str, int]] = {}
-        for state, index in ((ItemState.QUEUED, "INDEXED BY items_queued_age"), (ItemState.RUNNING, "")):
-            for r in self.db.execute(
-                f"SELECT batch_id, count(*) AS n FROM items {index} WHERE state = '{state}' GROUP BY batch_id"
-            ).fetchall():
+        for state, query in ((ItemState.QUEUED, sql.QUEUED_BY_BATCH), (ItemState.RUNNING, sql.RUNNING_BY_BATCH)):
+            for r in self.db.execute(query).fetchall():
                 counts.setdefault(r["batch_id"], dict.fromkeys(_LIVE_STATES, 0))[state] = r["n"]
         return counts
 
     # -- later reads: only the events after the last one seen ---------------------------------
 
     def _catch_up(self, after: int, upto: int) -> None:
-        scope, params = self._scope("e.batch_id")
-        span = f"e.seq > ? AND e.seq <= ?{scope}"
-        bounds = [after, upto, *params]
-        for r in self.db.execute(
-            f"SELECT e.batch_id, e.from_state, e.to_state, count(*) AS n FROM events e WHERE {span} "
-            f"AND e.item_row IS NOT NULL AND e.to_state IN {ALL} GROUP BY 1, 2, 3",
-            bounds,
-        ).fetchall():
+        scope = self._scope()
+        bounds = [after, upto, *scope]
+        for r in self.db.execute(sql.MOVES_SINCE, bounds, scope=len(scope)).fetchall():
             self._move(r["batch_id"], r["from_state"], r["to_state"], r["n"])
-        self._cancelled.update(
-            r["batch_id"]
-            for r in self.db.execute(
-                f"SELECT DISTINCT e.batch_id FROM events e WHERE {span} AND e.item_row IS NULL "
-                "AND e.to_state = 'cancel_requested'",
-                bounds,
-            ).fetchall()
-        )
+        self._cancelled.update(r["batch_id"] for r in self.db.execute(sql.CANCELS_SINCE, bounds, scope=len(scope)))
         self._recent.extend(
-            (r["at"], r["n"])
-            for r in self.db.execute(
-                f"SELECT e.at, count(CASE WHEN {_COMPLETION} THEN 1 END) AS n FROM events e "
-                f"WHERE {span} AND ({_CLAIM} OR {_COMPLETION}) GROUP BY e.at ORDER BY e.at",
-                bounds,
-            ).fetchall()
+            (r["at"], r["n"]) for r in self.db.execute(sql.WINDOW_SINCE, bounds, scope=len(scope)).fetchall()
         )
-        newer = self._failure_rows(
-            f"FROM events e JOIN items i ON i.id = e.item_row WHERE {_FAILURE} AND {span}", bounds
-        )
+        newer = self._failure_rows(sql.FAILURES_SINCE, bounds)
         self._failures = (newer + self._failures)[: self.failures]
 
     def _move(self, batch_id: str, from_state: str | None, to_state: str, n: int) -> None:
@@ -147,22 +111,16 @@ class Follower:
         if to_state in counts:
             counts[to_state] += n
 
-    def _failure_rows(self, source: str, params: list[object]) -> list[RecentFailure]:
-        rows = self.db.execute(
-            f"SELECT e.at, i.item_id, i.ratio, e.error_code, e.detail, e.to_state = {QUEUED} AS retry "
-            f"{source} ORDER BY e.seq DESC LIMIT ?",
-            [*params, self.failures],
-        ).fetchall()
+    def _failure_rows(self, query: Query, params: list[object]) -> list[RecentFailure]:
+        rows = self.db.execute(query, [*params, self.failures], scope=len(self._scope())).fetchall()
         return [
             RecentFailure(r["at"], r["item_id"], r["ratio"], r["error_code"], r["detail"], bool(r["retry"]))
             for r in rows
         ]
 
-    def _scope(self, column: str) -> tuple[str, list[object]]:
-        """An ``AND column = ?`` condition on the followed batch and its parameter (none for every batch)."""
-        if self.batch_id is None:
-            return "", []
-        return f" AND {column} = ?", [self.batch_id]
+    def _scope(self) -> list[object]:
+        """The parameter of the condition on the followed batch (none when following every batch)."""
+        return [] if self.batch_id is None else [self.batch_id]
 
     # -- projections ----------------------------------------------------------------------------
 
@@ -200,17 +158,8 @@ class Follower:
         if self.batch_id is not None:
             if self.batch_id in self._cancelled:
                 return 0
-            return self.db.scalar(
-                "SELECT count(*) FROM items INDEXED BY items_queued_by_batch "
-                f"WHERE batch_id = ? AND state = {QUEUED} AND not_before > ?",
-                (self.batch_id, at),
-            )
-        return self.db.scalar(
-            f"SELECT count(*) FROM items i INDEXED BY items_runnable WHERE i.state = {QUEUED} AND i.not_before > ? "
-            "AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.batch_id = i.batch_id "
-            "AND b.cancel_requested_at IS NOT NULL)",
-            (at,),
-        )
+            return self.db.scalar(sql.DELAYED_OF_BATCH, (self.batch_id, at))
+        return self.db.scalar(sql.DELAYED, (at,))
 
     def _window(self, now: float) -> tuple[int, float]:
         """Completions in the last ``window`` seconds and the span they count over: the window,

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from ..models import Activity, ItemState
 from .backend import Backend
 from .follow import Follower
-from .states import FAILED, LIVE, QUEUED, RUNNING, SUCCEEDED, TERMINAL, runnable
+from .sql import Query
+from .sql import views as sql
 from .timefmt import iso
 from .views import Views
 
@@ -76,16 +77,8 @@ class Observation:
 
     def _queue_figures(self, batch_id: str | None, at: str) -> tuple[int, int, int, str | None]:
         """Runnable, delayed (backoff) and running items, and when the oldest runnable one was queued."""
-        scope, params = _scope(batch_id, "i")
-        row = self.db.execute(
-            f"SELECT count(CASE WHEN {runnable('i')} THEN 1 END) AS runnable, "
-            f"count(CASE WHEN i.state = {QUEUED} AND i.not_before > ? THEN 1 END) AS delayed, "
-            f"count(CASE WHEN i.state = {RUNNING} THEN 1 END) AS running, "
-            f"min(CASE WHEN {runnable('i')} THEN i.queued_at END) AS oldest "
-            f"FROM items i JOIN batches b USING (batch_id) WHERE i.state IN {LIVE} "
-            f"AND (b.cancel_requested_at IS NULL OR i.state = {RUNNING}){scope}",
-            [at, at, at, *params],
-        ).fetchone()
+        scope = _scope(batch_id)
+        row = self.db.execute(sql.QUEUE_FIGURES, [at, at, at, *scope], scope=len(scope)).fetchone()
         return row["runnable"], row["delayed"], row["running"], row["oldest"]
 
     def stats_facts(self, since: float, batch_id: str | None = None) -> StatsFacts:
@@ -100,13 +93,11 @@ class Observation:
             delayed=delayed,
             running=running,
             oldest_runnable_at=oldest,
-            batches_admitted=self._count(
-                "SELECT count(*) FROM batches b WHERE b.created_at >= ?" + _scope(batch_id, "b")[0], start, batch_id
-            ),
-            admitted=self._count_events("e.from_state IS NULL", start, batch_id),
-            claimed=self._count_events(f"e.to_state = {RUNNING}", start, batch_id),
+            batches_admitted=self._count(sql.BATCHES_ADMITTED, start, batch_id),
+            admitted=self._count(sql.ADMITTED, start, batch_id),
+            claimed=self._count(sql.CLAIMED, start, batch_id),
             completed={
-                state: self._count_events(f"e.from_state = {RUNNING} AND e.to_state = '{state}'", start, batch_id)
+                state: self._count(sql.COMPLETED, start, batch_id, state.value)
                 for state in (ItemState.SUCCEEDED, ItemState.FAILED, ItemState.CANCELLED)
             },
             retries=self._retries(start, batch_id),
@@ -114,23 +105,15 @@ class Observation:
             renders=self._renders(start, batch_id),
         )
 
-    def _count(self, sql: str, start: str, batch_id: str | None) -> int:
-        return self.db.scalar(sql, [start, *_scope(batch_id, "b")[1]])
-
-    def _count_events(self, condition: str, start: str, batch_id: str | None) -> int:
-        scope, params = _scope(batch_id, "e")
-        sql = f"SELECT count(*) FROM events e WHERE e.at >= ? AND e.item_row IS NOT NULL AND {condition}{scope}"
-        return self.db.scalar(sql, [start, *params])
+    def _count(self, query: Query, start: str, batch_id: str | None, *values: object) -> int:
+        scope = _scope(batch_id)
+        return self.db.scalar(query, [start, *values, *scope], scope=len(scope))
 
     def _retries(self, start: str, batch_id: str | None) -> dict[str, int]:
         """Per batch: items sent back to the queue after a failed attempt (automatic retries,
         rescued leases and ``thumbctl retry``)."""
-        scope, params = _scope(batch_id, "e")
-        rows = self.db.execute(
-            f"SELECT e.batch_id, count(*) AS n FROM events e WHERE e.at >= ? AND e.to_state = {QUEUED} "
-            f"AND e.from_state IN ({RUNNING}, {FAILED}){scope} GROUP BY e.batch_id ORDER BY e.batch_id",
-            [start, *params],
-        ).fetchall()
+        scope = _scope(batch_id)
+        rows = self.db.execute(sql.RETRIES, [start, *scope], scope=len(scope)).fetchall()
         return {r["batch_id"]: r["n"] for r in rows}
 
     def _cancel_times(self, start: str, batch_id: str | None) -> list[CancelTimes]:
@@ -138,29 +121,16 @@ class Observation:
         cancelled in the request's own transaction, so they say nothing about workers); when
         nothing was running, the request itself. Finalized: the last item transition into a
         terminal state once no item is live."""
-        scope, params = _scope(batch_id, "b")
-        rows = self.db.execute(
-            "SELECT b.batch_id, b.cancel_requested_at, "
-            "(SELECT min(e.at) FROM events e WHERE e.batch_id = b.batch_id AND e.item_row IS NOT NULL "
-            f"AND e.from_state = {RUNNING} AND e.to_state IN {TERMINAL} AND e.at >= b.cancel_requested_at) "
-            f"AS first_stop, (SELECT count(*) FROM items i WHERE i.batch_id = b.batch_id AND i.state IN {LIVE}) "
-            "AS live, (SELECT max(e.at) FROM events e WHERE e.batch_id = b.batch_id AND e.item_row IS NOT NULL "
-            f"AND e.to_state IN {TERMINAL}) AS last_terminal "
-            f"FROM batches b WHERE b.cancel_requested_at >= ?{scope} ORDER BY b.cancel_requested_at",
-            [start, *params],
-        ).fetchall()
+        scope = _scope(batch_id)
+        rows = self.db.execute(sql.CANCEL_TIMES, [start, *scope], scope=len(scope)).fetchall()
         return [
             _cancel_times(r["batch_id"], r["cancel_requested_at"], r["first_stop"], r["live"], r["last_terminal"])
             for r in rows
         ]
 
     def _renders(self, start: str, batch_id: str | None) -> list[RenderFacts]:
-        scope, params = _scope(batch_id, "i")
-        rows = self.db.execute(
-            "SELECT i.batch_id, i.source, i.ratio, i.attempt, i.dedup, i.result FROM items i "
-            f"WHERE i.state = {SUCCEEDED} AND i.updated_at >= ?{scope} ORDER BY i.id",
-            [start, *params],
-        ).fetchall()
+        scope = _scope(batch_id)
+        rows = self.db.execute(sql.RENDERS, [start, *scope], scope=len(scope)).fetchall()
         return [
             RenderFacts(
                 r["batch_id"],
@@ -182,8 +152,6 @@ def _cancel_times(
     return CancelTimes(batch_id, requested, observed, finalized)
 
 
-def _scope(batch_id: str | None, alias: str) -> tuple[str, list[object]]:
-    """An extra ``AND alias.batch_id = ?`` condition and its parameter, when scoped to a batch."""
-    if batch_id is None:
-        return "", []
-    return f" AND {alias}.batch_id = ?", [batch_id]
+def _scope(batch_id: str | None) -> list[object]:
+    """The parameter of the condition on one batch (none for the whole ledger)."""
+    return [] if batch_id is None else [batch_id]

@@ -1,7 +1,7 @@
 """The server ledger backend: one PostgreSQL database shared by workers on many machines.
 
 Where SQLite lets one writer at a time, PostgreSQL runs write transactions side by side, so the
-ledger's SQL asks for what it needs explicitly (:class:`~.backend.Backend`):
+ledger's queries ask for what it needs explicitly (their PostgreSQL text, :mod:`.sql`):
 
 * Rows a transaction is about to change are locked as it reads them (``FOR NO KEY UPDATE``);
   claims skip rows another claimer holds (``SKIP LOCKED``), so no item goes to two live leases.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,8 +38,10 @@ from ..errors import (
     UsageError,
 )
 from ..retrypolicy import BusyPolicy
-from .backend import EVENT_COLUMNS, Backend, Clock, EventRow, masked
+from .backend import Backend, Clock, EventRow, Params, masked
 from .pgschema import MIGRATIONS, SCHEMA_VERSION
+from .sql import POSTGRESQL, Insert, Query
+from .sql.queue import INSERT_EVENTS
 
 #: Advisory lock keys (the first half of two-int keys: one class of lock each).
 _EVENTS_LOCK = 7419_0001
@@ -58,65 +60,10 @@ def _driver() -> Any:
     return psycopg
 
 
-class _Row:
-    """A row readable by column name (``row["state"]``) or position, like :class:`sqlite3.Row`."""
-
-    __slots__ = ("_index", "_values")
-
-    def __init__(self, index: dict[str, int], values: Sequence[Any]) -> None:
-        self._index = index
-        self._values = values
-
-    def __getitem__(self, key: str | int) -> Any:
-        return self._values[self._index[key] if isinstance(key, str) else key]
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def keys(self) -> list[str]:
-        return list(self._index)
-
-
-def _row_factory(cursor: Any) -> Any:
-    index = {column.name: i for i, column in enumerate(cursor.description or ())}
-    return lambda values: _Row(index, values)
-
-
-_PLACEHOLDER = re.compile(r"\?")
-_INDEX_HINT = re.compile(r"\s+INDEXED BY \w+")
-_NO_INDEX = re.compile(r"(?<![\w)])\+(?=[a-z_])")
-
-
-def _dialect(sql: str) -> str:
-    """A statement of the ledger's shared SQL in PostgreSQL's: ``%s`` placeholders, and SQLite's
-    planner hints dropped (``INDEXED BY``, a unary ``+`` that keeps a column off an index)."""
-    sql = _INDEX_HINT.sub("", sql)
-    sql = _NO_INDEX.sub("", sql)
-    sql = sql.replace("CROSS JOIN", "JOIN").replace("group_concat(", "string_agg(")
-    return _PLACEHOLDER.sub("%s", sql.replace("%", "%%"))
-
-
-def _prepare(sql: str) -> bool | None:
-    """False for a statement the shared SQL gives an index hint (``INDEXED BY``): its best plan
-    depends on its parameters, so it is planned with them on every run. Left to the driver, a
-    statement run five times is prepared, and PostgreSQL may then plan it once for any parameters:
-    a claim scoped to a batch (``batch_id = $1 ... ORDER BY id LIMIT 1``) walked the index of all
-    queued items in id order, past every queued item of the batches before it (600 ms per claim
-    with 1M items queued, 2 ms planned with the batch's id). Other statements stay prepared."""
-    return False if "INDEXED BY" in sql else None
-
-
 class PostgresBackend(Backend):
     """A connection to one PostgreSQL ledger."""
 
-    kind = "postgresql"
-
-    def lock(self, of: str | None = None, *, skip_locked: bool = False, share: bool = False) -> str:
-        clause = " FOR SHARE" if share else " FOR NO KEY UPDATE"
-        return clause + (f" OF {of}" if of else "") + (" SKIP LOCKED" if skip_locked else "")
+    kind = POSTGRESQL
 
     def __init__(self, url: str, *, clock: Clock, busy: BusyPolicy, read_only: bool = False) -> None:
         super().__init__()
@@ -126,7 +73,6 @@ class PostgresBackend(Backend):
         self.busy = busy
         self.read_only = read_only
         self._psycopg = _driver()
-        self._sql: dict[str, str] = {}
         self._in_tx = False
         self._streams = 0
         self.conn = self._connect()
@@ -136,9 +82,11 @@ class PostgresBackend(Backend):
 
     def _connect(self) -> Any:
         self._check_url()
+        from psycopg.rows import dict_row
+
         try:
             conn = self._psycopg.connect(
-                self.url, autocommit=True, row_factory=_row_factory, connect_timeout=max(1, int(self.busy.timeout))
+                self.url, autocommit=True, row_factory=dict_row, connect_timeout=max(1, int(self.busy.timeout))
             )
             conn.execute("SET TIME ZONE 'UTC'")
         except self._psycopg.Error as exc:  # down, starting up, shutting down, or refusing this login
@@ -181,40 +129,43 @@ class PostgresBackend(Backend):
 
     # -- statements ----------------------------------------------------------------------------
 
-    def _translated(self, sql: str) -> str:
-        found = self._sql.get(sql)
-        if found is None:
-            found = self._sql[sql] = _dialect(sql)
-        return found
+    def execute(self, query: Query, params: Params = (), **counts: int) -> Any:
+        """Run ``query``'s PostgreSQL text; one marked ``plan_each_run`` is never prepared, so the
+        server plans it with the parameters it runs with."""
+        return self._run(query.text(POSTGRESQL, **counts), params, prepare=False if query.plan_each_run else None)
 
-    def execute(self, sql: str, params: Sequence[object] = ()) -> Any:
+    def _run(self, text: str, params: Params = (), *, prepare: bool | None = None) -> Any:
+        """Run a statement written for PostgreSQL (the backend's own: transactions, advisory locks)."""
+        values = params if isinstance(params, Mapping) else (list(params) or None)
         try:
-            return self.conn.execute(self._translated(sql), list(params) or None, prepare=_prepare(sql))
+            return self.conn.execute(text, values, prepare=prepare)
         except self._psycopg.Error as exc:
             raise self._translate_error(exc) from exc
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+    def executemany(self, query: Query, rows: Iterable[Params]) -> None:
         try:
             with self.conn.cursor() as cursor:
-                cursor.executemany(self._translated(sql), list(rows))
+                cursor.executemany(query.text(POSTGRESQL), list(rows))
         except self._psycopg.Error as exc:
             raise self._translate_error(exc) from exc
 
-    def copy_rows(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    def insert(self, insert: Insert, rows: Iterable[Mapping[str, object]]) -> None:
         """Many rows at once through ``COPY``: a 100,000-item batch in one round trip."""
+        statement = f"COPY {insert.table} ({', '.join(insert.columns)}) FROM STDIN"
         try:
-            with self.conn.cursor() as cursor, cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            with self.conn.cursor() as cursor, cursor.copy(statement) as copy:
                 for row in rows:
-                    copy.write_row(row)
+                    copy.write_row([row[column] for column in insert.columns])
         except self._psycopg.Error as exc:
             raise self._translate_error(exc) from exc
-
-    def insert_rows(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
-        self.copy_rows(table, columns, rows)
 
     def _insert_events(self, rows: list[EventRow]) -> None:
         if rows:
-            self.copy_rows("events", EVENT_COLUMNS, rows)
+            self.insert(INSERT_EVENTS, rows)
+
+    @staticmethod
+    def first_value(row: Any) -> Any:
+        return next(iter(row.values()))
 
     def _translate_error(self, exc: BaseException) -> BaseException:
         errors = self._psycopg.errors
@@ -238,20 +189,15 @@ class PostgresBackend(Backend):
             )
         return exc
 
-    def json_number(self, column: str, key: str) -> str:
-        return f"(({column})::jsonb ->> '{key}')::bigint"
-
-    def json_flag(self, column: str, key: str) -> str:
-        return f"coalesce(({column})::jsonb -> '{key}' = 'true'::jsonb, false)"
-
     def serialize_on(self, key: str) -> None:
-        self.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (_KEY_LOCKS, key))
+        self._run("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_KEY_LOCKS, key))
 
     def try_exclusive(self, name: str) -> bool:
-        return bool(self.scalar("SELECT pg_try_advisory_xact_lock(?, hashtext(?))", (_NAMED_LOCKS, name)))
+        row = self._run("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS held", (_NAMED_LOCKS, name)).fetchone()
+        return bool(row["held"])
 
     def before_events(self) -> None:
-        self.execute("SELECT pg_advisory_xact_lock(?)", (_EVENTS_LOCK,))
+        self._run("SELECT pg_advisory_xact_lock(%s)", (_EVENTS_LOCK,))
 
     # -- transactions --------------------------------------------------------------------------
 
@@ -261,14 +207,14 @@ class PostgresBackend(Backend):
         wait for its commit to reach the disk (as SQLite's ``synchronous=NORMAL``)."""
         if self._in_tx:
             raise RuntimeError("nested ledger write")
-        self.execute("BEGIN")
+        self._run("BEGIN")
         self._in_tx = True
         try:
             if not durable:
-                self.execute("SET LOCAL synchronous_commit TO off")
+                self._run("SET LOCAL synchronous_commit TO off")
             yield self.clock()
             self.flush_events()
-            self.execute("COMMIT")
+            self._run("COMMIT")
         except BaseException:
             self.discard_events()
             with contextlib.suppress(Exception):  # the first fault is the one to report
@@ -283,7 +229,7 @@ class PostgresBackend(Backend):
         if self._in_tx:
             yield
             return
-        self.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self._run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         self._in_tx = True
         try:
             yield
@@ -297,14 +243,14 @@ class PostgresBackend(Backend):
         return self._in_tx
 
     @contextmanager
-    def stream(self, sql: str, params: Sequence[object]) -> Iterator[Iterator[Any]]:
+    def stream(self, query: Query, params: Params, **counts: int) -> Iterator[Iterator[Any]]:
         """The rows of ``sql`` through a server-side cursor, a few hundred at a time (inside
         :meth:`reading`): a million-row listing never sits in memory."""
         self._streams += 1  # each open listing its own cursor: two may be read at once
         cursor = self.conn.cursor(name=f"thumbctl_stream_{self._streams}")
         cursor.itersize = 500
         try:
-            cursor.execute(self._translated(sql), list(params) or None)
+            cursor.execute(query.text(POSTGRESQL, **counts), list(params) or None)
             yield iter(cursor)
         except self._psycopg.Error as exc:
             raise self._translate_error(exc) from exc
@@ -341,8 +287,8 @@ class PostgresBackend(Backend):
         if self._version() == SCHEMA_VERSION:
             return
         with self.write(durable=True):
-            self.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATE_LOCK,))
-            self.execute("CREATE TABLE IF NOT EXISTS thumbctl_schema (version integer NOT NULL)")
+            self._run("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_LOCK,))
+            self._run("CREATE TABLE IF NOT EXISTS thumbctl_schema (version integer NOT NULL)")
             version = self._version()
             if version > SCHEMA_VERSION:
                 raise LedgerError(
@@ -353,14 +299,13 @@ class PostgresBackend(Backend):
                 if target > version:
                     for statement in statements:
                         self.conn.execute(statement)
-            self.execute("DELETE FROM thumbctl_schema")
-            self.execute("INSERT INTO thumbctl_schema (version) VALUES (?)", (SCHEMA_VERSION,))
+            self._run("DELETE FROM thumbctl_schema")
+            self._run("INSERT INTO thumbctl_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
 
     def _version(self) -> int:
-        exists = self.scalar("SELECT to_regclass('thumbctl_schema') IS NOT NULL")
-        if not exists:
+        if not self._run("SELECT to_regclass('thumbctl_schema') IS NOT NULL AS found").fetchone()["found"]:
             return 0
-        return int(self.scalar("SELECT coalesce(max(version), 0) FROM thumbctl_schema"))
+        return int(self._run("SELECT coalesce(max(version), 0) AS version FROM thumbctl_schema").fetchone()["version"])
 
 
 def _first_line(exc: BaseException) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from .backend import Backend
-from .transitions import marks
+from .sql import upkeep as sql
 
 _CHUNK = 500
 
@@ -23,26 +23,17 @@ class Relocation:
     def object_paths_under(self, folder: str) -> set[str]:
         """Every object path recorded below ``folder`` (e.g. ``OUT/objects``), by any item of any batch."""
         prefix = folder.rstrip("/") + "/"
-        rows = self.db.execute(
-            "SELECT DISTINCT object_path FROM items WHERE substr(object_path, 1, ?) = ?", (len(prefix), prefix)
-        ).fetchall()
+        rows = self.db.execute(sql.OBJECT_PATHS_UNDER, (len(prefix), prefix)).fetchall()
         return {r["object_path"] for r in rows}
 
     def names_in(self, out_dir: str) -> list[str]:
         """Every thumbnail name recorded by an item of a batch into ``out_dir`` (expired batches too)."""
-        rows = self.db.execute(
-            "SELECT DISTINCT i.friendly_path FROM items i JOIN batches b USING (batch_id) "
-            "WHERE b.out_dir = ? AND i.friendly_path IS NOT NULL ORDER BY i.friendly_path",
-            (out_dir,),
-        ).fetchall()
+        rows = self.db.execute(sql.NAMES_IN, (out_dir,)).fetchall()
         return [r["friendly_path"] for r in rows]
 
     def live_batches_in(self, out_dir: str) -> list[str]:
         """Ids of the batches into ``out_dir`` that have not expired, oldest first."""
-        rows = self.db.execute(
-            "SELECT batch_id FROM batches WHERE out_dir = ? AND expired_at IS NULL ORDER BY created_at, batch_id",
-            (out_dir,),
-        ).fetchall()
+        rows = self.db.execute(sql.LIVE_BATCHES_IN, (out_dir,)).fetchall()
         return [r["batch_id"] for r in rows]
 
     def relocate_objects(self, folder: str, moved: dict[str, str]) -> int:
@@ -52,18 +43,16 @@ class Relocation:
         prefix = folder.rstrip("/") + "/"
         changed = 0
         with self.db.write():
-            rows = self.db.execute(
-                "SELECT id, object_path, result FROM items WHERE substr(object_path, 1, ?) = ?", (len(prefix), prefix)
-            ).fetchall()
+            rows = self.db.execute(sql.OBJECTS_UNDER, (len(prefix), prefix)).fetchall()
             for row in rows:
                 update = _relocated(row["object_path"], row["result"], moved)
                 if update is not None:
-                    self.db.execute("UPDATE items SET object_path = ?, result = ? WHERE id = ?", (*update, row["id"]))
+                    self.db.execute(sql.RELOCATE_ITEM, (*update, row["id"]))
                     changed += 1
             old = sorted(moved)
             for start in range(0, len(old), _CHUNK):
                 part = old[start : start + _CHUNK]
-                self.db.execute(f"DELETE FROM object_checks WHERE object_path IN ({marks(part)})", part)
+                self.db.execute(sql.FORGET_CHECKS, part, ids=len(part))
         return changed
 
 

@@ -10,21 +10,23 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..errors import LedgerBusy, LedgerError, LedgerFault, LedgerUnavailable
 from ..retrypolicy import BusyPolicy
-from .backend import Backend, Clock
+from .backend import Backend, Clock, Params
 from .connection import LedgerConnection, LedgerCursor, connect, fault_for, file_identity, gone_error
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .sql import SQLITE, Query
 
 
 class SqliteBackend(Backend):
     """A connection to one ledger file."""
 
-    kind = "sqlite"
+    kind = SQLITE
 
     def __init__(self, path: Path, *, clock: Clock, busy: BusyPolicy, read_only: bool = False) -> None:
         super().__init__()
@@ -56,17 +58,15 @@ class SqliteBackend(Backend):
 
     # -- statements ----------------------------------------------------------------------------
 
-    def execute(self, sql: str, params: Sequence[object] = ()) -> LedgerCursor:
-        return self.conn.execute(sql, params)
+    def execute(self, query: Query, params: Params = (), **counts: int) -> LedgerCursor:
+        return self.conn.execute(query.text(SQLITE, **counts), params)
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
-        self.conn.executemany(sql, rows)
+    def executemany(self, query: Query, rows: Iterable[Params]) -> None:
+        self.conn.executemany(query.text(SQLITE), rows)
 
-    def json_number(self, column: str, key: str) -> str:
-        return f"json_extract({column}, '$.{key}')"
-
-    def json_flag(self, column: str, key: str) -> str:
-        return f"coalesce(json_extract({column}, '$.{key}') = 1, 0)"
+    @staticmethod
+    def first_value(row: Any) -> Any:
+        return row[0]
 
     # -- transactions --------------------------------------------------------------------------
 

@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterator, Sequence
 from ..errors import is_transient
 from ..models import ItemState
 from .backend import Backend
-from .states import QUEUED, RUNNING
+from .sql import Query
+from .sql import queue as sql
+from .states import QUEUED
 from .timefmt import iso
 
 DelayFor = Callable[[int], float]
@@ -24,10 +26,6 @@ CHUNK = 500
 def chunks(values: Sequence[int], size: int = CHUNK) -> Iterator[Sequence[int]]:
     for start in range(0, len(values), size):
         yield values[start : start + size]
-
-
-def marks(values: Sequence[object]) -> str:
-    return ",".join("?" * len(values))
 
 
 class Transitions:
@@ -68,30 +66,22 @@ class Transitions:
         not_before: str | None,
         worker: str | None,
     ) -> list[int]:
-        guard = " AND lease_token = ?" if token is not None else ""
+        guard = [token] if token is not None else []
         found = [
-            r["id"]
-            for r in self.db.execute(
-                f"SELECT id FROM items WHERE id IN ({marks(rows)}) AND +state = ?{guard} ORDER BY id{self.db.lock()}",
-                [*rows, from_state, *([token] if token is not None else [])],
-            ).fetchall()
+            r["id"] for r in self.db.execute(sql.MOVABLE, [*rows, from_state, *guard], ids=len(rows), guard=len(guard))
         ]
         if not found:
             return []
-        lease = (
-            ""
-            if to_state == ItemState.RUNNING
-            else (", lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, stage_started_at = NULL")
-        )
         queued_at = at if to_state == ItemState.QUEUED else None
         changed = self.db.execute(
-            "UPDATE items SET state = ?, updated_at = ?, error_code = ?, error_detail = ?, not_before = ?, "
-            f"queued_at = coalesce(?, queued_at){lease} WHERE id IN ({marks(found)}) RETURNING id, batch_id, attempt",
+            sql.MOVE,
             [to_state, at, error_code, detail, not_before, queued_at, *found],
+            ids=len(found),
+            lease=int(to_state != ItemState.RUNNING),
         ).fetchall()
         for row in sorted(changed, key=lambda r: r["id"]):
             self.db.append_event(
-                (at, row["batch_id"], row["id"], from_state, to_state, row["attempt"], worker, error_code, detail, 0)
+                _event(at, row["batch_id"], row["id"], from_state, to_state, row["attempt"], worker, error_code, detail)
             )
         return found
 
@@ -108,7 +98,7 @@ class Transitions:
         detail: str | None = None,
     ) -> None:
         """An event that moves no item: a batch's cancel request, expiry, a relink, a removal."""
-        self.db.append_event((at, batch_id, item_row, from_state, to_state, attempt, None, error_code, detail, 0))
+        self.db.append_event(_event(at, batch_id, item_row, from_state, to_state, attempt, None, error_code, detail))
 
     def settle(
         self,
@@ -125,11 +115,7 @@ class Transitions:
         batch's cancel was requested. Returns the new state (the row is locked first, so a
         concurrent settle of the same row moves nothing)."""
         at = iso(now)
-        found = self.db.execute(
-            "SELECT i.attempt, b.max_attempts, b.deadline_at, b.cancel_requested_at FROM items i "
-            f"JOIN batches b USING (batch_id) WHERE i.id = ? AND i.state = {RUNNING}{self.db.lock('i')}",
-            (row,),
-        ).fetchone()
+        found = self.db.execute(sql.SETTLEABLE, (row,)).fetchone()
         if found is None:
             return "unchanged"
         common = {"token": token, "worker": worker}
@@ -160,10 +146,35 @@ class Transitions:
         self.move(at, [row], ItemState.RUNNING, ItemState.FAILED, error_code=code, detail=detail, **common)
         return ItemState.FAILED
 
-    def set_attempts(self, rows: Sequence[int], expression: str) -> None:
-        """``attempt = expression`` for ``rows`` (``0``: a fresh budget; ``attempt - 1``: not counted)."""
+    def set_attempts(self, rows: Sequence[int], update: Query) -> None:
+        """Run ``update`` (``FRESH_ATTEMPTS``, ``UNCOUNTED_ATTEMPTS``, … of :mod:`.sql.queue`) on ``rows``."""
         for chunk in chunks(rows):
-            self.db.execute(f"UPDATE items SET attempt = {expression} WHERE id IN ({marks(chunk)})", list(chunk))
+            self.db.execute(update, list(chunk), ids=len(chunk))
 
 
-__all__ = ["CHUNK", "QUEUED", "Transitions", "chunks", "marks"]
+def _event(
+    at: str,
+    batch_id: str,
+    item_row: int | None,
+    from_state: str | None,
+    to_state: str,
+    attempt: int | None,
+    worker: str | None,
+    error_code: str | None,
+    detail: str | None,
+) -> dict[str, object]:
+    return {
+        "at": at,
+        "batch_id": batch_id,
+        "item_row": item_row,
+        "from_state": from_state,
+        "to_state": to_state,
+        "attempt": attempt,
+        "worker": worker,
+        "error_code": error_code,
+        "detail": detail,
+        "dedup": 0,
+    }
+
+
+__all__ = ["CHUNK", "QUEUED", "Transitions", "chunks"]

@@ -15,16 +15,15 @@ from dataclasses import dataclass
 from ..errors import UsageError
 from ..models import ItemState
 from .backend import Backend, Row
-from .states import FAILED, LIVE, QUEUED, RUNNING, runnable
+from .sql import queue as sql
 from .timefmt import iso
-from .transitions import Transitions, marks
+from .transitions import Transitions
 
 DelayFor = Callable[[int], float]
 #: Items a claim takes beyond one per distinct derivative key of its source. Items sharing a key
 #: are rendered once per claim and published each; the rest stay queued for the next claimer,
 #: so one photo behind thousands of item ids is spread over the workers in slices.
 CLAIM_SHARED_ITEMS = 64
-_NOT_CANCELLED = " AND batch_id NOT IN (SELECT batch_id FROM batches WHERE cancel_requested_at IS NOT NULL)"
 
 
 @dataclass(frozen=True)
@@ -128,11 +127,7 @@ class WorkQueue:
             if not rows:
                 return None
             token = secrets.token_hex(12)
-            self.db.execute(
-                "UPDATE items SET attempt = attempt + 1, lease_owner = ?, lease_token = ?, lease_expires_at = ?, "
-                f"stage_started_at = ? WHERE id IN ({marks(rows)})",
-                [owner, token, iso(now + lease_seconds), at, *rows],
-            )
+            self.db.execute(sql.TAKE_LEASE, [owner, token, iso(now + lease_seconds), at, *rows], ids=len(rows))
             self.log.move(at, rows, ItemState.QUEUED, ItemState.RUNNING, worker=owner)
             return self._load_claim(token, owner, rows)
 
@@ -156,18 +151,13 @@ class WorkQueue:
         batch, the batch's own (``items_queued_by_batch``), so a claim scoped to a batch never steps
         over the queued items of the others. Nothing is locked here: :meth:`_claimable_rows` locks
         the rows it takes, once the source is held."""
+        passed_values = [value for pick in passed for value in pick]
         if batch_id:
-            index, scope, extra = "items_queued_by_batch", " AND batch_id = ?", [batch_id]
+            due, fresh, scope = sql.NEXT_DUE_SOURCE_OF_BATCH, sql.NEXT_FRESH_SOURCE_OF_BATCH, [batch_id]
         else:
-            index, scope, extra = "items_runnable", "", []
-        scope += " AND NOT (batch_id = ? AND source = ?)" * len(passed)
-        extra += [value for pick in passed for value in pick]
-        for sql, params in (
-            (f"WHERE state = {QUEUED} AND not_before <= ?{scope}{_NOT_CANCELLED} ORDER BY not_before", [at, *extra]),
-            (f"WHERE state = {QUEUED} AND not_before IS NULL{scope}{_NOT_CANCELLED} ORDER BY id", extra),
-        ):
-            sql = f"SELECT batch_id, source FROM items INDEXED BY {index} {sql} LIMIT 1"
-            row = self.db.execute(sql, params).fetchone()
+            due, fresh, scope = sql.NEXT_DUE_SOURCE, sql.NEXT_FRESH_SOURCE, []
+        for query, params in ((due, [at, *scope, *passed_values]), (fresh, [*scope, *passed_values])):
+            row = self.db.execute(query, params, passed=len(passed)).fetchone()
             if row is not None:
                 return row["batch_id"], row["source"]
         return None
@@ -178,40 +168,26 @@ class WorkQueue:
         index of queued items (a few seeks per key), so a claim never reads every queued item
         of a source: about 3 ms with 100,000 items queued on two sources. Items another claimer
         holds are skipped."""
-        where = f"batch_id = ? AND source = ? AND state = {QUEUED}"
-        lock = self.db.lock(skip_locked=True)
         firsts: list[int] = []
         shared: list[int] = []
         key = ""
         while True:
-            key = self.db.scalar(
-                f"SELECT min(derivative_key) FROM items WHERE {where} AND derivative_key > ?", (batch_id, source, key)
-            )
+            key = self.db.scalar(sql.NEXT_KEY, (batch_id, source, key))
             if key is None:
                 return firsts + shared
             rows = [
                 r["id"]
                 for r in self.db.execute(
-                    f"SELECT id FROM items WHERE {where} AND derivative_key = ? "
-                    f"AND (not_before IS NULL OR not_before <= ?) ORDER BY id LIMIT ?{lock}",
-                    (batch_id, source, key, at, 1 + CLAIM_SHARED_ITEMS - len(shared)),
+                    sql.CLAIMABLE_OF_KEY, (batch_id, source, key, at, 1 + CLAIM_SHARED_ITEMS - len(shared))
                 ).fetchall()
             ]
             firsts += rows[:1]
             shared += rows[1:]
 
     def _load_claim(self, token: str, owner: str, rows: list[int]) -> Claim:
-        items = self.db.execute(
-            "SELECT id, item_id, ratio, size, format, attempt, derivative_key, object_path, friendly_path, "
-            "focus_x, focus_y, "
-            f"batch_id, source, source_digest, source_format, source_width, source_height FROM items "
-            f"WHERE id IN ({marks(rows)}) ORDER BY id",
-            rows,
-        ).fetchall()
+        items = self.db.execute(sql.CLAIMED_ITEMS, rows, ids=len(rows)).fetchall()
         first = items[0]
-        batch = self.db.execute(
-            "SELECT profile, limits, out_dir, source_root FROM batches WHERE batch_id = ?", (first["batch_id"],)
-        ).fetchone()
+        batch = self.db.execute(sql.CLAIMED_BATCH, (first["batch_id"],)).fetchone()
         return Claim(
             token=token,
             owner=owner,
@@ -231,34 +207,19 @@ class WorkQueue:
     def heartbeat(self, token: str, lease_seconds: float = 30.0) -> int:
         """Extend a lease; returns how many of its items it still holds (0: lost)."""
         with self.db.write() as now:
-            return self.db.execute(
-                f"UPDATE items SET lease_expires_at = ? WHERE lease_token = ? AND state = {RUNNING}",
-                (iso(now + lease_seconds), token),
-            ).rowcount
+            return self.db.execute(sql.HEARTBEAT, (iso(now + lease_seconds), token)).rowcount
 
     def start_stage(self, claim: Claim, rows: list[int]) -> None:
         """From now on only ``rows`` of the claim (the items of one render) are timed by
         ``--item-timeout``; its other running items wait untimed. ``[]``: between stages."""
         with self.db.write() as now:
-            self.db.execute(
-                f"UPDATE items SET stage_started_at = NULL WHERE lease_token = ? AND state = {RUNNING} "
-                "AND stage_started_at IS NOT NULL",
-                (claim.token,),
-            )
+            self.db.execute(sql.STAGE_ENDED, (claim.token,))
             if rows:
-                self.db.execute(
-                    f"UPDATE items SET stage_started_at = ? WHERE id IN ({marks(rows)}) "
-                    f"AND lease_token = ? AND +state = {RUNNING}",
-                    [iso(now), *rows, claim.token],
-                )
+                self.db.execute(sql.STAGE_STARTED, [iso(now), *rows, claim.token], ids=len(rows))
 
     def _stage_progressed(self, at: str, token: str) -> None:
         """A publish is progress: the items still waiting in the current stage are timed afresh."""
-        self.db.execute(
-            f"UPDATE items SET stage_started_at = ? WHERE lease_token = ? AND state = {RUNNING} "
-            "AND stage_started_at IS NOT NULL",
-            (at, token),
-        )
+        self.db.execute(sql.STAGE_PROGRESSED, (at, token))
 
     # -- outcomes -----------------------------------------------------------------------
 
@@ -273,13 +234,12 @@ class WorkQueue:
         return True
 
     def _cancel_requested(self, batch_id: str) -> bool:
-        row = self.db.execute("SELECT cancel_requested_at FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()
+        row = self.db.execute(sql.CANCEL_FLAG, (batch_id,)).fetchone()
         return row is not None and row["cancel_requested_at"] is not None
 
     def _held_rows(self, claim: Claim) -> list[int]:
         """The rows the claim still holds, locked."""
-        sql = f"SELECT id FROM items WHERE lease_token = ? AND state = {RUNNING} ORDER BY id{self.db.lock()}"
-        return [r["id"] for r in self.db.execute(sql, (claim.token,)).fetchall()]
+        return [r["id"] for r in self.db.execute(sql.HELD_ROWS, (claim.token,)).fetchall()]
 
     def release(self, claim: Claim, reason: str) -> int:
         """Give the claim back without counting an attempt: its held items return to ``queued``
@@ -287,7 +247,7 @@ class WorkQueue:
         render that failed). Returns how many items were released."""
         with self.db.write() as now:
             rows = self._held_rows(claim)
-            self.log.set_attempts(rows, "CASE WHEN attempt > 0 THEN attempt - 1 ELSE 0 END")
+            self.log.set_attempts(rows, sql.RELEASED_ATTEMPTS)
             moved = self.log.move(
                 iso(now),
                 rows,
@@ -318,11 +278,7 @@ class WorkQueue:
         """
         with self.db.write() as now:
             at = iso(now)
-            row = self.db.execute(  # the item, and its batch kept from a cancel until this commits
-                "SELECT i.state, i.lease_token, b.cancel_requested_at, b.deadline_at FROM items i "
-                f"JOIN batches b USING (batch_id) WHERE i.id = ?{self.db.lock('i')}{self.db.lock('b', share=True)}",
-                (item.row,),
-            ).fetchone()
+            row = self.db.execute(sql.PUBLISHABLE, (item.row,)).fetchone()
             if row is None or row["state"] != ItemState.RUNNING or row["lease_token"] != claim.token:
                 return "lost"
             if row["cancel_requested_at"] is not None:
@@ -353,10 +309,10 @@ class WorkQueue:
                 detail=note,
             )
             if note is not None:
-                self.db.execute("UPDATE items SET error_detail = NULL WHERE id = ?", (item.row,))
+                self.db.execute(sql.CLEAR_NOTE, (item.row,))
             self._stage_progressed(at, claim.token)
             if result is not None:
-                self.db.execute("UPDATE items SET result = ? WHERE id = ?", (json.dumps(result), item.row))
+                self.db.execute(sql.STORE_RESULT, (json.dumps(result), item.row))
             return ItemState.SUCCEEDED
 
     def fail(
@@ -390,9 +346,7 @@ class WorkQueue:
         """
         with self.db.write(durable=True) as now:
             at = iso(now)
-            batch = self.db.execute(
-                "SELECT cancel_requested_at, deadline_at, expired_at FROM batches WHERE batch_id = ?", (batch_id,)
-            ).fetchone()
+            batch = self.db.execute(sql.RETRY_BATCH, (batch_id,)).fetchone()
             cancel_at, deadline, expired_at = batch["cancel_requested_at"], batch["deadline_at"], batch["expired_at"]
             if expired_at is not None:
                 raise UsageError(f"batch {batch_id} expired at {expired_at} (gc); submit again to redo its work")
@@ -404,16 +358,9 @@ class WorkQueue:
                 raise UsageError(
                     f"the deadline of batch {batch_id} passed at {deadline}; submit again with a new --key to redo it"
                 )
-            rows = [
-                r["id"]
-                for r in self.db.execute(
-                    f"SELECT id FROM items WHERE batch_id = ? AND state = {FAILED} AND derivative_key IS NOT NULL "
-                    "ORDER BY id",
-                    (batch_id,),
-                ).fetchall()
-            ]
+            rows = [r["id"] for r in self.db.execute(sql.RETRYABLE, (batch_id,)).fetchall()]
             moved = self.log.move(at, rows, ItemState.FAILED, ItemState.QUEUED, detail="retry requested")
-            self.log.set_attempts(moved, "0")
+            self.log.set_attempts(moved, sql.FRESH_ATTEMPTS)
             return len(moved)
 
     # -- rescue and deadlines -----------------------------------------------------------
@@ -426,9 +373,7 @@ class WorkQueue:
 
     def _rescue(self, now: float, is_dead: Callable[[str], bool], delay_for: DelayFor) -> int:
         at = iso(now)
-        running = self.db.execute(
-            f"SELECT id, lease_owner, lease_expires_at FROM items WHERE state = {RUNNING} ORDER BY id"
-        ).fetchall()
+        running = self.db.execute(sql.LEASES).fetchall()
         dead = {owner for owner in {r["lease_owner"] for r in running} if owner and is_dead(owner)}
         victims = [
             (r["id"], r["lease_owner"])
@@ -442,19 +387,9 @@ class WorkQueue:
         return rescued
 
     def _expire_deadlines(self, at: str) -> None:
-        late = [
-            r["batch_id"]
-            for r in self.db.execute(
-                "SELECT batch_id FROM batches WHERE deadline_at IS NOT NULL AND deadline_at <= ?", (at,)
-            ).fetchall()
-        ]
+        late = [r["batch_id"] for r in self.db.execute(sql.LATE_BATCHES, (at,)).fetchall()]
         for batch_id in late:
-            rows = [
-                r["id"]
-                for r in self.db.execute(
-                    f"SELECT id FROM items WHERE batch_id = ? AND state = {QUEUED} ORDER BY id", (batch_id,)
-                ).fetchall()
-            ]
+            rows = [r["id"] for r in self.db.execute(sql.QUEUED_OF_BATCH, (batch_id,)).fetchall()]
             self.log.move(
                 at,
                 rows,
@@ -469,40 +404,23 @@ class WorkQueue:
     def queue_state(self, batch_id: str | None = None) -> QueueState:
         """Live items in scope: runnable now, delayed by backoff, running."""
         at = iso(self.db.clock())
-        scope = " AND i.batch_id = ?" if batch_id else ""
-        row = self.db.execute(
-            f"SELECT count(CASE WHEN {runnable('i')} THEN 1 END) AS runnable, "
-            f"count(CASE WHEN i.state = {QUEUED} AND i.not_before > ? THEN 1 END) AS delayed, "
-            f"count(CASE WHEN i.state = {RUNNING} THEN 1 END) AS running, "
-            f"min(CASE WHEN i.state = {QUEUED} AND i.not_before > ? THEN i.not_before END) AS next_not_before "
-            f"FROM items i JOIN batches b USING (batch_id) WHERE i.state IN {LIVE} "
-            f"AND (b.cancel_requested_at IS NULL OR i.state = {RUNNING}){scope}",
-            [at, at, at, *([batch_id] if batch_id else [])],
-        ).fetchone()
+        scope = [batch_id] if batch_id else []
+        row = self.db.execute(sql.QUEUE_STATE, [at, at, at, *scope], scope=len(scope)).fetchone()
         return QueueState(row["runnable"], row["delayed"], row["running"], row["next_not_before"])
 
     def queue_idle(self, batch_id: str | None = None) -> bool:
         """No live item in scope (what :attr:`QueueState.idle` says), found without counting:
         each query stops at the first live item, so a worker whose claim came back empty asks
         this at the same cost whatever the length of the queue."""
-        scope = " AND batch_id = ?" if batch_id else ""
-        extra = [batch_id] if batch_id else []
-        live = self.db.scalar(
-            f"SELECT EXISTS (SELECT 1 FROM items WHERE state = {RUNNING}{scope}) "
-            f"OR EXISTS (SELECT 1 FROM items WHERE state = {QUEUED}{scope}{_NOT_CANCELLED})",
-            [*extra, *extra],
-        )
+        scope = [batch_id] if batch_id else []
+        live = self.db.scalar(sql.QUEUE_LIVE, [*scope, *scope], scope=len(scope))
         return not live
 
     def overdue_owners(self, seconds: float) -> list[str]:
         """Lease owners with a running item whose stage (the decode of its source, or its render
         and publish) started more than ``seconds`` ago."""
         cutoff = iso(self.db.clock() - seconds)
-        rows = self.db.execute(
-            f"SELECT DISTINCT lease_owner FROM items WHERE state = {RUNNING} AND lease_owner IS NOT NULL "
-            "AND stage_started_at < ?",
-            (cutoff,),
-        ).fetchall()
+        rows = self.db.execute(sql.OVERDUE_OWNERS, (cutoff,)).fetchall()
         return [r["lease_owner"] for r in rows]
 
     def stop_overdue(self, owner: str, seconds: float, code: str, detail: str) -> int:
@@ -512,11 +430,7 @@ class WorkQueue:
         failed: 0 when the stage ended meanwhile (then the worker must be left alone)."""
         with self.db.write() as now:
             at = iso(now)
-            running = self.db.execute(
-                "SELECT id, CASE WHEN stage_started_at < ? THEN 1 ELSE 0 END AS late FROM items "
-                f"WHERE state = {RUNNING} AND lease_owner = ? ORDER BY id{self.db.lock()}",
-                (iso(now - seconds), owner),
-            ).fetchall()
+            running = self.db.execute(sql.OWNER_ITEMS, (iso(now - seconds), owner)).fetchall()
             overdue = [r["id"] for r in running if r["late"]]
             if not overdue:
                 return 0
@@ -526,5 +440,5 @@ class WorkQueue:
             )
             why = f"its worker was stopped ({detail}) before this item's render; the attempt is not counted"
             moved = self.log.move(at, waiting, ItemState.RUNNING, ItemState.QUEUED, detail=why, worker=owner)
-            self.log.set_attempts(moved, "attempt - 1")
+            self.log.set_attempts(moved, sql.UNCOUNTED_ATTEMPTS)
             return len(overdue)

@@ -1,0 +1,117 @@
+"""Queries of submission: acceptance, admission control, the stat cache, cancel, and the ledger's facts."""
+
+from __future__ import annotations
+
+from ..states import QUEUED, RUNNING, runnable
+from . import insert, query
+
+BATCH_COLUMNS = (
+    "batch_id",
+    "idempotency_key",
+    "request_digest",
+    "total",
+    "source_root",
+    "out_dir",
+    "manifest_path",
+    "profile",
+    "max_attempts",
+    "limits",
+    "created_at",
+    "deadline_at",
+)
+ITEM_COLUMNS = (
+    "batch_id",
+    "item_id",
+    "ratio",
+    "size",
+    "format",
+    "source",
+    "source_digest",
+    "source_format",
+    "source_width",
+    "source_height",
+    "focus_x",
+    "focus_y",
+    "state",
+    "error_code",
+    "error_detail",
+    "derivative_key",
+    "object_path",
+    "friendly_path",
+    "dedup",
+    "created_at",
+    "updated_at",
+    "queued_at",
+)
+CACHE_COLUMNS = (
+    "path",
+    "dev",
+    "inode",
+    "size",
+    "mtime_ns",
+    "ctime_ns",
+    "digest",
+    "format",
+    "width",
+    "height",
+    "orientation",
+)
+
+INSERT_BATCH = insert("batches", BATCH_COLUMNS)
+INSERT_ITEMS = insert("items", ITEM_COLUMNS)
+#: A new batch's creation events, one per item row, in one statement.
+INSERT_CREATION_EVENTS = query(
+    "insert_creation_events",
+    "INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt, error_code, detail, dedup) "
+    "SELECT ?, batch_id, id, NULL, state, 0, error_code, error_detail, dedup FROM items WHERE batch_id = ? ORDER BY id",
+)
+BATCH_OF_KEY = query("batch_of_key", "SELECT batch_id, request_digest FROM batches WHERE idempotency_key = ?")
+
+# -- admission ------------------------------------------------------------------------------------
+
+QUEUE_SNAPSHOT = query(
+    "queue_snapshot",
+    "SELECT count(*) AS n, min(i.queued_at) AS oldest FROM items i JOIN batches b USING (batch_id) "
+    f"WHERE {runnable('i')} AND b.cancel_requested_at IS NULL",
+)
+ANY_RUNNING = query("any_running", f"SELECT 1 FROM items WHERE state = {RUNNING} LIMIT 1")
+#: On the time index of the log: only the window's events.
+RECENT_CLAIM = query(
+    "recent_claim",
+    f"SELECT 1 FROM events {{by_events_at}} WHERE at >= ? AND (to_state = {RUNNING} OR from_state = {RUNNING}) LIMIT 1",
+    plan_each_run=True,
+)
+OLDEST_WAITING_BATCH = query(
+    "oldest_waiting_batch",
+    "SELECT i.batch_id FROM items i JOIN batches b USING (batch_id) "
+    f"WHERE {runnable('i')} AND b.cancel_requested_at IS NULL ORDER BY i.queued_at, i.id LIMIT 1",
+)
+
+# -- the stat cache ---------------------------------------------------------------------------------
+
+CACHED_SOURCES = query(
+    "cached_sources",
+    f"SELECT {', '.join(CACHE_COLUMNS)} FROM stat_cache WHERE path IN ({{ids}})",
+    lists={"ids": ("?", ",")},
+)
+#: An upsert: the one statement both dialects write alike (``ON CONFLICT … DO UPDATE``).
+REMEMBER_SOURCE = query(
+    "remember_source",
+    f"INSERT INTO stat_cache ({', '.join(CACHE_COLUMNS)}) VALUES ({', '.join(':' + c for c in CACHE_COLUMNS)}) "
+    f"ON CONFLICT (path) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in CACHE_COLUMNS[1:])}",
+)
+
+# -- cancel -------------------------------------------------------------------------------------------
+
+#: The batch row locked first: a publish in flight holds it shared until it commits.
+CANCEL_FLAG_LOCKED = query("cancel_flag_locked", "SELECT cancel_requested_at FROM batches WHERE batch_id = ?{lock}")
+FLAG_CANCEL = query("flag_cancel", "UPDATE batches SET cancel_requested_at = ? WHERE batch_id = ?")
+QUEUED_OF_BATCH = query("queued_of_batch", f"SELECT id FROM items WHERE batch_id = ? AND state = {QUEUED} ORDER BY id")
+
+# -- facts about the ledger -----------------------------------------------------------------------------
+
+META = query("meta", "SELECT value FROM meta WHERE name = ?")
+SET_META = query(
+    "set_meta",
+    "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+)

@@ -1,0 +1,183 @@
+"""Queries of the work queue: claims, leases, outcomes, rescue, and the one item transition."""
+
+from __future__ import annotations
+
+from ..states import FAILED, LIVE, QUEUED, RUNNING, runnable
+from . import IDS, insert, query, scoped
+
+_NOT_CANCELLED = "batch_id NOT IN (SELECT batch_id FROM batches WHERE cancel_requested_at IS NOT NULL)"
+_PASSED = {"passed": (" AND NOT (batch_id = ? AND source = ?)", "")}
+
+EVENT_COLUMNS = (
+    "at",
+    "batch_id",
+    "item_row",
+    "from_state",
+    "to_state",
+    "attempt",
+    "worker",
+    "error_code",
+    "detail",
+    "dedup",
+)
+INSERT_EVENTS = insert("events", EVENT_COLUMNS)
+
+# -- the transition primitive -------------------------------------------------------------------
+
+MOVABLE = query(
+    "movable",
+    "SELECT id FROM items WHERE id IN ({ids}) AND {no_index}state = ?{guard} ORDER BY id{lock}",
+    lists={**IDS, "guard": (" AND lease_token = ?", "")},
+)
+MOVE = query(
+    "move",
+    "UPDATE items SET state = ?, updated_at = ?, error_code = ?, error_detail = ?, not_before = ?, "
+    "queued_at = coalesce(?, queued_at){lease} WHERE id IN ({ids}) RETURNING id, batch_id, attempt",
+    lists={
+        **IDS,
+        "lease": (", lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, stage_started_at = NULL", ""),
+    },
+)
+SETTLEABLE = query(
+    "settleable",
+    "SELECT i.attempt, b.max_attempts, b.deadline_at, b.cancel_requested_at FROM items i "
+    f"JOIN batches b USING (batch_id) WHERE i.id = ? AND i.state = {RUNNING}{{lock_i}}",
+)
+FRESH_ATTEMPTS = query("fresh_attempts", "UPDATE items SET attempt = 0 WHERE id IN ({ids})", lists=IDS)
+UNCOUNTED_ATTEMPTS = query(
+    "uncounted_attempts", "UPDATE items SET attempt = attempt - 1 WHERE id IN ({ids})", lists=IDS
+)
+RELEASED_ATTEMPTS = query(
+    "released_attempts",
+    "UPDATE items SET attempt = CASE WHEN attempt > 0 THEN attempt - 1 ELSE 0 END WHERE id IN ({ids})",
+    lists=IDS,
+)
+
+# -- claims --------------------------------------------------------------------------------------
+
+#: The next source with a retry due (``{by_…}``: the index walked without sorting; see WorkQueue._next_source).
+NEXT_DUE_SOURCE = query(
+    "next_due_source",
+    f"SELECT batch_id, source FROM items {{by_items_runnable}} WHERE state = {QUEUED} AND not_before <= ?{{passed}} "
+    f"AND {_NOT_CANCELLED} ORDER BY not_before LIMIT 1",
+    lists=_PASSED,
+    plan_each_run=True,
+)
+NEXT_FRESH_SOURCE = query(
+    "next_fresh_source",
+    f"SELECT batch_id, source FROM items {{by_items_runnable}} WHERE state = {QUEUED} AND not_before IS NULL{{passed}} "
+    f"AND {_NOT_CANCELLED} ORDER BY id LIMIT 1",
+    lists=_PASSED,
+    plan_each_run=True,
+)
+NEXT_DUE_SOURCE_OF_BATCH = query(
+    "next_due_source_of_batch",
+    f"SELECT batch_id, source FROM items {{by_items_queued_by_batch}} WHERE state = {QUEUED} AND not_before <= ? "
+    f"AND batch_id = ?{{passed}} AND {_NOT_CANCELLED} ORDER BY not_before LIMIT 1",
+    lists=_PASSED,
+    plan_each_run=True,
+)
+NEXT_FRESH_SOURCE_OF_BATCH = query(
+    "next_fresh_source_of_batch",
+    f"SELECT batch_id, source FROM items {{by_items_queued_by_batch}} WHERE state = {QUEUED} AND not_before IS NULL "
+    f"AND batch_id = ?{{passed}} AND {_NOT_CANCELLED} ORDER BY id LIMIT 1",
+    lists=_PASSED,
+    plan_each_run=True,
+)
+_OF_SOURCE = f"batch_id = ? AND source = ? AND state = {QUEUED}"
+NEXT_KEY = query("next_key", f"SELECT min(derivative_key) FROM items WHERE {_OF_SOURCE} AND derivative_key > ?")
+CLAIMABLE_OF_KEY = query(
+    "claimable_of_key",
+    f"SELECT id FROM items WHERE {_OF_SOURCE} AND derivative_key = ? "
+    "AND (not_before IS NULL OR not_before <= ?) ORDER BY id LIMIT ?{lock_skip_locked}",
+)
+TAKE_LEASE = query(
+    "take_lease",
+    "UPDATE items SET attempt = attempt + 1, lease_owner = ?, lease_token = ?, lease_expires_at = ?, "
+    "stage_started_at = ? WHERE id IN ({ids})",
+    lists=IDS,
+)
+CLAIMED_ITEMS = query(
+    "claimed_items",
+    "SELECT id, item_id, ratio, size, format, attempt, derivative_key, object_path, friendly_path, focus_x, focus_y, "
+    "batch_id, source, source_digest, source_format, source_width, source_height FROM items "
+    "WHERE id IN ({ids}) ORDER BY id",
+    lists=IDS,
+)
+CLAIMED_BATCH = query("claimed_batch", "SELECT profile, limits, out_dir, source_root FROM batches WHERE batch_id = ?")
+
+# -- leases and stages -----------------------------------------------------------------------------
+
+HEARTBEAT = query("heartbeat", f"UPDATE items SET lease_expires_at = ? WHERE lease_token = ? AND state = {RUNNING}")
+STAGE_ENDED = query(
+    "stage_ended",
+    f"UPDATE items SET stage_started_at = NULL WHERE lease_token = ? AND state = {RUNNING} "
+    "AND stage_started_at IS NOT NULL",
+)
+STAGE_STARTED = query(
+    "stage_started",
+    "UPDATE items SET stage_started_at = ? WHERE id IN ({ids}) "
+    f"AND lease_token = ? AND {{no_index}}state = {RUNNING}",
+    lists=IDS,
+)
+STAGE_PROGRESSED = query(
+    "stage_progressed",
+    f"UPDATE items SET stage_started_at = ? WHERE lease_token = ? AND state = {RUNNING} "
+    "AND stage_started_at IS NOT NULL",
+)
+HELD_ROWS = query("held_rows", f"SELECT id FROM items WHERE lease_token = ? AND state = {RUNNING} ORDER BY id{{lock}}")
+CANCEL_FLAG = query("cancel_flag", "SELECT cancel_requested_at FROM batches WHERE batch_id = ?")
+
+# -- outcomes ---------------------------------------------------------------------------------------
+
+#: The item, and its batch kept from a cancel until the publish commits (the race rule).
+PUBLISHABLE = query(
+    "publishable",
+    "SELECT i.state, i.lease_token, b.cancel_requested_at, b.deadline_at FROM items i "
+    "JOIN batches b USING (batch_id) WHERE i.id = ?{lock_i}{share_b}",
+)
+CLEAR_NOTE = query("clear_note", "UPDATE items SET error_detail = NULL WHERE id = ?")
+STORE_RESULT = query("store_result", "UPDATE items SET result = ? WHERE id = ?")
+RETRY_BATCH = query(
+    "retry_batch", "SELECT cancel_requested_at, deadline_at, expired_at FROM batches WHERE batch_id = ?"
+)
+RETRYABLE = query(
+    "retryable",
+    f"SELECT id FROM items WHERE batch_id = ? AND state = {FAILED} AND derivative_key IS NOT NULL ORDER BY id",
+)
+
+# -- rescue and deadlines -----------------------------------------------------------------------------
+
+LEASES = query("leases", f"SELECT id, lease_owner, lease_expires_at FROM items WHERE state = {RUNNING} ORDER BY id")
+LATE_BATCHES = query("late_batches", "SELECT batch_id FROM batches WHERE deadline_at IS NOT NULL AND deadline_at <= ?")
+QUEUED_OF_BATCH = query("queued_of_batch", f"SELECT id FROM items WHERE batch_id = ? AND state = {QUEUED} ORDER BY id")
+
+# -- reading the queue --------------------------------------------------------------------------------
+
+QUEUE_STATE = query(
+    "queue_state",
+    f"SELECT count(CASE WHEN {runnable('i')} THEN 1 END) AS runnable, "
+    f"count(CASE WHEN i.state = {QUEUED} AND i.not_before > ? THEN 1 END) AS delayed, "
+    f"count(CASE WHEN i.state = {RUNNING} THEN 1 END) AS running, "
+    f"min(CASE WHEN i.state = {QUEUED} AND i.not_before > ? THEN i.not_before END) AS next_not_before "
+    f"FROM items i JOIN batches b USING (batch_id) WHERE i.state IN {LIVE} "
+    f"AND (b.cancel_requested_at IS NULL OR i.state = {RUNNING}){{scope}}",
+    lists=scoped(" AND i.batch_id = ?"),
+)
+#: Each half stops at the first live item: the cost is the same whatever the length of the queue.
+QUEUE_LIVE = query(
+    "queue_live",
+    f"SELECT EXISTS (SELECT 1 FROM items WHERE state = {RUNNING}{{scope}}) "
+    f"OR EXISTS (SELECT 1 FROM items WHERE state = {QUEUED}{{scope}} AND {_NOT_CANCELLED})",
+    lists=scoped(" AND batch_id = ?"),
+)
+OVERDUE_OWNERS = query(
+    "overdue_owners",
+    f"SELECT DISTINCT lease_owner FROM items WHERE state = {RUNNING} AND lease_owner IS NOT NULL "
+    "AND stage_started_at < ?",
+)
+OWNER_ITEMS = query(
+    "owner_items",
+    "SELECT id, CASE WHEN stage_started_at < ? THEN 1 ELSE 0 END AS late FROM items "
+    f"WHERE state = {RUNNING} AND lease_owner = ? ORDER BY id{{lock}}",
+)

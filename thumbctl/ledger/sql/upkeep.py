@@ -1,0 +1,144 @@
+"""Queries of maintenance: reconcile's findings and repairs, gc's retention, the layout migration."""
+
+from __future__ import annotations
+
+from ..states import ALL, LIVE, QUEUED, RUNNING, SUCCEEDED
+from . import IDS, query
+
+_LIVE_BATCH = "b.expired_at IS NULL"
+_EXCLUDING = {"excluding": ("?", ",", " AND b.batch_id NOT IN (", ")")}
+
+# -- findings ------------------------------------------------------------------------------------
+
+_STALLED_COLUMNS = (
+    "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.state, i.lease_owner, i.lease_token, "
+    "i.lease_expires_at, b.cancel_requested_at FROM"
+)
+#: Two halves, so neither walks the queued items of batches without a cancel request (the second
+#: goes from the flagged batches to their items: SQLite keeps that order for a CROSS JOIN).
+STALLED_CANDIDATES = query(
+    "stalled_candidates",
+    f"{_STALLED_COLUMNS} items i JOIN batches b USING (batch_id) WHERE i.state = {RUNNING} UNION ALL "
+    f"{_STALLED_COLUMNS} batches b {{ordered_join}} items i USING (batch_id) "
+    f"WHERE b.cancel_requested_at IS NOT NULL AND i.state = {QUEUED} ORDER BY 1",
+)
+PUBLISHED_ITEMS = query(
+    "published_items",
+    "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.size, i.format, i.derivative_key, i.object_path, "
+    "i.friendly_path, i.source_width, i.source_height, b.profile, b.out_dir, "
+    "row_number() OVER (PARTITION BY i.friendly_path ORDER BY i.updated_at DESC, i.id DESC) = 1 AS owns, "
+    "{output_bytes} AS output_bytes "
+    f"FROM items i JOIN batches b USING (batch_id) WHERE i.state = {SUCCEEDED} AND {_LIVE_BATCH} "
+    "AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL ORDER BY i.id",
+)
+VERIFIED_OBJECTS = query(
+    "verified_objects", "SELECT object_path, dev, inode, size, mtime_ns, ctime_ns FROM object_checks"
+)
+FORGET_VERIFIED_OBJECTS = query("forget_verified_objects", "DELETE FROM object_checks")
+REMEMBER_VERIFIED_OBJECT = query(
+    "remember_verified_object",
+    "INSERT INTO object_checks (object_path, dev, inode, size, mtime_ns, ctime_ns) "
+    "VALUES (:object_path, :dev, :inode, :size, :mtime_ns, :ctime_ns)",
+)
+#: ``{excluding}``: the ids of batches about to expire.
+REFERENCED_OBJECTS = query(
+    "referenced_objects",
+    "SELECT DISTINCT i.object_path FROM items i JOIN batches b USING (batch_id) "
+    f"WHERE i.object_path IS NOT NULL AND {_LIVE_BATCH}{{excluding}}",
+    lists=_EXCLUDING,
+)
+OUTPUT_FOLDERS = query(
+    "output_folders",
+    "SELECT out_dir, batch_id FROM (SELECT out_dir, batch_id, row_number() OVER "
+    "(PARTITION BY out_dir ORDER BY created_at DESC, batch_id DESC) AS n FROM batches) AS newest "
+    "WHERE n = 1 ORDER BY out_dir",
+)
+
+# -- repairs ---------------------------------------------------------------------------------------
+
+STALLED_ITEM = query(
+    "stalled_item",
+    "SELECT i.state, i.lease_token, i.lease_owner, i.lease_expires_at, b.cancel_requested_at "
+    "FROM items i JOIN batches b USING (batch_id) WHERE i.id = ?{lock_i}",
+)
+PUBLISHED_ITEM = query(
+    "published_item",
+    "SELECT i.state, i.object_path, b.cancel_requested_at FROM items i JOIN batches b USING (batch_id) "
+    f"WHERE i.id = ? AND {_LIVE_BATCH}{{lock_i}}",
+)
+#: Rendered afresh: not a reuse any more, and the old result is void.
+RENDER_AGAIN = query(
+    "render_again", "UPDATE items SET attempt = 0, dedup = 0, result = NULL WHERE id IN ({ids})", lists=IDS
+)
+RENDERABLE_SUCCESSES = query(
+    "renderable_successes",
+    "SELECT i.id, i.object_path FROM items i JOIN batches b USING (batch_id) WHERE i.batch_id = ? "
+    f"AND i.state = {SUCCEEDED} AND i.object_path IS NOT NULL AND {_LIVE_BATCH} "
+    "AND b.cancel_requested_at IS NULL ORDER BY i.id",
+)
+RELINKABLE = query(
+    "relinkable",
+    "SELECT i.batch_id, i.attempt, i.updated_at FROM items i JOIN batches b USING (batch_id) "
+    f"WHERE i.id = ? AND i.state = {SUCCEEDED} AND i.object_path = ? AND i.friendly_path = ? "
+    f"AND {_LIVE_BATCH}{{lock_i}}",
+)
+NEWER_CLAIMANT = query(
+    "newer_claimant",
+    "SELECT 1 FROM items i JOIN batches b USING (batch_id) WHERE i.friendly_path = ? AND i.id != ? "
+    f"AND i.state = {SUCCEEDED} AND {_LIVE_BATCH} AND (i.updated_at > ? OR (i.updated_at = ? AND i.id > ?)) LIMIT 1",
+)
+
+# -- retention ---------------------------------------------------------------------------------------
+
+#: Maintenance events (relinks, temp file removals) do not count: they do not make outputs newer.
+EXPIRABLE_BATCHES = query(
+    "expirable_batches",
+    f"SELECT b.batch_id FROM batches b WHERE {_LIVE_BATCH}{{only}} "
+    f"AND NOT EXISTS (SELECT 1 FROM items i WHERE i.batch_id = b.batch_id AND i.state IN {LIVE}) "
+    "AND coalesce((SELECT max(e.at) FROM events e WHERE e.batch_id = b.batch_id AND e.item_row IS NOT NULL "
+    f"AND e.to_state IN {ALL}), b.created_at) < ? ORDER BY b.created_at, b.batch_id",
+    lists={"only": (" AND b.batch_id = ?", "")},
+)
+IDEMPOTENCY_KEY = query("idempotency_key", "SELECT idempotency_key FROM batches WHERE batch_id = ?{lock}")
+EXPIRE_BATCH = query("expire_batch", "UPDATE batches SET expired_at = ?, idempotency_key = ? WHERE batch_id = ?")
+EXPIRED_MANIFESTS = query(
+    "expired_manifests",
+    "SELECT out_dir, batch_id, manifest_path FROM batches WHERE expired_at IS NOT NULL{also} ORDER BY batch_id",
+    lists={"also": ("?", ",", " OR batch_id IN (", ")")},
+)
+EXPIRED_NAMES = query(
+    "expired_names",
+    "SELECT DISTINCT i.friendly_path FROM items i JOIN batches b USING (batch_id) "
+    "WHERE i.derivative_key = ? AND i.object_path = ? AND i.friendly_path IS NOT NULL "
+    "AND (b.expired_at IS NOT NULL{also})",
+    lists={"also": ("?", ",", " OR b.batch_id IN (", ")")},
+)
+NAME_CLAIMED = query(
+    "name_claimed",
+    f"SELECT 1 FROM items i JOIN batches b USING (batch_id) WHERE i.friendly_path = ? AND {_LIVE_BATCH}"
+    "{excluding} LIMIT 1",
+    lists=_EXCLUDING,
+)
+OBJECT_REFERENCED = query(
+    "object_referenced",
+    "SELECT 1 FROM items i JOIN batches b USING (batch_id) WHERE i.derivative_key = ? "
+    f"AND i.object_path = ? AND {_LIVE_BATCH} LIMIT 1",
+)
+
+# -- the one-time layout migration ----------------------------------------------------------------------
+
+OBJECT_PATHS_UNDER = query(
+    "object_paths_under", "SELECT DISTINCT object_path FROM items WHERE substr(object_path, 1, ?) = ?"
+)
+NAMES_IN = query(
+    "names_in",
+    "SELECT DISTINCT i.friendly_path FROM items i JOIN batches b USING (batch_id) "
+    "WHERE b.out_dir = ? AND i.friendly_path IS NOT NULL ORDER BY i.friendly_path",
+)
+LIVE_BATCHES_IN = query(
+    "live_batches_in",
+    "SELECT batch_id FROM batches WHERE out_dir = ? AND expired_at IS NULL ORDER BY created_at, batch_id",
+)
+OBJECTS_UNDER = query("objects_under", "SELECT id, object_path, result FROM items WHERE substr(object_path, 1, ?) = ?")
+RELOCATE_ITEM = query("relocate_item", "UPDATE items SET object_path = ?, result = ? WHERE id = ?")
+FORGET_CHECKS = query("forget_checks", "DELETE FROM object_checks WHERE object_path IN ({ids})", lists=IDS)
