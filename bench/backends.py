@@ -304,7 +304,7 @@ def timed_run(db: str, variant: Variant, workers: int, args: argparse.Namespace,
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     cores = (busy1[0] - busy0[0]) / (busy1[1] - busy0[1]) * (os.cpu_count() or 1)
     with Ledger(db) as led:
-        counts = led.batch(batch_id, with_failures=False).counts
+        counts = led.views.batch(batch_id, with_failures=False).counts
     if counts["succeeded"] != args.items or any(p.exitcode for p in procs):
         sys.exit(f"{tag}: expected {args.items} succeeded, got {counts} (exit codes {[p.exitcode for p in procs]})")
     shutil.rmtree(out)
@@ -321,7 +321,7 @@ def timed_submit(db: str, count: int, tag: str, root: Path, digest: str) -> floa
     request = NewBatch(tag, f"digest-{tag}", str(root), str(out), {"size": 32}, items(count, tag, root, out, digest))
     with Ledger(db) as led:
         started = time.perf_counter()
-        led.accept_batch(request, Limits(max_items=count, max_runnable=100_000_000))
+        led.intake.accept_batch(request, Limits(max_items=count, max_runnable=100_000_000))
         return time.perf_counter() - started
 
 

@@ -105,8 +105,8 @@ def build_ledger(path: Path, count: int) -> str:
     limits = Limits(max_items=count, max_runnable=count)
     request = NewBatch(f"bench-{count}", f"digest-{count}", "/photos", "/out", {"size": 512}, new_items(count))
     with Ledger(path) as ledger:
-        batch_id = ledger.accept_batch(request, limits).batch_id
-        ledger.request_cancel(batch_id)
+        batch_id = ledger.intake.accept_batch(request, limits).batch_id
+        ledger.intake.request_cancel(batch_id)
         ledger._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return batch_id
 

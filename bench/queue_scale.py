@@ -138,7 +138,7 @@ def items(count: int, tag: str, root: Path, out: Path, digest: str) -> tuple[New
 
 def accept(led: Ledger, tag: str, count: int, root: Path, out: Path, digest: str) -> str:
     new = NewBatch(tag, f"digest-{tag}", str(root), str(out), PROFILE, items(count, tag, root, out, digest))
-    return led.accept_batch(new, Limits(max_runnable=100_000_000)).batch_id
+    return led.intake.accept_batch(new, Limits(max_runnable=100_000_000)).batch_id
 
 
 def build_ledger(path: Path, queued: int, root: Path, digest: str) -> None:
@@ -170,7 +170,7 @@ def timed_run(db: Path, queued: int, workers: int, args: argparse.Namespace, run
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     with Ledger(db) as led:
-        counts = led.batch(batch_id, with_failures=False).counts
+        counts = led.views.batch(batch_id, with_failures=False).counts
     if counts["succeeded"] != args.items or any(p.exitcode for p in procs):
         exits = [p.exitcode for p in procs]
         sys.exit(f"run {run}: expected {args.items} succeeded items, got {counts} (worker exit codes {exits})")

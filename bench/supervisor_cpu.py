@@ -73,7 +73,7 @@ def build(db: Path, items: int) -> None:
     )
     limits = Limits(max_items=items, max_runnable=10 * items)
     with Ledger(db) as ledger:
-        ledger.accept_batch(NewBatch("bench", "bench", "/src", "/out", {"size": 64}, new), limits)
+        ledger.intake.accept_batch(NewBatch("bench", "bench", "/src", "/out", {"size": 64}, new), limits)
 
 
 def move_items(db: str, rate: float, stop_at: float) -> None:
@@ -87,17 +87,17 @@ def move_items(db: str, rate: float, stop_at: float) -> None:
         n = 0
         started = time.monotonic()
         while time.time() < stop_at:
-            claim = ledger.claim(owner, lease_seconds=600, is_dead=owner_is_dead, delay_for=lambda attempt: 2.0)
+            claim = ledger.queue.claim(owner, lease_seconds=600, is_dead=owner_is_dead, delay_for=lambda attempt: 2.0)
             if claim is None:
                 return
             rows = [item.row for item in claim.items]
             if n % 20 == 1:
-                ledger.fail(claim, rows, "source_unreadable", "simulated", lambda attempt: 2.0)
+                ledger.queue.fail(claim, rows, "source_unreadable", "simulated", lambda attempt: 2.0)
             elif n % 20 == 2:
-                ledger.fail(claim, rows, "corrupt_image", "simulated", lambda attempt: 2.0)
+                ledger.queue.fail(claim, rows, "corrupt_image", "simulated", lambda attempt: 2.0)
             else:
                 for item in claim.items:
-                    ledger.publish(claim, item, lambda: None)
+                    ledger.queue.publish(claim, item, lambda: None)
             n += len(rows)
             time.sleep(max(0.0, started + n / rate - time.monotonic()))
 
@@ -207,7 +207,7 @@ def observe(case: str, db: str, seconds: float, rate: float) -> dict[str, float]
     stop_at = time.time() + seconds
     console = Console(file=open(os.devnull, "w"), force_terminal=True, width=120)  # noqa: SIM115
     with Ledger(Path(db)) as ledger:
-        batch_id = ledger.batches(1)[0].batch_id
+        batch_id = ledger.views.batches(1)[0].batch_id
         start = (cpu_seconds(), time.monotonic())
         progress = RunProgress(console, batch_id=None if case == "work" else batch_id)
         observer = Timed(progress)

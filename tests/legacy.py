@@ -116,7 +116,7 @@ def replayable(case: LegacyCase, scratch: Path) -> None:
     from thumbctl import Ledger
 
     with Ledger(case.db) as ledger:
-        batches = sorted(ledger.batches(limit=100), key=lambda b: (b.created_at, b.batch_id))
+        batches = sorted(ledger.views.batches(limit=100), key=lambda b: (b.created_at, b.batch_id))
     updates = [(digest, digest, batch.batch_id) for digest, batch in zip(digests, batches, strict=True)]
     sql = "UPDATE batches SET idempotency_key = ?, request_digest = ? WHERE batch_id = ?"
     if case.backend == "sqlite":

@@ -10,12 +10,13 @@ import sqlite3
 import stat
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from PIL import Image
 
 from thumbctl import Ledger
+from thumbctl.ledger.timefmt import iso
 from thumbctl.models import ITEM_STATES, NewBatch, NewItem
 
 
@@ -45,10 +46,15 @@ def ihdr_png(width: int, height: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
 
 
+# -- the one door of the tests beside the ledger's API -----------------------------------------------
+#
+# Everything a test reads or writes in the ledger's tables without going through the ledger, and
+# every use of a ledger's connection itself, goes through the functions below.
+
+
 def raw_rows(ledger: Ledger, sql: str, params: Sequence[object] = ()) -> list[tuple]:
     """The rows of ``sql`` (``?`` placeholders) read beside the ledger's API, on either backend: a
-    second connection to a SQLite file, the ledger's own autocommit connection on PostgreSQL.
-    With :func:`raw_write`, the one door of the tests to the ledger's tables."""
+    second connection to a SQLite file, the ledger's own autocommit connection on PostgreSQL."""
     if ledger.backend == "sqlite":
         with contextlib.closing(sqlite3.connect(ledger.path)) as raw:
             return [tuple(row) for row in raw.execute(sql, params).fetchall()]
@@ -64,6 +70,22 @@ def raw_write(ledger: Ledger, sql: str, params: Sequence[object] = ()) -> None:
     else:
         with _server_cursor(ledger) as cursor:
             cursor.execute(_server_sql(sql), params or None)
+
+
+def own_sqlite_connection(ledger: Ledger) -> sqlite3.Connection:
+    """The SQLite connection a file ledger runs on (a page limit, a checkpoint, a step counter)."""
+    assert ledger.backend == "sqlite"
+    return ledger._db.conn
+
+
+@contextlib.contextmanager
+def failed_with_events_uncommitted(ledger: Ledger, rows: Sequence[int]) -> Iterator[None]:
+    """Inside: queued ``rows`` moved to ``failed`` with their events written (so numbered) in a
+    write transaction of ``ledger`` that commits only on leaving."""
+    with ledger._db.write() as now:
+        ledger._log.move(iso(now), rows, "queued", "failed", error_code="corrupt_image", detail="x")
+        ledger._db.flush_events()
+        yield
 
 
 def _server_cursor(ledger: Ledger):  # noqa: ANN202 - a psycopg cursor; the driver is optional
@@ -89,7 +111,7 @@ def check_invariants(ledger: Ledger, *, outputs: bool = True) -> None:
     for batch_id, total, expired_at in raw_rows(ledger, "SELECT batch_id, total, expired_at FROM batches"):
         counted = raw_rows(ledger, "SELECT count(*) FROM items WHERE batch_id = ?", (batch_id,))[0][0]
         assert counted == total, f"{batch_id}: {counted} item rows, total {total}"
-        view = ledger.batch(batch_id)
+        view = ledger.views.batch(batch_id)
         assert set(view.counts) == set(ITEM_STATES)
         assert sum(view.counts.values()) == view.total == total
         _check_no_success_after_cancel(ledger, batch_id)
@@ -111,7 +133,7 @@ def _check_no_success_after_cancel(ledger: Ledger, batch_id: str) -> None:
 
 
 def _check_outputs(ledger: Ledger, batch_id: str) -> None:
-    for item in ledger.items(batch_id, state="succeeded"):
+    for item in ledger.views.items(batch_id, state="succeeded"):
         path = Path(item.object_path)
         assert path.name.startswith(item.derivative_key), path
         assert path.exists(), f"missing object for {item.item_id} {item.ratio}"
@@ -199,11 +221,11 @@ def vm_steps(ledger: Ledger, operation: Callable[[], object]) -> int:
         steps += 1
         return 0
 
-    ledger._db.conn.set_progress_handler(tick, 1)
+    own_sqlite_connection(ledger).set_progress_handler(tick, 1)
     try:
         operation()
     finally:
-        ledger._db.conn.set_progress_handler(None, 1)
+        own_sqlite_connection(ledger).set_progress_handler(None, 1)
     return steps
 
 

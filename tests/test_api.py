@@ -24,7 +24,7 @@ def test_render_submits_and_renders_every_item(photos: Path, out_dir: Path, ledg
     manifest = out_dir / "batches" / f"{batch.batch_id}.json"
     assert manifest.exists()
     with thumbctl.Ledger(ledger_url) as ledger:
-        items = ledger.items(batch.batch_id)
+        items = ledger.views.items(batch.batch_id)
     assert {item.state for item in items} == {"succeeded"}
     for item in items:
         assert item.object_path.startswith(f"{tmp_path / 'store'}/objects/")

@@ -465,7 +465,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path, args: list[str], first_line:
     """`thumbctl events B | head -1`: the listing stops where the reader went away, exit 0, nothing on stderr."""
     db = tmp_path / "l.db"
     with Ledger(db) as ledger:
-        batch = ledger.accept_batch(request("big", sources=400, ratios=("1:1", "4:3", "16:9")), Limits())
+        batch = ledger.intake.accept_batch(request("big", sources=400, ratios=("1:1", "4:3", "16:9")), Limits())
     proc = subprocess.Popen(
         [sys.executable, "-m", "thumbctl", args[0], batch.batch_id, *args[1:], "--db", str(db)],
         stdout=subprocess.PIPE,
@@ -488,9 +488,9 @@ def test_listings_are_results_on_stdout_one_line_a_row_and_json_is_the_whole_doc
     with Ledger(Path(os.environ["THUMBCTL_DB"]), read_only=True) as ledger:
         if args[0] == "events":
             item = args[2] if len(args) > 1 else None
-            expected = {"events": [e.to_json() for e in ledger.events(batch_id, item_id=item)]}
+            expected = {"events": [e.to_json() for e in ledger.views.events(batch_id, item_id=item)]}
         else:
-            expected = {"batch_id": batch_id, "items": [i.to_json() for i in ledger.items(batch_id)]}
+            expected = {"batch_id": batch_id, "items": [i.to_json() for i in ledger.views.items(batch_id)]}
     listed = cli(args[0], batch_id, *args[1:], "--json")
     assert (listed.exit_code, listed.stderr, json.loads(listed.stdout)) == (0, "", expected)
     human = cli(args[0], batch_id, *args[1:])
@@ -1124,7 +1124,7 @@ def test_a_closed_pipe_neither_fails_nor_abandons_the_run(
         assert " succeeded 4/4 done" in codes[0][1] and codes[1][1] == ""
         assert codes[2][1].startswith("error [batch_not_found]")
     with Ledger(db) as ledger:
-        (batch,) = ledger.batches()
+        (batch,) = ledger.views.batches()
         assert (batch.state, batch.counts["succeeded"]) == ("succeeded", 4)
 
 
@@ -1193,7 +1193,7 @@ def test_ctrl_c_while_reading_the_sources_says_nothing_was_recorded(
     assert result.exit_code == 130 and json.loads(result.stdout)["error"]["code"] == "interrupted"
     assert result.stderr == "error [interrupted] interrupted while reading the sources; nothing was recorded\n"
     with Ledger(tmp_path / "ledger.db") as ledger:
-        assert ledger.batches() == []
+        assert ledger.views.batches() == []
 
 
 def test_submit_help_says_it_renders_and_how_it_exits(cli) -> None:

@@ -60,7 +60,7 @@ def test_directory_submit_records_one_item_per_source_and_ratio(ledger: Ledger, 
     assert (batch.total, batch.state, batch.replayed) == (12, "queued", False)
     assert batch.counts == {"queued": 12, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
     assert prepared.report.sources == 4 and prepared.report.read == 4
-    items = ledger.items(batch.batch_id)
+    items = ledger.views.items(batch.batch_id)
     assert {i.item_id for i in items} == {"coffee.png", "garden.jpeg", "rooms/kitchen.webp", "rooms/living.jpg"}
     living = {i.ratio: i for i in items if i.item_id == "rooms/living.jpg"}
     assert living["16:9"].friendly_path == str(out_dir / "rooms" / "living.16x9.jpg")
@@ -96,9 +96,9 @@ def test_bad_files_become_failed_items_and_never_shrink_the_total(
         ("dangling.jpg", "source_missing"),
         ("escape.jpg", "path_outside_root"),
     }
-    failed = ledger.items(batch.batch_id, state="failed")
+    failed = ledger.views.items(batch.batch_id, state="failed")
     assert all(i.object_path is None and i.friendly_path is None for i in failed)
-    assert [e.to_state for e in ledger.events(batch.batch_id, item_id="bomb.png")] == ["failed", "failed"]
+    assert [e.to_state for e in ledger.views.events(batch.batch_id, item_id="bomb.png")] == ["failed", "failed"]
 
 
 @pytest.fixture
@@ -164,7 +164,7 @@ def test_files_whose_names_cannot_be_ids_fail_alone_and_the_rest_is_queued(
     batch, prepared = run(ledger, photos, out_dir, profile=profile)
     assert (batch.total, batch.counts["queued"], batch.counts["failed"]) == (18, 10, 8)
     assert prepared.report.sources == 9 and prepared.report.read == 5
-    failed = {(i.item_id, i.ratio): i for i in ledger.items(batch.batch_id, state="failed")}
+    failed = {(i.item_id, i.ratio): i for i in ledger.views.items(batch.batch_id, state="failed")}
     assert set(failed) == {(item_id, r) for _, item_id, _, _ in ODD_NAMES for r in ("1:1", "4:3")}
     for name, item_id, shown, reason in ODD_NAMES:
         item = failed[(item_id, "1:1")]
@@ -173,7 +173,7 @@ def test_files_whose_names_cannot_be_ids_fail_alone_and_the_rest_is_queued(
         assert (item.derivative_key, item.object_path, item.friendly_path) == (None, None, None)
         detail = next(f.detail for f in batch.failures if f.item_id == item_id)
         assert detail == f"the name {shown} (written with %XX escapes) {reason}: no item id can hold it"
-    queued = {i.item_id for i in ledger.items(batch.batch_id, state="queued")}
+    queued = {i.item_id for i in ledger.views.items(batch.batch_id, state="queued")}
     assert queued == {"bad%FFname.jpg", "coffee.png", "garden.jpeg", "rooms/kitchen.webp", "rooms/living.jpg"}
 
 
@@ -190,7 +190,7 @@ def test_a_source_folder_whose_path_is_not_utf8_is_a_usage_error(ledger: Ledger,
     with pytest.raises(UsageError) as info:
         run(ledger, Path(os.fsdecode(odd)), out_dir)
     assert info.value.code == "bad_source" and "photos-%FF is not valid UTF-8" in info.value.message
-    assert ledger.batches() == []
+    assert ledger.views.batches() == []
 
 
 @pytest.mark.parametrize(
@@ -204,7 +204,7 @@ def test_a_store_overlapping_out_is_refused_before_anything_is_written(
     with pytest.raises(UsageError) as info:
         run(ledger, photos, out, store_dir=tmp_path / store)
     assert info.value.code == "bad_store" and relation in info.value.message
-    assert ledger.batches() == [] and ledger.recorded_store() is None
+    assert ledger.views.batches() == [] and ledger.upkeep.recorded_store() is None
     assert not (tmp_path / store / "ledger-id").exists() and not (out / "ledger-id").exists()
 
 
@@ -212,11 +212,12 @@ def test_a_store_inside_an_earlier_batchs_output_folder_is_refused(
     ledger: Ledger, photos: Path, tmp_path: Path
 ) -> None:
     run(ledger, photos, tmp_path / "out1", store_dir=tmp_path / "store")
-    before = [batch.batch_id for batch in ledger.batches()]
+    before = [batch.batch_id for batch in ledger.views.batches()]
     with pytest.raises(UsageError) as info:
         run(ledger, photos, tmp_path / "out2", store_dir=tmp_path / "out1" / "store")
     assert info.value.code == "bad_store" and f"lies inside the output folder {tmp_path / 'out1'}" in info.value.message
-    assert [b.batch_id for b in ledger.batches()] == before and ledger.recorded_store() == str(tmp_path / "store")
+    assert [b.batch_id for b in ledger.views.batches()] == before
+    assert ledger.upkeep.recorded_store() == str(tmp_path / "store")
     assert not (tmp_path / "out1" / "store").exists()
 
 
@@ -225,7 +226,7 @@ def test_a_source_folder_inside_the_store_is_refused(ledger: Ledger, photos: Pat
     with pytest.raises(UsageError) as info:
         run(ledger, photos / "rooms", out_dir, store_dir=photos.parent / store)
     assert info.value.code == "bad_store" and "lies inside it" in info.value.message
-    assert ledger.recorded_store() is None
+    assert ledger.upkeep.recorded_store() is None
 
 
 def test_a_store_of_another_ledger_inside_the_source_folder_is_not_scanned(
@@ -284,7 +285,7 @@ def test_changing_one_photo_makes_a_new_request_and_keeps_the_other_keys(
     second, prepared = run(ledger, photos, out_dir)
     assert second.batch_id != first.batch_id and not second.replayed
     assert prepared.report.read == 1 and prepared.report.cached == 3
-    keys = [{(i.item_id, i.ratio): i.derivative_key for i in ledger.items(b.batch_id)} for b in (first, second)]
+    keys = [{(i.item_id, i.ratio): i.derivative_key for i in ledger.views.items(b.batch_id)} for b in (first, second)]
     changed = {k for k in keys[0] if keys[0][k] != keys[1][k]}
     assert changed == {("garden.jpeg", r) for r in ("1:1", "4:3", "16:9")}
 
@@ -311,7 +312,7 @@ def test_keys_do_not_depend_on_ledger_or_source_location(photos: Path, tmp_path:
     for name, source in (("one.db", photos), ("two.db", copy)):
         with Ledger(tmp_path / name) as led:
             batch, _ = run(led, source, tmp_path / f"out-{name}")
-            keys.append(sorted(i.derivative_key for i in led.items(batch.batch_id)))
+            keys.append(sorted(i.derivative_key for i in led.views.items(batch.batch_id)))
     assert keys[0] == keys[1]
 
 
@@ -341,8 +342,8 @@ def test_three_manifest_formats_make_the_same_request(ledger: Ledger, photos: Pa
     for path in write_manifests(photos).values():
         batch, _ = run(ledger, path, out_dir)
         digests.add(batch.request_digest)
-    assert len(digests) == 1 and len(ledger.batches()) == 1
-    items = ledger.items(ledger.batches()[0].batch_id)
+    assert len(digests) == 1 and len(ledger.views.batches()) == 1
+    items = ledger.views.items(ledger.views.batches()[0].batch_id)
     assert [(i.item_id, i.ratio) for i in items] == [
         ("coffee.png", "1:1"),
         ("coffee.png", "4:3"),
@@ -359,7 +360,7 @@ def test_focus_is_part_of_the_derivative_key(ledger: Ledger, photos: Path, out_d
     for focus in ([0.5, 0.5], [0.9, 0.1]):
         manifest.write_text(json.dumps([{"source": "coffee.png", "ratios": ["1:1"], "focus": focus}]))
         batch, _ = run(ledger, manifest, out_dir)
-        keys.append(ledger.items(batch.batch_id)[0].derivative_key)
+        keys.append(ledger.views.items(batch.batch_id)[0].derivative_key)
     assert keys[0] != keys[1]
 
 
@@ -392,7 +393,7 @@ def test_absolute_source_inside_the_root_gets_a_relative_id(ledger: Ledger, phot
     manifest = photos / "m.jsonl"
     manifest.write_text(json.dumps({"source": str(photos / "rooms" / "living.jpg")}))
     batch, _ = run(ledger, manifest, out_dir)
-    assert {i.item_id for i in ledger.items(batch.batch_id)} == {"rooms/living.jpg"}
+    assert {i.item_id for i in ledger.views.items(batch.batch_id)} == {"rooms/living.jpg"}
 
 
 def test_manifest_traversal_is_never_read_and_never_accepted(
@@ -415,7 +416,7 @@ def test_manifest_traversal_is_never_read_and_never_accepted(
     batch, _ = run(ledger, manifest, out_dir)
     assert batch.total == 15 and batch.counts["queued"] == 3
     assert {f.error_code for f in batch.failures} == {"path_outside_root"}
-    assert all(i.friendly_path is None for i in ledger.items(batch.batch_id, state="failed"))
+    assert all(i.friendly_path is None for i in ledger.views.items(batch.batch_id, state="failed"))
 
 
 def make_zero_device(path: Path) -> None:
@@ -463,7 +464,7 @@ def test_an_item_without_id_whose_source_is_outside_the_root_rejects_the_batch(
         f"an item without an id takes its source as id, and {source!r} is not a path inside {photos}; "
         "give the item an id (ids must be safe relative paths inside --out)"
     )
-    assert ledger.batches() == []
+    assert ledger.views.batches() == []
 
 
 def test_nothing_is_written_outside_the_ledger(ledger: Ledger, photos: Path, out_dir: Path, tmp_path: Path) -> None:
@@ -509,14 +510,14 @@ def test_whole_batch_rejections(ledger: Ledger, photos: Path, out_dir: Path, con
     with pytest.raises(RejectedError) as info:
         run(ledger, manifest, out_dir)
     assert info.value.code == code and info.value.exit_code == 65
-    assert ledger.batches() == []
+    assert ledger.views.batches() == []
 
 
 def test_item_limit_rejects_the_whole_batch(ledger: Ledger, photos: Path, out_dir: Path) -> None:
     with pytest.raises(RejectedError) as info:
         run(ledger, photos, out_dir, limits=Limits(max_items=11))
     assert info.value.code == "too_many_items" and "12 items" in info.value.message
-    assert ledger.batches() == []
+    assert ledger.views.batches() == []
 
 
 def test_the_item_limit_and_the_denominator_count_derivatives(ledger: Ledger, photos: Path, out_dir: Path) -> None:
@@ -528,7 +529,7 @@ def test_the_item_limit_and_the_denominator_count_derivatives(ledger: Ledger, ph
     assert "48 items (4 sources x ratios x sizes x formats)" in info.value.message
     batch, _ = run(ledger, photos, out_dir, profile=profile, limits=Limits(max_items=48))
     assert batch.total == 48
-    keys = {(i.item_id, i.ratio, i.size, i.format): i.derivative_key for i in ledger.items(batch.batch_id)}
+    keys = {(i.item_id, i.ratio, i.size, i.format): i.derivative_key for i in ledger.views.items(batch.batch_id)}
     assert len(keys) == len(set(keys.values())) == 48
 
 
@@ -556,7 +557,7 @@ def test_saturated_queue_refuses_new_batches_but_replays_old_ones(ledger: Ledger
         submit(ledger, other, limits)
     assert info.value.exit_code == 75 and "12 runnable" in info.value.message
     assert run(ledger, photos, out_dir, limits=limits)[0].replayed
-    ledger.request_cancel(first.batch_id)
+    ledger.intake.request_cancel(first.batch_id)
     assert submit(ledger, other, limits).batch_id != first.batch_id
 
 
@@ -576,7 +577,7 @@ def test_a_batch_over_the_runnable_limit_on_its_own_is_rejected_for_good(
         submit(ledger, prepared, limits, retry_admission=retry_admission, max_wait=5, should_stop=never_interrupted)
     assert (info.value.code, info.value.exit_code, info.value.transient) == ("too_many_items", 65, False)
     assert "adds 12 runnable items, over the limit of 11" in info.value.message
-    assert polls == [] and ledger.batches() == []  # no wait for room that can never come; nothing recorded
+    assert polls == [] and ledger.views.batches() == []  # no wait for room that can never come; nothing recorded
     assert submit(ledger, prepared, Limits(max_runnable=12)).total == 12
 
 
@@ -588,8 +589,8 @@ def test_stale_queue_refuses_while_workers_drain_it(photos: Path, out_dir: Path,
         limits = Limits(queue_age_objective=3600)
         first, _ = run(led, photos, out_dir, limits=limits)
         now[0] += 3601
-        claim = led.claim("w1")
-        led.publish(claim, claim.items[0], lambda: None)
+        claim = led.queue.claim("w1")
+        led.queue.publish(claim, claim.items[0], lambda: None)
         now[0] += 60
         other = prepared_for(led, photos, out_dir, profile=Profile(size=128))
         with pytest.raises(AdmissionRefused) as info:
@@ -598,7 +599,7 @@ def test_stale_queue_refuses_while_workers_drain_it(photos: Path, out_dir: Path,
         assert "thumbctl work --until-idle" in info.value.message
         assert f"thumbctl cancel {first.batch_id}" in info.value.message
         assert submit(led, other, replace(limits, queue_age_objective=0)).total == 12
-        led.request_cancel(first.batch_id)
+        led.intake.request_cancel(first.batch_id)
 
 
 @pytest.mark.parametrize("last_seen", [None, 601.0])
@@ -612,9 +613,9 @@ def test_an_old_queue_nobody_works_on_does_not_block_a_submit(
         limits = Limits(queue_age_objective=3600)
         run(led, photos, out_dir, limits=limits)
         if last_seen is not None:
-            claim = led.claim("w1")
+            claim = led.queue.claim("w1")
             for item in claim.items:
-                led.publish(claim, item, lambda: None)
+                led.queue.publish(claim, item, lambda: None)
             now[0] += last_seen
         now[0] += 3601
         second = submit(led, prepared_for(led, photos, out_dir, profile=Profile(size=128)), limits)
@@ -628,16 +629,16 @@ def test_items_waiting_out_a_retry_backoff_are_not_runnable(photos: Path, out_di
     with Ledger(tmp_path / "clocked.db", clock=lambda: now[0]) as led:
         limits = Limits(max_runnable=12, queue_age_objective=3600)
         first, _ = run(led, photos, out_dir, limits=limits)
-        while (claim := led.claim("w1")) is not None:
-            led.fail(claim, [i.row for i in claim.items], "io_error", "disk busy", lambda attempt: 7200.0)
+        while (claim := led.queue.claim("w1")) is not None:
+            led.queue.fail(claim, [i.row for i in claim.items], "io_error", "disk busy", lambda attempt: 7200.0)
         now[0] += 3601
-        view = led.batch(first.batch_id)
+        view = led.views.batch(first.batch_id)
         assert view.counts["queued"] == 12 and view.queue_age_seconds is None
         other = prepared_for(led, photos, out_dir, profile=Profile(size=128))
         second = submit(led, other, limits)
-        assert second.total == 12 and led.batch(second.batch_id).queue_age_seconds == 0.0
+        assert second.total == 12 and led.views.batch(second.batch_id).queue_age_seconds == 0.0
         now[0] += 3601  # the backoff is over: all 24 are runnable, the oldest for an hour
-        assert led.batch(first.batch_id).queue_age_seconds == 7202.0
+        assert led.views.batch(first.batch_id).queue_age_seconds == 7202.0
         with pytest.raises(AdmissionRefused) as info:
             submit(led, prepared_for(led, photos, out_dir, profile=Profile(size=64)), limits)
         assert "24 runnable" in info.value.message
@@ -651,7 +652,7 @@ def test_retry_admission_waits_for_room_with_the_same_key(ledger: Ledger, photos
 
     def drain_on_first_poll() -> bool:
         if not polls:
-            ledger.request_cancel(first.batch_id)
+            ledger.intake.request_cancel(first.batch_id)
         polls.append(1)
         return False
 
@@ -666,7 +667,7 @@ def test_retry_admission_stops_promptly_when_asked(ledger: Ledger, photos: Path,
     other = prepared_for(ledger, photos, out_dir, profile=Profile(size=128))
     with pytest.raises(Interrupted):
         submit(ledger, other, limits, retry_admission=True, max_wait=600, should_stop=lambda: True)
-    assert len(ledger.batches()) == 1
+    assert len(ledger.views.batches()) == 1
 
 
 def test_retry_admission_gives_up_after_max_wait(ledger: Ledger, photos: Path, out_dir: Path) -> None:
@@ -715,8 +716,8 @@ def test_items_whose_outputs_would_go_through_a_symlink_in_out_fail_at_submit(
     (base / linked).symlink_to(victim, target_is_directory=True)
     before = tree_snapshot(victim)
     batch, _ = run(ledger, photos, out_dir)
-    failed = ledger.items(batch.batch_id, state="failed")
-    assert len(failed) == failing and len(ledger.items(batch.batch_id, state="queued")) == 12 - failing
+    failed = ledger.views.items(batch.batch_id, state="failed")
+    assert len(failed) == failing and len(ledger.views.items(batch.batch_id, state="queued")) == 12 - failing
     assert {i.error_code for i in failed} <= {"path_outside_root"}
     assert all((i.error_detail or "").startswith(f"{base / linked} is a symlink") for i in failed)
     assert tree_snapshot(victim) == before
@@ -748,11 +749,11 @@ def work(ledger: Ledger) -> None:
 def rendered(ledger: Ledger, source: Path, out: Path, size: int, key: str | None = None):
     batch, prepared = run(ledger, source, out, profile=Profile(ratios=(Ratio(1, 1),), size=size), key=key)
     work(ledger)
-    return ledger.batch(batch.batch_id), prepared
+    return ledger.views.batch(batch.batch_id), prepared
 
 
 def names_point_at(ledger: Ledger, batch_id: str) -> bool:
-    return all(is_copy_of(i.friendly_path, i.object_path) for i in ledger.items(batch_id))
+    return all(is_copy_of(i.friendly_path, i.object_path) for i in ledger.views.items(batch_id))
 
 
 def render_at_another_size(ledger: Ledger, photos: Path, out_dir: Path) -> None:
@@ -798,7 +799,7 @@ def test_reused_outputs_leave_files_thumbctl_did_not_publish_alone(
         return
     assert again.counts["queued"] == 4  # not reused: the worker decides, in the publish transaction
     work(ledger)
-    done = ledger.batch(again.batch_id)
+    done = ledger.views.batch(again.batch_id)
     assert (done.state, done.counts["failed"]) == ("failed", 4)
     assert {f.error_code for f in done.failures} == {"name_taken"}
     assert all(f.detail.startswith(str(out_dir)) for f in done.failures)
@@ -828,7 +829,7 @@ def test_a_folder_at_a_reused_items_name_leaves_it_to_the_worker(ledger: Ledger,
     again, prepared = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
     assert (again.counts["succeeded"], again.counts["queued"]) == (3, 1) and prepared.report.unlinked_names == []
     work(ledger)
-    done = ledger.batch(again.batch_id)
+    done = ledger.views.batch(again.batch_id)
     assert [(f.item_id, f.error_code) for f in done.failures] == [("coffee.png", "name_taken")]
     assert (blocked / "inside").is_dir()  # reconcile reports it against the batch that wrote the name last
     assert [(f.kind, f.batch_id) for f in find_problems(ledger)] == [("friendly_link_wrong", small.batch_id)]
@@ -841,7 +842,7 @@ def test_an_object_gc_removes_between_the_reuse_check_and_acceptance_is_rendered
     submit that reuses them is being accepted: the new batch must not record successes whose
     objects are gone (invariant 2); those items render again."""
     first, _ = rendered(ledger, photos, out_dir, 512)
-    accept = ledger.accept_batch
+    accept = ledger.intake.accept_batch
 
     def gc_in_the_window(new, limits, still_present=None):
         assert sum(item.dedup for item in new.items) == 4  # intake saw the objects and reuses them
@@ -849,9 +850,9 @@ def test_an_object_gc_removes_between_the_reuse_check_and_acceptance_is_rendered
         assert gone.expired_batches == (first.batch_id,) and gone.objects_removed == 4
         return accept(new, limits, still_present)
 
-    monkeypatch.setattr(ledger, "accept_batch", gc_in_the_window)
+    monkeypatch.setattr(ledger.intake, "accept_batch", gc_in_the_window)
     batch, _ = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")
     assert batch.counts["queued"] == 4 and batch.counts["succeeded"] == 0
     work(ledger)
-    assert ledger.batch(batch.batch_id).state == "succeeded"
+    assert ledger.views.batch(batch.batch_id).state == "succeeded"
     assert find_problems(ledger) == []

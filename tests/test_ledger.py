@@ -16,7 +16,7 @@ from thumbctl.errors import LedgerError
 from thumbctl.ledger.schema import SCHEMA_VERSION
 from thumbctl.models import ITEM_STATES, batch_state
 
-from support import new_batch
+from support import new_batch, own_sqlite_connection
 
 # -- schema ---------------------------------------------------------------------
 
@@ -50,14 +50,14 @@ def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_streamed_listing_left_early_lets_the_wal_be_checkpointed(ledger: Ledger) -> None:
-    batch_id = ledger.accept_batch(new_batch("k", "d1", queued=1200), Limits()).batch_id
-    with ledger.streamed_events(batch_id) as events:
+    batch_id = ledger.intake.accept_batch(new_batch("k", "d1", queued=1200), Limits()).batch_id
+    with ledger.views.streamed_events(batch_id) as events:
         next(events)
     with Ledger(ledger.path) as other:
-        other.request_cancel(batch_id)
-        other._db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    ledger.request_cancel(batch_id)  # a write on this connection: no read transaction is left open
-    assert ledger.batch(batch_id).state == "cancelled"
+        other.intake.request_cancel(batch_id)
+        own_sqlite_connection(other).execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    ledger.intake.request_cancel(batch_id)  # a write on this connection: no read transaction is left open
+    assert ledger.views.batch(batch_id).state == "cancelled"
 
 
 # -- batch state projection -----------------------------------------------------------

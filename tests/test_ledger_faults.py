@@ -34,7 +34,7 @@ from thumbctl.errors import (
 )
 from thumbctl.retrypolicy import BusyPolicy
 
-from support import check_invariants, make_image, request
+from support import check_invariants, make_image, own_sqlite_connection, request
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -113,15 +113,15 @@ def test_the_new_exit_code_is_documented() -> None:
 
 def test_a_ledger_at_its_page_limit_is_ledger_full_and_takes_the_batch_later(tmp_path: Path) -> None:
     with Ledger(tmp_path / "l.db") as ledger:
-        pages = ledger._db.conn.execute("PRAGMA page_count").fetchone()[0]
-        ledger._db.conn.execute(f"PRAGMA max_page_count = {pages}")  # the disk is full from now on
+        pages = own_sqlite_connection(ledger).execute("PRAGMA page_count").fetchone()[0]
+        own_sqlite_connection(ledger).execute(f"PRAGMA max_page_count = {pages}")  # the disk is full from now on
         with pytest.raises(LedgerFull) as raised:
-            ledger.accept_batch(request(sources=300), Limits())
+            ledger.intake.accept_batch(request(sources=300), Limits())
         fault = raised.value
         assert (fault.code, int(fault.exit_code), fault.transient) == ("ledger_full", 75, True)
-        assert ledger.batches() == []  # nothing half-written
-        ledger._db.conn.execute("PRAGMA max_page_count = 1073741823")  # space freed
-        batch = ledger.accept_batch(request(sources=300), Limits())
+        assert ledger.views.batches() == []  # nothing half-written
+        own_sqlite_connection(ledger).execute("PRAGMA max_page_count = 1073741823")  # space freed
+        batch = ledger.intake.accept_batch(request(sources=300), Limits())
         assert batch.total == 600
         check_invariants(ledger, outputs=False)
 
@@ -129,11 +129,11 @@ def test_a_ledger_at_its_page_limit_is_ledger_full_and_takes_the_batch_later(tmp
 def test_damaged_pages_are_ledger_corrupt_with_how_to_recover(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     with Ledger(db) as ledger:
-        batch_id = ledger.accept_batch(request(sources=400), Limits()).batch_id
+        batch_id = ledger.intake.accept_batch(request(sources=400), Limits()).batch_id
     damage_pages(db)
     with pytest.raises(LedgerCorrupt) as raised, Ledger(db) as ledger:
-        ledger.items(batch_id)
-        ledger.events(batch_id)
+        ledger.views.items(batch_id)
+        ledger.views.events(batch_id)
     fault = raised.value
     assert (fault.code, int(fault.exit_code), fault.transient) == ("ledger_corrupt", 74, False)
     assert '".recover"' in fault.message and "backup" in fault.message
@@ -142,29 +142,29 @@ def test_damaged_pages_are_ledger_corrupt_with_how_to_recover(tmp_path: Path) ->
 def test_a_deleted_or_replaced_ledger_is_noticed_at_the_next_write(tmp_path: Path) -> None:
     folder = tmp_path / "ledgers"
     with Ledger(folder / "l.db") as ledger:
-        batch_id = ledger.accept_batch(request(), Limits()).batch_id
+        batch_id = ledger.intake.accept_batch(request(), Limits()).batch_id
         shutil.rmtree(folder)
         with pytest.raises(LedgerGone, match="deleted"):
-            ledger.request_cancel(batch_id)
+            ledger.intake.request_cancel(batch_id)
         with Ledger(folder / "l.db"):  # another ledger now at the same path
             pass
         with pytest.raises(LedgerGone, match="replaced") as raised:
-            ledger.request_cancel(batch_id)
+            ledger.intake.request_cancel(batch_id)
     assert (raised.value.code, int(raised.value.exit_code)) == ("ledger_gone", 74)
 
 
 def test_a_read_only_mount_can_be_read_but_not_written(tmp_path: Path) -> None:
     folder = tmp_path / "ledgers"
     with Ledger(folder / "l.db") as ledger:
-        batch_id = ledger.accept_batch(request(), Limits()).batch_id
+        batch_id = ledger.intake.accept_batch(request(), Limits()).batch_id
     view = tmp_path / "ro"
     read_only_view(folder, view)
     try:
         with Ledger(view / "l.db", read_only=True) as ledger:
-            assert ledger.batch(batch_id).total == 4
-            assert len(ledger.events(batch_id)) == 4
+            assert ledger.views.batch(batch_id).total == 4
+            assert len(ledger.views.events(batch_id)) == 4
         with pytest.raises(LedgerIOError) as raised, Ledger(view / "l.db") as ledger:
-            ledger.request_cancel(batch_id)
+            ledger.intake.request_cancel(batch_id)
         assert (raised.value.code, int(raised.value.exit_code)) == ("ledger_io_error", 75)
         assert sorted(p.name for p in folder.iterdir()) == ["l.db"]  # nothing was created beside it
     finally:
@@ -180,21 +180,21 @@ def hold_write_lock(db: Path) -> sqlite3.Connection:
 def test_a_lock_held_past_busy_timeout_is_waited_out_within_the_bound(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     with Ledger(db, busy=BusyPolicy(timeout=0.05, bound=30)) as ledger:
-        batch_id = ledger.accept_batch(request(), Limits()).batch_id
+        batch_id = ledger.intake.accept_batch(request(), Limits()).batch_id
         holder = hold_write_lock(db)
         threading.Timer(1.0, holder.rollback).start()  # held 20 busy_timeouts, far inside the bound
-        assert ledger.request_cancel(batch_id).state == "cancelled"
+        assert ledger.intake.request_cancel(batch_id).state == "cancelled"
         holder.close()
 
 
 def test_a_lock_held_past_the_bound_is_ledger_busy(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     with Ledger(db, busy=BusyPolicy(timeout=0.05, bound=0.4)) as ledger:
-        batch_id = ledger.accept_batch(request(), Limits()).batch_id
+        batch_id = ledger.intake.accept_batch(request(), Limits()).batch_id
         holder = hold_write_lock(db)
         started = time.monotonic()
         with pytest.raises(LedgerBusy):
-            ledger.request_cancel(batch_id)
+            ledger.intake.request_cancel(batch_id)
         assert time.monotonic() - started >= 0.4
         holder.rollback()
         holder.close()
@@ -202,12 +202,12 @@ def test_a_lock_held_past_the_bound_is_ledger_busy(tmp_path: Path) -> None:
 
 def test_a_released_claim_does_not_count_an_attempt(tmp_path: Path) -> None:
     with Ledger(tmp_path / "l.db") as ledger:
-        batch_id = ledger.accept_batch(request(sources=1), Limits()).batch_id
-        claim = ledger.claim("w1")
-        assert ledger.release(claim, "ledger_busy: the claim was given back") == 2
-        items = ledger.items(batch_id)
+        batch_id = ledger.intake.accept_batch(request(sources=1), Limits()).batch_id
+        claim = ledger.queue.claim("w1")
+        assert ledger.queue.release(claim, "ledger_busy: the claim was given back") == 2
+        items = ledger.views.items(batch_id)
         assert {(i.state, i.attempt) for i in items} == {("queued", 0)}
-        assert ledger.claim("w2") is not None
+        assert ledger.queue.claim("w2") is not None
         check_invariants(ledger, outputs=False)
 
 
@@ -308,7 +308,7 @@ def test_a_full_disk_stops_work_with_75_and_the_batch_finishes_once_space_is_fre
 def test_a_damaged_ledger_is_74_for_every_command(tmp_path: Path) -> None:
     cli = Cli(tmp_path, tmp_path / "ledger.db")
     with Ledger(cli.db) as ledger:
-        batch_id = ledger.accept_batch(request(sources=400), Limits()).batch_id
+        batch_id = ledger.intake.accept_batch(request(sources=400), Limits()).batch_id
     damage_pages(cli.db)
     for args in (
         ["status", batch_id, "--json"],

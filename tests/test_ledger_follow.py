@@ -101,7 +101,7 @@ class FollowerMachine(RuleBasedStateMachine):
         self.raw = sqlite3.connect(self.led.path)
         self.batches: list[str] = []
         self.claims: list = []
-        self.followers: list[Follower] = [self.led.follow(None, window=WINDOW, failures=FAILURES)]
+        self.followers: list[Follower] = [self.led.views.follow(None, window=WINDOW, failures=FAILURES)]
 
     def teardown(self) -> None:
         self.raw.close()
@@ -111,18 +111,18 @@ class FollowerMachine(RuleBasedStateMachine):
     @rule(sources=st.integers(1, 3), deadline=st.sampled_from([None, 15.0]))
     def submit(self, sources: int, deadline: float | None) -> None:
         new = request(f"k{len(self.batches)}", sources=sources, deadline_seconds=deadline)
-        self.batches.append(self.led.accept_batch(new, Limits()).batch_id)
-        self.followers.append(self.led.follow(self.batches[-1], window=WINDOW, failures=FAILURES))
+        self.batches.append(self.led.intake.accept_batch(new, Limits()).batch_id)
+        self.followers.append(self.led.views.follow(self.batches[-1], window=WINDOW, failures=FAILURES))
 
     @rule(data=st.data())
     def follow(self, data) -> None:
         if self.batches:
             batch_id = data.draw(st.sampled_from([*self.batches, None]))
-            self.followers.append(self.led.follow(batch_id, window=WINDOW, failures=FAILURES))
+            self.followers.append(self.led.views.follow(batch_id, window=WINDOW, failures=FAILURES))
 
     @rule(worker=st.sampled_from(["w1", "w2"]))
     def claim(self, worker: str) -> None:
-        claim = self.led.claim(worker, lease_seconds=30, delay_for=lambda attempt: 5.0)
+        claim = self.led.queue.claim(worker, lease_seconds=30, delay_for=lambda attempt: 5.0)
         if claim is not None:
             self.claims.append(claim)
 
@@ -130,18 +130,18 @@ class FollowerMachine(RuleBasedStateMachine):
     def publish(self, data) -> None:
         if self.claims:
             claim = data.draw(st.sampled_from(self.claims[-3:]))
-            self.led.publish(claim, data.draw(st.sampled_from(claim.items)), lambda: None)
+            self.led.queue.publish(claim, data.draw(st.sampled_from(claim.items)), lambda: None)
 
     @rule(data=st.data(), code=st.sampled_from(["io_error", "corrupt_image"]))
     def fail(self, data, code: str) -> None:
         if self.claims:
             claim = data.draw(st.sampled_from(self.claims[-3:]))
-            self.led.fail(claim, [i.row for i in claim.items], code, f"failed {code}", lambda attempt: 5.0)
+            self.led.queue.fail(claim, [i.row for i in claim.items], code, f"failed {code}", lambda attempt: 5.0)
 
     @rule(data=st.data())
     def release(self, data) -> None:
         if self.claims:
-            self.led.release(data.draw(st.sampled_from(self.claims[-3:])), "stopping")
+            self.led.queue.release(data.draw(st.sampled_from(self.claims[-3:])), "stopping")
 
     @rule(seconds=st.sampled_from([1.0, 6.0, 31.0]))
     def advance(self, seconds: float) -> None:
@@ -149,18 +149,18 @@ class FollowerMachine(RuleBasedStateMachine):
 
     @rule()
     def rescue(self) -> None:
-        self.led.rescue_leases(lambda owner: owner == "w2", lambda attempt: 5.0)
+        self.led.queue.rescue_leases(lambda owner: owner == "w2", lambda attempt: 5.0)
 
     @rule(data=st.data())
     def cancel(self, data) -> None:
         if self.batches:
-            self.led.request_cancel(data.draw(st.sampled_from(self.batches)))
+            self.led.intake.request_cancel(data.draw(st.sampled_from(self.batches)))
 
     @rule(data=st.data())
     def retry(self, data) -> None:
         if self.batches:
             with contextlib.suppress(ThumbctlError):  # nothing to retry, or the batch was cancelled
-                self.led.retry_failed(data.draw(st.sampled_from(self.batches)))
+                self.led.queue.retry_failed(data.draw(st.sampled_from(self.batches)))
 
     @rule()
     def relink(self) -> None:
@@ -169,7 +169,7 @@ class FollowerMachine(RuleBasedStateMachine):
             "SELECT id, object_path, friendly_path FROM items WHERE state = 'succeeded' ORDER BY random() LIMIT 1"
         ).fetchone()
         if row is not None:
-            self.led.relink_published(*row, "friendly_link_wrong", "relinked", lambda: None)
+            self.led.upkeep.relink_published(*row, "friendly_link_wrong", "relinked", lambda: None)
 
     @rule(data=st.data())
     def check(self, data) -> None:
@@ -203,15 +203,15 @@ def some_work(led: Ledger, clock: Clock, n: int) -> None:
     """``n`` claims: most published, one retried later, one failed for good, one left running."""
     for k in range(n):
         clock.now += 0.5
-        claim = led.claim(f"w{k % 2}", delay_for=lambda attempt: 60.0)
+        claim = led.queue.claim(f"w{k % 2}", delay_for=lambda attempt: 60.0)
         assert claim is not None
         if k % 5 == 1:
-            led.fail(claim, [i.row for i in claim.items], "io_error", "retry", lambda attempt: 60.0)
+            led.queue.fail(claim, [i.row for i in claim.items], "io_error", "retry", lambda attempt: 60.0)
         elif k % 5 == 2:
-            led.fail(claim, [i.row for i in claim.items], "corrupt_image", "final", lambda attempt: 60.0)
+            led.queue.fail(claim, [i.row for i in claim.items], "corrupt_image", "final", lambda attempt: 60.0)
         elif k < n - 1:
             for item in claim.items:
-                led.publish(claim, item, lambda: None)
+                led.queue.publish(claim, item, lambda: None)
 
 
 
@@ -221,15 +221,15 @@ def steps_per_tick(tmp_path: Path, items: int, scope: str) -> dict[str, int]:
     the other statements the supervisor and ``status --watch`` run every tick."""
     clock = Clock()
     with Ledger(tmp_path / f"{items}.db", clock=clock) as led:
-        batch_id = led.accept_batch(big_batch(items), Limits(max_items=items)).batch_id
+        batch_id = led.intake.accept_batch(big_batch(items), Limits(max_items=items)).batch_id
         some_work(led, clock, 20)
-        follower = led.follow(batch_id if scope == "batch" else None, failures=30)
+        follower = led.views.follow(batch_id if scope == "batch" else None, failures=30)
         follower.read()
         some_work(led, clock, 20)
         return {
             "follower read": vm_steps(led, follower.read),
-            "batch settled": vm_steps(led, lambda: led.batch_settled(batch_id)),
-            "overdue owners": vm_steps(led, lambda: led.overdue_owners(300)),
+            "batch settled": vm_steps(led, lambda: led.views.batch_settled(batch_id)),
+            "overdue owners": vm_steps(led, lambda: led.queue.overdue_owners(300)),
         }
 
 

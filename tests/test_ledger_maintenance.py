@@ -41,11 +41,11 @@ def publish_all(ledger: Ledger) -> None:
 def test_requeue_applies_only_to_the_succeeded_row_with_that_object(ledger: Ledger, photos: Path, out_dir: Path):
     batch = accept(ledger, photos, out_dir)
     publish_all(ledger)
-    first = ledger.published_items()[0]
-    assert ledger.requeue_published(first.row, first.object_path + ".other", "object_missing", "x") is None
-    assert ledger.requeue_published(first.row, first.object_path, "object_missing", "gone") == "queued"
-    assert ledger.requeue_published(first.row, first.object_path, "object_missing", "gone") is None  # moved on
-    event = ledger.events(batch.batch_id)[-1]
+    first = ledger.upkeep.published_items()[0]
+    assert ledger.upkeep.requeue_published(first.row, first.object_path + ".other", "object_missing", "x") is None
+    assert ledger.upkeep.requeue_published(first.row, first.object_path, "object_missing", "gone") == "queued"
+    assert ledger.upkeep.requeue_published(first.row, first.object_path, "object_missing", "gone") is None  # moved on
+    event = ledger.views.events(batch.batch_id)[-1]
     assert (event.from_state, event.to_state, event.error_code, event.detail) == (
         "succeeded",
         "queued",
@@ -59,24 +59,24 @@ def test_a_replay_requeues_only_succeeded_items_whose_object_is_missing(
 ) -> None:
     batch = accept(ledger, photos, out_dir)
     publish_all(ledger)
-    gone = {p.object_path for p in ledger.published_items()[:2]}
-    assert ledger.requeue_missing_objects(batch.batch_id, lambda path: True) == 0
-    assert ledger.requeue_missing_objects(batch.batch_id, lambda path: path not in gone) == 2
-    queued = ledger.items(batch.batch_id, state="queued")
+    gone = {p.object_path for p in ledger.upkeep.published_items()[:2]}
+    assert ledger.intake.requeue_missing_objects(batch.batch_id, lambda path: True) == 0
+    assert ledger.intake.requeue_missing_objects(batch.batch_id, lambda path: path not in gone) == 2
+    queued = ledger.views.items(batch.batch_id, state="queued")
     assert {i.object_path for i in queued} == gone and {(i.attempt, i.result) for i in queued} == {(0, None)}
-    moved = [e for e in ledger.events(batch.batch_id) if e.error_code == "object_missing"]
+    moved = [e for e in ledger.views.events(batch.batch_id) if e.error_code == "object_missing"]
     assert [(e.from_state, e.to_state) for e in moved] == [("succeeded", "queued")] * 2
-    assert ledger.batch(batch.batch_id).counts["queued"] == 2
+    assert ledger.views.batch(batch.batch_id).counts["queued"] == 2
 
 
 def test_a_replay_of_a_cancelled_batch_requeues_nothing(ledger_url: str, photos: Path, out_dir: Path) -> None:
     with Ledger(ledger_url) as ledger:  # its one success has no object file: no invariant check
         batch = accept(ledger, photos, out_dir)
-        claim = ledger.claim("host:1:1")
-        assert claim is not None and ledger.publish(claim, claim.items[0], lambda: None) == "succeeded"
-        ledger.request_cancel(batch.batch_id)
-        assert ledger.requeue_missing_objects(batch.batch_id, lambda path: False) == 0
-        assert ledger.batch(batch.batch_id).counts["succeeded"] == 1
+        claim = ledger.queue.claim("host:1:1")
+        assert claim is not None and ledger.queue.publish(claim, claim.items[0], lambda: None) == "succeeded"
+        ledger.intake.request_cancel(batch.batch_id)
+        assert ledger.intake.requeue_missing_objects(batch.batch_id, lambda path: False) == 0
+        assert ledger.views.batch(batch.batch_id).counts["succeeded"] == 1
 
 
 def test_relink_is_refused_to_an_item_whose_name_a_newer_success_claims(
@@ -85,32 +85,34 @@ def test_relink_is_refused_to_an_item_whose_name_a_newer_success_claims(
     old = accept(ledger, photos, out_dir, key="old")
     publish_all(ledger)
     new = accept(ledger, photos, out_dir, key="new")  # same names, reused: created succeeded later
-    owners = {(p.batch_id, p.friendly_path): p.owns_friendly_name for p in ledger.published_items()}
+    owners = {(p.batch_id, p.friendly_path): p.owns_friendly_name for p in ledger.upkeep.published_items()}
     assert set(owners.values()) == {True, False}
     assert all(owners[(new.batch_id, name)] and not owners[(old.batch_id, name)] for _, name in owners)
-    stale = next(p for p in ledger.published_items() if p.batch_id == old.batch_id)
+    stale = next(p for p in ledger.upkeep.published_items() if p.batch_id == old.batch_id)
     linked: list[str] = []
     args = (stale.row, stale.object_path, stale.friendly_path, "friendly_link_wrong", "x")
-    assert ledger.relink_published(*args, lambda: linked.append("old")) is False
-    fresh = next(p for p in ledger.published_items() if p.owns_friendly_name and p.friendly_path == stale.friendly_path)
+    assert ledger.upkeep.relink_published(*args, lambda: linked.append("old")) is False
+    fresh = next(
+        p for p in ledger.upkeep.published_items() if p.owns_friendly_name and p.friendly_path == stale.friendly_path
+    )
     args = (fresh.row, fresh.object_path, fresh.friendly_path, "friendly_link_wrong", "relinked by reconcile")
-    assert ledger.relink_published(*args, lambda: linked.append("new")) is True
+    assert ledger.upkeep.relink_published(*args, lambda: linked.append("new")) is True
     assert linked == ["new"]
-    event = ledger.events(new.batch_id)[-1]
+    event = ledger.views.events(new.batch_id)[-1]
     assert (event.from_state, event.to_state, event.error_code) == ("succeeded", "relinked", "friendly_link_wrong")
 
 
 def test_a_batch_expires_once_and_only_when_every_item_is_terminal(ledger: Ledger, photos: Path, out_dir: Path):
     batch = accept(ledger, photos, out_dir)
     future = iso(ledger.clock() + 60)
-    assert ledger.expirable_batches(future) == [] and ledger.expire_batch(batch.batch_id, future) is False
+    assert ledger.upkeep.expirable_batches(future) == [] and ledger.upkeep.expire_batch(batch.batch_id, future) is False
     publish_all(ledger)
-    assert ledger.expirable_batches(iso(ledger.clock() - 60)) == []  # finished just now
-    assert ledger.expire_batch(batch.batch_id, future) is True
-    assert ledger.expire_batch(batch.batch_id, future) is False
-    assert [e.to_state for e in ledger.events(batch.batch_id)][-1] == "expired"
-    assert ledger.published_items() == [] and ledger.referenced_object_paths() == set()
-    assert ledger.expired_manifests() == [(str(out_dir), batch.batch_id, batch.manifest_path)]
+    assert ledger.upkeep.expirable_batches(iso(ledger.clock() - 60)) == []  # finished just now
+    assert ledger.upkeep.expire_batch(batch.batch_id, future) is True
+    assert ledger.upkeep.expire_batch(batch.batch_id, future) is False
+    assert [e.to_state for e in ledger.views.events(batch.batch_id)][-1] == "expired"
+    assert ledger.upkeep.published_items() == [] and ledger.upkeep.referenced_object_paths() == set()
+    assert ledger.upkeep.expired_manifests() == [(str(out_dir), batch.batch_id, batch.manifest_path)]
 
 
 def test_a_version_1_ledger_is_migrated_to_the_latest_version(tmp_path: Path) -> None:
@@ -119,7 +121,7 @@ def test_a_version_1_ledger_is_migrated_to_the_latest_version(tmp_path: Path) ->
         MIGRATIONS[0][1](sqlite_utils.Database(conn))
         conn.execute("PRAGMA user_version = 1")
     with Ledger(path) as ledger:
-        assert ledger.output_folders() == [] and ledger.verified_objects() == {}
+        assert ledger.upkeep.output_folders() == [] and ledger.upkeep.verified_objects() == {}
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         columns = {row[1] for row in conn.execute("PRAGMA table_info(batches)")}

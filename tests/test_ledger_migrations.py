@@ -75,12 +75,12 @@ def old_ledger(request: pytest.FixtureRequest, tmp_path) -> str:
 
 def test_an_old_ledger_keeps_its_items_with_their_batch_size_and_format(old_ledger: str):
     with Ledger(old_ledger) as ledger:
-        items = ledger.items("b_old")
+        items = ledger.views.items("b_old")
         assert [(i.ratio, i.size, i.format, i.state) for i in items] == [
             ("1:1", 320, "webp", "failed"),
             ("4:3", 320, "webp", "failed"),
         ]
-        assert [(e.item_id, e.ratio, e.size, e.format) for e in ledger.events("b_old")] == [
+        assert [(e.item_id, e.ratio, e.size, e.format) for e in ledger.views.events("b_old")] == [
             ("a.jpg", "1:1", 320, "webp"),
             ("a.jpg", "4:3", 320, "webp"),
         ]
@@ -88,15 +88,15 @@ def test_an_old_ledger_keeps_its_items_with_their_batch_size_and_format(old_ledg
         new = request("k-new", sources=1, ratios=("1:1",))
         item = new.items[0]
         both = replace(new, items=(item, replace(item, size=1024, derivative_key="other", friendly_path="/out/x")))
-        batch = ledger.accept_batch(both, Limits())
-        assert sorted(i.size for i in ledger.items(batch.batch_id)) == [512, 1024]
+        batch = ledger.intake.accept_batch(both, Limits())
+        assert sorted(i.size for i in ledger.views.items(batch.batch_id)) == [512, 1024]
 
 
 def test_an_old_ledger_gets_a_stable_id_and_no_store_yet(old_ledger: str):
     with Ledger(old_ledger) as ledger:
-        ledger_id = ledger.ledger_id()
+        ledger_id = ledger.upkeep.ledger_id()
         assert len(ledger_id) == 32 and int(ledger_id, 16) >= 0
-        assert ledger.recorded_store() is None
-        ledger.record_store("/srv/store")
+        assert ledger.upkeep.recorded_store() is None
+        ledger.upkeep.record_store("/srv/store")
     with Ledger(old_ledger) as ledger:
-        assert (ledger.ledger_id(), ledger.recorded_store()) == (ledger_id, "/srv/store")
+        assert (ledger.upkeep.ledger_id(), ledger.upkeep.recorded_store()) == (ledger_id, "/srv/store")

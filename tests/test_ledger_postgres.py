@@ -39,7 +39,8 @@ def test_only_a_postgresql_url_selects_the_server_backend(target: str, server: b
 def test_processes_opening_a_new_database_at_once_migrate_it_once(pg_url: str) -> None:
     """Four processes open a fresh database at the same moment; the advisory lock lets one migrate."""
     script = (
-        "import sys; from thumbctl.ledger import Ledger\nwith Ledger(sys.argv[1]) as ledger: print(ledger.batches(1))\n"
+        "import sys; from thumbctl.ledger import Ledger\n"
+        "with Ledger(sys.argv[1]) as ledger: print(ledger.views.batches(1))\n"
     )
     runs = [subprocess.Popen([sys.executable, "-c", script, pg_url], stderr=subprocess.PIPE) for _ in range(4)]
     errors = [run.communicate(timeout=60)[1].decode() for run in runs]
@@ -55,7 +56,7 @@ def test_threads_opening_a_new_database_at_once_all_see_one_schema(pg_url: str) 
     def open_it() -> None:
         try:
             with Ledger(pg_url) as ledger:
-                ledger.batches(1)
+                ledger.views.batches(1)
         except BaseException as exc:  # noqa: BLE001 - reported below
             failures.append(exc)
 
@@ -104,14 +105,14 @@ def test_a_transaction_chosen_as_a_deadlock_victim_is_run_again(pg_url: str) -> 
     from support import request
 
     with Ledger(pg_url) as ledger:
-        batch = ledger.accept_batch(request("k", sources=1, ratios=("1:1",)), Limits())
-        claim = ledger.claim("host~x:1:1")
+        batch = ledger.intake.accept_batch(request("k", sources=1, ratios=("1:1",)), Limits())
+        claim = ledger.queue.claim("host~x:1:1")
         assert claim is not None
         item = claim.items[0]
         other = psycopg.connect(pg_url, autocommit=False)
         other.execute("UPDATE batches SET total = total WHERE batch_id = %s", (batch.batch_id,))
         published: list[str] = []
-        worker = threading.Thread(target=lambda: published.append(ledger.publish(claim, item, lambda: None)))
+        worker = threading.Thread(target=lambda: published.append(ledger.queue.publish(claim, item, lambda: None)))
         worker.start()
         _wait_for_lock_wait(other, pg_url)
         try:
@@ -121,7 +122,7 @@ def test_a_transaction_chosen_as_a_deadlock_victim_is_run_again(pg_url: str) -> 
             other.close()
         worker.join(30)
         assert published == ["succeeded"]
-        assert [e.to_state for e in ledger.events(batch.batch_id)] == ["queued", "running", "succeeded"]
+        assert [e.to_state for e in ledger.views.events(batch.batch_id)] == ["queued", "running", "succeeded"]
 
 
 def _wait_for_lock_wait(other: object, url: str) -> None:

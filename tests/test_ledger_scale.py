@@ -22,7 +22,7 @@ from thumbctl import Ledger, Limits
 from thumbctl.ledger import Claim
 from thumbctl.models import NewBatch, NewItem
 
-from support import Clock, queued_items, vm_steps
+from support import Clock, queued_items, raw_write, vm_steps
 
 REPO = Path(__file__).resolve().parent.parent
 SIZES = (10_000, 100_000)
@@ -53,12 +53,13 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Built]:
     for size in SIZES:
         path = tmp_path_factory.mktemp(f"scale{size}") / "ledger.db"
         with Ledger(path, clock=Clock(START)) as led:
-            bulk = led.accept_batch(new_batch("bulk", queued_items(size, "b")), Limits()).batch_id
-            later = led.accept_batch(new_batch("later", queued_items(30, "l")), Limits()).batch_id
-            timed = led.accept_batch(new_batch("timed", queued_items(30, "t"), deadline_seconds=60), Limits()).batch_id
+            bulk = led.intake.accept_batch(new_batch("bulk", queued_items(size, "b")), Limits()).batch_id
+            later = led.intake.accept_batch(new_batch("later", queued_items(30, "l")), Limits()).batch_id
+            timed = led.intake.accept_batch(
+                new_batch("timed", queued_items(30, "t"), deadline_seconds=60), Limits()
+            ).batch_id
         ledgers[size] = Built(path, bulk, later, timed)
     return ledgers
-
 
 
 def no_delay(attempt: int) -> float:
@@ -66,7 +67,7 @@ def no_delay(attempt: int) -> float:
 
 
 def held(led: Ledger, owner: str = "w0", **kwargs: object) -> Claim:
-    claim = led.claim(owner, **kwargs)  # type: ignore[arg-type]
+    claim = led.queue.claim(owner, **kwargs)  # type: ignore[arg-type]
     assert claim is not None
     return claim
 
@@ -84,7 +85,7 @@ def claim_next(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
 
 def claim_a_due_retry(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     first = held(led)
-    led.fail(first, [first.items[0].row], "worker_crashed", "gone", lambda attempt: 5.0)
+    led.queue.fail(first, [first.items[0].row], "worker_crashed", "gone", lambda attempt: 5.0)
     clock.now += 10
 
     def claim() -> None:
@@ -95,7 +96,7 @@ def claim_a_due_retry(led: Ledger, clock: Clock, b: Built) -> Callable[[], objec
 
 def claim_while_retries_wait(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     first = held(led)
-    led.fail(first, [i.row for i in first.items], "worker_crashed", "gone", lambda attempt: 1000.0)
+    led.queue.fail(first, [i.row for i in first.items], "worker_crashed", "gone", lambda attempt: 1000.0)
     return lambda: held(led, "w")
 
 
@@ -109,11 +110,11 @@ def claim_in_a_later_batch(led: Ledger, clock: Clock, b: Built) -> Callable[[], 
 
 
 def claim_in_a_drained_batch(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
-    while led.claim("w0", batch_id=b.later) is not None:
+    while led.queue.claim("w0", batch_id=b.later) is not None:
         pass
 
     def claim() -> None:
-        assert led.claim("w", batch_id=b.later) is None
+        assert led.queue.claim("w", batch_id=b.later) is None
 
     return claim
 
@@ -124,7 +125,7 @@ def claim_after_a_deadline(led: Ledger, clock: Clock, b: Built) -> Callable[[], 
 
     def claim() -> None:
         held(led, "w")
-        assert led.batch(b.timed).counts["failed"] == 30
+        assert led.views.batch(b.timed).counts["failed"] == 30
 
     return claim
 
@@ -134,7 +135,7 @@ def heartbeat(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     claim = held(led)
 
     def beat() -> None:
-        assert led.heartbeat(claim.token, 30) == len(claim.items)
+        assert led.queue.heartbeat(claim.token, 30) == len(claim.items)
 
     return beat
 
@@ -142,22 +143,22 @@ def heartbeat(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
 def start_stage(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     held(led, "w1")
     claim = held(led)
-    return lambda: led.start_stage(claim, [claim.items[0].row])
+    return lambda: led.queue.start_stage(claim, [claim.items[0].row])
 
 
 def end_stage(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     held(led, "w1")
     claim = held(led)
-    return lambda: led.start_stage(claim, [])
+    return lambda: led.queue.start_stage(claim, [])
 
 
 def publish(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     held(led, "w1")
     claim = held(led)
-    led.start_stage(claim, [claim.items[0].row])
+    led.queue.start_stage(claim, [claim.items[0].row])
 
     def publish() -> None:
-        assert led.publish(claim, claim.items[0], lambda: None, result={"width": 64}) == "succeeded"
+        assert led.queue.publish(claim, claim.items[0], lambda: None, result={"width": 64}) == "succeeded"
 
     return publish
 
@@ -167,7 +168,7 @@ def fail(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     claim = held(led)
 
     def fail() -> None:
-        assert led.fail(claim, [claim.items[0].row], "worker_crashed", "gone", no_delay) == {
+        assert led.queue.fail(claim, [claim.items[0].row], "worker_crashed", "gone", no_delay) == {
             claim.items[0].row: "queued"
         }
 
@@ -179,7 +180,7 @@ def release(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     claim = held(led)
 
     def release() -> None:
-        assert led.release(claim, "ledger_busy") == len(claim.items)
+        assert led.queue.release(claim, "ledger_busy") == len(claim.items)
 
     return release
 
@@ -188,7 +189,7 @@ def cancel_check(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     claim = held(led)
 
     def check() -> None:
-        assert led.cancel_if_requested(claim) is False
+        assert led.queue.cancel_if_requested(claim) is False
 
     return check
 
@@ -199,7 +200,7 @@ def rescue(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     clock.now += 60
 
     def rescue() -> None:
-        assert led.rescue_leases(lambda owner: False, no_delay) == len(claim.items)
+        assert led.queue.rescue_leases(lambda owner: False, no_delay) == len(claim.items)
 
     return rescue
 
@@ -210,19 +211,19 @@ def overdue_owners(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     held(led)
 
     def overdue() -> None:
-        assert led.overdue_owners(10) == ["w1"]
+        assert led.queue.overdue_owners(10) == ["w1"]
 
     return overdue
 
 
 def stop_overdue(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     claim = held(led, "w1")
-    led.start_stage(claim, [claim.items[0].row])
+    led.queue.start_stage(claim, [claim.items[0].row])
     clock.now += 20
     held(led)
 
     def stop() -> None:
-        assert led.stop_overdue("w1", 10, "timeout", "slow") == 1
+        assert led.queue.stop_overdue("w1", 10, "timeout", "slow") == 1
 
     return stop
 
@@ -231,17 +232,17 @@ def idle_check(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     held(led)
 
     def check() -> None:
-        assert led.queue_idle() is False and led.queue_idle(b.later) is False
+        assert led.queue.queue_idle() is False and led.queue.queue_idle(b.later) is False
 
     return check
 
 
 def idle_check_of_a_finished_batch(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
-    while (claim := led.claim("w0", batch_id=b.later)) is not None:
-        led.fail(claim, [i.row for i in claim.items], "not_an_image", "no", no_delay)
+    while (claim := led.queue.claim("w0", batch_id=b.later)) is not None:
+        led.queue.fail(claim, [i.row for i in claim.items], "not_an_image", "no", no_delay)
 
     def check() -> None:
-        assert led.queue_idle(b.later) is True
+        assert led.queue.queue_idle(b.later) is True
 
     return check
 
@@ -249,11 +250,11 @@ def idle_check_of_a_finished_batch(led: Ledger, clock: Clock, b: Built) -> Calla
 def stalled_candidates(led: Ledger, clock: Clock, b: Built) -> Callable[[], object]:
     held(led, "w1")
     held(led, batch_id=b.later)
-    with led._db.write():  # the flag alone: the later batch's queued items are candidates too
-        led._db.conn.execute("UPDATE batches SET cancel_requested_at = '2000-01-01' WHERE batch_id = ?", [b.later])
+    # the flag alone: the later batch's queued items are candidates too
+    raw_write(led, "UPDATE batches SET cancel_requested_at = '2000-01-01' WHERE batch_id = ?", [b.later])
 
     def read() -> None:
-        assert {(item.state, item.batch_id) for item in led.stalled_candidates()} == {
+        assert {(item.state, item.batch_id) for item in led.upkeep.stalled_candidates()} == {
             ("running", b.bulk),
             ("running", b.later),
             ("queued", b.later),
@@ -307,23 +308,23 @@ def test_the_idle_check_agrees_with_the_queue_counts(tmp_path: Path) -> None:
     due or waiting out a backoff, are live; queued items of a batch with a cancel request are not."""
     clock = Clock(START)
     with Ledger(tmp_path / "l.db", clock=clock) as led:
-        one = led.accept_batch(new_batch("one", queued_items(3, "a")), Limits()).batch_id
-        two = led.accept_batch(new_batch("two", queued_items(3, "b")), Limits()).batch_id
+        one = led.intake.accept_batch(new_batch("one", queued_items(3, "a")), Limits()).batch_id
+        two = led.intake.accept_batch(new_batch("two", queued_items(3, "b")), Limits()).batch_id
 
         def agree() -> list[bool]:
             scopes = (None, one, two)
-            assert [led.queue_idle(s) for s in scopes] == [led.queue_state(s).idle for s in scopes]
-            return [led.queue_idle(s) for s in scopes]
+            assert [led.queue.queue_idle(s) for s in scopes] == [led.queue.queue_state(s).idle for s in scopes]
+            return [led.queue.queue_idle(s) for s in scopes]
 
         assert agree() == [False, False, False]
         claim = held(led, batch_id=one)
         assert agree() == [False, False, False]
-        led.fail(claim, [i.row for i in claim.items], "worker_crashed", "gone", lambda attempt: 100.0)
+        led.queue.fail(claim, [i.row for i in claim.items], "worker_crashed", "gone", lambda attempt: 100.0)
         assert agree() == [False, False, False]  # waiting out a backoff is live
-        with led._db.write():  # the flag alone, as a cancel that has not swept the queued items yet
-            led._db.conn.execute("UPDATE batches SET cancel_requested_at = '2000-01-01' WHERE batch_id = ?", [one])
+        # the flag alone, as a cancel that has not swept the queued items yet
+        raw_write(led, "UPDATE batches SET cancel_requested_at = '2000-01-01' WHERE batch_id = ?", [one])
         assert agree() == [False, True, False]
-        led.request_cancel(two)
+        led.intake.request_cancel(two)
         assert agree() == [True, True, True]
 
 

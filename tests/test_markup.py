@@ -17,8 +17,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from thumbctl.cli import app
-from thumbctl.markup import PictureSet, picture_sets, snippets
-from thumbctl.models import ItemView
+from thumbctl.markup import PictureSet, batch_snippets, picture_sets, snippets
+from thumbctl.models import BatchView, ItemView
 
 from support import make_image
 
@@ -211,6 +211,28 @@ def test_a_pair_that_published_nothing_has_no_picture_and_its_snippet_says_so(tm
     assert sets[0].to_json() == {"item_id": "bad.jpg", "ratio": "1:1", "files": [], "srcset": {}, "picture": None}
     parsed = parse(snippets(sets))
     assert parsed.pictures == [] and parsed.comments == ["bad.jpg · 1:1: no thumbnail"] and parsed.other == []
+
+
+class FakeViews:
+    """The views port, faked: one batch and its items, no ledger."""
+
+    def __init__(self, out_dir: Path, items: list[ItemView]) -> None:
+        self.view = BatchView("b_1", "succeeded", "k", "d", len(items), {}, "t", "t", None, "t", str(out_dir), "", "")
+        self.items_of = {"b_1": items}
+
+    def batch(self, batch: str, *, with_failures: bool = True) -> BatchView:
+        assert "b_1".startswith(batch)
+        return self.view
+
+    def items(self, batch_id: str, *, state: str | None = None) -> list[ItemView]:
+        return self.items_of[batch_id]
+
+
+def test_a_batch_s_snippets_are_read_from_the_views_port_alone(tmp_path: Path) -> None:
+    items = [output_item(tmp_path, "a.jpg", "1:1", 64, "jpeg", (64, 64)), failed_item("bad.jpg", "1:1")]
+    parsed = parse(batch_snippets(FakeViews(tmp_path, items), "b_"))  # type: ignore[arg-type] - a fake port
+    assert len(parsed.pictures) == 1 and parsed.comments[-1] == "bad.jpg · 1:1: no thumbnail"
+    assert batch_snippets(FakeViews(tmp_path, items), "b_1") == snippets(picture_sets(str(tmp_path), items))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,7 @@ def writing(case: LegacyCase, *args: str):
 def status_docs(case: LegacyCase) -> dict[str, object]:
     """``status BATCH --json`` and ``status BATCH --items --json`` of every batch."""
     with Ledger(case.db, read_only=True) as ledger:
-        batch_ids = sorted(b.batch_id for b in ledger.batches(limit=100))
+        batch_ids = sorted(b.batch_id for b in ledger.views.batches(limit=100))
     docs: dict[str, object] = {}
     for batch_id in batch_ids:
         for extra in ((), ("--items",)):
@@ -105,8 +105,8 @@ def assert_migrated(case: LegacyCase, before: dict[str, object], pictures: dict[
             assert paths and all(p.startswith(f"{store_of(case)}/objects/") for p in paths)
     with Ledger(case.db) as ledger:
         assert not needs_migration(ledger)
-        for batch in ledger.batches(limit=100):
-            for item in ledger.items(batch.batch_id):
+        for batch in ledger.views.batches(limit=100):
+            for item in ledger.views.items(batch.batch_id):
                 assert item.object_path.startswith(f"{store_of(case)}/objects/{item.derivative_key[:2]}/")
                 assert os.lstat(item.object_path).st_nlink == 1 and os.path.isfile(item.object_path)
                 preview = (item.result or {}).get("preview")
@@ -167,7 +167,7 @@ def test_a_migration_killed_at_any_checkpoint_completes_on_the_next_run(
 
 def test_read_only_commands_work_on_a_ledger_not_migrated_yet(case: LegacyCase) -> None:
     with Ledger(case.db, read_only=True) as ledger:
-        batch_id = ledger.batches(limit=1)[0].batch_id
+        batch_id = ledger.views.batches(limit=1)[0].batch_id
     for args in (("status", "--json"), ("status", batch_id, "--items", "--json"), ("events", batch_id), ("stats",)):
         result = invoke(case, *args)
         assert result.exit_code == 0, (args, result.stderr)
@@ -180,7 +180,7 @@ def test_the_first_command_that_writes_migrates_and_says_so_once(
     case: LegacyCase, command: str
 ) -> None:
     with Ledger(case.db, read_only=True) as ledger:
-        batch_id = ledger.batches(limit=1)[0].batch_id
+        batch_id = ledger.views.batches(limit=1)[0].batch_id
     args = {
         "submit": ("submit", str(case.root / "src"), "--out", str(case.root / "out3"), "--size", "40", "--detach"),
         "retry": ("retry", batch_id, "--detach"),
@@ -253,7 +253,7 @@ def test_an_object_the_store_holds_with_other_bytes_is_set_aside_and_no_item_sta
     assert linked and all(p.read_bytes() == old_bytes and os.lstat(p).st_nlink == 1 for p in linked)
     with Ledger(case.db) as ledger:
         assert not needs_migration(ledger)
-        paths = {item.object_path for b in ledger.batches(limit=100) for item in ledger.items(b.batch_id)}
+        paths = {item.object_path for b in ledger.views.batches(limit=100) for item in ledger.views.items(b.batch_id)}
         assert str(taken) in paths and all(p.startswith(f"{store_of(case)}/objects/") for p in paths)
     assert taken.read_bytes() == b"other bytes under the same derivative key"
 
@@ -267,7 +267,7 @@ def test_items_whose_object_is_not_a_regular_file_still_move_to_the_store(case: 
 
     assert report.left == [str(odd)] and odd.is_symlink()
     with Ledger(case.db) as ledger:
-        paths = {item.object_path for b in ledger.batches(limit=100) for item in ledger.items(b.batch_id)}
+        paths = {item.object_path for b in ledger.views.batches(limit=100) for item in ledger.views.items(b.batch_id)}
     assert all(p.startswith(f"{store_of(case)}/objects/") for p in paths)
     assert str(store_of(case) / "objects" / odd.parent.name / odd.name) in paths
 
@@ -292,7 +292,8 @@ def test_a_store_on_another_filesystem_gets_copies(case: LegacyCase, tmp_path: P
         pictures = thumbnails(case)
         with Ledger(case.db) as ledger:
             report = migrate_legacy_layout(ledger, mount / "store")
-            objects = {item.object_path for b in ledger.batches(limit=100) for item in ledger.items(b.batch_id)}
+            batches = ledger.views.batches(limit=100)
+            objects = {item.object_path for b in batches for item in ledger.views.items(b.batch_id)}
         counts = (report.objects_moved, report.duplicates_dropped, report.thumbnails_copied)
         assert counts == (MOVED, DUPLICATES, THUMBNAILS)
         assert len(objects) == MOVED and all(path.startswith(f"{mount}/store/objects/") for path in objects)
@@ -313,14 +314,23 @@ def test_after_migration_reconcile_is_clean_and_the_old_batch_replays(case: Lega
     migrate(case)
     pictures = thumbnails(case)
     with Ledger(case.db, read_only=True) as ledger:
-        first = sorted(ledger.batches(limit=100), key=lambda b: (b.created_at, b.batch_id))[0]
+        first = sorted(ledger.views.batches(limit=100), key=lambda b: (b.created_at, b.batch_id))[0]
 
     reconciled = writing(case, "reconcile", "--json")
     assert reconciled.exit_code == 0, reconciled.stdout
     out, ratios = case.runs[0]
     ratio_args = [arg for ratio in ratios for arg in ("--ratio", ratio)]
-    again = writing(case, "submit", str(case.root / "src"), "--out", str(case.root / out), *ratio_args,
-                   "--size", str(case.size), "--json")
+    again = writing(
+        case,
+        "submit",
+        str(case.root / "src"),
+        "--out",
+        str(case.root / out),
+        *ratio_args,
+        "--size",
+        str(case.size),
+        "--json",
+    )
     assert again.exit_code == 0, again.stderr
     doc = json.loads(again.stdout)
     assert (doc["batch_id"], doc["replayed"]) == (first.batch_id, True)
@@ -332,8 +342,20 @@ def test_after_migration_a_new_batch_into_the_same_folder_never_clobbers(case: L
     mine = case.outs[0] / "photo2.16x9.jpg"
     mine.unlink()
     mine.write_bytes(b"the user's own file")
-    result = writing(case, "submit", str(case.root / "src"), "--out", str(case.outs[0]), "--ratio", "16:9",
-                    "--ratio", "1:1", "--size", "48", "--json")
+    result = writing(
+        case,
+        "submit",
+        str(case.root / "src"),
+        "--out",
+        str(case.outs[0]),
+        "--ratio",
+        "16:9",
+        "--ratio",
+        "1:1",
+        "--size",
+        "48",
+        "--json",
+    )
     assert result.exit_code == 1, result.stderr
     assert mine.read_bytes() == b"the user's own file"
     assert not (case.outs[0] / "objects").exists()
@@ -350,7 +372,7 @@ def test_an_object_missing_before_migration_is_rendered_again_into_the_store(cas
 
     migrate(case)
     with Ledger(case.db) as ledger:
-        paths = {item.object_path for b in ledger.batches(limit=100) for item in ledger.items(b.batch_id)}
+        paths = {item.object_path for b in ledger.views.batches(limit=100) for item in ledger.views.items(b.batch_id)}
     assert str(in_store) in paths and all(p.startswith(f"{store_of(case)}/objects/") for p in paths)
     assert not in_store.exists()
 

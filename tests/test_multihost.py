@@ -242,7 +242,7 @@ def test_a_dead_worker_of_the_same_host_is_rescued_at_once_and_another_host_wait
     started = time.monotonic()
     monkeypatch.setenv(HOST_ID_ENV, "host-b")
     with Ledger(site.url) as ledger:  # another host cannot tell its workers are dead: it waits for the lease
-        assert ledger.rescue_leases(owner_is_dead, lambda attempt: 0.0) == 0
+        assert ledger.queue.rescue_leases(owner_is_dead, lambda attempt: 0.0) == 0
     again = site.run("work", "--batch", batch_id, "--until-idle", "-w", "2", host="host-a", lease=None)
     took = time.monotonic() - started
     assert again.returncode == 0, again.stderr

@@ -264,7 +264,7 @@ def test_reconcile_repair_keeps_each_name_with_the_batch_that_wrote_it_last(
             assert image.size == (64, 64)
     with Ledger(tmp_path / "ledger.db") as ledger:
         assert find_problems(ledger) == []
-        items = {i.item_id: i for i in ledger.items(newer["batch_id"])}
+        items = {i.item_id: i for i in ledger.views.items(newer["batch_id"])}
         assert is_copy_of(name, items["coffee.png"].object_path)
 
 

@@ -50,12 +50,12 @@ def test_a_store_records_its_ledger_and_the_ledger_its_store(tmp_path: Path) -> 
     with Ledger(tmp_path / "ledger.db") as ledger:
         layout = store_for_ledger(ledger, None)
         assert layout == StoreLayout(str(tmp_path / "ledger.store"))
-        assert store_owner(layout) == (ledger.ledger_id(), str(tmp_path / "ledger.db"))
-        assert ledger.recorded_store() == layout.root
+        assert store_owner(layout) == (ledger.upkeep.ledger_id(), str(tmp_path / "ledger.db"))
+        assert ledger.upkeep.recorded_store() == layout.root
         assert bind_store(ledger, Path(layout.root)) == layout  # again: the same owner, nothing changes
-        ledger_id = ledger.ledger_id()
+        ledger_id = ledger.upkeep.ledger_id()
     with Ledger(tmp_path / "ledger.db") as ledger:
-        assert ledger.ledger_id() == ledger_id  # stable across opens
+        assert ledger.upkeep.ledger_id() == ledger_id  # stable across opens
     assert (tmp_path / "ledger.store" / LEDGER_ID_FILE).read_text().splitlines()[0] == ledger_id
 
 
@@ -68,17 +68,17 @@ def test_a_store_of_another_ledger_is_refused_naming_both(tmp_path: Path) -> Non
             bind_store(two, store)
         message = raised.value.message
         assert raised.value.code == "store_taken" and raised.value.exit_code == 2
-        assert one.ledger_id() in message and two.ledger_id() in message
+        assert one.upkeep.ledger_id() in message and two.upkeep.ledger_id() in message
         assert str(tmp_path / "one.db") in message and str(tmp_path / "two.db") in message
-        assert (store / LEDGER_ID_FILE).read_bytes() == before and two.recorded_store() is None
-        assert one.ledger_id() != two.ledger_id()
+        assert (store / LEDGER_ID_FILE).read_bytes() == before and two.upkeep.recorded_store() is None
+        assert one.upkeep.ledger_id() != two.upkeep.ledger_id()
 
 
 def test_without_a_store_given_the_ledger_keeps_the_store_it_recorded(tmp_path: Path) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
         given = store_for_ledger(ledger, tmp_path / "elsewhere")
         assert store_for_ledger(ledger, None) == given == StoreLayout(str(tmp_path / "elsewhere"))
-        assert ledger.recorded_store() == given.root and not (tmp_path / "ledger.store").exists()
+        assert ledger.upkeep.recorded_store() == given.root and not (tmp_path / "ledger.store").exists()
         assert store_for_ledger(ledger, tmp_path / "moved").root == str(tmp_path / "moved")  # a given one wins
 
 

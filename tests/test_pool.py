@@ -44,9 +44,9 @@ def test_standby_workers_render_the_batch_they_are_handed(tmp_path: Path) -> Non
             pool = Pool(WorkerConfig(db_path=str(ledger.path), batch_id=batch.batch_id), 2, standby=standby)
             standby_pids = {child.pid for child, _ in standby.waiting}
             supervise(ledger, pool, interrupts=lambda: 0, on_first_interrupt=lambda: None, on_tick=lambda: None)
-            assert ledger.batch(batch.batch_id).counts["succeeded"] == 9
+            assert ledger.views.batch(batch.batch_id).counts["succeeded"] == 9
             check_invariants(ledger)
-            claimers = {e.worker for e in ledger.events(batch.batch_id) if e.to_state == "running"}
+            claimers = {e.worker for e in ledger.views.events(batch.batch_id) if e.to_state == "running"}
     assert standby.waiting == [] and pool.alive == 0
     assert claimers and {int(owner.split(":")[-2]) for owner in claimers} <= standby_pids
 

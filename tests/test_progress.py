@@ -22,18 +22,20 @@ def ledger(tmp_path: Path) -> Ledger:
     corrupt_image at T0+12, img2 queued since T0. The clock reads T0+20."""
     clock = Clock(T0)
     with Ledger(tmp_path / "l.db", clock=clock) as led:
-        led.accept_batch(request("A", sources=3), Limits())
+        led.intake.accept_batch(request("A", sources=3), Limits())
         clock.now = T0 + 10
-        led.claim("w1")
-        failing = led.claim("w2")
+        led.queue.claim("w1")
+        failing = led.queue.claim("w2")
         clock.now = T0 + 12
-        led.fail(failing, [i.row for i in failing.items], "corrupt_image", "jpeg data does not decode", lambda a: 0.0)
+        led.queue.fail(
+            failing, [i.row for i in failing.items], "corrupt_image", "jpeg data does not decode", lambda a: 0.0
+        )
         clock.now = T0 + 20
         yield led
 
 
 def batch_id(led: Ledger) -> str:
-    return led.batches()[0].batch_id
+    return led.views.batches()[0].batch_id
 
 
 def render(renderable, width: int = 100) -> str:
@@ -43,7 +45,7 @@ def render(renderable, width: int = 100) -> str:
 
 
 def test_activity_is_read_from_rows_and_events(ledger: Ledger) -> None:
-    activity = ledger.activity(batch_id(ledger))
+    activity = ledger.views.activity(batch_id(ledger))
     assert (activity.runnable, activity.delayed, activity.running) == (2, 0, 2)
     assert activity.queue_age_seconds == 20.0
     assert (activity.completed_recently, activity.window_seconds) == (2, 10.0)  # first claim 10 s ago
@@ -57,7 +59,7 @@ def test_activity_is_read_from_rows_and_events(ledger: Ledger) -> None:
 
 def test_the_live_view_shows_bar_counts_rate_eta_workers_and_failures(ledger: Ledger) -> None:
     bid = batch_id(ledger)
-    text = render(live_view(ledger.batch(bid, with_failures=False), ledger.activity(bid), elapsed=20))
+    text = render(live_view(ledger.views.batch(bid, with_failures=False), ledger.views.activity(bid), elapsed=20))
     lines = [line.rstrip() for line in text.splitlines()]
     assert lines[0].startswith(f"{bid} running ") and lines[0].endswith("2/6  33%")
     assert "queued 2  running 2  failed 2" in lines[1]
@@ -82,18 +84,20 @@ def test_the_live_view_shows_bar_counts_rate_eta_workers_and_failures(ledger: Le
 
 def test_a_narrow_terminal_truncates_instead_of_wrapping(ledger: Ledger) -> None:
     bid = batch_id(ledger)
-    text = render(live_view(ledger.batch(bid, with_failures=False), ledger.activity(bid), elapsed=20), width=60)
+    text = render(
+        live_view(ledger.views.batch(bid, with_failures=False), ledger.views.activity(bid), elapsed=20), width=60
+    )
     assert all(len(line.rstrip()) <= 60 for line in text.splitlines())
     assert "…" in text  # the failure detail is cut, not wrapped onto more lines
 
 
 def test_the_plain_line_for_logs(ledger: Ledger) -> None:
     bid = batch_id(ledger)
-    line = plain_line(ledger.batch(bid, with_failures=False), ledger.activity(bid))
+    line = plain_line(ledger.views.batch(bid, with_failures=False), ledger.views.activity(bid))
     assert line == (
         f"1970-01-24T03:33:40Z {bid} running 2/6 done (queued 2, running 2, failed 2); 0.2/s, eta 20s, queue age 20s"
     )
-    assert plain_line(None, ledger.activity()) == (
+    assert plain_line(None, ledger.views.activity()) == (
         "1970-01-24T03:33:40Z work: runnable 2, delayed 0, running 2; 0.2/s, eta 20s, queue age 20s"
     )
 

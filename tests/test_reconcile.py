@@ -84,7 +84,7 @@ def kinds(findings) -> list[str]:
 
 
 def reconcile_events(ledger: Ledger, batch_id: str) -> list:
-    return [e for e in ledger.events(batch_id) if e.detail and "reconcile" in e.detail]
+    return [e for e in ledger.views.events(batch_id) if e.detail and "reconcile" in e.detail]
 
 
 def assert_found_repaired_then_clean(ledger: Ledger, kind: str, count: int) -> None:
@@ -100,9 +100,9 @@ def assert_found_repaired_then_clean(ledger: Ledger, kind: str, count: int) -> N
 
 def assert_restored(ledger: Ledger, batch_id: str) -> None:
     work(ledger)
-    view = ledger.batch(batch_id)
+    view = ledger.views.batch(batch_id)
     assert view.state == "succeeded", view.counts
-    for item in ledger.items(batch_id):
+    for item in ledger.views.items(batch_id):
         assert is_copy_of(item.friendly_path, item.object_path)
     check_invariants(ledger)
     assert find_problems(ledger) == []
@@ -112,7 +112,7 @@ def assert_restored(ledger: Ledger, batch_id: str) -> None:
 def rendered(led: Ledger, photos: Path, out_dir: Path):
     batch = accept(led, photos, out_dir)
     work(led)
-    assert led.batch(batch.batch_id).state == "succeeded"
+    assert led.views.batch(batch.batch_id).state == "succeeded"
     assert find_problems(led) == []
     return batch
 
@@ -187,7 +187,7 @@ def test_a_damaged_output_is_found_repaired_and_rendered_again(
     kind: str,
     audited_as: str,
 ) -> None:
-    items = led.items(rendered.batch_id)
+    items = led.views.items(rendered.batch_id)
     item, other = items[4], items[0]
     damage(item, other)
     [finding] = find_problems(led)
@@ -204,7 +204,7 @@ def counts(report) -> tuple[int, int, int]:
 
 
 def test_reconcile_decodes_only_the_objects_changed_since_they_last_decoded(led: Ledger, rendered) -> None:
-    objects = sorted({item.object_path for item in led.items(rendered.batch_id)})
+    objects = sorted({item.object_path for item in led.views.items(rendered.batch_id)})
     n = len(objects)  # the fixture's own reconcile decoded them all
     assert counts(reconcile(led)) == (n, 0, n)
     assert counts(reconcile(led, deep=True)) == (n, n, 0)
@@ -214,21 +214,21 @@ def test_reconcile_decodes_only_the_objects_changed_since_they_last_decoded(led:
 
 
 def test_the_cache_of_sound_objects_is_forgotten_for_a_damaged_one(led: Ledger, rendered) -> None:
-    item = led.items(rendered.batch_id)[0]
-    assert item.object_path in led.verified_objects()
+    item = led.views.items(rendered.batch_id)[0]
+    assert item.object_path in led.upkeep.verified_objects()
     os.truncate(item.object_path, 10)
     assert kinds(reconcile(led).findings) == ["object_invalid"]
-    assert item.object_path not in led.verified_objects()
+    assert item.object_path not in led.upkeep.verified_objects()
     assert kinds(reconcile(led).findings) == ["object_invalid"]  # still found: nothing trusts it now
     assert reconcile(led, repair=True, delay_for=lambda attempt: 0.0).clean
     assert_restored(led, rendered.batch_id)
 
 
 def test_a_bad_object_is_requeued_with_a_fresh_attempt_budget(led: Ledger, rendered) -> None:
-    item = led.items(rendered.batch_id)[2]
+    item = led.views.items(rendered.batch_id)[2]
     os.unlink(item.object_path)
     reconcile(led, repair=True)
-    requeued = next(i for i in led.items(rendered.batch_id) if (i.item_id, i.ratio) == (item.item_id, item.ratio))
+    requeued = next(i for i in led.views.items(rendered.batch_id) if (i.item_id, i.ratio) == (item.item_id, item.ratio))
     assert (requeued.state, requeued.attempt, requeued.error_code) == ("queued", 0, "object_missing")
     event = reconcile_events(led, rendered.batch_id)[-1]
     assert (event.from_state, event.to_state) == ("succeeded", "queued")
@@ -236,18 +236,18 @@ def test_a_bad_object_is_requeued_with_a_fresh_attempt_budget(led: Ledger, rende
 
 def test_a_bad_object_of_a_cancelled_batch_ends_cancelled(led: Ledger, photos: Path, out_dir: Path) -> None:
     batch = accept(led, photos, out_dir)
-    claim = led.claim(OTHER_HOST_OWNER)
+    claim = led.queue.claim(OTHER_HOST_OWNER)
 
     def publish_wrong_size() -> None:
         make_image(Path(claim.items[0].object_path), (1, 1), "JPEG")
 
-    led.publish(claim, claim.items[0], publish_wrong_size)
-    led.request_cancel(batch.batch_id)
-    led.cancel_if_requested(claim)
+    led.queue.publish(claim, claim.items[0], publish_wrong_size)
+    led.intake.request_cancel(batch.batch_id)
+    led.queue.cancel_if_requested(claim)
     report = reconcile(led, repair=True)  # wrong dimensions; nothing more is rendered for a cancelled batch
     assert [(f.kind, f.repaired) for f in report.findings] == [("object_invalid", True)]
-    assert led.batch(batch.batch_id).state == "cancelled"
-    assert led.batch(batch.batch_id).counts["succeeded"] == 0
+    assert led.views.batch(batch.batch_id).state == "cancelled"
+    assert led.views.batch(batch.batch_id).counts["succeeded"] == 0
 
 
 def test_a_friendly_name_taken_over_by_a_newer_batch_is_not_a_finding(
@@ -257,7 +257,7 @@ def test_a_friendly_name_taken_over_by_a_newer_batch_is_not_a_finding(
     clock.offset = 60
     newer = accept(led, photos, out_dir, key="second")
     work(led)
-    garden = [i for i in led.items(newer.batch_id) if i.item_id == "garden.jpeg"]
+    garden = [i for i in led.views.items(newer.batch_id) if i.item_id == "garden.jpeg"]
     assert all(is_copy_of(i.friendly_path, i.object_path) for i in garden)
     assert find_problems(led) == []  # the old batch's garden names now rightly point at the new renders
 
@@ -277,7 +277,7 @@ def test_a_stalled_lease_is_rescued_and_the_batch_finishes(
 ) -> None:
     batch = accept(led, photos, out_dir)
     clock.offset = -move  # claimed `move` seconds ago
-    claim = led.claim(owner or dead_owner(), lease_seconds=30)
+    claim = led.queue.claim(owner or dead_owner(), lease_seconds=30)
     clock.offset = 0
     assert_found_repaired_then_clean(led, kind, len(claim.items))
     rescued = reconcile_events(led, batch.batch_id)
@@ -290,10 +290,10 @@ def test_a_stalled_lease_is_rescued_and_the_batch_finishes(
 def test_a_live_lease_is_never_a_finding(led: Ledger, clock: Clock, photos: Path, out_dir: Path) -> None:
     accept(led, photos, out_dir)
     clock.offset = -29
-    led.claim(owner_id(), lease_seconds=30)  # this very process: alive, and 1 s of lease left
+    led.queue.claim(owner_id(), lease_seconds=30)  # this very process: alive, and 1 s of lease left
     clock.offset = 0
     assert reconcile(led, repair=True).findings == ()
-    assert led.queue_state().running == 3
+    assert led.queue.queue_state().running == 3
 
 
 def test_a_lease_renewed_after_the_finding_is_left_alone(
@@ -301,31 +301,31 @@ def test_a_lease_renewed_after_the_finding_is_left_alone(
 ) -> None:
     accept(led, photos, out_dir)
     clock.offset = -31
-    claim = led.claim(OTHER_HOST_OWNER, lease_seconds=30)
+    claim = led.queue.claim(OTHER_HOST_OWNER, lease_seconds=30)
     clock.offset = 0
     stale = find_problems(led)
     assert kinds(stale) == ["expired_lease"] * 3
-    led.heartbeat(claim.token, 30)  # the worker was only slow: its heartbeat lands first
+    led.queue.heartbeat(claim.token, 30)  # the worker was only slow: its heartbeat lands first
     report = reconcile(led, repair=True)
     assert report.findings == ()
     row = claim.items[0].row
-    assert led.rescue_stalled(row, claim.token, lambda owner: False, lambda attempt: 0.0) is None
-    assert led.queue_state().running == 3
+    assert led.upkeep.rescue_stalled(row, claim.token, lambda owner: False, lambda attempt: 0.0) is None
+    assert led.queue.queue_state().running == 3
 
 
 def test_a_cancel_whose_claims_stopped_is_finalized(led: Ledger, clock: Clock, photos: Path, out_dir: Path) -> None:
     batch = accept(led, photos, out_dir)
-    claim = led.claim(OTHER_HOST_OWNER, lease_seconds=30)
-    led.request_cancel(batch.batch_id)
-    assert led.batch(batch.batch_id).state == "cancel_requested"
+    claim = led.queue.claim(OTHER_HOST_OWNER, lease_seconds=30)
+    led.intake.request_cancel(batch.batch_id)
+    assert led.views.batch(batch.batch_id).state == "cancel_requested"
     assert find_problems(led) == []  # the claim may still observe the cancel itself
     clock.offset = 31  # its lease runs out
     assert_found_repaired_then_clean(led, "cancel_not_finalized", len(claim.items))
-    assert led.batch(batch.batch_id).state == "cancelled"
+    assert led.views.batch(batch.batch_id).state == "cancelled"
     finalized = reconcile_events(led, batch.batch_id)
     assert [(e.from_state, e.to_state) for e in finalized] == [("running", "cancelled")] * len(claim.items)
     work(led)
-    assert led.batch(batch.batch_id).state == "cancelled"
+    assert led.views.batch(batch.batch_id).state == "cancelled"
 
 
 # -- files nobody accounts for ---------------------------------------------------------------------
@@ -370,7 +370,7 @@ def test_other_temp_files_go_only_after_the_grace_period(
 
 
 def test_an_orphan_object_is_reported_and_left_for_gc(led: Ledger, rendered, store_dir: Path) -> None:
-    source = led.items(rendered.batch_id)[0].object_path
+    source = led.views.items(rendered.batch_id)[0].object_path
     orphan = store_dir / "objects" / "ff" / ("f" * 64 + ".jpg")
     orphan.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(source, orphan)
@@ -398,35 +398,35 @@ def test_gc_keeps_an_object_until_no_remaining_batch_references_it(
     clock.offset = -40 * DAY
     second = accept(led, photos, out_dir, key="second")  # the same photos, all reused: every object shared
     for batch_id in (first.batch_id, second.batch_id):
-        write_batch_manifest(led, led.batch(batch_id))
+        write_batch_manifest(led, led.views.batch(batch_id))
         write_contact_sheet(led, batch_id)
-    assert led.batch(second.batch_id).counts["succeeded"] == 12
+    assert led.views.batch(second.batch_id).counts["succeeded"] == 12
     shared = objects_in(store_dir)
     assert len(shared) == 12
-    assert {i.object_path for i in led.items(first.batch_id)} == {str(p) for p in shared}
+    assert {i.object_path for i in led.views.items(first.batch_id)} == {str(p) for p in shared}
 
     clock.offset = 0  # first finished just now, second 40 days ago
     dry = collect_garbage(led, 30 * DAY, dry_run=True)
     assert (dry.expired_batches, dry.objects_removed, dry.manifests_removed) == ((second.batch_id,), 0, 1)
-    assert objects_in(store_dir) == shared and led.events(second.batch_id)[-1].to_state != "expired"
+    assert objects_in(store_dir) == shared and led.views.events(second.batch_id)[-1].to_state != "expired"
 
     report = collect_garbage(led, 30 * DAY)
     assert report.expired_batches == (second.batch_id,)
     assert (report.objects_removed, report.links_removed, report.manifests_removed) == (0, 0, 1)
     assert objects_in(store_dir) == shared  # first still references every one of them
     assert report.sheets_removed == 1
-    assert not Path(led.batch(second.batch_id).manifest_path).exists()
+    assert not Path(led.views.batch(second.batch_id).manifest_path).exists()
     assert not (out_dir / "batches" / f"{second.batch_id}.html").exists()
-    assert Path(led.batch(first.batch_id).manifest_path).exists()
+    assert Path(led.views.batch(first.batch_id).manifest_path).exists()
     assert (out_dir / "batches" / f"{first.batch_id}.html").exists()
-    expired = led.events(second.batch_id)[-1]
+    expired = led.views.events(second.batch_id)[-1]
     assert (expired.item_id, expired.to_state) == (None, "expired")
     assert find_problems(led) == []
 
     clock.offset = 31 * DAY
-    documents = [Path(led.batch(first.batch_id).manifest_path), out_dir / "batches" / f"{first.batch_id}.html"]
+    documents = [Path(led.views.batch(first.batch_id).manifest_path), out_dir / "batches" / f"{first.batch_id}.html"]
     previews = list((store_dir / "objects").rglob("*.preview.jpg"))  # the contact sheet's, gone with their objects
-    thumbnails = [Path(i.friendly_path) for i in led.items(first.batch_id)]  # copies of their own
+    thumbnails = [Path(i.friendly_path) for i in led.views.items(first.batch_id)]  # copies of their own
     freed = sum(p.stat().st_size for p in [*shared, *thumbnails, *documents, *previews])
     dry = collect_garbage(led, 30 * DAY, dry_run=True)
     assert dry == GcReport(True, (first.batch_id,), 12, 12, 0, 1, freed, sheets_removed=1)
@@ -444,7 +444,7 @@ def test_gc_never_expires_a_batch_with_live_items(led: Ledger, clock: Clock, pho
     batch = accept(led, photos, out_dir)
     clock.offset = 0
     report = collect_garbage(led, 30 * DAY)
-    assert report.expired_batches == () and led.batch(batch.batch_id).counts["queued"] == 12
+    assert report.expired_batches == () and led.views.batch(batch.batch_id).counts["queued"] == 12
 
 
 def expired_after_30_days(led: Ledger, clock: Clock, photos: Path, out_dir: Path):
@@ -465,16 +465,16 @@ def test_an_expired_batch_releases_its_key_so_the_same_request_renders_again(
     again = accept(led, photos, out_dir)
     assert again.batch_id != first.batch_id and not again.replayed
     assert again.idempotency_key == first.idempotency_key and again.counts["queued"] == 12
-    assert led.batch(first.batch_id).idempotency_key == f"{first.idempotency_key}#expired:{first.batch_id}"
+    assert led.views.batch(first.batch_id).idempotency_key == f"{first.idempotency_key}#expired:{first.batch_id}"
 
 
 def test_an_expired_batch_says_so_and_cannot_be_retried(led: Ledger, clock: Clock, photos: Path, out_dir: Path):
     (photos / "notes.jpg").write_text("not a photo")
     batch = expired_after_30_days(led, clock, photos, out_dir)
-    view = led.batch(batch.batch_id)
+    view = led.views.batch(batch.batch_id)
     assert view.expired_at is not None and view.to_json()["expired_at"] == view.expired_at
     with pytest.raises(UsageError, match="expired"):  # its outputs are gone: a retry would publish unreferenced ones
-        led.retry_failed(batch.batch_id)
+        led.queue.retry_failed(batch.batch_id)
 
 
 # -- real processes: a crash between link and commit, and reconcile beside a live pool ---------------
@@ -570,7 +570,7 @@ def test_a_repair_the_filesystem_refuses_is_reported_unrepaired(
 ) -> None:
     batch = accept(led, photos, out_dir)
     work(led)
-    item = led.items(batch.batch_id)[0]
+    item = led.views.items(batch.batch_id)[0]
     os.unlink(item.friendly_path)
     monkeypatch.setattr("thumbctl.reconcile.restore_thumbnail", refuse)
     (finding,) = reconcile(led, repair=True).findings
@@ -585,7 +585,7 @@ def test_gc_reports_files_it_could_not_remove_and_keeps_going(
 ) -> None:
     batch = accept(led, photos, out_dir)
     work(led)  # workers publish at real time
-    write_batch_manifest(led, led.batch(batch.batch_id))
+    write_batch_manifest(led, led.views.batch(batch.batch_id))
     clock.offset = 31 * DAY
     before = objects_in(store_dir)
     monkeypatch.setattr("thumbctl.reconcile.remove_object_and_links", refuse)
@@ -629,7 +629,7 @@ def test_gc_never_removes_through_a_symlinked_folder_and_drops_emptied_shards(
 ) -> None:
     batch = accept(led, photos, out_dir)
     work(led)
-    write_batch_manifest(led, led.batch(batch.batch_id))
+    write_batch_manifest(led, led.views.batch(batch.batch_id))
     move_out_behind_a_symlink(out_dir, "rooms", tmp_path / "rooms-elsewhere")
     move_out_behind_a_symlink(out_dir, "batches", tmp_path / "batches-elsewhere")
     (tmp_path / "tmp-elsewhere").mkdir()
@@ -657,7 +657,7 @@ def test_an_object_that_is_a_symlink_out_of_out_is_invalid_never_linked_and_gc_r
     work(led)
     victim = tmp_path / "victim"
     victim.mkdir()
-    item = led.items(batch.batch_id)[0]
+    item = led.views.items(batch.batch_id)[0]
     (victim / "same.jpg").write_bytes(Path(item.object_path).read_bytes())
     os.unlink(item.object_path)
     os.symlink(victim / "same.jpg", item.object_path)

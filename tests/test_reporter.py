@@ -196,7 +196,7 @@ def ledgers(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[Path, s
     for sources in (2_000, 10_000):
         path = tmp_path_factory.mktemp("lists") / "ledger.db"
         with Ledger(path) as ledger:
-            made[2 * sources] = (path, ledger.accept_batch(request(sources=sources), Limits()).batch_id)
+            made[2 * sources] = (path, ledger.intake.accept_batch(request(sources=sources), Limits()).batch_id)
     return made
 
 
@@ -207,10 +207,10 @@ def listing_peak(path: Path, batch_id: str, listing: str, json_mode: bool) -> in
         tracemalloc.start()
         try:
             if listing == "events":
-                with ledger.streamed_events(batch_id) as events:
+                with ledger.views.streamed_events(batch_id) as events:
                     reporter.events(events)
             else:
-                with ledger.streamed_items(batch_id) as items:
+                with ledger.views.streamed_items(batch_id) as items:
                     reporter.items(batch_id, items)
             return tracemalloc.get_traced_memory()[1]
         finally:

@@ -145,7 +145,7 @@ def assert_every_item_shown(parser: SheetParser, items: list[ItemView]) -> None:
 def test_the_sheet_shows_every_item_and_every_link_resolves(tmp_path: Path, rendered: str, out_dir: Path) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
         summary = write_contact_sheet(ledger, rendered)
-        items = ledger.items(rendered)
+        items = ledger.views.items(rendered)
     page = Path(summary.path)
     assert page == Path(os.path.realpath(out_dir)) / "batches" / f"{rendered}.html"
     parser = parse(page.read_text(encoding="utf-8"))
@@ -178,7 +178,7 @@ def test_a_sheet_written_elsewhere_links_back_to_the_outputs(tmp_path: Path, ren
     review.parent.mkdir()
     with Ledger(tmp_path / "ledger.db") as ledger:
         summary = write_contact_sheet(ledger, rendered[:8], review)
-        items = ledger.items(rendered)
+        items = ledger.views.items(rendered)
     assert summary.path == str(review) and summary.batch_id == rendered
     parser = parse(review.read_text(encoding="utf-8"))
     assert_every_item_shown(parser, items)
@@ -195,7 +195,7 @@ def test_links_keep_to_the_batchs_own_objects_after_a_later_batch_takes_the_name
     batch_id = json.loads(first.stdout)["batch_id"]
     with Ledger(tmp_path / "ledger.db") as ledger:
         page = Path(write_contact_sheet(ledger, batch_id).path)
-        items = ledger.items(batch_id)
+        items = ledger.views.items(batch_id)
     parser = parse(page.read_text(encoding="utf-8"))
     shown = {os.path.realpath(page.parent / unquote(src)) for src in parser.links}
     assert shown == {os.path.realpath(i.object_path) for i in items}
@@ -208,7 +208,7 @@ def test_outputs_reused_at_submit_are_shown_without_a_crop(tmp_path: Path, photo
     batch_id = json.loads(again.stdout)["batch_id"]
     with Ledger(tmp_path / "ledger.db") as ledger:
         page = Path(write_contact_sheet(ledger, batch_id).path)
-        items = ledger.items(batch_id)
+        items = ledger.views.items(batch_id)
     assert {i.state for i in items} == {"succeeded"} and all(i.result is None for i in items)
     parser = parse(page.read_text(encoding="utf-8"))
     assert parser.tags.count("img") == len(items) == 4
@@ -311,7 +311,7 @@ def test_a_batch_of_several_sizes_and_formats_has_one_tile_per_source_and_ratio(
     batch_id = json.loads(result.stdout)["batch_id"]
     with Ledger(tmp_path / "ledger.db") as ledger:
         page = Path(write_contact_sheet(ledger, batch_id).path)
-        items = ledger.items(batch_id)
+        items = ledger.views.items(batch_id)
     assert len(items) == 5 * 2 * 2 * 3
     parser = parse(page.read_text(encoding="utf-8"))
     assert_links_resolve(parser, page.parent)
@@ -406,7 +406,7 @@ def test_the_sheet_draws_every_recorded_window_and_captions_it_with_policy_and_s
     batch_id = json.loads(result.stdout)["batch_id"]
     with Ledger(tmp_path / "ledger.db") as ledger:
         page = Path(write_contact_sheet(ledger, batch_id).path)
-        items = ledger.items(batch_id)
+        items = ledger.views.items(batch_id)
     parser = parse(page.read_text(encoding="utf-8"))
     assert len(items) == len(CENTRED_WINDOWS) and {i.state for i in items} == {"succeeded"}
     for item in items:
@@ -480,7 +480,7 @@ def test_windows_are_drawn_on_the_workers_preview_of_the_photo(
     assert result.exit_code == 0, result.stderr
     batch_id = json.loads(result.stdout)["batch_id"]
     with Ledger(tmp_path / "ledger.db") as ledger:
-        items = ledger.items(batch_id)
+        items = ledger.views.items(batch_id)
     parser = parse((out_dir / "batches" / f"{batch_id}.html").read_text(encoding="utf-8"))
     saved = {p.name for p in (tmp_path / "ledger.store").rglob("*.preview.jpg")}
     assert len(saved) == len(PHOTO_SIZES)  # one per source, beside one of its objects in the store
@@ -522,8 +522,8 @@ def test_each_tile_offers_a_manifest_line_that_recrops_it_where_it_is(
 ) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
         parser = parse(Path(write_contact_sheet(ledger, rendered).path).read_text(encoding="utf-8"))
-        items = {(i.item_id, i.ratio): i for i in ledger.items(rendered) if i.state == "succeeded"}
-        sizes = ledger.source_sizes(rendered)  # upright
+        items = {(i.item_id, i.ratio): i for i in ledger.views.items(rendered) if i.state == "succeeded"}
+        sizes = ledger.views.source_sizes(rendered)  # upright
     lines = [line for recrops in parser.recrops.values() for line in recrops]
     assert len(lines) == len(items) == 10 and not parser.recrops["notes.jpg"]
     wide = []
@@ -542,7 +542,7 @@ def test_each_tile_offers_a_manifest_line_that_recrops_it_where_it_is(
     again = invoke(tmp_path, "submit", manifest, "--out", tmp_path / "again", "-w", "1", "--json")
     assert again.exit_code == 0, again.stderr
     with Ledger(tmp_path / "ledger.db") as ledger:
-        recropped = ledger.items(json.loads(again.stdout)["batch_id"])
+        recropped = ledger.views.items(json.loads(again.stdout)["batch_id"])
     assert len(recropped) == 5
     for item in recropped:  # pasted as it is, the line renders the same window again, now by its focus
         before = items[item.item_id, "16:9"].result["crop"]["box"]
@@ -552,7 +552,7 @@ def test_each_tile_offers_a_manifest_line_that_recrops_it_where_it_is(
 
 def test_sort_score_lists_the_lowest_crop_scores_first(tmp_path: Path, rendered: str) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
-        items = ledger.items(rendered)
+        items = ledger.views.items(rendered)
     lowest: dict[str, float] = {}
     for item in items:
         if item.state == "succeeded":

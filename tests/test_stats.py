@@ -23,7 +23,9 @@ def result(source_bytes: int, output_bytes: int, **timings: float) -> dict[str, 
 
 
 def publish_all(led: Ledger, claim, results: list[dict[str, object]]) -> list[str]:
-    return [led.publish(claim, item, lambda: None, result=r) for item, r in zip(claim.items, results, strict=True)]
+    return [
+        led.queue.publish(claim, item, lambda: None, result=r) for item, r in zip(claim.items, results, strict=True)
+    ]
 
 
 def build_history(led: Ledger, clock: Clock) -> None:
@@ -34,9 +36,9 @@ def build_history(led: Ledger, clock: Clock) -> None:
     C [40]: claimed [41], cancel [42], seen at publish [45]. D [46]: one reused output.
     E [48]: one queued item. Stats are taken at [50].
     """
-    led.accept_batch(request("A"), Limits())
+    led.intake.accept_batch(request("A"), Limits())
     clock.now = T0 + 10
-    first = led.claim("w1")
+    first = led.queue.claim("w1")
     clock.now = T0 + 12
     publish_all(
         led,
@@ -47,11 +49,11 @@ def build_history(led: Ledger, clock: Clock) -> None:
         ],
     )
     clock.now = T0 + 15
-    second = led.claim("w2")
+    second = led.queue.claim("w2")
     clock.now = T0 + 16
-    led.fail(second, [i.row for i in second.items], "io_error", "disk hiccup", lambda attempt: 0.0)
+    led.queue.fail(second, [i.row for i in second.items], "io_error", "disk hiccup", lambda attempt: 0.0)
     clock.now = T0 + 20
-    third = led.claim("w3")
+    third = led.queue.claim("w3")
     clock.now = T0 + 22
     publish_all(
         led,
@@ -62,22 +64,22 @@ def build_history(led: Ledger, clock: Clock) -> None:
         ],
     )
     clock.now = T0 + 30
-    b = led.accept_batch(request("B", sources=1), Limits())
+    b = led.intake.accept_batch(request("B", sources=1), Limits())
     clock.now = T0 + 31
-    led.request_cancel(b.batch_id)
+    led.intake.request_cancel(b.batch_id)
     clock.now = T0 + 40
-    c = led.accept_batch(request("C", sources=1), Limits())
+    c = led.intake.accept_batch(request("C", sources=1), Limits())
     clock.now = T0 + 41
-    running = led.claim("w4")
+    running = led.queue.claim("w4")
     clock.now = T0 + 42
-    led.request_cancel(c.batch_id)
+    led.intake.request_cancel(c.batch_id)
     clock.now = T0 + 45
     assert publish_all(led, running, [result(1, 1), result(1, 1)]) == ["cancelled", "cancelled"]
     clock.now = T0 + 46
     reused = request("D", sources=1, ratios=("1:1",))
-    led.accept_batch(replace(reused, items=(replace(reused.items[0], state="succeeded", dedup=True),)), Limits())
+    led.intake.accept_batch(replace(reused, items=(replace(reused.items[0], state="succeeded", dedup=True),)), Limits())
     clock.now = T0 + 48
-    led.accept_batch(request("E", sources=1, ratios=("1:1",)), Limits())
+    led.intake.accept_batch(request("E", sources=1, ratios=("1:1",)), Limits())
     clock.now = T0 + 50
 
 
@@ -98,8 +100,8 @@ def test_percentiles_use_the_nearest_rank(values: list[float], p: float, expecte
 
 
 def test_every_figure_of_a_known_history(history: Ledger) -> None:
-    batches = {b.idempotency_key: b.batch_id for b in history.batches()}
-    doc = build_report(history.stats_facts(T0 - 3600)).to_json()
+    batches = {b.idempotency_key: b.batch_id for b in history.views.batches()}
+    doc = build_report(history.views.stats_facts(T0 - 3600)).to_json()
     assert doc["window_seconds"] == 3650.0
     assert doc["queue"] == {"runnable": 1, "delayed": 0, "running": 0, "oldest_runnable_age_seconds": 2.0}
     assert doc["counts"] == {
@@ -145,7 +147,7 @@ def test_every_figure_of_a_known_history(history: Ledger) -> None:
 
 
 def test_the_window_leaves_out_what_happened_before_it(history: Ledger) -> None:
-    doc = build_report(history.stats_facts(T0 + 35)).to_json()
+    doc = build_report(history.views.stats_facts(T0 + 35)).to_json()
     assert doc["counts"]["batches_admitted"] == 3  # C, D, E
     assert (doc["counts"]["claimed"], doc["counts"]["completed_succeeded"]) == (2, 0)
     assert doc["retries"] == {} and [c["observed_seconds"] for c in doc["cancellations"]] == [3.0]
@@ -153,14 +155,14 @@ def test_the_window_leaves_out_what_happened_before_it(history: Ledger) -> None:
 
 
 def test_one_batch_only(history: Ledger) -> None:
-    a = next(b.batch_id for b in history.batches() if b.idempotency_key == "A")
-    doc = build_report(history.stats_facts(T0 - 3600, a), a).to_json()
+    a = next(b.batch_id for b in history.views.batches() if b.idempotency_key == "A")
+    doc = build_report(history.views.stats_facts(T0 - 3600, a), a).to_json()
     assert doc["batch_id"] == a
     assert doc["counts"]["admitted"] == 4 and doc["counts"]["completed"] == 4 and doc["queue"]["runnable"] == 0
 
 
 def test_prometheus_text_has_each_metric_typed_once_with_exact_samples(history: Ledger) -> None:
-    text = prometheus_text(build_report(history.stats_facts(T0 - 3600)))
+    text = prometheus_text(build_report(history.views.stats_facts(T0 - 3600)))
     lines = text.splitlines()
     assert 'thumbctl_queue_items{state="runnable"} 1' in lines
     assert 'thumbctl_window_items{event="admitted"} 10' in lines
@@ -207,16 +209,16 @@ def test_stats_command_errors_are_one_line(
 def test_cancellation_lag_is_measured_on_the_running_items_not_the_queued_ones(tmp_path: Path) -> None:
     clock = Clock(T0)
     with Ledger(tmp_path / "l.db", clock=clock) as led:
-        batch = led.accept_batch(request("F", sources=2), Limits())  # img0 will run, img1 stays queued
+        batch = led.intake.accept_batch(request("F", sources=2), Limits())  # img0 will run, img1 stays queued
         clock.now = T0 + 1
-        running = led.claim("w1")
+        running = led.queue.claim("w1")
         clock.now = T0 + 2
-        led.request_cancel(batch.batch_id)  # img1's items are cancelled in this transaction
+        led.intake.request_cancel(batch.batch_id)  # img1's items are cancelled in this transaction
         clock.now = T0 + 3
-        pending = build_report(led.stats_facts(T0)).to_json()["cancellations"]
+        pending = build_report(led.views.stats_facts(T0)).to_json()["cancellations"]
         assert [(c["observed_seconds"], c["finalized_seconds"]) for c in pending] == [(None, None)]
         clock.now = T0 + 7.5
         assert publish_all(led, running, [result(1, 1), result(1, 1)]) == ["cancelled", "cancelled"]
         clock.now = T0 + 9
-        done = build_report(led.stats_facts(T0)).to_json()["cancellations"]
+        done = build_report(led.views.stats_facts(T0)).to_json()["cancellations"]
         assert [(c["observed_seconds"], c["finalized_seconds"]) for c in done] == [(5.5, 5.5)]

@@ -51,7 +51,7 @@ def one_photo(tmp_path: Path) -> Path:
 
 
 def published_event(ledger: Ledger, batch_id: str):
-    [event] = [e for e in ledger.events(batch_id) if e.to_state == "succeeded"]
+    [event] = [e for e in ledger.views.events(batch_id) if e.to_state == "succeeded"]
     return event
 
 
@@ -62,12 +62,12 @@ def test_an_existing_object_with_other_bytes_that_verifies_is_kept(
     ledger: Ledger, one_photo: Path, out_dir: Path
 ) -> None:
     batch = accept(ledger, one_photo, out_dir)
-    [item] = ledger.items(batch.batch_id)
+    [item] = ledger.views.items(batch.batch_id)
     foreign = jpeg((64, 64), (10, 200, 30))  # another host's encoder, say: right format and size
     os.makedirs(os.path.dirname(item.object_path))
     Path(item.object_path).write_bytes(foreign)
     work(ledger)
-    [item] = ledger.items(batch.batch_id)
+    [item] = ledger.views.items(batch.batch_id)
     assert (item.state, item.error_code, item.error_detail) == ("succeeded", None, None)
     assert Path(item.object_path).read_bytes() == foreign
     assert is_copy_of(item.friendly_path, item.object_path)
@@ -89,11 +89,11 @@ def test_an_existing_object_that_fails_verification_is_replaced(
     ledger: Ledger, one_photo: Path, out_dir: Path, existing: bytes, reason: str
 ) -> None:
     batch = accept(ledger, one_photo, out_dir)
-    [item] = ledger.items(batch.batch_id)
+    [item] = ledger.views.items(batch.batch_id)
     os.makedirs(os.path.dirname(item.object_path))
     Path(item.object_path).write_bytes(existing)
     work(ledger)
-    [item] = ledger.items(batch.batch_id)
+    [item] = ledger.views.items(batch.batch_id)
     assert item.state == "succeeded"
     assert verify_output(Path(item.object_path), "jpeg", 64, 64) is None
     assert published_event(ledger, batch.batch_id).detail.startswith(f"object_replaced: the existing object {reason}")
@@ -103,7 +103,7 @@ def test_a_symlink_at_the_object_name_is_replaced_by_a_regular_file(
     ledger: Ledger, one_photo: Path, out_dir: Path, tmp_path: Path
 ) -> None:
     batch = accept(ledger, one_photo, out_dir)
-    [item] = ledger.items(batch.batch_id)
+    [item] = ledger.views.items(batch.batch_id)
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "precious.jpg").write_bytes(jpeg((64, 64), (1, 2, 3)))  # would even verify: still not the object
@@ -111,7 +111,7 @@ def test_a_symlink_at_the_object_name_is_replaced_by_a_regular_file(
     os.makedirs(os.path.dirname(item.object_path))
     os.symlink(victim / "precious.jpg", item.object_path)
     work(ledger)
-    [item] = ledger.items(batch.batch_id)
+    [item] = ledger.views.items(batch.batch_id)
     assert item.state == "succeeded"
     assert not os.path.islink(item.object_path) and verify_output(Path(item.object_path), "jpeg", 64, 64) is None
     assert tree_snapshot(victim) == before
@@ -187,9 +187,9 @@ def test_items_meeting_a_full_disk_fail_io_error_and_leave_no_temp_file(ledger: 
     batch = accept(ledger, photos, out, max_attempts=2, store_dir=store)
     fill(small_disk)
     work(ledger)
-    items = ledger.items(batch.batch_id)
+    items = ledger.views.items(batch.batch_id)
     assert [(i.state, i.error_code) for i in items] == [("failed", "attempts_exhausted")] * 4
     assert all(i.error_detail.startswith("io_error: No space left on device") for i in items)
-    retried = [e for e in ledger.events(batch.batch_id) if e.to_state == "queued" and e.from_state == "running"]
+    retried = [e for e in ledger.views.events(batch.batch_id) if e.to_state == "queued" and e.from_state == "running"]
     assert [e.error_code for e in retried] == ["io_error"] * 4  # transient: retried once, then failed
     assert not (out / ".tmp").exists() and os.listdir(store / ".tmp") == []

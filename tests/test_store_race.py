@@ -120,7 +120,7 @@ def test_a_folder_swapped_for_a_symlink_mid_run_never_leads_a_write_outside(
     assert submitted.returncode == 0, submitted.stderr
     batch_id = json.loads(submitted.stdout)["batch_id"]
     with Ledger(db) as ledger:
-        shards = Counter(Path(item.object_path).parent for item in ledger.items(batch_id))
+        shards = Counter(Path(item.object_path).parent for item in ledger.views.items(batch_id))
     store = tmp_path / "ledger.store"
     folders = {"d3": out / "d3", ".tmp": out / ".tmp", "store/.tmp": store / ".tmp", "objects": store / "objects"}
     folder = folders.get(swapped) or shards.most_common(1)[0][0]
@@ -144,7 +144,7 @@ def test_a_folder_swapped_for_a_symlink_mid_run_never_leads_a_write_outside(
 
     found_outside = files_under(outside)
     with Ledger(db) as ledger:
-        outcomes = Counter((i.state, i.error_code) for i in ledger.items(batch_id))
+        outcomes = Counter((i.state, i.error_code) for i in ledger.views.items(batch_id))
         check_invariants(ledger)
     print(f"{swapped}: {swapper.swaps} swaps, {len(found_outside)} files outside OUT, items: {dict(outcomes)}")
     assert swapper.swaps >= MIN_SWAPS

@@ -41,10 +41,10 @@ def test_a_batch_renders_to_objects_and_thumbnails_of_their_own_and_nothing_else
 ):
     batch = accept(ledger, photos, out_dir)
     assert work(ledger) == 4  # one claim per source, all ratios decoded once
-    view = ledger.batch(batch.batch_id)
+    view = ledger.views.batch(batch.batch_id)
     assert view.state == "succeeded" and view.counts["succeeded"] == 12
     check_invariants(ledger)
-    for item in ledger.items(batch.batch_id):
+    for item in ledger.views.items(batch.batch_id):
         assert is_copy_of(item.friendly_path, item.object_path)
         w, h = (int(v) for v in item.ratio.split(":"))
         with Image.open(item.object_path) as image:
@@ -98,7 +98,7 @@ def test_outputs_have_exact_dimensions(ledger: Ledger, photos: Path, out_dir: Pa
     batch = accept(ledger, photos, out_dir, profile=Profile(ratios=(ratio,), size=size))
     work(ledger)
     made = {}
-    for item in ledger.items(batch.batch_id):
+    for item in ledger.views.items(batch.batch_id):
         with Image.open(item.object_path) as image:
             made[item.item_id] = image.size
     assert made == EXPECTED_SIZES[size, ratio]
@@ -119,7 +119,7 @@ def test_an_output_is_the_same_bytes_whichever_ratios_it_was_rendered_with(
         work(ledger)
         made[name] = {
             (item.item_id, item.derivative_key): Path(item.object_path).read_bytes()
-            for item in ledger.items(batch.batch_id)
+            for item in ledger.views.items(batch.batch_id)
             if item.ratio == "16:9"
         }
     assert len(made["alone"]) == 4
@@ -131,7 +131,7 @@ def test_a_source_changed_after_submit_fails_source_changed(ledger: Ledger, phot
     make_image(photos / "garden.jpeg", (200, 320), "JPEG", seed=42)
     (photos / "coffee.png").unlink()
     work(ledger)
-    view = ledger.batch(batch.batch_id)
+    view = ledger.views.batch(batch.batch_id)
     assert view.state == "partial"
     assert {(f.item_id, f.error_code) for f in view.failures} == {
         ("garden.jpeg", "source_changed"),
@@ -148,10 +148,10 @@ def test_a_truncated_photo_fails_corrupt_image_at_render(ledger: Ledger, tmp_pat
     batch = accept(ledger, src, out_dir)
     assert batch.counts["queued"] == 6  # the header is intact: admitted
     work(ledger)
-    view = ledger.batch(batch.batch_id)
+    view = ledger.views.batch(batch.batch_id)
     assert {(f.item_id, f.error_code) for f in view.failures} == {("cut.jpg", "corrupt_image")}
     assert view.counts["succeeded"] == 3
-    events = [e for e in ledger.events(batch.batch_id, item_id="cut.jpg") if e.to_state == "failed"]
+    events = [e for e in ledger.views.events(batch.batch_id, item_id="cut.jpg") if e.to_state == "failed"]
     assert len(events) == 3 and all(e.attempt == 1 for e in events)  # permanent: never retried
 
 
@@ -169,7 +169,7 @@ def test_an_encoded_output_that_does_not_verify_is_never_published(
     monkeypatch.setattr(worker, "encode", lambda *args: encode(*args)[:-200])  # a truncated JPEG
     batch = accept(ledger, src, out_dir, max_attempts=2)
     work(ledger)
-    view = ledger.batch(batch.batch_id)
+    view = ledger.views.batch(batch.batch_id)
     assert {f.error_code for f in view.failures} == {"worker_crashed"} and view.counts["failed"] == 3
     assert all("the encoded output does not decode as jpeg" in f.detail for f in view.failures)
     assert not [p for p in out_dir.rglob("*") if p.is_file() and p.parent.name != "batches"]
@@ -179,8 +179,8 @@ def test_identical_photos_share_one_object(ledger: Ledger, photos: Path, out_dir
     (photos / "copy.png").write_bytes((photos / "coffee.png").read_bytes())
     batch = accept(ledger, photos, out_dir)
     work(ledger)
-    items = ledger.items(batch.batch_id)
-    assert ledger.batch(batch.batch_id).state == "succeeded"
+    items = ledger.views.items(batch.batch_id)
+    assert ledger.views.batch(batch.batch_id).state == "succeeded"
     assert len({i.derivative_key for i in items}) == 12
     assert len(objects_in(store_dir)) == 12
     copy, coffee = out_dir / "copy.1x1.jpg", out_dir / "coffee.1x1.jpg"
@@ -199,10 +199,10 @@ def test_one_photo_behind_many_item_ids_is_encoded_once_per_key_per_claim(
     (src / "m.jsonl").write_text("\n".join(entries) + "\n")
     batch = accept(ledger, src / "m.jsonl", out_dir, profile=Profile(ratios=(Ratio(1, 1), Ratio(16, 9)), size=64))
     claims = work(ledger)
-    items = ledger.items(batch.batch_id)
-    assert ledger.batch(batch.batch_id).counts["succeeded"] == 600
+    items = ledger.views.items(batch.batch_id)
+    assert ledger.views.batch(batch.batch_id).counts["succeeded"] == 600
     assert CLAIM_SHARED_ITEMS == 64 and claims == 10  # 5 claims of both keys (2 + 64), then 5 of the other (1 + 64)
-    events = ledger.events(batch.batch_id)
+    events = ledger.views.events(batch.batch_id)
     claimed_keys = {(e.at, e.ratio) for e in events if e.to_state == "running"}  # a claim's events share `at`
     encoded = [i for i in items if not i.result["shared_render"]]
     assert len(encoded) == len(claimed_keys) == 15  # one encode per key per claim, not one per item
@@ -223,11 +223,11 @@ def test_resubmitting_reuses_objects_and_renders_only_the_changed_photo(ledger: 
     second = accept(ledger, photos, out_dir)
     assert second.batch_id != first.batch_id
     assert second.counts == {"queued": 3, "running": 0, "succeeded": 9, "failed": 0, "cancelled": 0}
-    created = [e for e in ledger.events(second.batch_id) if e.from_state is None]
+    created = [e for e in ledger.views.events(second.batch_id) if e.from_state is None]
     assert sum(e.dedup for e in created) == 9 and all(e.to_state == "succeeded" for e in created if e.dedup)
     assert (out_dir / "coffee.1x1.jpg").exists()  # a reused object gets its friendly name back
     work(ledger)
-    claimed = [e for e in ledger.events(second.batch_id) if e.to_state == "running"]
+    claimed = [e for e in ledger.views.events(second.batch_id) if e.to_state == "running"]
     assert {e.item_id for e in claimed} == {"garden.jpeg"}
     check_invariants(ledger)
 
@@ -243,7 +243,7 @@ def test_a_batch_whose_outputs_all_exist_is_finished_at_acceptance(ledger: Ledge
 def test_a_damaged_object_is_not_reused(ledger: Ledger, photos: Path, out_dir: Path):
     first = accept(ledger, photos, out_dir)
     work(ledger)
-    victim = ledger.items(first.batch_id)[0]
+    victim = ledger.views.items(first.batch_id)[0]
     Path(victim.object_path).write_bytes(b"\xff\xd8\xff garbage")
     second = accept(ledger, photos, out_dir, key="again")
     assert second.counts["queued"] == 1
@@ -311,7 +311,7 @@ def test_a_folder_of_out_swapped_for_a_symlink_fails_its_items_at_once_and_write
     before = tree_snapshot(victim)
     work(ledger)
     assert tree_snapshot(victim) == before
-    items = ledger.items(batch.batch_id)
+    items = ledger.views.items(batch.batch_id)
     failed = [i for i in items if i.state == "failed"]
     assert len(failed) == failing
     assert {(i.error_code, i.attempt) for i in failed} == {("path_outside_root", 1)}  # permanent: never retried
@@ -371,11 +371,11 @@ def test_a_manifest_focus_places_the_window_on_the_point(ledger: Ledger, photos:
 
 
 def outcomes(ledger: Ledger, batch_id: str) -> set[tuple[str, str | None, int]]:
-    return {(i.state, i.error_code, i.attempt) for i in ledger.items(batch_id)}
+    return {(i.state, i.error_code, i.attempt) for i in ledger.views.items(batch_id)}
 
 
 def failed_events(ledger: Ledger, batch_id: str) -> int:
-    return sum(1 for e in ledger.events(batch_id) if e.to_state == "failed")
+    return sum(1 for e in ledger.views.events(batch_id) if e.to_state == "failed")
 
 
 def test_a_source_folder_swapped_for_a_symlink_after_submit_is_not_read_through_it(
@@ -393,7 +393,7 @@ def test_a_source_folder_swapped_for_a_symlink_after_submit_is_not_read_through_
     work(ledger)
     assert outcomes(ledger, batch.batch_id) == {("failed", "path_outside_root", 1)}
     assert failed_events(ledger, batch.batch_id) == 3  # permanent: each item failed once, never retried
-    assert all("sub is now a symlink" in (i.error_detail or "") for i in ledger.items(batch.batch_id))
+    assert all("sub is now a symlink" in (i.error_detail or "") for i in ledger.views.items(batch.batch_id))
     assert not (out_dir / "objects").exists() or not list((out_dir / "objects").rglob("*.jpg"))
 
 
@@ -464,11 +464,11 @@ def test_a_worker_that_ran_dry_notices_the_end_of_the_batch_long_before_its_poll
     period (here a minute) later."""
     batch = accept(ledger, photos, out_dir)
     held = None
-    while claim := ledger.claim("elsewhere:1:1", batch_id=batch.batch_id):
+    while claim := ledger.queue.claim("elsewhere:1:1", batch_id=batch.batch_id):
         if held is None:
             held = claim  # stays running, "in another worker", while the worker below runs dry
         else:
-            ledger.fail(claim, [i.row for i in claim.items], "corrupt_image", "not this test's concern", no_delay)
+            ledger.queue.fail(claim, [i.row for i in claim.items], "corrupt_image", "not this test's concern", no_delay)
     config = WorkerConfig(str(ledger.path), batch_id=batch.batch_id, poll_seconds=60.0)
     faults = Faults("pause:ran_dry:once", str(tmp_path))
     done = threading.Event()
@@ -477,7 +477,7 @@ def test_a_worker_that_ran_dry_notices_the_end_of_the_batch_long_before_its_poll
     while not list(tmp_path.glob("paused-ran_dry-*")):  # the worker found nothing to claim
         assert thread.is_alive()
         time.sleep(0.01)
-    ledger.fail(held, [i.row for i in held.items], "corrupt_image", "the last source settles", no_delay)
+    ledger.queue.fail(held, [i.row for i in held.items], "corrupt_image", "the last source settles", no_delay)
     (tmp_path / "release").touch()
     finished = done.wait(timeout=20)
     thread.join(timeout=70)
@@ -494,7 +494,7 @@ def test_a_set_of_sizes_and_formats_gives_one_named_file_per_ratio_size_and_form
     batch = accept(ledger, photos, out_dir, profile=profile)
     assert batch.total == 4 * 2 * 2 * 2
     work(ledger)
-    assert ledger.batch(batch.batch_id).counts["succeeded"] == 32
+    assert ledger.views.batch(batch.batch_id).counts["succeeded"] == 32
     check_invariants(ledger)
     names = {
         f"{stem}.{ratio}.{size}.{ext}"
@@ -506,7 +506,7 @@ def test_a_set_of_sizes_and_formats_gives_one_named_file_per_ratio_size_and_form
     files = {p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file()}
     published = {f for f in files if not f.startswith(("objects/", "batches/"))}
     assert published == names
-    for item in ledger.items(batch.batch_id):
+    for item in ledger.views.items(batch.batch_id):
         w, h = (int(v) for v in item.ratio.split(":"))
         expected = (item.size, round(item.size * h / w))
         ext = {"webp": "webp", "jpeg": "jpg"}[item.format]
@@ -514,10 +514,10 @@ def test_a_set_of_sizes_and_formats_gives_one_named_file_per_ratio_size_and_form
         with Image.open(item.friendly_path) as image:
             assert (image.format.lower(), image.size) == (item.format, expected)
         assert {"size": item.size, "format": item.format}.items() <= item.to_json().items()
-    manifest_path = write_batch_manifest(ledger.batch(batch.batch_id), ledger.items(batch.batch_id))
+    manifest_path = write_batch_manifest(ledger.views.batch(batch.batch_id), ledger.views.items(batch.batch_id))
     manifest = json.loads(Path(manifest_path).read_text())
     assert sorted((i["item_id"], i["ratio"], i["size"], i["format"]) for i in manifest["items"]) == sorted(
-        (i.item_id, i.ratio, i.size, i.format) for i in ledger.items(batch.batch_id)
+        (i.item_id, i.ratio, i.size, i.format) for i in ledger.views.items(batch.batch_id)
     )
 
 
@@ -533,7 +533,7 @@ def test_each_source_is_decoded_once_per_dct_scale_and_analysed_once(
     monkeypatch.setattr(decode, "TRACE", trace)
     batch = accept(ledger, photos, out_dir, profile=Profile(size=(64, 128, 1280), format=("webp", "jpeg")))
     work(ledger)
-    assert ledger.batch(batch.batch_id).counts["succeeded"] == 4 * 3 * 3 * 2
+    assert ledger.views.batch(batch.batch_id).counts["succeeded"] == 4 * 3 * 3 * 2
     decodes = [(Path(label).name, size) for kind, label, size in trace if kind == "decode"]
     analyses = [Path(label).name for kind, label, _ in trace if kind == "analysis"]
     assert sorted(analyses) == ["coffee.png", "garden.jpeg", "kitchen.webp", "living.jpg"]
@@ -547,7 +547,7 @@ def test_a_2x_output_shows_the_framing_of_its_1x(ledger: Ledger, photos: Path, o
     batch = accept(ledger, photos, out_dir, profile=profile)
     work(ledger)
     by_size: dict[int, dict[tuple[str, str], dict]] = {100: {}, 200: {}}
-    for item in ledger.items(batch.batch_id):
+    for item in ledger.views.items(batch.batch_id):
         assert item.state == "succeeded" and item.result is not None
         by_size[item.size][item.item_id, item.ratio] = item.result
     assert by_size[100].keys() == by_size[200].keys()
@@ -567,7 +567,7 @@ def test_a_derivative_is_the_same_bytes_whatever_sizes_and_formats_are_asked_bes
         work(ledger)
         made[name] = {
             (item.item_id, item.derivative_key): Path(item.object_path).read_bytes()
-            for item in ledger.items(batch.batch_id)
+            for item in ledger.views.items(batch.batch_id)
             if item.size == 128 and item.format == "jpeg"
         }
     assert len(made["alone"]) == 4 and made["alone"] == made["in-a-set"]
@@ -578,10 +578,10 @@ def test_sizes_that_collapse_on_a_small_source_keep_the_names_asked_for(ledger: 
     two names (the size asked for), each saying the source was smaller."""
     batch = accept(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=(256, 512)))
     work(ledger)
-    garden = [item for item in ledger.items(batch.batch_id) if item.item_id == "garden.jpeg"]
+    garden = [item for item in ledger.views.items(batch.batch_id) if item.item_id == "garden.jpeg"]
     assert sorted(Path(item.friendly_path).name for item in garden) == ["garden.1x1.256.jpg", "garden.1x1.512.jpg"]
     for item in garden:
         assert item.result["source_smaller_than_target"] is True
         assert (item.result["width"], item.result["height"]) == (200, 200)
-    names = [item.friendly_path for item in ledger.items(batch.batch_id)]
+    names = [item.friendly_path for item in ledger.views.items(batch.batch_id)]
     assert len(names) == len(set(names)) == 8

@@ -391,7 +391,7 @@ def submit_command(
         ) as ledger:
             from .intake import prepare_submission, submit  # Pillow: only the commands that read images import it
 
-            first_batch = not ledger.batches(1)
+            first_batch = not ledger.views.batches(1)
             _settle_store(ledger, reporter, settings)
             try:
                 prepared = prepare_submission(source_path, options, ledger)
@@ -517,25 +517,25 @@ def status(
             return
         with _open_ledger(target, read_only=True) as ledger:
             if batch is None:
-                reporter.batch_list(ledger.batches(limit))
+                reporter.batch_list(ledger.views.batches(limit))
             elif items:
-                batch_id = ledger.resolve_batch_id(batch)
-                with ledger.streamed_items(batch_id, state=state) as listed:
+                batch_id = ledger.views.resolve_batch_id(batch)
+                with ledger.views.streamed_items(batch_id, state=state) as listed:
                     reporter.items(batch_id, listed)
             elif html:
                 from .markup import batch_snippets
 
-                reporter.text(batch_snippets(ledger, batch))
+                reporter.text(batch_snippets(ledger.views, batch))
             elif watch:
-                batch_id = ledger.resolve_batch_id(batch)
+                batch_id = ledger.views.resolve_batch_id(batch)
                 with (
                     Interrupts().on_sigint() as interrupts,
                     _progress(reporter, batch_id) as bar,
                 ):
                     watch_batch(ledger, batch_id, observer=bar, should_stop=interrupts)
-                reporter.batch_detail(ledger.batch(batch_id))
+                reporter.batch_detail(ledger.views.batch(batch_id))
             else:
-                reporter.batch_detail(ledger.batch(batch))
+                reporter.batch_detail(ledger.views.batch(batch))
 
 
 @command(app)
@@ -551,7 +551,7 @@ def events(
     with (
         _handled(reporter),
         _open_ledger(ledger_target(ctx), read_only=True) as ledger,
-        ledger.streamed_events(batch, item_id=item) as listed,
+        ledger.views.streamed_events(batch, item_id=item) as listed,
     ):
         reporter.events(listed)
 
@@ -578,9 +578,9 @@ def retry(
         db_path = _settled(settings.ledger_path)
         with _open_ledger(db_path) as ledger:
             _settle_store(ledger, reporter, settings)
-            batch_id = ledger.resolve_batch_id(batch)
-            requeued = ledger.retry_failed(batch_id)
-            view = ledger.batch(batch_id)
+            batch_id = ledger.views.resolve_batch_id(batch)
+            requeued = ledger.queue.retry_failed(batch_id)
+            view = ledger.views.batch(batch_id)
         reporter.requeued(batch_id, requeued, final=detach or not requeued)
         budget = settings.max_failures
         if detach or not requeued:
@@ -608,7 +608,7 @@ def cancel(
     """
     reporter = _reporter(json_out, quiet)
     with _handled(reporter), _open_ledger(ledger_target(ctx)) as ledger, Interrupts().on_sigint() as interrupts:
-        view = ledger.request_cancel(batch)
+        view = ledger.intake.request_cancel(batch)
         if wait:
             view = wait_until_terminal(ledger, view.batch_id, should_stop=interrupts)
         reporter.cancelled(view)
@@ -635,8 +635,8 @@ def stats(
         span = _parsed(parse_duration, window, "--window")
         batch = _one_batch(batch, batch_option)
         with _open_ledger(ledger_target(ctx), read_only=True) as ledger:
-            batch_id = ledger.resolve_batch_id(batch) if batch else None
-            report = build_report(ledger.stats_facts(ledger.clock() - span, batch_id), batch_id)
+            batch_id = ledger.views.resolve_batch_id(batch) if batch else None
+            report = build_report(ledger.views.stats_facts(ledger.clock() - span, batch_id), batch_id)
         if prometheus is not None:
             write_prometheus_file(report, prometheus)
         reporter.stats(report, str(prometheus) if prometheus else None)

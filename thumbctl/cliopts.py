@@ -112,7 +112,7 @@ def complete_batch_id(ctx: typer.Context, incomplete: str) -> list[tuple[str, st
         if isinstance(target, Path) and not target.exists():
             return []
         with Ledger(target, read_only=True) as ledger:
-            return [(b.batch_id, b.state) for b in ledger.batches(50) if b.batch_id.startswith(incomplete)]
+            return [(b.batch_id, b.state) for b in ledger.views.batches(50) if b.batch_id.startswith(incomplete)]
     except Exception:  # noqa: BLE001 - a shell's completion gets nothing rather than a traceback
         return []
 

@@ -113,11 +113,11 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     """
     out_dir = resolve_out_dir_or_fail(options.out_dir)
     store_dir = chosen_store(ledger, options.store_dir)
-    earlier_outs = [Path(folder) for folder, _ in ledger.output_folders()]
+    earlier_outs = [Path(folder) for folder, _ in ledger.upkeep.output_folders()]
     check_store_apart(store_dir, out_dir, Path(os.path.realpath(source)) if source.is_dir() else None, earlier_outs)
-    previous_store = ledger.recorded_store()
+    previous_store = ledger.upkeep.recorded_store()
     store = bind_store(ledger, store_dir)
-    outputs = frozenset([str(out_dir), store.root, *(folder for folder, _ in ledger.output_folders())])
+    outputs = frozenset([str(out_dir), store.root, *(folder for folder, _ in ledger.upkeep.output_folders())])
     root, entries, ignored, skipped = _collect_entries(source, options, out_dir, outputs)
     report = IntakeReport(sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped)
     if previous_store and previous_store != store.root:
@@ -161,12 +161,12 @@ def submit(
 
     new = prepared.batch
     overwrite = bool(new.profile.get("overwrite", False))
-    if ledger.batch_for_key(new.idempotency_key) is None:  # a replay does no image work at all
+    if ledger.intake.batch_for_key(new.idempotency_key) is None:  # a replay does no image work at all
         name_usable = partial(_name_usable, ledger, OutputLayout(new.out_dir), overwrite)
         new = with_reused_outputs(new, prepared.profile, name_usable)
 
     def attempt() -> BatchView:
-        return ledger.accept_batch(new, limits, still_present=is_plain_file)
+        return ledger.intake.accept_batch(new, limits, still_present=is_plain_file)
 
     if retry_admission:
         batch = retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait, on_retry=on_retry)
@@ -176,7 +176,7 @@ def submit(
         batch = _restore_missing_outputs(batch, ledger, prepared.report)
     prepared.report.unlinked_names = _link_owned_names(batch, ledger, prepared.report, overwrite)
     if batch.is_terminal and not (batch.replayed and os.path.exists(batch.manifest_path)):
-        write_batch_manifest(batch, ledger.items(batch.batch_id))
+        write_batch_manifest(batch, ledger.views.items(batch.batch_id))
     return batch
 
 
@@ -208,7 +208,7 @@ def _name_usable(ledger: Ledger, layout: OutputLayout, overwrite: bool, item: Ne
         if not checked_folder(layout, folder, create=False):
             return True
         with open_folder(layout.root, folder) as dest:
-            earlier = partial(ledger.objects_published_at, item.friendly_path)
+            earlier = partial(ledger.views.objects_published_at, item.friendly_path)
             content = partial(Path(item.object_path).read_bytes)
             own = [item.object_path]
             name_outcome(layout, dest, name, item.friendly_path, None, earlier, overwrite, content, own=own)
@@ -220,8 +220,8 @@ def _name_usable(ledger: Ledger, layout: OutputLayout, overwrite: bool, item: Ne
 def _restore_missing_outputs(batch: BatchView, ledger: Ledger, report: IntakeReport) -> BatchView:
     """A replay of a batch whose objects are gone (``rm -rf OUT``) queues those items again,
     so the run renders them; the replayed batch is returned as it now stands."""
-    report.restored_outputs = ledger.requeue_missing_objects(batch.batch_id, is_plain_file)
-    return replace(ledger.batch(batch.batch_id), replayed=True) if report.restored_outputs else batch
+    report.restored_outputs = ledger.intake.requeue_missing_objects(batch.batch_id, is_plain_file)
+    return replace(ledger.views.batch(batch.batch_id), replayed=True) if report.restored_outputs else batch
 
 
 def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, overwrite: bool) -> list[str]:
@@ -238,14 +238,14 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, ov
     if not batch.counts["succeeded"]:
         return []
     layout = OutputLayout(batch.out_dir)
-    owned = ledger.owned_friendly_names(batch.batch_id)
+    owned = ledger.views.owned_friendly_names(batch.batch_id)
     if batch.replayed:
         report.names_taken_by_newer = batch.counts["succeeded"] - len(owned)
     failures = []
     for object_path, friendly_path in owned:
-        earlier = partial(ledger.objects_published_at, friendly_path)
+        earlier = partial(ledger.views.objects_published_at, friendly_path)
         try:
-            with ledger.publishing_name(friendly_path):
+            with ledger.intake.publishing_name(friendly_path):
                 publish_name(layout, object_path, friendly_path, earlier_objects=earlier, overwrite=overwrite)
         except ItemFailure as failure:
             failures.append(failure.detail)
@@ -444,7 +444,7 @@ def _inspect_all(
         except ItemFailure as failure:
             resolved[entry.item_id] = failure
     paths = [p for p in resolved.values() if isinstance(p, str)]
-    cache = ledger.cached_sources(paths)
+    cache = ledger.intake.cached_sources(paths)
     inspections = {}
     fresh: list[CachedSource] = []
     with SourceFolder(source_root.real) as folder:
@@ -456,7 +456,7 @@ def _inspect_all(
                 report.read += not from_cache
                 if not from_cache:
                     fresh.append(inspection.info)
-    ledger.remember_sources(fresh)
+    ledger.intake.remember_sources(fresh)
     report.failed_sources = sum(1 for i in inspections.values() if i.failure)
     return inspections
 

@@ -32,7 +32,7 @@ from urllib.parse import quote
 from .models import ItemView
 
 if TYPE_CHECKING:
-    from .ledger import Ledger
+    from .ledger import Views
 from .settings import OUTPUT_FORMATS
 
 #: Formats offered as ``<source>`` elements, in this order, when they are not the ``<img>``'s.
@@ -228,7 +228,7 @@ def comment_text(text: str) -> str:
     return escape(text, quote=False)
 
 
-def batch_snippets(ledger: Ledger, batch: str) -> str:
-    """The snippets of ``batch`` (an id or a unique prefix), read from the ledger."""
-    view = ledger.batch(batch, with_failures=False)
-    return snippets(picture_sets(view.out_dir, ledger.items(view.batch_id)))
+def batch_snippets(views: Views, batch: str) -> str:
+    """The snippets of ``batch`` (an id or a unique prefix), read from the ledger's views."""
+    view = views.batch(batch, with_failures=False)
+    return snippets(picture_sets(view.out_dir, views.items(view.batch_id)))

@@ -97,7 +97,7 @@ class MigrationReport:
 
 def needs_migration(ledger: Ledger) -> bool:
     """Whether an output folder the ledger knows still has ``objects/`` (one ``lstat`` per folder)."""
-    return any(os.path.lexists(os.path.join(out, "objects")) for out, _ in ledger.output_folders())
+    return any(os.path.lexists(os.path.join(out, "objects")) for out, _ in ledger.upkeep.output_folders())
 
 
 def migrate_legacy_layout(
@@ -109,7 +109,7 @@ def migrate_legacy_layout(
     store = os.path.realpath(store_dir)
     report = MigrationReport(store)
     faults = faults or Faults()
-    for out, _ in ledger.output_folders():
+    for out, _ in ledger.upkeep.output_folders():
         if os.path.lexists(os.path.join(out, "objects")):
             _migrate_folder(ledger, out, store, report, faults)
     return report
@@ -152,7 +152,7 @@ def _migrate_folder(ledger: Ledger, out: str, store: str, report: MigrationRepor
     faults.hit("migrate_after_move")
     _relocate_all(ledger, folder, report)
     faults.hit("migrate_after_ledger")
-    for name in ledger.names_in(out):
+    for name in ledger.upkeep.names_in(out):
         if _own_copy(folder, name):
             report.thumbnails_copied += 1
             if report.thumbnails_copied == 1:
@@ -166,18 +166,18 @@ def _relocate_all(ledger: Ledger, folder: _Folder, report: MigrationReport) -> N
     move (missing, not a regular file, or in a refused folder: rendered again into STORE), and
     write the folder's manifests again."""
     targets = dict(folder.moved)
-    for path in ledger.object_paths_under(folder.objects):
+    for path in ledger.upkeep.object_paths_under(folder.objects):
         targets.setdefault(path, folder.in_store(path))
-    report.items_relocated += ledger.relocate_objects(folder.objects, targets)
+    report.items_relocated += ledger.upkeep.relocate_objects(folder.objects, targets)
     _rewrite_manifests(ledger, folder.out)
 
 
 def _rewrite_manifests(ledger: Ledger, out: str) -> None:
     """Write again the manifests in OUT of the batches that have one, from the relocated rows."""
-    for batch_id in ledger.live_batches_in(out):
-        batch = ledger.batch(batch_id, with_failures=False)
+    for batch_id in ledger.upkeep.live_batches_in(out):
+        batch = ledger.views.batch(batch_id, with_failures=False)
         if os.path.lexists(batch.manifest_path):
-            write_batch_manifest(batch, ledger.items(batch_id))
+            write_batch_manifest(batch, ledger.views.items(batch_id))
 
 
 def _legacy_files(folder: _Folder) -> Iterator[tuple[str, str]]:

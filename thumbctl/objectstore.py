@@ -136,7 +136,7 @@ def bind_store(ledger: Ledger, store: Path, *, move: bool = True) -> StoreLayout
     become the store later commands use). A store that belongs to another ledger is refused
     (StoreTaken), naming both."""
     layout = StoreLayout(str(store))
-    own_id = ledger.ledger_id()
+    own_id = ledger.upkeep.ledger_id()
     where = _shown_ledger(ledger)
     try:
         owner = _claimed_owner(layout, own_id, where)
@@ -147,8 +147,8 @@ def bind_store(ledger: Ledger, store: Path, *, move: bool = True) -> StoreLayout
             f"the store {store} belongs to ledger {owner[0]} ({owner[1] or 'recorded without a place'}), not to "
             f"this ledger {own_id} ({where}); give this ledger a store of its own with --store"
         )
-    if not ledger.read_only and (move or ledger.recorded_store() is None):
-        ledger.record_store(str(store))
+    if not ledger.read_only and (move or ledger.upkeep.recorded_store() is None):
+        ledger.upkeep.record_store(str(store))
     return layout
 
 
@@ -161,7 +161,7 @@ def chosen_store(ledger: Ledger, store: Path | None) -> Path:
     """``store`` as given, else the store the ledger recorded (so a command without ``--store`` finds
     the store an earlier ``--store`` named, instead of starting an empty one beside the ledger), else
     the default (see :func:`resolve_store`)."""
-    recorded = ledger.recorded_store() if store is None else None
+    recorded = ledger.upkeep.recorded_store() if store is None else None
     return resolve_store(Path(recorded) if recorded else store, ledger.path)
 
 

@@ -381,14 +381,14 @@ def _enforce_time_limit(ledger: Ledger, pool: Pool) -> None:
     limit = pool.config.item_timeout
     if not limit:
         return
-    for owner in ledger.overdue_owners(limit):
+    for owner in ledger.queue.overdue_owners(limit):
         child = pool.child_for(owner)
         if child is None:
             continue
         # Settle first: once the lease is gone nobody can rescue the items as a crash, and the
         # worker can no longer publish them. 0: the stage ended meanwhile; the worker goes on.
         detail = f"the decode or render took longer than {limit:g}s and was stopped"
-        if ledger.stop_overdue(owner, limit, "timeout", detail):
+        if ledger.queue.stop_overdue(owner, limit, "timeout", detail):
             pool.kill_child(child)
             pool.replace(1)
 
@@ -464,7 +464,7 @@ def _rescue(ledger: Ledger, pool: Pool) -> int | None:
     """Rescue dead workers' leases now; None when the ledger stayed busy past the busy policy's
     bound (a busy ledger does not end the run: the next claim of any worker rescues them)."""
     try:
-        return ledger.rescue_leases(owner_is_dead, pool.config.backoff.delay_for)
+        return ledger.queue.rescue_leases(owner_is_dead, pool.config.backoff.delay_for)
     except LedgerBusy:
         return None
 

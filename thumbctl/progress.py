@@ -265,7 +265,7 @@ class RunProgress:
         """The view and activity as of now, from a follower of the ledger: after its first read
         (which counts the item rows) each read costs only what changed since the last."""
         if self._follower is None or self._followed is not ledger:
-            self._follower = ledger.follow(self.batch_id, failures=_FAILURES_READ)
+            self._follower = ledger.views.follow(self.batch_id, failures=_FAILURES_READ)
             self._followed = ledger
         return self._follower.read()
 

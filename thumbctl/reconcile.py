@@ -66,7 +66,7 @@ def find_problems(
     store: StoreLayout | None = None,
 ) -> list[Finding]:
     """Every problem reconcile can see now, changing nothing but the cache of sound objects."""
-    checks = _ObjectChecks(ledger.verified_objects())
+    checks = _ObjectChecks(ledger.upkeep.verified_objects())
     return [p.finding for p in _problems(ledger, grace, is_dead, Backoff().delay_for, checks, store)]
 
 
@@ -86,11 +86,11 @@ def reconcile(
     ``deep`` (which finds damage no file operation made, e.g. a failing disk). ``store`` is the
     ledger's store (default: the one it recorded); its orphans and temp files are checked too.
     """
-    checks = _ObjectChecks({} if deep else ledger.verified_objects())
+    checks = _ObjectChecks({} if deep else ledger.upkeep.verified_objects())
     problems = list(_problems(ledger, grace, is_dead, delay_for or Backoff().delay_for, checks, store))
     findings = tuple(_repaired(p) for p in problems) if repair else tuple(p.finding for p in problems)
     if repair:
-        for out_dir, _ in ledger.output_folders():  # OUT/.tmp exists only while files are being written
+        for out_dir, _ in ledger.upkeep.output_folders():  # OUT/.tmp exists only while files are being written
             remove_empty_tmp(OutputLayout(out_dir))
     return ReconcileReport(findings, len(checks.verdicts), checks.decoded, checks.unchanged)
 
@@ -98,9 +98,9 @@ def reconcile(
 def object_stores(ledger: Ledger, store: StoreLayout | None = None) -> list[StoreLayout]:
     """The stores whose objects the ledger accounts for: ``store`` (default: the one the ledger
     recorded), and every output folder of the earlier layout that still holds ``objects/``."""
-    recorded = ledger.recorded_store()
+    recorded = ledger.upkeep.recorded_store()
     roots = [store.root] if store is not None else [recorded] if recorded else []
-    roots += [out_dir for out_dir, _ in ledger.output_folders() if os.path.isdir(f"{out_dir}/objects")]
+    roots += [out_dir for out_dir, _ in ledger.upkeep.output_folders() if os.path.isdir(f"{out_dir}/objects")]
     return [StoreLayout(root) for root in dict.fromkeys(roots)]
 
 
@@ -123,16 +123,16 @@ def _problems(
     store: StoreLayout | None,
 ) -> Iterator[Problem]:
     now = ledger.clock()
-    for item in ledger.stalled_candidates():
+    for item in ledger.upkeep.stalled_candidates():
         problem = _stalled_problem(ledger, item, iso(now), is_dead, delay_for)
         if problem is not None:
             yield problem
     yield from _output_problems(ledger, checks)
-    referenced = ledger.referenced_object_paths()
+    referenced = ledger.upkeep.referenced_object_paths()
     stores = object_stores(ledger, store)
     for found in stores:
         yield from _orphan_problems(found, referenced)
-    for out_dir, newest_batch in ledger.output_folders():
+    for out_dir, newest_batch in ledger.upkeep.output_folders():
         if out_dir not in {found.root for found in stores}:
             yield from _temp_problems(ledger, OutputLayout(out_dir), newest_batch, now, grace, is_dead)
     for found in stores:
@@ -158,7 +158,7 @@ def _stalled_problem(
     finding = Finding(kind, item.batch_id, item.item_id, why, ratio=item.ratio)
 
     def fix() -> bool:
-        return ledger.rescue_stalled(item.row, item.lease_token, is_dead, delay_for) is not None
+        return ledger.upkeep.rescue_stalled(item.row, item.lease_token, is_dead, delay_for) is not None
 
     return Problem(finding, fix)
 
@@ -231,7 +231,7 @@ class _ObjectChecks:
 
 
 def _output_problems(ledger: Ledger, checks: _ObjectChecks) -> Iterator[Problem]:
-    for item in ledger.published_items():
+    for item in ledger.upkeep.published_items():
         problem = checks.check(item)
         if problem is not None:
             yield _object_finding(ledger, item, problem)
@@ -239,7 +239,7 @@ def _output_problems(ledger: Ledger, checks: _ObjectChecks) -> Iterator[Problem]
             link = thumbnail_problem(item.object_path, item.friendly_path)
             if link is not None:
                 yield _link_finding(ledger, item, link)
-    ledger.replace_verified_objects(checks.sound)
+    ledger.upkeep.replace_verified_objects(checks.sound)
 
 
 def _object_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Problem:
@@ -249,7 +249,8 @@ def _object_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Proble
     )
 
     def fix() -> bool:
-        return ledger.requeue_published(item.row, item.object_path, kind, f"reconcile: {finding.detail}") is not None
+        detail = f"reconcile: {finding.detail}"
+        return ledger.upkeep.requeue_published(item.row, item.object_path, kind, detail) is not None
 
     return Problem(finding, fix)
 
@@ -267,7 +268,7 @@ def _link_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Problem:
     layout = OutputLayout(item.out_dir)
 
     def fix() -> bool:
-        return ledger.relink_published(
+        return ledger.upkeep.relink_published(
             item.row,
             item.object_path,
             item.friendly_path,
@@ -313,7 +314,7 @@ def _temp_problems(
             if batch_id is None:  # a temp file of the store: no batch's log to record it in
                 remove_stored_file(layout, found.path)
                 return True
-            ledger.record_file_removal(
+            ledger.upkeep.record_file_removal(
                 batch_id,
                 "stale_temp_file",
                 f"reconcile removed {found.path}: {detail}",
@@ -341,8 +342,8 @@ def collect_garbage(
     what would go."""
     now = ledger.clock()
     cutoff = iso(now - older_than)
-    expiring = ledger.expirable_batches(cutoff)
-    expired = expiring if dry_run else [b for b in expiring if ledger.expire_batch(b, cutoff)]
+    expiring = ledger.upkeep.expirable_batches(cutoff)
+    expired = expiring if dry_run else [b for b in expiring if ledger.upkeep.expire_batch(b, cutoff)]
     pending = expired if dry_run else []
     errors: list[str] = []
     objects, links, object_bytes = _collect_objects(ledger, pending, dry_run, errors, store)
@@ -375,8 +376,8 @@ def _collect_objects(
 ) -> tuple[int, int, int]:
     """Objects no live batch of the ledger references (``pending`` batches counted as expired), in
     its store and in output folders of the earlier layout: (objects, thumbnails, bytes)."""
-    referenced = ledger.referenced_object_paths(also_expiring=pending)
-    outputs = [OutputLayout(out_dir) for out_dir, _ in ledger.output_folders()]
+    referenced = ledger.upkeep.referenced_object_paths(also_expiring=pending)
+    outputs = [OutputLayout(out_dir) for out_dir, _ in ledger.upkeep.output_folders()]
     objects = links = freed = 0
     for layout in object_stores(ledger, store):
         for key, found in object_files(layout):
@@ -384,7 +385,7 @@ def _collect_objects(
                 continue
             names = [
                 (out, name)
-                for name in ledger.expired_friendly_paths(key, found.path, also_expiring=pending)
+                for name in ledger.upkeep.expired_friendly_paths(key, found.path, also_expiring=pending)
                 if (out := _output_of(name, outputs)) is not None
             ]
             if dry_run:
@@ -392,7 +393,7 @@ def _collect_objects(
                 objects, links, freed = objects + 1, links + len(linked), freed + size
                 continue
             try:
-                outcome = ledger.remove_if_unreferenced(
+                outcome = ledger.upkeep.remove_if_unreferenced(
                     key, found.path, partial(remove_object_and_links, layout, found.path, names)
                 )
             except OSError as exc:
@@ -419,7 +420,7 @@ def _collect_temps(
     store: StoreLayout | None,
 ) -> tuple[int, int]:
     count = freed = 0
-    folders: list[OutputLayout | StoreLayout] = [OutputLayout(out_dir) for out_dir, _ in ledger.output_folders()]
+    folders: list[OutputLayout | StoreLayout] = [OutputLayout(out_dir) for out_dir, _ in ledger.upkeep.output_folders()]
     folders += [found for found in object_stores(ledger, store) if found.root not in {f.root for f in folders}]
     for layout in folders:
         for found in temp_files(layout):
@@ -443,7 +444,7 @@ def _collect_batch_documents(
     """Expired batches' manifests and contact sheets (at their default place in OUT):
     ((manifests, sheets), bytes)."""
     manifests = sheets = freed = 0
-    for out_dir, batch_id, manifest in ledger.expired_manifests(also_expiring=pending):
+    for out_dir, batch_id, manifest in ledger.upkeep.expired_manifests(also_expiring=pending):
         layout = OutputLayout(out_dir)
         for path, is_sheet in ((manifest, False), (layout.batch_sheet_path(batch_id), True)):
             if not os.path.isfile(path):

@@ -101,14 +101,14 @@ def run_batch(
 
     observer = observer or SilentObserver()
     with Ledger(db_path) as ledger:
-        batch_id = ledger.resolve_batch_id(batch_id)
+        batch_id = ledger.views.resolve_batch_id(batch_id)
         supervision = Supervision()
-        ran = not ledger.batch_settled(batch_id)
+        ran = not ledger.views.batch_settled(batch_id)
         if ran:
             pool = Pool(_config(db_path, options, batch_id, until_idle=True), options.workers, standby=standby)
 
             def cancel_now() -> None:
-                observer.cancel_recorded(ledger.request_cancel(batch_id))
+                observer.cancel_recorded(ledger.intake.request_cancel(batch_id))
 
             supervision = supervise(
                 ledger,
@@ -119,7 +119,7 @@ def run_batch(
                 on_worker_died=observer.worker_died,
             )
             observer.finish(ledger)
-        view = ledger.batch(batch_id)
+        view = ledger.views.batch(batch_id)
         errors = []
         if view.is_terminal and (ran or not os.path.exists(view.manifest_path)):
             errors += _manifest_error(ledger, view)
@@ -146,7 +146,7 @@ def run_work(
     observer = observer or SilentObserver()
     with Ledger(db_path) as ledger:
         if batch_id is not None:
-            batch_id = ledger.resolve_batch_id(batch_id)
+            batch_id = ledger.views.resolve_batch_id(batch_id)
         started = iso(ledger.clock())
         pool = Pool(_config(db_path, options, batch_id, until_idle=until_idle), options.workers)
 
@@ -164,12 +164,12 @@ def run_work(
         )
         observer.finish(ledger)
         errors = []
-        for touched in ledger.batches_touched_since(started):
-            view = ledger.batch(touched)
+        for touched in ledger.views.batches_touched_since(started):
+            view = ledger.views.batch(touched)
             if view.is_terminal:
                 errors += _manifest_error(ledger, view)
-        failed = ledger.failed_since(started, batch_id)
-        return RunResult(ledger.batch(batch_id) if batch_id else None, supervision, tuple(errors), failed=failed)
+        failed = ledger.views.failed_since(started, batch_id)
+        return RunResult(ledger.views.batch(batch_id) if batch_id else None, supervision, tuple(errors), failed=failed)
 
 
 def wait_until_terminal(
@@ -178,9 +178,9 @@ def wait_until_terminal(
     """Block until the batch is terminal (``cancel --wait``), rescuing the leases of dead
     or expired workers meanwhile so their items can settle."""
     while True:
-        ledger.rescue_leases(owner_is_dead, Backoff().delay_for)
-        if ledger.batch_settled(batch_id):
-            return ledger.batch(batch_id)
+        ledger.queue.rescue_leases(owner_is_dead, Backoff().delay_for)
+        if ledger.views.batch_settled(batch_id):
+            return ledger.views.batch(batch_id)
         if should_stop():
             raise Interrupted("stopped waiting; the cancel stays recorded")
         time.sleep(poll)
@@ -193,9 +193,9 @@ def watch_batch(
     Each poll asks only whether an item is still live (the observer reads the progress at its own pace)."""
     while True:
         observer.tick(ledger)
-        if ledger.batch_settled(batch_id) or should_stop():
+        if ledger.views.batch_settled(batch_id) or should_stop():
             observer.finish(ledger)
-            return ledger.batch(batch_id, with_failures=False)
+            return ledger.views.batch(batch_id, with_failures=False)
         time.sleep(poll)
 
 
@@ -222,7 +222,7 @@ def _write_sheet(ledger: Ledger, batch_id: str) -> tuple[str | None, str | None]
 
 def write_batch_manifest(ledger: Ledger, batch: BatchView) -> str:
     """Write OUT/batches/<batch_id>.json for a batch (see :func:`store.write_batch_manifest`)."""
-    return store_batch_manifest(batch, ledger.items(batch.batch_id))
+    return store_batch_manifest(batch, ledger.views.items(batch.batch_id))
 
 
 def _config(db_path: Path | str, options: RunOptions, batch_id: str | None, *, until_idle: bool) -> WorkerConfig:

@@ -81,13 +81,13 @@ def write_contact_sheet(
     The folder of an explicit ``path`` must exist; the default one is created. ``sort``:
     ``ledger`` (the order of submission) or ``score`` (the lowest crop score first).
     """
-    view = ledger.batch(batch)
-    items = ledger.items(view.batch_id)
+    view = ledger.views.batch(batch)
+    items = ledger.views.items(view.batch_id)
     layout = OutputLayout(view.out_dir)
     target = sheet_target(layout, view.batch_id, path)
     outputs = [(item, shown_output(item)) for item in items]
     shown = {item_key(i): p for i, p in outputs if p}
-    sizes = ledger.source_sizes(view.batch_id)
+    sizes = ledger.views.source_sizes(view.batch_id)
     page = render_sheet(view, items, sizes, shown, os.path.dirname(target), previews(layout, items), sort=sort)
     try:
         write_page(layout, target, page, create_folder=path is None)

@@ -221,14 +221,14 @@ def run_worker(
     ):
         while not stop.is_set() and not coordinator.gone():
             try:
-                claim = ledger.claim(
+                claim = ledger.queue.claim(
                     owner,
                     batch_id=config.batch_id,
                     lease_seconds=config.lease_seconds,
                     is_dead=owner_is_dead,
                     delay_for=config.backoff.delay_for,
                 )
-                idle = claim is None and config.until_idle and ledger.queue_idle(config.batch_id)
+                idle = claim is None and config.until_idle and ledger.queue.queue_idle(config.batch_id)
             except LedgerBusy:  # the busy policy's bound passed; nothing was taken: try again later
                 claim, idle = None, False
             if claim is None:
@@ -303,7 +303,7 @@ class Heartbeat:
         with ledger:
             while not self._done.wait(self.config.heartbeat_seconds):
                 with self._lock, contextlib.suppress(ThumbctlError, sqlite3.Error):  # try again next beat
-                    if self._token is not None and ledger.heartbeat(self._token, self.config.lease_seconds) == 0:
+                    if self._token is not None and ledger.queue.heartbeat(self._token, self.config.lease_seconds) == 0:
                         self.lost.set()
 
 
@@ -367,7 +367,7 @@ class ClaimRun:
                 self._fail([i.row for i in self.claim.items], failure.code, failure.detail)
                 return
             self.analysis = analysis
-            self.ledger.start_stage(self.claim, [])  # the decode stage is over
+            self.ledger.queue.start_stage(self.claim, [])  # the decode stage is over
             for group in self._by_derivative_key():
                 if self._checkpoint("before_encode") or self._render_and_publish(decoder, analysis, group) == "stop":
                     return
@@ -388,14 +388,14 @@ class ClaimRun:
         """Give the claim back (attempt not counted) if the ledger takes that write; if not, the
         lease is left to expire and be rescued."""
         with contextlib.suppress(LedgerFault):
-            self.ledger.release(self.claim, f"{fault.code}: the claim was given back; the attempt does not count")
+            self.ledger.queue.release(self.claim, f"{fault.code}: the claim was given back; the attempt does not count")
 
     def _checkpoint(self, name: str) -> bool:
         """Fault point, lease check and cancel check; True when the claim must stop."""
         self.faults.hit(name)
         if self.lost.is_set():
             raise LeaseLost
-        return self.ledger.cancel_if_requested(self.claim)
+        return self.ledger.queue.cancel_if_requested(self.claim)
 
     @staticmethod
     @contextmanager
@@ -407,7 +407,7 @@ class ClaimRun:
             into[name] = round((time.perf_counter() - started) * 1000, 3)
 
     def _fail(self, rows: list[int], code: str, detail: str) -> None:
-        self.ledger.fail(self.claim, rows, code, detail, self.config.backoff.delay_for)
+        self.ledger.queue.fail(self.claim, rows, code, detail, self.config.backoff.delay_for)
 
     def _preview_of(self, item: ClaimedItem) -> str | None:
         """Where the source's preview is (or will be, once ``item`` is published): the contact sheet
@@ -462,7 +462,7 @@ class ClaimRun:
 
     def _render_and_publish(self, decoder: SourceDecoder, analysis: CropAnalysis, group: list[ClaimedItem]) -> str:
         """Render the group's derivative once (a timed stage of its own) and publish it for each item."""
-        self.ledger.start_stage(self.claim, [item.row for item in group])
+        self.ledger.queue.start_stage(self.claim, [item.row for item in group])
         decoded = self._decoded_for(decoder, group[0])
         shared = SharedRender(self.geometries[group[0].row], group[0].format)
         for item in group:
@@ -496,7 +496,7 @@ class ClaimRun:
             if preview := self._preview_of(item):
                 result["preview"] = preview
             effect = self._effect(temp, data, item, result)
-            outcome = self.ledger.publish(self.claim, item, effect, result=result)
+            outcome = self.ledger.queue.publish(self.claim, item, effect, result=result)
         except ItemFailure as failure:
             self._fail([item.row], failure.code, failure.detail)
             return "next"
@@ -511,7 +511,7 @@ class ClaimRun:
         if outcome == "lost":
             raise LeaseLost
         if outcome == "cancelled":
-            self.ledger.cancel_if_requested(self.claim)
+            self.ledger.queue.cancel_if_requested(self.claim)
             return "stop"
         self.faults.hit("after_commit")
         return "next"
@@ -599,8 +599,8 @@ class ClaimRun:
         started = time.perf_counter()
         timings = result["timings"]
         geometry = self.geometries[item.row]
-        earlier = functools.partial(self.ledger.objects_published_at, item.friendly_path)
-        with self.ledger.publishing_name(item.friendly_path):  # held to the commit: no other host's check between
+        earlier = functools.partial(self.ledger.views.objects_published_at, item.friendly_path)
+        with self.ledger.queue.publishing_name(item.friendly_path):  # held to the commit: no other host's check between
             approved = self._check_name(item, earlier, data)
             published = publish_object(
                 self.store,

@@ -1,21 +1,32 @@
-"""The ledger package: the one owner of the database (SQLite or PostgreSQL) and its SQL."""
+"""The ledger package: the one owner of the database (SQLite or PostgreSQL) and its SQL.
 
+A :class:`Ledger` is opened on a file or a server URL and exposes one port per role: ``queue``
+(:class:`Queue`), ``views`` (:class:`Views`), ``upkeep`` (:class:`Upkeep`) and ``intake``
+(:class:`Intake`).
+"""
+
+from .acceptance import Intake
 from .backend import is_server_url, masked
 from .core import Ledger
 from .follow import Follower
-from .observe import CancelTimes, RenderFacts, StatsFacts
+from .maintenance import Upkeep
+from .observe import CancelTimes, RenderFacts, StatsFacts, Views
 from .timefmt import iso, parse_iso
-from .work import Claim, ClaimedItem, QueueState
+from .work import Claim, ClaimedItem, Queue, QueueState
 
 __all__ = [
     "CancelTimes",
     "Claim",
     "ClaimedItem",
     "Follower",
+    "Intake",
     "Ledger",
+    "Queue",
     "QueueState",
     "RenderFacts",
     "StatsFacts",
+    "Upkeep",
+    "Views",
     "is_server_url",
     "iso",
     "masked",

@@ -21,7 +21,7 @@ from .backend import Backend
 from .sql import Query
 from .sql import views as sql
 from .timefmt import iso, parse_iso
-from .views import Views
+from .views import BatchViews
 
 #: States followed per batch when following every batch: only the live ones are shown.
 _LIVE_STATES = (ItemState.QUEUED.value, ItemState.RUNNING.value)
@@ -36,7 +36,7 @@ class Follower:
     """
 
     def __init__(
-        self, db: Backend, views: Views, batch_id: str | None, *, window: float = 30.0, failures: int = 3
+        self, db: Backend, views: BatchViews, batch_id: str | None, *, window: float = 30.0, failures: int = 3
     ) -> None:
         self.db = db
         self.views = views

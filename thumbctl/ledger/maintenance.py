@@ -17,15 +17,15 @@ from typing import TypeVar
 from ..errors import LedgerUnavailable
 from ..models import ItemState, ObjectStamp, PublishedItem, StalledItem
 from .backend import Backend, record
+from .names import OBJECT_STORE
+from .relocation import Relocation
 from .sql import upkeep as sql
 from .timefmt import iso
-from .transitions import Transitions, chunks
+from .transitions import Transitions
 
 DelayFor = Callable[[int], float]
 IsDead = Callable[[str], bool]
 
-#: Serializes gc removing an object with a submit recording a reuse of it.
-OBJECT_STORE = "object-store"
 T = TypeVar("T")
 
 
@@ -127,33 +127,6 @@ class Maintenance:
                 self.db.execute(sql.RENDER_AGAIN, (row,), ids=1)
             return target
 
-    def requeue_missing_objects(self, batch_id: str, present: Callable[[str], bool]) -> int:
-        """On a replay: the batch's succeeded items whose object is not ``present`` go back to
-        ``queued`` with a fresh attempt budget, logged ``succeeded → queued`` with
-        ``object_missing`` (as reconcile's repair does), so the run renders them again.
-
-        Files are checked before the write transaction; inside it only items still succeeded
-        with the same object move. A batch whose cancel was requested, or that expired, is left
-        alone (nothing more is rendered for it). Returns how many items were requeued.
-        """
-        missing = {path for path in {p for _, p in self._renderable_successes(batch_id)} if not present(path)}
-        if not missing:
-            return 0
-        with self.db.write() as now:
-            rows = [row for row, path in self._renderable_successes(batch_id) if path in missing]
-            detail = "replay: its object file is gone; rendering it again"
-            moved = self.log.move(
-                iso(now), rows, ItemState.SUCCEEDED, ItemState.QUEUED, error_code="object_missing", detail=detail
-            )
-            for chunk in chunks(moved):
-                self.db.execute(sql.RENDER_AGAIN, list(chunk), ids=len(chunk))
-            return len(moved)
-
-    def _renderable_successes(self, batch_id: str) -> list[tuple[int, str]]:
-        """(row, object path) of the succeeded items of a batch that is neither expired nor cancelled."""
-        rows = self.db.execute(sql.RENDERABLE_SUCCESSES, (batch_id,)).fetchall()
-        return [(r["id"], r["object_path"]) for r in rows]
-
     def relink_published(
         self, row: int, object_path: str, friendly_path: str, code: str, detail: str, link: Callable[[], None]
     ) -> bool:
@@ -241,6 +214,26 @@ class Maintenance:
             self.db.serialize_on(OBJECT_STORE)  # a submit reusing the object waits, then finds it gone
             referenced = self.db.execute(sql.OBJECT_REFERENCED, (key, object_path)).fetchone()
             return None if referenced is not None else remove()
+
+
+class Upkeep(Relocation, Maintenance):
+    """The upkeep port: reconcile's findings and repairs, gc's retention, the layout migration,
+    and the ledger's own facts about its store."""
+
+    def ledger_id(self) -> str:
+        """The ledger's stable id, made once by its schema migration (a store records the one ledger it
+        belongs to)."""
+        return str(self.db.scalar(sql.META, ("ledger_id",)))
+
+    def recorded_store(self) -> str | None:
+        """The store this ledger last used, or None before it used one."""
+        return self.db.scalar(sql.META, ("store",))
+
+    def record_store(self, path: str) -> None:
+        """Remember ``path`` as the store this ledger uses."""
+        if self.recorded_store() != path:
+            with self.db.write():
+                self.db.execute(sql.SET_META, ("store", path))
 
 
 def stall_reason(

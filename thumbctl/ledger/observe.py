@@ -10,12 +10,12 @@ import json
 from dataclasses import dataclass, field
 
 from ..models import Activity, ItemState
-from .backend import Backend
 from .follow import Follower
+from .retry import restartable
 from .sql import Query
 from .sql import views as sql
 from .timefmt import iso
-from .views import Views
+from .views import BatchViews
 
 
 @dataclass(frozen=True)
@@ -59,17 +59,14 @@ class StatsFacts:
     renders: list[RenderFacts] = field(default_factory=list)
 
 
-class Observation:
-    """Projections of one ledger for progress and stats."""
+class Views(BatchViews):
+    """The views port: batch views and listings, and the live projections of progress and stats."""
 
-    def __init__(self, db: Backend, views: Views) -> None:
-        self.db = db
-        self.views = views
-
+    @restartable
     def follow(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Follower:
         """A :class:`~thumbctl.ledger.follow.Follower` of one batch (or of every batch) for a live
         view: each of its reads costs what changed since the last, not what the batch holds."""
-        return Follower(self.db, self.views, batch_id, window=window, failures=failures)
+        return Follower(self.db, self, batch_id, window=window, failures=failures)
 
     def activity(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Activity:
         """Queue, throughput over the last ``window`` seconds, workers and recent failures, read once."""

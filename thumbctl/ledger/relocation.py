@@ -15,10 +15,10 @@ _CHUNK = 500
 
 
 class Relocation:
-    """Reads and the one rewrite of object paths for the migration of one output folder."""
+    """Reads and the one rewrite of object paths for the migration of one output folder (a part
+    of the upkeep port, :class:`~.maintenance.Upkeep`)."""
 
-    def __init__(self, db: Backend) -> None:
-        self.db = db
+    db: Backend
 
     def object_paths_under(self, folder: str) -> set[str]:
         """Every object path recorded below ``folder`` (e.g. ``OUT/objects``), by any item of any batch."""

@@ -19,12 +19,14 @@ from ..models import (
     batch_state,
 )
 from .backend import Backend, Row, record
+from .retry import direct
 from .sql import views as sql
 from .timefmt import iso, parse_iso
 
 
-class Views:
-    """Read-only projections of one ledger."""
+class BatchViews:
+    """Read-only projections of one ledger: batch views and listings (the first half of the views
+    port, :class:`~.observe.Views`)."""
 
     def __init__(self, db: Backend) -> None:
         self.db = db
@@ -136,6 +138,7 @@ class Views:
         params = self._items_params(batch_id, state)
         return [_item_view(row) for row in self.db.execute(sql.ITEMS, params, scope=len(params) - 1).fetchall()]
 
+    @direct  # the listing is read by the caller's block
     @contextmanager
     def streamed_items(self, batch_id: str, *, state: str | None = None) -> Iterator[Iterator[ItemView]]:
         """:meth:`items` as an iterator that reads them as it goes, valid inside the ``with``
@@ -153,6 +156,7 @@ class Views:
         params = self._events_params(batch_id, item_id)
         return [_event_view(row) for row in self.db.execute(sql.EVENTS, params, scope=len(params) - 1).fetchall()]
 
+    @direct  # the listing is read by the caller's block
     @contextmanager
     def streamed_events(self, batch_id: str, *, item_id: str | None = None) -> Iterator[Iterator[EventView]]:
         """:meth:`events` as an iterator that reads them as it goes, valid inside the ``with``

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..errors import UsageError
 from ..models import ItemState
 from .backend import Backend, Row
+from .names import NameLocks
 from .sql import queue as sql
 from .timefmt import iso
 from .transitions import Transitions
@@ -91,8 +92,8 @@ class QueueState:
         return self.runnable == 0 and self.delayed == 0 and self.running == 0
 
 
-class WorkQueue:
-    """The worker-facing transitions of one ledger."""
+class Queue(NameLocks):
+    """The queue port: the worker-facing transitions of one ledger, for the workers and the pool."""
 
     def __init__(self, db: Backend, log: Transitions) -> None:
         self.db = db

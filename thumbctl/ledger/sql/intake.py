@@ -107,11 +107,3 @@ REMEMBER_SOURCE = query(
 CANCEL_FLAG_LOCKED = query("cancel_flag_locked", "SELECT cancel_requested_at FROM batches WHERE batch_id = ?{lock}")
 FLAG_CANCEL = query("flag_cancel", "UPDATE batches SET cancel_requested_at = ? WHERE batch_id = ?")
 QUEUED_OF_BATCH = query("queued_of_batch", f"SELECT id FROM items WHERE batch_id = ? AND state = {QUEUED} ORDER BY id")
-
-# -- facts about the ledger -----------------------------------------------------------------------------
-
-META = query("meta", "SELECT value FROM meta WHERE name = ?")
-SET_META = query(
-    "set_meta",
-    "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-)

@@ -142,3 +142,11 @@ LIVE_BATCHES_IN = query(
 OBJECTS_UNDER = query("objects_under", "SELECT id, object_path, result FROM items WHERE substr(object_path, 1, ?) = ?")
 RELOCATE_ITEM = query("relocate_item", "UPDATE items SET object_path = ?, result = ? WHERE id = ?")
 FORGET_CHECKS = query("forget_checks", "DELETE FROM object_checks WHERE object_path IN ({ids})", lists=IDS)
+
+# -- facts about the ledger -----------------------------------------------------------------------------
+
+META = query("meta", "SELECT value FROM meta WHERE name = ?")
+SET_META = query(
+    "set_meta",
+    "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+)

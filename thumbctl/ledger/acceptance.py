@@ -1,0 +1,241 @@
+"""The intake port: what ``submit`` (and ``cancel``) ask of the ledger.
+
+Acceptance is one durable transaction: the idempotency check, admission control, the batch row,
+every item row and every creation event commit together. The stat cache lets an unchanged
+folder be submitted again without reading its files. A cancel flags the batch and cancels its
+queued items at once.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, replace
+
+from ..admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
+from ..errors import IdempotencyConflict
+from ..models import BatchView, CachedSource, ItemState, NewBatch, NewItem
+from ..settings import Limits
+from ..store import OutputLayout
+from .backend import Backend, record
+from .names import OBJECT_STORE, NameLocks
+from .retry import Retrier, direct
+from .sql import intake as sql
+from .sql import upkeep as upkeep_sql
+from .timefmt import iso, parse_iso
+from .transitions import Transitions, chunks
+from .views import BatchViews
+
+
+def _json_text(value: dict[str, object]) -> str:
+    """A JSON column's text, as the batch rows have always been written."""
+    return json.dumps(value, default=repr, ensure_ascii=False)
+
+
+def new_batch_id() -> str:
+    return "b_" + secrets.token_hex(8)
+
+
+class Intake(NameLocks):
+    """Acceptance, the stat cache and cancel requests of one ledger."""
+
+    def __init__(self, db: Backend, log: Transitions, views: BatchViews, retrier: Retrier) -> None:
+        self.db = db
+        self._log = log
+        self._views = views
+        self._retrier = retrier
+
+    def batch_for_key(self, key: str) -> str | None:
+        """The id of the batch an idempotency key names, if any."""
+        return self.db.scalar(sql.BATCH_OF_KEY, (key,))
+
+    @direct  # two steps, each retried: a retry of the view must not accept again
+    def accept_batch(
+        self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None = None
+    ) -> BatchView:
+        """Record ``new`` durably, or return the batch its key already names.
+
+        Same key and digest: the original batch, ``replayed=True``. Same key,
+        other digest: :class:`IdempotencyConflict`, nothing changes. A new
+        batch must pass admission control (:class:`AdmissionRefused`).
+
+        ``still_present(object_path)`` is asked again, inside the write transaction, for
+        every item that reuses an earlier object: gc removes objects inside its own write
+        transaction, so an object present here stays until this batch references it, and
+        one gc removed since intake looked is rendered again instead.
+        """
+        batch_id, replayed = self._retrier.run(self._accept, new, limits, still_present)
+        return replace(self._retrier.run(self._views.batch, batch_id), replayed=replayed)
+
+    def _accept(self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None) -> tuple[str, bool]:
+        with self.db.write(durable=True) as now:
+            self.db.serialize_on(f"key:{new.idempotency_key}")  # two submits of one key: one batch
+            row = self.db.execute(sql.BATCH_OF_KEY, (new.idempotency_key,)).fetchone()
+            if row is not None:
+                if row["request_digest"] != new.request_digest:
+                    raise IdempotencyConflict(
+                        f"key {new.idempotency_key!r} was already used by batch {row['batch_id']} "
+                        "for a different request; nothing was changed",
+                        batch_id=row["batch_id"],
+                    )
+                return row["batch_id"], True
+            if still_present and any(item.dedup for item in new.items):
+                self.db.serialize_on(OBJECT_STORE)  # gc cannot remove a reused object meanwhile
+                new = _without_vanished_reuse(new, still_present)
+            check_admission(self._queue_snapshot(now), new.runnable_count, limits)
+            return self._insert_batch(new, now), False
+
+    def _insert_batch(self, new: NewBatch, now: float) -> str:
+        batch_id = new_batch_id()
+        at = iso(now)
+        layout = OutputLayout(new.out_dir)
+        deadline = iso(now + new.deadline_seconds) if new.deadline_seconds else None
+        batch = {
+            "batch_id": batch_id,
+            "idempotency_key": new.idempotency_key,
+            "request_digest": new.request_digest,
+            "total": len(new.items),
+            "source_root": new.source_root,
+            "out_dir": new.out_dir,
+            "manifest_path": layout.batch_manifest_path(batch_id),
+            "profile": _json_text(new.profile),
+            "max_attempts": new.max_attempts,
+            "limits": _json_text(new.limits or {}),
+            "created_at": at,
+            "deadline_at": deadline,
+        }
+        self.db.insert(sql.INSERT_BATCH, [batch])
+        self.db.insert(sql.INSERT_ITEMS, (_item_row(batch_id, item, at) for item in new.items))
+        self.db.append_events_from(sql.INSERT_CREATION_EVENTS, (at, batch_id))
+        return batch_id
+
+    def _queue_snapshot(self, now: float) -> QueueSnapshot:
+        """Runnable items in the ledger and the age of the oldest one (runnable: see :func:`.states.runnable`);
+        whether workers are draining the queue and which batch waits longest are asked only when needed."""
+        at = iso(now)
+        row = self.db.execute(sql.QUEUE_SNAPSHOT, (at,)).fetchone()
+        oldest = row["oldest"]
+        return QueueSnapshot(
+            row["n"],
+            (now - parse_iso(oldest)) if oldest else None,
+            workers_seen=lambda: self._workers_seen(now),
+            oldest_batch=lambda: self._oldest_waiting_batch(at),
+        )
+
+    def _workers_seen(self, now: float) -> bool:
+        """An item is running, or one was claimed or left running within :data:`WORKER_SEEN_WINDOW`
+        (read on the time index of the log: only the window's events)."""
+        if self.db.scalar(sql.ANY_RUNNING):
+            return True
+        return bool(self.db.scalar(sql.RECENT_CLAIM, (iso(now - WORKER_SEEN_WINDOW),)))
+
+    def _oldest_waiting_batch(self, at: str) -> str | None:
+        return self.db.scalar(sql.OLDEST_WAITING_BATCH, (at,))
+
+    def cached_sources(self, paths: Iterable[str]) -> dict[str, CachedSource]:
+        """Stat-cache rows for ``paths`` (those that have one)."""
+        paths = list(paths)
+        found: dict[str, CachedSource] = {}
+        for chunk in chunks(paths):
+            for row in self.db.execute(sql.CACHED_SOURCES, chunk, ids=len(chunk)).fetchall():
+                found[row["path"]] = record(CachedSource, row)
+        return found
+
+    def remember_sources(self, entries: Iterable[CachedSource]) -> None:
+        """Remember what each source held at its stat signature."""
+        rows = [asdict(e) for e in entries]
+        if not rows:
+            return
+        with self.db.write():
+            # one order for every writer: no deadlock between two
+            self.db.executemany(sql.REMEMBER_SOURCE, sorted(rows, key=lambda r: str(r["path"])))
+
+    def requeue_missing_objects(self, batch_id: str, present: Callable[[str], bool]) -> int:
+        """On a replay: the batch's succeeded items whose object is not ``present`` go back to
+        ``queued`` with a fresh attempt budget, logged ``succeeded → queued`` with
+        ``object_missing`` (as reconcile's repair does), so the run renders them again.
+
+        Files are checked before the write transaction; inside it only items still succeeded
+        with the same object move. A batch whose cancel was requested, or that expired, is left
+        alone (nothing more is rendered for it). Returns how many items were requeued.
+        """
+        missing = {path for path in {p for _, p in self._renderable_successes(batch_id)} if not present(path)}
+        if not missing:
+            return 0
+        with self.db.write() as now:
+            rows = [row for row, path in self._renderable_successes(batch_id) if path in missing]
+            detail = "replay: its object file is gone; rendering it again"
+            moved = self._log.move(
+                iso(now), rows, ItemState.SUCCEEDED, ItemState.QUEUED, error_code="object_missing", detail=detail
+            )
+            for chunk in chunks(moved):
+                self.db.execute(upkeep_sql.RENDER_AGAIN, list(chunk), ids=len(chunk))
+            return len(moved)
+
+    def _renderable_successes(self, batch_id: str) -> list[tuple[int, str]]:
+        """(row, object path) of the succeeded items of a batch that is neither expired nor cancelled."""
+        rows = self.db.execute(upkeep_sql.RENDERABLE_SUCCESSES, (batch_id,)).fetchall()
+        return [(r["id"], r["object_path"]) for r in rows]
+
+    @direct  # three steps, each retried
+    def request_cancel(self, batch_id: str) -> BatchView:
+        """Record a cancel: flag the batch and cancel its queued items, at once.
+
+        Idempotent; a terminal batch is left as it is.
+        """
+        batch_id = self._retrier.run(self._views.resolve_batch_id, batch_id)
+        self._retrier.run(self._cancel, batch_id)
+        return self._retrier.run(self._views.batch, batch_id)
+
+    def _cancel(self, batch_id: str) -> None:
+        """The flag and the queued items in one transaction. The batch row is locked first: a
+        publish in flight holds it shared until it commits, and every publish after sees the flag
+        (the race rule); claims in flight hold their items, which are running when they commit."""
+        with self.db.write(durable=True) as now:
+            at = iso(now)
+            flagged = self.db.scalar(sql.CANCEL_FLAG_LOCKED, (batch_id,))
+            if flagged is None and not self._views.batch_settled(batch_id):
+                self.db.execute(sql.FLAG_CANCEL, (at, batch_id))
+                self._log.event(at, batch_id, None, None, None, "cancel_requested")
+            queued = [r["id"] for r in self.db.execute(sql.QUEUED_OF_BATCH, (batch_id,)).fetchall()]
+            self._log.move(at, queued, ItemState.QUEUED, ItemState.CANCELLED)
+
+
+def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool]) -> NewBatch:
+    """Items reusing an object that is gone since intake looked are queued to render again."""
+    items = tuple(
+        replace(item, state=ItemState.QUEUED.value, dedup=False)
+        if item.dedup and item.object_path is not None and not still_present(item.object_path)
+        else item
+        for item in new.items
+    )
+    return replace(new, items=items)
+
+
+def _item_row(batch_id: str, item: NewItem, at: str) -> dict[str, object]:
+    focus_x, focus_y = item.focus if item.focus else (None, None)
+    return {
+        "batch_id": batch_id,
+        "item_id": item.item_id,
+        "ratio": item.ratio,
+        "size": item.size,
+        "format": item.format,
+        "source": item.source,
+        "source_digest": item.source_digest,
+        "source_format": item.source_format,
+        "source_width": item.source_width,
+        "source_height": item.source_height,
+        "focus_x": focus_x,
+        "focus_y": focus_y,
+        "state": item.state,
+        "error_code": item.error_code,
+        "error_detail": item.error_detail,
+        "derivative_key": item.derivative_key,
+        "object_path": item.object_path,
+        "friendly_path": item.friendly_path,
+        "dedup": int(item.dedup),
+        "created_at": at,
+        "updated_at": at,
+        "queued_at": at if item.state == ItemState.QUEUED else None,
+    }

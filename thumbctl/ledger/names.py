@@ -1,0 +1,41 @@
+"""Locks by name, held to the end of a write transaction: a thumbnail name while it is published,
+and the store while gc removes an object a submit may be reusing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .backend import Backend
+from .retry import direct
+
+#: Serializes gc removing an object with a submit recording a reuse of it.
+OBJECT_STORE = "object-store"
+
+
+class NameLocks:
+    """The lock on a thumbnail name, for the ports that publish names (the queue and intake)."""
+
+    db: Backend
+
+    @direct  # the caller's block runs inside: nothing here can run again
+    @contextmanager
+    def publishing_name(self, friendly_path: str) -> Iterator[None]:
+        """Hold the thumbnail name ``friendly_path`` (an absolute path: OUT and the name) against
+        every other process publishing at it, from the name check through the link to the commit
+        that records who published it: otherwise two items of different batches (workers on two
+        hosts) can both find the name free, or one can find the other's link before that is
+        recorded and take it for a file thumbctl did not publish.
+
+        Inside a write transaction (a worker's publish) the hold lasts until that transaction
+        ends, whatever this block does; outside one (a submit relinking its names) it is a write
+        transaction of its own. PostgreSQL: a transaction advisory lock on the name. SQLite: the
+        write transaction itself, as it excludes every other writer of the ledger."""
+        key = f"name:{friendly_path}"
+        if self.db.in_transaction:
+            self.db.serialize_on(key)
+            yield
+            return
+        with self.db.write():
+            self.db.serialize_on(key)
+            yield
