@@ -93,8 +93,13 @@ class Maintenance:
         gone, goes back to ``queued`` (the attempt counts) or ``failed`` when the budget is
         spent; in a batch whose cancel was requested it ends ``cancelled``, as does a queued
         item there. Anything else (a live lease, a renewed one, an item that moved on) is
-        left alone: None.
+        left alone: None. Whether its owner is gone is asked before the write transaction (the
+        owner of the lease ``token`` names, checked again inside).
         """
+        seen = self.db.execute(sql.LEASE_OF_ITEM, (row,)).fetchone()
+        if seen is None or seen["lease_token"] != token:
+            return None
+        gone = seen["lease_owner"] is not None and is_dead(seen["lease_owner"])
         with self.db.write() as now:
             at = iso(now)
             found = self.db.execute(sql.STALLED_ITEM, (row,)).fetchone()
@@ -102,7 +107,7 @@ class Maintenance:
                 return None
             state, owner, expires = found["state"], found["lease_owner"], found["lease_expires_at"]
             cancel_at = found["cancel_requested_at"]
-            why = stall_reason(state, owner, expires, cancel_at, at, is_dead)
+            why = stall_reason(state, owner, expires, cancel_at, at, lambda name: gone and name == seen["lease_owner"])
             if why is None:
                 return None
             if cancel_at is not None:
@@ -155,10 +160,10 @@ class Maintenance:
         return found is not None
 
     def record_file_removal(self, batch_id: str, code: str, detail: str, remove: Callable[[], object]) -> None:
-        """Run ``remove`` (delete a file of the batch's output folder) and log a batch-level
-        ``removed`` event with the reason, in one write transaction."""
+        """Run ``remove`` (delete a file of the batch's output folder), then log a batch-level
+        ``removed`` event with the reason (nothing is logged when it raises)."""
+        remove()
         with self.db.write() as now:
-            remove()
             self.log.event(iso(now), batch_id, None, None, None, "removed", error_code=code, detail=detail)
 
     # -- retention ----------------------------------------------------------------------------

@@ -119,10 +119,11 @@ class Queue(NameLocks):
         whose batch deadline has passed, so no separate janitor is needed. The claim
         starts the decode stage: its items are timed from now (``stage_started_at``).
         """
+        dead = self._dead_owners(is_dead)
         with self.db.write() as now:
             at = iso(now)
             if self.db.try_exclusive("rescue"):  # one claimer rescues at a time; the others claim
-                self._rescue(now, is_dead, delay_for)
+                self._rescue(now, dead, delay_for)
                 self._expire_deadlines(at)
             rows = self._next_claimable(at, batch_id)
             if not rows:
@@ -369,13 +370,19 @@ class Queue(NameLocks):
     def rescue_leases(self, is_dead: Callable[[str], bool], delay_for: DelayFor) -> int:
         """Requeue (or fail, when the attempts are spent) items whose lease expired or
         whose owner process is gone; returns how many were rescued."""
+        dead = self._dead_owners(is_dead)
         with self.db.write() as now:
-            return self._rescue(now, is_dead, delay_for)
+            return self._rescue(now, dead, delay_for)
 
-    def _rescue(self, now: float, is_dead: Callable[[str], bool], delay_for: DelayFor) -> int:
+    def _dead_owners(self, is_dead: Callable[[str], bool]) -> frozenset[str]:
+        """Owners of running items whose process is gone, asked before the write transaction: no
+        process is looked at while the ledger is locked (an owner that starts meanwhile is live)."""
+        owners = {r["lease_owner"] for r in self.db.execute(sql.RUNNING_OWNERS).fetchall()}
+        return frozenset(owner for owner in owners if is_dead(owner))
+
+    def _rescue(self, now: float, dead: frozenset[str], delay_for: DelayFor) -> int:
         at = iso(now)
         running = self.db.execute(sql.LEASES).fetchall()
-        dead = {owner for owner in {r["lease_owner"] for r in running} if owner and is_dead(owner)}
         victims = [
             (r["id"], r["lease_owner"])
             for r in running

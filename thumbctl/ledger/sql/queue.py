@@ -148,6 +148,9 @@ RETRYABLE = query(
 
 # -- rescue and deadlines -----------------------------------------------------------------------------
 
+RUNNING_OWNERS = query(
+    "running_owners", f"SELECT DISTINCT lease_owner FROM items WHERE state = {RUNNING} AND lease_owner IS NOT NULL"
+)
 LEASES = query("leases", f"SELECT id, lease_owner, lease_expires_at FROM items WHERE state = {RUNNING} ORDER BY id")
 LATE_BATCHES = query("late_batches", "SELECT batch_id FROM batches WHERE deadline_at IS NOT NULL AND deadline_at <= ?")
 QUEUED_OF_BATCH = query("queued_of_batch", f"SELECT id FROM items WHERE batch_id = ? AND state = {QUEUED} ORDER BY id")

@@ -56,6 +56,7 @@ OUTPUT_FOLDERS = query(
 
 # -- repairs ---------------------------------------------------------------------------------------
 
+LEASE_OF_ITEM = query("lease_of_item", "SELECT lease_token, lease_owner FROM items WHERE id = ?")
 STALLED_ITEM = query(
     "stalled_item",
     "SELECT i.state, i.lease_token, i.lease_owner, i.lease_expires_at, b.cancel_requested_at "
