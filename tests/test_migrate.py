@@ -369,7 +369,7 @@ def test_an_object_missing_before_migration_is_rendered_again_into_the_store(cas
 
 
 def test_a_store_of_another_ledger_is_refused_before_anything_moves(case: LegacyCase, tmp_path: Path) -> None:
-    from thumbctl.objectstore import bind_store
+    from thumbctl.stores import bind_store
 
     with Ledger(str(tmp_path / "other.db")) as other:
         bind_store(other, store_of(case))

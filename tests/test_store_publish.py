@@ -19,7 +19,8 @@ from thumbctl.faults import Faults
 from thumbctl.imaging import verify_output
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
-from thumbctl.store import OutputLayout, write_json_atomically, write_page, write_temp
+from thumbctl.storage import fsafe
+from thumbctl.storage.outputs import LocalOutputTarget, write_json_atomically, write_page
 from thumbctl.worker import WorkerConfig, run_worker
 
 from support import is_copy_of, make_image, tree_snapshot
@@ -163,14 +164,14 @@ def fill(disk: Path) -> None:
 @pytest.mark.parametrize(
     "write",
     [
-        lambda layout: write_temp(layout, b"x" * 5000, "jpg"),
+        lambda layout: fsafe.write_temp(layout.root, layout.tmp_dir, b"x" * 5000, "jpg"),
         lambda layout: write_json_atomically(layout, layout.batch_manifest_path("b_1"), {"items": ["x"] * 500}),
         lambda layout: write_page(layout, layout.batch_sheet_path("b_1"), "<p>x</p>" * 500, create_folder=True),
     ],
     ids=["temp", "manifest", "page"],
 )
 def test_a_write_that_meets_a_full_disk_leaves_no_temp_file(small_disk: Path, write) -> None:
-    layout = OutputLayout(str(small_disk / "out"))
+    layout = LocalOutputTarget(str(small_disk / "out"))
     for folder in (".tmp", "batches"):
         os.makedirs(f"{layout.root}/{folder}")
     fill(small_disk)
