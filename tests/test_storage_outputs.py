@@ -101,6 +101,14 @@ class OutputTargetContract:
         assert target.read_document("batches/b_1.html", 1 << 20) == big
         assert list(target.names()) == []
 
+    def test_a_document_is_sized_and_removed(self, target: OutputTarget) -> None:
+        assert target.document_size("batches/b_1.json") is None
+        assert target.remove_document("batches/b_1.json") == 0
+        target.write_document("batches/b_1.json", b"12345")
+        assert target.document_size("batches/b_1.json") == 5
+        assert target.remove_document("batches/b_1.json") == 5
+        assert target.document_size("batches/b_1.json") is None and target.read_document("batches/b_1.json", 9) is None
+
 
 class TestLocalOutputTarget(OutputTargetContract):
     @pytest.fixture

@@ -32,7 +32,7 @@ from .publisher import Publisher
 from .retrypolicy import Backoff
 from .settings import parse_ratio
 from .storage.fsafe import StoredFile, is_plain_file, remove_file, temp_files, temp_writer
-from .storage.objects import LocalObjectStore, object_files
+from .storage.objects import LocalObjectStore, object_files, object_stamp
 from .storage.outputs import LocalOutputTarget
 from .storage.thumbnails import reclaimable, remove_object_and_links, thumbnail_problem
 
@@ -190,11 +190,6 @@ def object_problem(item: PublishedItem, known: ObjectStamp | None = None) -> Obj
     )
     problem = verify_output(Path(item.object_path), item.format, geometry.out_w, geometry.out_h)
     return ObjectCheck(problem, None if problem else stamp, decoded=True)
-
-
-def object_stamp(path: str) -> ObjectStamp:
-    st = os.lstat(path)
-    return ObjectStamp(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @dataclass
@@ -433,13 +428,14 @@ def _collect_batch_documents(
     ((manifests, sheets), bytes)."""
     manifests = sheets = freed = 0
     for out_dir, batch_id, manifest in ledger.expired_manifests(also_expiring=pending):
-        layout = LocalOutputTarget(out_dir)
-        for path, is_sheet in ((manifest, False), (layout.batch_sheet_path(batch_id), True)):
-            if not os.path.isfile(path):
+        target = LocalOutputTarget(out_dir)
+        for path, is_sheet in ((manifest, False), (target.batch_sheet_path(batch_id), True)):
+            name = target.name_of(path)
+            size = target.document_size(name)
+            if size is None:
                 continue
-            size = (
-                os.path.getsize(path) if dry_run else _removing(path, errors, partial(remove_file, layout.root, path))
-            )
+            if not dry_run:
+                size = _removing(path, errors, partial(target.remove_document, name))
             if size < 0:
                 continue
             sheets, manifests = (sheets + 1, manifests) if is_sheet else (sheets, manifests + 1)

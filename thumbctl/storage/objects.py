@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import BinaryIO, Protocol
 
+from ..models import ObjectStamp
 from . import fsafe
 from .fsafe import OutsideOutput, StoredFile
 
@@ -326,13 +327,11 @@ def object_holds(object_path: str, fd: int, size: int) -> bool:
         return False
 
 
-def object_bytes(object_path: str) -> bytes | None:
-    """The bytes of an object (read up to its size), None when it is missing or unreachable."""
-    try:
-        with open_object(object_path) as (fd, info):
-            return os.pread(fd, info.st_size + 1, 0)
-    except (OSError, ValueError):
-        return None
+def object_stamp(object_path: str) -> ObjectStamp:
+    """The object file's identity and times as ``lstat`` gives them (reconcile decodes an object again
+    only when they changed)."""
+    st = os.lstat(object_path)
+    return ObjectStamp(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 # -- listing and removal -----------------------------------------------------------------------------

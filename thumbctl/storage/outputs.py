@@ -104,6 +104,15 @@ class OutputTarget(Protocol):
         """A batch document's bytes (see :meth:`read`)."""
         ...
 
+    def document_size(self, name: str) -> int | None:
+        """The size of a batch document as a reader sees it, None when there is none."""
+        ...
+
+    def remove_document(self, name: str) -> int:
+        """Remove a batch document (gc, for an expired batch); returns the bytes freed (0 when it
+        was already gone). Raises OSError when it cannot be reached safely."""
+        ...
+
 
 #: Folders of OUT that are never a thumbnail's: ``objects/`` is the store of the earlier layout.
 RESERVED_FOLDERS = ("objects", "batches", ".tmp")
@@ -223,6 +232,13 @@ class LocalOutputTarget:
 
     def read_document(self, name: str, limit: int) -> bytes | None:
         return self.read(name, limit)
+
+    def document_size(self, name: str) -> int | None:
+        path = self.path_of(name)
+        return os.path.getsize(path) if os.path.isfile(path) else None
+
+    def remove_document(self, name: str) -> int:
+        return fsafe.remove_file(self.root, self.path_of(name))
 
     # -- local helpers ---------------------------------------------------------------------------
 
