@@ -184,10 +184,8 @@ class LocalOutputTarget:
         with fsafe.open_folder(self.root, folder) as dest:
 
             def place(tmp: int, staging: str) -> None:
-                now = version_at(dest, base)
-                if now is None and not os.path.lexists(self.path_of(name)):
-                    raise FileNotFoundError(errno.ENOENT, "the name is gone", self.path_of(name))
-                if now != version:
+                os.stat(base, dir_fd=dest, follow_symlinks=False)  # FileNotFoundError when the name is gone
+                if version_at(dest, base) != version:
                     raise StaleVersion(errno.EEXIST, "the name no longer holds the recorded version", name)
                 os.replace(staging, base, src_dir_fd=tmp, dst_dir_fd=dest)
 
