@@ -12,7 +12,7 @@ from .follow import Follower
 from .maintenance import Upkeep
 from .observe import CancelTimes, RenderFacts, StatsFacts, Views
 from .timefmt import iso, parse_iso
-from .work import Claim, ClaimedItem, Queue, QueueState
+from .work import Claim, ClaimedItem, Publication, Queue, QueueState
 
 __all__ = [
     "CancelTimes",
@@ -21,6 +21,7 @@ __all__ = [
     "Follower",
     "Intake",
     "Ledger",
+    "Publication",
     "Queue",
     "QueueState",
     "RenderFacts",

@@ -17,7 +17,6 @@ from ..admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
 from ..errors import IdempotencyConflict
 from ..models import BatchView, CachedSource, ItemState, NewBatch, NewItem
 from ..settings import Limits
-from ..store import OutputLayout
 from .backend import Backend, record
 from .names import OBJECT_STORE, NameLocks
 from .retry import Retrier, direct
@@ -89,7 +88,6 @@ class Intake(NameLocks):
     def _insert_batch(self, new: NewBatch, now: float) -> str:
         batch_id = new_batch_id()
         at = iso(now)
-        layout = OutputLayout(new.out_dir)
         deadline = iso(now + new.deadline_seconds) if new.deadline_seconds else None
         batch = {
             "batch_id": batch_id,
@@ -98,7 +96,7 @@ class Intake(NameLocks):
             "total": len(new.items),
             "source_root": new.source_root,
             "out_dir": new.out_dir,
-            "manifest_path": layout.batch_manifest_path(batch_id),
+            "manifest_path": f"{new.manifest_dir}/{batch_id}.json",
             "profile": _json_text(new.profile),
             "max_attempts": new.max_attempts,
             "limits": _json_text(new.limits or {}),

@@ -19,6 +19,7 @@ from ..models import ItemState, ObjectStamp, PublishedItem, StalledItem
 from .backend import Backend, record
 from .names import OBJECT_STORE
 from .relocation import Relocation
+from .sql import queue as queue_sql
 from .sql import upkeep as sql
 from .timefmt import iso
 from .transitions import Transitions
@@ -133,16 +134,18 @@ class Maintenance:
             return target
 
     def relink_published(
-        self, row: int, object_path: str, friendly_path: str, code: str, detail: str, link: Callable[[], None]
+        self, row: int, object_path: str, friendly_path: str, code: str, detail: str, link: Callable[[], str | None]
     ) -> bool:
-        """Run ``link`` (point the friendly name at the object) if the item is still
-        succeeded with these paths and still the newest success to claim that name, and log a
-        ``relinked`` event; all in one write transaction, as publish does."""
+        """Run ``link`` (point the friendly name at the object; it returns the name's new version) if
+        the item is still succeeded with these paths and still the newest success to claim that
+        name, record the version and log a ``relinked`` event; all in one write transaction, as
+        publish does."""
         with self.db.write() as now:
             found = self.db.execute(sql.RELINKABLE, (row, object_path, friendly_path)).fetchone()
             if found is None or self._newer_claimant(row, friendly_path, found["updated_at"]):
                 return False
-            link()
+            version = link()
+            self.db.execute(queue_sql.SET_NAME_VERSION, (version, row))
             self.log.event(
                 iso(now),
                 found["batch_id"],

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 from .backend import Backend
 from .retry import direct
+from .sql import queue as sql
 
 #: Serializes gc removing an object with a submit recording a reuse of it.
 OBJECT_STORE = "object-store"
@@ -39,3 +40,13 @@ class NameLocks:
         with self.db.write():
             self.db.serialize_on(key)
             yield
+
+    @direct  # a part of the publishing_name transaction when one is open
+    def record_name_version(self, batch_id: str, friendly_path: str, version: str | None) -> None:
+        """Record the version publishing returned at ``friendly_path`` for the batch's succeeded item
+        there: inside the write transaction of :meth:`publishing_name` when one is open."""
+        if self.db.in_transaction:
+            self.db.execute(sql.RECORD_NAME_VERSION, (version, batch_id, friendly_path))
+            return
+        with self.db.write():
+            self.db.execute(sql.RECORD_NAME_VERSION, (version, batch_id, friendly_path))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..states import FAILED, LIVE, QUEUED, RUNNING, runnable
+from ..states import FAILED, LIVE, QUEUED, RUNNING, SUCCEEDED, runnable
 from . import IDS, insert, query, scoped
 
 _NOT_CANCELLED = "batch_id NOT IN (SELECT batch_id FROM batches WHERE cancel_requested_at IS NOT NULL)"
@@ -135,6 +135,13 @@ PUBLISHABLE = query(
     "publishable",
     "SELECT i.state, i.lease_token, b.cancel_requested_at, b.deadline_at FROM items i "
     "JOIN batches b USING (batch_id) WHERE i.id = ?{lock_i}{share_b}",
+)
+#: The version publishing returned at the item's name (None: none known).
+SET_NAME_VERSION = query("set_name_version", "UPDATE items SET name_version = ? WHERE id = ?")
+#: The version published at a name for the batch's succeeded item there (a reusing submit).
+RECORD_NAME_VERSION = query(
+    "record_name_version",
+    f"UPDATE items SET name_version = ? WHERE batch_id = ? AND friendly_path = ? AND state = {SUCCEEDED}",
 )
 CLEAR_NOTE = query("clear_note", "UPDATE items SET error_detail = NULL WHERE id = ?")
 STORE_RESULT = query("store_result", "UPDATE items SET result = ? WHERE id = ?")

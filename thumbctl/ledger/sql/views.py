@@ -48,10 +48,10 @@ OWNED_NAMES = query(
     "AND (j.updated_at > i.updated_at OR (j.updated_at = i.updated_at AND j.id > i.id))) "
     "ORDER BY i.id",
 )
-OBJECTS_AT_NAME = query(
-    "objects_at_name",
-    "SELECT DISTINCT object_path FROM items "
-    f"WHERE friendly_path = ? AND state = {SUCCEEDED} AND object_path IS NOT NULL ORDER BY object_path",
+PUBLISHES_AT = query(
+    "publishes_at",
+    "SELECT DISTINCT object_path, name_version FROM items "
+    f"WHERE friendly_path = ? AND state = {SUCCEEDED} AND object_path IS NOT NULL ORDER BY object_path, name_version",
 )
 FAILED_SINCE = query(
     "failed_since",
