@@ -52,6 +52,7 @@ from .imaging import (
     verify_output,
 )
 from .ledger import Claim, ClaimedItem, Ledger, is_server_url
+from .models import ItemState
 from .objectstore import StoreLayout
 from .proc import owner_id, owner_is_dead
 from .retrypolicy import Backoff, BusyPolicy
@@ -510,7 +511,7 @@ class ClaimRun:
             discard(temp)
         if outcome == "lost":
             raise LeaseLost
-        if outcome == "cancelled":
+        if outcome == ItemState.CANCELLED:
             self.ledger.cancel_if_requested(self.claim)
             return "stop"
         self.faults.hit("after_commit")

@@ -27,7 +27,7 @@ _CLAIM = f"e.to_state = {RUNNING}"
 _COMPLETION = f"(e.from_state = {RUNNING} AND e.to_state IN {TERMINAL})"
 _FAILURE = f"e.error_code IS NOT NULL AND e.to_state IN ({FAILED}, {QUEUED})"
 #: States followed per batch when following every batch: only the live ones are shown.
-_LIVE_STATES = (ItemState.QUEUED.value, ItemState.RUNNING.value)
+_LIVE_STATES = (ItemState.QUEUED, ItemState.RUNNING)
 
 
 class Follower:
@@ -47,7 +47,7 @@ class Follower:
         self.window = window
         self.failures = failures
         self._seq: int | None = None
-        self._counts: dict[str, dict[str, int]] = {}
+        self._counts: dict[str, dict[ItemState, int]] = {}
         self._cancelled: set[str] = set()
         #: (time, completions) of each commit time in the window with a claim or a completion.
         self._recent: deque[tuple[str, int]] = deque()
@@ -90,12 +90,12 @@ class Follower:
             [upto, *params],
         )
 
-    def _row_counts(self) -> dict[str, dict[str, int]]:
+    def _row_counts(self) -> dict[str, dict[ItemState, int]]:
         """Items by batch and state, counted from the rows: every state of the followed batch, or
         the live states of every batch (on the partial index of queued items, and the few running)."""
         if self.batch_id is not None:
             return {self.batch_id: self.views.state_counts(self.batch_id)}
-        counts: dict[str, dict[str, int]] = {}
+        counts: dict[str, dict[ItemState, int]] = {}
         for state, index in ((ItemState.QUEUED, "INDEXED BY items_queued_age"), (ItemState.RUNNING, "")):
             for r in self.db.execute(
                 f"SELECT batch_id, count(*) AS n FROM items {index} WHERE state = '{state}' GROUP BY batch_id"

@@ -53,7 +53,7 @@ class Maintenance:
             f"{columns} batches b CROSS JOIN items i USING (batch_id) "
             f"WHERE b.cancel_requested_at IS NOT NULL AND i.state = {QUEUED} ORDER BY 1"
         ).fetchall()
-        return [record(StalledItem, r, row=r["id"]) for r in rows]
+        return [record(StalledItem, r, row=r["id"], state=ItemState(r["state"])) for r in rows]
 
     def published_items(self) -> list[PublishedItem]:
         """Succeeded items of batches that have not expired, with the facts their object is checked against."""
@@ -329,7 +329,7 @@ class Maintenance:
 
 
 def stall_reason(
-    state: str, owner: str | None, expires: str | None, cancel_at: str | None, at: str, is_dead: IsDead
+    state: ItemState, owner: str | None, expires: str | None, cancel_at: str | None, at: str, is_dead: IsDead
 ) -> str | None:
     """Why an item is stalled: nobody will ever finish it as it stands. None when it is live."""
     if state == ItemState.QUEUED:
