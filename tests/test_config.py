@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
+import platformdirs.windows
 import pytest
 import typer
+from platformdirs.macos import MacOS
+from platformdirs.unix import Unix
+from platformdirs.windows import Windows
 from typer.testing import CliRunner
 
 from thumbctl import Ledger
@@ -20,10 +25,10 @@ from thumbctl.config import (
     load_config_file,
     resolve_ledger_path,
     resolve_settings,
-    state_dir,
 )
 from thumbctl.errors import ConfigError, UsageError
 from thumbctl.settings import Ratio
+from thumbctl.userdirs import config_dir, default_ledger_path, old_default_ledger_path, state_dir
 
 SHOP_AND_LISTING = """\
 [defaults]
@@ -208,22 +213,45 @@ def test_without_xdg_config_home_the_user_file_is_under_home(tmp_path: Path, mon
 
 
 @pytest.mark.parametrize(
-    ("platform", "env", "expected"),
+    ("env", "state", "config"),
     [
-        ("linux", {"XDG_STATE_HOME": "/var/lib/me"}, "/var/lib/me/thumbctl"),
-        ("linux", {}, "~/.local/state/thumbctl"),
-        ("linux", {"XDG_STATE_HOME": ""}, "~/.local/state/thumbctl"),
-        ("freebsd14", {"XDG_STATE_HOME": "relative/state"}, "~/.local/state/thumbctl"),  # relative: ignored
-        ("darwin", {"XDG_STATE_HOME": "/ignored"}, "~/Library/Application Support/thumbctl"),
-        ("win32", {"LOCALAPPDATA": "C:/Users/me/AppData/Local"}, "C:/Users/me/AppData/Local/thumbctl"),
-        ("win32", {}, "~/AppData/Local/thumbctl"),
+        ({"XDG_STATE_HOME": "/var/lib/me", "XDG_CONFIG_HOME": "/etc/me"}, "/var/lib/me/thumbctl", "/etc/me/thumbctl"),
+        ({}, "~/.local/state/thumbctl", "~/.config/thumbctl"),
+        ({"XDG_STATE_HOME": "", "XDG_CONFIG_HOME": ""}, "~/.local/state/thumbctl", "~/.config/thumbctl"),
+        ({"XDG_STATE_HOME": "st", "XDG_CONFIG_HOME": "rel/c"}, "~/.local/state/thumbctl", "~/.config/thumbctl"),
     ],
 )
-def test_the_default_ledger_lives_in_the_state_folder_of_each_platform(
-    platform: str, env: dict[str, str], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_folders_on_linux_and_the_bsds_follow_xdg(
+    env: dict[str, str], state: str, config: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The default ledger in the state folder, the user's config file in the config folder; a relative
+    (or empty) XDG variable is ignored, as the XDG spec says."""
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert state_dir(env, platform) == Path(expected).expanduser()
+    for name in ("XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert state_dir(Unix) == Path(state).expanduser()
+    assert config_dir(Unix) == Path(config).expanduser()
+    if sys.platform.startswith("linux"):
+        assert default_ledger_path() == Path(state).expanduser() / "ledger.db"
+        assert old_default_ledger_path() == Path(config).expanduser() / "ledger.db"
+
+
+def test_the_folders_on_macos_are_in_application_support(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    expected = tmp_path / "Library" / "Application Support" / "thumbctl"
+    assert state_dir(MacOS) == expected and config_dir(MacOS) == expected
+
+
+def test_the_folders_on_windows_have_no_author_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state folder is the local one, the config folder the roaming one (as Click had it)."""
+    folders = {"CSIDL_LOCAL_APPDATA": "C:/Users/me/AppData/Local", "CSIDL_APPDATA": "C:/Users/me/AppData/Roaming"}
+    monkeypatch.setattr(platformdirs.windows, "get_win_folder", folders.__getitem__)
+    assert state_dir(Windows) == Path("C:/Users/me/AppData/Local/thumbctl")
+    assert config_dir(Windows) == Path("C:/Users/me/AppData/Roaming/thumbctl")
 
 
 def test_the_whole_file_is_validated_when_loaded(tmp_path: Path) -> None:
@@ -399,6 +427,10 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "queue_age_objective": {"value": 86400.0, "source": "default"},
             "db": {"value": str(tmp_path / "main.db"), "source": defaults},
             "store": {"value": None, "source": "default"},
+            "busy_timeout": {"value": 5.0, "source": "default"},
+            "busy_wait": {"value": 20.0, "source": "default"},
+            "lease_seconds": {"value": 30.0, "source": "default"},
+            "host_id": {"value": None, "source": "default"},
         },
     }
 
@@ -409,7 +441,14 @@ def test_config_table_goes_to_stdout(run, tmp_path: Path) -> None:
     assert result.exit_code == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
     assert lines[:2] == [f"config file: {tmp_path / 'thumbctl.toml'}", "profile: listing (flag)"]
-    rows = {line.split()[0]: line.split(maxsplit=1)[1].rstrip() for line in lines[3:]}
+    rows: dict[str, str] = {}
+    name = ""
+    for line in lines[3:]:  # a long path may wrap its cell: the rest of the row is on the next line
+        if line.startswith(" "):
+            rows[name] += " " + line.strip()
+        else:
+            name, rest = line.split(maxsplit=1)
+            rows[name] = rest.rstrip()
     assert rows["ratios"].split() == ["3:2", "16:9", "file", str(tmp_path / "thumbctl.toml"), "[profiles.listing]"]
     assert rows["db"].split() == [str(tmp_path / "other.db"), "flag"]
     assert rows["item_timeout"].split() == ["5m", "default"]
