@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from typer.testing import CliRunner
 from thumbctl import Ledger
 from thumbctl.cli import app
 from thumbctl.config import (
+    ENVIRONMENT_KEYS,
     KEYS,
     display_value,
     find_config_file,
@@ -27,7 +29,11 @@ from thumbctl.config import (
     resolve_settings,
 )
 from thumbctl.errors import ConfigError, UsageError
+from thumbctl.options import RunOptions, SubmitOptions, lease_seconds
+from thumbctl.proc import host_id
+from thumbctl.retrypolicy import BusyPolicy
 from thumbctl.settings import Ratio
+from thumbctl.sources import ScanRules
 from thumbctl.userdirs import config_dir, default_ledger_path, old_default_ledger_path, state_dir
 
 SHOP_AND_LISTING = """\
@@ -452,6 +458,101 @@ def test_config_table_goes_to_stdout(run, tmp_path: Path) -> None:
     assert rows["ratios"].split() == ["3:2", "16:9", "file", str(tmp_path / "thumbctl.toml"), "[profiles.listing]"]
     assert rows["db"].split() == [str(tmp_path / "other.db"), "flag"]
     assert rows["item_timeout"].split() == ["5m", "default"]
+
+
+HUGE = "1" * 5000
+NUMBER_FLAGS = [
+    "--size", "--quality", "--attempts", "--workers", "--max-failures", "--max-items", "--max-runnable",
+    "--max-pixels", "--max-bytes", "--deadline", "--item-timeout", "--queue-age-objective",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("flag", NUMBER_FLAGS)
+def test_a_number_of_5000_digits_in_a_flag_is_a_usage_error(run, flag: str) -> None:
+    result = run("config", flag, HUGE)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error [usage] {flag}: ") and len(result.stderr.splitlines()) == 1
+
+
+def test_a_ratio_of_5000_digits_is_a_usage_error(run) -> None:
+    result = run("config", "--ratio", f"{HUGE}:1")
+    assert result.exit_code == 2 and result.stderr.startswith("error [usage] --ratio: bad ratio '1111")
+    assert "each side must be 1..10000" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["workers", "size", "max_pixels", "busy_timeout", "lease_seconds"])
+def test_a_number_of_5000_digits_in_a_variable_is_a_config_error(
+    run, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setenv(f"THUMBCTL_{name.upper()}", HUGE)
+    result = run("config")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error [config_error] THUMBCTL_{name.upper()}: ")
+
+
+def test_a_number_of_5000_digits_in_the_file_is_a_config_error(run, tmp_path: Path) -> None:
+    (tmp_path / "thumbctl.toml").write_text(f"[defaults]\nworkers = {HUGE}\n")
+    result = run("config")
+    assert result.exit_code == 2
+    assert result.stderr == f"error [config_error] {tmp_path / 'thumbctl.toml'}: not valid TOML: a number is too long\n"
+
+
+def test_the_environment_only_settings_are_shown_with_their_source(run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THUMBCTL_BUSY_WAIT", "45")
+    monkeypatch.setenv("THUMBCTL_LEASE_SECONDS", "  ")  # blank: unset, as it always was
+    monkeypatch.setenv("THUMBCTL_HOST_ID", "host-b")
+    settings = json.loads(run("config", "--json").stdout)["settings"]
+    assert settings["busy_timeout"] == {"value": 5.0, "source": "default"}
+    assert settings["busy_wait"] == {"value": 45.0, "source": "env THUMBCTL_BUSY_WAIT"}
+    assert settings["lease_seconds"] == {"value": 30.0, "source": "default"}
+    assert settings["host_id"] == {"value": "host-b", "source": "env THUMBCTL_HOST_ID"}
+    rows = {line.split()[0]: line.split()[1:] for line in run("config").stdout.splitlines()[3:]}
+    assert rows["busy_wait"] == ["45s", "env", "THUMBCTL_BUSY_WAIT"] and rows["lease_seconds"] == ["30s", "default"]
+    assert host_id() == "host-b"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("THUMBCTL_BUSY_TIMEOUT", "abc", "must be a number of seconds from 0 to 86400, got 'abc'"),
+        ("THUMBCTL_BUSY_WAIT", " 90000 ", "must be a number of seconds from 0 to 86400, got '90000'"),
+        ("THUMBCTL_LEASE_SECONDS", "0.5", "must be a number of seconds from 1 to 86400, got '0.5'"),
+        ("THUMBCTL_LEASE_SECONDS", "nan", "must be a number of seconds from 1 to 86400, got 'nan'"),
+    ],
+)
+def test_a_bad_environment_only_setting_is_one_config_error_wherever_it_is_read(
+    run, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    result = run("config")
+    assert result.exit_code == 2 and result.stderr == f"error [config_error] {variable}: {message}\n"
+    read = BusyPolicy.from_env if "BUSY" in variable else (lambda: lease_seconds(30.0))
+    with pytest.raises(ConfigError, match=f"^{variable}: {re.escape(message)}$"):
+        read()
+
+
+def test_the_busy_bound_is_never_shorter_than_one_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THUMBCTL_BUSY_TIMEOUT", "3")
+    monkeypatch.setenv("THUMBCTL_BUSY_WAIT", "1")
+    assert BusyPolicy.from_env() == BusyPolicy(timeout=3.0, bound=3.0)
+    monkeypatch.delenv("THUMBCTL_BUSY_WAIT")
+    assert BusyPolicy.from_env() == BusyPolicy(timeout=3.0, bound=20.0)
+
+
+def test_environment_only_settings_are_neither_file_keys_nor_flags(tmp_path: Path) -> None:
+    config = tmp_path / "thumbctl.toml"
+    config.write_text("[defaults]\nbusy_timeout = 5\n")
+    with pytest.raises(ConfigError, match="unknown key 'busy_timeout'; allowed keys: out, ratios, size"):
+        load_config_file(config)
+    assert all(not key.flag for key in ENVIRONMENT_KEYS) and not {k.name for k in ENVIRONMENT_KEYS} & {
+        k.name for k in KEYS
+    }
+
+
+def test_the_defaults_of_the_table_are_those_of_the_option_objects(tmp_path: Path) -> None:
+    settings = resolve_settings({}, {}, tmp_path)
+    assert settings.submit_options(key=None, rules=ScanRules()) == SubmitOptions()
+    assert settings.run_options() == RunOptions()
 
 
 def submit_batch(run, *args: object) -> dict:
