@@ -9,10 +9,9 @@ on Linux and the BSDs, ``~/Library/Application Support/thumbctl`` on macOS, ``%A
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from platformdirs.api import PlatformDirsABC
+import platformdirs
+from platformdirs.api import PlatformDirsABC
 
 APP_NAME = "thumbctl"
 LEDGER_FILE_NAME = "ledger.db"
@@ -20,8 +19,6 @@ LEDGER_FILE_NAME = "ledger.db"
 
 def _folders(platform: type[PlatformDirsABC] | None, *, roaming: bool) -> PlatformDirsABC:
     """platformdirs' folders of this platform (``platform``: another platform's, for tests)."""
-    import platformdirs
-
     return (platform or platformdirs.PlatformDirs)(APP_NAME, appauthor=False, roaming=roaming)
 
 
