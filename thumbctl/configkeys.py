@@ -45,7 +45,8 @@ FLAG_SOURCE = "flag"
 DEFAULT_SOURCE = "default"
 _TRUE_WORDS = {"1", "true", "yes", "on"}
 _FALSE_WORDS = {"0", "false", "no", "off"}
-#: The longest a variable may ask a busy ledger to be waited out, or a lease to last (a day).
+#: The longest a variable may ask a busy ledger to be waited out, or a lease to last (a day): beyond it a
+#: busy ledger is better reported than waited out.
 _DAY = 86400.0
 
 
