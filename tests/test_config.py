@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 from pathlib import Path
 
+import platformdirs.windows
 import pytest
 import typer
+from platformdirs.macos import MacOS
+from platformdirs.unix import Unix
+from platformdirs.windows import Windows
 from typer.testing import CliRunner
 
 from thumbctl import Ledger
 from thumbctl.cli import app
 from thumbctl.config import (
+    ENVIRONMENT_KEYS,
     KEYS,
     display_value,
     find_config_file,
@@ -20,10 +27,14 @@ from thumbctl.config import (
     load_config_file,
     resolve_ledger_path,
     resolve_settings,
-    state_dir,
 )
 from thumbctl.errors import ConfigError, UsageError
+from thumbctl.options import RunOptions, SubmitOptions, lease_seconds
+from thumbctl.proc import host_id
+from thumbctl.retrypolicy import BusyPolicy
 from thumbctl.settings import Ratio
+from thumbctl.sources import ScanRules
+from thumbctl.userdirs import config_dir, default_ledger_path, old_default_ledger_path, state_dir
 
 SHOP_AND_LISTING = """\
 [defaults]
@@ -208,22 +219,45 @@ def test_without_xdg_config_home_the_user_file_is_under_home(tmp_path: Path, mon
 
 
 @pytest.mark.parametrize(
-    ("platform", "env", "expected"),
+    ("env", "state", "config"),
     [
-        ("linux", {"XDG_STATE_HOME": "/var/lib/me"}, "/var/lib/me/thumbctl"),
-        ("linux", {}, "~/.local/state/thumbctl"),
-        ("linux", {"XDG_STATE_HOME": ""}, "~/.local/state/thumbctl"),
-        ("freebsd14", {"XDG_STATE_HOME": "relative/state"}, "~/.local/state/thumbctl"),  # relative: ignored
-        ("darwin", {"XDG_STATE_HOME": "/ignored"}, "~/Library/Application Support/thumbctl"),
-        ("win32", {"LOCALAPPDATA": "C:/Users/me/AppData/Local"}, "C:/Users/me/AppData/Local/thumbctl"),
-        ("win32", {}, "~/AppData/Local/thumbctl"),
+        ({"XDG_STATE_HOME": "/var/lib/me", "XDG_CONFIG_HOME": "/etc/me"}, "/var/lib/me/thumbctl", "/etc/me/thumbctl"),
+        ({}, "~/.local/state/thumbctl", "~/.config/thumbctl"),
+        ({"XDG_STATE_HOME": "", "XDG_CONFIG_HOME": ""}, "~/.local/state/thumbctl", "~/.config/thumbctl"),
+        ({"XDG_STATE_HOME": "st", "XDG_CONFIG_HOME": "rel/c"}, "~/.local/state/thumbctl", "~/.config/thumbctl"),
     ],
 )
-def test_the_default_ledger_lives_in_the_state_folder_of_each_platform(
-    platform: str, env: dict[str, str], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_folders_on_linux_and_the_bsds_follow_xdg(
+    env: dict[str, str], state: str, config: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The default ledger in the state folder, the user's config file in the config folder; a relative
+    (or empty) XDG variable is ignored, as the XDG spec says."""
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert state_dir(env, platform) == Path(expected).expanduser()
+    for name in ("XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert state_dir(Unix) == Path(state).expanduser()
+    assert config_dir(Unix) == Path(config).expanduser()
+    if sys.platform.startswith("linux"):
+        assert default_ledger_path() == Path(state).expanduser() / "ledger.db"
+        assert old_default_ledger_path() == Path(config).expanduser() / "ledger.db"
+
+
+def test_the_folders_on_macos_are_in_application_support(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    expected = tmp_path / "Library" / "Application Support" / "thumbctl"
+    assert state_dir(MacOS) == expected and config_dir(MacOS) == expected
+
+
+def test_the_folders_on_windows_have_no_author_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state folder is the local one, the config folder the roaming one (as Click had it)."""
+    folders = {"CSIDL_LOCAL_APPDATA": "C:/Users/me/AppData/Local", "CSIDL_APPDATA": "C:/Users/me/AppData/Roaming"}
+    monkeypatch.setattr(platformdirs.windows, "get_win_folder", folders.__getitem__)
+    assert state_dir(Windows) == Path("C:/Users/me/AppData/Local/thumbctl")
+    assert config_dir(Windows) == Path("C:/Users/me/AppData/Roaming/thumbctl")
 
 
 def test_the_whole_file_is_validated_when_loaded(tmp_path: Path) -> None:
@@ -399,6 +433,10 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "queue_age_objective": {"value": 86400.0, "source": "default"},
             "db": {"value": str(tmp_path / "main.db"), "source": defaults},
             "store": {"value": None, "source": "default"},
+            "busy_timeout": {"value": 5.0, "source": "default"},
+            "busy_wait": {"value": 20.0, "source": "default"},
+            "lease_seconds": {"value": 30.0, "source": "default"},
+            "host_id": {"value": None, "source": "default"},
         },
     }
 
@@ -409,10 +447,112 @@ def test_config_table_goes_to_stdout(run, tmp_path: Path) -> None:
     assert result.exit_code == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
     assert lines[:2] == [f"config file: {tmp_path / 'thumbctl.toml'}", "profile: listing (flag)"]
-    rows = {line.split()[0]: line.split(maxsplit=1)[1].rstrip() for line in lines[3:]}
+    rows: dict[str, str] = {}
+    name = ""
+    for line in lines[3:]:  # a long path may wrap its cell: the rest of the row is on the next line
+        if line.startswith(" "):
+            rows[name] += " " + line.strip()
+        else:
+            name, rest = line.split(maxsplit=1)
+            rows[name] = rest.rstrip()
     assert rows["ratios"].split() == ["3:2", "16:9", "file", str(tmp_path / "thumbctl.toml"), "[profiles.listing]"]
     assert rows["db"].split() == [str(tmp_path / "other.db"), "flag"]
     assert rows["item_timeout"].split() == ["5m", "default"]
+
+
+HUGE = "1" * 5000
+NUMBER_FLAGS = [
+    "--size", "--quality", "--attempts", "--workers", "--max-failures", "--max-items", "--max-runnable",
+    "--max-pixels", "--max-bytes", "--deadline", "--item-timeout", "--queue-age-objective",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("flag", NUMBER_FLAGS)
+def test_a_number_of_5000_digits_in_a_flag_is_a_usage_error(run, flag: str) -> None:
+    result = run("config", flag, HUGE)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error [usage] {flag}: ") and len(result.stderr.splitlines()) == 1
+
+
+def test_a_ratio_of_5000_digits_is_a_usage_error(run) -> None:
+    result = run("config", "--ratio", f"{HUGE}:1")
+    assert result.exit_code == 2 and result.stderr.startswith("error [usage] --ratio: bad ratio '1111")
+    assert "each side must be 1..10000" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["workers", "size", "max_pixels", "busy_timeout", "lease_seconds"])
+def test_a_number_of_5000_digits_in_a_variable_is_a_config_error(
+    run, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setenv(f"THUMBCTL_{name.upper()}", HUGE)
+    result = run("config")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error [config_error] THUMBCTL_{name.upper()}: ")
+
+
+def test_a_number_of_5000_digits_in_the_file_is_a_config_error(run, tmp_path: Path) -> None:
+    (tmp_path / "thumbctl.toml").write_text(f"[defaults]\nworkers = {HUGE}\n")
+    result = run("config")
+    assert result.exit_code == 2
+    assert result.stderr == f"error [config_error] {tmp_path / 'thumbctl.toml'}: not valid TOML: a number is too long\n"
+
+
+def test_the_environment_only_settings_are_shown_with_their_source(run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THUMBCTL_BUSY_WAIT", "45")
+    monkeypatch.setenv("THUMBCTL_LEASE_SECONDS", "  ")  # blank: unset, as it always was
+    monkeypatch.setenv("THUMBCTL_HOST_ID", "host-b")
+    settings = json.loads(run("config", "--json").stdout)["settings"]
+    assert settings["busy_timeout"] == {"value": 5.0, "source": "default"}
+    assert settings["busy_wait"] == {"value": 45.0, "source": "env THUMBCTL_BUSY_WAIT"}
+    assert settings["lease_seconds"] == {"value": 30.0, "source": "default"}
+    assert settings["host_id"] == {"value": "host-b", "source": "env THUMBCTL_HOST_ID"}
+    rows = {line.split()[0]: line.split()[1:] for line in run("config").stdout.splitlines()[3:]}
+    assert rows["busy_wait"] == ["45s", "env", "THUMBCTL_BUSY_WAIT"] and rows["lease_seconds"] == ["30s", "default"]
+    assert host_id() == "host-b"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("THUMBCTL_BUSY_TIMEOUT", "abc", "must be a number of seconds from 0 to 86400, got 'abc'"),
+        ("THUMBCTL_BUSY_WAIT", " 90000 ", "must be a number of seconds from 0 to 86400, got '90000'"),
+        ("THUMBCTL_LEASE_SECONDS", "0.5", "must be a number of seconds from 1 to 86400, got '0.5'"),
+        ("THUMBCTL_LEASE_SECONDS", "nan", "must be a number of seconds from 1 to 86400, got 'nan'"),
+    ],
+)
+def test_a_bad_environment_only_setting_is_one_config_error_wherever_it_is_read(
+    run, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    result = run("config")
+    assert result.exit_code == 2 and result.stderr == f"error [config_error] {variable}: {message}\n"
+    read = BusyPolicy.from_env if "BUSY" in variable else (lambda: lease_seconds(30.0))
+    with pytest.raises(ConfigError, match=f"^{variable}: {re.escape(message)}$"):
+        read()
+
+
+def test_the_busy_bound_is_never_shorter_than_one_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THUMBCTL_BUSY_TIMEOUT", "3")
+    monkeypatch.setenv("THUMBCTL_BUSY_WAIT", "1")
+    assert BusyPolicy.from_env() == BusyPolicy(timeout=3.0, bound=3.0)
+    monkeypatch.delenv("THUMBCTL_BUSY_WAIT")
+    assert BusyPolicy.from_env() == BusyPolicy(timeout=3.0, bound=20.0)
+
+
+def test_environment_only_settings_are_neither_file_keys_nor_flags(tmp_path: Path) -> None:
+    config = tmp_path / "thumbctl.toml"
+    config.write_text("[defaults]\nbusy_timeout = 5\n")
+    with pytest.raises(ConfigError, match="unknown key 'busy_timeout'; allowed keys: out, ratios, size"):
+        load_config_file(config)
+    assert all(not key.flag for key in ENVIRONMENT_KEYS) and not {k.name for k in ENVIRONMENT_KEYS} & {
+        k.name for k in KEYS
+    }
+
+
+def test_the_defaults_of_the_table_are_those_of_the_option_objects(tmp_path: Path) -> None:
+    settings = resolve_settings({}, {}, tmp_path)
+    assert settings.submit_options(key=None, rules=ScanRules()) == SubmitOptions()
+    assert settings.run_options() == RunOptions()
 
 
 def submit_batch(run, *args: object) -> dict:

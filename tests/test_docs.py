@@ -49,7 +49,7 @@ from typing import Any
 
 import pytest
 
-from thumbctl.config import KEYS, load_config_file
+from thumbctl.config import ENVIRONMENT_KEYS, KEYS, load_config_file
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -519,6 +519,28 @@ def test_the_settings_table_names_every_setting() -> None:
     table = text.split("## Settings", 1)[1].split("\n## ", 1)[0]
     rows = [line.split("|")[1].strip(" `") for line in table.splitlines() if line.startswith("| `")]
     assert rows == [key.name for key in KEYS]
+
+
+def test_the_environment_only_settings_and_every_variable_are_listed() -> None:
+    text = (DOCS / "configuration.md").read_text()
+    table = text.split("## Settings read from the environment only", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1].strip(" `") for line in table.splitlines() if line.startswith("| `")]
+    assert rows == [key.name for key in ENVIRONMENT_KEYS]
+    variables = text.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    listed = [line.split("|")[1].strip(" `") for line in variables.splitlines() if line.startswith("| `")]
+    assert {key.env for key in (*KEYS, *ENVIRONMENT_KEYS)} <= set(listed)
+    assert {"THUMBCTL_MAX_FAILURES", "THUMBCTL_STORE", "THUMBCTL_BUSY_TIMEOUT", "THUMBCTL_HOST_ID"} <= set(listed)
+
+
+def test_the_settings_tables_of_configuration_md_are_current() -> None:
+    spec = importlib.util.spec_from_file_location("gen_config_reference", DOCS / "gen_config_reference.py")
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    current = (DOCS / "configuration.md").read_text()
+    assert current == generator.regenerated(current), (
+        "docs/configuration.md is stale: run python docs/gen_config_reference.py"
+    )
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,7 @@ from .errors import (
 )
 from .ledger import Ledger
 from .ledger.home import settle_default_ledger, shown
-from .models import ITEM_STATES
+from .models import ITEM_STATES, BatchState, ItemState
 from .options import DEFAULT_GRACE
 from .plainparams import PlainGroup
 from .runner import prepare_workers, run_batch, run_work, wait_until_terminal, watch_batch
@@ -268,13 +268,13 @@ def outcome_exit_code(batch: BatchView, interrupted: bool, max_failures: int = 0
     only when more than ``max_failures`` of its items failed."""
     if interrupted:
         return ExitCode.INTERRUPTED
-    if batch.state in ("partial", "failed") and batch.counts["failed"] <= max_failures:
+    if batch.state in (BatchState.PARTIAL, BatchState.FAILED) and batch.counts[ItemState.FAILED] <= max_failures:
         return ExitCode.OK
     return {
-        "succeeded": ExitCode.OK,
-        "partial": ExitCode.PARTIAL,
-        "failed": ExitCode.PARTIAL,
-        "cancelled": ExitCode.CANCELLED,
+        BatchState.SUCCEEDED: ExitCode.OK,
+        BatchState.PARTIAL: ExitCode.PARTIAL,
+        BatchState.FAILED: ExitCode.PARTIAL,
+        BatchState.CANCELLED: ExitCode.CANCELLED,
     }.get(batch.state, ExitCode.PARTIAL)
 
 

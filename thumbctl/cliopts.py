@@ -22,7 +22,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperOption
 
 from .config import (
-    KEYS,
+    ALL_KEYS,
     KEYS_BY_NAME,
     PROFILE_ENV,
     FileLayer,
@@ -321,7 +321,7 @@ def settings_from_context(ctx: Any) -> Settings:
     profile = ctx.params.get("profile")
     origin = ctx.get_parameter_source("profile") if "profile" in ctx.params else None
     profile_source = {ParameterSource.COMMANDLINE: "flag", ParameterSource.ENVIRONMENT: f"env {PROFILE_ENV}"}
-    values = {key.name: setting_of(ctx, key, layer) for key in KEYS}
+    values = {key.name: setting_of(ctx, key, layer) for key in ALL_KEYS}
     return Settings(layer.path, profile, profile_source.get(origin) if profile else None, values)
 
 

@@ -26,7 +26,7 @@ from .keys import derivative_key, digest_json
 from .ledger import Ledger
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .markup import write_batch_manifest
-from .models import BatchView, CachedSource, NewBatch, NewItem
+from .models import BatchView, CachedSource, ItemState, NewBatch, NewItem
 from .names import UnsafeItemId, check_item_id, escaped_name, friendly_stems
 from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
 from .options import SubmitOptions
@@ -181,8 +181,8 @@ def with_reused_outputs(
     publish transaction.
     """
     items = tuple(
-        replace(item, state="succeeded", dedup=True)
-        if item.state == "queued" and _object_is_valid(item, profile) and name_usable(item)
+        replace(item, state=ItemState.SUCCEEDED, dedup=True)
+        if item.state == ItemState.QUEUED and _object_is_valid(item, profile) and name_usable(item)
         else item
         for item in new.items
     )
@@ -214,13 +214,13 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, ov
     which relinks them. A file thumbctl did not publish at a name is left as it is (unless
     ``overwrite``) and reported as one of those lines.
     """
-    if not batch.counts["succeeded"]:
+    if not batch.counts[ItemState.SUCCEEDED]:
         return []
     target = LocalOutputTarget(batch.out_dir)
     publisher = Publisher(ledger, target, overwrite)
     owned = ledger.views.owned_friendly_names(batch.batch_id)
     if batch.replayed:
-        report.names_taken_by_newer = batch.counts["succeeded"] - len(owned)
+        report.names_taken_by_newer = batch.counts[ItemState.SUCCEEDED] - len(owned)
     failures = []
     for object_path, friendly_path in owned:
         try:
@@ -554,7 +554,7 @@ def _named(
 ) -> list[NewItem]:
     """Give every item that will be rendered its thumbnail's name from ``template``; a name that
     is unsafe or that two items would share rejects the whole batch (65)."""
-    to_name = [item for item in items if item.state == "queued"]
+    to_name = [item for item in items if item.state == ItemState.QUEUED]
     try:
         names = assign_names(template, [_named_item(item, stems[item.item_id], profile) for item in to_name])
     except NameTemplateError as exc:
@@ -595,7 +595,7 @@ def _refused_if_through_symlink(
 ) -> NewItem:
     """A queued item whose temp file, object or thumbnail would be written through a symlink
     inside OUT or STORE fails at once (``path_outside_root``); nothing is written through it."""
-    if item.state != "queued" or item.object_path is None or item.friendly_path is None:
+    if item.state != ItemState.QUEUED or item.object_path is None or item.friendly_path is None:
         return item
     checks = (
         (symlink_in, layout.tmp_dir),
@@ -607,7 +607,7 @@ def _refused_if_through_symlink(
     if link is None:
         return item
     detail = f"{link} is a symlink, which could lead out of the output folder; nothing is written through it"
-    return replace(item, state="failed", error_code="path_outside_root", error_detail=detail)
+    return replace(item, state=ItemState.FAILED, error_code="path_outside_root", error_detail=detail)
 
 
 def _new_item(
@@ -629,7 +629,7 @@ def _new_item(
         return NewItem(
             **common,
             source=inspection.source or entry.given,
-            state="failed",
+            state=ItemState.FAILED,
             error_code=failure.code if failure else "io_error",
             error_detail=failure.detail if failure else None,
         )
@@ -639,7 +639,7 @@ def _new_item(
     return NewItem(
         **common,
         source=inspection.source,
-        state="queued",
+        state=ItemState.QUEUED,
         source_digest=info.digest,
         source_format=info.format,
         source_width=info.width,

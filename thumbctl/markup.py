@@ -29,7 +29,7 @@ from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from .models import BatchView, ItemView
+from .models import BatchView, ItemState, ItemView
 
 if TYPE_CHECKING:
     from .ledger import Views
@@ -130,7 +130,7 @@ def output_file(out_dir: str, item: ItemView, header_size: HeaderSize | None = N
     """The file a succeeded item published, with its facts from the render result; an item
     reused from an earlier batch (no result) is measured from its file's header."""
     path = item.friendly_path or item.object_path
-    if item.state != "succeeded" or not path:
+    if item.state != ItemState.SUCCEEDED or not path:
         return None
     fmt = item_format(item)
     result = item.result or {}
@@ -247,8 +247,8 @@ def batch_manifest(batch: BatchView, items: list[ItemView]) -> dict[str, object]
             "state": item.state,
             "error_code": item.error_code,
             "derivative_key": item.derivative_key,
-            "object_path": item.object_path if item.state == "succeeded" else None,
-            "friendly_path": item.friendly_path if item.state == "succeeded" else None,
+            "object_path": item.object_path if item.state == ItemState.SUCCEEDED else None,
+            "friendly_path": item.friendly_path if item.state == ItemState.SUCCEEDED else None,
         }
         for item in items
     ]

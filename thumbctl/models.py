@@ -20,8 +20,8 @@ class ItemState(StrEnum):
     CANCELLED = "cancelled"
 
 
-ITEM_STATES = tuple(state.value for state in ItemState)
-TERMINAL_ITEM_STATES = frozenset({ItemState.SUCCEEDED.value, ItemState.FAILED.value, ItemState.CANCELLED.value})
+ITEM_STATES: tuple[ItemState, ...] = tuple(ItemState)
+TERMINAL_ITEM_STATES = frozenset({ItemState.SUCCEEDED, ItemState.FAILED, ItemState.CANCELLED})
 
 
 class BatchState(StrEnum):
@@ -36,9 +36,7 @@ class BatchState(StrEnum):
     CANCELLED = "cancelled"
 
 
-TERMINAL_BATCH_STATES = frozenset(
-    {BatchState.SUCCEEDED.value, BatchState.PARTIAL.value, BatchState.FAILED.value, BatchState.CANCELLED.value}
-)
+TERMINAL_BATCH_STATES = frozenset({BatchState.SUCCEEDED, BatchState.PARTIAL, BatchState.FAILED, BatchState.CANCELLED})
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ class NewItem:
     item_id: str
     ratio: str
     source: str
-    state: str
+    state: ItemState
     source_digest: str | None = None
     source_format: str | None = None
     source_width: int | None = None
@@ -91,7 +89,7 @@ class NewBatch:
         return sum(1 for item in self.items if item.state == ItemState.QUEUED)
 
 
-def batch_state(counts: dict[str, int], total: int, cancel_requested: bool) -> str:
+def batch_state(counts: dict[ItemState, int], total: int, cancel_requested: bool) -> BatchState:
     """Project a batch's state from its item counts and its cancel flag."""
     queued, running = counts[ItemState.QUEUED], counts[ItemState.RUNNING]
     if cancel_requested:
@@ -130,11 +128,11 @@ class FailureView:
 @dataclass(frozen=True)
 class BatchView:
     batch_id: str
-    state: str
+    state: BatchState
     idempotency_key: str
     request_digest: str
     total: int
-    counts: dict[str, int]
+    counts: dict[ItemState, int]
     created_at: str
     updated_at: str
     cancel_requested_at: str | None
@@ -196,7 +194,7 @@ class ItemView:
     item_id: str
     source: str
     ratio: str
-    state: str
+    state: ItemState
     attempt: int
     error_code: str | None
     error_detail: str | None
@@ -231,6 +229,9 @@ class ItemView:
 
 @dataclass(frozen=True)
 class EventView:
+    """One line of the log. ``from_state``/``to_state`` are item states (:class:`ItemState`) on an item's
+    event, and on a batch's event what happened to it (``cancel_requested``, ``removed``, ``expired``)."""
+
     seq: int
     at: str
     batch_id: str
@@ -378,7 +379,7 @@ class StalledItem:
     batch_id: str
     item_id: str
     ratio: str
-    state: str
+    state: ItemState
     lease_owner: str | None
     lease_token: str | None
     lease_expires_at: str | None

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ConfigError
+from .configkeys import DEFAULT_SOURCE, KEYS_BY_NAME, environment_setting
 from .retrypolicy import Backoff
 from .settings import Limits, Profile
 from .sources import ScanRules
@@ -45,21 +45,13 @@ def default_workers() -> int:
 
 #: Test only: the workers' lease length in seconds, so a test sees a killed host's leases expire in
 #: seconds instead of the default 30 (the heartbeat then beats every third of it).
-LEASE_ENV = "THUMBCTL_LEASE_SECONDS"
+LEASE_ENV = KEYS_BY_NAME["lease_seconds"].env
 
 
 def lease_seconds(default: float) -> float:
     """The workers' lease: ``$THUMBCTL_LEASE_SECONDS`` when set (1 s to a day), else ``default``."""
-    text = os.environ.get(LEASE_ENV, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 1 <= value <= 86400:  # also refuses nan and inf
-        raise ConfigError(f"{LEASE_ENV}: must be a number of seconds from 1 to 86400, got {text!r}")
-    return value
+    setting = environment_setting(KEYS_BY_NAME["lease_seconds"])
+    return default if setting.source == DEFAULT_SOURCE else setting.value
 
 
 @dataclass(frozen=True)

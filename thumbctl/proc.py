@@ -13,7 +13,9 @@ import os
 import socket
 from functools import lru_cache
 
-HOST_ID_ENV = "THUMBCTL_HOST_ID"
+from .configkeys import KEYS_BY_NAME, environment_value
+
+HOST_ID_ENV = KEYS_BY_NAME["host_id"].env
 """Test-only: replaces the whole host identity (no ``:``), e.g. to run several "hosts" on one machine."""
 
 MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
@@ -45,7 +47,7 @@ def machine_id() -> str:
 
 def host_id() -> str:
     """This host's identity in lease owners: ``$THUMBCTL_HOST_ID`` if set, else ``hostname~machine-id``."""
-    return os.environ.get(HOST_ID_ENV) or f"{hostname()}{HOST_ID_SEPARATOR}{machine_id()}"
+    return environment_value("host_id") or f"{hostname()}{HOST_ID_SEPARATOR}{machine_id()}"
 
 
 def host_name_of(owner: str) -> str:

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .ledger import Follower, Ledger, parse_iso
-from .models import ITEM_STATES, Activity, BatchView, RecentFailure
+from .models import ITEM_STATES, Activity, BatchView, ItemState, RecentFailure
 from .proc import owner_label
 from .reporter import STATE_STYLES, format_age, styled
 
@@ -179,7 +179,7 @@ def _failures_table(activity: Activity, limit: int, width: int) -> Table:
         table.add_column(column, no_wrap=True, overflow="ellipsis", min_width=fixed[-1], max_width=fixed[-1])
     table.add_column("detail", no_wrap=True, overflow="ellipsis", max_width=_room_left(width, fixed))
     for failure, at, item_id, ratios, code in rows:
-        style = "yellow" if failure.retrying else STATE_STYLES["failed"]
+        style = "yellow" if failure.retrying else STATE_STYLES[ItemState.FAILED]
         table.add_row(at, escape(item_id), ratios, f"[{style}]{escape(code)}[/]", escape(failure.detail or ""))
     return table
 

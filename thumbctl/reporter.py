@@ -33,7 +33,17 @@ from rich.table import Table
 
 from .config import Settings, display_value
 from .errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES, ExitCode, ThumbctlError, UnavailableError
-from .models import ITEM_STATES, BatchView, EventView, Finding, GcReport, ItemView, ReconcileReport
+from .models import (
+    ITEM_STATES,
+    BatchState,
+    BatchView,
+    EventView,
+    Finding,
+    GcReport,
+    ItemState,
+    ItemView,
+    ReconcileReport,
+)
 from .proc import owner_label
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
@@ -44,14 +54,14 @@ if TYPE_CHECKING:  # the commands that print these import them; reading commands
     from .sheet import SheetSummary
     from .stats import StatsReport
 
-STATE_STYLES = {
-    "queued": "cyan",
-    "running": "yellow",
-    "succeeded": "green",
-    "failed": "red",
-    "cancelled": "magenta",
-    "cancel_requested": "magenta",
-    "partial": "yellow",
+STATE_STYLES: dict[str, str] = {
+    ItemState.QUEUED: "cyan",
+    ItemState.RUNNING: "yellow",
+    ItemState.SUCCEEDED: "green",
+    ItemState.FAILED: "red",
+    ItemState.CANCELLED: "magenta",
+    BatchState.CANCEL_REQUESTED: "magenta",
+    BatchState.PARTIAL: "yellow",
 }
 
 
@@ -132,7 +142,7 @@ def crop_text(result: dict[str, object] | None) -> str:
 def item_note(item: ItemView) -> str:
     """The last column of ``status --items``: where a succeeded (or pending) item's output is, or
     why a failed or cancelled one has none (its friendly name was never written)."""
-    if item.state in ("failed", "cancelled"):
+    if item.state in (ItemState.FAILED, ItemState.CANCELLED):
         return item.error_detail or ""
     return item.friendly_path or item.error_detail or ""
 
@@ -388,10 +398,10 @@ class Reporter:
         self._counts_line(batch, line)
         self._failure_summary(batch, line)
         line(f"  outputs: {escape(batch.out_dir)}")
-        reused = batch.counts["succeeded"]
+        reused = batch.counts[ItemState.SUCCEEDED]
         if reused and not batch.replayed:
             line(f"  {plural(reused, 'output')} already existed and {'was' if reused == 1 else 'were'} reused")
-        if batch.replayed and batch.state == "cancelled":
+        if batch.replayed and batch.state == BatchState.CANCELLED:
             line(
                 f"  [magenta]this batch was cancelled[/] at {batch.cancel_requested_at}; a replay renders nothing. "
                 "To render the rest, submit again with a new --key (finished outputs are reused)."
@@ -467,7 +477,7 @@ class Reporter:
         self._smaller_than_target_line(batch)
         self._replaced_names_line(batch)
         self._failure_summary(batch)
-        if batch.counts["succeeded"]:
+        if batch.counts[ItemState.SUCCEEDED]:
             self.say(f"  thumbnails in {escape(batch.out_dir)}, manifest {escape(batch.manifest_path)}")
         if sheet:
             self.say(f"  contact sheet {escape(Path(sheet).as_uri())}")
@@ -490,9 +500,9 @@ class Reporter:
         if not self.quiet or code == 0:
             return
         where = f"(exit {int(code)}); thumbctl status {batch.batch_id}"
-        failed, total = batch.counts["failed"], batch.total
+        failed, total = batch.counts[ItemState.FAILED], batch.total
         if code == ExitCode.CANCELLED:
-            line = f"batch cancelled: {batch.counts['succeeded']} of {total} succeeded {where}"
+            line = f"batch cancelled: {batch.counts[ItemState.SUCCEEDED]} of {total} succeeded {where}"
         elif code == ExitCode.INTERRUPTED:
             line = f"interrupted: batch {batch.batch_id} is {batch.state}, its cancel is recorded {where}"
         else:
@@ -578,7 +588,7 @@ class Reporter:
                 b.batch_id,
                 styled(b.state) + (" (expired)" if b.expired_at else ""),
                 f"{b.done}/{b.total}",
-                str(b.counts["failed"]),
+                str(b.counts[ItemState.FAILED]),
                 b.created_at[:19].replace("T", " "),
                 escape(b.source_root),
             )

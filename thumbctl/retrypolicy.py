@@ -8,15 +8,13 @@ The chosen time is persisted as the item's ``not_before``, so a restart keeps it
 
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tenacity import Retrying
 
-from .errors import ConfigError
+from .configkeys import environment_value
 
 
 @dataclass(frozen=True)
@@ -33,11 +31,6 @@ class Backoff:
         return wait_random_exponential(multiplier=self.base, max=self.cap)(state)
 
 
-#: Environment variables tuning the busy policy (seconds). Mostly for tests and for ledgers on slow disks.
-BUSY_TIMEOUT_ENV = "THUMBCTL_BUSY_TIMEOUT"
-BUSY_WAIT_ENV = "THUMBCTL_BUSY_WAIT"
-
-
 @dataclass(frozen=True)
 class BusyPolicy:
     """The one policy for a ledger whose write lock another process holds.
@@ -48,14 +41,15 @@ class BusyPolicy:
     default lease (30 s), so a worker that waited it out still holds its claim.
     """
 
-    timeout: float = 5.0
-    bound: float = 20.0
+    timeout: float
+    bound: float
 
     @classmethod
     def from_env(cls) -> BusyPolicy:
-        """``THUMBCTL_BUSY_TIMEOUT`` and ``THUMBCTL_BUSY_WAIT`` override the defaults."""
-        timeout = _seconds(BUSY_TIMEOUT_ENV, cls.timeout)
-        return cls(timeout=timeout, bound=max(timeout, _seconds(BUSY_WAIT_ENV, cls.bound)))
+        """The settings ``busy_timeout`` and ``busy_wait`` (``THUMBCTL_BUSY_TIMEOUT``, ``THUMBCTL_BUSY_WAIT``;
+        5 s and 20 s unless set); the bound is never shorter than one wait."""
+        timeout = environment_value("busy_timeout")
+        return cls(timeout=timeout, bound=max(timeout, environment_value("busy_wait")))
 
     def retrying(self, busy: type[BaseException] | tuple[type[BaseException], ...]) -> Retrying:
         """A tenacity loop retrying ``busy`` errors within the bound; the last one is re-raised."""
@@ -67,22 +61,3 @@ class BusyPolicy:
             stop=stop_after_delay(self.bound),
             reraise=True,
         )
-
-
-#: The longest busy wait a variable may ask for (a day): beyond it a busy ledger is better reported than waited out.
-_MAX_BUSY_SECONDS = 86400.0
-
-
-def _seconds(name: str, default: float) -> float:
-    """Seconds from the variable ``name`` (``default`` when unset or empty); anything but a number
-    from 0 to a day is a :class:`~thumbctl.errors.ConfigError`, never silently the default."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= _MAX_BUSY_SECONDS:  # also refuses nan and inf
-        raise ConfigError(f"{name}: must be a number of seconds from 0 to {_MAX_BUSY_SECONDS:g}, got {text!r}")
-    return value

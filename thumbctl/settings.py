@@ -57,11 +57,24 @@ def parse_ratio(text: object) -> Ratio:
     match = _RATIO_RE.match(text)
     if not match:
         raise SettingError(f"bad ratio {text!r}: expected W:H with whole numbers, e.g. 16:9")
-    w, h = int(match.group(1)), int(match.group(2))
+    w, h = (_term(digits) for digits in match.groups())
     if not (1 <= w <= MAX_RATIO_TERM and 1 <= h <= MAX_RATIO_TERM):
-        raise SettingError(f"bad ratio {text!r}: each side must be 1..{MAX_RATIO_TERM}")
+        raise SettingError(f"bad ratio {shortened(text)}: each side must be 1..{MAX_RATIO_TERM}")
     g = math.gcd(w, h)
     return Ratio(w // g, h // g)
+
+
+def _term(digits: str) -> int:
+    """A side of a ratio; one longer than any allowed side counts as too large (never converted)."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= len(str(MAX_RATIO_TERM)) else MAX_RATIO_TERM + 1
+
+
+def shortened(text: str, limit: int = 40) -> str:
+    """``text`` as an error message quotes it: in full, or its start and its length when it is long."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[: limit // 2]!r}… ({len(text)} characters)"
 
 
 def parse_ratios(values: object) -> tuple[Ratio, ...]:
@@ -238,7 +251,10 @@ def parse_count(text: str) -> int:
     number, prefix, binary = float(match.group(1)), match.group(2).lower(), match.group(3).lower()
     base = 1024 if binary.startswith("i") else 1000
     power = " kmgt".index(prefix) if prefix else 0
-    value = int(number * base**power)
+    scaled = number * base**power
+    if not math.isfinite(scaled):
+        raise SettingError(f"bad count {shortened(text)}: too large")
+    value = int(scaled)
     if value < 1:
         raise SettingError(f"bad count {text!r}: must be at least 1")
     return value

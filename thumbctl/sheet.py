@@ -28,7 +28,7 @@ from urllib.parse import quote
 from .errors import CannotWrite
 from .ledger import Ledger
 from .markup import FALLBACK_FORMATS
-from .models import ITEM_STATES, BatchView, ItemView
+from .models import ITEM_STATES, BatchState, BatchView, ItemState, ItemView
 from .storage.objects import LocalObjectStore, read_preview
 from .storage.outputs import LocalOutputTarget, write_page
 from .storage.thumbnails import shown_output
@@ -40,7 +40,7 @@ FRAME_BOX = (196, 160)  # the source's preview fits in this many CSS px
 SORT_ORDERS = ("ledger", "score")
 
 ItemKey = tuple[str, str, int | None, str | None]  # (item id, ratio, size asked, format): one derivative
-Outcome = tuple[str, str, str]  # (state, error code, detail) of an item with no output to show
+Outcome = tuple[ItemState, str, str]  # (state, error code, detail) of an item with no output to show
 
 
 def item_key(item: ItemView) -> ItemKey:
@@ -52,7 +52,7 @@ class SheetSummary:
     """What ``thumbctl sheet`` wrote."""
 
     batch_id: str
-    state: str
+    state: BatchState
     path: str
     sources: int
     items: int
@@ -94,7 +94,7 @@ def write_contact_sheet(
         write_page(layout, target, page, create_folder=path is None)
     except OSError as exc:
         raise CannotWrite(f"cannot write the contact sheet to {target}: {exc.strerror or exc}") from exc
-    succeeded = sum(1 for i in items if i.state == "succeeded")
+    succeeded = sum(1 for i in items if i.state == ItemState.SUCCEEDED)
     return SheetSummary(
         batch_id=view.batch_id,
         state=view.state,
@@ -102,8 +102,8 @@ def write_contact_sheet(
         sources=len({i.item_id for i in items}),
         items=len(items),
         succeeded=succeeded,
-        failed=sum(1 for i in items if i.state == "failed"),
-        missing=sum(1 for i, p in outputs if i.state == "succeeded" and p is None),
+        failed=sum(1 for i in items if i.state == ItemState.FAILED),
+        missing=sum(1 for i, p in outputs if i.state == ItemState.SUCCEEDED and p is None),
     )
 
 
@@ -388,7 +388,7 @@ def covered(group: list[ItemView], items: list[ItemView]) -> list[str]:
     return labels
 
 
-def outcome_line(state: str, code: str, detail: str, ratios: list[str]) -> str:
+def outcome_line(state: ItemState, code: str, detail: str, ratios: list[str]) -> str:
     code_html = f' <code class="error-code">{escape(code)}</code>' if code else ""
     detail_html = f' <span class="detail">{escape(detail)}</span>' if detail else ""
     return (
@@ -399,13 +399,13 @@ def outcome_line(state: str, code: str, detail: str, ratios: list[str]) -> str:
 
 def outcome_of(item: ItemView) -> Outcome:
     """(state, error code, detail) of an item with no output to show."""
-    if item.state == "succeeded":
-        return "succeeded", "", "the output file is gone; see thumbctl reconcile"
+    if item.state == ItemState.SUCCEEDED:
+        return ItemState.SUCCEEDED, "", "the output file is gone; see thumbctl reconcile"
     return item.state, item.error_code or "", item.error_detail or ""
 
 
-def label_of(state: str) -> str:
-    return "missing" if state == "succeeded" else state
+def label_of(state: ItemState) -> str:
+    return "missing" if state == ItemState.SUCCEEDED else state
 
 
 def source_frame(

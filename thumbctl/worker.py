@@ -51,6 +51,7 @@ from .imaging import (
     verify_output,
 )
 from .ledger import Claim, ClaimedItem, Ledger, is_server_url
+from .models import ItemState
 from .proc import owner_id, owner_is_dead
 from .publisher import Publisher
 from .retrypolicy import Backoff, BusyPolicy
@@ -497,7 +498,7 @@ class ClaimRun:
             self.store.discard(temp)
         if outcome == "lost":
             raise LeaseLost
-        if outcome == "cancelled":
+        if outcome == ItemState.CANCELLED:
             self.ledger.queue.cancel_if_requested(self.claim)
             return "stop"
         self.faults.hit("after_commit")

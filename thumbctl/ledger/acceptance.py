@@ -203,7 +203,7 @@ class Intake(NameLocks):
 def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool]) -> NewBatch:
     """Items reusing an object that is gone since intake looked are queued to render again."""
     items = tuple(
-        replace(item, state=ItemState.QUEUED.value, dedup=False)
+        replace(item, state=ItemState.QUEUED, dedup=False)
         if item.dedup and item.object_path is not None and not still_present(item.object_path)
         else item
         for item in new.items

@@ -24,7 +24,7 @@ from .timefmt import iso, parse_iso
 from .views import BatchViews
 
 #: States followed per batch when following every batch: only the live ones are shown.
-_LIVE_STATES = (ItemState.QUEUED.value, ItemState.RUNNING.value)
+_LIVE_STATES = (ItemState.QUEUED, ItemState.RUNNING)
 
 
 class Follower:
@@ -44,7 +44,7 @@ class Follower:
         self.window = window
         self.failures = failures
         self._seq: int | None = None
-        self._counts: dict[str, dict[str, int]] = {}
+        self._counts: dict[str, dict[ItemState, int]] = {}
         self._cancelled: set[str] = set()
         #: (time, completions) of each commit time in the window with a claim or a completion.
         self._recent: deque[tuple[str, int]] = deque()
@@ -75,12 +75,12 @@ class Follower:
         )
         self._failures = self._failure_rows(sql.FAILURES_START, [upto, *scope])
 
-    def _row_counts(self) -> dict[str, dict[str, int]]:
+    def _row_counts(self) -> dict[str, dict[ItemState, int]]:
         """Items by batch and state, counted from the rows: every state of the followed batch, or
         the live states of every batch (on the partial index of queued items, and the few running)."""
         if self.batch_id is not None:
             return {self.batch_id: self.views.state_counts(self.batch_id)}
-        counts: dict[str, dict[str, int]] = {}
+        counts: dict[str, dict[ItemState, int]] = {}
         for state, query in ((ItemState.QUEUED, sql.QUEUED_BY_BATCH), (ItemState.RUNNING, sql.RUNNING_BY_BATCH)):
             for r in self.db.execute(query).fetchall():
                 counts.setdefault(r["batch_id"], dict.fromkeys(_LIVE_STATES, 0))[state] = r["n"]

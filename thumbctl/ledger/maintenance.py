@@ -45,7 +45,7 @@ class Maintenance:
         Two queries, so neither walks the queued items of batches without a cancel request (the
         second goes from the flagged batches to their items: ``CROSS JOIN`` keeps that order)."""
         rows = self.db.execute(sql.STALLED_CANDIDATES).fetchall()
-        return [record(StalledItem, r, row=r["id"]) for r in rows]
+        return [record(StalledItem, r, row=r["id"], state=ItemState(r["state"])) for r in rows]
 
     def published_items(self) -> list[PublishedItem]:
         """Succeeded items of batches that have not expired, with the facts their object is checked against."""
@@ -245,7 +245,7 @@ class Upkeep(Relocation, Maintenance):
 
 
 def stall_reason(
-    state: str, owner: str | None, expires: str | None, cancel_at: str | None, at: str, is_dead: IsDead
+    state: ItemState, owner: str | None, expires: str | None, cancel_at: str | None, at: str, is_dead: IsDead
 ) -> str | None:
     """Why an item is stalled: nobody will ever finish it as it stands. None when it is live."""
     if state == ItemState.QUEUED:

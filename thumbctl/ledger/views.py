@@ -63,7 +63,7 @@ class BatchViews:
         rows = self.db.execute(sql.RECENT_BATCHES, (limit,)).fetchall()
         return [self.batch_view(row, False) for row in rows]
 
-    def batch_view(self, row: Row, with_failures: bool, counts: dict[str, int] | None = None) -> BatchView:
+    def batch_view(self, row: Row, with_failures: bool, counts: dict[ItemState, int] | None = None) -> BatchView:
         """The view of the batch ``row``; its ``counts`` by state are counted from its item rows
         unless given (a :class:`~thumbctl.ledger.follow.Follower` keeps them from the log)."""
         batch_id, created, cancel_at = row["batch_id"], row["created_at"], row["cancel_requested_at"]
@@ -89,9 +89,9 @@ class BatchViews:
             overwritten=self._flagged(batch_id, "name_overwritten") if with_failures else 0,
         )
 
-    def state_counts(self, batch_id: str) -> dict[str, int]:
+    def state_counts(self, batch_id: str) -> dict[ItemState, int]:
         """Items of the batch by state, counted on the ``(batch_id, state)`` index."""
-        counts = dict.fromkeys(ITEM_STATES, 0)
+        counts: dict[ItemState, int] = dict.fromkeys(ITEM_STATES, 0)
         for row in self.db.execute(sql.STATE_COUNTS, (batch_id,)).fetchall():
             counts[row["state"]] = row["n"]
         return counts
@@ -193,7 +193,8 @@ class BatchViews:
 
 
 def _item_view(row: Row) -> ItemView:
-    return record(ItemView, row, result=json.loads(row["result"]) if row["result"] else None)
+    result = json.loads(row["result"]) if row["result"] else None
+    return record(ItemView, row, state=ItemState(row["state"]), result=result)
 
 
 def _event_view(row: Row) -> EventView:

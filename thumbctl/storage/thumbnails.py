@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from ..errors import ItemFailure
-from ..models import ItemView
+from ..models import ItemState, ItemView
 from . import fsafe
 from .objects import LocalObjectStore, object_holds, open_object, preview_bytes, remove_object
 from .outputs import LocalOutputTarget, Recorded, is_ours, remove_empty_friendly_folders, version_at
@@ -209,7 +209,7 @@ def shown_output(item: ItemView) -> str | None:
     The thumbnail, while it still holds the item's object's bytes (a later batch with other
     settings may have replaced it with another object's, or the user edited it); else the object.
     """
-    if item.state != "succeeded" or not item.object_path:
+    if item.state != ItemState.SUCCEEDED or not item.object_path:
         return None
     if item.friendly_path and thumbnail_problem(item.object_path, item.friendly_path) is None:
         return item.friendly_path

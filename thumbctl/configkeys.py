@@ -1,0 +1,381 @@
+"""The settings table: every setting once, with its file key, variable, option, parser, default and help.
+
+Two parts, one :class:`Key` type and one parse path:
+
+* :data:`KEYS`, the settings a flag, a ``THUMBCTL_*`` variable or the config file gives (commands take
+  them by name: :mod:`thumbctl.cliopts`);
+* :data:`ENVIRONMENT_KEYS`, the settings only a variable gives: how long a busy ledger is waited out,
+  and the test hooks for the workers' lease and the host identity. The library reads them where it
+  needs them (:func:`environment_value`), in whichever process it runs.
+
+This module imports nothing heavy, so the library's lowest modules (:mod:`thumbctl.proc`,
+:mod:`thumbctl.retrypolicy`, :mod:`thumbctl.options`) read their settings through it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, UsageError
+from .naming import NameTemplateError, check_template
+from .settings import (
+    CROP_POLICIES,
+    OUTPUT_FORMATS,
+    Limits,
+    Profile,
+    SettingError,
+    check_duration,
+    parse_count,
+    parse_duration,
+    parse_list,
+    parse_ratios,
+    shortened,
+)
+from .userdirs import default_ledger_path
+
+CONFIG_ENV = "THUMBCTL_CONFIG"
+PROFILE_ENV = "THUMBCTL_PROFILE"
+FLAG_SOURCE = "flag"
+DEFAULT_SOURCE = "default"
+_TRUE_WORDS = {"1", "true", "yes", "on"}
+_FALSE_WORDS = {"0", "false", "no", "off"}
+#: The longest a variable may ask a busy ledger to be waited out, or a lease to last (a day): beyond it a
+#: busy ledger is better reported than waited out.
+_DAY = 86400.0
+
+
+# -- value parsers: raw text (flag, env) or TOML value -> typed value, or SettingError ----------
+
+
+def _whole(raw: object) -> int:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and re.fullmatch(r"[-+]?[0-9]+", raw.strip()):  # a sign, so bounds can say "at least"
+        try:
+            return int(raw)
+        except ValueError:  # more digits than Python converts
+            limit = f"at most {sys.get_int_max_str_digits()} digits"
+            raise SettingError(f"must be a whole number of {limit}, got {shortened(raw.strip())}") from None
+    raise SettingError(f"must be a whole number, got {raw!r}")
+
+
+def _whole_in(low: int, high: int | None = None) -> Callable[[object], int]:
+    def parse(raw: object) -> int:
+        value = _whole(raw)
+        if value < low or (high is not None and value > high):
+            bounds = f"{low}..{high}" if high is not None else f"at least {low}"
+            raise SettingError(f"must be {bounds}, got {value}")
+        return value
+
+    return parse
+
+
+def _text(raw: object) -> str:
+    if not isinstance(raw, str):
+        raise SettingError(f"must be a string, got {raw!r}")
+    return raw
+
+
+def _switch(raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in _TRUE_WORDS | _FALSE_WORDS:
+        return raw.strip().lower() in _TRUE_WORDS
+    raise SettingError(f"must be true or false, got {raw!r}")
+
+
+def _seconds(raw: object) -> float:
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw >= 0:
+        return check_duration(float(raw), raw)
+    if isinstance(raw, str):
+        return parse_duration(raw)
+    raise SettingError(f"must be a duration such as 90s, 15m, 2h (or seconds), got {raw!r}")
+
+
+def _seconds_between(low: float, high: float) -> Callable[[object], float]:
+    """A plain number of seconds from ``low`` to ``high`` (the variables of the busy policy and the lease)."""
+
+    def parse(raw: object) -> float:
+        text = str(raw).strip()
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not low <= value <= high:  # also refuses nan and inf
+            raise SettingError(f"must be a number of seconds from {low:g} to {high:g}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _count(raw: object) -> int:
+    if isinstance(raw, str):
+        return parse_count(raw)
+    return _whole_in(1)(raw)
+
+
+def _ledger_target(raw: object) -> Path | str:
+    """A ledger file path, or a ``postgresql://`` URL kept as it is (a path would fold its ``//``)."""
+    from .ledger.backend import is_server_url  # light: no driver is imported
+
+    if isinstance(raw, str) and is_server_url(raw.strip()):
+        return raw.strip()
+    return _path(raw)
+
+
+def _path(raw: object) -> Path:
+    if isinstance(raw, Path):
+        return raw
+    if isinstance(raw, str) and raw.strip():
+        return Path(raw).expanduser()
+    raise SettingError(f"must be a path, got {raw!r}")
+
+
+def _profile_list(name: str, convert: Callable[[object], Any]) -> Callable[[object], Any]:
+    """One value or several (``320,640`` or a TOML list), each converted; the setting holds one
+    value when one is given, else a tuple, checked by :class:`Profile` as a flag is."""
+
+    def parse(raw: object) -> Any:
+        values = [convert(part) for part in parse_list(raw)]
+        value = values[0] if len(values) == 1 else tuple(values)
+        return getattr(Profile(**{name: value}), name)
+
+    return parse
+
+
+def _name_template(raw: object) -> str:
+    try:
+        return check_template(_text(raw))
+    except NameTemplateError as exc:
+        raise SettingError(str(exc)) from None
+
+
+def _profile_field(name: str, convert: Callable[[object], Any]) -> Callable[[object], Any]:
+    """Convert, then let :class:`Profile` check the value exactly as it checks a flag."""
+
+    def parse(raw: object) -> Any:
+        value = convert(raw)
+        Profile(**{name: value})
+        return value
+
+    return parse
+
+
+# -- the settings ------------------------------------------------------------------------------
+
+
+#: Ratios offered by completion; any ``W:H`` is accepted.
+COMMON_RATIOS = ("1:1", "4:3", "3:2", "16:9", "4:5", "2:3", "3:4", "9:16", "21:9")
+#: Help panels of the setting options.
+OUTPUT, RENDER, LIMITS, WORKERS, ADMISSION, LEDGER = "Output", "Render", "Limits", "Workers", "Admission", "Ledger"
+
+
+def complete_from(choices: Iterable[str]) -> Callable[[str], list[str]]:
+    """Completion of one value among ``choices``."""
+    offered = tuple(choices)
+    return lambda incomplete: [c for c in offered if c.startswith(incomplete)]
+
+
+def complete_list_of(choices: Iterable[str]) -> Callable[[str], list[str]]:
+    """Completion of the next element of a comma-separated list (``avif,w`` -> ``avif,webp``)."""
+    offered = tuple(choices)
+
+    def complete(incomplete: str) -> list[str]:
+        head, _, last = incomplete.rpartition(",")
+        taken = set(head.split(",")) if head else set()
+        prefix = f"{head}," if head else ""
+        return [prefix + c for c in offered if c.startswith(last) and c not in taken]
+
+    return complete
+
+
+@dataclass(frozen=True)
+class Key:
+    """One setting and its command-line option: the file key is ``name``, the env var ``THUMBCTL_`` + the
+    name in upper case, the option ``flag`` (``--x/--no-x`` for a switch), shown under ``panel`` in help.
+    A setting of :data:`ENVIRONMENT_KEYS` has no flag and no file key."""
+
+    name: str
+    flag: str
+    parse: Callable[[object], Any]
+    default: Callable[[], Any]
+    help: str = ""
+    panel: str = ""
+    metavar: str | None = None
+    #: A short option, one meaning across every command (``-r`` is always --ratio).
+    short: str = ""
+    #: The values completion offers for what has been typed so far.
+    complete: Callable[[str], list[str]] | None = None
+    switch: bool = False
+    repeat: bool = False
+    #: The command's parameter name when it differs from ``name`` (``--format`` is ``fmt``).
+    param: str = ""
+    #: ``db`` is one ledger for every profile, so it may be set only in ``[defaults]``.
+    in_profiles: bool = True
+    #: What docs/configuration.md says the setting means (markdown), when it says more than ``help``.
+    doc: str = ""
+    #: The default as docs/configuration.md states it, when it differs by machine.
+    doc_default: str = ""
+
+    @property
+    def env(self) -> str:
+        return f"THUMBCTL_{self.name.upper()}"
+
+    @property
+    def param_name(self) -> str:
+        return self.param or self.name
+
+
+_PROFILE = Profile()
+_LIMITS = Limits()
+
+_DB_HELP = (
+    "Ledger: a file, or postgresql://user@host/dbname for workers on many machines (needs pip install "
+    "'thumbctl[postgres]'; the password is shown masked)."
+)
+_STORE_HELP = "Object store: rendered objects, kept outside OUT; one per ledger; required with a PostgreSQL --db."
+_TIMEOUT_HELP = "Time limit for each stage (decoding a source, each render); over it, items fail `timeout`. 0: none."
+_FORMATS = "[" + "|".join(OUTPUT_FORMATS) + "][,...]"
+
+#: Every setting a flag, a variable or the config file gives, once: its file key, env var, option, parser, default,
+#: help and completion. A new setting is one entry here; commands take it by name (see thumbctl.cliopts).
+# fmt: off
+KEYS: tuple[Key, ...] = (
+    Key("out", "--out", _path, lambda: Path("thumbs"), "Output folder.", OUTPUT, "DIR"),
+    Key("ratios", "--ratio", parse_ratios, lambda: _PROFILE.ratios,
+        "Aspect ratio W:H; repeat (or 1:1,4:5) for several.", RENDER, "W:H", "-r",
+        complete_from(COMMON_RATIOS), repeat=True, param="ratio",
+        doc='aspect ratios (a list, or one string such as `"1:1 4:5"`; the variable takes `"1:1,4:5"`)'),
+    Key("size", "--size", _profile_list("size", _whole), lambda: _PROFILE.size,
+        "Longest side of each thumbnail, px; several: 320,640,1280.", RENDER, "PX[,PX...]",
+        doc="longest side of each thumbnail; several give every ratio at every size (`sizes = [320, 640]` in a file)"),
+    Key("format", "--format", _profile_list("format", _text), lambda: _PROFILE.format,
+        "Output format; several: webp,jpeg.", RENDER, _FORMATS, complete=complete_list_of(OUTPUT_FORMATS), param="fmt",
+        doc="`jpeg`, `webp`, `avif`, `png`; several give every output in each (`formats = [...]`)"),
+    Key("quality", "--quality", _profile_field("quality", _whole), lambda: _PROFILE.quality, "Encoder quality.",
+        RENDER, "1-100"),
+    Key("crop", "--crop", _profile_field("crop", _text), lambda: _PROFILE.crop, "Crop policy.", RENDER,
+        "[" + "|".join(CROP_POLICIES) + "]", complete=complete_from(CROP_POLICIES),
+        doc="`smart`, `entropy` or `center`"),
+    Key("upscale", "--upscale", _switch, lambda: _PROFILE.upscale, "Allow outputs larger than the source crop.",
+        RENDER, switch=True,
+        doc="allow outputs larger than the source crop (variable: `1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`)"),
+    Key("background", "--background", _profile_field("background", _text), lambda: _PROFILE.background,
+        "Colour to flatten transparency onto.", RENDER, "#RRGGBB"),
+    Key("name", "--name", _name_template, lambda: None,
+        "Thumbnail names in OUT, from {path} {stem} {ratio} {size} {width} {height} {ext}.", OUTPUT, "TEMPLATE",
+        doc="thumbnail names ([sellers.md](sellers.md#names))"),
+    Key("attempts", "--attempts", _whole_in(1, 100), lambda: 3, "Attempts per item before it fails.",
+        WORKERS, "1-100", doc="attempts per item before it fails (transient errors only)"),
+    Key("deadline", "--deadline", _seconds, lambda: None,
+        "Batch deadline, e.g. 30m or 2h; 0: none.", WORKERS, "DURATION",
+        doc="batch deadline (`30m`, `2h`; `0`: none)"),
+    Key("workers", "--workers", _whole_in(0), lambda: 0, "Worker processes (0: one per CPU).", WORKERS, "N", "-w"),
+    Key("item_timeout", "--item-timeout", _seconds, lambda: 300.0, _TIMEOUT_HELP, WORKERS, "DURATION",
+        doc="time limit for each stage of a claim: the decode of the source, and each render (restarted by each "
+            "publish); over it the stage's items fail `timeout`"),
+    Key("sheet", "--sheet", _switch, lambda: True,
+        "Write the contact sheet (OUT/batches/<batch_id>.html) when the run ends.", OUTPUT, switch=True,
+        doc="write the contact sheet (`OUT/batches/<batch_id>.html`) at the end of a foreground run"),
+    Key("max_failures", "--max-failures", _whole_in(0), lambda: 0,
+        "Exit 1 only when more than N items failed (work: only when set).", WORKERS, "N",
+        doc="exit 1 only when more than N items failed (`work`: only when set)"),
+    Key("max_pixels", "--max-pixels", _count, lambda: _LIMITS.max_pixels, "Pixel limit per source.", LIMITS, "COUNT",
+        doc="pixels per source, read from the header before any decode"),
+    Key("max_bytes", "--max-bytes", _count, lambda: _LIMITS.max_bytes, "Byte limit per source.", LIMITS, "BYTES",
+        doc="bytes per source file"),
+    Key("max_items", "--max-items", _whole_in(1), lambda: _LIMITS.max_items, "Item limit per batch.", LIMITS, "N",
+        doc="items (sources × ratios × sizes × formats) per batch"),
+    Key("max_runnable", "--max-runnable", _whole_in(1), lambda: _LIMITS.max_runnable,
+        "Runnable items the ledger may hold.", ADMISSION, "N",
+        doc="admission: runnable items the whole ledger may hold"),
+    Key("queue_age_objective", "--queue-age-objective", _seconds, lambda: _LIMITS.queue_age_objective,
+        "Refuse while the oldest runnable item is older (0 = off).", ADMISSION, "DURATION",
+        doc="admission: refuse new batches while the oldest runnable item has waited longer *and* workers are "
+            "draining the queue (one took or finished an item in the last 10 minutes); `0` turns it off"),
+    Key("db", "--db", _ledger_target, default_ledger_path, _DB_HELP, LEDGER, "PATH|URL", in_profiles=False,
+        doc="the ledger: a file, or a `postgresql://` URL ([scaling-out.md](scaling-out.md)); every command takes "
+            "it; only in `[defaults]`, since one ledger serves every profile",
+        doc_default="`ledger.db` in the per-user state folder"),
+    Key("store", "--store", _path, lambda: None, _STORE_HELP, OUTPUT, "DIR", in_profiles=False,
+        doc="the content-addressed object store, outside OUT (`submit`, `work`, `retry`, `reconcile`, `gc`, "
+            "`config`); one store belongs to one ledger (a second ledger is refused, `store_taken`); never an "
+            "output folder of the ledger (this batch's or an earlier one's), inside one or holding one, nor "
+            "holding the source folder (`bad_store`); another ledger's store inside a source folder is not "
+            "scanned; required with a PostgreSQL ledger (`store_required`); only in `[defaults]`",
+        doc_default="the store the ledger last used, else `LEDGER.store` beside a SQLite ledger (`ledger.store`)"),
+)
+
+#: The settings only a variable gives: no flag, no file key. Their values mean what they meant as
+#: variables read on their own: a blank variable is unset, a bad value a ``config_error``.
+ENVIRONMENT_KEYS: tuple[Key, ...] = (
+    Key("busy_timeout", "", _seconds_between(0, _DAY), lambda: 5.0,
+        "How long one ledger write waits for a held lock, s (PostgreSQL: also the connect timeout, at least 2 s).",
+        doc="how long one write waits for a held lock, in seconds from 0 to 86400 (for PostgreSQL also the connect "
+            "timeout, at least 2 s) ([operations.md](operations.md#when-the-ledger-is-in-trouble))"),
+    Key("busy_wait", "", _seconds_between(0, _DAY), lambda: 20.0,
+        "How long a busy ledger is waited out, all retries together, s (at least busy_timeout).",
+        doc="how long a busy ledger is waited out, all retries of one operation together, in seconds from 0 to "
+            "86400 (at least `busy_timeout`)"),
+    Key("lease_seconds", "", _seconds_between(1, _DAY), lambda: 30.0,
+        "Test only: the workers' lease, s (the heartbeat beats every third of it).",
+        doc="test only: the lease of `submit`/`work` workers in seconds, from 1 to 86400 (the heartbeat beats "
+            "every third of it)"),
+    Key("host_id", "", _text, lambda: None,
+        "Test only: this host's identity in lease owners (no ':').",
+        doc="test only: replaces this host's identity in lease owners (normally `hostname~machine-id`; no `:`), "
+            "e.g. to run several \"hosts\" on one machine",
+        doc_default="`hostname~machine-id`"),
+)
+# fmt: on
+ALL_KEYS = KEYS + ENVIRONMENT_KEYS
+KEYS_BY_NAME: dict[str, Key] = {key.name: key for key in ALL_KEYS}
+DURATION_KEYS = frozenset(
+    {"deadline", "item_timeout", "queue_age_objective", "busy_timeout", "busy_wait", "lease_seconds"}
+)
+COUNT_KEYS = frozenset({"max_pixels", "max_bytes"})
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A resolved value and where it came from: ``flag``, ``env THUMBCTL_X``, ``file PATH [TABLE]``, ``default``."""
+
+    value: Any
+    source: str
+
+
+def parse_value(key: Key, raw: object, where: str, *, error: type[UsageError]) -> Any:
+    """``raw`` through the key's parser; a bad value is ``error`` naming ``where`` it came from."""
+    try:
+        return key.parse(raw)
+    except SettingError as exc:
+        raise error(f"{where}: {exc}") from None
+
+
+def flag_setting(key: Key, raw: object) -> Setting:
+    return Setting(parse_value(key, raw, key.flag, error=UsageError), FLAG_SOURCE)
+
+
+def env_setting(key: Key, raw: object) -> Setting:
+    return Setting(parse_value(key, raw, key.env, error=ConfigError), f"env {key.env}")
+
+
+def default_setting(key: Key) -> Setting:
+    return Setting(key.default(), DEFAULT_SOURCE)
+
+
+def environment_setting(key: Key, env: Mapping[str, str] | None = None) -> Setting:
+    """A setting of :data:`ENVIRONMENT_KEYS`: its variable (a blank one is unset), else its default."""
+    raw = (os.environ if env is None else env).get(key.env, "")
+    return env_setting(key, raw) if raw.strip() else default_setting(key)
+
+
+def environment_value(name: str, env: Mapping[str, str] | None = None) -> Any:
+    """The value of the environment-only setting ``name`` (its default when the variable is unset)."""
+    return environment_setting(KEYS_BY_NAME[name], env).value
