@@ -9,7 +9,7 @@ Every value, whatever its origin, goes through the same parser; an error names w
 value came from (``--size``, ``THUMBCTL_SIZE`` or ``thumbctl.toml [profiles.shop] size``).
 
 On the command line Click finds each value (its option's ``envvar``, the file's layer as the
-command's ``default_map``, and which of them gave it: :mod:`thumbctl.cliopts`); this module
+command's ``default_map``, and which of them gave it: :mod:`thumbctl.cli.resolution`); this module
 holds the table, the parsers, the file and its layer. :func:`resolve_settings` applies the
 same precedence without a command line.
 """
@@ -260,7 +260,7 @@ _TIMEOUT_HELP = "Time limit for each stage (decoding a source, each render); ove
 _FORMATS = "[" + "|".join(OUTPUT_FORMATS) + "][,...]"
 
 #: Every setting, once: its file key, env var, option, parser, default, help and completion. A new setting is
-#: one entry here; commands take it by name (see thumbctl.cliopts).
+#: one entry here; commands take it by name (see thumbctl.cli.options).
 # fmt: off
 KEYS: tuple[Key, ...] = (
     Key("out", "--out", _path, lambda: _SUBMIT.out_dir, "Output folder.", OUTPUT, "DIR"),
@@ -468,7 +468,7 @@ def resolve_settings(
     flags: Mapping[str, Any], env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> Settings:
     """Resolve every setting without a command line's parser (the CLI lets Click find each value's origin:
-    thumbctl.cliopts). ``flags`` holds only the parameters typed on the command line.
+    thumbctl.cli.resolution). ``flags`` holds only the parameters typed on the command line.
 
     ``flags`` is keyed by the command's parameter names (``fmt`` for ``--format``,
     ``ratio`` for ``--ratio``, ``profile``); other names in it are ignored.
