@@ -13,6 +13,7 @@ the fix.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "thumbctl"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 MAX_LINES = 600
 
 CORE, ADAPTERS, SERVICES, INTERFACES = range(4)
@@ -82,7 +84,8 @@ FORBIDDEN = {
 
 #: Imports that break a rule above (a floor, a forbidden room, or a cycle), with why they are still here.
 KNOWN_IMPORTS = {
-    ("thumbctl.ledger.core", "thumbctl.store"): "Ledger takes store.OutputLayout; the ledger's ports will take plain values",
+    ("thumbctl.ledger.core", "thumbctl.store"): "Ledger takes store.OutputLayout; the ledger's ports will take "
+    "plain values",
     ("thumbctl.store", "thumbctl.markup"): "the batch manifest is written with markup's picture sets; it moves "
     "behind the storage seam's output target",
 }
@@ -228,6 +231,30 @@ def test_every_room_has_a_floor() -> None:
     assert not missing, f"give these a floor in FLOORS (and in docs/architecture.md): {missing}"
 
 
+def documented_floors() -> dict[str, int]:
+    """The floor docs/architecture.md gives each room, from the module map under "Modules"."""
+    text = ARCHITECTURE.read_text()
+    block = text[text.index("## Modules") :].split("```text\n", 1)[1].split("```", 1)[0]
+    found = {}
+    current = None
+    for line in block.splitlines():
+        heading = re.match(r"  floor (\d), ", line)
+        entry = re.match(r"  ([A-Za-z_]+)(\.py|/)\s", line)
+        if heading:
+            current = int(heading.group(1))
+        elif entry and current is not None:
+            name = entry.group(1)
+            found["thumbctl" if name == "__init__" else name] = current
+    return found
+
+
+def test_the_architecture_document_shows_each_room_on_its_floor() -> None:
+    documented = documented_floors()
+    rooms = {room(m) for m in modules()}
+    wrong = {r: (documented.get(r), FLOORS.get(r)) for r in rooms if documented.get(r) != FLOORS.get(r)}
+    assert not wrong, f"docs/architecture.md (Modules) and FLOORS disagree, (documented, declared): {wrong}"
+
+
 def test_the_reading_finds_the_imports_it_must() -> None:
     """A check of the reader itself: a module-level, a TYPE_CHECKING and a function-local import."""
     found = edges()
@@ -261,7 +288,9 @@ def test_no_module_imports_a_higher_floor_or_a_forbidden_room() -> None:
 
 
 def test_the_core_imports_only_the_core() -> None:
-    upward = [f"{where(i)}: {i.importer} -> {i.module}" for i in imports() if floor(i.importer) == CORE < floor(i.module)]
+    upward = [
+        f"{where(i)}: {i.importer} -> {i.module}" for i in imports() if floor(i.importer) == CORE < floor(i.module)
+    ]
     assert not upward
 
 
@@ -346,9 +375,9 @@ def test_no_private_typer_module_is_imported() -> None:
                 names = [node.module or ""]
             for name in names:
                 parts = name.split(".")
-                if parts[0] == "typer" and len(parts) > 1 and parts[1].startswith("_"):
-                    if ".".join(parts[:2]) not in TYPER_PRIVATE_ALLOWED:
-                        private.append(f"{modules()[module].name}:{node.lineno}: {name}")
+                hidden = parts[0] == "typer" and len(parts) > 1 and parts[1].startswith("_")
+                if hidden and ".".join(parts[:2]) not in TYPER_PRIVATE_ALLOWED:
+                    private.append(f"{modules()[module].name}:{node.lineno}: {name}")
     assert not private
 
 

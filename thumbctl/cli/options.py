@@ -169,10 +169,10 @@ def _panel(param: Any) -> str | None:
 
 
 def command(app: typer.Typer, name: str | None = None, *, settings: Sequence[str] = (), **kwargs: Any) -> Callable:
-    """``app.command`` for a body that takes, besides its own parameters: the named settings (read back with
-    :func:`settings_from_context`), ``--profile`` when it takes any, ``--db`` always, and ``--json``, ``-q``,
-    ``-v`` when the body has a parameter ``json_out``, ``quiet`` or ``verbose`` — which then gets the value
-    typed on the command, else on the root."""
+    """``app.command`` for a body that takes, besides its own parameters: the named settings (read back
+    with :func:`thumbctl.cli.resolution.settings_from_context`), ``--profile`` when it takes any, ``--db``
+    always, and ``--json``, ``-q``, ``-v`` when the body has a parameter ``json_out``, ``quiet`` or
+    ``verbose`` — which then gets the value typed on the command, else on the root."""
 
     def decorate(body: Callable) -> Callable:
         own = inspect.signature(body, eval_str=True).parameters
