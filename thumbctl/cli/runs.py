@@ -15,8 +15,16 @@ from ..settings import parse_duration
 from ..sources import ScanRules
 from .options import BatchAlias, StatsIntervalOption, batch_argument, one_batch
 from .resolution import ledger_target, settings_from_context
-from .session import Interrupts, existing_ledger, handled, open_ledger, parsed, reporter_for, settled
-from .stores import settle_store
+from .session import (
+    Interrupts,
+    existing_ledger,
+    handled,
+    open_ledger,
+    parsed,
+    reporter_for,
+    settle_store,
+    settled,
+)
 
 if TYPE_CHECKING:
     from ..models import BatchView

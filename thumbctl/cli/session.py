@@ -1,5 +1,5 @@
 """The running command: its reporter, the one place where errors become exit codes, the ledger it
-opens, and Ctrl-C counted rather than raised."""
+opens and the store bound to it, and Ctrl-C counted rather than raised."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from ..ledger.home import settle_default_ledger
 from ..settings import SettingError
 
 if TYPE_CHECKING:
+    from ..config import Settings
     from ..report.reporter import Reporter
 
 
@@ -105,6 +106,16 @@ def existing_ledger(path: Path | str) -> Path | str:
     if not path.exists():
         raise LedgerMissing(f"no ledger at {path}: nothing was submitted with this --db (or THUMBCTL_DB)")
     return path
+
+
+def settle_store(ledger: Ledger, reporter: Reporter, settings: Settings) -> None:
+    """Before a command writes: the store settled with the ledger (see :func:`thumbctl.stores.settle_store`),
+    and the one-time layout migration, if it ran, reported."""
+    from .. import stores
+
+    migrated = stores.settle_store(ledger, settings.store_path)
+    if migrated is not None:
+        reporter.layout_migrated(migrated)
 
 
 def parsed(parse: Callable[[str], Any], value: str | None, flag: str) -> Any:

@@ -10,8 +10,7 @@ from ..errors import ExitCode
 from ..options import DEFAULT_GRACE
 from ..settings import parse_duration
 from .resolution import settings_from_context
-from .session import handled, open_ledger, parsed, reporter_for
-from .stores import bound_store, settle_store
+from .session import handled, open_ledger, parsed, reporter_for, settle_store
 
 GraceOption = Annotated[
     str,
@@ -42,6 +41,7 @@ def reconcile_command(
     """Check the ledger against the outputs: stalled leases, unfinished cancels, objects, friendly names,
     orphans, temp files. Live work is never touched. Exit 0 when clean, 1 when findings remain (for cron)."""
     from ..reconcile import reconcile
+    from ..stores import store_for_ledger
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
@@ -49,7 +49,7 @@ def reconcile_command(
         settings = settings_from_context(ctx)
         with open_ledger(settings.ledger_path) as ledger:
             settle_store(ledger, reporter, settings)
-            bound = bound_store(ledger, settings)
+            bound = store_for_ledger(ledger, settings.store_path, move=False)  # bound for this run only
             report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds, store=bound)
         reporter.reconciled(report, repair=repair)
     raise typer.Exit(int(ExitCode.OK if report.clean else ExitCode.PARTIAL))
@@ -68,6 +68,7 @@ def gc_command(
     """Retention: expire old terminal batches, then remove objects no remaining batch references (checked
     by derivative key), their expired friendly names, stale temp files and expired batch manifests."""
     from ..reconcile import collect_garbage
+    from ..stores import store_for_ledger
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
@@ -77,7 +78,7 @@ def gc_command(
         with open_ledger(settings.ledger_path) as ledger:
             if not dry_run:  # a dry run changes nothing, the old layout included
                 settle_store(ledger, reporter, settings)
-            bound = bound_store(ledger, settings)
+            bound = store_for_ledger(ledger, settings.store_path, move=False)  # bound for this run only
             report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds, store=bound)
         reporter.garbage_collected(report)
         if report.errors:
