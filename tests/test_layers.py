@@ -43,8 +43,6 @@ FLOORS = {
     # the outside world: the database, files, pixels, the environment
     "ledger": ADAPTERS,
     "storage": ADAPTERS,
-    "store": ADAPTERS,
-    "objectstore": ADAPTERS,
     "imaging": ADAPTERS,
     "sources": ADAPTERS,
     "manifest": ADAPTERS,
@@ -77,12 +75,12 @@ FLOORS = {
 #: Rooms a room never imports, whatever their floors.
 FORBIDDEN = {
     "ledger": (
-        {"storage", "store", "objectstore", "outputs", "markup", "sheet", "report", "cli"},
+        {"storage", "stores", "publisher", "markup", "sheet", "report", "cli"},
         "the ledger and storage never import each other: the publisher composes them",
     ),
     "report": ({"cli"}, "the reporter renders views; the command line calls it, never the reverse"),
     "cli": (
-        {"store", "objectstore", "storage", "imaging", "migrate"},
+        {"storage", "imaging", "migrate"},
         "no SQL, pixels or storage policy in the command line: it calls the library",
     ),
 }
