@@ -201,7 +201,7 @@ def observe(case: str, db: str, seconds: float, rate: float) -> dict[str, float]
 
     from thumbctl import Ledger
     from thumbctl.pool import supervise
-    from thumbctl.progress import RunProgress
+    from thumbctl.report.progress import RunProgress
     from thumbctl.runner import watch_batch
 
     stop_at = time.time() + seconds

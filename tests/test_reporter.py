@@ -13,7 +13,8 @@ from rich.console import Console
 from thumbctl import Ledger, Limits
 from thumbctl.errors import LedgerCorrupt
 from thumbctl.models import EventView, ItemView
-from thumbctl.reporter import WIDTH_SAMPLE, WRITE_ROWS, Reporter, item_note
+from thumbctl.report.listing import WIDTH_SAMPLE, WRITE_ROWS, item_note
+from thumbctl.report.reporter import Reporter
 
 from support import request
 

@@ -6,7 +6,7 @@ or ``thumbctl.toml [profiles.shop] size``). The config file and its layer of val
 :mod:`thumbctl.configfile`'s, the per-user folders :mod:`thumbctl.userdirs`'.
 
 On the command line Click finds each value (its option's ``envvar``, the file's layer as the
-command's ``default_map``, and which of them gave it: :mod:`thumbctl.cliopts`); :func:`resolve_settings`
+command's ``default_map``, and which of them gave it: :mod:`thumbctl.cli.resolution`); :func:`resolve_settings`
 applies the same precedence without a command line. This module is the settings API of the command
 line and the library: it also offers the table's and the file's names they use.
 """
@@ -165,7 +165,7 @@ def resolve_settings(
     flags: Mapping[str, Any], env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> Settings:
     """Resolve every setting without a command line's parser (the CLI lets Click find each value's origin:
-    thumbctl.cliopts). ``flags`` holds only the parameters typed on the command line.
+    thumbctl.cli.resolution). ``flags`` holds only the parameters typed on the command line.
 
     ``flags`` is keyed by the command's parameter names (``fmt`` for ``--format``,
     ``ratio`` for ``--ratio``, ``profile``); other names in it are ignored.

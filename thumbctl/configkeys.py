@@ -3,7 +3,7 @@
 Two parts, one :class:`Key` type and one parse path:
 
 * :data:`KEYS`, the settings a flag, a ``THUMBCTL_*`` variable or the config file gives (commands take
-  them by name: :mod:`thumbctl.cliopts`);
+  them by name: :mod:`thumbctl.cli.options`);
 * :data:`ENVIRONMENT_KEYS`, the settings only a variable gives: how long a busy ledger is waited out,
   and the test hooks for the workers' lease and the host identity. The library reads them where it
   needs them (:func:`environment_value`), in whichever process it runs.
@@ -244,7 +244,7 @@ _TIMEOUT_HELP = "Time limit for each stage (decoding a source, each render); ove
 _FORMATS = "[" + "|".join(OUTPUT_FORMATS) + "][,...]"
 
 #: Every setting a flag, a variable or the config file gives, once: its file key, env var, option, parser, default,
-#: help and completion. A new setting is one entry here; commands take it by name (see thumbctl.cliopts).
+#: help and completion. A new setting is one entry here; commands take it by name (see thumbctl.cli.resolution).
 # fmt: off
 KEYS: tuple[Key, ...] = (
     Key("out", "--out", _path, lambda: Path("thumbs"), "Output folder.", OUTPUT, "DIR"),

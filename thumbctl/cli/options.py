@@ -1,12 +1,7 @@
 """The command line's option set, declared once: the setting options generated from the settings table
-(:data:`thumbctl.config.KEYS`), the common options (``--db --json -q -v``, also on the root), value types that
-completion can offer, help grouped in panels, and where each value came from.
-
-Settings resolution is Click's: an option reads its environment variable (``envvar``), the config file's
-values are the command's ``default_map`` (the chosen profile's table over ``[defaults]``), and
-``ctx.get_parameter_source`` says which of them gave a value. What Click cannot know is kept here: which
-file and which table a value came from, and the parsing of env and file values where an error can name
-that origin.
+(:data:`thumbctl.config.KEYS`), the common options (``--db --json -q -v``, also on the root), the options
+several commands share, value types that completion can offer, and help grouped in panels. Where each
+value came from is :mod:`thumbctl.cli.resolution`.
 """
 
 from __future__ import annotations
@@ -14,41 +9,17 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperArgument, TyperCommand, TyperOption
+from typer.core import TyperArgument, TyperOption
 
-from .config import (
-    ALL_KEYS,
-    KEYS_BY_NAME,
-    PROFILE_ENV,
-    FileLayer,
-    Key,
-    Setting,
-    Settings,
-    default_setting,
-    default_text,
-    env_setting,
-    file_layer,
-    flag_setting,
-    resolve_key,
-)
-from .errors import ThumbctlError
-from .plainparams import ValueType
-
-try:  # the Click that Typer runs on: recent Typer releases carry their own copy of it
-    from typer._click.core import ParameterSource
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError
-    from typer._click.exceptions import UsageError as ClickUsageError
-except ImportError:  # a Typer release that runs on Click itself
-    from click.core import ParameterSource  # type: ignore[no-redef]
-    from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[no-redef]
-    from click.exceptions import UsageError as ClickUsageError  # type: ignore[no-redef]
-
-__all__ = ["ClickException", "ClickUsageError", "NoArgsIsHelpError", "ParameterSource"]
+from ..config import KEYS_BY_NAME, PROFILE_ENV, Key, default_text, file_layer, flag_setting, resolve_key
+from ..errors import UsageError
+from .params import PlainCommand, ValueType
+from .resolution import ConfigDefaults, typed_value
 
 #: The help panel of the options every command shares; a command's own options come first, unpanelled.
 COMMON = "Common"
@@ -106,7 +77,7 @@ def complete_batch_id(ctx: typer.Context, incomplete: str) -> list[tuple[str, st
     """Recent batch ids of the ledger named on the command line (or the configured one), with their state.
     Completion must never fail the shell: any trouble offers nothing."""
     try:
-        from .ledger import Ledger
+        from ..ledger import Ledger
 
         target = _completion_ledger(ctx)
         if isinstance(target, Path) and not target.exists():
@@ -119,7 +90,7 @@ def complete_batch_id(ctx: typer.Context, incomplete: str) -> list[tuple[str, st
 
 def _completion_ledger(ctx: typer.Context) -> Path | str:
     db = KEYS_BY_NAME["db"]
-    typed = _typed(ctx, db.param_name)
+    typed = typed_value(ctx, db.param_name)
     if typed is not None:
         return flag_setting(db, typed).value
     return resolve_key(db, {}, os.environ, file_layer(None)).value
@@ -132,6 +103,16 @@ def batch_argument(help: str = "Batch id (or a unique prefix).") -> Any:
 def batch_alias() -> Any:
     """``--batch ID``: the spelling ``work`` and ``stats`` had before BATCH was positional."""
     return typer.Option("--batch", hidden=True, autocompletion=complete_batch_id)
+
+
+BatchAlias = Annotated[str | None, batch_alias()]
+
+
+def one_batch(batch: str | None, alias: str | None) -> str | None:
+    """BATCH, or the same given as --batch (how `work` and `stats` took it before)."""
+    if batch is not None and alias is not None and batch != alias:
+        raise UsageError(f"BATCH {batch} and --batch {alias} name different batches: give one")
+    return batch if batch is not None else alias
 
 
 # -- the options, from the table ----------------------------------------------------------------
@@ -188,10 +169,10 @@ def _panel(param: Any) -> str | None:
 
 
 def command(app: typer.Typer, name: str | None = None, *, settings: Sequence[str] = (), **kwargs: Any) -> Callable:
-    """``app.command`` for a body that takes, besides its own parameters: the named settings (read back with
-    :func:`settings_from_context`), ``--profile`` when it takes any, ``--db`` always, and ``--json``, ``-q``,
-    ``-v`` when the body has a parameter ``json_out``, ``quiet`` or ``verbose`` — which then gets the value
-    typed on the command, else on the root."""
+    """``app.command`` for a body that takes, besides its own parameters: the named settings (read back
+    with :func:`thumbctl.cli.resolution.settings_from_context`), ``--profile`` when it takes any, ``--db``
+    always, and ``--json``, ``-q``, ``-v`` when the body has a parameter ``json_out``, ``quiet`` or
+    ``verbose`` — which then gets the value typed on the command, else on the root."""
 
     def decorate(body: Callable) -> Callable:
         own = inspect.signature(body, eval_str=True).parameters
@@ -214,7 +195,7 @@ def command(app: typer.Typer, name: str | None = None, *, settings: Sequence[str
         @functools.wraps(body)
         def run(ctx: typer.Context, **values: Any) -> Any:
             passed = {n: v for n, v in values.items() if n in own}
-            passed |= {n: bool(values[n]) or bool(_typed(ctx, n)) for n in COMMON_OPTIONS if n in own}
+            passed |= {n: bool(values[n]) or bool(typed_value(ctx, n)) for n in COMMON_OPTIONS if n in own}
             if "ctx" in own:
                 passed["ctx"] = ctx
             return body(**passed)
@@ -231,109 +212,26 @@ DbOption = Annotated[_db_kind, _db_option]
 JsonOption = Annotated[bool, COMMON_OPTIONS["json_out"]]
 QuietOption = Annotated[bool, COMMON_OPTIONS["quiet"]]
 VerboseOption = Annotated[bool, COMMON_OPTIONS["verbose"]]
+StatsIntervalOption = Annotated[
+    float,
+    typer.Option(
+        "--stats-interval",
+        envvar="THUMBCTL_STATS_INTERVAL",
+        min=0.5,
+        metavar="SECONDS",
+        help="Off a terminal (CI, pipes): seconds between plain progress lines.",
+    ),
+]
 
 
 def _parameter(name: str, annotation: Any, default: Any) -> inspect.Parameter:
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
 
 
-def _typed(ctx: Any, name: str) -> Any:
-    """The value typed for ``name`` on this command, else on the root (``thumbctl --db X status``), else None."""
-    for context in (ctx, ctx.find_root()):
-        if name in context.params and context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
-            return context.params[name]
-    return None
-
-
-# -- resolution --------------------------------------------------------------------------------
-
-
-class ConfigDefaults(Mapping[str, Any]):
-    """A command's ``default_map``: the config file's layer, loaded when Click first asks (after the eager
-    ``--profile``). A broken file offers nothing here and is reported by the command (:func:`file_of`), so
-    its error is shown like any other."""
-
-    def __init__(self, ctx: Any) -> None:
-        self.ctx = ctx
-        self._layer: FileLayer | None = None
-        self._error: ThumbctlError | None = None
-        self._loaded = False
-
-    def layer(self) -> FileLayer:
-        if not self._loaded:
-            self._loaded = True
-            try:
-                self._layer = file_layer(self.ctx.params.get("profile"))
-            except ThumbctlError as exc:
-                self._error = exc
-        if self._error is not None:
-            raise self._error
-        assert self._layer is not None
-        return self._layer
-
-    def _values(self) -> dict[str, Any]:
-        try:
-            return self.layer().by_param()
-        except ThumbctlError:
-            return {}
-
-    def __getitem__(self, name: str) -> Any:
-        return self._values()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values())
-
-    def __len__(self) -> int:
-        return len(self._values())
-
-
-def file_of(ctx: Any) -> FileLayer:
-    """The config file's layer of this command (raises the file's error, if any)."""
-    defaults = ctx.default_map
-    return defaults.layer() if isinstance(defaults, ConfigDefaults) else file_layer(None)
-
-
-def setting_of(ctx: Any, key: Key, layer: FileLayer) -> Setting:
-    """A setting's value and origin, as Click found it; a setting this command does not take resolves
-    from the environment, the file and the default."""
-    name = key.param_name
-    typed = _typed(ctx, name)
-    if typed is not None:
-        return flag_setting(key, typed)
-    source = ctx.get_parameter_source(name) if name in ctx.params else None
-    if source is ParameterSource.ENVIRONMENT:
-        return env_setting(key, _env_text(ctx.params[name]))
-    if source is ParameterSource.DEFAULT_MAP:
-        return layer.values[key.name]
-    if source is ParameterSource.DEFAULT:
-        return default_setting(key)
-    return resolve_key(key, {}, os.environ, layer)
-
-
-def _env_text(value: Any) -> Any:
-    """An env value as the variable held it: Click splits a repeatable option's value at spaces."""
-    return " ".join(value) if isinstance(value, (list, tuple)) else value
-
-
-def settings_from_context(ctx: Any) -> Settings:
-    """Every setting of this command line, with where each came from (``thumbctl config`` shows them)."""
-    layer = file_of(ctx)
-    profile = ctx.params.get("profile")
-    origin = ctx.get_parameter_source("profile") if "profile" in ctx.params else None
-    profile_source = {ParameterSource.COMMANDLINE: "flag", ParameterSource.ENVIRONMENT: f"env {PROFILE_ENV}"}
-    values = {key.name: setting_of(ctx, key, layer) for key in ALL_KEYS}
-    return Settings(layer.path, profile, profile_source.get(origin) if profile else None, values)
-
-
-def ledger_target(ctx: Any) -> Path | str:
-    """The ledger of this command line: --db (here or on the root), THUMBCTL_DB, the file's db, the default."""
-    return setting_of(ctx, KEYS_BY_NAME["db"], file_of(ctx)).value
-
-
 # -- help and usage ----------------------------------------------------------------------------
 
 
-class PanelCommand(TyperCommand):
+class PanelCommand(PlainCommand):
     """A command whose help groups its options in panels (its own first), whose usage line reads
     ``SOURCE`` and ``[BATCH]``, and whose ``default_map`` is the config file's layer."""
 

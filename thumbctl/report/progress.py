@@ -19,13 +19,13 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from .ledger import Follower, Ledger, parse_iso
-from .models import ITEM_STATES, Activity, BatchView, ItemState, RecentFailure
-from .proc import owner_label
-from .reporter import STATE_STYLES, format_age, styled
+from ..ledger import Follower, Ledger, parse_iso
+from ..models import ITEM_STATES, Activity, BatchView, ItemState, RecentFailure
+from ..proc import owner_label
+from .styles import STATE_STYLES, format_age, styled
 
 if TYPE_CHECKING:  # `status --watch` follows a run without starting one
-    from .pool import WorkerDeath
+    from ..pool import WorkerDeath
 
 #: How often the ledger is read for the live view; the runner ticks more often than this.
 LIVE_REFRESH_SECONDS = 0.5

@@ -1,0 +1,110 @@
+"""The ``thumbctl`` command: parse, call the library, render. No SQL, no pixels.
+
+The options are declared once, in :mod:`thumbctl.cli.options` (the settings from the settings table); a
+command names the settings it takes and has ``--db``, ``--json``, ``-q``, ``-v`` where they mean something.
+The commands live with their concept (:mod:`.runs`, :mod:`.views`, :mod:`.upkeep`); this module lists them,
+in the order the help shows them, and is the entry point.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+
+from .. import __version__
+from ..config import KEYS, environment_help
+from ..errors import EXIT_CODE_MEANINGS, ExitCode, UsageError
+from .options import CONTEXT_SETTINGS, DbOption, JsonOption, QuietOption, VerboseOption, command
+from .params import ClickException, ClickUsageError, NoArgsIsHelpError, PlainGroup
+from .runs import cancel, retry, submit_command, work
+from .session import reporter_for
+from .upkeep import gc_command, reconcile_command
+from .views import codes_command, config_command, events, sheet, stats, status
+
+#: The root help ends with the environment variables and the exit codes (once: not in every command's help).
+ROOT_EPILOG = (
+    environment_help() + "\n\n\b\nExit codes:\n" + "\n".join(f"  {int(c):<5}{m}" for c, m in EXIT_CODE_MEANINGS.items())
+)
+
+app = typer.Typer(
+    name="thumbctl",
+    cls=PlainGroup,  # plain values skip Typer's pydantic conversion: see thumbctl.cli.params
+    help=(
+        "Smart-cropped thumbnails in several aspect ratios, through a durable ledger: a SQLite file, or "
+        "PostgreSQL for workers on many machines.\n\n"
+        "--db, --json, -q and -v go before or after the command name. Shell completion: --install-completion."
+    ),
+    epilog=ROOT_EPILOG,
+    context_settings=CONTEXT_SETTINGS,
+    no_args_is_help=True,
+    add_completion=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+#: Every setting: what `submit` and `config` take.
+ALL_SETTINGS = tuple(key.name for key in KEYS if key.name != "db")
+#: The settings of a run: what `retry` takes.
+RUN_SETTINGS = ("workers", "item_timeout", "sheet", "max_failures", "store")
+#: What `work` takes: a run's settings without the contact sheet.
+WORK_SETTINGS = ("workers", "item_timeout", "max_failures", "store")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"thumbctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+) -> None:
+    """Smart-cropped thumbnails in several aspect ratios, through a durable SQLite or PostgreSQL ledger."""
+
+
+#: The commands, in the order the help lists them, each with its name and the setting options it takes.
+COMMANDS: tuple[tuple[Callable[..., None], str, tuple[str, ...]], ...] = (
+    (submit_command, "submit", ALL_SETTINGS),
+    (work, "work", WORK_SETTINGS),
+    (status, "status", ()),
+    (events, "events", ()),
+    (retry, "retry", RUN_SETTINGS),
+    (cancel, "cancel", ()),
+    (stats, "stats", ()),
+    (codes_command, "codes", ()),
+    (config_command, "config", ALL_SETTINGS),
+    (sheet, "sheet", ()),
+    (reconcile_command, "reconcile", ("store",)),
+    (gc_command, "gc", ("store",)),
+)
+for body, name, settings in COMMANDS:
+    command(app, name, settings=settings)(body)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``thumbctl`` entry point: Click's usage errors become one line with a stable code too."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        code = app(args=args, prog_name="thumbctl", standalone_mode=False)
+    except NoArgsIsHelpError as exc:  # bare `thumbctl`: the help, as Click shows it
+        exc.show()
+        sys.exit(int(ExitCode.USAGE))
+    except ClickException as exc:
+        reporter = reporter_for("--json" in args)
+        hint = exc.ctx.command_path if isinstance(exc, ClickUsageError) and exc.ctx is not None else "thumbctl"
+        message = f"{exc.format_message()} (see {hint} --help)"
+        reporter.error(UsageError(message))
+        sys.exit(int(ExitCode.USAGE))
+    except typer.Abort:
+        sys.exit(int(ExitCode.INTERRUPTED))
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,278 @@
+"""The commands that render or stop rendering: ``submit``, ``work``, ``retry`` and ``cancel``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from ..errors import ExitCode, Interrupted, UsageError
+from ..ledger.home import shown
+from ..models import BatchState, ItemState
+from ..runner import prepare_workers, run_batch, run_work, wait_until_terminal
+from ..settings import parse_duration
+from ..sources import ScanRules
+from .options import BatchAlias, StatsIntervalOption, batch_argument, one_batch
+from .resolution import ledger_target, settings_from_context
+from .session import (
+    Interrupts,
+    existing_ledger,
+    handled,
+    open_ledger,
+    parsed,
+    reporter_for,
+    settle_store,
+    settled,
+)
+
+if TYPE_CHECKING:
+    from ..models import BatchView
+    from ..options import RunOptions
+    from ..pool import Standby
+    from ..report.reporter import Reporter
+
+OverwriteOption = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="Replace a file at a thumbnail's name that thumbctl did not publish (else the item fails name_taken).",
+        rich_help_panel="Output",
+    ),
+]
+
+
+def outcome_exit_code(batch: BatchView, interrupted: bool, max_failures: int = 0) -> ExitCode:
+    """Exit code of a command that ran a batch until it ended: a partial or failed batch exits 1
+    only when more than ``max_failures`` of its items failed."""
+    if interrupted:
+        return ExitCode.INTERRUPTED
+    if batch.state in (BatchState.PARTIAL, BatchState.FAILED) and batch.counts[ItemState.FAILED] <= max_failures:
+        return ExitCode.OK
+    return {
+        BatchState.SUCCEEDED: ExitCode.OK,
+        BatchState.PARTIAL: ExitCode.PARTIAL,
+        BatchState.FAILED: ExitCode.PARTIAL,
+        BatchState.CANCELLED: ExitCode.CANCELLED,
+    }.get(batch.state, ExitCode.PARTIAL)
+
+
+def render_in_foreground(
+    reporter: Reporter,
+    db_path: Path | str,
+    batch_id: str,
+    options: RunOptions,
+    interrupts: Interrupts,
+    *,
+    replayed: bool,
+    max_failures: int = 0,
+    standby: Standby | None = None,
+) -> NoReturn:
+    """Run a batch until it is terminal with live progress, report it, exit by its outcome."""
+    with reporter.run_progress(batch_id) as bar:
+        result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar, standby=standby)
+    final = replace(result.batch, replayed=replayed)
+    interrupted = result.supervision.interrupted
+    reporter.manifest_errors(result.manifest_errors)
+    reporter.sheet_error(result.sheet_error)
+    reporter.finished(
+        final,
+        interrupted=interrupted,
+        crashes=result.supervision.crashes,
+        sheet=result.sheet_path,
+        max_failures=max_failures,
+    )
+    code = outcome_exit_code(final, interrupted, max_failures)
+    reporter.exit_summary(final, code, max_failures)
+    raise typer.Exit(int(code))
+
+
+def parse_source(text: str) -> Path:
+    """SOURCE as typed; an empty one (an unset shell variable) must not mean the current folder."""
+    if not text.strip():
+        raise UsageError("SOURCE is empty: name a folder or a manifest (.json, .jsonl, .csv)")
+    return Path(text)
+
+
+def submit_command(
+    ctx: typer.Context,
+    source: Annotated[
+        str,
+        typer.Argument(metavar="SOURCE", help="A folder (scanned recursively) or a manifest: .json, .jsonl, .csv."),
+    ],
+    key: Annotated[str | None, typer.Option(help="Idempotency key. Default: derived from the request digest.")] = None,
+    include: Annotated[
+        list[str] | None, typer.Option(metavar="GLOB", help="Also take files matching this glob.")
+    ] = None,
+    exclude: Annotated[list[str] | None, typer.Option(metavar="GLOB", help="Skip files matching this glob.")] = None,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Record the batch and return at once; `thumbctl work` renders it.")
+    ] = False,
+    overwrite: OverwriteOption = False,
+    retry_admission: Annotated[
+        bool,
+        typer.Option(
+            "--retry-admission",
+            help="When refused (exit 75), retry with backoff and jitter.",
+            rich_help_panel="Admission",
+        ),
+    ] = False,
+    admission_wait: Annotated[
+        str,
+        typer.Option(metavar="DURATION", help="How long --retry-admission keeps trying.", rich_help_panel="Admission"),
+    ] = "10m",
+    stats_interval: StatsIntervalOption = 5.0,
+    json_out: bool = False,
+    quiet: bool = False,
+    verbose: bool = False,
+) -> None:
+    """Validate SOURCE, record a batch durably, then render it here until it is done (--detach: record only).
+
+    Idempotent: the same request replays (and resumes) the same batch. Exit 0 when every item
+    succeeded, 1 when some failed (`thumbctl status BATCH` says why), 4 when it was cancelled
+    from elsewhere, 130 on Ctrl-C (the cancel is recorded).
+    """
+    reporter = reporter_for(json_out, quiet, verbose, stats_interval)
+    with handled(reporter):
+        settings = settings_from_context(ctx)
+        source_path = parse_source(source)
+        rules = ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ()))
+        options = settings.submit_options(key=key, rules=rules, overwrite=overwrite)
+        run_options = settings.run_options()
+        wait = parsed(parse_duration, admission_wait, "--admission-wait")
+        db_path = settled(settings.ledger_path)
+        # The workers fork now, before the ledger is opened, and wait while this process reads the sources.
+        with (
+            prepare_workers(0 if detach else run_options.workers) as standby,
+            open_ledger(db_path, existing=False) as ledger,
+        ):
+            from ..intake import prepare_submission, submit  # Pillow: only the commands that read images import it
+
+            first_batch = not ledger.views.batches(1)
+            settle_store(ledger, reporter, settings)
+            try:
+                prepared = prepare_submission(source_path, options, ledger)
+            except KeyboardInterrupt:
+                raise Interrupted("interrupted while reading the sources; nothing was recorded") from None
+            with Interrupts().on_sigint() as interrupts:
+                batch = submit(
+                    ledger,
+                    prepared,
+                    options.limits,
+                    retry_admission=retry_admission,
+                    max_wait=wait,
+                    should_stop=interrupts,
+                    on_retry=reporter.admission_retry,
+                )
+                if first_batch:  # the ledger's first batch: say where the ledger is, once
+                    reporter.notice(f"created ledger {shown(db_path) if isinstance(db_path, Path) else ledger.path}")
+                if detach:
+                    reporter.submitted(batch, prepared.report)
+                    return
+                reporter.submitted(batch, prepared.report, final=False)
+                render_in_foreground(
+                    reporter,
+                    db_path,
+                    batch.batch_id,
+                    run_options,
+                    interrupts,
+                    replayed=batch.replayed,
+                    max_failures=settings.max_failures,
+                    standby=standby,
+                )
+
+
+def work(
+    ctx: typer.Context,
+    batch: Annotated[str | None, batch_argument("Only this batch (id or unique prefix). Omit: every batch.")] = None,
+    batch_option: BatchAlias = None,
+    until_idle: Annotated[
+        bool, typer.Option("--until-idle", help="Exit when no item is queued or running; else run until Ctrl-C.")
+    ] = False,
+    stats_interval: StatsIntervalOption = 5.0,
+    json_out: bool = False,
+    quiet: bool = False,
+    verbose: bool = False,
+) -> None:
+    """Run the worker pool over queued items of every batch (or BATCH), for detached batches and cron.
+
+    Exit 0 whatever items failed, unless --max-failures N is set: then 1 when more than N items
+    failed while it ran."""
+    reporter = reporter_for(json_out, quiet, verbose, stats_interval)
+    with handled(reporter), Interrupts().on_sigint() as interrupts:
+        batch = one_batch(batch, batch_option)
+        settings = settings_from_context(ctx)
+        with open_ledger(settings.ledger_path) as ledger:  # the pool opens its own connections
+            settle_store(ledger, reporter, settings)
+        with reporter.run_progress(None) as progress:
+            result = run_work(
+                existing_ledger(settings.ledger_path),  # a cron line with a mistyped --db must not idle on a new ledger
+                settings.run_options(),
+                batch_id=batch,
+                until_idle=until_idle,
+                interrupts=interrupts.count,
+                observer=progress,
+            )
+        reporter.manifest_errors(result.manifest_errors)
+        reporter.work_done(result.supervision)
+        budget = settings.work_max_failures
+        if budget is not None and result.failed > budget:
+            reporter.work_failures(result.failed, budget, batch)
+            raise typer.Exit(int(ExitCode.PARTIAL))
+
+
+def retry(
+    ctx: typer.Context,
+    batch: Annotated[str, batch_argument()],
+    detach: Annotated[bool, typer.Option("--detach", help="Requeue and return; `thumbctl work` renders them.")] = False,
+    stats_interval: StatsIntervalOption = 5.0,
+    json_out: bool = False,
+    quiet: bool = False,
+    verbose: bool = False,
+) -> None:
+    """Put a batch's failed items back to queued with a fresh attempt budget, then render them.
+
+    Completed work is never redone; items refused at submit (not an image, outside the
+    root, unreadable) need a new submit. Exit codes as for submit.
+    """
+    reporter = reporter_for(json_out, quiet, verbose, stats_interval)
+    with handled(reporter):
+        settings = settings_from_context(ctx)
+        run_options = settings.run_options()
+        db_path = settled(settings.ledger_path)
+        with open_ledger(db_path) as ledger:
+            settle_store(ledger, reporter, settings)
+            batch_id = ledger.views.resolve_batch_id(batch)
+            requeued = ledger.queue.retry_failed(batch_id)
+            view = ledger.views.batch(batch_id)
+        reporter.requeued(batch_id, requeued, final=detach or not requeued)
+        budget = settings.max_failures
+        if detach or not requeued:
+            reporter.finished(view, interrupted=False, max_failures=budget)
+            code = outcome_exit_code(view, False, budget) if view.is_terminal else ExitCode.OK
+            reporter.exit_summary(view, code, budget)
+            raise typer.Exit(int(code))
+        with Interrupts().on_sigint() as interrupts:
+            render_in_foreground(
+                reporter, db_path, batch_id, run_options, interrupts, replayed=False, max_failures=budget
+            )
+
+
+def cancel(
+    ctx: typer.Context,
+    batch: Annotated[str, batch_argument()],
+    wait: Annotated[bool, typer.Option("--wait", help="Block until the batch is terminal.")] = False,
+    json_out: bool = False,
+    quiet: bool = False,
+) -> None:
+    """Record a cancel durably: queued items are cancelled at once, running ones at their next checkpoint.
+
+    Repeating it converges on the same state; a finished batch stays as it is.
+    """
+    reporter = reporter_for(json_out, quiet)
+    with handled(reporter), open_ledger(ledger_target(ctx)) as ledger, Interrupts().on_sigint() as interrupts:
+        view = ledger.intake.request_cancel(batch)
+        if wait:
+            view = wait_until_terminal(ledger, view.batch_id, should_stop=interrupts)
+        reporter.cancelled(view)

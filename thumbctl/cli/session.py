@@ -1,0 +1,155 @@
+"""The running command: its reporter, the one place where errors become exit codes, the ledger it
+opens and the store bound to it, and Ctrl-C counted rather than raised."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from ..config import default_ledger_path, old_default_ledger_path
+from ..errors import ExitCode, Interrupted, LedgerMissing, StorageError, ThumbctlError
+from ..ledger import Ledger
+from ..ledger.home import settle_default_ledger
+from ..settings import SettingError
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..report.reporter import Reporter
+
+
+def reporter_for(json_mode: bool, quiet: bool = False, verbose: bool = False, interval: float = 5.0) -> Reporter:
+    """All output goes through this: results on stdout, progress, hints and errors on stderr."""
+    from ..report.reporter import Reporter
+
+    return Reporter.for_streams(json_mode=json_mode, quiet=quiet, verbose=verbose, progress_interval=interval)
+
+
+@dataclass
+class RunningCommand:
+    """The running command: its reporter, for the notes opening a ledger gives (said once)."""
+
+    reporter: Reporter
+    #: The default ledger as settled for this command (see :func:`settled`).
+    ledgers: dict[Path, Path] = field(default_factory=dict)
+
+
+RUNNING: ContextVar[RunningCommand | None] = ContextVar("thumbctl_command", default=None)
+
+
+@contextmanager
+def handled(reporter: Reporter) -> Iterator[None]:
+    """The one place where errors become exit codes."""
+    token = RUNNING.set(RunningCommand(reporter))
+    try:
+        yield
+    except ThumbctlError as err:
+        reporter.error(err)
+        raise typer.Exit(int(err.exit_code)) from None
+    except KeyboardInterrupt:
+        reporter.error(Interrupted("interrupted"))
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except BrokenPipeError:
+        silence_broken_pipe()
+        raise typer.Exit(int(ExitCode.OK)) from None
+    except OSError as exc:  # a filesystem refusal the library did not expect: one line, not a traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        reporter.error(StorageError(f"{exc.strerror or exc}{where}"))
+        raise typer.Exit(int(ExitCode.PARTIAL)) from None
+    finally:
+        RUNNING.reset(token)
+
+
+def silence_broken_pipe() -> None:
+    """After a closed pipe, point stdout at /dev/null so the exit flush is quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def settled(path: Path | str) -> Path | str:
+    """The ledger to open for ``path``. For the default ledger, one left at the old default place
+    (the config folder) is moved to the state folder first when that is safe, once per command,
+    and the user is told once (see :func:`thumbctl.ledger.home.settle_default_ledger`)."""
+    if not isinstance(path, Path) or path != default_ledger_path():
+        return path
+    command = RUNNING.get() or RunningCommand(reporter_for(False, quiet=True))
+    if path not in command.ledgers:
+        home = settle_default_ledger(path, old_default_ledger_path())
+        command.ledgers[path] = home.path
+        if home.note:
+            command.reporter.notice(home.note)
+    return command.ledgers[path]
+
+
+def open_ledger(target: Path | str, *, existing: bool = True, read_only: bool = False) -> Ledger:
+    """The ledger at ``target`` (see :func:`thumbctl.cli.resolution.ledger_target`). Commands that only read
+    or act on recorded batches need it to exist: a mistyped --db must not create a new, empty ledger.
+    Commands that only read open it ``read_only``, so they work on a read-only mount too."""
+    target = settled(target)
+    return Ledger(existing_ledger(target) if existing else target, read_only=read_only)
+
+
+def existing_ledger(path: Path | str) -> Path | str:
+    """``path`` if a ledger is there; a mistyped --db (or THUMBCTL_DB) is an error, not a new ledger.
+    A server ledger is checked by connecting to it."""
+    if isinstance(path, str):
+        return path
+    path = settled(path)
+    if not path.exists():
+        raise LedgerMissing(f"no ledger at {path}: nothing was submitted with this --db (or THUMBCTL_DB)")
+    return path
+
+
+def settle_store(ledger: Ledger, reporter: Reporter, settings: Settings) -> None:
+    """Before a command writes: the store settled with the ledger (see :func:`thumbctl.stores.settle_store`),
+    and the one-time layout migration, if it ran, reported."""
+    from .. import stores
+
+    migrated = stores.settle_store(ledger, settings.store_path)
+    if migrated is not None:
+        reporter.layout_migrated(migrated)
+
+
+def parsed(parse: Callable[[str], Any], value: str | None, flag: str) -> Any:
+    """``value`` parsed; a bad one is a usage error naming ``flag``."""
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except SettingError as exc:
+        raise typer.BadParameter(str(exc), param_hint=flag) from exc
+
+
+class Interrupts:
+    """Counts Ctrl-C presses. The signal handler only counts; the main loops act on it."""
+
+    def __init__(self) -> None:
+        self.presses = 0
+
+    def __call__(self) -> bool:
+        return self.presses > 0
+
+    def count(self) -> int:
+        return self.presses
+
+    @contextmanager
+    def on_sigint(self) -> Iterator[Interrupts]:
+        """Count SIGINT (Ctrl-C) and SIGTERM (a service manager's stop) as presses."""
+
+        def handler(signum: int, frame: Any) -> None:
+            self.presses += 1
+
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)

@@ -1,0 +1,85 @@
+"""The upkeep commands: ``reconcile`` (findings and audited repairs) and ``gc`` (retention)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..errors import ExitCode
+from ..options import DEFAULT_GRACE
+from ..settings import parse_duration
+from .resolution import settings_from_context
+from .session import handled, open_ledger, parsed, reporter_for, settle_store
+
+GraceOption = Annotated[
+    str,
+    typer.Option(
+        "--grace",
+        help=f"Temp files whose writer may still be running are left this long ({DEFAULT_GRACE / 3600:.0f}h).",
+    ),
+]
+
+
+def reconcile_command(
+    ctx: typer.Context,
+    repair: Annotated[
+        bool, typer.Option("--repair", help="Apply the safe repairs, each logged with its reason.")
+    ] = False,
+    deep: Annotated[
+        bool,
+        typer.Option(
+            "--deep",
+            help="Decode every object, also those unchanged since they last decoded without fault "
+            "(finds damage no file operation made, e.g. a failing disk).",
+        ),
+    ] = False,
+    grace: GraceOption = "1h",
+    json_out: bool = False,
+    quiet: bool = False,
+) -> None:
+    """Check the ledger against the outputs: stalled leases, unfinished cancels, objects, friendly names,
+    orphans, temp files. Live work is never touched. Exit 0 when clean, 1 when findings remain (for cron)."""
+    from ..reconcile import reconcile
+    from ..stores import store_for_ledger
+
+    reporter = reporter_for(json_out, quiet)
+    with handled(reporter):
+        grace_seconds = parsed(parse_duration, grace, "--grace")
+        settings = settings_from_context(ctx)
+        with open_ledger(settings.ledger_path) as ledger:
+            settle_store(ledger, reporter, settings)
+            bound = store_for_ledger(ledger, settings.store_path, move=False)  # bound for this run only
+            report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds, store=bound)
+        reporter.reconciled(report, repair=repair)
+    raise typer.Exit(int(ExitCode.OK if report.clean else ExitCode.PARTIAL))
+
+
+def gc_command(
+    ctx: typer.Context,
+    older_than: Annotated[
+        str, typer.Option("--older-than", help="Expire terminal batches whose last change is older, e.g. 30d.")
+    ],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would go; change nothing.")] = False,
+    grace: GraceOption = "1h",
+    json_out: bool = False,
+    quiet: bool = False,
+) -> None:
+    """Retention: expire old terminal batches, then remove objects no remaining batch references (checked
+    by derivative key), their expired friendly names, stale temp files and expired batch manifests."""
+    from ..reconcile import collect_garbage
+    from ..stores import store_for_ledger
+
+    reporter = reporter_for(json_out, quiet)
+    with handled(reporter):
+        age = parsed(parse_duration, older_than, "--older-than")
+        grace_seconds = parsed(parse_duration, grace, "--grace")
+        settings = settings_from_context(ctx)
+        with open_ledger(settings.ledger_path) as ledger:
+            if not dry_run:  # a dry run changes nothing, the old layout included
+                settle_store(ledger, reporter, settings)
+            bound = store_for_ledger(ledger, settings.store_path, move=False)  # bound for this run only
+            report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds, store=bound)
+        reporter.garbage_collected(report)
+        if report.errors:
+            raise typer.Exit(int(ExitCode.PARTIAL))

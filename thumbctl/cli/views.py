@@ -1,0 +1,179 @@
+"""The commands that read: ``status``, ``events``, ``stats``, ``sheet``, ``codes`` and ``config``."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import UsageError
+from ..models import ITEM_STATES
+from ..runner import watch_batch
+from ..settings import parse_duration
+from .options import BatchAlias, StatsIntervalOption, batch_argument, choice_option, one_batch
+from .resolution import ledger_target, settings_from_context
+from .session import Interrupts, handled, open_ledger, parsed, reporter_for, settled
+
+
+def status(
+    ctx: typer.Context,
+    batch: Annotated[str | None, batch_argument("Batch id (or a unique prefix). Omit to list recent batches.")] = None,
+    items: Annotated[bool, typer.Option("--items", help="List the batch's items.")] = False,
+    state: Annotated[
+        str | None,
+        choice_option("--state", choices=ITEM_STATES, help="List only the items in this state (implies --items)."),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="How many recent batches to list.")] = 20,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="With BATCH: follow it live until it is terminal (Ctrl-C stops watching).")
+    ] = False,
+    html: Annotated[
+        bool,
+        typer.Option(
+            "--html", help="With BATCH: print a <picture> snippet per source and ratio (URLs relative to OUT)."
+        ),
+    ] = False,
+    stats_interval: StatsIntervalOption = 5.0,
+    json_out: bool = False,
+    quiet: bool = False,
+    verbose: bool = False,
+) -> None:
+    """Show recent batches, or one batch: state, fixed total, counts per state, failures by code."""
+    reporter = reporter_for(json_out, quiet, verbose, stats_interval)
+    with handled(reporter):
+        if html and (batch is None or items or watch or json_out):
+            raise UsageError("--html prints one batch's markup: give a BATCH and no --items, --state, --watch, --json")
+        items = items or state is not None  # `status B --state failed` means the failed items
+        if (items or state or watch) and batch is None:
+            raise UsageError("--items, --state and --watch need a BATCH")
+        if items and watch:
+            raise UsageError("--watch follows a batch's progress; it does not combine with --items or --state")
+        target = settled(ledger_target(ctx))
+        if batch is None and isinstance(target, Path) and not target.exists():
+            reporter.batch_list([])  # nothing submitted yet: say so without creating a ledger
+            return
+        with open_ledger(target, read_only=True) as ledger:
+            if batch is None:
+                reporter.batch_list(ledger.views.batches(limit))
+            elif items:
+                batch_id = ledger.views.resolve_batch_id(batch)
+                with ledger.views.streamed_items(batch_id, state=state) as listed:
+                    reporter.items(batch_id, listed)
+            elif html:
+                from ..markup import batch_snippets
+
+                reporter.text(batch_snippets(ledger.views, batch))
+            elif watch:
+                batch_id = ledger.views.resolve_batch_id(batch)
+                with (
+                    Interrupts().on_sigint() as interrupts,
+                    reporter.run_progress(batch_id) as bar,
+                ):
+                    watch_batch(ledger, batch_id, observer=bar, should_stop=interrupts)
+                reporter.batch_detail(ledger.views.batch(batch_id))
+            else:
+                reporter.batch_detail(ledger.views.batch(batch))
+
+
+def events(
+    ctx: typer.Context,
+    batch: Annotated[str, batch_argument()],
+    item: Annotated[str | None, typer.Option("--item", help="Only the events of this item id.")] = None,
+    json_out: bool = False,
+    quiet: bool = False,
+) -> None:
+    """The transition log of a batch: every state change with time, attempt, worker, error code."""
+    reporter = reporter_for(json_out, quiet)
+    with (
+        handled(reporter),
+        open_ledger(ledger_target(ctx), read_only=True) as ledger,
+        ledger.views.streamed_events(batch, item_id=item) as listed,
+    ):
+        reporter.events(listed)
+
+
+def stats(
+    ctx: typer.Context,
+    batch: Annotated[str | None, batch_argument("Only this batch (id or unique prefix). Omit: every batch.")] = None,
+    batch_option: BatchAlias = None,
+    window: Annotated[str, typer.Option(help="How far back rates, bytes and timings look, e.g. 15m, 1h, 7d.")] = "1h",
+    prometheus: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="Also write the metrics in Prometheus text format, atomically."),
+    ] = None,
+    json_out: bool = False,
+    quiet: bool = False,
+) -> None:
+    """Queue age, admission/claim/completion rates, retries, cancellation lag, bytes, dedup hits, stage timings."""
+    from ..stats import build_report, write_prometheus_file
+
+    reporter = reporter_for(json_out, quiet)
+    with handled(reporter):
+        span = parsed(parse_duration, window, "--window")
+        batch = one_batch(batch, batch_option)
+        with open_ledger(ledger_target(ctx), read_only=True) as ledger:
+            batch_id = ledger.views.resolve_batch_id(batch) if batch else None
+            report = build_report(ledger.views.stats_facts(ledger.clock() - span, batch_id), batch_id)
+        if prometheus is not None:
+            write_prometheus_file(report, prometheus)
+        reporter.stats(report, str(prometheus) if prometheus else None)
+
+
+def codes_command(json_out: bool = False, quiet: bool = False) -> None:
+    """List the item error codes and the exit codes (--db is accepted, as everywhere, and unused)."""
+    reporter_for(json_out, quiet).codes()
+
+
+def config_command(ctx: typer.Context, json_out: bool = False, quiet: bool = False) -> None:
+    """Show the resolved settings and where each came from: flag, THUMBCTL_* env, config file or default.
+
+    Takes the same setting flags as submit, to show what a submit with them would use.
+    """
+    reporter = reporter_for(json_out, quiet)
+    with handled(reporter):
+        reporter.settings(settings_from_context(ctx))
+
+
+class SheetOrder(StrEnum):
+    """``thumbctl sheet --sort`` (see :data:`thumbctl.sheet.SORT_ORDERS`)."""
+
+    ledger = "ledger"
+    score = "score"
+
+
+def sheet(
+    ctx: typer.Context,
+    batch: Annotated[str, batch_argument()],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE.html",
+            help="Where to write the page; its folder must exist. Default: OUT/batches/<batch_id>.html.",
+        ),
+    ] = None,
+    sort: Annotated[
+        SheetOrder,
+        typer.Option(
+            "--sort",
+            help="Source order: ledger (as submitted) or score (lowest crop score first). "
+            "Sources with a crop missing come first either way.",
+        ),
+    ] = SheetOrder.ledger,
+    json_out: bool = False,
+    quiet: bool = False,
+) -> None:
+    """Write a contact sheet: every source with its crops drawn on a small copy of it, the crops
+    side by side, each with a manifest line to re-crop it; failures as one row with their reason.
+
+    One self-contained HTML page (no network, no JavaScript) with relative links to the
+    outputs; open it in a browser to review the crops. Exit 0 once written, whatever the batch's state.
+    """
+    from ..sheet import write_contact_sheet
+
+    reporter = reporter_for(json_out, quiet)
+    with handled(reporter), open_ledger(ledger_target(ctx), read_only=True) as ledger:
+        reporter.sheet_written(write_contact_sheet(ledger, batch, output, sort=sort.value))

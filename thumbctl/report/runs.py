@@ -1,0 +1,227 @@
+"""What a run says: a submission accepted or replayed, the end of a run, its exit line, and the
+notices on the way (a store moved, names not linked, the layout migrated, admission waits)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.markup import escape
+
+from ..errors import ExitCode, UnavailableError
+from ..models import BatchState, BatchView, ItemState
+from .output import Output
+from .styles import plural, printable, styled
+
+if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
+    from ..intake import IntakeReport
+    from ..migrate import MigrationReport
+    from ..pool import Supervision
+
+
+class RunReports(Output):
+    """The reports of ``submit``, ``retry`` and ``work``."""
+
+    def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool = True) -> None:
+        """``final``: nothing is rendered after this (``--detach``), so this summary is the
+        command's result (stdout); else the run follows and ends with its own summary, and this
+        one is a notice on the way (stderr)."""
+        if report.unlinked_names:
+            self.unlinked_names(report.unlinked_names)
+        if report.store_moved and not self.quiet:
+            self.store_moved(*report.store_moved)
+        self.replay_notes(batch, report, rendering=not final)
+        if self.json_mode:
+            if final:
+                self.emit_json(batch.to_json())
+            return
+        line = self.say if final else self.note
+        verb = "Replayed existing" if batch.replayed else "Accepted"
+        sources = plural(report.sources, "source")
+        line(f"{verb} batch [bold]{batch.batch_id}[/]: {plural(batch.total, 'item')} from {sources}")
+        if report.ignored_files:
+            why = "not image names, or excluded; see --include, --exclude"
+            line(f"  {plural(report.ignored_files, 'other file')} ignored ({why})")
+        if report.skipped_output_folders:
+            folders = ", ".join(report.skipped_output_folders)
+            line(f"  output folders left out (thumbnails are never sources): {folders}")
+        line(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
+        self.counts_line(batch, line)
+        self.failure_summary(batch, line)
+        line(f"  outputs: {escape(batch.out_dir)}")
+        reused = batch.counts[ItemState.SUCCEEDED]
+        if reused and not batch.replayed:
+            line(f"  {plural(reused, 'output')} already existed and {'was' if reused == 1 else 'were'} reused")
+        if batch.replayed and batch.state == BatchState.CANCELLED:
+            line(
+                f"  [magenta]this batch was cancelled[/] at {batch.cancel_requested_at}; a replay renders nothing. "
+                "To render the rest, submit again with a new --key (finished outputs are reused)."
+            )
+
+    def store_moved(self, before: str, now: str) -> None:
+        """Shown even with --json (on stderr), unless quiet: --store gave the ledger another store, so
+        the objects of the one it used are no longer reused, checked or collected."""
+        self.diagnostics.print(
+            f"[yellow]store[/] this ledger used the store {escape(printable(before))} until now and uses "
+            f"{escape(printable(now))} from "
+            "here on (--store): the objects in the earlier one are no longer reused, checked or collected; "
+            "give its path as --store to go back"
+        )
+
+    def requeued(self, batch_id: str, count: int, *, final: bool) -> None:
+        """``retry``: how many failed items went back to the queue; the result when nothing is
+        rendered after it (``final``), else a notice before the run."""
+        (self.say if final else self.note)(f"Requeued {count} failed items of {batch_id}")
+
+    def replay_notes(self, batch: BatchView, report: IntakeReport, *, rendering: bool) -> None:
+        """Shown even with --json (on stderr), unless quiet: a replay found outputs gone or
+        names taken, and the user would otherwise believe the outputs are where they were."""
+        if self.quiet:
+            return
+        restored = report.restored_outputs
+        if restored:
+            then = "rendering them again" if rendering else "queued again: run `thumbctl work` to render them"
+            were = "was" if restored == 1 else "were"
+            what = f"{plural(restored, 'output')} of this batch {were} missing"
+            self.diagnostics.print(f"[yellow]replay[/] {what}; {then}")
+        taken = report.names_taken_by_newer
+        if taken:
+            self.diagnostics.print(
+                f"[yellow]replay[/] {plural(taken, 'friendly name')} of this batch now show a newer batch's outputs "
+                f"(it rendered the same names later); this batch's own files are its objects in the store, "
+                f"listed in {escape(batch.manifest_path)}"
+            )
+
+    def unlinked_names(self, failures: list[str]) -> None:
+        """One line, shown even with -q or --json (on stderr): these names do not show the
+        batch's outputs yet."""
+        first = failures[0]
+        self.diagnostics.print(
+            f"[yellow]warning[/] [dim]\\[friendly_link_failed][/] {plural(len(failures), 'friendly name')} "
+            f"could not be pointed at the batch's outputs (first: {escape(first)}); "
+            "`thumbctl reconcile --repair` relinks them (one whose object is gone is queued again instead: "
+            "then run `thumbctl work`)"
+        )
+
+    def finished(
+        self,
+        batch: BatchView,
+        *,
+        interrupted: bool,
+        crashes: int = 0,
+        sheet: str | None = None,
+        max_failures: int = 0,
+    ) -> None:
+        """The end of a run: the batch object, or a summary; ``sheet`` is the contact sheet a
+        foreground run wrote (its JSON gets ``"sheet"``, its summary the ``file://`` link);
+        ``max_failures`` the failed items allowed before the exit is 1 (in the JSON)."""
+        if self.json_mode:
+            self.emit_json(batch.to_json() | {"max_failures": max_failures} | ({"sheet": sheet} if sheet else {}))
+            return
+        if interrupted:
+            self.say(f"Interrupted: batch {batch.batch_id} is {styled(batch.state)}; the cancel is recorded.")
+        else:
+            self.say(f"Batch [bold]{batch.batch_id}[/] {styled(batch.state)}")
+        self.counts_line(batch)
+        if crashes:
+            self.say(f"  {replaced_workers(crashes)}; each death counted as an attempt of the items it held")
+        self.smaller_than_target_line(batch)
+        self.replaced_names_line(batch)
+        self.failure_summary(batch)
+        if batch.counts[ItemState.SUCCEEDED]:
+            self.say(f"  thumbnails in {escape(batch.out_dir)}, manifest {escape(batch.manifest_path)}")
+        if sheet:
+            self.say(f"  contact sheet {escape(Path(sheet).as_uri())}")
+
+    def sheet_error(self, error: str | None) -> None:
+        """Shown even with -q or --json (on stderr), like a manifest not written."""
+        if error:
+            self.diagnostics.print(f"[yellow]warning[/] [dim]\\[cannot_write][/] {escape(error)}")
+
+    def manifest_errors(self, errors: tuple[str, ...]) -> None:
+        """Shown even with -q or --json (on stderr): an output the user expects is missing."""
+        for error in errors:
+            self.diagnostics.print(
+                f"[yellow]warning[/] [dim]\\[io_error][/] batch manifest not written: {escape(error)}"
+            )
+
+    def exit_summary(self, batch: BatchView, code: int, max_failures: int = 0) -> None:
+        """With -q, the one line a run ending with a non-zero exit prints (on stderr), so a quiet
+        command is never silent about why it failed."""
+        if not self.quiet or code == 0:
+            return
+        where = f"(exit {int(code)}); thumbctl status {batch.batch_id}"
+        failed, total = batch.counts[ItemState.FAILED], batch.total
+        if code == ExitCode.CANCELLED:
+            line = f"batch cancelled: {batch.counts[ItemState.SUCCEEDED]} of {total} succeeded {where}"
+        elif code == ExitCode.INTERRUPTED:
+            line = f"interrupted: batch {batch.batch_id} is {batch.state}, its cancel is recorded {where}"
+        else:
+            over = f", more than --max-failures {max_failures}" if max_failures else ""
+            line = f"{failed} of {total} failed{over} {where}"
+        self.diagnostics.print(escape(line))
+
+    def work_failures(self, failed: int, max_failures: int, batch_id: str | None) -> None:
+        """``work --max-failures N`` went over N: one line, even with -q."""
+        status = f"thumbctl status {batch_id}" if batch_id else "thumbctl status"
+        over = f"more than --max-failures {max_failures}"
+        self.diagnostics.print(escape(f"{plural(failed, 'item')} failed while it ran, {over} (exit 1); {status}"))
+
+    def work_done(self, supervision: Supervision) -> None:
+        if self.json_mode:
+            self.emit_json({"interrupted": supervision.interrupted, "crashes": supervision.crashes})
+            return
+        note = " (stopped on request)" if supervision.interrupted else ""
+        crashes = f", {replaced_workers(supervision.crashes)}" if supervision.crashes else ""
+        self.say(f"Workers finished{note}{crashes}.")
+
+    def admission_retry(self, error: UnavailableError, delay: float) -> None:
+        """Shown even with --json (on stderr): the user is waiting and should know why."""
+        if not self.quiet:
+            self.diagnostics.print(
+                f"[yellow]waiting[/] [dim]\\[{error.code}][/] {escape(error.message)}; retrying in {delay:.1f}s"
+            )
+
+    def layout_migrated(self, report: MigrationReport) -> None:
+        """The one line of the one-time layout migration, on stderr (also with --json); what it
+        had to set aside or leave is a warning, shown even with -q."""
+        if report.folders and not self.quiet:
+            sources = ", ".join(f"{folder}/objects" for folder in report.folders[:2])
+            if len(report.folders) > 2:
+                sources = f"OUT/objects of {len(report.folders)} output folders"
+            extra = f"; {report.duplicates_dropped} duplicates dropped" if report.duplicates_dropped else ""
+            self.diagnostics.print(
+                f"moved {report.objects_moved} objects from {escape(sources)} to {escape(report.store)} "
+                f"(one-time layout migration{extra}; {report.thumbnails_copied} thumbnails are now their own files)"
+            )
+        for path in report.conflicts:
+            self.diagnostics.print(
+                f"[yellow]warning[/] {escape(path)}: an old object with other bytes than the store's for that "
+                "derivative, kept here; its thumbnails keep their bytes until `reconcile --repair` "
+                "(see docs/operations.md, 'Moving from the old layout')"
+            )
+        for path in report.left:
+            self.diagnostics.print(f"[yellow]warning[/] {escape(path)} is not an object; left in place")
+        for folder in report.refused:
+            self.diagnostics.print(f"[yellow]warning[/] {escape(folder)}/objects is a symlink or a file; not migrated")
+
+    def smaller_than_target_line(self, batch: BatchView) -> None:
+        """Outputs smaller than ``--size`` asked for are correct, but a person should not have to
+        open each file to find out."""
+        n = batch.smaller_than_target
+        if n:
+            verb = "is" if n == 1 else "are"
+            hint = "(source smaller than --size; --upscale enlarges)"
+            self.say(f"  {plural(n, 'output')} {verb} smaller than asked {hint}")
+
+    def replaced_names_line(self, batch: BatchView) -> None:
+        """Names this batch took over: thumbnails of earlier batches, and (``--overwrite``) other files."""
+        if batch.replaced:
+            self.say(f"  replaced {plural(batch.replaced, 'thumbnail')} an earlier batch published under the same name")
+        if batch.overwritten:
+            self.say(f"  overwrote {plural(batch.overwritten, 'file')} thumbctl had not published (--overwrite)")
+
+
+def replaced_workers(n: int) -> str:
+    """``2 worker processes died and were replaced``."""
+    return f"{plural(n, 'worker process')} died and {'was' if n == 1 else 'were'} replaced"

@@ -1,0 +1,181 @@
+"""What the reading commands show: batches, their items and events, stats, the contact sheet
+written, the error and exit codes, and the resolved settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from rich.markup import escape
+from rich.table import Table
+
+from ..config import Settings, display_value
+from ..errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES
+from ..models import BatchView, EventView, ItemState, ItemView
+from .listing import EVENT_COLUMNS, ITEM_COLUMNS, event_cells, item_cells
+from .output import Output
+from .styles import format_age, format_bytes, format_ms, styled
+
+if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
+    from ..sheet import SheetSummary
+    from ..stats import StatsReport
+
+
+class ViewReports(Output):
+    """The reports of ``status``, ``events``, ``cancel``, ``stats``, ``sheet``, ``codes`` and ``config``."""
+
+    def batch_detail(self, batch: BatchView) -> None:
+        if self.json_mode:
+            self.emit_json(batch.to_json())
+            return
+        done_pct = 100.0 * batch.done / batch.total if batch.total else 100.0
+        self.say(f"[bold]{batch.batch_id}[/]  {styled(batch.state)}  {batch.done}/{batch.total} done ({done_pct:.0f}%)")
+        self.counts_line(batch)
+        self.say(f"  created {batch.created_at}   updated {batch.updated_at}")
+        if batch.queue_age_seconds is not None:
+            self.say(f"  queue age {format_age(batch.queue_age_seconds)} (oldest queued item)")
+        if batch.cancel_requested_at:
+            self.say(f"  cancel requested at {batch.cancel_requested_at}")
+        if batch.finished_at:
+            self.say(f"  finished at {batch.finished_at}")
+        if batch.expired_at:
+            self.say(f"  [dim]expired at {batch.expired_at} by gc: its outputs may be gone[/]")
+        self.say(f"  source {escape(batch.source_root)}  ->  out {escape(batch.out_dir)}")
+        self.failure_summary(batch)
+
+    def batch_list(self, batches: list[BatchView]) -> None:
+        if self.json_mode:
+            self.emit_json({"batches": [b.to_json(with_failures=False) for b in batches]})
+            return
+        if not batches:  # an empty result: stdout stays empty, the hint is a diagnostic
+            self.note("No batches yet. Start one with: thumbctl submit FOLDER --out thumbs")
+            return
+        table = Table(box=None, pad_edge=False)
+        for column in ("batch", "state", "done", "failed", "created", "source"):
+            table.add_column(column)
+        for b in batches:
+            table.add_row(
+                b.batch_id,
+                styled(b.state) + (" (expired)" if b.expired_at else ""),
+                f"{b.done}/{b.total}",
+                str(b.counts[ItemState.FAILED]),
+                b.created_at[:19].replace("T", " "),
+                escape(b.source_root),
+            )
+        self.table(table)
+
+    def items(self, batch_id: str, items: Iterable[ItemView]) -> None:
+        """``status BATCH --items``: streamed to stdout, as JSON or as lines."""
+        if self.json_mode:
+            self.emit_json_list({"batch_id": batch_id}, "items", (i.to_json() for i in items))
+        elif not self.quiet:
+            self.listing(ITEM_COLUMNS, (item_cells(i) for i in items))
+
+    def events(self, events: Iterable[EventView]) -> None:
+        """``events BATCH``: streamed to stdout, as JSON or as lines."""
+        if self.json_mode:
+            self.emit_json_list({}, "events", (e.to_json() for e in events))
+        elif not self.quiet:
+            self.listing(EVENT_COLUMNS, (event_cells(e) for e in events))
+
+    def cancelled(self, batch: BatchView) -> None:
+        if self.json_mode:
+            self.emit_json(batch.to_json())
+            return
+        self.say(f"Batch [bold]{batch.batch_id}[/] is {styled(batch.state)}")
+        self.counts_line(batch)
+
+    def stats(self, report: StatsReport, prometheus_file: str | None = None) -> None:
+        if self.json_mode:
+            self.emit_json(report.to_json())
+            return
+        scope = f"batch {report.batch_id}" if report.batch_id else "all batches"
+        self.say(f"[bold]Stats[/] for {scope}, window {format_age(report.window_seconds)} (since {report.since})")
+        queue = report.queue
+        age = queue["oldest_runnable_age_seconds"]
+        self.say(
+            f"  queue: runnable {queue['runnable']}, delayed {queue['delayed']}, running {queue['running']}; "
+            f"oldest runnable {format_age(age if isinstance(age, float | int) else None)}"
+        )
+        counts = report.counts
+        self.say(
+            f"  rates: admitted {counts['admitted']} ({report.rate('admitted'):.2f}/s), "
+            f"claimed {counts['claimed']} ({report.rate('claimed'):.2f}/s), "
+            f"completed {counts['completed']} ({report.rate('completed'):.2f}/s: "
+            f"{counts['completed_succeeded']} succeeded, {counts['completed_failed']} failed, "
+            f"{counts['completed_cancelled']} cancelled)"
+        )
+        self.say(
+            f"  bytes: read {format_bytes(report.bytes_read)}, written {format_bytes(report.bytes_written)}; "
+            f"dedup hits {report.dedup_hits}"
+        )
+        self.stats_tables(report)
+        if prometheus_file:
+            self.say(f"  Prometheus metrics written to {escape(prometheus_file)}")
+
+    def stats_tables(self, report: StatsReport) -> None:
+        stages = Table(box=None, pad_edge=False, title_justify="left")
+        for column in ("stage", "count", "p50 ms", "p95 ms"):
+            stages.add_column(column, justify="left" if column == "stage" else "right")
+        for stage, dist in report.timings_ms.items():
+            stages.add_row(stage, str(dist.count), format_ms(dist.p50), format_ms(dist.p95))
+        self.table(stages)
+        if report.per_ratio:
+            ratios = Table(box=None, pad_edge=False)
+            for column in ("ratio", "items", "source bytes", "output bytes"):
+                ratios.add_column(column, justify="left" if column == "ratio" else "right")
+            for ratio, figures in report.per_ratio.items():
+                ratios.add_row(
+                    ratio, str(figures.items), format_bytes(figures.source_bytes), format_bytes(figures.output_bytes)
+                )
+            self.table(ratios)
+        for batch_id, n in report.retries.items():
+            self.say(f"  retries: {batch_id} {n}")
+        for lag in report.cancellations:
+            observed = "-" if lag.observed_seconds is None else f"{lag.observed_seconds:.1f}s"
+            final = "not yet" if lag.finalized_seconds is None else f"{lag.finalized_seconds:.1f}s"
+            self.say(f"  cancel {lag.batch_id}: requested {lag.requested_at}, observed +{observed}, final {final}")
+
+    def codes(self) -> None:
+        """``thumbctl codes``: the item error codes, then the exit codes."""
+        if self.json_mode:
+            self.emit_json(
+                {
+                    "item_error_codes": {c: {"transient": t, "meaning": m} for c, (t, m) in ITEM_ERROR_CODES.items()},
+                    "exit_codes": {str(int(c)): m for c, m in EXIT_CODE_MEANINGS.items()},
+                }
+            )
+            return
+        for code, (transient, meaning) in ITEM_ERROR_CODES.items():
+            self.say(escape(f"{code:20} {'transient' if transient else 'permanent':9}  {meaning}"))
+        self.say("")
+        for exit_code, meaning in EXIT_CODE_MEANINGS.items():
+            self.say(escape(f"exit {int(exit_code):<3}  {meaning}"))
+
+    def settings(self, settings: Settings) -> None:
+        """``thumbctl config``: every resolved setting with its value and its source."""
+        if self.json_mode:
+            self.emit_json(settings.to_json())
+            return
+        self.say(f"config file: {escape(str(settings.config_file or 'none found'))}")
+        chosen = f"{settings.profile} ({settings.profile_source})" if settings.profile else "none"
+        self.say(f"profile: {escape(chosen)}")
+        table = Table(box=None, pad_edge=False)
+        for column in ("setting", "value", "source"):
+            table.add_column(column)
+        for name, setting in settings.values.items():
+            table.add_row(name, escape(display_value(name, setting.value)), escape(setting.source))
+        self.table(table)
+
+    def sheet_written(self, summary: SheetSummary) -> None:
+        if self.json_mode:
+            self.emit_json(summary.to_json())
+            return
+        self.say(f"Contact sheet of [bold]{summary.batch_id}[/] ({styled(summary.state)}): {escape(summary.path)}")
+        sizes = f"{summary.sources} sources, {summary.items} items"
+        self.say(f"  {sizes}: {summary.succeeded} succeeded, {summary.failed} failed")
+        if summary.missing:
+            self.note(
+                f"[yellow]warning[/] [red]{summary.missing} outputs are missing[/] "
+                "(shown as placeholders; see thumbctl reconcile)"
+            )
