@@ -14,6 +14,7 @@ from thumbctl.config import CONFIG_ENV, KEYS, PROFILE_ENV
 from thumbctl.options import LEASE_ENV
 from thumbctl.proc import HOST_ID_ENV
 
+from harness import kill_leftovers
 from pg import PG_CTL_ENV, PG_DATA_ENV, PG_ENV, SKIP_REASON, PgServer, create_database, drop_database
 from support import check_invariants, make_image
 
@@ -28,6 +29,13 @@ def isolated_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
     for name in (CONFIG_ENV, PROFILE_ENV, HOST_ID_ENV, LEASE_ENV, *(key.env for key in KEYS)):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def leftover_processes() -> Iterator[None]:
+    """Background commands a test started (and their workers) do not outlive it, even when it fails."""
+    yield
+    kill_leftovers()
 
 
 @pytest.fixture
