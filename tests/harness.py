@@ -64,13 +64,16 @@ def all_gone(pids: Iterable[int], timeout: float = 20) -> list[int]:
     return left
 
 
-def in_timed_sleep(pid: int) -> bool:
-    """Whether a thread of process ``pid`` sleeps on a timer (``nanosleep``): SQLite's busy handler
-    and the busy policy's pauses between tries do; a worker's heartbeat waits on an event instead."""
+def in_timed_sleep(pid: int, thread: int | None = None) -> bool:
+    """Whether a thread of process ``pid`` (or its thread ``thread``, a native id) sleeps on a timer
+    (``nanosleep``): SQLite's busy handler and the busy policy's pauses between tries do; a
+    worker's heartbeat waits on an event instead."""
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return False
+    if thread is not None:
+        tasks = [task for task in tasks if task.name == str(thread)]
     for task in tasks:
         try:
             if "nanosleep" in (task / "wchan").read_text():
