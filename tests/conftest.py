@@ -15,7 +15,16 @@ from thumbctl.options import LEASE_ENV
 from thumbctl.proc import HOST_ID_ENV
 
 from harness import kill_leftovers
-from pg import PG_CTL_ENV, PG_DATA_ENV, PG_ENV, SKIP_REASON, PgServer, create_database, drop_database
+from pg import (
+    NO_BINARIES,
+    PG_ENV,
+    SKIP_REASON,
+    PgCluster,
+    PgServer,
+    create_database,
+    drop_database,
+    server_binaries,
+)
 from support import check_invariants, make_image
 
 REPO = Path(__file__).resolve().parent.parent
@@ -88,19 +97,33 @@ def pg_url(pg_admin_url: str | None) -> Iterator[str]:
     drop_database(pg_admin_url, url)
 
 
-@pytest.fixture
-def pg_server(pg_url: str) -> Iterator[PgServer]:
-    """Control of the test server (restart, stop, start); ``.url`` is this test's fresh database.
+@pytest.fixture(scope="session")
+def pg_cluster(pg_admin_url: str | None) -> Iterator[PgCluster]:
+    """A throw-away PostgreSQL cluster of this test process's own, for the tests that stop or
+    restart a server (the server of ``THUMBCTL_TEST_PG`` serves tests running in parallel).
 
-    Skips unless ``THUMBCTL_TEST_PG_DATA`` and ``THUMBCTL_TEST_PG_CTL`` are set. The server is
-    running again when the test ends."""
-    data_dir, pg_ctl = os.environ.get(PG_DATA_ENV), os.environ.get(PG_CTL_ENV)
-    if not data_dir or not pg_ctl:
-        pytest.skip(f"restarting PostgreSQL needs {PG_DATA_ENV} and {PG_CTL_ENV} (see README)")
-    server = PgServer(data_dir, pg_ctl, pg_url)
+    Skips when ``THUMBCTL_TEST_PG`` is unset (PostgreSQL tests are off) or no server binaries are
+    found; removed when the session ends."""
+    if pg_admin_url is None:
+        pytest.skip(SKIP_REASON)
+    bindir = server_binaries()
+    if bindir is None:
+        pytest.skip(NO_BINARIES)
+    cluster = PgCluster(bindir)
+    yield cluster
+    cluster.remove()
+
+
+@pytest.fixture
+def pg_server(pg_cluster: PgCluster) -> Iterator[PgServer]:
+    """Control of a test cluster (restart, stop, start); ``.url`` is this test's fresh database on
+    it. The server is running again when the test ends."""
+    url = create_database(pg_cluster.admin_url)
+    server = pg_cluster.server(url)
     yield server
     if not server.is_running():
         server.start()
+    drop_database(pg_cluster.admin_url, url)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
