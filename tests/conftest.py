@@ -31,6 +31,34 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLE_IMAGES = REPO / "sample_images"
 
 
+#: Test modules that must run in one test process, by the name of their group: a costly
+#: module-scoped fixture (ledgers of many items) is then built once, not once per process, and the
+#: restart tests share one throw-away PostgreSQL cluster. Every other test is scheduled alone.
+ONE_PROCESS_MODULES = {
+    "test_ledger_scale.py": "ledger_scale",
+    "test_reporter.py": "reporter",
+    "test_pgfixtures.py": "pg_cluster",
+    "test_pg_restart.py": "pg_cluster",
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """With pytest-xdist's default ``--dist load``: each test is its own unit of work, but the
+    modules of :data:`ONE_PROCESS_MODULES` go to one process as a whole (largest units first).
+    ``--dist loadgroup`` cannot do it: with pytest 9.2 it no longer sees the groups."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByTestOrGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+            return ONE_PROCESS_MODULES.get(module, nodeid)
+
+    return ByTestOrGroup(config, log)
+
+
 @pytest.fixture(autouse=True)
 def isolated_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither the per-user config file, the default ledger nor THUMBCTL_* settings of the machine reach a test."""

@@ -18,7 +18,7 @@ from harness import Background, Thumbctl, alive, in_timed_sleep, sockets_of, unt
 from pg import PgServer
 from support import make_image, objects_in
 
-pytestmark = [pytest.mark.timeout(180), pytest.mark.xdist_group("pg_cluster")]
+pytestmark = pytest.mark.timeout(180)
 
 #: The busy policy's bound for these runs (seconds): a restart must be waited out within it.
 BUSY_WAIT = 20
