@@ -73,8 +73,8 @@ def server_binaries() -> Path | None:
     if pg_config:
         done = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True)
         candidates.append(Path(done.stdout.strip()))
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name), reverse=True)
-    candidates += versions
+    versions = [p for p in Path("/usr/lib/postgresql").glob("*/bin") if p.parent.name.isdigit()]
+    candidates += sorted(versions, key=lambda p: int(p.parent.name), reverse=True)
     on_path = shutil.which("pg_ctl")
     if on_path:
         candidates.append(Path(on_path).resolve().parent)
