@@ -788,7 +788,7 @@ def test_a_name_being_published_is_held_until_the_publish_commits(
 
     def publish_same_name() -> None:
         with second.publishing_name(item.friendly_path):
-            seen.append(second.objects_published_at(item.friendly_path))
+            seen.append(second.publishes_at(item.friendly_path))
 
     publisher = threading.Thread(target=lambda: ledger.publish(claim, item, effect))
     publisher.start()
@@ -804,7 +804,7 @@ def test_a_name_being_published_is_held_until_the_publish_commits(
         go.set()
         publisher.join(60)
         rival.join(60)
-    assert seen[-1] == [item.object_path] and len(seen) == (2 if ledger.backend == "postgresql" else 1)
+    assert seen[-1] == [(item.object_path, None)] and len(seen) == (2 if ledger.backend == "postgresql" else 1)
 
 
 def test_a_publish_that_starts_after_a_cancel_committed_is_cancelled(ledger: Ledger, second: Ledger) -> None:

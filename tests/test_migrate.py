@@ -211,6 +211,26 @@ def test_the_first_command_that_writes_migrates_and_says_so_once(
     assert not any((out / "objects").exists() for out in case.outs)
 
 
+def test_the_python_api_migrates_as_the_command_line_does(case: LegacyCase) -> None:
+    """``thumbctl.api.render`` settles the store as every writing command does: a PostgreSQL ledger
+    without a store is refused before anything moves, and the old layout moves once."""
+    from thumbctl.api import render
+    from thumbctl.errors import StoreRequired
+    from thumbctl.options import SubmitOptions
+
+    before, pictures = status_docs(case), thumbnails(case)
+    options = SubmitOptions(out_dir=case.root / "out3")
+    if case.backend == "postgres":
+        with pytest.raises(StoreRequired, match="still hold objects/"):
+            render(case.root / "src", options, db=case.db, workers=1)
+        assert all((out / "objects").is_dir() for out in case.outs)
+    batch = render(case.root / "src", options, db=case.db, workers=1, store=store_of(case))
+    assert batch.state == "succeeded"
+    assert not any((out / "objects").exists() for out in case.outs)
+    assert thumbnails(case) == pictures
+    assert {key: doc for key, doc in status_docs(case).items() if key in before} == relocated(before, case)
+
+
 def test_a_symlinked_objects_folder_is_refused_not_followed(case: LegacyCase) -> None:
     elsewhere = case.root / "elsewhere"
     (case.outs[1] / "objects").rename(elsewhere)
@@ -369,7 +389,7 @@ def test_an_object_missing_before_migration_is_rendered_again_into_the_store(cas
 
 
 def test_a_store_of_another_ledger_is_refused_before_anything_moves(case: LegacyCase, tmp_path: Path) -> None:
-    from thumbctl.objectstore import bind_store
+    from thumbctl.stores import bind_store
 
     with Ledger(str(tmp_path / "other.db")) as other:
         bind_store(other, store_of(case))

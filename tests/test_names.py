@@ -7,8 +7,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thumbctl.names import UNSAFE_PREFIX, escaped_name, unsafe_name_id
-from thumbctl.store import MAX_SEGMENT_BYTES, check_item_id
+from thumbctl.names import (
+    MAX_SEGMENT_BYTES,
+    UNSAFE_PREFIX,
+    UnsafeItemId,
+    check_item_id,
+    escaped_name,
+    friendly_stems,
+    unsafe_name_id,
+)
 
 #: Relative paths (as bytes) no item id can hold, and the id each one gets.
 UNSAFE = [
@@ -89,3 +96,73 @@ def test_names_that_look_alike_once_escaped_keep_apart() -> None:
 @pytest.mark.parametrize(("raw", "expected"), [(b".", ".unsafe/%2E"), (b"..", ".unsafe/%2E%2E")])
 def test_dot_segments_are_spelled_out(raw: bytes, expected: str) -> None:
     assert unsafe_name_id(fs_name(raw)) == expected
+
+
+@pytest.mark.parametrize("item_id", ["a.jpg", "rooms/living room.jpg", "ünïcode/фото.png", ".hidden/x.jpg", "a..b.jpg"])
+def test_safe_ids_pass(item_id: str) -> None:
+    assert check_item_id(item_id) == item_id
+
+
+@pytest.mark.parametrize(
+    "item_id",
+    [
+        "",
+        "/abs.jpg",
+        "../x.jpg",
+        "a/../../x.jpg",
+        "a/./b.jpg",
+        "a//b.jpg",
+        "a/",
+        "x\n.jpg",
+        "tab\t.jpg",
+        "back\\slash.jpg",
+        ".tmp/x.jpg",
+        "..",
+        "x" * 201 + ".jpg",
+        "bad\udcffname.jpg",
+        "a\ud800b",
+    ],
+)
+def test_unsafe_ids_are_refused(item_id: str) -> None:
+    with pytest.raises(UnsafeItemId):
+        check_item_id(item_id)
+
+
+@pytest.mark.parametrize(
+    ("item_id", "reason"),
+    [
+        ("bad\udcffname.jpg", "is not valid UTF-8"),
+        ("a/\ud800.jpg", "is not valid UTF-8"),
+        ("tab\t.jpg", "contains control characters"),
+        ("back\\slash.jpg", "contains a backslash"),
+        ("x" * 201, "has a segment over 200 bytes"),
+        ("", "is empty"),
+    ],
+)
+def test_a_refused_id_says_why(item_id: str, reason: str) -> None:
+    with pytest.raises(UnsafeItemId) as info:
+        check_item_id(item_id)
+    assert info.value.reason == reason
+    str(info.value).encode("utf-8")  # the message itself is printable text
+
+
+def test_friendly_stems_resolve_collisions_in_sorted_order() -> None:
+    stems = friendly_stems(["b/a.png", "b/a.jpg", "c", "c.jpg", "d.tar.gz", ".hidden"])
+    assert stems == {
+        "b/a.jpg": "b/a",
+        "b/a.png": "b/a.png",
+        "c": "c",
+        "c.jpg": "c.jpg",
+        "d.tar.gz": "d.tar",
+        ".hidden": ".hidden",
+    }
+
+
+safe_segment = st.text(st.sampled_from("abc.xyz-_"), min_size=1, max_size=6).filter(lambda s: s not in {".", ".."})
+safe_ids = st.lists(safe_segment, min_size=1, max_size=3).map("/".join)
+
+
+@given(st.lists(safe_ids, unique=True, min_size=1, max_size=12))
+def test_friendly_stems_never_collide(item_ids: list[str]) -> None:
+    stems = friendly_stems(item_ids)
+    assert len(set(stems.values())) == len(item_ids)

@@ -27,7 +27,7 @@ from thumbctl.reconcile import collect_garbage, find_problems, reconcile
 from thumbctl.retrypolicy import Backoff
 from thumbctl.runner import write_batch_manifest
 from thumbctl.sheet import write_contact_sheet
-from thumbctl.store import host_tag
+from thumbctl.storage.fsafe import host_tag
 from thumbctl.worker import WorkerConfig, run_worker
 
 from support import check_invariants, is_copy_of, make_image, objects_in, tree_snapshot
@@ -573,7 +573,7 @@ def test_a_repair_the_filesystem_refuses_is_reported_unrepaired(
     work(led)
     item = led.items(batch.batch_id)[0]
     os.unlink(item.friendly_path)
-    monkeypatch.setattr("thumbctl.reconcile.restore_thumbnail", refuse)
+    monkeypatch.setattr("thumbctl.publisher.restore_thumbnail", refuse)
     (finding,) = reconcile(led, repair=True).findings
     assert (finding.kind, finding.repaired) == ("friendly_link_missing", False)
     assert finding.detail.endswith("repair failed: Permission denied")

@@ -23,7 +23,7 @@ from thumbctl.cli import app
 from thumbctl.manifest import parse_manifest_text
 from thumbctl.models import BatchView, ItemView
 from thumbctl.sheet import item_key, render_sheet, write_contact_sheet
-from thumbctl.store import OutputLayout
+from thumbctl.storage.objects import LocalObjectStore
 
 from conftest import SAMPLE_IMAGES
 from support import CENTRED_WINDOWS, PHOTO_SIZES, window_size
@@ -488,7 +488,7 @@ def test_windows_are_drawn_on_the_workers_preview_of_the_photo(
     for item_id, size in PHOTO_SIZES.items():
         mine = [i for i in items if i.item_id == item_id]
         (path,) = {i.result["preview"] for i in mine}
-        assert path in {OutputLayout.preview_path(i.object_path) for i in mine} and os.path.isfile(path)
+        assert path in {LocalObjectStore.preview_path(i.object_path) for i in mine} and os.path.isfile(path)
         (img,) = parser.previews[item_id]
         data = base64.b64decode(img["src"].removeprefix("data:image/jpeg;base64,"))
         assert data == Path(path).read_bytes()

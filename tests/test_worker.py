@@ -18,9 +18,9 @@ from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
 from thumbctl.cli import app
 from thumbctl.faults import Faults, parse_faults
 from thumbctl.ledger.work import CLAIM_SHARED_ITEMS
+from thumbctl.markup import write_batch_manifest
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Limits, Ratio
-from thumbctl.store import write_batch_manifest
 from thumbctl.worker import WorkerConfig, idle_waits, run_worker
 
 from support import check_invariants, is_copy_of, make_image, objects_in, tree_snapshot

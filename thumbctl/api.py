@@ -40,11 +40,13 @@ def render(
     from .intake import prepare_submission, submit
     from .ledger import Ledger
     from .runner import run_batch
+    from .stores import settle_store
 
     options = options or SubmitOptions()
     if store is not None:
         options = replace(options, store_dir=Path(store))
     with Ledger(db) as ledger:
+        settle_store(ledger, options.store_dir)
         prepared = prepare_submission(Path(source), options, ledger)
         batch = submit(ledger, prepared, options.limits)
     if batch.is_terminal:

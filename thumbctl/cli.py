@@ -43,7 +43,6 @@ from .errors import (
     Interrupted,
     LedgerMissing,
     StorageError,
-    StoreRequired,
     ThumbctlError,
     UsageError,
 )
@@ -59,11 +58,11 @@ from .sources import ScanRules
 if TYPE_CHECKING:  # the rest is imported by the commands that use it, so `status` stays light
     from .config import Settings
     from .models import BatchView
-    from .objectstore import StoreLayout
     from .options import RunOptions
     from .pool import Standby
     from .progress import RunProgress
     from .reporter import Reporter
+    from .storage.objects import LocalObjectStore
 
 #: The root help ends with the environment variables and the exit codes (once: not in every command's help).
 ROOT_EPILOG = (
@@ -218,35 +217,23 @@ def _existing(path: Path | str) -> Path | str:
     return path
 
 
-def _bound_store(ledger: Ledger, settings: Settings) -> StoreLayout:
+def _bound_store(ledger: Ledger, settings: Settings) -> LocalObjectStore:
     """The ledger's object store (--store, THUMBCTL_STORE, config key store, else the one it recorded,
     else beside the SQLite ledger), bound to it for this run (only submit moves the ledger to another):
     exit 2 ``store_required`` for a PostgreSQL ledger without one, ``store_taken`` for a store of another
     ledger."""
-    from .objectstore import store_for_ledger
+    from .stores import store_for_ledger
 
     return store_for_ledger(ledger, settings.store_path, move=False)
 
 
 def _settle_store(ledger: Ledger, reporter: Reporter, settings: Settings) -> None:
-    """Before a command writes: a store given (--store, THUMBCTL_STORE, config key store) must be this
-    ledger's (``store_taken`` otherwise), and output folders still in the old layout (``OUT/objects``)
-    are moved into the ledger's store first, once (:mod:`thumbctl.migrate`). A PostgreSQL ledger
-    has no default store: with old output folders and no store named, exit 2 ``store_required``."""
-    from .migrate import migrate_legacy_layout, needs_migration
-    from .objectstore import store_for_ledger
+    """Before a command writes: the store settled with the ledger (see :func:`thumbctl.stores.settle_store`)."""
+    from .stores import settle_store
 
-    if not needs_migration(ledger):
-        if settings.store_path is not None:
-            store_for_ledger(ledger, settings.store_path, move=False)
-        return
-    if settings.store_path is None and ledger.backend != "sqlite":
-        raise StoreRequired(
-            "output folders of this ledger still hold objects/ (the old layout): a PostgreSQL ledger needs "
-            "--store DIR (or THUMBCTL_STORE, config key store) to move them into, once"
-        )
-    store = store_for_ledger(ledger, settings.store_path, move=False)  # another ledger's: refused before any move
-    reporter.layout_migrated(migrate_legacy_layout(ledger, store.root))
+    migrated = settle_store(ledger, settings.store_path)
+    if migrated is not None:
+        reporter.layout_migrated(migrated)
 
 
 class Interrupts:

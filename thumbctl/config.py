@@ -493,7 +493,7 @@ def resolve_store_path(
     flag: Path | str | None, env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> Path | None:
     """The object store alone (for commands without profiles): --store, THUMBCTL_STORE, the file's
-    [defaults], else None (the default beside the ledger, see :func:`thumbctl.objectstore.resolve_store`)."""
+    [defaults], else None (the default beside the ledger, see :func:`thumbctl.stores.resolve_store`)."""
     env = os.environ if env is None else env
     flags = {} if flag is None else {_STORE.param_name: flag}
     return resolve_key(_STORE, flags, env, file_layer(None, env, cwd)).value

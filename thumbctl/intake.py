@@ -25,30 +25,19 @@ from .imaging import SNIFF_BYTES, output_geometry, probe, verify_output
 from .keys import derivative_key, digest_json
 from .ledger import Ledger
 from .manifest import ManifestError, is_manifest_path, read_manifest
+from .markup import write_batch_manifest
 from .models import BatchView, CachedSource, NewBatch, NewItem
-from .names import escaped_name
+from .names import UnsafeItemId, check_item_id, escaped_name, friendly_stems
 from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
-from .objectstore import StoreLayout, bind_store, check_store_apart, chosen_store, is_store_folder
 from .options import SubmitOptions
+from .publisher import Publisher
 from .settings import Limits, Profile, Ratio, parse_ratio
 from .sources import Candidate, SourceFolder, SourceRoot, check_size, digest_bounded, scan_directory
-from .store import (
-    OutputLayout,
-    UnsafeItemId,
-    check_item_id,
-    checked_folder,
-    friendly_stems,
-    is_plain_file,
-    looks_like_output_folder,
-    name_outcome,
-    open_folder,
-    probe_writable,
-    publish_name,
-    remove_empty_tmp,
-    resolve_out_dir,
-    symlinked_folder,
-    write_batch_manifest,
-)
+from .storage.fsafe import is_plain_file, symlinked_folder
+from .storage.objects import LocalObjectStore
+from .storage.outputs import LocalOutputTarget, looks_like_output_folder, probe_writable, resolve_out_dir
+from .storage.ownership import is_store_folder
+from .stores import bind_store, check_store_apart, chosen_store
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -125,7 +114,7 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     _check_limits(entries, options.limits, options.profile)
     inspections = _inspect_all(root, entries, options.limits, ledger, report)
     template = options.name_template or default_template(len(options.profile.sizes))
-    items = _build_items(entries, inspections, options.profile, OutputLayout(str(out_dir)), store, template)
+    items = _build_items(entries, inspections, options.profile, LocalOutputTarget(str(out_dir)), store, template)
     request = _canonical_request(root, out_dir, options, entries, inspections)
     request_digest = digest_json(request)
     batch = NewBatch(
@@ -138,6 +127,7 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
         max_attempts=options.max_attempts,
         deadline_seconds=options.deadline_seconds,
         limits={"max_pixels": options.limits.max_pixels, "max_bytes": options.limits.max_bytes},
+        manifest_folder=LocalOutputTarget(str(out_dir)).batches_dir,
     )
     return PreparedSubmission(batch, report, options.profile)
 
@@ -162,7 +152,7 @@ def submit(
     new = prepared.batch
     overwrite = bool(new.profile.get("overwrite", False))
     if ledger.batch_for_key(new.idempotency_key) is None:  # a replay does no image work at all
-        name_usable = partial(_name_usable, ledger, OutputLayout(new.out_dir), overwrite)
+        name_usable = partial(_name_usable, Publisher(ledger, LocalOutputTarget(new.out_dir), overwrite))
         new = with_reused_outputs(new, prepared.profile, name_usable)
 
     def attempt() -> BatchView:
@@ -199,22 +189,11 @@ def with_reused_outputs(
     return replace(new, items=items)
 
 
-def _name_usable(ledger: Ledger, layout: OutputLayout, overwrite: bool, item: NewItem) -> bool:
+def _name_usable(publisher: Publisher, item: NewItem) -> bool:
     """Whether publishing ``item`` at its name would not fail ``name_taken`` (as things stand now)."""
     if item.friendly_path is None or item.object_path is None:
         return False
-    folder, name = os.path.split(item.friendly_path)
-    try:
-        if not checked_folder(layout, folder, create=False):
-            return True
-        with open_folder(layout.root, folder) as dest:
-            earlier = partial(ledger.objects_published_at, item.friendly_path)
-            content = partial(Path(item.object_path).read_bytes)
-            own = [item.object_path]
-            name_outcome(layout, dest, name, item.friendly_path, None, earlier, overwrite, content, own=own)
-    except (ItemFailure, OSError):
-        return False
-    return True
+    return publisher.name_usable(item.object_path, item.friendly_path, partial(Path(item.object_path).read_bytes))
 
 
 def _restore_missing_outputs(batch: BatchView, ledger: Ledger, report: IntakeReport) -> BatchView:
@@ -237,21 +216,20 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, ov
     """
     if not batch.counts["succeeded"]:
         return []
-    layout = OutputLayout(batch.out_dir)
+    target = LocalOutputTarget(batch.out_dir)
+    publisher = Publisher(ledger, target, overwrite)
     owned = ledger.owned_friendly_names(batch.batch_id)
     if batch.replayed:
         report.names_taken_by_newer = batch.counts["succeeded"] - len(owned)
     failures = []
     for object_path, friendly_path in owned:
-        earlier = partial(ledger.objects_published_at, friendly_path)
         try:
-            with ledger.publishing_name(friendly_path):
-                publish_name(layout, object_path, friendly_path, earlier_objects=earlier, overwrite=overwrite)
+            publisher.republish(batch.batch_id, object_path, friendly_path)
         except ItemFailure as failure:
             failures.append(failure.detail)
         except OSError as exc:
             failures.append(f"{friendly_path}: {exc.strerror or exc}")
-    remove_empty_tmp(layout)
+    target.remove_empty_tmp()
     return failures
 
 
@@ -261,7 +239,7 @@ def resolve_out_dir_or_fail(out: Path) -> Path:
     except NotADirectoryError as exc:
         raise UsageError(str(exc), code="bad_out_dir") from exc
     _check_utf8_path(resolved, "--out", "bad_out_dir")
-    layout = OutputLayout(str(resolved))
+    layout = LocalOutputTarget(str(resolved))
     _refuse_symlinked_batch_folders(layout)
     try:
         probe_writable(layout)
@@ -270,11 +248,11 @@ def resolve_out_dir_or_fail(out: Path) -> Path:
     return resolved
 
 
-def _refuse_symlinked_batch_folders(layout: OutputLayout) -> None:
+def _refuse_symlinked_batch_folders(layout: LocalOutputTarget) -> None:
     """OUT/.tmp and OUT/batches hold every batch's own files: a symlink there refuses the
     whole submission (nothing recorded), as the batch's manifest could never be written."""
-    for folder in (layout.tmp_dir, os.path.dirname(layout.batch_manifest_path("b"))):
-        link = symlinked_folder(layout, folder)
+    for folder in (layout.tmp_dir, layout.batches_dir):
+        link = symlinked_folder(layout.root, folder)
         if link is not None:
             raise UsageError(
                 f"{link} is a symlink, which could lead out of the output folder; nothing is written through it",
@@ -553,8 +531,8 @@ def _build_items(
     entries: list[SourceEntry],
     inspections: dict[str, Inspection],
     profile: Profile,
-    layout: OutputLayout,
-    store: StoreLayout,
+    layout: LocalOutputTarget,
+    store: LocalObjectStore,
     template: str,
 ) -> list[NewItem]:
     stems = friendly_stems([e.item_id for e in entries])
@@ -566,13 +544,13 @@ def _build_items(
         for fmt in profile.formats
     ]
     items = _named(items, stems, profile, layout, template)
-    symlink_in = cache(partial(symlinked_folder, layout))
-    symlink_in_store = cache(partial(symlinked_folder, store))
+    symlink_in = cache(partial(symlinked_folder, layout.root))
+    symlink_in_store = cache(partial(symlinked_folder, store.root))
     return [_refused_if_through_symlink(item, layout, symlink_in, symlink_in_store) for item in items]
 
 
 def _named(
-    items: list[NewItem], stems: dict[str, str], profile: Profile, layout: OutputLayout, template: str
+    items: list[NewItem], stems: dict[str, str], profile: Profile, layout: LocalOutputTarget, template: str
 ) -> list[NewItem]:
     """Give every item that will be rendered its thumbnail's name from ``template``; a name that
     is unsafe or that two items would share rejects the whole batch (65)."""
@@ -611,7 +589,7 @@ class Variant:
 
 def _refused_if_through_symlink(
     item: NewItem,
-    layout: OutputLayout,
+    layout: LocalOutputTarget,
     symlink_in: Callable[[str], str | None],
     symlink_in_store: Callable[[str], str | None],
 ) -> NewItem:
@@ -622,7 +600,7 @@ def _refused_if_through_symlink(
     checks = (
         (symlink_in, layout.tmp_dir),
         (symlink_in, os.path.dirname(item.friendly_path)),
-        (symlink_in_store, StoreLayout.of_object(item.object_path).tmp_dir),
+        (symlink_in_store, LocalObjectStore.of_object(item.object_path).tmp_dir),
         (symlink_in_store, os.path.dirname(item.object_path)),
     )
     link = next((found for check, folder in checks if (found := check(folder))), None)
@@ -637,7 +615,7 @@ def _new_item(
     variant: Variant,
     inspection: Inspection,
     profile: Profile,
-    store: StoreLayout,
+    store: LocalObjectStore,
 ) -> NewItem:
     common = {
         "item_id": entry.item_id,

@@ -29,11 +29,12 @@ from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from .models import ItemView
+from .models import BatchView, ItemView
 
 if TYPE_CHECKING:
     from .ledger import Ledger
 from .settings import OUTPUT_FORMATS
+from .storage.outputs import LocalOutputTarget, json_document
 
 #: Formats offered as ``<source>`` elements, in this order, when they are not the ``<img>``'s.
 SOURCE_FORMATS = ("avif", "webp")
@@ -232,3 +233,35 @@ def batch_snippets(ledger: Ledger, batch: str) -> str:
     """The snippets of ``batch`` (an id or a unique prefix), read from the ledger."""
     view = ledger.batch(batch, with_failures=False)
     return snippets(picture_sets(view.out_dir, ledger.items(view.batch_id)))
+
+
+def batch_manifest(batch: BatchView, items: list[ItemView]) -> dict[str, object]:
+    """The document of OUT/batches/<batch_id>.json: every item with its object and friendly path, and
+    per source and ratio its published files with a ``srcset`` per format and a ``<picture>``."""
+    entries = [
+        {
+            "item_id": item.item_id,
+            "ratio": item.ratio,
+            "size": item.size,
+            "format": item.format,
+            "state": item.state,
+            "error_code": item.error_code,
+            "derivative_key": item.derivative_key,
+            "object_path": item.object_path if item.state == "succeeded" else None,
+            "friendly_path": item.friendly_path if item.state == "succeeded" else None,
+        }
+        for item in items
+    ]
+    pictures = [group.to_json() for group in picture_sets(batch.out_dir, items)]
+    doc = {**batch.to_json(with_failures=False), "items": entries, "pictures": pictures}
+    doc.pop("replayed", None)
+    doc.pop("queue_age_seconds", None)
+    return doc
+
+
+def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
+    """Write the batch's manifest (see :func:`batch_manifest`) into its output target, atomically;
+    returns its path."""
+    target = LocalOutputTarget(batch.out_dir)
+    target.write_document(target.name_of(batch.manifest_path), json_document(batch_manifest(batch, items)))
+    return batch.manifest_path

@@ -29,10 +29,10 @@ every thumbnail is its own file. For each output folder the ledger knows that st
 Every step can be repeated: until step 4 the old names stay, so the path the ledger records
 always exists, and a run interrupted anywhere completes on the next run (fault checkpoints
 ``migrate_*`` of :mod:`thumbctl.faults`). Everything is reached through folder descriptors
-without following a symlink (:func:`thumbctl.store.open_folder`): an output folder whose
+without following a symlink (:func:`thumbctl.storage.fsafe.open_folder`): an output folder whose
 ``objects`` is a symlink (or a file) is refused, never followed: its items' object paths still move
 to STORE (their objects are rendered again there), its files stay. Copies are reflinks where the
-filesystem supports them (:func:`thumbctl.store.clone_file`). Nothing here prints.
+filesystem supports them (:func:`thumbctl.storage.fsafe.clone_file`). Nothing here prints.
 """
 
 from __future__ import annotations
@@ -47,11 +47,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .faults import Faults
-from .objectstore import StoreLayout
-from .store import OutputLayout, OutsideOutput, open_folder, write_batch_manifest
-from .store import _open_file as open_regular_file
-from .store import _same_bytes as same_bytes
-from .store import _staged_copy as staged_copy
+from .markup import write_batch_manifest
+from .storage.fsafe import OutsideOutput, open_folder, open_regular_file, same_bytes, staged_copy
 
 if TYPE_CHECKING:
     from .ledger import Ledger
@@ -285,7 +282,7 @@ def _copy_into_store(folder: _Folder, fd: int, dst: int, name: str) -> bool:
             return False
         return True
 
-    return staged_copy(StoreLayout(folder.store), fd, os.fstat(fd).st_size, place)
+    return staged_copy(folder.store, f"{folder.store}/.tmp", fd, os.fstat(fd).st_size, place)
 
 
 def _own_copy(folder: _Folder, path: str) -> bool:
@@ -301,7 +298,7 @@ def _own_copy(folder: _Folder, path: str) -> bool:
                 info = os.fstat(fd)
                 if (info.st_dev, info.st_ino) not in folder.inodes:
                     return False
-                return staged_copy(OutputLayout(folder.out), fd, info.st_size, _replacer(dest, name, info))
+                return staged_copy(folder.out, f"{folder.out}/.tmp", fd, info.st_size, _replacer(dest, name, info))
             finally:
                 os.close(fd)
     except (FileNotFoundError, NotADirectoryError, OutsideOutput, ValueError):

@@ -79,6 +79,12 @@ class NewBatch:
     deadline_seconds: float | None = None
     #: Render-time limits (max_pixels, max_bytes) the workers apply to this batch.
     limits: dict[str, int] | None = None
+    #: The folder the batch's manifest goes in (as ``<batch_id>.json``); empty: OUT/batches.
+    manifest_folder: str = ""
+
+    @property
+    def manifest_dir(self) -> str:
+        return self.manifest_folder or f"{self.out_dir}/batches"
 
     @property
     def runnable_count(self) -> int:

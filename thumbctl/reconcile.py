@@ -26,25 +26,15 @@ from .imaging import output_geometry, verify_output
 from .ledger import Ledger, iso
 from .ledger.maintenance import stall_reason
 from .models import Finding, GcReport, ObjectStamp, PublishedItem, ReconcileReport, StalledItem
-from .objectstore import StoreLayout
 from .options import DEFAULT_GRACE
 from .proc import owner_is_dead
+from .publisher import Publisher
 from .retrypolicy import Backoff
 from .settings import parse_ratio
-from .store import (
-    OutputLayout,
-    StoredFile,
-    is_plain_file,
-    object_files,
-    reclaimable,
-    remove_empty_tmp,
-    remove_object_and_links,
-    remove_stored_file,
-    restore_thumbnail,
-    temp_files,
-    temp_writer,
-    thumbnail_problem,
-)
+from .storage.fsafe import StoredFile, is_plain_file, remove_file, temp_files, temp_writer
+from .storage.objects import LocalObjectStore, object_files, object_stamp
+from .storage.outputs import LocalOutputTarget
+from .storage.thumbnails import reclaimable, remove_object_and_links, thumbnail_problem
 
 IsDead = Callable[[str], bool]
 Fix = Callable[[], bool]
@@ -63,7 +53,7 @@ def find_problems(
     *,
     grace: float = DEFAULT_GRACE,
     is_dead: IsDead = owner_is_dead,
-    store: StoreLayout | None = None,
+    store: LocalObjectStore | None = None,
 ) -> list[Finding]:
     """Every problem reconcile can see now, changing nothing but the cache of sound objects."""
     checks = _ObjectChecks(ledger.verified_objects())
@@ -78,7 +68,7 @@ def reconcile(
     grace: float = DEFAULT_GRACE,
     is_dead: IsDead = owner_is_dead,
     delay_for: Callable[[int], float] | None = None,
-    store: StoreLayout | None = None,
+    store: LocalObjectStore | None = None,
 ) -> ReconcileReport:
     """Find problems and, with ``repair``, apply the safe repairs (each audited).
 
@@ -91,17 +81,17 @@ def reconcile(
     findings = tuple(_repaired(p) for p in problems) if repair else tuple(p.finding for p in problems)
     if repair:
         for out_dir, _ in ledger.output_folders():  # OUT/.tmp exists only while files are being written
-            remove_empty_tmp(OutputLayout(out_dir))
+            LocalOutputTarget(out_dir).remove_empty_tmp()
     return ReconcileReport(findings, len(checks.verdicts), checks.decoded, checks.unchanged)
 
 
-def object_stores(ledger: Ledger, store: StoreLayout | None = None) -> list[StoreLayout]:
+def object_stores(ledger: Ledger, store: LocalObjectStore | None = None) -> list[LocalObjectStore]:
     """The stores whose objects the ledger accounts for: ``store`` (default: the one the ledger
     recorded), and every output folder of the earlier layout that still holds ``objects/``."""
     recorded = ledger.recorded_store()
     roots = [store.root] if store is not None else [recorded] if recorded else []
     roots += [out_dir for out_dir, _ in ledger.output_folders() if os.path.isdir(f"{out_dir}/objects")]
-    return [StoreLayout(root) for root in dict.fromkeys(roots)]
+    return [LocalObjectStore(root) for root in dict.fromkeys(roots)]
 
 
 def _repaired(problem: Problem) -> Finding:
@@ -120,7 +110,7 @@ def _problems(
     is_dead: IsDead,
     delay_for: Callable[[int], float],
     checks: _ObjectChecks,
-    store: StoreLayout | None,
+    store: LocalObjectStore | None,
 ) -> Iterator[Problem]:
     now = ledger.clock()
     for item in ledger.stalled_candidates():
@@ -134,7 +124,7 @@ def _problems(
         yield from _orphan_problems(found, referenced)
     for out_dir, newest_batch in ledger.output_folders():
         if out_dir not in {found.root for found in stores}:
-            yield from _temp_problems(ledger, OutputLayout(out_dir), newest_batch, now, grace, is_dead)
+            yield from _temp_problems(ledger, LocalOutputTarget(out_dir), newest_batch, now, grace, is_dead)
     for found in stores:
         yield from _temp_problems(ledger, found, None, now, grace, is_dead)
 
@@ -202,11 +192,6 @@ def object_problem(item: PublishedItem, known: ObjectStamp | None = None) -> Obj
     return ObjectCheck(problem, None if problem else stamp, decoded=True)
 
 
-def object_stamp(path: str) -> ObjectStamp:
-    st = os.lstat(path)
-    return ObjectStamp(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 @dataclass
 class _ObjectChecks:
     """Objects checked in one reconcile run: verdicts (an object shared by items is checked once)."""
@@ -264,17 +249,10 @@ _THUMBNAIL_FINDINGS = {
 def _link_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Problem:
     kind, detail = _THUMBNAIL_FINDINGS[problem]
     finding = Finding(kind, item.batch_id, item.item_id, detail, ratio=item.ratio, path=item.friendly_path)
-    layout = OutputLayout(item.out_dir)
+    publisher = Publisher(ledger, LocalOutputTarget(item.out_dir))
 
     def fix() -> bool:
-        return ledger.relink_published(
-            item.row,
-            item.object_path,
-            item.friendly_path,
-            kind,
-            f"reconcile: {detail}",
-            lambda: restore_thumbnail(layout, item.object_path, item.friendly_path),
-        )
+        return publisher.restore(item.row, item.object_path, item.friendly_path, kind, f"reconcile: {detail}")
 
     return Problem(finding, fix)
 
@@ -282,7 +260,7 @@ def _link_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Problem:
 # -- files nobody accounts for --------------------------------------------------------------------
 
 
-def _orphan_problems(layout: StoreLayout, referenced: set[str]) -> Iterator[Problem]:
+def _orphan_problems(layout: LocalObjectStore, referenced: set[str]) -> Iterator[Problem]:
     for _key, found in object_files(layout):
         if found.path not in referenced:
             detail = f"no item of a live batch references this object ({found.size} bytes); `thumbctl gc` removes it"
@@ -301,9 +279,14 @@ def stale_temp_reason(found: StoredFile, now: float, grace: float, is_dead: IsDe
 
 
 def _temp_problems(
-    ledger: Ledger, layout: OutputLayout | StoreLayout, batch_id: str | None, now: float, grace: float, is_dead: IsDead
+    ledger: Ledger,
+    layout: LocalOutputTarget | LocalObjectStore,
+    batch_id: str | None,
+    now: float,
+    grace: float,
+    is_dead: IsDead,
 ) -> Iterator[Problem]:
-    for found in temp_files(layout):
+    for found in temp_files(layout.root, layout.tmp_dir):
         reason = stale_temp_reason(found, now, grace, is_dead)
         if reason is None:
             continue
@@ -311,13 +294,13 @@ def _temp_problems(
 
         def fix(found: StoredFile = found, detail: str = finding.detail) -> bool:
             if batch_id is None:  # a temp file of the store: no batch's log to record it in
-                remove_stored_file(layout, found.path)
+                remove_file(layout.root, found.path)
                 return True
             ledger.record_file_removal(
                 batch_id,
                 "stale_temp_file",
                 f"reconcile removed {found.path}: {detail}",
-                lambda: remove_stored_file(layout, found.path),
+                lambda: remove_file(layout.root, found.path),
             )
             return True
 
@@ -334,7 +317,7 @@ def collect_garbage(
     dry_run: bool = False,
     grace: float = DEFAULT_GRACE,
     is_dead: IsDead = owner_is_dead,
-    store: StoreLayout | None = None,
+    store: LocalObjectStore | None = None,
 ) -> GcReport:
     """Expire terminal batches whose last event is older than ``older_than`` seconds, then
     remove what no remaining batch references. ``dry_run`` changes nothing and reports
@@ -371,12 +354,12 @@ def _removing(path: str, errors: list[str], remove: Callable[[], int]) -> int:
 
 
 def _collect_objects(
-    ledger: Ledger, pending: list[str], dry_run: bool, errors: list[str], store: StoreLayout | None
+    ledger: Ledger, pending: list[str], dry_run: bool, errors: list[str], store: LocalObjectStore | None
 ) -> tuple[int, int, int]:
     """Objects no live batch of the ledger references (``pending`` batches counted as expired), in
     its store and in output folders of the earlier layout: (objects, thumbnails, bytes)."""
     referenced = ledger.referenced_object_paths(also_expiring=pending)
-    outputs = [OutputLayout(out_dir) for out_dir, _ in ledger.output_folders()]
+    outputs = [LocalOutputTarget(out_dir) for out_dir, _ in ledger.output_folders()]
     objects = links = freed = 0
     for layout in object_stores(ledger, store):
         for key, found in object_files(layout):
@@ -403,7 +386,7 @@ def _collect_objects(
     return objects, links, freed
 
 
-def _output_of(path: str, outputs: list[OutputLayout]) -> OutputLayout | None:
+def _output_of(path: str, outputs: list[LocalOutputTarget]) -> LocalOutputTarget | None:
     """The output folder a thumbnail's path lies in (the deepest, should one hold another)."""
     inside = [out for out in outputs if path.startswith(out.root.rstrip("/") + "/")]
     return max(inside, key=lambda out: len(out.root), default=None)
@@ -416,24 +399,25 @@ def _collect_temps(
     is_dead: IsDead,
     dry_run: bool,
     errors: list[str],
-    store: StoreLayout | None,
+    store: LocalObjectStore | None,
 ) -> tuple[int, int]:
     count = freed = 0
-    folders: list[OutputLayout | StoreLayout] = [OutputLayout(out_dir) for out_dir, _ in ledger.output_folders()]
+    outputs = [LocalOutputTarget(out_dir) for out_dir, _ in ledger.output_folders()]
+    folders: list[LocalOutputTarget | LocalObjectStore] = list(outputs)
     folders += [found for found in object_stores(ledger, store) if found.root not in {f.root for f in folders}]
     for layout in folders:
-        for found in temp_files(layout):
+        for found in temp_files(layout.root, layout.tmp_dir):
             if stale_temp_reason(found, now, grace, is_dead) is None:
                 continue
             size = (
                 found.size
                 if dry_run
-                else _removing(found.path, errors, partial(remove_stored_file, layout, found.path))
+                else _removing(found.path, errors, partial(remove_file, layout.root, found.path))
             )
             if size >= 0:
                 count, freed = count + 1, freed + size
-        if not dry_run and isinstance(layout, OutputLayout):
-            remove_empty_tmp(layout)
+        if not dry_run and isinstance(layout, LocalOutputTarget):
+            layout.remove_empty_tmp()
     return count, freed
 
 
@@ -444,13 +428,14 @@ def _collect_batch_documents(
     ((manifests, sheets), bytes)."""
     manifests = sheets = freed = 0
     for out_dir, batch_id, manifest in ledger.expired_manifests(also_expiring=pending):
-        layout = OutputLayout(out_dir)
-        for path, is_sheet in ((manifest, False), (layout.batch_sheet_path(batch_id), True)):
-            if not os.path.isfile(path):
+        target = LocalOutputTarget(out_dir)
+        for path, is_sheet in ((manifest, False), (target.batch_sheet_path(batch_id), True)):
+            name = target.name_of(path)
+            size = target.document_size(name)
+            if size is None:
                 continue
-            size = (
-                os.path.getsize(path) if dry_run else _removing(path, errors, partial(remove_stored_file, layout, path))
-            )
+            if not dry_run:
+                size = _removing(path, errors, partial(target.remove_document, name))
             if size < 0:
                 continue
             sheets, manifests = (sheets + 1, manifests) if is_sheet else (sheets, manifests + 1)

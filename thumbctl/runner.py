@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from .errors import CannotWrite, Interrupted
 from .ledger import Ledger, iso
+from .markup import write_batch_manifest as write_manifest
 from .models import BatchView
 from .options import RunOptions, lease_seconds
 from .proc import owner_is_dead
 from .retrypolicy import Backoff
-from .store import write_batch_manifest as store_batch_manifest
 
 if TYPE_CHECKING:  # imported where a run starts: reading commands need neither multiprocessing nor Pillow
     from .pool import Standby, Supervision, WorkerDeath
@@ -221,8 +221,8 @@ def _write_sheet(ledger: Ledger, batch_id: str) -> tuple[str | None, str | None]
 
 
 def write_batch_manifest(ledger: Ledger, batch: BatchView) -> str:
-    """Write OUT/batches/<batch_id>.json for a batch (see :func:`store.write_batch_manifest`)."""
-    return store_batch_manifest(batch, ledger.items(batch.batch_id))
+    """Write OUT/batches/<batch_id>.json for a batch (see :func:`thumbctl.markup.write_batch_manifest`)."""
+    return write_manifest(batch, ledger.items(batch.batch_id))
 
 
 def _config(db_path: Path | str, options: RunOptions, batch_id: str | None, *, until_idle: bool) -> WorkerConfig:

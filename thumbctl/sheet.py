@@ -29,8 +29,9 @@ from .errors import CannotWrite
 from .ledger import Ledger
 from .markup import FALLBACK_FORMATS
 from .models import ITEM_STATES, BatchView, ItemView
-from .objectstore import StoreLayout
-from .store import OutputLayout, read_preview, shown_output, write_page
+from .storage.objects import LocalObjectStore, read_preview
+from .storage.outputs import LocalOutputTarget, write_page
+from .storage.thumbnails import shown_output
 
 #: Outline colours of the ratios, in the order the batch lists them.
 RATIO_COLOURS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2")
@@ -83,7 +84,7 @@ def write_contact_sheet(
     """
     view = ledger.batch(batch)
     items = ledger.items(view.batch_id)
-    layout = OutputLayout(view.out_dir)
+    layout = LocalOutputTarget(view.out_dir)
     target = sheet_target(layout, view.batch_id, path)
     outputs = [(item, shown_output(item)) for item in items]
     shown = {item_key(i): p for i, p in outputs if p}
@@ -106,7 +107,7 @@ def write_contact_sheet(
     )
 
 
-def sheet_target(layout: OutputLayout, batch_id: str, path: Path | None) -> str:
+def sheet_target(layout: LocalOutputTarget, batch_id: str, path: Path | None) -> str:
     """Where the page goes, with its folder resolved so relative links are computed from the real place."""
     if path is None:
         return layout.batch_sheet_path(batch_id)
@@ -119,7 +120,7 @@ def sheet_target(layout: OutputLayout, batch_id: str, path: Path | None) -> str:
     return target
 
 
-def previews(layout: OutputLayout, items: list[ItemView]) -> dict[str, bytes]:
+def previews(layout: LocalOutputTarget, items: list[ItemView]) -> dict[str, bytes]:
     """Each source's preview (the worker's analysis copy), by item id, where one was saved and is whole.
     A preview lies beside its object, in the store (OUT for a batch of the earlier layout)."""
     found: dict[str, bytes] = {}
@@ -132,7 +133,7 @@ def previews(layout: OutputLayout, items: list[ItemView]) -> dict[str, bytes]:
 
 def _preview(path: str) -> bytes | None:
     try:
-        store = StoreLayout.of_object(path)
+        store = LocalObjectStore.of_object(path)
     except ValueError:
         return None
     return read_preview(store, path)

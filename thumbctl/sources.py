@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import ItemFailure
-from .names import unsafe_name_id
-from .store import UnsafeItemId, check_item_id
+from .names import UnsafeItemId, check_item_id, unsafe_name_id
 
 IMAGE_EXTENSIONS = frozenset(
     {".jpg", ".jpeg", ".png", ".webp", ".gif", ".tif", ".tiff", ".bmp", ".avif", ".heic", ".heif"}

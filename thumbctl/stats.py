@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .errors import CannotWrite
 from .ledger import CancelTimes, RenderFacts, StatsFacts, iso, parse_iso
-from .store import write_text_atomically
+from .storage.fsafe import write_text_atomically
 
 STAGES = ("decode", "crop", "encode", "publish")
 _PER_SOURCE_STAGES = ("decode", "crop")

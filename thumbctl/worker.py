@@ -18,7 +18,6 @@ lost, the worker stops touching the claim.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import io
 import os
@@ -52,24 +51,14 @@ from .imaging import (
     verify_output,
 )
 from .ledger import Claim, ClaimedItem, Ledger, is_server_url
-from .objectstore import StoreLayout
 from .proc import owner_id, owner_is_dead
+from .publisher import Publisher
 from .retrypolicy import Backoff, BusyPolicy
 from .settings import OUTPUT_FORMATS, Limits, parse_ratio
 from .sources import read_source
-from .store import (
-    OutputLayout,
-    OutsideOutput,
-    checked_folder,
-    discard,
-    name_outcome,
-    open_folder,
-    publish_name,
-    publish_object,
-    remove_empty_tmp,
-    write_preview,
-    write_temp,
-)
+from .storage.fsafe import OutsideOutput
+from .storage.objects import LocalObjectStore
+from .storage.outputs import LocalOutputTarget
 
 
 @dataclass(frozen=True)
@@ -327,10 +316,10 @@ class ClaimRun:
         self.faults = faults
         self.config = config
         self.lost = lost
-        self.layout = OutputLayout(claim.out_dir)
+        self.target = LocalOutputTarget(claim.out_dir)
         #: Where the claim's objects go: the store their recorded paths lie in (STORE, or OUT for
         #: items of the earlier layout).
-        self.store = StoreLayout.of_object(claim.items[0].object_path)
+        self.store = LocalObjectStore.of_object(claim.items[0].object_path)
         self.source_bytes = 0
         #: The crop analysis of the claim's source; its small copy becomes the contact sheet's preview.
         self.analysis: CropAnalysis | None = None
@@ -338,7 +327,7 @@ class ClaimRun:
         self.preview: str | None = None
         self.source_timings: dict[str, float] = {}
         profile = claim.profile
-        self.overwrite = bool(profile.get("overwrite", False))
+        self.publisher = Publisher(ledger, self.target, bool(profile.get("overwrite", False)), faults)
         self.geometries = {
             item.row: output_geometry(
                 claim.source_width,
@@ -382,7 +371,7 @@ class ClaimRun:
             rows = [i.row for i in self.claim.items]
             self._fail(rows, "worker_crashed", f"{type(exc).__name__}: {exc}")
         finally:
-            remove_empty_tmp(self.layout)  # OUT/.tmp exists only while files are being written
+            self.target.remove_empty_tmp()  # OUT/.tmp exists only while files are being written
 
     def _release(self, fault: LedgerFault) -> None:
         """Give the claim back (attempt not counted) if the ledger takes that write; if not, the
@@ -423,10 +412,9 @@ class ClaimRun:
         analysis = self.analysis
         if self.preview is not None or self.renderer is not None or analysis is None:
             return
-        path = self.store.preview_path(item.object_path)
         with contextlib.suppress(OSError):
-            write_preview(self.store, path, lambda: preview_jpeg(analysis.preview()))
-            self.preview = path
+            self.store.write_preview(os.path.basename(item.object_path), lambda: preview_jpeg(analysis.preview()))
+            self.preview = self.store.preview_path(item.object_path)
 
     def _decode(self) -> SourceDecoder:
         """Read the source and decode it at every DCT scale the claim's sizes need, each scale once
@@ -495,8 +483,7 @@ class ClaimRun:
             }
             if preview := self._preview_of(item):
                 result["preview"] = preview
-            effect = self._effect(temp, data, item, result)
-            outcome = self.ledger.publish(self.claim, item, effect, result=result)
+            outcome = self._publish(temp, data, item, result)
         except ItemFailure as failure:
             self._fail([item.row], failure.code, failure.detail)
             return "next"
@@ -507,7 +494,7 @@ class ClaimRun:
             self._fail([item.row], "io_error", f"{exc.strerror or exc}")
             return "next"
         finally:
-            discard(temp)
+            self.store.discard(temp)
         if outcome == "lost":
             raise LeaseLost
         if outcome == "cancelled":
@@ -560,93 +547,53 @@ class ClaimRun:
         again; the same bytes need no second look."""
         extension = OUTPUT_FORMATS[shared.format]
         if shared.verified:
-            return write_temp(self.store, data, extension)
-        writing = self.writer.submit(write_temp, self.store, data, extension)
+            return self.store.stage(data, extension)
+        writing = self.writer.submit(self.store.stage, data, extension)
         try:
             problem = verify_output(io.BytesIO(data), shared.format, shared.geometry.out_w, shared.geometry.out_h)
         except BaseException:
             with contextlib.suppress(Exception):
-                discard(writing.result())
+                self.store.discard(writing.result())
             raise
         temp = writing.result()
         if problem:
-            discard(temp)
+            self.store.discard(temp)
             shared.error = ItemFailure("worker_crashed", f"the encoded output {problem}")
             raise shared.error
         shared.verified = True
         return temp
 
-    def _effect(self, temp: str, data: bytes, item: ClaimedItem, result: dict[str, Any]) -> Callable[[], str | None]:
-        """The publish effect for ``item``. The ledger runs it again when the connection was lost
-        before the commit (a server restart): the first run used up the temp file (it is always
-        gone after :func:`publish_object`), so a run after the first writes the verified bytes to
-        a new one; the object already linked then counts as a duplicate delivery."""
+    def _publish(self, temp: str, data: bytes, item: ClaimedItem, result: dict[str, Any]) -> str:
+        """Publish ``item`` through the publisher, inside the ledger's publish transaction. The ledger
+        runs the transaction again when the connection was lost before the commit (a server restart):
+        the first run used up the temp file (it is always gone after the object is put), so a run
+        after the first stages the verified bytes again; the object already there then counts as a
+        duplicate delivery. The link time is added to the result's timings (the temp write and
+        verification are already in it)."""
         temps = iter([temp])
-
-        def effect() -> str | None:
-            path = next(temps, None) or write_temp(self.store, data, OUTPUT_FORMATS[item.format])
-            return self._publish_effect(path, item, result, data)
-
-        return effect
-
-    def _publish_effect(self, temp: str, item: ClaimedItem, result: dict[str, Any], data: bytes) -> str | None:
-        """Runs inside the ledger's publish transaction, before the result is stored, so the
-        link time is added to the result's timings (the temp write and verification are already
-        in it) and a name taken over is marked in it (``name_replaced``, ``name_overwritten``).
-        The name is looked at first: a file thumbctl did not publish there fails the item
-        ``name_taken`` before its object is stored (the transaction rolls back). Returns the note
-        for the item's event when an existing object was kept or replaced."""
         started = time.perf_counter()
-        timings = result["timings"]
         geometry = self.geometries[item.row]
-        earlier = functools.partial(self.ledger.objects_published_at, item.friendly_path)
-        with self.ledger.publishing_name(item.friendly_path):  # held to the commit: no other host's check between
-            approved = self._check_name(item, earlier, data)
-            published = publish_object(
-                self.store,
-                temp,
-                item.object_path,
-                verify=lambda existing: verify_output(existing, item.format, geometry.out_w, geometry.out_h),
-            )
-            self.faults.hit("after_link")
-            named = publish_name(
-                self.layout,
-                item.object_path,
-                item.friendly_path,
-                earlier_objects=earlier,
-                overwrite=self.overwrite,
-                approved=approved,
-            )
-            self.faults.hit("name_published")
-        if named in ("replaced", "overwritten"):
-            result[f"name_{named}"] = True
-        self._write_preview(item)
-        timings["publish_ms"] = round(timings["publish_ms"] + (time.perf_counter() - started) * 1000, 3)
-        return published.note
 
+        def staged() -> str:
+            nonlocal started
+            started = time.perf_counter()
+            return next(temps, None) or self.store.stage(data, OUTPUT_FORMATS[item.format])
 
-    def _check_name(
-        self, item: ClaimedItem, earlier: Callable[[], list[str]], data: bytes
-    ) -> tuple[str, os.stat_result] | None:
-        """Decide, before the object is stored, what publishing at the item's name will do: raise
-        ItemFailure ``name_taken`` for a file thumbctl did not publish (without ``--overwrite``);
-        return the decision and the file it judged, for :func:`publish_name` (None: a free name)."""
-        folder, name = os.path.split(item.friendly_path)
-        if not checked_folder(self.layout, folder, create=False):
-            return None
-        with open_folder(self.layout.root, folder) as dest:
-            outcome, seen = name_outcome(
-                self.layout,
-                dest,
-                name,
-                item.friendly_path,
-                None,
-                earlier,
-                self.overwrite,
-                lambda: data,
-                own=[item.object_path],
-            )
-        return None if seen is None else (outcome, seen)
+        def published() -> None:
+            self._write_preview(item)
+            timings = result["timings"]
+            timings["publish_ms"] = round(timings["publish_ms"] + (time.perf_counter() - started) * 1000, 3)
+
+        return self.publisher.publish_render(
+            self.claim,
+            item,
+            self.store,
+            staged,
+            data,
+            verify=lambda existing: verify_output(existing, item.format, geometry.out_w, geometry.out_h),
+            result=result,
+            published=published,
+        )
 
 
 def read_verified_source(root: str, path: str, digest: str, max_bytes: int) -> bytes:

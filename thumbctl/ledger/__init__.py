@@ -5,7 +5,7 @@ from .core import Ledger
 from .follow import Follower
 from .observe import CancelTimes, RenderFacts, StatsFacts
 from .timefmt import iso, parse_iso
-from .work import Claim, ClaimedItem, QueueState
+from .work import Claim, ClaimedItem, Publication, QueueState
 
 __all__ = [
     "CancelTimes",
@@ -13,6 +13,7 @@ __all__ = [
     "ClaimedItem",
     "Follower",
     "Ledger",
+    "Publication",
     "QueueState",
     "RenderFacts",
     "StatsFacts",

@@ -32,7 +32,6 @@ from ..errors import IdempotencyConflict, LedgerConnectionLost, LedgerContention
 from ..models import BatchView, CachedSource, EventView, ItemState, ItemView, NewBatch, NewItem
 from ..retrypolicy import BusyPolicy
 from ..settings import Limits
-from ..store import OutputLayout
 from .backend import Backend, Clock, is_server_url, record
 from .maintenance import OBJECT_STORE, Maintenance
 from .observe import Observation
@@ -48,7 +47,7 @@ if TYPE_CHECKING:
     from .follow import Follower
     from .maintenance import DelayFor, IsDead
     from .observe import StatsFacts
-    from .work import Claim, ClaimedItem, QueueState
+    from .work import Claim, ClaimedItem, Publication, QueueState
 
 T = TypeVar("T")
 _SQL_CHUNK = 500
@@ -177,9 +176,18 @@ class Ledger:
         """See :meth:`Views.owned_friendly_names`."""
         return self._retrying(self._views.owned_friendly_names, batch_id)
 
-    def objects_published_at(self, friendly_path: str) -> list[str]:
-        """See :meth:`Views.objects_published_at`."""
-        return self._retrying(self._views.objects_published_at, friendly_path)
+    def publishes_at(self, friendly_path: str) -> list[tuple[str, str | None]]:
+        """See :meth:`Views.publishes_at`."""
+        return self._retrying(self._views.publishes_at, friendly_path)
+
+    def record_name_version(self, batch_id: str, friendly_path: str, version: str | None) -> None:
+        """Record the version publishing returned at ``friendly_path`` for the batch's succeeded item
+        there: inside the write transaction of :meth:`publishing_name` when one is open."""
+        if self._db.in_transaction:
+            self._upkeep.record_name_version(batch_id, friendly_path, version)
+            return
+        with self._db.write():
+            self._upkeep.record_name_version(batch_id, friendly_path, version)
 
     @contextmanager
     def publishing_name(self, friendly_path: str) -> Iterator[None]:
@@ -272,7 +280,7 @@ class Ledger:
         self,
         claim: Claim,
         item: ClaimedItem,
-        effect: Callable[[], str | None],
+        effect: Callable[[], Publication | None],
         *,
         result: dict[str, object] | None = None,
     ) -> str:
@@ -345,7 +353,7 @@ class Ledger:
         return self._retrying(self._upkeep.requeue_missing_objects, batch_id, present)
 
     def relink_published(
-        self, row: int, object_path: str, friendly_path: str, code: str, detail: str, link: Callable[[], None]
+        self, row: int, object_path: str, friendly_path: str, code: str, detail: str, link: Callable[[], str | None]
     ) -> bool:
         """See :meth:`Maintenance.relink_published`."""
         return self._retrying(self._upkeep.relink_published, row, object_path, friendly_path, code, detail, link)
@@ -477,7 +485,6 @@ class Ledger:
     def _insert_batch(self, new: NewBatch, now: float) -> str:
         batch_id = new_batch_id()
         at = iso(now)
-        layout = OutputLayout(new.out_dir)
         deadline = iso(now + new.deadline_seconds) if new.deadline_seconds else None
         self._db.execute(
             _INSERT_BATCH,
@@ -488,7 +495,7 @@ class Ledger:
                 len(new.items),
                 new.source_root,
                 new.out_dir,
-                layout.batch_manifest_path(batch_id),
+                f"{new.manifest_dir}/{batch_id}.json",
                 _json_text(new.profile),
                 new.max_attempts,
                 _json_text(new.limits or {}),

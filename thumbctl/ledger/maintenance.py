@@ -196,11 +196,12 @@ class Maintenance:
         return [(r["id"], r["object_path"]) for r in rows]
 
     def relink_published(
-        self, row: int, object_path: str, friendly_path: str, code: str, detail: str, link: Callable[[], None]
+        self, row: int, object_path: str, friendly_path: str, code: str, detail: str, link: Callable[[], str | None]
     ) -> bool:
-        """Run ``link`` (point the friendly name at the object) if the item is still
-        succeeded with these paths and still the newest success to claim that name, and log a
-        ``relinked`` event; all in one write transaction, as publish does."""
+        """Run ``link`` (point the friendly name at the object; it returns the name's new version) if
+        the item is still succeeded with these paths and still the newest success to claim that
+        name, record the version and log a ``relinked`` event; all in one write transaction, as
+        publish does."""
         with self.db.write() as now:
             found = self.db.execute(
                 "SELECT i.batch_id, i.attempt, i.updated_at FROM items i JOIN batches b USING (batch_id) "
@@ -210,7 +211,8 @@ class Maintenance:
             ).fetchone()
             if found is None or self._newer_claimant(row, friendly_path, found["updated_at"]):
                 return False
-            link()
+            version = link()
+            self.db.execute("UPDATE items SET name_version = ? WHERE id = ?", (version, row))
             self.log.event(
                 iso(now),
                 found["batch_id"],
@@ -222,6 +224,14 @@ class Maintenance:
                 detail=detail,
             )
             return True
+
+    def record_name_version(self, batch_id: str, friendly_path: str, version: str | None) -> None:
+        """Inside a write transaction: record the version published at ``friendly_path`` on the
+        batch's succeeded item there."""
+        self.db.execute(
+            f"UPDATE items SET name_version = ? WHERE batch_id = ? AND friendly_path = ? AND state = {SUCCEEDED}",
+            (version, batch_id, friendly_path),
+        )
 
     def _newer_claimant(self, row: int, friendly_path: str, updated_at: str) -> bool:
         return (

@@ -123,9 +123,13 @@ _V3 = [
     "INSERT INTO meta (name, value) VALUES ('ledger_id', replace(gen_random_uuid()::text, '-', ''))",
 ]
 
+#: The version publishing returned at an item's name; NULL on rows published before (judged by bytes).
+_V4 = [f"ALTER TABLE items ADD COLUMN name_version {_TEXT}"]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, _V1),
     (2, _V2),
     (3, _V3),
+    (4, _V4),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -241,6 +241,12 @@ def _v9_meta(db: sqlite_utils.Database) -> None:
     db.execute("INSERT INTO meta (name, value) VALUES ('ledger_id', lower(hex(randomblob(16))))")
 
 
+def _v10_name_versions(db: sqlite_utils.Database) -> None:
+    """The version publishing returned at an item's name (local: content digest and inode), so
+    "ours" is judged by it; NULL on rows published before, which are judged by their bytes."""
+    db.execute("ALTER TABLE items ADD COLUMN name_version TEXT")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
@@ -251,5 +257,6 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (7, _v7_queued_age),
     (8, _v8_derivative_items),
     (9, _v9_meta),
+    (10, _v10_name_versions),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -155,15 +155,17 @@ class Views:
         ).fetchall()
         return [(r["object_path"], r["friendly_path"]) for r in rows]
 
-    def objects_published_at(self, friendly_path: str) -> list[str]:
-        """The objects of every succeeded item (of any batch, expired or not) that recorded
-        ``friendly_path`` as its name: the files thumbctl itself may have published there."""
+    def publishes_at(self, friendly_path: str) -> list[tuple[str, str | None]]:
+        """(object path, name version) of every succeeded item (of any batch, expired or not) that
+        recorded ``friendly_path`` as its name: what thumbctl itself may have published there (the
+        version is None for a publish recorded before versions were)."""
         rows = self.db.execute(
-            "SELECT DISTINCT object_path FROM items "
-            f"WHERE friendly_path = ? AND state = {SUCCEEDED} AND object_path IS NOT NULL ORDER BY object_path",
+            "SELECT DISTINCT object_path, name_version FROM items "
+            f"WHERE friendly_path = ? AND state = {SUCCEEDED} AND object_path IS NOT NULL "
+            "ORDER BY object_path, name_version",
             (friendly_path,),
         ).fetchall()
-        return [r["object_path"] for r in rows]
+        return [(r["object_path"], r["name_version"]) for r in rows]
 
     def failed_since(self, at: str, batch_id: str | None) -> int:
         """How many items (of one batch, or of any) moved to ``failed`` at or after ``at``."""

@@ -11,6 +11,7 @@ import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import UsageError
 from ..models import ItemState
@@ -20,6 +21,14 @@ from .timefmt import iso
 from .transitions import Transitions, marks
 
 DelayFor = Callable[[int], float]
+
+
+class Publication(NamedTuple):
+    """What a publish effect did: a note for the ``succeeded`` event (``object_mismatch: …``) and
+    the version the name was published at, recorded with the item (None: none known)."""
+
+    note: str | None = None
+    version: str | None = None
 #: Items a claim takes beyond one per distinct derivative key of its source. Items sharing a key
 #: are rendered once per claim and published each; the rest stay queued for the next claimer,
 #: so one photo behind thousands of item ids is spread over the workers in slices.
@@ -303,14 +312,15 @@ class WorkQueue:
         self,
         claim: Claim,
         item: ClaimedItem,
-        effect: Callable[[], str | None],
+        effect: Callable[[], Publication | None],
         *,
         result: dict[str, object] | None = None,
     ) -> str:
         """The race rule: check the cancel flag and the lease, run ``effect`` (link the
         object and the friendly name) and mark ``succeeded``, all in one write transaction.
-        A note ``effect`` returns (``object_mismatch: …``) goes into the ``succeeded`` event's
-        detail; the item itself carries no error detail.
+        ``effect`` may return a :class:`Publication`: its note (``object_mismatch: …``) goes into the
+        ``succeeded`` event's detail (the item itself carries no error detail), its version is
+        recorded with the item.
 
         Returns ``succeeded``, ``cancelled`` (the cancel committed first), ``late`` (the
         batch deadline passed: the item failed ``deadline_exceeded``) or ``lost`` (the lease
@@ -342,7 +352,7 @@ class WorkQueue:
                     detail="the batch deadline passed before it could be published",
                 )
                 return "late"
-            note = effect()
+            note, version = effect() or Publication()
             self.log.move(
                 at,
                 [item.row],
@@ -354,6 +364,7 @@ class WorkQueue:
             )
             if note is not None:
                 self.db.execute("UPDATE items SET error_detail = NULL WHERE id = ?", (item.row,))
+            self.db.execute("UPDATE items SET name_version = ? WHERE id = ?", (version, item.row))
             self._stage_progressed(at, claim.token)
             if result is not None:
                 self.db.execute("UPDATE items SET result = ? WHERE id = ?", (json.dumps(result), item.row))

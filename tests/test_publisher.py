@@ -17,9 +17,11 @@ from PIL import Image
 from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
 from thumbctl.faults import Faults
 from thumbctl.imaging import verify_output
+from thumbctl.reconcile import reconcile
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
-from thumbctl.store import OutputLayout, write_json_atomically, write_page, write_temp
+from thumbctl.storage import fsafe
+from thumbctl.storage.outputs import LocalOutputTarget, write_json_atomically, write_page
 from thumbctl.worker import WorkerConfig, run_worker
 
 from support import is_copy_of, make_image, tree_snapshot
@@ -29,7 +31,7 @@ PROFILE = Profile(ratios=(Ratio(1, 1),), size=64)
 
 
 def accept(ledger: Ledger, photos: Path, out: Path, **kwargs):
-    options = SubmitOptions(out_dir=out, profile=PROFILE, **kwargs)
+    options = SubmitOptions(out_dir=out, **{"profile": PROFILE, **kwargs})
     return submit(ledger, prepare_submission(photos, options, ledger), options.limits)
 
 
@@ -125,6 +127,71 @@ def test_a_fresh_object_notes_nothing(ledger: Ledger, one_photo: Path, out_dir: 
     assert published_event(ledger, batch.batch_id).detail is None
 
 
+# -- the version published at a name --------------------------------------------------------------
+
+
+def recorded_version(ledger: Ledger, friendly_path: str) -> str | None:
+    [(_, version)] = ledger.publishes_at(friendly_path)
+    return version
+
+
+def test_the_worker_records_the_version_it_published(ledger: Ledger, one_photo: Path, out_dir: Path) -> None:
+    batch = accept(ledger, one_photo, out_dir)
+    work(ledger)
+    [item] = ledger.items(batch.batch_id)
+    target = LocalOutputTarget(str(out_dir))
+    version = recorded_version(ledger, item.friendly_path)
+    assert version is not None and version == target.version_of(target.name_of(item.friendly_path))
+
+
+def test_a_submit_reusing_outputs_records_the_versions_it_published(
+    ledger: Ledger, one_photo: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    accept(ledger, one_photo, out_dir)
+    work(ledger)
+    other = tmp_path / "other-out"
+    batch = accept(ledger, one_photo, other)  # the same photo elsewhere: its object is reused at once
+    [item] = ledger.items(batch.batch_id)
+    assert item.state == "succeeded" and [e.dedup for e in ledger.events(batch.batch_id)] == [True]
+    target = LocalOutputTarget(str(other))
+    assert recorded_version(ledger, item.friendly_path) == target.version_of(target.name_of(item.friendly_path))
+
+
+def test_a_restored_thumbnail_records_its_new_version(ledger: Ledger, one_photo: Path, out_dir: Path) -> None:
+    batch = accept(ledger, one_photo, out_dir)
+    work(ledger)
+    [item] = ledger.items(batch.batch_id)
+    before = recorded_version(ledger, item.friendly_path)
+    Path(item.friendly_path).write_bytes(b"edited")
+    report = reconcile(ledger, repair=True)
+    assert [(f.kind, f.repaired) for f in report.findings] == [("thumbnail_modified", True)]
+    target = LocalOutputTarget(str(out_dir))
+    after = recorded_version(ledger, item.friendly_path)
+    assert after != before and after == target.version_of(target.name_of(item.friendly_path))
+
+
+def test_a_name_holding_the_recorded_version_is_replaced_and_a_copy_put_back_is_the_users(
+    ledger: Ledger, one_photo: Path, out_dir: Path
+) -> None:
+    """ "Ours" follows the recorded version: a later batch with other settings replaces the thumbnail
+    thumbctl published, but not a file the user put there, even one holding the very same bytes."""
+    first = accept(ledger, one_photo, out_dir)
+    work(ledger)
+    [item] = ledger.items(first.batch_id)
+    replaced = accept(ledger, one_photo, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=64, quality=60))
+    work(ledger)
+    [again] = ledger.items(replaced.batch_id)
+    assert again.state == "succeeded" and again.friendly_path == item.friendly_path
+    assert (again.result or {}).get("name_replaced") is True
+    copy = Path(f"{again.friendly_path}.copy")
+    copy.write_bytes(Path(again.friendly_path).read_bytes())
+    os.replace(copy, again.friendly_path)  # the same bytes, put back by the user: another file
+    third = accept(ledger, one_photo, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=64, quality=40))
+    work(ledger)
+    [taken] = ledger.items(third.batch_id)
+    assert (taken.state, taken.error_code) == ("failed", "name_taken")
+
+
 # -- a full disk under OUT ---------------------------------------------------------------------
 
 
@@ -163,14 +230,14 @@ def fill(disk: Path) -> None:
 @pytest.mark.parametrize(
     "write",
     [
-        lambda layout: write_temp(layout, b"x" * 5000, "jpg"),
+        lambda layout: fsafe.write_temp(layout.root, layout.tmp_dir, b"x" * 5000, "jpg"),
         lambda layout: write_json_atomically(layout, layout.batch_manifest_path("b_1"), {"items": ["x"] * 500}),
         lambda layout: write_page(layout, layout.batch_sheet_path("b_1"), "<p>x</p>" * 500, create_folder=True),
     ],
     ids=["temp", "manifest", "page"],
 )
 def test_a_write_that_meets_a_full_disk_leaves_no_temp_file(small_disk: Path, write) -> None:
-    layout = OutputLayout(str(small_disk / "out"))
+    layout = LocalOutputTarget(str(small_disk / "out"))
     for folder in (".tmp", "batches"):
         os.makedirs(f"{layout.root}/{folder}")
     fill(small_disk)

@@ -9,123 +9,69 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from PIL import Image
 
 from thumbctl.imaging import verify_output
 from thumbctl.models import ItemView
-from thumbctl.objectstore import StoreLayout
 from thumbctl.proc import HOST_ID_ENV, host_id, owner_id, owner_is_dead
 from thumbctl.settings import Ratio
-from thumbctl.store import (
-    OutputLayout,
-    OutsideOutput,
+from thumbctl.storage import fsafe
+from thumbctl.storage.fsafe import OutsideOutput, host_tag, temp_writer
+from thumbctl.storage.objects import (
+    LocalObjectStore,
     Published,
-    UnsafeItemId,
     Verifier,
-    check_item_id,
-    checked_folder,
-    friendly_stems,
-    host_tag,
     object_files,
-    probe_writable,
     publish_object,
-    reclaimable,
     remove_empty_shard,
+)
+from thumbctl.storage.outputs import LocalOutputTarget, probe_writable, write_json_atomically, write_page
+from thumbctl.storage.thumbnails import (
+    reclaimable,
     remove_object_and_links,
-    remove_stored_file,
     restore_thumbnail,
     shown_output,
-    symlinked_folder,
-    temp_files,
-    temp_writer,
     thumbnail_problem,
-    write_json_atomically,
-    write_page,
-    write_temp,
 )
 
 from support import tree_snapshot
 
-
-def object_at(layout: OutputLayout | StoreLayout, key: str, extension: str) -> str:
-    """An object's path in a store rooted where ``layout`` is (these tests put OUT and STORE in one folder)."""
-    return StoreLayout(layout.root).object_path(key, extension)
+Place = LocalOutputTarget | LocalObjectStore
 
 
-@pytest.mark.parametrize("item_id", ["a.jpg", "rooms/living room.jpg", "ünïcode/фото.png", ".hidden/x.jpg", "a..b.jpg"])
-def test_safe_ids_pass(item_id: str) -> None:
-    assert check_item_id(item_id) == item_id
+def as_store(place: Place) -> LocalObjectStore:
+    """The store rooted where ``place`` is (these tests often put OUT and STORE in one folder, as the
+    earlier layout did)."""
+    return LocalObjectStore(place.root)
 
 
-@pytest.mark.parametrize(
-    "item_id",
-    [
-        "",
-        "/abs.jpg",
-        "../x.jpg",
-        "a/../../x.jpg",
-        "a/./b.jpg",
-        "a//b.jpg",
-        "a/",
-        "x\n.jpg",
-        "tab\t.jpg",
-        "back\\slash.jpg",
-        ".tmp/x.jpg",
-        "..",
-        "x" * 201 + ".jpg",
-        "bad\udcffname.jpg",
-        "a\ud800b",
-    ],
-)
-def test_unsafe_ids_are_refused(item_id: str) -> None:
-    with pytest.raises(UnsafeItemId):
-        check_item_id(item_id)
+def object_at(layout: Place, key: str, extension: str) -> str:
+    """An object's path in a store rooted where ``layout`` is."""
+    return as_store(layout).object_path(key, extension)
 
 
-@pytest.mark.parametrize(
-    ("item_id", "reason"),
-    [
-        ("bad\udcffname.jpg", "is not valid UTF-8"),
-        ("a/\ud800.jpg", "is not valid UTF-8"),
-        ("tab\t.jpg", "contains control characters"),
-        ("back\\slash.jpg", "contains a backslash"),
-        ("x" * 201, "has a segment over 200 bytes"),
-        ("", "is empty"),
-    ],
-)
-def test_a_refused_id_says_why(item_id: str, reason: str) -> None:
-    with pytest.raises(UnsafeItemId) as info:
-        check_item_id(item_id)
-    assert info.value.reason == reason
-    str(info.value).encode("utf-8")  # the message itself is printable text
+def write_temp(place: Place, data: bytes, extension: str) -> str:
+    return fsafe.write_temp(place.root, place.tmp_dir, data, extension)
 
 
-def test_friendly_stems_resolve_collisions_in_sorted_order() -> None:
-    stems = friendly_stems(["b/a.png", "b/a.jpg", "c", "c.jpg", "d.tar.gz", ".hidden"])
-    assert stems == {
-        "b/a.jpg": "b/a",
-        "b/a.png": "b/a.png",
-        "c": "c",
-        "c.jpg": "c.jpg",
-        "d.tar.gz": "d.tar",
-        ".hidden": ".hidden",
-    }
+def temp_files(place: Place) -> list[fsafe.StoredFile]:
+    return fsafe.temp_files(place.root, place.tmp_dir)
 
 
-safe_segment = st.text(st.sampled_from("abc.xyz-_"), min_size=1, max_size=6).filter(lambda s: s not in {".", ".."})
-safe_ids = st.lists(safe_segment, min_size=1, max_size=3).map("/".join)
+def checked_folder(place: Place, folder: str, *, create: bool) -> bool:
+    return fsafe.checked_folder(place.root, folder, create=create)
 
 
-@given(st.lists(safe_ids, unique=True, min_size=1, max_size=12))
-def test_friendly_stems_never_collide(item_ids: list[str]) -> None:
-    stems = friendly_stems(item_ids)
-    assert len(set(stems.values())) == len(item_ids)
+def symlinked_folder(place: Place, folder: str) -> str | None:
+    return fsafe.symlinked_folder(place.root, folder)
+
+
+def remove_stored_file(place: Place, path: str) -> int:
+    return fsafe.remove_file(place.root, path)
 
 
 def test_layout_paths_stay_inside_out(tmp_path: Path) -> None:
-    layout = OutputLayout(str(tmp_path))
+    layout = LocalOutputTarget(str(tmp_path))
     key = "ab" + "0" * 62
     assert object_at(layout, key, "jpg") == str(tmp_path / "objects" / "ab" / f"{key}.jpg")
     assert layout.friendly_path("rooms/sofa", Ratio(16, 9), "webp") == str(tmp_path / "rooms" / "sofa.16x9.webp")
@@ -139,12 +85,12 @@ def judged_damaged(existing: BinaryIO) -> str | None:
     return "does not decode"
 
 
-def store_object(layout: OutputLayout, data: bytes, obj: str, verify: Verifier = judged_damaged) -> Published:
-    return publish_object(layout, write_temp(layout, data, "jpg"), obj, verify=verify)
+def store_object(layout: Place, data: bytes, obj: str, verify: Verifier = judged_damaged) -> Published:
+    return publish_object(as_store(layout), write_temp(layout, data, "jpg"), obj, verify=verify)
 
 
 def test_publish_object_is_create_if_absent_and_tolerates_duplicates(tmp_path: Path) -> None:
-    layout = OutputLayout(str(tmp_path))
+    layout = LocalOutputTarget(str(tmp_path))
     obj = object_at(layout, "cd" + "1" * 62, "jpg")
     assert store_object(layout, b"same bytes", obj) == Published("created")
     inode = os.stat(obj).st_ino
@@ -170,7 +116,7 @@ def same_size_variant(data: bytes) -> bytes:
 
 @pytest.mark.parametrize("size", ["other", "same"])
 def test_an_existing_object_with_other_bytes_that_verifies_is_kept(tmp_path: Path, size: str) -> None:
-    layout = OutputLayout(str(tmp_path))
+    layout = LocalOutputTarget(str(tmp_path))
     obj = object_at(layout, "cd" + "1" * 62, "jpg")
     ours = jpeg_bytes(50, comment=b"variant1")
     theirs = jpeg_bytes(95) if size == "other" else same_size_variant(ours)  # another host's codec, say
@@ -191,7 +137,7 @@ def test_an_existing_object_with_other_bytes_that_verifies_is_kept(tmp_path: Pat
     ids=["truncated", "wrong-size", "empty"],
 )
 def test_an_existing_object_that_fails_verification_is_replaced(tmp_path: Path, existing: bytes, reason: str) -> None:
-    layout = OutputLayout(str(tmp_path))
+    layout = LocalOutputTarget(str(tmp_path))
     obj = object_at(layout, "ef" + "2" * 62, "jpg")
     store_object(layout, existing, obj)
     published = store_object(layout, jpeg_bytes(50), obj, as_40x30_jpeg)
@@ -202,7 +148,7 @@ def test_an_existing_object_that_fails_verification_is_replaced(tmp_path: Path, 
 
 @pytest.mark.parametrize("kind", ["folder", "fifo"])
 def test_an_object_name_taken_by_no_regular_file_is_replaced_or_refused(tmp_path: Path, kind: str) -> None:
-    layout = OutputLayout(str(tmp_path))
+    layout = LocalOutputTarget(str(tmp_path))
     obj = object_at(layout, "ef" + "2" * 62, "jpg")
     os.makedirs(os.path.dirname(obj))
     if kind == "fifo":
@@ -219,8 +165,8 @@ def test_an_object_name_taken_by_no_regular_file_is_replaced_or_refused(tmp_path
 
 
 def test_restore_thumbnail_puts_a_copy_of_its_own_and_leaves_no_temp(tmp_path: Path) -> None:
-    store = StoreLayout(str(tmp_path / "store"))
-    layout = OutputLayout(str(tmp_path / "out"))
+    store = LocalObjectStore(str(tmp_path / "store"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     a = store.object_path("aa" + "3" * 62, "jpg")
     b = store.object_path("bb" + "4" * 62, "jpg")
     store_object(store, b"A", a)
@@ -236,7 +182,7 @@ def test_restore_thumbnail_puts_a_copy_of_its_own_and_leaves_no_temp(tmp_path: P
 
 
 def test_batch_manifest_is_written_atomically(tmp_path: Path) -> None:
-    layout = OutputLayout(str(tmp_path))
+    layout = LocalOutputTarget(str(tmp_path))
     write_json_atomically(layout, layout.batch_manifest_path("b_1"), {"ok": True})
     assert json.loads(Path(layout.batch_manifest_path("b_1")).read_text()) == {"ok": True}
     assert not os.path.exists(layout.tmp_dir)  # OUT/.tmp exists only while files are being written
@@ -244,7 +190,7 @@ def test_batch_manifest_is_written_atomically(tmp_path: Path) -> None:
 
 def published_item(tmp_path: Path, state: str = "succeeded") -> ItemView:
     """A succeeded item whose object and friendly name exist, linked, under tmp_path/out."""
-    layout = OutputLayout(str(tmp_path / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     obj = object_at(layout, "ab" + "5" * 62, "jpg")
     store_object(layout, b"pixels", obj)
     friendly = layout.friendly_path("sofa", Ratio(1, 1), "jpg")
@@ -280,7 +226,7 @@ def test_shown_output_is_none_when_the_object_is_gone(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("inside", [True, False], ids=["inside-out", "elsewhere"])
 def test_write_page_replaces_the_file_atomically_and_leaves_no_temp(tmp_path: Path, inside: bool) -> None:
-    layout = OutputLayout(str(tmp_path / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     target = Path(layout.batch_sheet_path("b_1")) if inside else tmp_path / "review" / "sheet.html"
     target.parent.mkdir(parents=True)
     target.write_text("old")
@@ -291,7 +237,7 @@ def test_write_page_replaces_the_file_atomically_and_leaves_no_temp(tmp_path: Pa
 
 
 def test_write_page_needs_the_folder_unless_asked_to_create_it(tmp_path: Path) -> None:
-    layout = OutputLayout(str(tmp_path / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     with pytest.raises(FileNotFoundError):
         write_page(layout, str(tmp_path / "missing" / "sheet.html"), "x")
     assert not (tmp_path / "missing").exists()
@@ -302,12 +248,12 @@ def test_write_page_needs_the_folder_unless_asked_to_create_it(tmp_path: Path) -
 def test_write_page_refuses_a_directory(tmp_path: Path) -> None:
     (tmp_path / "taken.html").mkdir()
     with pytest.raises(IsADirectoryError):
-        write_page(OutputLayout(str(tmp_path / "out")), str(tmp_path / "taken.html"), "x")
+        write_page(LocalOutputTarget(str(tmp_path / "out")), str(tmp_path / "taken.html"), "x")
     assert os.listdir(tmp_path) == ["taken.html"]
 
 
 def test_temp_names_carry_their_writer(tmp_path: Path) -> None:
-    layout = OutputLayout(str(tmp_path))
+    layout = LocalOutputTarget(str(tmp_path))
     path = write_temp(layout, b"x", "jpg")
     [found] = temp_files(layout)
     assert found.path == path and found.size == 1
@@ -335,18 +281,18 @@ def test_temp_names_without_a_known_writer_give_none(name: str) -> None:
 
 
 def test_object_files_lists_only_names_that_fit_the_layout(tmp_path: Path) -> None:
-    layout = OutputLayout(str(tmp_path))
+    layout = LocalOutputTarget(str(tmp_path))
     key = "ab" + "5" * 62
     store_object(layout, b"A", object_at(layout, key, "jpg"))
     (tmp_path / "objects" / "ab" / "stray.jpg").write_bytes(b"?")
     (tmp_path / "objects" / "cd").mkdir()
     (tmp_path / "objects" / "cd" / f"{key}.jpg").write_bytes(b"wrong shard")
-    assert [(k, f.path) for k, f in object_files(layout)] == [(key, object_at(layout, key, "jpg"))]
-    assert list(object_files(OutputLayout(str(tmp_path / "nowhere")))) == []
+    assert [(k, f.path) for k, f in object_files(as_store(layout))] == [(key, object_at(layout, key, "jpg"))]
+    assert list(object_files(LocalObjectStore(str(tmp_path / "nowhere")))) == []
 
 
 def test_thumbnail_problem(tmp_path: Path) -> None:
-    layout = OutputLayout(str(tmp_path))
+    layout = LocalOutputTarget(str(tmp_path))
     a = object_at(layout, "aa" + "6" * 62, "jpg")
     b = object_at(layout, "bb" + "7" * 62, "jpg")
     store_object(layout, b"A", a)
@@ -366,8 +312,8 @@ def test_thumbnail_problem(tmp_path: Path) -> None:
 
 
 def test_removing_an_object_frees_its_bytes_and_those_of_its_unedited_copies(tmp_path: Path) -> None:
-    store = StoreLayout(str(tmp_path / "store"))
-    layout = OutputLayout(str(tmp_path / "out"))
+    store = LocalObjectStore(str(tmp_path / "store"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     obj = store.object_path("ee" + "8" * 62, "jpg")
     store_object(store, b"12345", obj)
     kept, gone, edited = (f"{layout.root}/{name}.1x1.jpg" for name in ("kept", "gone", "edited"))
@@ -384,7 +330,7 @@ def test_removing_an_object_frees_its_bytes_and_those_of_its_unedited_copies(tmp
 
 @pytest.mark.parametrize("outside", ["../elsewhere.jpg", "/elsewhere/x.jpg", "."])
 def test_remove_stored_file_refuses_anything_outside_out(tmp_path: Path, outside: str) -> None:
-    layout = OutputLayout(str(tmp_path / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     with pytest.raises(ValueError, match="not inside"):
         remove_stored_file(layout, os.path.join(layout.root, outside))
 
@@ -403,23 +349,23 @@ def victim(tmp_path: Path) -> Path:
     return folder
 
 
-def symlink_in_out(layout: OutputLayout, name: str, target: Path) -> None:
+def symlink_in_out(layout: LocalOutputTarget, name: str, target: Path) -> None:
     link = Path(layout.root) / name
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(target, target_is_directory=True)
 
 
-def _publish(layout: OutputLayout) -> None:
+def _publish(layout: LocalOutputTarget) -> None:
     store_object(layout, b"A", object_at(layout, "aa" + "3" * 62, "jpg"))
 
 
-def _link(layout: OutputLayout) -> None:
+def _link(layout: LocalOutputTarget) -> None:
     obj = object_at(layout, "aa" + "3" * 62, "jpg")
     store_object(layout, b"A", obj)
     restore_thumbnail(layout, obj, f"{layout.root}/evil/keep.1x1.jpg")
 
 
-def _remove(layout: OutputLayout) -> None:
+def _remove(layout: LocalOutputTarget) -> None:
     remove_stored_file(layout, f"{layout.root}/evil/keep.1x1.jpg")
 
 
@@ -438,9 +384,9 @@ def _remove(layout: OutputLayout) -> None:
     ids=["temp", "object", "object-shard", "friendly-name", "remove", "manifest", "page-created", "page"],
 )
 def test_nothing_goes_through_a_symlinked_folder_in_out(
-    tmp_path: Path, victim: Path, linked: str, operation: Callable[[OutputLayout], object]
+    tmp_path: Path, victim: Path, linked: str, operation: Callable[[LocalOutputTarget], object]
 ) -> None:
-    layout = OutputLayout(str(tmp_path / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     symlink_in_out(layout, linked, victim)
     before = tree_snapshot(victim)
     with pytest.raises(OutsideOutput, match=rf"{re.escape(layout.root)}/{re.escape(linked)} is a symlink"):
@@ -449,7 +395,7 @@ def test_nothing_goes_through_a_symlinked_folder_in_out(
 
 
 def test_a_symlink_deep_in_a_friendly_path_is_found_before_any_folder_is_made(tmp_path: Path, victim: Path) -> None:
-    layout = OutputLayout(str(tmp_path / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     symlink_in_out(layout, "a/evil", victim)
     before = tree_snapshot(victim)
     with pytest.raises(OutsideOutput):
@@ -463,18 +409,18 @@ def test_an_out_folder_that_became_a_symlink_is_refused(tmp_path: Path, victim: 
     (tmp_path / "out").symlink_to(victim, target_is_directory=True)
     before = tree_snapshot(victim)
     with pytest.raises(OutsideOutput):
-        write_temp(OutputLayout(str(tmp_path / "out")), b"A", "jpg")
+        write_temp(LocalOutputTarget(str(tmp_path / "out")), b"A", "jpg")
     assert tree_snapshot(victim) == before
 
 
 @pytest.mark.parametrize("out_exists", [True, False], ids=["out-there", "out-missing"])
 @pytest.mark.parametrize("operation", [lambda layout: write_temp(layout, b"A", "jpg"), _link], ids=["temp", "link"])
 def test_a_folder_above_out_that_became_a_symlink_is_refused(
-    tmp_path: Path, victim: Path, out_exists: bool, operation: Callable[[OutputLayout], object]
+    tmp_path: Path, victim: Path, out_exists: bool, operation: Callable[[LocalOutputTarget], object]
 ) -> None:
     """OUT's path was resolved at submit; a parent of it swapped for a symlink afterwards would
     move every write (and the making of a missing OUT) to wherever the link points."""
-    layout = OutputLayout(str(tmp_path / "parent" / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "parent" / "out"))
     if out_exists:
         (victim / "out").mkdir()
     (tmp_path / "parent").symlink_to(victim, target_is_directory=True)
@@ -486,7 +432,7 @@ def test_a_folder_above_out_that_became_a_symlink_is_refused(
 
 def test_a_file_where_a_folder_of_out_belongs_is_named_in_the_error(tmp_path: Path) -> None:
     """Callers report ``strerror`` alone (an item's detail, submit's refusal): it must say which folder."""
-    layout = OutputLayout(str(tmp_path / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / ".tmp").write_text("a file")
     with pytest.raises(NotADirectoryError) as refused:
@@ -495,7 +441,7 @@ def test_a_file_where_a_folder_of_out_belongs_is_named_in_the_error(tmp_path: Pa
 
 
 def test_checked_folder_makes_missing_folders_as_real_ones(tmp_path: Path) -> None:
-    layout = OutputLayout(str(tmp_path / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     assert checked_folder(layout, f"{layout.root}/a/b", create=False) is False
     assert not (tmp_path / "out").exists()
     assert checked_folder(layout, f"{layout.root}/a/b", create=True) is True
@@ -506,7 +452,7 @@ def test_checked_folder_makes_missing_folders_as_real_ones(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("at", ["victim", "object"])
 def test_a_symlink_at_the_object_name_is_replaced_not_written_through(tmp_path: Path, victim: Path, at: str) -> None:
-    layout = OutputLayout(str(tmp_path / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     obj = object_at(layout, "aa" + "3" * 62, "jpg")
     os.makedirs(os.path.dirname(obj))
     (victim / "same.jpg").write_bytes(b"A")  # the same bytes: must still not count as the object
@@ -521,7 +467,7 @@ def test_a_symlink_at_the_object_name_is_replaced_not_written_through(tmp_path: 
 def test_a_symlink_at_the_friendly_name_is_replaced_by_a_copy(
     tmp_path: Path, victim: Path, points_to: str
 ) -> None:
-    layout = OutputLayout(str(tmp_path / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     obj = object_at(layout, "aa" + "3" * 62, "jpg")
     store_object(layout, b"A", obj)
     friendly = f"{layout.root}/keep.1x1.jpg"
@@ -535,33 +481,33 @@ def test_a_symlink_at_the_friendly_name_is_replaced_by_a_copy(
 
 @pytest.mark.parametrize("linked", [".tmp", "objects", "objects/aa"])
 def test_listing_never_follows_a_symlinked_folder(tmp_path: Path, victim: Path, linked: str) -> None:
-    layout = OutputLayout(str(tmp_path / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     key = "aa" + "3" * 62
     (victim / "aa").mkdir()
     (victim / "aa" / f"{key}.jpg").write_bytes(b"looks like an object")
     (victim / f"{key}.jpg").write_bytes(b"looks like an object")
     symlink_in_out(layout, linked, victim if linked != "objects/aa" else victim / "aa")
-    assert temp_files(layout) == [] and list(object_files(layout)) == []
+    assert temp_files(layout) == [] and list(object_files(as_store(layout))) == []
 
 
 def test_gc_removal_drops_the_emptied_shard_folder_only(tmp_path: Path) -> None:
-    layout = OutputLayout(str(tmp_path / "out"))
+    layout = LocalOutputTarget(str(tmp_path / "out"))
     first, second = object_at(layout, "aa" + "3" * 62, "jpg"), object_at(layout, "aa" + "4" * 62, "jpg")
     for obj in (first, second):
         store_object(layout, b"A", obj)
-    assert remove_object_and_links(layout, first, []) == (0, 1)
+    assert remove_object_and_links(as_store(layout), first, []) == (0, 1)
     assert os.listdir(os.path.dirname(first)) == [os.path.basename(second)]
-    assert remove_object_and_links(layout, second, []) == (0, 1)
+    assert remove_object_and_links(as_store(layout), second, []) == (0, 1)
     assert os.listdir(f"{layout.root}/objects") == []
-    assert remove_empty_shard(layout, f"{layout.root}/objects/aa") is False  # already gone
+    assert remove_empty_shard(as_store(layout), f"{layout.root}/objects/aa") is False  # already gone
     with pytest.raises(ValueError, match="not a shard folder"):
-        remove_empty_shard(layout, f"{layout.root}/.tmp")
+        remove_empty_shard(as_store(layout), f"{layout.root}/.tmp")
 
 
 def test_the_writability_probe_leaves_no_trace(tmp_path: Path) -> None:
-    probe_writable(OutputLayout(str(tmp_path / "a" / "b" / "out")))
+    probe_writable(LocalOutputTarget(str(tmp_path / "a" / "b" / "out")))
     assert list(tmp_path.iterdir()) == []
     existing = tmp_path / "out"
     (existing / ".tmp").mkdir(parents=True)
-    probe_writable(OutputLayout(str(existing)))
+    probe_writable(LocalOutputTarget(str(existing)))
     assert [p.name for p in existing.rglob("*")] == [".tmp"]

@@ -1,4 +1,4 @@
-"""The object store: where it is by default, which ledger it belongs to, and how a thumbnail is made
+"""A ledger and its store: where the store is by default, which ledger it belongs to, and how a thumbnail is made
 its own file (a reflink, else a copy)."""
 
 from __future__ import annotations
@@ -11,16 +11,10 @@ import pytest
 
 from thumbctl import Ledger
 from thumbctl.errors import StoreRequired, StoreTaken, UsageError
-from thumbctl.objectstore import (
-    LEDGER_ID_FILE,
-    StoreLayout,
-    bind_store,
-    default_store_for,
-    resolve_store,
-    store_for_ledger,
-    store_owner,
-)
-from thumbctl.store import clone_file
+from thumbctl.storage.fsafe import clone_file
+from thumbctl.storage.objects import LocalObjectStore
+from thumbctl.storage.ownership import LEDGER_ID_FILE, store_owner
+from thumbctl.stores import bind_store, default_store_for, resolve_store, store_for_ledger
 
 
 @pytest.mark.parametrize(
@@ -49,7 +43,7 @@ def test_a_postgresql_ledger_has_no_default_store() -> None:
 def test_a_store_records_its_ledger_and_the_ledger_its_store(tmp_path: Path) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
         layout = store_for_ledger(ledger, None)
-        assert layout == StoreLayout(str(tmp_path / "ledger.store"))
+        assert layout == LocalObjectStore(str(tmp_path / "ledger.store"))
         assert store_owner(layout) == (ledger.ledger_id(), str(tmp_path / "ledger.db"))
         assert ledger.recorded_store() == layout.root
         assert bind_store(ledger, Path(layout.root)) == layout  # again: the same owner, nothing changes
@@ -77,7 +71,7 @@ def test_a_store_of_another_ledger_is_refused_naming_both(tmp_path: Path) -> Non
 def test_without_a_store_given_the_ledger_keeps_the_store_it_recorded(tmp_path: Path) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
         given = store_for_ledger(ledger, tmp_path / "elsewhere")
-        assert store_for_ledger(ledger, None) == given == StoreLayout(str(tmp_path / "elsewhere"))
+        assert store_for_ledger(ledger, None) == given == LocalObjectStore(str(tmp_path / "elsewhere"))
         assert ledger.recorded_store() == given.root and not (tmp_path / "ledger.store").exists()
         assert store_for_ledger(ledger, tmp_path / "moved").root == str(tmp_path / "moved")  # a given one wins
 

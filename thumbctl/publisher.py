@@ -1,0 +1,128 @@
+"""The one publisher: the per-name lock, the check of the name, the publish and the commit.
+
+Every name thumbctl publishes goes through here: a worker's render (:meth:`Publisher.publish_render`),
+the outputs a submit reuses (:meth:`Publisher.republish`) and reconcile's restore of a thumbnail
+(:meth:`Publisher.restore`). Each holds the ledger's per-name lock (``publishing_name``) from the
+check to the commit that records the version the publish returned, so two processes (on two hosts)
+never both judge a name free, or one take the other's just-published file for a user's. A worker's
+publish runs inside the ledger's publish transaction, the one that checks the cancel flag and the
+lease (DESIGN section 4's race rule): whichever of publish and cancel commits first wins.
+
+The ledger and storage never import each other; this module composes them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .errors import ItemFailure
+from .faults import Faults
+from .ledger import Claim, ClaimedItem, Ledger, Publication
+from .storage.objects import LocalObjectStore, Verifier
+from .storage.outputs import LocalOutputTarget, Recorded
+from .storage.thumbnails import NamePublished, RecordedAt, check_name, publish_name, restore_thumbnail
+
+
+@dataclass
+class Publisher:
+    """Publishes names into one output target for one ledger."""
+
+    ledger: Ledger
+    target: LocalOutputTarget
+    overwrite: bool = False
+    faults: Faults = field(default_factory=Faults)
+
+    def recorded_at(self, friendly_path: str) -> RecordedAt:
+        """The publishes the ledger recorded at ``friendly_path`` (asked only when needed)."""
+
+        def recorded() -> list[Recorded]:
+            return [Recorded(version, path) for path, version in self.ledger.publishes_at(friendly_path)]
+
+        return recorded
+
+    def publish_render(
+        self,
+        claim: Claim,
+        item: ClaimedItem,
+        store: LocalObjectStore,
+        staged: Callable[[], str],
+        data: bytes,
+        *,
+        verify: Verifier,
+        result: dict[str, object],
+        published: Callable[[], None] = lambda: None,
+    ) -> str:
+        """Publish a worker's verified render of ``item``: in the ledger's publish transaction (cancel
+        flag and lease checked), under the name's lock, check the name (``name_taken`` before the
+        object is stored), put the object, publish the name and commit ``succeeded`` with the
+        version. ``staged()`` gives the staged object (called again when the ledger runs the
+        transaction again after a lost connection); ``published()`` runs once the name is
+        published. Returns the ledger's outcome (``succeeded``, ``cancelled``, ``late``, ``lost``)."""
+
+        def effect() -> Publication:
+            temp = staged()
+            with self.ledger.publishing_name(item.friendly_path):  # held to the commit
+                recorded = self.recorded_at(item.friendly_path)
+                approved = check_name(
+                    self.target, item.friendly_path, data, recorded, overwrite=self.overwrite, own=[item.object_path]
+                )
+                stored = store.put_staged(temp, os.path.basename(item.object_path), verify=verify)
+                self.faults.hit("after_link")
+                named = publish_name(
+                    self.target,
+                    item.object_path,
+                    item.friendly_path,
+                    recorded=recorded,
+                    overwrite=self.overwrite,
+                    approved=approved,
+                )
+                self.faults.hit("name_published")
+            if named.outcome in ("replaced", "overwritten"):
+                result[f"name_{named.outcome}"] = True
+            published()
+            return Publication(stored.note, named.version)
+
+        return self.ledger.publish(claim, item, effect, result=result)
+
+    def republish(self, batch_id: str, object_path: str, friendly_path: str) -> NamePublished:
+        """Publish ``friendly_path`` for a succeeded item of ``batch_id`` whose object exists (a
+        submit reusing earlier outputs, or finishing what an interrupted one left), and record the
+        version, under the name's lock. Raises ItemFailure ``name_taken`` for a user's file."""
+        with self.ledger.publishing_name(friendly_path):
+            named = publish_name(
+                self.target,
+                object_path,
+                friendly_path,
+                recorded=self.recorded_at(friendly_path),
+                overwrite=self.overwrite,
+            )
+            self.ledger.record_name_version(batch_id, friendly_path, named.version)
+        return named
+
+    def restore(self, row: int, object_path: str, friendly_path: str, code: str, detail: str) -> bool:
+        """Reconcile's repair: put a fresh copy of the object at the name of the item ``row`` (found
+        missing, edited or not a plain file) if the item still owns it, and record the new version
+        with a ``relinked`` event, in one transaction under the name's lock."""
+
+        def link() -> str:
+            with self.ledger.publishing_name(friendly_path):
+                return restore_thumbnail(self.target, object_path, friendly_path)
+
+        return self.ledger.relink_published(row, object_path, friendly_path, code, detail, link)
+
+    def name_usable(self, object_path: str, friendly_path: str, content: Callable[[], bytes]) -> bool:
+        """Whether publishing at ``friendly_path`` would not fail ``name_taken`` (as things stand now)."""
+        try:
+            check_name(
+                self.target,
+                friendly_path,
+                content,
+                self.recorded_at(friendly_path),
+                overwrite=self.overwrite,
+                own=[object_path],
+            )
+        except (ItemFailure, OSError):
+            return False
+        return True

@@ -1,0 +1,3 @@
+"""Storage behind one seam: an object store (:mod:`.objects`) and an output target (:mod:`.outputs`),
+each an interface with the local folder as its first implementation, over the descriptor-safe file
+primitives of :mod:`.fsafe`. Nothing here imports the ledger."""

@@ -1,0 +1,423 @@
+"""The object store: one object per derivative key, plus each source's preview for the contact sheet.
+
+:class:`ObjectStore` is the interface every caller uses; :class:`LocalObjectStore` is the local
+folder (STORE) behind it::
+
+    STORE/ledger-id                          the one ledger the store belongs to (its id, then where it was)
+    STORE/objects/<k[:2]>/<k>.<ext>          one object per derivative key
+    STORE/objects/<k[:2]>/<k>.preview.jpg    the contact sheet's preview of a source, beside its first object
+    STORE/.tmp/                              temp files of writers (objects being staged)
+
+An output folder of the earlier layout (``OUT/objects/...``) is a local store rooted at OUT for
+the objects it still holds. Every file is reached through folder descriptors opened without
+following a symlink (:mod:`.fsafe`), with the store's folder as the root.
+
+An object already at its name is kept when it holds the same bytes, and also when it holds other
+bytes that the caller's verifier accepts (it decodes as the right format and size: another host's
+codec); it is replaced atomically when it fails verification or is not a regular file. This
+module never looks at pixels itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import BinaryIO, Protocol
+
+from ..models import ObjectStamp
+from . import fsafe
+from .fsafe import OutsideOutput, StoredFile
+
+#: Verifies an existing object read from the open file: None when it is sound, else what is wrong.
+Verifier = Callable[[BinaryIO], "str | None"]
+
+_OBJECT_NAME = re.compile(r"[0-9a-f]{64}\.[a-z]+")
+_PREVIEW_LIMIT = 1 << 20
+
+
+class Outcome(StrEnum):
+    """What putting an object did (see :class:`Published`)."""
+
+    CREATED = "created"
+    DUPLICATE = "duplicate"
+    KEPT = "kept"
+    REPLACED = "replaced"
+
+
+@dataclass(frozen=True)
+class Published:
+    """What :meth:`ObjectStore.put` did: ``created`` the object, found a ``duplicate`` (the same
+    bytes), ``kept`` an existing object with other bytes that verifies, or ``replaced`` one that
+    did not verify or was no regular file (``reason`` says why)."""
+
+    outcome: str
+    reason: str | None = None
+
+    @property
+    def note(self) -> str | None:
+        """The note for the item's event: ``object_mismatch`` or ``object_replaced``, with why."""
+        if self.outcome == Outcome.KEPT:
+            return "object_mismatch: an object with other bytes that verifies was already there; kept"
+        if self.outcome == Outcome.REPLACED:
+            return f"object_replaced: the existing object {self.reason}; replaced"
+        return None
+
+
+class ObjectTooLarge(ValueError):
+    """A bounded read met an object larger than its limit."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What :meth:`ObjectStore.stat` knows of an object: its size and an opaque version."""
+
+    size: int
+    version: str
+
+
+class ObjectStore(Protocol):
+    """Objects by name (``<derivative key>.<ext>``), created only if absent.
+
+    Every operation is safe to run from many processes and hosts at once; none ever writes
+    outside the store.
+    """
+
+    def stage(self, data: bytes, extension: str) -> str:
+        """Write ``data`` durably where :meth:`put_staged` can take it from; returns a handle
+        (:meth:`discard` drops one that is not used)."""
+        ...
+
+    def put_staged(self, staged: str, name: str, *, verify: Verifier) -> Published:
+        """Create the object ``name`` from a staged handle if absent. An object already there with
+        the same bytes is a duplicate; one with other bytes is kept when ``verify`` accepts it and
+        replaced when it does not. The staged data is used up either way."""
+        ...
+
+    def put(self, name: str, data: bytes, *, verify: Verifier) -> Published:
+        """:meth:`stage` and :meth:`put_staged` in one call."""
+        ...
+
+    def discard(self, staged: str | None) -> None:
+        """Drop staged data that was not put (best effort)."""
+        ...
+
+    def read(self, name: str, limit: int) -> bytes:
+        """The object's bytes; FileNotFoundError when it is absent, ObjectTooLarge when it holds
+        more than ``limit`` bytes (nothing beyond ``limit + 1`` is read)."""
+        ...
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        """The object's size and version, None when it is absent."""
+        ...
+
+    def verify(self, name: str, check: Verifier) -> str | None:
+        """``check`` run on the object's content: None when sound, else what is wrong
+        (``is missing`` when it is absent)."""
+        ...
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        """The names of the objects whose name starts with ``prefix``, sorted."""
+        ...
+
+    def remove(self, name: str) -> int:
+        """Remove the object and its preview; returns the bytes freed (0 when it was absent)."""
+        ...
+
+    def write_preview(self, name: str, make: Callable[[], bytes]) -> None:
+        """Store the preview of object ``name`` from ``make()`` unless one is there already."""
+        ...
+
+    def read_preview(self, name: str, limit: int = _PREVIEW_LIMIT) -> bytes | None:
+        """The preview's bytes when it is a whole JPEG of at most ``limit`` bytes, else None."""
+        ...
+
+
+@dataclass(frozen=True)
+class LocalObjectStore:
+    """The local folder implementation of :class:`ObjectStore`, and its path arithmetic."""
+
+    root: str
+
+    def object_path(self, key: str, extension: str) -> str:
+        return f"{self.root}/objects/{key[:2]}/{key}.{extension}"
+
+    def path_of(self, name: str) -> str:
+        """The path of the object ``name`` (``<key>.<ext>``)."""
+        return f"{self.root}/objects/{name[:2]}/{name}"
+
+    @staticmethod
+    def preview_path(object_path: str) -> str:
+        """The contact sheet's small preview of a source, beside the first object rendered from it
+        (``<key>.preview.jpg``: not an object's name, so reconcile and gc never take it for one)."""
+        return f"{os.path.splitext(object_path)[0]}.preview.jpg"
+
+    @property
+    def objects_dir(self) -> str:
+        return f"{self.root}/objects"
+
+    @property
+    def tmp_dir(self) -> str:
+        return f"{self.root}/.tmp"
+
+    @classmethod
+    def of_object(cls, object_path: str) -> LocalObjectStore:
+        """The store an object path lies in (``<root>/objects/<xx>/<name>``); an object of an output
+        folder of the earlier layout (``OUT/objects/...``) has OUT as its store."""
+        return cls(store_root_of(object_path))
+
+    # -- the interface -------------------------------------------------------------------------
+
+    def stage(self, data: bytes, extension: str) -> str:
+        return fsafe.write_temp(self.root, self.tmp_dir, data, extension)
+
+    def put_staged(self, staged: str, name: str, *, verify: Verifier) -> Published:
+        return publish_object(self, staged, self.path_of(name), verify=verify)
+
+    def put(self, name: str, data: bytes, *, verify: Verifier) -> Published:
+        staged = self.stage(data, name.rsplit(".", 1)[-1])
+        try:
+            return self.put_staged(staged, name, verify=verify)
+        finally:
+            self.discard(staged)
+
+    def discard(self, staged: str | None) -> None:
+        fsafe.discard(staged)
+
+    def read(self, name: str, limit: int) -> bytes:
+        with open_object(self.path_of(name)) as (fd, info):
+            if info.st_size > limit:
+                raise ObjectTooLarge(f"{name} holds {info.st_size} bytes, over the limit of {limit}")
+            data = os.pread(fd, limit + 1, 0)
+        if len(data) > limit:
+            raise ObjectTooLarge(f"{name} holds over {limit} bytes")
+        return data
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        try:
+            with open_object(self.path_of(name)) as (fd, info):
+                return ObjectInfo(info.st_size, f"{fsafe.file_digest(fd, info.st_size)}:{info.st_ino}")
+        except FileNotFoundError:
+            return None
+
+    def verify(self, name: str, check: Verifier) -> str | None:
+        try:
+            with open_object(self.path_of(name)) as (fd, _), os.fdopen(os.dup(fd), "rb") as stream:
+                return check(stream)
+        except FileNotFoundError:
+            return "is missing"
+        except OutsideOutput:
+            return "is not a plain file in the store (a symlink or another kind of file)"
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        for _key, found in object_files(self):
+            if found.name.startswith(prefix):
+                yield found.name
+
+    def remove(self, name: str) -> int:
+        return remove_object(self, self.path_of(name))
+
+    def write_preview(self, name: str, make: Callable[[], bytes]) -> None:
+        write_preview(self, self.preview_path(self.path_of(name)), make)
+
+    def read_preview(self, name: str, limit: int = _PREVIEW_LIMIT) -> bytes | None:
+        return read_preview(self, self.preview_path(self.path_of(name)), limit)
+
+
+def store_root_of(object_path: str) -> str:
+    """The root of the store an object (or its preview) lies in: ``<root>/objects/<xx>/<name>``."""
+    shard = os.path.dirname(os.path.abspath(object_path))
+    objects = os.path.dirname(shard)
+    if os.path.basename(objects) != "objects":
+        raise ValueError(f"{object_path} is not an object of a store (<store>/objects/<xx>/<name>)")
+    return os.path.dirname(objects)
+
+
+# -- putting an object ---------------------------------------------------------------------------
+
+
+def publish_object(store: LocalObjectStore, temp_path: str, object_path: str, *, verify: Verifier) -> Published:
+    """Create ``object_path`` from a verified temp file if absent (``link``), never writing
+    through a symlink at any folder or at the name.
+
+    An existing object with the same bytes is success (duplicate delivery). One with other
+    bytes that ``verify`` accepts is kept (another host's codec may encode the same derivative
+    differently). One that ``verify`` rejects, or anything that is not a regular file (a symlink,
+    a FIFO), is replaced atomically by a rename. The temp file is gone afterwards.
+    """
+    tmp_dir, temp = os.path.split(temp_path)
+    shard_dir, name = os.path.split(object_path)
+    with fsafe.open_folder(store.root, tmp_dir) as tmp:
+        try:
+            with fsafe.open_folder(store.root, shard_dir, create=True) as shard:
+                return _publish_in(tmp, temp, shard, name, verify)
+        finally:
+            fsafe.unlink_quietly(tmp, temp)
+
+
+def _publish_in(tmp: int, temp: str, shard: int, name: str, verify: Verifier) -> Published:
+    for _ in range(3):  # an existing object removed meanwhile (gc) is linked again
+        try:
+            os.link(temp, name, src_dir_fd=tmp, dst_dir_fd=shard, follow_symlinks=False)
+            return Published(Outcome.CREATED)
+        except FileExistsError:
+            pass
+        try:
+            existing = fsafe.open_regular_file(shard, name)
+        except FileNotFoundError:
+            continue
+        if existing is None:
+            reason = "was not a regular file"
+        else:
+            with os.fdopen(existing, "rb") as stream:
+                reason = _existing_problem(tmp, temp, stream, verify)
+            if reason in (Outcome.DUPLICATE, Outcome.KEPT):
+                return Published(reason)
+        os.replace(temp, name, src_dir_fd=tmp, dst_dir_fd=shard)
+        return Published(Outcome.REPLACED, reason)
+    raise FileExistsError(errno.EEXIST, "the object kept appearing and vanishing", name)
+
+
+def _existing_problem(tmp: int, temp: str, existing: BinaryIO, verify: Verifier) -> str:
+    """``duplicate``, ``kept`` or why the existing object must be replaced."""
+    fd = fsafe.open_regular_file(tmp, temp)
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, "the temp file is gone", temp)
+    try:
+        if fsafe.same_bytes(fd, existing.fileno()):
+            return Outcome.DUPLICATE
+    finally:
+        os.close(fd)
+    problem = verify(existing)
+    return Outcome.KEPT if problem is None else problem
+
+
+# -- reading an object -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def open_object(object_path: str) -> Iterator[tuple[int, os.stat_result]]:
+    """A read descriptor of an object and its fstat, reached from its store's root without following
+    a symlink; a symlink or another kind of file at the object's name raises OutsideOutput (a copy of
+    it could carry a file from anywhere into OUT); a missing one FileNotFoundError."""
+    root = store_root_of(object_path)
+    shard_dir, name = os.path.split(object_path)
+    with fsafe.open_folder(root, shard_dir) as shard:
+        fd = fsafe.open_regular_file(shard, name)
+    if fd is None:
+        raise OutsideOutput(object_path, root)
+    try:
+        yield fd, os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def object_holds(object_path: str, fd: int, size: int) -> bool:
+    """Whether the object at ``object_path`` holds exactly the bytes of the open file ``fd`` (``size``
+    bytes): the read is bounded by the object's size; a missing or unreachable object holds nothing."""
+    try:
+        with open_object(object_path) as (obj, info):
+            return info.st_size == size and fsafe.same_bytes(obj, fd)
+    except (OSError, ValueError):
+        return False
+
+
+def object_stamp(object_path: str) -> ObjectStamp:
+    """The object file's identity and times as ``lstat`` gives them (reconcile decodes an object again
+    only when they changed)."""
+    st = os.lstat(object_path)
+    return ObjectStamp(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+# -- listing and removal -----------------------------------------------------------------------------
+
+
+def object_files(store: LocalObjectStore) -> Iterator[tuple[str, StoredFile]]:
+    """(derivative key, file) of every object under STORE/objects/<k[:2]>/<k>.<ext>.
+
+    Files whose name does not fit the layout are not objects and are never listed.
+    """
+    objects = store.objects_dir
+    if not fsafe.listable(store.root, objects):
+        return
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for shard in sorted(os.listdir(objects)):
+            if not fsafe.listable(store.root, f"{objects}/{shard}"):
+                continue
+            # a symlink named like an object is listed too (as itself), so gc can remove it
+            for found in sorted(fsafe.regular_files(f"{objects}/{shard}", links=True), key=lambda f: f.path):
+                key = found.name.split(".", 1)[0]
+                if key[:2] == shard and _OBJECT_NAME.fullmatch(found.name):
+                    yield key, found
+
+
+def preview_bytes(object_path: str) -> int:
+    """The bytes of the preview beside an object (removed with the object), 0 when there is none."""
+    try:
+        info = os.lstat(LocalObjectStore.preview_path(object_path))
+    except OSError:
+        return 0
+    return info.st_size if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 else 0
+
+
+def remove_object(store: LocalObjectStore, object_path: str) -> int:
+    """Remove an object and its preview, then its shard folder once empty; returns the bytes freed."""
+    freed = fsafe.remove_file(store.root, object_path) + fsafe.remove_file(store.root, store.preview_path(object_path))
+    remove_empty_shard(store, os.path.dirname(object_path))
+    return freed
+
+
+def remove_empty_shard(store: LocalObjectStore, shard: str) -> bool:
+    """Remove a STORE/objects/<xx> folder once it holds nothing; returns whether it went.
+
+    Only a real, empty shard folder directly under STORE/objects is ever removed.
+    """
+    if os.path.dirname(os.path.normpath(shard)) != os.path.normpath(store.objects_dir):
+        raise ValueError(f"{shard} is not a shard folder of {store.objects_dir}")
+    return fsafe.remove_empty_folder(store.root, shard)
+
+
+# -- previews -------------------------------------------------------------------------------------------
+
+
+def write_preview(store: LocalObjectStore, path: str, make: Callable[[], bytes]) -> None:
+    """Write a preview at ``path`` (a name in the store) from the bytes ``make`` returns, through
+    STORE/.tmp and a rename, unless one is there already (then ``make`` is not called). Not fsynced:
+    it is a review aid, and the contact sheet checks it is a whole JPEG before using it."""
+    folder, name = os.path.split(path)
+    with fsafe.open_folder(store.root, folder, create=True) as dest:
+        with contextlib.suppress(FileNotFoundError):
+            os.stat(name, dir_fd=dest, follow_symlinks=False)
+            return
+        with fsafe.open_folder(store.root, store.tmp_dir, create=True) as tmp:
+            staging = fsafe.temp_basename("jpg")
+            fd = os.open(staging, fsafe.NEW_FILE_FLAGS, 0o644, dir_fd=tmp)
+            try:
+                with os.fdopen(fd, "wb") as stream:
+                    stream.write(make())
+                os.replace(staging, name, src_dir_fd=tmp, dst_dir_fd=dest)
+            finally:
+                fsafe.unlink_quietly(tmp, staging)
+
+
+def read_preview(store: LocalObjectStore, path: str, limit: int = _PREVIEW_LIMIT) -> bytes | None:
+    """A preview's bytes if ``path`` is a whole JPEG file of at most ``limit`` bytes inside the store, else None."""
+    if not fsafe.inside(store.root, path):
+        return None
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        with fsafe.open_folder(store.root, folder) as parent:
+            fd = os.open(name, fsafe.READ_FLAGS, dir_fd=parent)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            return None
+        data = stream.read(limit + 1)
+    whole = len(data) <= limit and data[:2] == b"\xff\xd8" and data[-2:] == b"\xff\xd9"
+    return data if whole else None

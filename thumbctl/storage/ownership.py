@@ -1,0 +1,62 @@
+"""Which ledger a local store belongs to: ``STORE/ledger-id`` (the ledger's id, then where it was).
+
+A store belongs to one ledger: gc removes the objects no batch of *its* ledger references, which
+would be unsafe for the objects of another. The file is created once (create-if-absent) and never
+replaced. Binding a ledger to its store, which needs the ledger, is :mod:`thumbctl.stores`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import stat
+
+from . import fsafe
+from .objects import LocalObjectStore
+
+#: The file in STORE naming the ledger the store belongs to.
+LEDGER_ID_FILE = "ledger-id"
+#: A ledger id as both backends make it (16 random bytes in hex); anything else in the file is not one.
+_LEDGER_ID = re.compile(r"[0-9a-f]{32}")
+#: How much of the recorded place of the owning ledger a message shows.
+_PLACE_CHARS = 300
+
+
+def store_owner(store: LocalObjectStore) -> tuple[str, str] | None:
+    """(ledger id, where that ledger was) recorded in the store, or None when none is yet. A first line that
+    is not a ledger id gives an empty id; the place is cut short and shown without control characters."""
+    try:
+        with fsafe.open_folder(store.root, store.root) as root:
+            data = fsafe.read_small_file(root, LEDGER_ID_FILE, 4096)
+    except FileNotFoundError:
+        return None
+    if data is None:
+        return None
+    lines = data.decode("utf-8", "replace").splitlines()
+    if not lines:
+        return None
+    ledger_id = lines[0].strip()
+    place = "".join(c if c.isprintable() else "?" for c in lines[1].strip()[:_PLACE_CHARS]) if len(lines) > 1 else ""
+    return (ledger_id if _LEDGER_ID.fullmatch(ledger_id) else "", place)
+
+
+def claimed_owner(store: LocalObjectStore, own_id: str, where: str) -> tuple[str, str]:
+    """The store's owner, recording ``own_id`` first when it has none (a create-if-absent link:
+    of two ledgers claiming one new store at once, one wins and the other reads its id)."""
+    for _ in range(3):
+        found = store_owner(store)
+        if found is not None and found[0]:
+            return found
+        text = f"{own_id}\n{where}\n".encode()
+        with contextlib.suppress(FileExistsError):
+            fsafe.write_new_name(store.root, store.tmp_dir, store.root, LEDGER_ID_FILE, text)
+    raise OSError(errno.EEXIST, f"{store.root}/{LEDGER_ID_FILE} is not a readable ledger id")
+
+
+def is_store_folder(path: str) -> bool:
+    """Whether ``path`` is a store (it holds the ledger-id file), so a folder scan leaves it out."""
+    with contextlib.suppress(OSError):
+        return stat.S_ISREG(os.lstat(os.path.join(path, LEDGER_ID_FILE)).st_mode)
+    return False

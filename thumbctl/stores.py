@@ -1,0 +1,134 @@
+"""A ledger and its store: which store a command uses, binding the two, and the one-time move of
+output folders of the earlier layout into the store (:mod:`thumbctl.migrate`).
+
+The store is beside a SQLite ledger by default (``ledger.db`` -> ``ledger.store/``); a PostgreSQL
+ledger has no "beside", so ``--store`` is required there. A store belongs to one ledger (see
+:mod:`thumbctl.storage.ownership`). The command line and :func:`thumbctl.api.render` both settle the
+store here before they write (:func:`settle_store`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from .errors import StoreRequired, StoreTaken, UsageError
+from .ledger import Ledger
+from .ledger.backend import is_server_url, masked
+from .migrate import MigrationReport, migrate_legacy_layout, needs_migration
+from .storage.objects import LocalObjectStore
+from .storage.ownership import claimed_owner
+
+
+def default_store_for(ledger_target: Path | str) -> Path | None:
+    """The store beside a SQLite ledger (``ledger.db`` -> ``ledger.store``; a ledger already named
+    ``*.store`` gets ``.store`` appended); None for a PostgreSQL ledger, which has no "beside"."""
+    if isinstance(ledger_target, str) and is_server_url(ledger_target):
+        return None
+    path = Path(ledger_target)
+    store = path.with_suffix(".store")
+    return store if store != path else path.with_name(f"{path.name}.store")
+
+
+def resolve_store(store: Path | None, ledger_target: Path | str) -> Path:
+    """The store to use: ``store`` as given (``--store``, THUMBCTL_STORE, config key store), else the
+    default beside the ledger; absolute and symlink-resolved. Raises StoreRequired for a PostgreSQL
+    ledger without one, UsageError for a path that is not a folder."""
+    chosen = store if store is not None else default_store_for(ledger_target)
+    if chosen is None:
+        raise StoreRequired(
+            "a PostgreSQL ledger needs --store DIR (or THUMBCTL_STORE, config key store): a folder on the "
+            "filesystem every worker host shares, where the rendered objects are kept"
+        )
+    resolved = Path(os.path.realpath(chosen))
+    if resolved.exists() and not resolved.is_dir():
+        raise UsageError(f"--store {chosen} exists and is not a folder", code="bad_store")
+    return resolved
+
+
+def check_store_apart(
+    store: Path, out_dir: Path, source_folder: Path | None, earlier_outs: Iterable[Path] = ()
+) -> None:
+    """Refuse (UsageError ``bad_store``) a store that is OUT, lies inside OUT or holds OUT (OUT must
+    hold only what is published, and gc must never walk thumbnails) — this batch's OUT or that of an
+    earlier batch of the ledger (``earlier_outs``) — or a source folder that is the store or lies inside
+    it (its objects would be scanned as photos). All paths are resolved."""
+    for folder in (out_dir, *earlier_outs):
+        if _within(store, folder) or _within(folder, store):
+            relation = "is" if store == folder else "lies inside" if _within(store, folder) else "holds"
+            raise UsageError(
+                f"the store {store} {relation} the output folder {folder}: keep the store (--store) apart "
+                "from every OUT, which holds only the published thumbnails",
+                code="bad_store",
+            )
+    if source_folder is not None and _within(source_folder, store):
+        raise UsageError(
+            f"the source folder {source_folder} is the store {store} or lies inside it; pick a store elsewhere",
+            code="bad_store",
+        )
+
+
+def _within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it (both resolved)."""
+    return path == folder or folder in path.parents
+
+
+def bind_store(ledger: Ledger, store: Path, *, move: bool = True) -> LocalObjectStore:
+    """Make ``store`` this ledger's store: the first ledger to use a store records its id in it
+    (``STORE/ledger-id``, created once and never replaced), and the ledger records the store's path
+    (without ``move``, only when it has none yet: a store given to one maintenance run does not
+    become the store later commands use). A store that belongs to another ledger is refused
+    (StoreTaken), naming both."""
+    layout = LocalObjectStore(str(store))
+    own_id = ledger.ledger_id()
+    where = _shown_ledger(ledger)
+    try:
+        owner = claimed_owner(layout, own_id, where)
+    except OSError as exc:
+        raise UsageError(f"--store {store} cannot be used: {exc.strerror or exc}", code="bad_store") from exc
+    if owner[0] != own_id:
+        raise StoreTaken(
+            f"the store {store} belongs to ledger {owner[0]} ({owner[1] or 'recorded without a place'}), not to "
+            f"this ledger {own_id} ({where}); give this ledger a store of its own with --store"
+        )
+    if not ledger.read_only and (move or ledger.recorded_store() is None):
+        ledger.record_store(str(store))
+    return layout
+
+
+def store_for_ledger(ledger: Ledger, store: Path | None, *, move: bool = True) -> LocalObjectStore:
+    """The store ``ledger`` uses (see :func:`chosen_store`), bound to the ledger (see :func:`bind_store`)."""
+    return bind_store(ledger, chosen_store(ledger, store), move=move)
+
+
+def chosen_store(ledger: Ledger, store: Path | None) -> Path:
+    """``store`` as given, else the store the ledger recorded (so a command without ``--store`` finds
+    the store an earlier ``--store`` named, instead of starting an empty one beside the ledger), else
+    the default (see :func:`resolve_store`)."""
+    recorded = ledger.recorded_store() if store is None else None
+    return resolve_store(Path(recorded) if recorded else store, ledger.path)
+
+
+def _shown_ledger(ledger: Ledger) -> str:
+    name = str(ledger.path)
+    return masked(name) if is_server_url(name) else os.path.realpath(name)
+
+
+def settle_store(ledger: Ledger, store: Path | None) -> MigrationReport | None:
+    """Before a command writes: a store given (``store``) must be this ledger's (``store_taken``
+    otherwise), and output folders still in the old layout (``OUT/objects``) are moved into the
+    ledger's store first, once (:mod:`thumbctl.migrate`); returns what the move did (None when
+    there was nothing to move). A PostgreSQL ledger has no default store: with old output folders
+    and no store named, StoreRequired."""
+    if not needs_migration(ledger):
+        if store is not None:
+            store_for_ledger(ledger, store, move=False)
+        return None
+    if store is None and ledger.backend != "sqlite":
+        raise StoreRequired(
+            "output folders of this ledger still hold objects/ (the old layout): a PostgreSQL ledger needs "
+            "--store DIR (or THUMBCTL_STORE, config key store) to move them into, once"
+        )
+    bound = store_for_ledger(ledger, store, move=False)  # another ledger's: refused before any move
+    return migrate_legacy_layout(ledger, bound.root)
