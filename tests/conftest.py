@@ -14,11 +14,49 @@ from thumbctl.config import CONFIG_ENV, KEYS, PROFILE_ENV
 from thumbctl.options import LEASE_ENV
 from thumbctl.proc import HOST_ID_ENV
 
-from pg import PG_CTL_ENV, PG_DATA_ENV, PG_ENV, SKIP_REASON, PgServer, create_database, drop_database
+from harness import kill_leftovers
+from pg import (
+    NO_BINARIES,
+    PG_ENV,
+    SKIP_REASON,
+    PgCluster,
+    PgServer,
+    create_database,
+    drop_database,
+    server_binaries,
+)
 from support import check_invariants, make_image
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_IMAGES = REPO / "sample_images"
+
+
+#: Test modules that must run in one test process, by the name of their group: a costly
+#: module-scoped fixture (ledgers of many items) is then built once, not once per process, and the
+#: restart tests share one throw-away PostgreSQL cluster. Every other test is scheduled alone.
+ONE_PROCESS_MODULES = {
+    "test_ledger_scale.py": "ledger_scale",
+    "test_reporter.py": "reporter",
+    "test_pgfixtures.py": "pg_cluster",
+    "test_pg_restart.py": "pg_cluster",
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """With pytest-xdist's default ``--dist load``: each test is its own unit of work, but the
+    modules of :data:`ONE_PROCESS_MODULES` go to one process as a whole (largest units first).
+    ``--dist loadgroup`` cannot do it: with pytest 9.2 it no longer sees the groups."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByTestOrGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+            return ONE_PROCESS_MODULES.get(module, nodeid)
+
+    return ByTestOrGroup(config, log)
 
 
 @pytest.fixture(autouse=True)
@@ -28,6 +66,13 @@ def isolated_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
     for name in (CONFIG_ENV, PROFILE_ENV, HOST_ID_ENV, LEASE_ENV, *(key.env for key in KEYS)):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def leftover_processes() -> Iterator[None]:
+    """Background commands a test started (and their workers) do not outlive it, even when it fails."""
+    yield
+    kill_leftovers()
 
 
 @pytest.fixture
@@ -80,19 +125,33 @@ def pg_url(pg_admin_url: str | None) -> Iterator[str]:
     drop_database(pg_admin_url, url)
 
 
-@pytest.fixture
-def pg_server(pg_url: str) -> Iterator[PgServer]:
-    """Control of the test server (restart, stop, start); ``.url`` is this test's fresh database.
+@pytest.fixture(scope="session")
+def pg_cluster(pg_admin_url: str | None) -> Iterator[PgCluster]:
+    """A throw-away PostgreSQL cluster of this test process's own, for the tests that stop or
+    restart a server (the server of ``THUMBCTL_TEST_PG`` serves tests running in parallel).
 
-    Skips unless ``THUMBCTL_TEST_PG_DATA`` and ``THUMBCTL_TEST_PG_CTL`` are set. The server is
-    running again when the test ends."""
-    data_dir, pg_ctl = os.environ.get(PG_DATA_ENV), os.environ.get(PG_CTL_ENV)
-    if not data_dir or not pg_ctl:
-        pytest.skip(f"restarting PostgreSQL needs {PG_DATA_ENV} and {PG_CTL_ENV} (see README)")
-    server = PgServer(data_dir, pg_ctl, pg_url)
+    Skips when ``THUMBCTL_TEST_PG`` is unset (PostgreSQL tests are off) or no server binaries are
+    found; removed when the session ends."""
+    if pg_admin_url is None:
+        pytest.skip(SKIP_REASON)
+    bindir = server_binaries()
+    if bindir is None:
+        pytest.skip(NO_BINARIES)
+    cluster = PgCluster(bindir)
+    yield cluster
+    cluster.remove()
+
+
+@pytest.fixture
+def pg_server(pg_cluster: PgCluster) -> Iterator[PgServer]:
+    """Control of a test cluster (restart, stop, start); ``.url`` is this test's fresh database on
+    it. The server is running again when the test ends."""
+    url = create_database(pg_cluster.admin_url)
+    server = pg_cluster.server(url)
     yield server
     if not server.is_running():
         server.start()
+    drop_database(pg_cluster.admin_url, url)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

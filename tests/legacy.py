@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness import Thumbctl
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy"
 CASES_DOC = json.loads((LEGACY / "cases.json").read_text())
@@ -106,13 +107,7 @@ def replayable(case: LegacyCase, scratch: Path) -> None:
         args = ["submit", str(case.root / "src"), "--out", str(case.root / out), *ratio_args, "--size", str(case.size)]
         # a fresh scratch ledger each time: one that knew the folder would migrate its old objects/
         db = scratch.with_name(f"{scratch.stem}-{run}{scratch.suffix}")
-        proc = subprocess.run(
-            [sys.executable, "-m", "thumbctl", *args, "--detach", "--json", "--db", str(db)],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        digests.append(json.loads(proc.stdout)["request_digest"])
+        digests.append(Thumbctl(db).json(*args, "--detach", "--db", str(db))["request_digest"])
     from thumbctl import Ledger
 
     with Ledger(case.db) as ledger:

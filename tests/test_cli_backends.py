@@ -15,12 +15,10 @@ import os
 import re
 import shutil
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -28,6 +26,8 @@ import pytest
 
 from thumbctl.ledger.backend import is_server_url, masked
 
+from harness import Thumbctl as Harness
+from harness import until
 from pg import with_database
 from support import make_image
 
@@ -71,25 +71,26 @@ class Run:
         return json.loads(self.stdout)
 
 
-@dataclass
-class Thumbctl:
+class Thumbctl(Harness):
     """``python -m thumbctl`` in a subprocess with this tree on the path, every run kept for checks."""
 
-    db: str
-    env: dict[str, str]
-    runs: list[Run] = field(default_factory=list)
+    def __init__(self, db: str, env: dict[str, str]) -> None:
+        super().__init__(db, base=env)
+        self.runs: list[Run] = []
+
+    def environment(self, fault: str | None = None, **extra: str | None) -> dict[str, str]:
+        """The ledger goes by ``--db``: THUMBCTL_DB only where ``env`` sets it."""
+        return super().environment(fault, **{"THUMBCTL_DB": (self.base or {}).get("THUMBCTL_DB"), **extra})
 
     def __call__(self, *args: object, db: bool = True, as_json: bool = True, timeout: float = 120) -> Run:
         """Run ``thumbctl ARGS --db DB``, with ``--json`` where the command prints a document."""
         argv = [str(a) for a in args]
         if db:
-            argv += ["--db", self.db]
+            argv += ["--db", str(self.db)]
         if as_json and argv[0] in JSON_COMMANDS:
             argv.append("--json")
         started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "thumbctl", *argv], env=self.env, capture_output=True, text=True, timeout=timeout
-        )
+        done = self.run(*argv, timeout=timeout)
         run = Run(argv, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
         self.runs.append(run)
         assert "Traceback" not in run.stderr, run.stderr
@@ -347,14 +348,6 @@ def shown(step: object) -> list[str]:
     return json.dumps(step, indent=1, sort_keys=True).splitlines()
 
 
-def until(condition, what: str, seconds: float = 60) -> None:
-    """Wait for ``condition()`` (a state another process reaches), failing after ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def test_watch_and_cancel_wait_follow_a_batch_another_process_renders(
     ledger_url: str, pictures: Path, tmp_path: Path
 ) -> None:
@@ -363,32 +356,18 @@ def test_watch_and_cancel_wait_follow_a_batch_another_process_renders(
     db = ledger_target(ledger_url)
     thumbctl = Thumbctl(db, cli_env(tmp_path))
     bid = thumbctl("submit", pictures, "--out", tmp_path / "out", "-r", "1:1", "--detach").doc["batch_id"]
-    faults = tmp_path / "faults"
-    faults.mkdir()
-    env = {**thumbctl.env, "THUMBCTL_FAULT": "pause:before_publish", "THUMBCTL_FAULT_DIR": str(faults)}
-
-    def start(*args: str, extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        argv = [sys.executable, "-m", "thumbctl", *args, "--db", db]
-        return subprocess.Popen(
-            argv, env=extra or thumbctl.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-
-    work = start("work", "--until-idle", "-w", "1", "-q", extra=env)
-    watch = start("status", bid, "--watch", "--json")
-    try:
-        until(lambda: any(faults.glob("paused-before_publish-*")), "the worker to pause at its publish")
-        waiter = start("cancel", bid, "--wait", "--json")
-        until(
-            lambda: any(e["to_state"] == "cancel_requested" for e in thumbctl("events", bid).doc["events"]),
-            "the cancel to be recorded",
-        )
-        assert (waiter.poll(), watch.poll()) == (None, None)  # an item is still running: neither may return
-        (faults / "release").touch()
-        outputs = [process.communicate(timeout=60) for process in (waiter, watch, work)]
-    finally:
-        for process in (work, watch):
-            if process.poll() is None:
-                process.kill()
+    worker = Harness(db, base=thumbctl.environment(), faults=tmp_path / "faults", env={"THUMBCTL_DB": None})
+    work = worker.start("work", "--until-idle", "-w", "1", "-q", "--db", db, fault="pause:before_publish")
+    watch = thumbctl.start("status", bid, "--watch", "--json", "--db", db)
+    worker.paused("before_publish", process=work)
+    waiter = thumbctl.start("cancel", bid, "--wait", "--json", "--db", db)
+    until(
+        lambda: any(e["to_state"] == "cancel_requested" for e in thumbctl("events", bid).doc["events"]),
+        "the cancel to be recorded",
+    )
+    assert (waiter.running(), watch.running()) == (True, True)  # an item is still running: neither may return
+    worker.release()
+    outputs = [process.communicate(timeout=60) for process in (waiter, watch, work)]
     (cancelled, _), (watched, _), (_, work_err) = outputs
     assert (waiter.returncode, watch.returncode, work.returncode) == (0, 0, 0), work_err
     for doc in (json.loads(cancelled), json.loads(watched)):

@@ -9,115 +9,44 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
-import subprocess
-import sys
-import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from thumbctl import Ledger
 
+from harness import Thumbctl, all_gone, until
 from support import check_invariants, make_image
 
 pytestmark = pytest.mark.timeout(120)
 
 
-class Env:
+class Env(Thumbctl):
+    """A SQLite ledger in ``tmp_path`` with its default store, three photos and a faults folder."""
+
     def __init__(self, tmp_path: Path) -> None:
+        super().__init__(tmp_path / "ledger.db", faults=tmp_path / "faults", timeout=90)
         self.tmp = tmp_path
-        self.db = tmp_path / "ledger.db"
         self.out = tmp_path / "out"
         self.store = tmp_path / "ledger.store"
-        self.faults = tmp_path / "faults"
-        self.faults.mkdir()
         self.photos = tmp_path / "photos"
         for n, size in enumerate([(300, 200), (200, 300), (256, 256)]):
             make_image(self.photos / f"p{n}.jpg", size, "JPEG", seed=n)
 
-    def env(self, fault: str | None = None) -> dict[str, str]:
-        env = {**os.environ, "THUMBCTL_DB": str(self.db), "THUMBCTL_FAULT_DIR": str(self.faults)}
-        env.pop("THUMBCTL_FAULT", None)
-        if fault:
-            env["THUMBCTL_FAULT"] = fault
-        return env
-
-    def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "thumbctl", *args]
-
-    def run(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(self.command(*args), env=self.env(fault), capture_output=True, text=True, timeout=90)
-
-    def start(self, *args: str, fault: str | None = None) -> subprocess.Popen:
-        return subprocess.Popen(
-            self.command(*args),
-            env=self.env(fault),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-
-    def paused(self, checkpoint: str, count: int = 1, exclude: set[int] = frozenset()) -> list[int]:
-        """Wait until ``count`` workers are paused at ``checkpoint``; return their pids."""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            pids = [int(p.name.rsplit("-", 1)[1]) for p in self.faults.glob(f"paused-{checkpoint}-*")]
-            pids = [p for p in pids if p not in exclude]
-            if len(pids) >= count:
-                return pids
-            time.sleep(0.02)
-        raise AssertionError(f"no worker paused at {checkpoint}")
-
-    def release(self) -> None:
-        (self.faults / "release").touch()
-
     def batch(self) -> dict:
-        doc = json.loads(self.run("status", "--json").stdout)
+        doc = self.json("status", codes=None)
         assert len(doc["batches"]) == 1
-        return json.loads(self.run("status", doc["batches"][0]["batch_id"], "--json").stdout)
+        return self.json("status", doc["batches"][0]["batch_id"], codes=None)
 
     def events(self, batch_id: str) -> list[dict]:
-        return json.loads(self.run("events", batch_id, "--json").stdout)["events"]
+        return self.json("events", batch_id, codes=None)["events"]
 
     def check(self) -> None:
         with Ledger(self.db) as ledger:
             check_invariants(ledger)
-
-
-class Lines:
-    """Reads a pipe on a thread so a test can wait for a line without blocking forever."""
-
-    def __init__(self, stream) -> None:
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
-
-    def _pump(self, stream) -> None:
-        for line in stream:
-            self.lines.put(line)
-
-    def wait_for(self, text: str, timeout: float = 60) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            self.seen.append(line)
-            if text in line:
-                return line
-        raise AssertionError(f"{text!r} never appeared in: {''.join(self.seen)}")
-
-    def rest(self) -> str:
-        while True:
-            try:
-                self.seen.append(self.lines.get(timeout=0.5))
-            except queue.Empty:
-                return "".join(self.seen)
 
 
 @pytest.fixture
@@ -125,19 +54,11 @@ def env(tmp_path: Path) -> Env:
     return Env(tmp_path)
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_ctrl_c_records_the_cancel_and_exits_130(env: Env) -> None:
     proc = env.start("submit", str(env.photos), "--out", str(env.out), "-w", "1", fault="pause:before_encode")
-    err = Lines(proc.stderr)
-    env.paused("before_encode")
-    os.killpg(proc.pid, signal.SIGINT)
+    err = proc.follow_stderr()
+    env.paused("before_encode", process=proc)
+    proc.interrupt()
     err.wait_for("Cancel recorded")
     env.release()
     assert proc.wait(timeout=60) == 130
@@ -152,16 +73,13 @@ def test_ctrl_c_records_the_cancel_and_exits_130(env: Env) -> None:
 
 def test_a_second_ctrl_c_quits_at_once_and_the_next_work_finishes(env: Env) -> None:
     proc = env.start("submit", str(env.photos), "--out", str(env.out), "-w", "1", fault="pause:before_publish")
-    err = Lines(proc.stderr)
-    [worker] = env.paused("before_publish")
-    os.killpg(proc.pid, signal.SIGINT)
+    err = proc.follow_stderr()
+    [worker] = env.paused("before_publish", process=proc)
+    proc.interrupt()
     err.wait_for("Cancel recorded")
-    os.killpg(proc.pid, signal.SIGINT)
+    proc.interrupt()
     assert proc.wait(timeout=10) == 130
-    deadline = time.monotonic() + 10
-    while alive(worker) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not alive(worker)
+    assert all_gone([worker], timeout=10) == []
     assert "Traceback" not in err.rest()
     assert env.batch()["state"] == "cancel_requested"  # the dead worker's lease is still there
     result = env.run("work", "--until-idle", "-w", "1")
@@ -174,23 +92,23 @@ def test_a_second_ctrl_c_quits_at_once_and_the_next_work_finishes(env: Env) -> N
 @pytest.mark.parametrize("checkpoint", ["before_decode", "before_encode", "before_publish"])
 def test_cancel_from_another_shell_at_each_checkpoint(env: Env, checkpoint: str) -> None:
     proc = env.start("submit", str(env.photos), "--out", str(env.out), "-w", "1", fault=f"pause:{checkpoint}")
-    env.paused(checkpoint)
-    batch_id = json.loads(env.run("status", "--json").stdout)["batches"][0]["batch_id"]
+    env.paused(checkpoint, process=proc)
+    batch_id = env.json("status")["batches"][0]["batch_id"]
     assert env.run("cancel", batch_id).returncode == 0
     env.release()
     assert proc.wait(timeout=60) == 4
     batch = env.batch()
     assert batch["state"] == "cancelled" and batch["counts"]["succeeded"] == 0
     assert not list(env.out.rglob("*.jpg"))  # nothing was published
-    repeat = json.loads(env.run("cancel", batch_id, "--json").stdout)
+    repeat = env.json("cancel", batch_id, codes=None)
     assert (repeat["state"], repeat["counts"]) == (batch["state"], batch["counts"])
     env.check()
 
 
 def test_a_success_committed_before_the_cancel_stays(env: Env) -> None:
     proc = env.start("submit", str(env.photos), "--out", str(env.out), "-w", "1", fault="pause:after_commit")
-    env.paused("after_commit")
-    batch_id = json.loads(env.run("status", "--json").stdout)["batches"][0]["batch_id"]
+    env.paused("after_commit", process=proc)
+    batch_id = env.json("status")["batches"][0]["batch_id"]
     assert env.run("cancel", batch_id).returncode == 0
     env.release()
     assert proc.wait(timeout=60) == 4
@@ -220,10 +138,10 @@ def test_a_worker_dying_at_each_crash_point_loses_and_duplicates_nothing(env: En
 def test_sigkill_of_real_workers_is_rescued_by_their_supervisor(env: Env) -> None:
     assert env.run("submit", str(env.photos), "--out", str(env.out), "--detach").returncode == 0
     proc = env.start("work", "--until-idle", "-w", "2", fault="pause:before_publish")
-    first = env.paused("before_publish", count=2)
+    first = env.paused("before_publish", count=2, process=proc)
     for pid in first:
         os.kill(pid, signal.SIGKILL)
-    env.paused("before_publish", count=1, exclude=set(first))  # a replacement took the work up
+    env.paused("before_publish", count=1, exclude=first, process=proc)  # a replacement took the work up
     env.release()
     assert proc.wait(timeout=60) == 0
     batch = env.batch()
@@ -236,9 +154,8 @@ def test_sigkill_of_real_workers_is_rescued_by_their_supervisor(env: Env) -> Non
 def test_kill_9_of_the_whole_process_group_then_work_again(env: Env) -> None:
     assert env.run("submit", str(env.photos), "--out", str(env.out), "--detach").returncode == 0
     proc = env.start("work", "-w", "2", fault="pause:before_publish")
-    env.paused("before_publish", count=2)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+    env.paused("before_publish", count=2, process=proc)
+    proc.kill()
     assert env.batch()["counts"]["running"] > 0
     result = env.run("work", "--until-idle", "-w", "2")
     assert result.returncode == 0, result.stderr
@@ -293,16 +210,6 @@ def test_a_decode_over_the_time_limit_fails_every_item_of_its_source_timeout(env
     env.check()
 
 
-def wait_gone(pids: list[int], timeout: float = 20) -> list[int]:
-    """Wait until none of ``pids`` is alive; return those still alive at the deadline."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not [pid for pid in pids if alive(pid)]:
-            return []
-        time.sleep(0.05)
-    return [pid for pid in pids if alive(pid)]
-
-
 @pytest.mark.parametrize(("checkpoint", "in_hand"), [("worker_start", 0), ("before_decode", 1)])
 def test_workers_whose_submit_was_killed_finish_the_source_in_hand_and_exit(
     env: Env, checkpoint: str, in_hand: int
@@ -310,16 +217,10 @@ def test_workers_whose_submit_was_killed_finish_the_source_in_hand_and_exit(
     for n in range(3, 12):
         make_image(env.photos / f"q{n}.jpg", (64, 48), "JPEG", seed=n)
     proc = env.start("submit", str(env.photos), "--out", str(env.out), "-w", "2", fault=f"pause:{checkpoint}")
-    workers = env.paused(checkpoint, count=2)
-    os.kill(proc.pid, signal.SIGKILL)  # the coordinator only: its workers live on, orphaned
-    proc.wait(timeout=10)
+    workers = env.paused(checkpoint, count=2, process=proc)
+    proc.kill_leader()  # the coordinator only: its workers live on, orphaned
     env.release()
-    try:
-        assert wait_gone(workers) == []
-    finally:
-        for pid in workers:
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+    assert all_gone(workers) == []  # stragglers die with the group when the test ends
     batch = env.batch()
     assert batch["counts"]["succeeded"] == 3 * in_hand * len(workers)  # 3 ratios of each source in hand
     assert batch["counts"]["queued"] == 36 - batch["counts"]["succeeded"]
@@ -397,6 +298,18 @@ def test_only_the_render_over_the_time_limit_fails_timeout(env: Env) -> None:
     env.check()
 
 
+def claims_taken_longer_ago_than(env: Env, seconds: float) -> None:
+    """Wait until every claim of the one batch was taken more than ``seconds`` ago, by the times
+    the ledger recorded for them."""
+    batch_id = env.json("status")["batches"][0]["batch_id"]
+
+    def old_enough() -> bool:
+        claims = [e["at"] for e in env.events(batch_id) if e["to_state"] == "running"]
+        return bool(claims) and time.time() - max(datetime.fromisoformat(at).timestamp() for at in claims) > seconds
+
+    until(old_enough, f"the claims to be {seconds:g}s old", every=0.2)
+
+
 def test_one_photo_behind_300_item_ids_is_split_over_the_workers_and_each_stage_timed_alone(env: Env) -> None:
     """300 SKUs on one photo, two ratios, two workers, a 2 s limit. Both workers hold a claim of the
     photo and wait between stages (at ``before_encode``) well past the limit: a limit on the whole
@@ -406,8 +319,10 @@ def test_one_photo_behind_300_item_ids_is_split_over_the_workers_and_each_stage_
     ratios = ("-r", "1:1", "-r", "16:9")
     args = ("submit", str(manifest), "--out", str(env.out), "-w", "2", *ratios, "--item-timeout", "2s", "--json")
     proc = env.start(*args, fault="pause:before_encode")
-    env.paused("before_encode", count=2)
-    time.sleep(3)  # only gives a whole-claim limit the time to fire; nothing here waits for a race
+    env.paused("before_encode", count=2, process=proc)
+    # held until the ledger's claim times are past the limit and a time check (every 0.5 s here)
+    # has followed: a limit on the whole claim would have fired by now
+    claims_taken_longer_ago_than(env, 2 + 0.5 + 0.5)
     env.release()
     out, err = proc.communicate(timeout=90)
     assert proc.returncode == 0, err

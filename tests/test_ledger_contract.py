@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import subprocess
 import sys
 import threading
@@ -30,6 +31,7 @@ from thumbctl.ledger.work import CLAIM_SHARED_ITEMS
 from thumbctl.models import NewBatch, NewItem
 from thumbctl.proc import HOST_ID_ENV, owner_id, owner_is_dead
 
+from harness import in_timed_sleep, until
 from support import Clock, check_invariants, failed_with_events_uncommitted, new_batch, raw_rows, raw_write, request
 
 
@@ -84,10 +86,14 @@ def in_threads(*targets: Callable[[], object], timeout: float = 120) -> list[obj
 def wait_until_blocked(ledger_url: str, thread: threading.Thread) -> None:
     """Return once ``thread`` waits for a lock another connection holds (asserting it does not end
     meanwhile): on PostgreSQL, a session of this database waiting for a lock; on SQLite, the
-    write lock, which the holder keeps until it commits."""
+    thread seen in SQLite's busy wait for the write lock, which the holder keeps until it commits."""
     if not ledger_url.startswith("postgresql://"):
-        thread.join(0.5)
-        assert thread.is_alive(), "the second writer did not wait for the first"
+
+        def waiting() -> bool:
+            assert thread.is_alive(), "the second writer did not wait for the first"
+            return in_timed_sleep(os.getpid(), thread.native_id)
+
+        until(waiting, "the second writer to wait for the first's write lock")
         return
     import psycopg
 

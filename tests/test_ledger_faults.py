@@ -14,7 +14,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from thumbctl.errors import (
 )
 from thumbctl.retrypolicy import BusyPolicy
 
+from harness import Thumbctl, alive, in_timed_sleep, until
 from support import check_invariants, make_image, own_sqlite_connection, request
 
 pytestmark = pytest.mark.timeout(120)
@@ -177,13 +177,33 @@ def hold_write_lock(db: Path) -> sqlite3.Connection:
     return raw
 
 
+def release_once_waited_on(holder: sqlite3.Connection, thread: int, seconds: float) -> None:
+    """Roll ``holder`` back once this process's ``thread`` has been seen waiting for its lock (in
+    SQLite's busy handler or the busy policy's pause) at two moments ``seconds`` apart."""
+    first: list[float] = []
+
+    def waited() -> bool:
+        if in_timed_sleep(os.getpid(), thread):
+            first[:] = first or [time.monotonic()]
+            return time.monotonic() - first[0] >= seconds
+        return False
+
+    try:
+        until(waited, f"the ledger to wait {seconds:g}s for the held lock")
+    finally:
+        holder.rollback()
+
+
 def test_a_lock_held_past_busy_timeout_is_waited_out_within_the_bound(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     with Ledger(db, busy=BusyPolicy(timeout=0.05, bound=30)) as ledger:
         batch_id = ledger.intake.accept_batch(request(), Limits()).batch_id
         holder = hold_write_lock(db)
-        threading.Timer(1.0, holder.rollback).start()  # held 20 busy_timeouts, far inside the bound
+        waiter = threading.get_native_id()
+        releaser = threading.Thread(target=release_once_waited_on, args=(holder, waiter, 1.0))
+        releaser.start()  # the lock is held 20 busy_timeouts of this thread's wait, far inside the bound
         assert ledger.intake.request_cancel(batch_id).state == "cancelled"
+        releaser.join()
         holder.close()
 
 
@@ -214,56 +234,20 @@ def test_a_released_claim_does_not_count_an_attempt(tmp_path: Path) -> None:
 # -- the CLI -----------------------------------------------------------------------------
 
 
-class Cli:
-    """thumbctl in real processes, with fault injection (see tests/test_crash.py)."""
+class Cli(Thumbctl):
+    """thumbctl in real processes on the ledger ``db``, with three photos and fault injection."""
 
     def __init__(self, tmp_path: Path, db: Path) -> None:
-        self.db = db
+        super().__init__(db, faults=tmp_path / "faults", timeout=100)
         self.out = tmp_path / "out"
-        self.faults = tmp_path / "faults"
-        self.faults.mkdir(exist_ok=True)
         self.photos = tmp_path / "photos"
         for n, size in enumerate([(300, 200), (200, 300), (256, 256)]):
             make_image(self.photos / f"p{n}.jpg", size, "JPEG", seed=n)
-
-    def env(self, fault: str | None = None, **extra: str) -> dict[str, str]:
-        env = {**os.environ, "THUMBCTL_DB": str(self.db), "THUMBCTL_FAULT_DIR": str(self.faults), **extra}
-        env.pop("THUMBCTL_FAULT", None)
-        if fault:
-            env["THUMBCTL_FAULT"] = fault
-        return env
-
-    def run(self, *args: str, fault: str | None = None, **extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "thumbctl", *args],
-            env=self.env(fault, **extra),
-            capture_output=True,
-            text=True,
-            timeout=100,
-        )
-
-    def start(self, *args: str, fault: str | None = None, **extra: str) -> subprocess.Popen:
-        return subprocess.Popen(
-            [sys.executable, "-m", "thumbctl", *args],
-            env=self.env(fault, **extra),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
 
     def submit(self, *extra: str) -> str:
         done = self.run("submit", str(self.photos), "--out", str(self.out), "-r", "1:1", "--detach", "--json", *extra)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)["batch_id"]
-
-    def paused(self, checkpoint: str) -> None:
-        deadline = time.monotonic() + 60
-        while not list(self.faults.glob(f"paused-{checkpoint}-*")):
-            assert time.monotonic() < deadline, f"no worker paused at {checkpoint}"
-            time.sleep(0.02)
-
-    def release(self) -> None:
-        (self.faults / "release").touch()
 
 
 def one_error_line(stderr: str, code: str) -> None:
@@ -393,16 +377,37 @@ def test_a_ledger_folder_deleted_during_submit_ends_74_not_succeeded(tmp_path: P
     assert "succeeded" not in stdout + stderr
 
 
+def waited_on_the_lock(cli: Cli, workers: list[int], checkpoint: str, seconds: float) -> None:
+    """Wait until each of ``workers``, gone on from ``checkpoint``, has been seen waiting for the
+    held write lock at two moments ``seconds`` apart. Past the checkpoint a worker's only timed
+    sleep is SQLite's busy handler or the busy policy's pause between tries (its heartbeat waits on
+    an event), and it cannot get further while the lock is held."""
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+
+    def waited() -> bool:
+        now = time.monotonic()
+        paused = set(cli.paused_pids(checkpoint))
+        for pid in workers:
+            assert alive(pid), f"worker {pid} ended while the lock was held"
+            if pid not in paused and in_timed_sleep(pid):
+                first.setdefault(pid, now)
+                last[pid] = now
+        return len(first) == len(workers) and all(last[pid] - first[pid] >= seconds for pid in workers)
+
+    until(waited, f"workers {workers} to wait {seconds:g}s on the held lock")
+
+
 def test_a_write_lock_held_past_busy_timeout_fails_no_item(tmp_path: Path) -> None:
     cli = Cli(tmp_path, tmp_path / "ledger.db")
     submit = cli.start(
         "submit", str(cli.photos), "--out", str(cli.out), "-r", "1:1", "-r", "4:5", "--workers", "2",
         fault="pause:before_publish", THUMBCTL_BUSY_TIMEOUT="0.1",
     )  # fmt: skip
-    cli.paused("before_publish")
+    workers = cli.paused("before_publish", count=2, process=submit)
     holder = hold_write_lock(cli.db)
     cli.release()
-    time.sleep(2.0)  # 20 busy timeouts: every worker meets the held lock at publish or claim
+    waited_on_the_lock(cli, workers, "before_publish", seconds=1.0)  # 10 busy timeouts, each worker at its publish
     holder.rollback()
     holder.close()
     _, stderr = submit.communicate(timeout=100)
@@ -419,19 +424,20 @@ def test_a_foreground_run_survives_a_busy_rescue(tmp_path: Path) -> None:
         "submit", str(cli.photos), "--out", str(cli.out), "-r", "1:1", "--workers", "1",
         fault="pause:before_encode,crash:before_encode:once", THUMBCTL_BUSY_TIMEOUT="0.05", THUMBCTL_BUSY_WAIT="0.3",
     )  # fmt: skip
-    cli.paused("before_encode")  # past the decode stage's last write, so the crash is the next thing to happen
+    stderr = submit.follow_stderr()
+    cli.paused("before_encode", process=submit)  # past the decode stage's last write, so the crash is the next thing
     holder = hold_write_lock(cli.db)
-    cli.release()  # the worker dies at before_encode; its supervisor rescues its lease into a held lock
-    deadline = time.monotonic() + 30
-    while not (cli.faults / "fired-before_encode").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    time.sleep(1.5)  # several supervisor ticks, each past the busy bound
+    cli.release()  # the worker dies at before_encode; its supervisor rescues its lease into the held lock
+    # The supervisor reports the death once its rescue has returned; with the lock still held, the
+    # rescue can only have given up past the busy bound.
+    stderr.wait_for("started a replacement")
+    assert cli.fired("before_encode")
     holder.rollback()
     holder.close()
-    stdout, stderr = submit.communicate(timeout=100)
-    assert submit.returncode == 0, stderr
-    assert "Traceback" not in stderr
+    assert submit.wait(timeout=100) == 0, stderr.rest()
+    assert "Traceback" not in stderr.rest()
+    rescued = [(f, t, code) for f, t, code, _ in events_of(cli.db) if code == "worker_crashed"]
+    assert rescued == [("running", "queued", "worker_crashed")]  # the dead worker's item, rescued after all
 
 
 @pytest.mark.parametrize("variable", ["THUMBCTL_BUSY_TIMEOUT", "THUMBCTL_BUSY_WAIT"])

@@ -14,9 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from thumbctl.options import LEASE_ENV
 from thumbctl.proc import HOST_ID_ENV, owner_is_dead
 
 from conftest import SAMPLE_IMAGES
+from harness import Background, Thumbctl, all_gone, until
 from support import make_image, objects_in
 
 pytestmark = pytest.mark.timeout(300)
@@ -41,36 +40,29 @@ TERMINAL = {"succeeded", "failed", "cancelled"}
 
 @dataclass
 class Host:
+    """One host: a ``thumbctl work`` process group with its own host identity and faults folder."""
+
     name: str
-    proc: subprocess.Popen
-    faults: Path
+    cli: Thumbctl
+    proc: Background
 
     def paused(self, checkpoint: str, count: int) -> list[int]:
         """The pids of ``count`` of this host's workers paused at ``checkpoint``, once they are."""
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            pids = [int(p.name.rsplit("-", 1)[1]) for p in self.faults.glob(f"paused-{checkpoint}-*")]
-            if len(pids) >= count:
-                return pids
-            assert self.proc.poll() is None, f"{self.name} exited early: {self.proc.communicate()}"
-            time.sleep(0.02)
-        raise AssertionError(f"{self.name}: no {count} workers paused at {checkpoint}")
+        return self.cli.paused(checkpoint, count, process=self.proc, timeout=120)
 
     def release(self) -> None:
-        (self.faults / "release").touch()
+        self.cli.release()
 
     def kill(self) -> None:
         """kill -9 of the whole host: its supervisor, workers and fork server at once."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
+        self.proc.kill()
 
     def finish(self) -> tuple[int, str]:
-        _, stderr = self.proc.communicate(timeout=240)
-        return self.proc.returncode, stderr
+        return self.proc.finish(timeout=240)
 
 
 class Site:
-    """One PostgreSQL ledger, one shared OUT and photos, and the hosts working on them."""
+    """One PostgreSQL ledger, one shared OUT, store and photos, and the hosts working on them."""
 
     def __init__(self, tmp_path: Path, url: str) -> None:
         self.tmp = tmp_path
@@ -82,28 +74,18 @@ class Site:
                 (self.photos / image.parent.name).mkdir(parents=True, exist_ok=True)
                 shutil.copy(image, self.photos / image.parent.name / image.name)
 
-    def env(
-        self, host: str, fault: str | None = None, faults: Path | None = None, lease: float | None = LEASE
-    ) -> dict[str, str]:
-        """The environment of ``host``'s commands; ``lease`` None: the default lease (30 s)."""
-        env = {**os.environ, "THUMBCTL_DB": self.url, "THUMBCTL_STORE": str(self.tmp / "store"), HOST_ID_ENV: host}
-        env.pop("THUMBCTL_FAULT", None)
-        env.pop(LEASE_ENV, None)
-        if lease is not None:
-            env[LEASE_ENV] = str(lease)
-        if fault:
-            env["THUMBCTL_FAULT"] = fault
-            env["THUMBCTL_FAULT_DIR"] = str(faults)
-        return env
+    def cli(self, host: str, lease: float | None = LEASE, faults: Path | None = None) -> Thumbctl:
+        """``host``'s commands; ``lease`` None: the default lease (30 s)."""
+        lease_env = None if lease is None else str(lease)
+        return Thumbctl(
+            self.url, store=self.tmp / "store", host=host, faults=faults, env={LEASE_ENV: lease_env}, timeout=120
+        )
 
     def run(self, *args: str, host: str = "admin", lease: float | None = LEASE) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "thumbctl", *args]
-        return subprocess.run(command, env=self.env(host, lease=lease), capture_output=True, text=True, timeout=120)
+        return self.cli(host, lease).run(*args)
 
     def json(self, *args: str) -> dict:
-        done = self.run(*args, "--json")
-        assert done.returncode in (0, 1, 4), done.stderr
-        return json.loads(done.stdout)
+        return self.cli("admin").json(*args, codes=(0, 1, 4))
 
     def submit(self) -> str:
         done = self.run("submit", str(self.photos), "--out", str(self.out), "--size", "256", "--detach", "--json")
@@ -111,18 +93,9 @@ class Site:
         return json.loads(done.stdout)["batch_id"]
 
     def start(self, name: str, batch_id: str, fault: str | None = None, lease: float | None = LEASE) -> Host:
-        faults = self.tmp / f"faults-{name}"
-        faults.mkdir(exist_ok=True)
-        command = [sys.executable, "-m", "thumbctl", "work", "--batch", batch_id, "--until-idle", "-w", "2", "-q"]
-        proc = subprocess.Popen(
-            command,
-            env=self.env(name, fault, faults, lease),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # a process group of its own: one killpg kills the whole host
-        )
-        return Host(name, proc, faults)
+        cli = self.cli(name, lease, faults=self.tmp / f"faults-{name}")
+        proc = cli.start("work", "--batch", batch_id, "--until-idle", "-w", "2", "-q", fault=fault)
+        return Host(name, cli, proc)
 
     def succeeded(self, batch_id: str) -> int:
         return self.json("status", batch_id)["counts"]["succeeded"]
@@ -194,11 +167,9 @@ def test_a_host_killed_mid_run_is_finished_by_the_others_after_its_leases_expire
     if cancel:
         for host in others:
             host.paused("after_commit", count=2)
-    deadline = time.monotonic() + 120
-    while site.succeeded(batch_id) < 3 and time.monotonic() < deadline:  # the others are at work
-        time.sleep(0.1)
+    until(lambda: site.succeeded(batch_id) >= 3, "the other hosts to publish", timeout=120, every=0.1)
     victim.kill()
-    assert _all_gone(held), "the victim's workers outlived kill -9 of its group"
+    assert all_gone(held, timeout=10) == [], "the victim's workers outlived kill -9 of its group"
     killed_at = time.monotonic()
     if cancel:
         view = site.json("cancel", batch_id)
@@ -255,24 +226,6 @@ def test_a_dead_worker_of_the_same_host_is_rescued_at_once_and_another_host_wait
     assert violations(site, batch_id) == []
 
 
-def _all_gone(pids: list[int]) -> bool:
-    """True once no process of ``pids`` is left (a killed worker is a zombie until init reaps it)."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if not [pid for pid in pids if Path(f"/proc/{pid}").exists() and not _zombie(pid)]:
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2] == "Z"
-
-
 # -- one thumbnail name published by two hosts at once --------------------------------------------------------------
 
 
@@ -290,14 +243,13 @@ def _advisory_waiters(url: str) -> int:
 
 def _blocked_or_done(site: Site, host: Host) -> str:
     """Wait until ``host`` waits for the held name (``blocked``) or has finished (``done``)."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if host.proc.poll() is not None:
+
+    def outcome() -> str | None:
+        if not host.proc.running():
             return "done"
-        if _advisory_waiters(site.url):
-            return "blocked"
-        time.sleep(0.02)
-    raise AssertionError(f"{host.name} neither finished nor waited for the name")
+        return "blocked" if _advisory_waiters(site.url) else None
+
+    return until(outcome, f"{host.name} to finish or wait for the name", timeout=120)  # type: ignore[return-value]
 
 
 @pytest.mark.parametrize("checkpoint", ["after_link", "name_published"])

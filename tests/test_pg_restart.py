@@ -1,23 +1,20 @@
 """A PostgreSQL server restarted while a batch runs: waited out, never an item's fault.
 
 The restart is staged: every worker pauses at a named checkpoint (THUMBCTL_FAULT) holding its
-claim, the server is restarted under it (every open connection — the workers', their heartbeats'
-and the supervisor's — is closed by the server), then the workers are released. The batch must
-finish as if nothing had happened: every item succeeded on its first attempt, no
-``worker_crashed``, no claim given back.
+claim, the server (a throw-away cluster of the tests' own, see tests/pg.py) is restarted under it
+(every open connection — the workers', their heartbeats' and the supervisor's — is closed by the
+server), then the workers are released. The batch must finish as if nothing had happened: every
+item succeeded on its first attempt, no ``worker_crashed``, no claim given back.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from harness import Background, Thumbctl, alive, in_timed_sleep, sockets_of, until
 from pg import PgServer
 from support import make_image, objects_in
 
@@ -27,64 +24,17 @@ pytestmark = pytest.mark.timeout(180)
 BUSY_WAIT = 20
 
 
-class Run:
-    """``thumbctl`` commands against one PostgreSQL ledger, with fault injection."""
+class Run(Thumbctl):
+    """``thumbctl`` commands against one PostgreSQL ledger, with four photos and fault injection."""
 
     def __init__(self, tmp_path: Path, url: str) -> None:
-        self.url = url
+        # a PostgreSQL ledger has no default store
+        store = tmp_path / "store"
+        super().__init__(url, store=store, faults=tmp_path / "faults", env={"THUMBCTL_BUSY_WAIT": str(BUSY_WAIT)})
         self.out = tmp_path / "out"
-        self.store = tmp_path / "store"  # a PostgreSQL ledger has no default store
-        self.faults = tmp_path / "faults"
-        self.faults.mkdir()
         self.photos = tmp_path / "photos"
         for n, size in enumerate([(300, 200), (200, 300), (256, 256), (320, 240)]):
             make_image(self.photos / f"p{n}.jpg", size, "JPEG", seed=n)
-
-    def env(self, fault: str | None = None) -> dict[str, str]:
-        env = {
-            **os.environ,
-            "THUMBCTL_DB": self.url,
-            "THUMBCTL_STORE": str(self.store),
-            "THUMBCTL_FAULT_DIR": str(self.faults),
-            "THUMBCTL_BUSY_WAIT": str(BUSY_WAIT),
-        }
-        env.pop("THUMBCTL_FAULT", None)
-        if fault:
-            env["THUMBCTL_FAULT"] = fault
-        return env
-
-    def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "thumbctl", *args]
-
-    def run(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(self.command(*args), env=self.env(), capture_output=True, text=True, timeout=90)
-
-    def start(self, *args: str, fault: str) -> subprocess.Popen:
-        return subprocess.Popen(
-            self.command(*args),
-            env=self.env(fault),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-
-    def paused(self, checkpoint: str, count: int) -> list[int]:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            pids = [int(p.name.rsplit("-", 1)[1]) for p in self.faults.glob(f"paused-{checkpoint}-*")]
-            if len(pids) >= count:
-                return pids
-            time.sleep(0.02)
-        raise AssertionError(f"no {count} workers paused at {checkpoint}")
-
-    def release(self) -> None:
-        (self.faults / "release").touch()
-
-    def json(self, *args: str) -> dict:
-        done = self.run(*args, "--json")
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
 
 
 @pytest.fixture
@@ -92,11 +42,7 @@ def run(tmp_path: Path, pg_server: PgServer) -> Run:
     return Run(tmp_path, pg_server.url)
 
 
-#: How long the server stays down in the ``outage`` cases (seconds): well inside the bound.
-OUTAGE = 4
-
-
-def start_batch(run: Run, command: str, checkpoint: str) -> subprocess.Popen:
+def start_batch(run: Run, command: str, checkpoint: str) -> Background:
     """A run of ``command`` (``submit`` in the foreground, or ``work`` on a detached batch) whose two
     workers both pause at ``checkpoint``; progress is read every half second, so the supervisor
     meets the closed connection too."""
@@ -108,17 +54,37 @@ def start_batch(run: Run, command: str, checkpoint: str) -> subprocess.Popen:
     return run.start("work", "--until-idle", "-w", "2", *progress, fault=fault)
 
 
-def interrupt(pg_server: PgServer, run: Run, how: str) -> None:
-    """``restart``: a fast restart, then the workers go on. ``outage``: the server is stopped, the
-    workers go on and meet it down, and it comes back ``OUTAGE`` seconds later."""
+def interrupt(
+    pg_server: PgServer, run: Run, supervisor: Background, workers: list[int], checkpoint: str, how: str
+) -> None:
+    """``restart``: a fast restart; once the supervisor has met the closed connection and opened a
+    new one, the workers go on. ``outage``: the server is stopped, the workers go on, and it comes
+    back once every worker has been seen waiting for it (past its checkpoint, between tries)."""
     if how == "restart":
+        before = sockets_of(supervisor.pid)
+        assert before, "the supervisor holds no connection"
         pg_server.restart()
-        time.sleep(0.6)  # the supervisor reads progress every 0.5 s: it meets the closed connection first
+
+        def reconnected() -> bool:  # a connection closed by the restart, and a new one in its place
+            now = sockets_of(supervisor.pid)
+            return bool(before - now and now - before)
+
+        until(reconnected, "the supervisor to reconnect after the restart")
         run.release()
     else:
         pg_server.stop()
         run.release()
-        time.sleep(OUTAGE)
+        waiting = set()
+
+        def all_waiting() -> bool:
+            paused = set(run.paused_pids(checkpoint))
+            for pid in workers:
+                assert alive(pid), f"worker {pid} ended while the server was down"
+                if pid not in paused and in_timed_sleep(pid):
+                    waiting.add(pid)
+            return waiting == set(workers)
+
+        until(all_waiting, "every worker to wait for the stopped server")
         pg_server.start()
 
 
@@ -137,9 +103,10 @@ def test_a_server_restart_mid_run_is_waited_out_and_costs_no_attempt(
     run: Run, pg_server: PgServer, command: str, checkpoint: str, how: str
 ) -> None:
     proc = start_batch(run, command, checkpoint)
-    run.paused(checkpoint, count=2)  # both workers are at the checkpoint (holding a claim, past worker_start)
+    # both workers are at the checkpoint (holding a claim, past worker_start)
+    workers = run.paused(checkpoint, count=2, process=proc)
     began = time.monotonic()
-    interrupt(pg_server, run, how)
+    interrupt(pg_server, run, proc, workers, checkpoint, how)
     _, stderr = proc.communicate(timeout=120)
     took = time.monotonic() - began
     assert proc.returncode == 0, stderr

@@ -356,6 +356,7 @@ def test_a_temp_file_of_a_dead_writer_goes_at_once(led: Ledger, rendered, out_di
         "12345-0123456789ab.jpg",  # the older scheme: writer unknown
         f"1-1-{'0' * 8}-{'c' * 12}.jpg",  # another host
     ],
+    ids=["this-process", "older-scheme", "another-host"],  # the same in every test process (xdist)
 )
 def test_other_temp_files_go_only_after_the_grace_period(
     led: Ledger, clock: Clock, rendered, out_dir: Path, name: str
