@@ -54,9 +54,11 @@ FLOORS = {
     "options": ADAPTERS,
     # what thumbctl does, composed from the adapters
     "intake": SERVICES,
+    "entries": SERVICES,
     "publisher": SERVICES,
     "stores": SERVICES,
     "worker": SERVICES,
+    "workerproc": SERVICES,
     "pool": SERVICES,
     "runner": SERVICES,
     "engine": SERVICES,
@@ -64,6 +66,7 @@ FLOORS = {
     "migrate": SERVICES,
     "upkeep": SERVICES,
     "sheet": SERVICES,
+    "sheetcrops": SERVICES,
     "markup": SERVICES,
     "stats": SERVICES,
     "review": SERVICES,
@@ -93,11 +96,7 @@ KNOWN_IMPORTS: dict[tuple[str, str], str] = {}
 #: ``(importer, module, name)`` of private names imported across modules, with why.
 KNOWN_PRIVATE: dict[tuple[str, str, str], str] = {}
 #: Modules over :data:`MAX_LINES` lines, with why.
-KNOWN_OVERSIZED = {
-    "thumbctl.intake": "scanning, digesting, reuse and admission share one module; it is being split",
-    "thumbctl.worker": "the claim loop, the render and the heartbeat share one module; it is being split",
-    "thumbctl.sheet": "gathering a batch's views and writing its page share one module; it is being split",
-}
+KNOWN_OVERSIZED: dict[str, str] = {}
 
 #: Typer's own modules thumbctl may import: its public ones, and the Click it carries.
 TYPER_PRIVATE_ALLOWED = {"typer._click"}

@@ -11,50 +11,34 @@ total.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 from .admission import retry_unavailable
+from .entries import SourceEntry, check_limits, check_utf8_path, collect_entries
 from .errors import ItemFailure, RejectedError, UnavailableError, UsageError
 from .imaging import SNIFF_BYTES, output_geometry, probe, verify_output
 from .keys import derivative_key, digest_json
 from .ledger import Ledger
-from .manifest import ManifestError, is_manifest_path, read_manifest
 from .markup import write_batch_manifest
 from .models import BatchView, CachedSource, ItemState, NewBatch, NewItem
-from .names import UnsafeItemId, check_item_id, escaped_name, friendly_stems
+from .names import friendly_stems
 from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
 from .options import SubmitOptions
 from .publisher import Publisher
 from .settings import Limits, Profile, Ratio, parse_ratio
-from .sources import Candidate, SourceFolder, SourceRoot, check_size, digest_bounded, scan_directory
+from .sources import SourceFolder, SourceRoot, check_size, digest_bounded
 from .storage.fsafe import is_plain_file, symlinked_folder
 from .storage.objects import LocalObjectStore
-from .storage.outputs import LocalOutputTarget, looks_like_output_folder, probe_writable, resolve_out_dir
-from .storage.ownership import is_store_folder
+from .storage.outputs import LocalOutputTarget, probe_writable, resolve_out_dir
 from .stores import bind_store, check_store_apart, chosen_store
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class SourceEntry:
-    """One source to admit: its id, the path as named, and per-item overrides."""
-
-    item_id: str
-    given: str
-    ratios: tuple[Ratio, ...]
-    focus: tuple[float, float] | None = None
-    #: The scan already knows ``given`` is a real path inside the root.
-    known_real: bool = False
-    #: Known before any file is touched: the source's items fail with it.
-    failure: ItemFailure | None = None
 
 
 @dataclass(frozen=True)
@@ -107,11 +91,11 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     previous_store = ledger.upkeep.recorded_store()
     store = bind_store(ledger, store_dir)
     outputs = frozenset([str(out_dir), store.root, *(folder for folder, _ in ledger.upkeep.output_folders())])
-    root, entries, ignored, skipped = _collect_entries(source, options, out_dir, outputs)
+    root, entries, ignored, skipped = collect_entries(source, options, out_dir, outputs)
     report = IntakeReport(sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped)
     if previous_store and previous_store != store.root:
         report.store_moved = (previous_store, store.root)
-    _check_limits(entries, options.limits, options.profile)
+    check_limits(entries, options.limits, options.profile)
     inspections = _inspect_all(root, entries, options.limits, ledger, report)
     template = options.name_template or default_template(len(options.profile.sizes))
     items = _build_items(entries, inspections, options.profile, LocalOutputTarget(str(out_dir)), store, template)
@@ -238,7 +222,7 @@ def resolve_out_dir_or_fail(out: Path) -> Path:
         resolved = resolve_out_dir(out)
     except NotADirectoryError as exc:
         raise UsageError(str(exc), code="bad_out_dir") from exc
-    _check_utf8_path(resolved, "--out", "bad_out_dir")
+    check_utf8_path(resolved, "--out", "bad_out_dir")
     layout = LocalOutputTarget(str(resolved))
     _refuse_symlinked_batch_folders(layout)
     try:
@@ -258,151 +242,6 @@ def _refuse_symlinked_batch_folders(layout: LocalOutputTarget) -> None:
                 f"{link} is a symlink, which could lead out of the output folder; nothing is written through it",
                 code="bad_out_dir",
             )
-
-
-def _check_utf8_path(path: Path, what: str, code: str) -> None:
-    """The ledger records paths as UTF-8 text: a folder whose path is not cannot be used."""
-    try:
-        str(path).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        shown = escaped_name(str(path))
-        raise UsageError(f"{what} {shown} is not valid UTF-8 (written with %XX escapes)", code=code) from exc
-
-
-# -- finding entries ----------------------------------------------------------
-
-
-def _collect_entries(
-    source: Path, options: SubmitOptions, out_dir: Path, outputs: frozenset[str]
-) -> tuple[Path, list[SourceEntry], int, list[str]]:
-    """The root and entries of a folder or manifest, the files ignored, and the output
-    folders (``outputs``, or anything shaped like one) a folder scan left out."""
-    if source.is_dir():
-        root = Path(os.path.realpath(source))
-        _check_utf8_path(root, "source folder", "bad_source")
-        if out_dir == root:
-            raise UsageError("--out must not be the source folder itself; pick a separate folder", code="bad_out_dir")
-        return root, *_entries_from_scan(root, options, outputs)
-    if source.is_file() and is_manifest_path(source):
-        root = Path(os.path.realpath(source.parent))
-        _check_utf8_path(root, "manifest folder", "bad_source")
-        return root, _entries_from_manifest(source, root, options.profile), 0, []
-    if not source.exists():
-        raise UsageError(f"source {source} does not exist", code="source_not_found")
-    raise UsageError(
-        f"source {source} is neither a folder nor a manifest (.json, .jsonl, .csv)",
-        code="bad_source",
-    )
-
-
-def _entries_from_scan(
-    root: Path, options: SubmitOptions, outputs: frozenset[str]
-) -> tuple[list[SourceEntry], int, list[str]]:
-    def skip(path: str) -> bool:
-        return path in outputs or looks_like_output_folder(path) or is_store_folder(path)
-
-    scan = scan_directory(root, options.rules, skip=skip)
-    ratios = options.profile.ratios
-    entries = []
-    for candidate in scan.candidates:
-        if candidate.unsafe is not None:
-            entries.append(_unsafe_name_entry(root, candidate, ratios))
-        else:
-            entries.append(SourceEntry(candidate.item_id, candidate.path, ratios, known_real=not candidate.is_link))
-    if not entries:
-        others = "1 other file" if scan.ignored == 1 else f"{scan.ignored} other files"
-        raise RejectedError(f"no image files found in {root} ({others} ignored)", code="empty_batch")
-    return entries, scan.ignored, scan.skipped
-
-
-def _unsafe_name_entry(root: Path, candidate: Candidate, ratios: tuple[Ratio, ...]) -> SourceEntry:
-    """The entry of a file whose name cannot be an item id: it is never opened.
-
-    Its source is the file's true path whenever that is text (a newline, a tab or a
-    backslash in the name), so JSON shows ``new\\nline.jpg`` for that file and
-    ``new%0Aline.jpg`` only for a file really named so. A path whose bytes are not UTF-8
-    cannot be held by the ledger's text or by JSON: its source keeps the ``%XX`` escapes of
-    its id, as its detail says, and only its ``unsafe_name`` code and ``.unsafe/`` id tell it
-    from a file really named with those escapes.
-    """
-    rel = escaped_name(os.path.relpath(candidate.path, root))
-    detail = f"the name {rel} (written with %XX escapes) {candidate.unsafe}: no item id can hold it"
-    source = candidate.path if _is_text(candidate.path) else os.path.join(root, rel)
-    return SourceEntry(candidate.item_id, source, ratios, failure=ItemFailure("unsafe_name", detail))
-
-
-def _is_text(path: str) -> bool:
-    """Whether ``path`` (undecodable bytes as surrogate escapes) is valid UTF-8 text."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[SourceEntry]:
-    try:
-        manifest = read_manifest(path)
-    except ManifestError as exc:
-        raise RejectedError(f"malformed manifest {path.name}: {exc}", code="malformed_manifest") from exc
-    if not manifest.entries:
-        raise RejectedError(f"manifest {path.name} lists no items", code="empty_batch")
-    default_ratios = manifest.ratios or profile.ratios
-    entries = []
-    for entry in manifest.entries:
-        item_id = _checked_id(entry.id) if entry.id is not None else _default_id(entry.source, root)
-        entries.append(SourceEntry(item_id, entry.source, entry.ratios or default_ratios, entry.focus))
-    return entries
-
-
-def _default_id(source: str, root: Path) -> str:
-    """The id of an item whose manifest entry names none: its source, normalised and
-    relative to the root.
-
-    A source that does not name a path inside the root (``../../etc/passwd``, an
-    absolute path elsewhere) cannot be an id, so like an unsafe explicit id it rejects
-    the batch (``unsafe_id``); given a safe ``id``, such an item is accepted and fails
-    ``path_outside_root`` without being opened.
-    """
-    joined = os.path.normpath(os.path.join(root, source))
-    for base in (str(root), os.path.abspath(root)):
-        if joined.startswith(base.rstrip(os.sep) + os.sep):
-            return _checked_id(PurePosixPath(Path(os.path.relpath(joined, base))).as_posix())
-    raise RejectedError(
-        f"an item without an id takes its source as id, and {source!r} is not a path inside {root}; "
-        "give the item an id (ids must be safe relative paths inside --out)",
-        code="unsafe_id",
-    )
-
-
-def _checked_id(item_id: str) -> str:
-    try:
-        return check_item_id(item_id)
-    except UnsafeItemId as exc:
-        raise RejectedError(f"{exc}; ids must be safe relative paths inside --out", code="unsafe_id") from exc
-
-
-def _check_limits(entries: list[SourceEntry], limits: Limits, profile: Profile) -> None:
-    """Whole-batch rejections: duplicate ids, too many ratios, too many items (derivatives: every
-    ratio of a source at every size in every format is one item)."""
-    dupes = [item_id for item_id, n in Counter(e.item_id for e in entries).items() if n > 1]
-    if dupes:
-        shown = ", ".join(repr(d) for d in sorted(dupes)[:5])
-        raise RejectedError(f"duplicate item ids: {shown}", code="duplicate_id")
-    for entry in entries:
-        if len(entry.ratios) > limits.max_ratios:
-            raise RejectedError(
-                f"item {entry.item_id!r} asks for {len(entry.ratios)} ratios; the limit is {limits.max_ratios}",
-                code="too_many_ratios",
-            )
-    variants = len(profile.sizes) * len(profile.formats)
-    total = sum(len(e.ratios) for e in entries) * variants
-    if total > limits.max_items:
-        shape = "ratios" if variants == 1 else "ratios x sizes x formats"
-        raise RejectedError(
-            f"{total} items ({len(entries)} sources x {shape}) is over the limit of {limits.max_items}",
-            code="too_many_items",
-        )
 
 
 # -- inspecting sources -------------------------------------------------------

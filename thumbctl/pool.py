@@ -34,7 +34,8 @@ from multiprocessing.process import BaseProcess
 from .errors import ExitCode, LedgerBusy, ThumbctlError
 from .ledger import Ledger
 from .proc import owner_id, owner_is_dead
-from .worker import LEDGER_FAULT_EXITS, WorkerConfig, worker_main
+from .worker import WorkerConfig
+from .workerproc import LEDGER_FAULT_EXITS, worker_main
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,7 @@ _FAULT_OF_EXIT = {status: code for code, status in LEDGER_FAULT_EXITS.items()}
 #: Imported once by the fork server, before it forks any worker: the worker loop and Pillow with
 #: the codecs it uses. A name that cannot be imported (an optional plugin) is skipped.
 WORKER_PRELOAD = [
-    "thumbctl.worker",
+    "thumbctl.workerproc",
     "PIL.Image",
     "PIL.JpegImagePlugin",
     "PIL.PngImagePlugin",
@@ -311,7 +312,7 @@ def _main_module_hidden() -> Iterator[None]:
     """A fork-server child re-runs the parent's ``__main__`` (a script, or ``<stdin>``) before its
     target, unless it cannot find one: a program calling :func:`thumbctl.render` without an
     ``if __name__ == "__main__"`` guard would run again in every worker. A worker needs nothing
-    from it (its target is :func:`~thumbctl.worker.worker_main`), so while it starts, ``__main__``
+    from it (its target is :func:`~thumbctl.workerproc.worker_main`), so while it starts, ``__main__``
     is an empty module."""
     main = sys.modules.get("__main__")
     sys.modules["__main__"] = types.ModuleType("__main__")

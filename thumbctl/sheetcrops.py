@@ -1,0 +1,144 @@
+"""The crops on a contact sheet: the windows drawn on the source's frame, one tile per crop
+at its true aspect ratio with its caption, and the manifest line that renders it again.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from html import escape
+from urllib.parse import quote
+
+from .models import ItemView
+
+FRAME_BOX = (196, 160)  # the source's preview fits in this many CSS px
+
+
+def relative_href(path: str, page_dir: str) -> str:
+    """A URL to ``path`` relative to the page, percent-encoded (names may hold ``#``, ``?``, ``%``)."""
+    return quote(os.path.relpath(path, page_dir), safe="/")
+
+
+def source_frame(
+    size: tuple[int, int] | None, items: list[ItemView], colours: dict[str, str], photo: bytes | None = None
+) -> str:
+    """The source scaled down (its preview, or an outline when there is none) with each recorded
+    crop window drawn on it once (the derivatives of a ratio share theirs)."""
+    if not size:
+        return ""
+    width, height = size
+    scale = min(FRAME_BOX[0] / width, FRAME_BOX[1] / height)
+    box_w, box_h = max(1, round(width * scale)), max(1, round(height * scale))
+    distinct: dict[tuple[str, tuple[int, int, int, int] | None], ItemView] = {}
+    for item in items:
+        distinct.setdefault((item.ratio, crop_box(item)), item)
+    windows = "".join(crop_window(item, size, colours[item.ratio]) for item in distinct.values())
+    picture = (
+        f'<img class="photo" src="data:image/jpeg;base64,{base64.b64encode(photo).decode("ascii")}" '
+        f'width="{box_w}" height="{box_h}" alt="">'
+        if photo
+        else ""
+    )
+    kind = "frame photo" if photo else "frame"
+    return (
+        f'<div class="{kind}" style="width:{box_w}px;height:{box_h}px" '
+        f'role="img" aria-label="crop windows on the source">{picture}{windows}</div>'
+    )
+
+
+def recrop_line(item: ItemView, size: tuple[int, int] | None, source_root: str) -> str | None:
+    """A JSONL manifest line that renders this crop again centred where it is now (``focus``, to edit),
+    for a manifest in the batch's source folder; None when no window was recorded."""
+    box = crop_box(item)
+    if box is None or not size:
+        return None
+    left, top, right, bottom = box
+    focus = [round((left + right) / 2 / size[0], 3), round((top + bottom) / 2 / size[1], 3)]
+    source = os.path.relpath(item.source, source_root)
+    line = {"source": source, "ratios": [item.ratio], "focus": focus}
+    if item.item_id != source:  # a manifest's id defaults to the source's path
+        line = {"id": item.item_id, **line}
+    return json.dumps(line, ensure_ascii=False)
+
+
+def crop_window(item: ItemView, size: tuple[int, int], colour: str) -> str:
+    box = crop_box(item)
+    if box is None:
+        return ""
+    width, height = size
+    left, top, right, bottom = box
+    return (
+        f'<span class="window" title="{escape(item.ratio)}" style="--c:{colour};'
+        f"left:{100 * left / width:.2f}%;top:{100 * top / height:.2f}%;"
+        f'width:{100 * (right - left) / width:.2f}%;height:{100 * (bottom - top) / height:.2f}%"></span>'
+    )
+
+
+def crop_box(item: ItemView) -> tuple[int, int, int, int] | None:
+    """The crop window the render recorded, if any (outputs reused at submit record none)."""
+    crop = (item.result or {}).get("crop")
+    if not isinstance(crop, dict) or len(crop.get("box") or ()) != 4:
+        return None
+    left, top, right, bottom = (int(v) for v in crop["box"])
+    return left, top, right, bottom
+
+
+def crop_figure(
+    item: ItemView, path: str, page_dir: str, colour: str, recrop: str | None = None, caption: str | None = None
+) -> str:
+    """A crop at its true aspect ratio, linked to the full-size output, with its re-crop line and
+    ``caption`` (HTML; default :func:`crop_caption`).
+
+    Loaded eagerly: a lazy image off screen stays blank in a printout or a headless screenshot."""
+    href = escape(relative_href(path, page_dir))
+    out_w, out_h = output_size(item)
+    dims = f'width="{out_w}" height="{out_h}"' if out_w else f'style="aspect-ratio:{ratio_css(item.ratio)}"'
+    alt = escape(f"{item.item_id} {item.ratio}")
+    line = (
+        f'<code class="recrop" title="a manifest line (JSONL) to re-crop it: edit focus, paste, submit">'
+        f"{escape(recrop)}</code>"
+        if recrop
+        else ""
+    )
+    return (
+        f'<figure class="tile" style="--c:{colour}"><a href="{href}">'
+        f'<img src="{href}" {dims} alt="{alt}"></a>{line}'
+        f"<figcaption>{crop_caption(item) if caption is None else caption}</figcaption></figure>"
+    )
+
+
+def output_size(item: ItemView) -> tuple[int, int] | tuple[None, None]:
+    result = item.result or {}
+    width, height = result.get("width"), result.get("height")
+    if isinstance(width, int) and isinstance(height, int):
+        return width, height
+    return None, None
+
+
+def crop_caption(item: ItemView) -> str:
+    """``1:1 512×512`` then ``smart 0.81 · 1200×1200 at 310,0`` (the window in source pixels)."""
+    out_w, out_h = output_size(item)
+    first = f'<span class="ratio">{escape(item.ratio)}</span> {out_w}×{out_h}' if out_w else escape(item.ratio)
+    second = crop_text(item)
+    if crop_box(item) is not None and (item.result or {}).get("source_smaller_than_target"):
+        second += " · source smaller than asked"
+    return f"{first}<br>{second}"
+
+
+def crop_text(item: ItemView) -> str:
+    """``smart 0.81 · 1200×1200 at 310,0``: the policy, score and window (source pixels) of a render."""
+    crop = (item.result or {}).get("crop")
+    box = crop_box(item)
+    if not isinstance(crop, dict) or box is None:
+        return '<span class="muted">no crop recorded (output reused)</span>'
+    left, top, right, bottom = box
+    score = crop.get("score")
+    score_text = f" {score:.2f}" if isinstance(score, int | float) else ""
+    return f"{escape(str(crop.get('policy', '')))}{score_text} · {right - left}×{bottom - top} at {left},{top}"
+
+
+def ratio_css(ratio: str) -> str:
+    """``16:9`` -> ``16 / 9`` for CSS ``aspect-ratio``; anything unexpected -> a square."""
+    w, _, h = ratio.partition(":")
+    return f"{int(w)} / {int(h)}" if w.isdigit() and h.isdigit() and int(w) and int(h) else "1 / 1"
