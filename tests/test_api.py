@@ -21,6 +21,8 @@ def test_render_submits_and_renders_every_item(photos: Path, out_dir: Path, ledg
             render(photos, options, db=ledger_url, workers=2)
     batch = render(photos, options, db=ledger_url, workers=2, store=tmp_path / "store")
     assert (batch.state, batch.total, batch.counts["succeeded"]) == ("succeeded", 8, 8)
+    printed = "{'queued': 0, 'running': 0, 'succeeded': 8, 'failed': 0, 'cancelled': 0}"
+    assert (str(batch.state), repr(batch.state), repr(batch.counts)) == ("succeeded", "'succeeded'", printed)
     manifest = out_dir / "batches" / f"{batch.batch_id}.json"
     assert manifest.exists()
     with thumbctl.Ledger(ledger_url) as ledger:

@@ -5,9 +5,7 @@ functions alike. A room (the first name under ``thumbctl/``) lives on one floor 
 own floor or below, never above; there are no import cycles, no module imports another module's
 ``_private`` names, and no module is over 600 lines.
 
-The violations that remain are listed below by name, each with its reason. Each list can only
-shrink: a listed violation that no longer exists fails its test too, so the entry is removed with
-the fix.
+There is no list of exceptions: a new violation fails its test, named with the file and line.
 """
 
 from __future__ import annotations
@@ -17,8 +15,6 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-
-import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "thumbctl"
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
@@ -91,12 +87,6 @@ FORBIDDEN = {
     ),
 }
 
-#: Imports that break a rule above (a floor, a forbidden room, or a cycle), with why they are still here.
-KNOWN_IMPORTS: dict[tuple[str, str], str] = {}
-#: ``(importer, module, name)`` of private names imported across modules, with why.
-KNOWN_PRIVATE: dict[tuple[str, str, str], str] = {}
-#: Modules over :data:`MAX_LINES` lines, with why.
-KNOWN_OVERSIZED: dict[str, str] = {}
 
 #: Typer's own modules thumbctl may import: its public ones, and the Click it carries.
 TYPER_PRIVATE_ALLOWED = {"typer._click"}
@@ -258,7 +248,7 @@ def test_the_reading_finds_the_imports_it_must() -> None:
 
 
 def test_no_import_cycles() -> None:
-    found = cycles(edges() - set(KNOWN_IMPORTS))
+    found = cycles(edges())
     assert not found, f"import cycles (TYPE_CHECKING and function-local imports count): {found}"
 
 
@@ -276,8 +266,8 @@ def violations() -> dict[tuple[str, str], str]:
 
 
 def test_no_module_imports_a_higher_floor_or_a_forbidden_room() -> None:
-    new = {edge: rule for edge, rule in violations().items() if edge not in KNOWN_IMPORTS}
-    assert not new, "\n".join(f"{a} -> {b}  ({rule})" for (a, b), rule in sorted(new.items()))
+    found = violations()
+    assert not found, "\n".join(f"{a} -> {b}  ({rule})" for (a, b), rule in sorted(found.items()))
 
 
 def test_the_core_imports_only_the_core() -> None:
@@ -294,16 +284,6 @@ def test_nothing_below_the_interfaces_imports_them() -> None:
         if floor(i.importer) < INTERFACES and room(i.module) in {"cli", "report", "api"}
     ]
     assert not upward
-
-
-def test_each_known_import_still_exists_and_still_breaks_a_rule() -> None:
-    """The list only shrinks: once an import is gone (or allowed), its entry goes too."""
-    found = edges()
-    breaking = set(violations()) | {
-        (a, b) for component in cycles(found) for a, b in found if a in component and b in component
-    }
-    stale = [edge for edge in KNOWN_IMPORTS if edge not in found or edge not in breaking]
-    assert not stale, f"remove from KNOWN_IMPORTS: {stale}"
 
 
 def private_imports() -> dict[tuple[str, str, str], str]:
@@ -334,13 +314,8 @@ def private_imports() -> dict[tuple[str, str, str], str]:
 
 
 def test_no_module_imports_another_modules_private_names() -> None:
-    new = {key: at for key, at in private_imports().items() if key not in KNOWN_PRIVATE}
-    assert not new, "\n".join(f"{at}: {a} takes {name} from {b}" for (a, b, name), at in sorted(new.items()))
-
-
-def test_each_known_private_import_still_exists() -> None:
-    stale = sorted(set(KNOWN_PRIVATE) - set(private_imports()))
-    assert not stale, f"remove from KNOWN_PRIVATE: {stale}"
+    found = private_imports()
+    assert not found, "\n".join(f"{at}: {a} takes {name} from {b}" for (a, b, name), at in sorted(found.items()))
 
 
 def lines(module: str) -> int:
@@ -348,13 +323,8 @@ def lines(module: str) -> int:
 
 
 def test_no_module_is_over_600_lines() -> None:
-    over = {m: lines(m) for m in modules() if lines(m) > MAX_LINES and m not in KNOWN_OVERSIZED}
+    over = {m: lines(m) for m in modules() if lines(m) > MAX_LINES}
     assert not over, f"split by concept: {over}"
-
-
-@pytest.mark.parametrize("module", sorted(KNOWN_OVERSIZED))
-def test_each_known_oversized_module_is_still_over(module: str) -> None:
-    assert module in modules() and lines(module) > MAX_LINES, f"remove {module} from KNOWN_OVERSIZED"
 
 
 def test_no_private_typer_module_is_imported() -> None:

@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
-class ItemState(StrEnum):
+class _State(StrEnum):
+    """A state that prints as its JSON value everywhere, a ``repr`` included, so a printed dict of
+    counts (``print(batch.counts)``) reads as the JSON does."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class ItemState(_State):
     """The states of an item (DESIGN.md section 4), defined once: in code, JSON and SQL."""
 
     QUEUED = "queued"
@@ -24,7 +32,7 @@ ITEM_STATES: tuple[ItemState, ...] = tuple(ItemState)
 TERMINAL_ITEM_STATES = frozenset({ItemState.SUCCEEDED, ItemState.FAILED, ItemState.CANCELLED})
 
 
-class BatchState(StrEnum):
+class BatchState(_State):
     """The states of a batch, projected from its items (:func:`batch_state`), defined once."""
 
     QUEUED = "queued"
