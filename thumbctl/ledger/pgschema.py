@@ -8,7 +8,7 @@ released one is never edited, a new one is appended.
 
 from __future__ import annotations
 
-from .states import ALL, QUEUED, RUNNING
+from .states import ALL, QUEUED, RUNNING, SUCCEEDED
 
 _STATES = ALL
 _TEXT = 'text COLLATE "C"'
@@ -126,10 +126,51 @@ _V3 = [
 #: The version publishing returned at an item's name; NULL on rows published before (judged by bytes).
 _V4 = [f"ALTER TABLE items ADD COLUMN name_version {_TEXT}"]
 
+#: Published names, remembered crop fixes and resumed batches (SQLite's version 11, which says why).
+_V5 = [
+    f"""CREATE TABLE names (
+        friendly_path {_TEXT} PRIMARY KEY,
+        out_dir {_TEXT} NOT NULL,
+        object_path {_TEXT} NOT NULL,
+        derivative_key {_TEXT},
+        name_version {_TEXT},
+        source_root {_TEXT},
+        source {_TEXT} NOT NULL,
+        ratio {_TEXT} NOT NULL,
+        size bigint NOT NULL,
+        format {_TEXT} NOT NULL,
+        batch_id {_TEXT} NOT NULL,
+        item_row bigint,
+        published_at {_TEXT} NOT NULL
+    )""",
+    "CREATE INDEX names_object ON names (object_path)",
+    "CREATE INDEX names_out_root ON names (out_dir, source_root)",
+    f"""INSERT INTO names (friendly_path, out_dir, object_path, derivative_key, name_version, source_root, source,
+                          ratio, size, format, batch_id, item_row, published_at)
+        SELECT DISTINCT ON (i.friendly_path) i.friendly_path, b.out_dir, i.object_path, i.derivative_key,
+               i.name_version, b.source_root, i.source, i.ratio, i.size, i.format, i.batch_id, i.id, i.updated_at
+        FROM items i JOIN batches b USING (batch_id)
+        WHERE i.state = {SUCCEEDED} AND b.expired_at IS NULL
+          AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL
+        ORDER BY i.friendly_path, i.updated_at DESC, i.id DESC""",
+    f"""CREATE TABLE focus_points (
+        source_digest {_TEXT} NOT NULL,
+        ratio {_TEXT} NOT NULL,
+        focus_x double precision NOT NULL,
+        focus_y double precision NOT NULL,
+        set_at {_TEXT} NOT NULL,
+        batch_id {_TEXT},
+        PRIMARY KEY (source_digest, ratio)
+    )""",
+    f"ALTER TABLE batches ADD COLUMN resumed_from {_TEXT}",
+    "CREATE UNIQUE INDEX batches_resumed_from ON batches (resumed_from) WHERE resumed_from IS NOT NULL",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, _V1),
     (2, _V2),
     (3, _V3),
     (4, _V4),
+    (5, _V5),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -247,6 +247,64 @@ def _v10_name_versions(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE items ADD COLUMN name_version TEXT")
 
 
+_V11_NAMES = """
+    CREATE TABLE names (
+        friendly_path TEXT PRIMARY KEY,
+        out_dir TEXT NOT NULL,
+        object_path TEXT NOT NULL,
+        derivative_key TEXT,
+        name_version TEXT,
+        source_root TEXT,
+        source TEXT NOT NULL,
+        ratio TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        format TEXT NOT NULL,
+        batch_id TEXT NOT NULL,
+        item_row INTEGER,
+        published_at TEXT NOT NULL
+    )
+"""
+_V11_FOCUS = """
+    CREATE TABLE focus_points (
+        source_digest TEXT NOT NULL,
+        ratio TEXT NOT NULL,
+        focus_x REAL NOT NULL,
+        focus_y REAL NOT NULL,
+        set_at TEXT NOT NULL,
+        batch_id TEXT,
+        PRIMARY KEY (source_digest, ratio)
+    )
+"""
+#: The newest success at each name of a batch that has not expired: what the names table starts with.
+_V11_SEED_NAMES = f"""
+    INSERT INTO names (friendly_path, out_dir, object_path, derivative_key, name_version, source_root, source,
+                       ratio, size, format, batch_id, item_row, published_at)
+    SELECT friendly_path, out_dir, object_path, derivative_key, name_version, source_root, source,
+           ratio, size, format, batch_id, id, updated_at
+    FROM (SELECT i.*, b.out_dir, b.source_root, row_number() OVER
+            (PARTITION BY i.friendly_path ORDER BY i.updated_at DESC, i.id DESC) AS n
+          FROM items i JOIN batches b USING (batch_id)
+          WHERE i.state = 'succeeded' AND b.expired_at IS NULL
+            AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL) AS newest
+    WHERE n = 1
+"""
+
+
+def _v11_kept_work(db: sqlite_utils.Database) -> None:
+    """What a seller must never lose. Published names get their own record, independent of batch
+    expiry, so retention never removes a published thumbnail and "ours" is still judged after the
+    batch that wrote a name expired; it starts with the newest success at each name of a live
+    batch. A crop fix is remembered per (source content, ratio). A batch that resumes a cancelled
+    one records which (at most one per cancelled batch)."""
+    db.execute(_V11_NAMES)
+    db.execute("CREATE INDEX names_object ON names (object_path)")
+    db.execute("CREATE INDEX names_out_root ON names (out_dir, source_root)")
+    db.execute(_V11_SEED_NAMES)
+    db.execute(_V11_FOCUS)
+    db.execute("ALTER TABLE batches ADD COLUMN resumed_from TEXT")
+    db.execute("CREATE UNIQUE INDEX batches_resumed_from ON batches (resumed_from) WHERE resumed_from IS NOT NULL")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
@@ -258,5 +316,6 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (8, _v8_derivative_items),
     (9, _v9_meta),
     (10, _v10_name_versions),
+    (11, _v11_kept_work),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
