@@ -34,7 +34,7 @@ from thumbctl.errors import (
 from thumbctl.retrypolicy import BusyPolicy
 
 from harness import Thumbctl, alive, in_timed_sleep, until
-from support import check_invariants, make_image, own_sqlite_connection, request
+from support import check_invariants, make_image, own_sqlite_connection, raw_write, request
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -309,6 +309,28 @@ def test_a_damaged_ledger_is_74_for_every_command(tmp_path: Path) -> None:
     worked = cli.run("work", "--until-idle")
     assert worked.returncode == 74
     one_error_line(worked.stderr, "ledger_corrupt")
+
+
+def test_text_that_is_not_utf8_in_a_ledger_row_is_74_naming_the_ledger_and_column(tmp_path: Path) -> None:
+    """A SQLite-only fault: PostgreSQL checks the encoding of every text value it stores."""
+    cli = Cli(tmp_path, tmp_path / "ledger.db")
+    batch_id = cli.submit()
+    assert cli.run("work", "--until-idle").returncode == 0
+    with Ledger(cli.db) as ledger:
+        raw_write(ledger, "UPDATE items SET ratio = CAST(x'31ff' AS TEXT) WHERE id = 1")
+    for args in (
+        ["status", batch_id, "--items"],
+        ["events", batch_id],
+        ["sheet", batch_id, "--output", str(tmp_path / "sheet.html")],
+        ["stats", batch_id],
+    ):
+        done = cli.run(*args)
+        assert done.returncode == 74, (args, done.stderr)
+        one_error_line(done.stderr, "ledger_corrupt")
+        assert f"the ledger {cli.db} is damaged (Could not decode to UTF-8 column 'ratio'" in done.stderr
+        json_done = cli.run(*args, "--json")
+        assert json_done.returncode == 74, (args, json_done.stderr)
+        error_document(json_done.stdout, "ledger_corrupt", 74, False)
 
 
 def reading_commands(batch_id: str, tmp_path: Path) -> list[list[str]]:

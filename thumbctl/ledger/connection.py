@@ -57,9 +57,15 @@ def ledger_fault(exc: sqlite3.Error, path: Path) -> LedgerFault | None:
         return fault_for("ledger_full", path, str(exc))
     if primary in _UNWRITABLE:
         return fault_for("ledger_full" if _nearly_full(path) else "ledger_io_error", path, str(exc))
-    if primary in (_CORRUPT, _NOTADB):
+    if primary in (_CORRUPT, _NOTADB) or _undecodable(exc):
         return fault_for("ledger_corrupt", path, str(exc))
     return None
+
+
+def _undecodable(exc: sqlite3.Error) -> bool:
+    """Text in the ledger's pages that is not UTF-8: Python's sqlite3 module raises this while
+    fetching a row, with no SQLite result code; only damage (or a foreign writer) puts it there."""
+    return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("Could not decode to UTF-8")
 
 
 #: Free space under which an I/O error on the ledger is put down to a full disk: SQLite reports a
