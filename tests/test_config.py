@@ -372,6 +372,28 @@ def test_config_errors_exit_2_with_one_line_naming_the_origin(
     assert result.stderr == f"error [config_error] {message.format(file=tmp_path / 'thumbctl.toml')}\n"
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"[defaults]\nworkers = 2 # caf\xe9\n", "not valid TOML: not UTF-8 text (at line 2, column 18)"),
+        (
+            b"[defaults]\nsize = " + b"[" * 2000 + b"]" * 2000 + b"\n",
+            "not valid TOML: arrays or tables nested too deeply",
+        ),
+        (b"x = " + b"{a=" * 2000 + b"1" + b"}" * 2000 + b"\n", "not valid TOML: arrays or tables nested too deeply"),
+    ],
+    ids=["latin-1", "nested-arrays", "nested-tables"],
+)
+@pytest.mark.parametrize("command", [["config"], ["submit", "photos", "--detach"]], ids=lambda c: c[0])
+def test_a_config_file_that_cannot_be_parsed_is_a_config_error_naming_it(
+    run, tmp_path: Path, content: bytes, message: str, command: list[str]
+) -> None:
+    (tmp_path / "thumbctl.toml").write_bytes(content)
+    result = run(*command)
+    assert result.exit_code == 2
+    assert result.stderr == f"error [config_error] {tmp_path / 'thumbctl.toml'}: {message}\n"
+
+
 def test_a_profile_without_a_config_file_is_an_error(run) -> None:
     result = run("config", "--profile", "shop")
     assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1

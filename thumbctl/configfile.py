@@ -91,15 +91,7 @@ def _load_found(env: Mapping[str, str], cwd: Path | None) -> ConfigFile | None:
 
 def load_config_file(path: Path) -> ConfigFile:
     """Read and validate the whole file: unknown tables or keys and bad values are errors."""
-    try:
-        with path.open("rb") as handle:
-            document = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    except ValueError:  # tomllib converts a number with more digits than Python allows
-        raise ConfigError(f"{path}: not valid TOML: a number is too long") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
+    document = _parsed(path, _text(path))
     unknown = sorted(set(document) - {"defaults", "profiles"})
     if unknown:
         raise ConfigError(f"{path}: unknown table or key {unknown[0]!r}; the file holds [defaults] and [profiles.NAME]")
@@ -111,6 +103,30 @@ def load_config_file(path: Path) -> ConfigFile:
         defaults=_parse_table(path, "defaults", document.get("defaults", {})),
         profiles={name: _parse_table(path, f"profiles.{name}", table) for name, table in profiles.items()},
     )
+
+
+def _text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        raise ConfigError(f"{path}: not valid TOML: not UTF-8 text (at line {line}, column {column})") from None
+
+
+def _parsed(path: Path, text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables by recursion
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
+    except ValueError:  # tomllib converts a number with more digits than Python allows
+        raise ConfigError(f"{path}: not valid TOML: a number is too long") from None
 
 
 def _parse_table(path: Path, label: str, table: object) -> dict[str, Any]:
