@@ -10,8 +10,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from thumbctl.cli import app
+from thumbctl.cli import app, main
 from thumbctl.config import KEYS, KEYS_BY_NAME
+from thumbctl.configkeys import ALL_KEYS
 
 GROUP = typer.main.get_command(app)
 COMMANDS = sorted(GROUP.commands)  # type: ignore[attr-defined]
@@ -308,3 +309,103 @@ def test_help_length_is_bounded(command: str | None, most: int) -> None:
     assert len(lines) <= most
     assert ("Exit codes:" in result.stdout) == (command is None)
     assert ("THUMBCTL_MAX_PIXELS" in result.stdout) == (command is None)
+
+
+# -- numbers too long to convert ------------------------------------------------------------------
+
+HUGE = "1" * 5000
+#: Options parsed by their command rather than by the settings table or Typer: each is a duration.
+DURATION_OPTIONS = {"older_than", "grace", "window", "admission_wait"}
+#: Options whose value is text, never a number.
+TEXT_OPTIONS = {"key", "include", "exclude", "profile", "batch_option", "item", "output", "prometheus", "sort", "state"}
+
+
+def _numeric_key(key) -> bool:  # noqa: ANN001 - a settings table Key
+    """Whether the setting holds a number (or numbers): it parses one of a few numeric samples to a non-text value."""
+    for sample in ("7", "7s", "7:1"):
+        try:
+            value = key.parse(sample)
+        except Exception:  # noqa: BLE001 - a sample of the wrong shape
+            continue
+        return not isinstance(value, str | Path) and value is not None
+    return False
+
+
+def _huge_values(option, key) -> list[str]:  # noqa: ANN001 - a Click option, a settings table Key or None
+    if key is not None and key.name == "ratios":
+        return [f"{HUGE}:1", f"1:{HUGE}"]
+    return [HUGE, f"-{HUGE}", f"{HUGE}s"]
+
+
+def _numeric_options() -> list[tuple[str, str, str]]:
+    """(command, flag, value) for every numeric option of every command, read from the commands themselves."""
+    found = []
+    for name in COMMANDS:
+        for option in GROUP.commands[name].params:  # type: ignore[attr-defined]
+            if option.param_type_name != "option" or option.is_flag:
+                continue
+            key = KEYS_BY_NAME.get(option.name) or next((k for k in KEYS if k.param_name == option.name), None)
+            annotation = option.type_descriptor.annotation
+            if key is not None:
+                numeric = _numeric_key(key)
+            elif annotation in (int, float) or option.name in DURATION_OPTIONS:
+                numeric = True
+            else:
+                assert option.name in TEXT_OPTIONS, f"{name} {option.opts[0]}: say whether it takes a number"
+                numeric = False
+            if numeric:
+                found += [(name, option.opts[0], value) for value in _huge_values(option, key)]
+    return found
+
+
+NUMERIC_OPTIONS = _numeric_options()
+
+
+def test_the_numeric_options_found_include_the_known_ones() -> None:
+    flags = {(name, flag) for name, flag, _ in NUMERIC_OPTIONS}
+    for flag in ("--size", "--quality", "--workers", "--attempts", "--max-items", "--ratio", "--max-pixels"):
+        assert ("submit", flag) in flags
+    assert {("status", "--limit"), ("gc", "--older-than"), ("work", "--workers")} <= flags
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "value"), NUMERIC_OPTIONS, ids=[f"{c}{f}={v[:2]}…{v[-2:]}" for c, f, v in NUMERIC_OPTIONS]
+)
+def test_a_number_of_5000_digits_in_any_flag_is_a_usage_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    flag: str,
+    value: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("THUMBCTL_DB", str(tmp_path / "ledger.db"))
+    (tmp_path / "photos").mkdir()
+    given = {"submit": ["photos"], "events": ["b_00"], "retry": ["b_00"], "cancel": ["b_00"], "sheet": ["b_00"]}
+    required = ["--older-than", "30d"] if command == "gc" and flag != "--older-than" else []
+    with pytest.raises(SystemExit) as ended:
+        main([command, *given.get(command, []), *required, flag, value])
+    stderr = capsys.readouterr().err
+    assert ended.value.code == 2, stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error [usage] "), stderr
+    assert flag in lines[0]
+
+
+NUMERIC_KEYS = [key for key in ALL_KEYS if _numeric_key(key)]
+
+
+@pytest.mark.parametrize("key", NUMERIC_KEYS, ids=[key.env for key in NUMERIC_KEYS])
+@pytest.mark.parametrize("command", [["config"], ["submit", "photos", "--detach"]], ids=lambda c: c[0])
+def test_a_number_of_5000_digits_in_any_variable_is_a_config_error(
+    invoke,
+    tmp_path: Path,
+    key,
+    command: list[str],  # noqa: ANN001 - a settings table Key
+) -> None:
+    (tmp_path / "photos").mkdir()
+    value = f"{HUGE}:1" if key.name == "ratios" else HUGE
+    result = invoke(*command, env={key.env: value})
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error [config_error] {key.env}: ") and len(result.stderr.splitlines()) == 1

@@ -81,6 +81,7 @@ def test_a_ledger_opened_on_a_server_reports_its_backend_and_masked_name(pg_url:
         "postgresql://u:pw-9x@db.invalid/t?bogus=1",
         "postgresql://u:pw-9x@db.invalid:99999/t",
         "postgresql://u:pw-9x@db.invalid:abc/t",
+        "postgresql://u:pw-9x@db.invalid:" + "1" * 5000 + "/t",
         "postgresql://u:pw-9x@[::1/t",
     ],
 )

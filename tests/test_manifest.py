@@ -237,3 +237,16 @@ def test_a_manifest_file_that_is_not_utf8_says_how_to_fix_it(tmp_path: Path, raw
     with pytest.raises(ManifestError) as info:
         read_manifest(path)
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("text", "suffix", "where"),
+    [
+        ('{"source": "a.jpg", "size": ' + "1" * 5000 + "}\n", ".jsonl", "line 1"),
+        ('[{"source": "a.jpg", "size": ' + "1" * 5000 + "}]", ".json", "the JSON"),
+    ],
+)
+def test_an_integer_of_5000_digits_is_a_manifest_error(text: str, suffix: str, where: str) -> None:
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest_text(text, suffix)
+    assert str(caught.value) == f"{where} holds an integer of more than 4300 digits"

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +86,8 @@ def _parse_json(text: str) -> Manifest:
         raise ManifestError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
     except RecursionError as exc:
         raise ManifestError(_too_deep("the JSON")) from exc
+    except ValueError as exc:  # an integer with more digits than Python converts
+        raise ManifestError(_too_long("the JSON")) from exc
     ratios = None
     if isinstance(doc, dict):
         _check_text({k: v for k, v in doc.items() if k != "items"}, "top level")
@@ -113,6 +116,8 @@ def _parse_jsonl(text: str) -> Manifest:
             raise ManifestError(f"line {lineno}: invalid JSON: {exc.msg}") from exc
         except RecursionError as exc:
             raise ManifestError(_too_deep(f"line {lineno}")) from exc
+        except ValueError as exc:
+            raise ManifestError(_too_long(f"line {lineno}")) from exc
         entries.append(_entry_from_object(obj, f"line {lineno}"))
     return Manifest(tuple(entries))
 
@@ -192,6 +197,10 @@ def _entry_from_csv_row(row: dict[str, str], where: str) -> ManifestEntry:
 
 def _too_deep(where: str) -> str:
     return f"{where} is nested more than {MAX_DEPTH} levels deep (a manifest needs 4 at most)"
+
+
+def _too_long(where: str) -> str:
+    return f"{where} holds an integer of more than {sys.get_int_max_str_digits()} digits"
 
 
 def _check_path_text(source: str, where: str) -> None:

@@ -17,21 +17,30 @@ hand (a setting's value is checked only when it was typed; see :mod:`thumbctl.cl
 
 from __future__ import annotations
 
+import math
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
+from ..settings import shortened
+
 try:  # the Click that Typer runs on: recent Typer releases carry their own copy of it
     from typer._click.core import ParameterSource
-    from typer._click.exceptions import ClickException, MissingParameter, NoArgsIsHelpError
+    from typer._click.exceptions import BadParameter, ClickException, MissingParameter, NoArgsIsHelpError
     from typer._click.exceptions import UsageError as ClickUsageError
 except ImportError:  # a Typer release that runs on Click itself
     from click.core import ParameterSource  # type: ignore[no-redef]
-    from click.exceptions import ClickException, MissingParameter, NoArgsIsHelpError  # type: ignore[no-redef]
+    from click.exceptions import (  # type: ignore[no-redef]
+        BadParameter,
+        ClickException,
+        MissingParameter,
+        NoArgsIsHelpError,
+    )
     from click.exceptions import UsageError as ClickUsageError  # type: ignore[no-redef]
 
 __all__ = ["ClickException", "ClickUsageError", "NoArgsIsHelpError", "ParameterSource"]
@@ -136,19 +145,26 @@ def plain_value(param: Any, value: Any, ctx: Any) -> Any:
     if annotation is bool:
         return value if isinstance(value, bool) else NOT_PLAIN
     if annotation is int:
-        return in_range(number(value, int, WHOLE), info)
+        return in_range(number(value, int, WHOLE, param, ctx), info)
     if annotation is float:
-        return in_range(number(value, float, DECIMAL), info)
+        return in_range(number(value, float, DECIMAL, param, ctx), info)
     if annotation is Path and isinstance(value, str):
         return plain_path(value, info)
     return NOT_PLAIN
 
 
-def number(value: Any, kind: type, pattern: re.Pattern[str]) -> Any:
+def number(value: Any, kind: type, pattern: re.Pattern[str], param: Any, ctx: Any) -> Any:
     if type(value) is kind:
         return value
     if isinstance(value, str) and pattern.fullmatch(value):
-        return kind(value)
+        try:
+            converted = kind(value)
+        except ValueError:  # more digits than Python converts to an int
+            limit = f"at most {sys.get_int_max_str_digits()} digits"
+            raise BadParameter(f"must be a whole number of {limit}, got {shortened(value)}", ctx, param) from None
+        if not math.isfinite(converted):  # a float of more digits than a double holds
+            raise BadParameter(f"too large: {shortened(value)}", ctx, param)
+        return converted
     return NOT_PLAIN
 
 

@@ -106,7 +106,7 @@ class PostgresBackend(Backend):
                 code="bad_ledger_url",
             ) from None
         ports = str(params.get("port") or "5432").split(",")
-        if not all(port.isdigit() and 0 < int(port) < 65536 for port in ports):
+        if not all(port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536 for port in ports):
             raise UsageError(f"--db {self.name}: the port must be a number from 1 to 65535", code="bad_ledger_url")
 
     def _unavailable(self, exc: BaseException) -> LedgerUnavailable:
