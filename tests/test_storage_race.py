@@ -27,6 +27,7 @@ import pytest
 
 from thumbctl import Ledger
 
+from harness import Thumbctl
 from support import check_invariants, make_image
 
 pytestmark = pytest.mark.timeout(180)
@@ -150,3 +151,28 @@ def test_a_folder_swapped_for_a_symlink_mid_run_never_leads_a_write_outside(
     assert swapper.swaps >= MIN_SWAPS
     assert found_outside == []
     assert set(outcomes) <= {("succeeded", None), ("failed", "path_outside_root")}
+    assert files_under(store / ".tmp") == []  # every temp file removed on the way out, whatever the swaps
+
+
+def test_a_store_temp_folder_swapped_for_a_symlink_after_staging_leaves_no_temp_file(tmp_path: Path) -> None:
+    """The temp file was written in STORE/.tmp before the swap: the worker reaches it through the
+    folder it wrote it in, never through the symlink, and it is gone when the run ends."""
+    photos, out, outside = tmp_path / "photos", tmp_path / "out", tmp_path / "outside"
+    make_image(photos / "p.png", (64, 48), "PNG", seed=1)
+    outside.mkdir()
+    cli = Thumbctl(tmp_path / "ledger.db", faults=tmp_path / "faults")
+    submitted = cli.run("submit", photos, "--out", out, "--ratio", "1:1", "--size", "24", "--detach", "--json")
+    assert submitted.returncode == 0, submitted.stderr
+    batch_id = json.loads(submitted.stdout)["batch_id"]
+    work = cli.start("work", "--batch", batch_id, "--workers", "1", "--until-idle", "-q", fault="pause:before_publish")
+    cli.paused("before_publish", process=work)  # the render is staged in STORE/.tmp
+    tmp, moved = tmp_path / "ledger.store" / ".tmp", tmp_path / "ledger.store" / ".tmp-moved"
+    assert len(files_under(tmp)) == 1
+    tmp.rename(moved)
+    tmp.symlink_to(outside, target_is_directory=True)
+    cli.release()
+    code, stderr = work.finish()
+    assert code == 0, stderr
+    assert files_under(moved) == [] and files_under(outside) == []
+    status = json.loads(cli.run("status", batch_id, "--json").stdout)
+    assert status["counts"]["succeeded"] == 1

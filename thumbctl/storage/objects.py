@@ -25,6 +25,7 @@ import errno
 import os
 import re
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -174,7 +175,12 @@ class LocalObjectStore:
     # -- the interface -------------------------------------------------------------------------
 
     def stage(self, data: bytes, extension: str) -> str:
-        return fsafe.write_temp(self.root, self.tmp_dir, data, extension)
+        name = fsafe.temp_basename(extension)
+        with fsafe.open_folder(self.root, self.tmp_dir, create=True) as tmp:
+            fsafe.write_new(tmp, name, data)
+            path = f"{self.tmp_dir}/{name}"
+            _STAGED.hold(path, tmp)
+        return path
 
     def put_staged(self, staged: str, name: str, *, verify: Verifier) -> Published:
         return publish_object(self, staged, self.path_of(name), verify=verify)
@@ -187,7 +193,8 @@ class LocalObjectStore:
             self.discard(staged)
 
     def discard(self, staged: str | None) -> None:
-        fsafe.discard(staged)
+        if staged and not _STAGED.unlink(staged):
+            fsafe.discard(staged)
 
     def read(self, name: str, limit: int) -> bytes:
         with open_object(self.path_of(name)) as (fd, info):
@@ -229,6 +236,54 @@ class LocalObjectStore:
         return read_preview(self, self.preview_path(self.path_of(name)), limit)
 
 
+class StagedFolders:
+    """The folder each temp file of this process was written in, held open from the write to its
+    use or removal: a temp file is reached through the folder it was written in, never again by
+    its path, so STORE/.tmp renamed or swapped for a symlink meanwhile leaves no temp file behind
+    (and cannot lead a link out of the store)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._folders: dict[str, int] = {}
+
+    def hold(self, path: str, folder: int) -> None:
+        with self._lock:
+            self._folders[path] = os.dup(folder)
+
+    def _take(self, path: str) -> int | None:
+        with self._lock:
+            return self._folders.pop(path, None)
+
+    def unlink(self, path: str) -> bool:
+        """Remove the temp file at ``path`` through its folder; False when none is held for it."""
+        folder = self._take(path)
+        if folder is None:
+            return False
+        try:
+            with contextlib.suppress(OSError):
+                fsafe.unlink_quietly(folder, os.path.basename(path))
+        finally:
+            os.close(folder)
+        return True
+
+    @contextlib.contextmanager
+    def folder_of(self, path: str, root: str) -> Iterator[int]:
+        """The folder held for the temp file at ``path`` (released on exit), else its folder opened by path."""
+        folder = self._take(path)
+        if folder is None:
+            with fsafe.open_folder(root, os.path.dirname(path)) as opened:
+                yield opened
+            return
+        try:
+            yield folder
+        finally:
+            os.close(folder)
+
+
+_STAGED = StagedFolders()
+os.register_at_fork(after_in_child=_STAGED.__init__)
+
+
 def store_root_of(object_path: str) -> str:
     """The root of the store an object (or its preview) lies in: ``<root>/objects/<xx>/<name>``."""
     shard = os.path.dirname(os.path.abspath(object_path))
@@ -252,7 +307,7 @@ def publish_object(store: LocalObjectStore, temp_path: str, object_path: str, *,
     """
     tmp_dir, temp = os.path.split(temp_path)
     shard_dir, name = os.path.split(object_path)
-    with fsafe.open_folder(store.root, tmp_dir) as tmp:
+    with _STAGED.folder_of(temp_path, store.root) as tmp:
         try:
             with fsafe.open_folder(store.root, shard_dir, create=True) as shard:
                 return _publish_in(tmp, temp, shard, name, verify)
