@@ -760,6 +760,17 @@ def test_work_after_out_tmp_became_a_symlink_fails_the_items_and_reports_the_man
     assert tree_snapshot(victim) == before
 
 
+def test_the_summary_does_not_name_a_manifest_that_was_not_written(cli, photos: Path, out_dir: Path) -> None:
+    out_dir.mkdir()
+    (out_dir / "batches").write_text("a file where the manifest's folder goes")
+    result = cli("submit", str(photos), "--out", str(out_dir), "-r", "1:1", "-w", "1")
+    assert result.exit_code == 0, result.stderr
+    manifest = out_dir / "batches" / f"{result.stdout.split()[1]}.json"
+    assert f"warning [io_error] batch manifest not written: {manifest}: " in result.stderr
+    assert str(manifest) not in result.stdout
+    assert f"  thumbnails in {out_dir}, the batch manifest was not written (see the warning)\n" in result.stdout
+
+
 # -- odd file names and reused outputs ----------------------------------------------------------
 
 

@@ -82,6 +82,7 @@ def render_in_foreground(
         crashes=result.supervision.crashes,
         sheet=result.sheet_path,
         max_failures=max_failures,
+        manifest_written=not result.manifest_errors,
     )
     code = outcome_exit_code(final, interrupted, max_failures)
     reporter.exit_summary(final, code, max_failures)

@@ -111,10 +111,12 @@ class RunReports(Output):
         crashes: int = 0,
         sheet: str | None = None,
         max_failures: int = 0,
+        manifest_written: bool = True,
     ) -> None:
         """The end of a run: the batch object, or a summary; ``sheet`` is the contact sheet a
         foreground run wrote (its JSON gets ``"sheet"``, its summary the ``file://`` link);
-        ``max_failures`` the failed items allowed before the exit is 1 (in the JSON)."""
+        ``max_failures`` the failed items allowed before the exit is 1 (in the JSON); a manifest
+        not written (already warned of) is not named."""
         if self.json_mode:
             self.emit_json(batch.to_json() | {"max_failures": max_failures} | ({"sheet": sheet} if sheet else {}))
             return
@@ -129,7 +131,12 @@ class RunReports(Output):
         self.replaced_names_line(batch)
         self.failure_summary(batch)
         if batch.counts[ItemState.SUCCEEDED]:
-            self.say(f"  thumbnails in {escape(batch.out_dir)}, manifest {escape(batch.manifest_path)}")
+            manifest = (
+                f"manifest {escape(batch.manifest_path)}"
+                if manifest_written
+                else "the batch manifest was not written (see the warning)"
+            )
+            self.say(f"  thumbnails in {escape(batch.out_dir)}, {manifest}")
         if sheet:
             self.say(f"  contact sheet {escape(Path(sheet).as_uri())}")
 
