@@ -30,6 +30,7 @@ from thumbctl.sheet import write_contact_sheet
 from thumbctl.storage.fsafe import host_tag
 from thumbctl.worker import WorkerConfig, run_worker
 
+from harness import Thumbctl
 from support import check_invariants, is_copy_of, make_image, objects_in, tree_snapshot
 
 DAY = 86400.0
@@ -694,3 +695,50 @@ def test_gc_removes_the_sub_folders_it_emptied_and_nothing_else(
     assert (out_dir / "rooms").exists() == user_file
     left = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*"))
     assert left == (["rooms", "rooms/notes.txt"] if user_file else [])  # no objects/, no .tmp in OUT
+
+
+def test_a_thumbnail_published_before_a_crash_lost_the_commit_is_found_and_recorded(
+    ledger_url: str, tmp_path: Path
+) -> None:
+    """Crash after the name is published, before the commit, with no attempt left: the item is
+    ``failed`` while its thumbnail (its object's exact bytes) is in OUT. Reconcile names it, the
+    repair queues it again, and ``work`` records the name as it is: no file is rewritten, none lost."""
+    photos, out, store = tmp_path / "photos", tmp_path / "out", tmp_path / "store"
+    make_image(photos / "p.png", (64, 48), "PNG", seed=3)
+    cli = Thumbctl(ledger_url, store=store, faults=tmp_path / "faults")
+    submitted = cli.run(
+        "submit",
+        photos,
+        "--out",
+        out,
+        "-r",
+        "1:1",
+        "--size",
+        "24",
+        "--attempts",
+        "1",
+        "-w",
+        "1",
+        "--json",
+        fault="crash:name_published:once",
+    )
+    assert submitted.returncode == 1, submitted.stderr
+    batch_id = json.loads(submitted.stdout)["batch_id"]
+    status = cli.json("status", batch_id, "--items", codes=None)
+    (item,) = status["items"]
+    assert (item["state"], item["error_code"]) == ("failed", "worker_crashed")
+    thumbnail = Path(item["friendly_path"])
+    assert is_copy_of(thumbnail, item["object_path"])
+    before = thumbnail.read_bytes()
+
+    found = cli.json("reconcile", codes=(1,))
+    assert [(f["kind"], f["item_id"], f["path"], f["repaired"]) for f in found["findings"]] == [
+        ("unrecorded_thumbnail", "p.png", str(thumbnail), False)
+    ]
+    repaired = cli.json("reconcile", "--repair", codes=(0,))
+    assert [(f["kind"], f["repaired"]) for f in repaired["findings"]] == [("unrecorded_thumbnail", True)]
+    worked = cli.run("work", "--until-idle", "-q")
+    assert worked.returncode == 0, worked.stderr
+    assert cli.json("status", batch_id)["state"] == "succeeded"
+    assert thumbnail.read_bytes() == before and is_copy_of(thumbnail, item["object_path"])
+    assert cli.json("reconcile")["findings"] == []

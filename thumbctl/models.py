@@ -374,6 +374,7 @@ FINDING_KINDS = (
     "friendly_link_missing",
     "friendly_link_wrong",
     "thumbnail_modified",
+    "unrecorded_thumbnail",
     "stale_temp_file",
     "orphan_object",
 )
@@ -392,6 +393,20 @@ class StalledItem:
     lease_token: str | None
     lease_expires_at: str | None
     cancel_requested_at: str | None
+
+
+@dataclass(frozen=True)
+class UnsettledName:
+    """A ``failed`` item of a live batch with its object and friendly name, whose name no success
+    and no recorded name claims: a crash between publishing the name and the commit leaves this."""
+
+    row: int
+    batch_id: str
+    item_id: str
+    ratio: str
+    error_code: str | None
+    object_path: str
+    friendly_path: str
 
 
 @dataclass(frozen=True)

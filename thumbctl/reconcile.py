@@ -25,7 +25,15 @@ from typing import NamedTuple
 from .imaging import output_geometry, verify_output
 from .ledger import Ledger, iso
 from .ledger.maintenance import stall_reason
-from .models import Finding, GcReport, ObjectStamp, PublishedItem, ReconcileReport, StalledItem
+from .models import (
+    Finding,
+    GcReport,
+    ObjectStamp,
+    PublishedItem,
+    ReconcileReport,
+    StalledItem,
+    UnsettledName,
+)
 from .options import DEFAULT_GRACE
 from .proc import owner_is_dead
 from .publisher import Publisher
@@ -118,6 +126,7 @@ def _problems(
         if problem is not None:
             yield problem
     yield from _output_problems(ledger, checks)
+    yield from _unsettled_problems(ledger)
     referenced = ledger.upkeep.referenced_object_paths()
     stores = object_stores(ledger, store)
     for found in stores:
@@ -256,6 +265,30 @@ def _link_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Problem:
         return publisher.restore(item.row, item.object_path, item.friendly_path, kind, f"reconcile: {detail}")
 
     return Problem(finding, fix)
+
+
+def _unsettled_problems(ledger: Ledger) -> Iterator[Problem]:
+    """A failed item whose name holds exactly its object's bytes: thumbctl published it, and a crash
+    lost the commit that would have recorded it. Queued again, its render records the name as it is."""
+    for item in ledger.upkeep.unsettled_names():
+        if not (is_plain_file(item.object_path) and os.path.isfile(item.friendly_path)):
+            continue
+        if thumbnail_problem(item.object_path, item.friendly_path) is not None:
+            continue
+        detail = (
+            f"the item failed ({item.error_code}) but its thumbnail was published, holding its object's bytes "
+            "(a crash before the commit); --repair queues it again: `thumbctl work` then records it unchanged"
+        )
+        finding = Finding(
+            "unrecorded_thumbnail", item.batch_id, item.item_id, detail, ratio=item.ratio, path=item.friendly_path
+        )
+
+        def fix(item: UnsettledName = item, detail: str = detail) -> bool:
+            return ledger.upkeep.requeue_unsettled(
+                item.row, item.object_path, item.friendly_path, "unrecorded_thumbnail", f"reconcile: {detail}"
+            )
+
+        yield Problem(finding, fix)
 
 
 # -- files nobody accounts for --------------------------------------------------------------------

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import TypeVar
 
 from ..errors import LedgerUnavailable
-from ..models import ItemState, ObjectStamp, PublishedItem, StalledItem
+from ..models import ItemState, ObjectStamp, PublishedItem, StalledItem, UnsettledName
 from .backend import Backend, record
 from .names import OBJECT_STORE
 from .relocation import Relocation
@@ -54,6 +54,11 @@ class Maintenance:
             record(PublishedItem, r, row=r["id"], profile=json.loads(r["profile"]), owns_friendly_name=bool(r["owns"]))
             for r in rows
         ]
+
+    def unsettled_names(self) -> list[UnsettledName]:
+        """Failed items of live batches (not cancelled) whose friendly name no success and no recorded name claims."""
+        rows = self.db.execute(sql.UNSETTLED_NAMES).fetchall()
+        return [record(UnsettledName, r, row=r["id"]) for r in rows]
 
     def verified_objects(self) -> dict[str, ObjectStamp]:
         """The objects reconcile last found sound, with the state their files were in then."""
@@ -132,6 +137,23 @@ class Maintenance:
             if target == ItemState.QUEUED:  # rendered afresh: not a reuse any more, and the old result is void
                 self.db.execute(sql.RENDER_AGAIN, (row,), ids=1)
             return target
+
+    def requeue_unsettled(self, row: int, object_path: str, friendly_path: str, code: str, detail: str) -> bool:
+        """A failed item whose thumbnail was published before a crash lost the commit goes back to
+        ``queued`` with a fresh attempt budget, if it is still failed with these paths and its batch
+        was not cancelled: its render finds its own bytes at the name and records it, unchanged."""
+        with self.db.write() as now:
+            found = self.db.execute(sql.UNSETTLED_NAME, (row,)).fetchone()
+            unchanged = found is not None and (found["state"], found["object_path"], found["friendly_path"]) == (
+                ItemState.FAILED,
+                object_path,
+                friendly_path,
+            )
+            if not unchanged or found["cancel_requested_at"] is not None:
+                return False
+            moved = self.log.move(iso(now), [row], ItemState.FAILED, ItemState.QUEUED, error_code=code, detail=detail)
+            self.log.set_attempts(moved, queue_sql.FRESH_ATTEMPTS)
+            return bool(moved)
 
     def relink_published(
         self, row: int, object_path: str, friendly_path: str, code: str, detail: str, link: Callable[[], str | None]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..states import ALL, LIVE, QUEUED, RUNNING, SUCCEEDED
+from ..states import ALL, FAILED, LIVE, QUEUED, RUNNING, SUCCEEDED
 from . import IDS, query
 
 _LIVE_BATCH = "b.expired_at IS NULL"
@@ -30,6 +30,21 @@ PUBLISHED_ITEMS = query(
     "{output_bytes} AS output_bytes "
     f"FROM items i JOIN batches b USING (batch_id) WHERE i.state = {SUCCEEDED} AND {_LIVE_BATCH} "
     "AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL ORDER BY i.id",
+)
+#: Failed items whose name nothing claims: no success of a live batch, no recorded name.
+UNSETTLED_NAMES = query(
+    "unsettled_names",
+    "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.error_code, i.object_path, i.friendly_path "
+    f"FROM items i JOIN batches b USING (batch_id) WHERE i.state = {FAILED} AND {_LIVE_BATCH} "
+    "AND b.cancel_requested_at IS NULL AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL "
+    "AND NOT EXISTS (SELECT 1 FROM names n WHERE n.friendly_path = i.friendly_path) "
+    "AND NOT EXISTS (SELECT 1 FROM items o JOIN batches ob ON ob.batch_id = o.batch_id "
+    f"WHERE o.friendly_path = i.friendly_path AND o.state = {SUCCEEDED} AND ob.expired_at IS NULL) ORDER BY i.id",
+)
+UNSETTLED_NAME = query(
+    "unsettled_name",
+    "SELECT i.state, i.object_path, i.friendly_path, b.cancel_requested_at FROM items i "
+    f"JOIN batches b USING (batch_id) WHERE i.id = ? AND {_LIVE_BATCH}{{lock_i}}",
 )
 VERIFIED_OBJECTS = query(
     "verified_objects", "SELECT object_path, dev, inode, size, mtime_ns, ctime_ns FROM object_checks"
