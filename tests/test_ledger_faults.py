@@ -333,6 +333,25 @@ def test_text_that_is_not_utf8_in_a_ledger_row_is_74_naming_the_ledger_and_colum
         error_document(json_done.stdout, "ledger_corrupt", 74, False)
 
 
+def test_a_worker_killed_by_sigbus_stops_work_with_a_coded_error_naming_the_ledger(tmp_path: Path) -> None:
+    """SQLite maps the ledger's -shm file: when the file system will not back a page of it (the file
+    made immutable, a failing disk), the worker touching it dies by SIGBUS. The run stops with
+    ledger_io_error naming the ledger instead of killing worker after worker; the next run finishes."""
+    cli = Cli(tmp_path, tmp_path / "ledger.db")
+    batch_id = cli.submit()
+    work = cli.run("work", "--until-idle", "--workers", "1", fault="sigbus:before_publish:once")
+    assert work.returncode == 75, work.stderr
+    one_error_line(work.stderr, "ledger_io_error")
+    assert (
+        f"error [ledger_io_error] the ledger {cli.db} cannot be written (a worker process was killed by SIGBUS: "
+        in (work.stderr)
+    )
+    assert "ledger.db-shm could not be written" in work.stderr
+    again = cli.run("work", "--until-idle")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(cli.run("status", batch_id, "--json").stdout)["state"] == "succeeded"
+
+
 def reading_commands(batch_id: str, tmp_path: Path) -> list[list[str]]:
     """The commands that only read the ledger, each with --json."""
     return [

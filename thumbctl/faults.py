@@ -6,6 +6,9 @@
   kill -9 would leave it; ``crash:CHECKPOINT:0.3`` does so with probability 0.3;
   ``crash:CHECKPOINT:once`` only in the first process to get there (it leaves
   ``$THUMBCTL_FAULT_DIR/fired-CHECKPOINT`` behind).
+* ``sigbus:CHECKPOINT`` — the worker process kills itself with SIGBUS, as touching a page of an
+  mmapped file the file system cannot back does (SQLite's ``-shm`` made immutable); ``:once`` and a
+  probability as for ``crash``.
 * ``pause:CHECKPOINT`` — the worker creates ``$THUMBCTL_FAULT_DIR/paused-CHECKPOINT-PID``
   and waits there until ``$THUMBCTL_FAULT_DIR/release`` exists.
 
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,8 +69,11 @@ def parse_faults(text: str) -> tuple[FaultRule, ...]:
     rules = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         fields = part.split(":")
-        if len(fields) not in (2, 3) or fields[0] not in ("crash", "pause") or fields[1] not in CHECKPOINTS:
-            raise ValueError(f"bad THUMBCTL_FAULT rule {part!r}: use crash:CHECKPOINT[:P|:once] or pause:CHECKPOINT")
+        if len(fields) not in (2, 3) or fields[0] not in ("crash", "sigbus", "pause") or fields[1] not in CHECKPOINTS:
+            raise ValueError(
+                f"bad THUMBCTL_FAULT rule {part!r}: "
+                "use crash:CHECKPOINT[:P|:once], sigbus:CHECKPOINT[:P|:once] or pause:CHECKPOINT"
+            )
         odds = fields[2] if len(fields) == 3 else "1"
         once = odds == "once"
         rules.append(FaultRule(fields[0], fields[1], 1.0 if once else float(odds), once))
@@ -88,6 +95,8 @@ class Faults:
                 continue
             if rule.action == "crash":
                 os._exit(137)
+            if rule.action == "sigbus":
+                os.kill(os.getpid(), signal.SIGBUS)
             self._pause(checkpoint)
 
     def _first_to_fire(self, checkpoint: str) -> bool:

@@ -21,6 +21,7 @@ import contextlib
 import importlib
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
 import sys
 import threading
@@ -445,7 +446,7 @@ def supervise(
                 next_time_check = time.monotonic() + _time_check_period(pool.config.item_timeout)
                 with contextlib.suppress(LedgerBusy):  # past the busy policy's bound: again next check
                     _enforce_time_limit(ledger, pool)
-            deaths = pool.reap()
+            deaths = _without_bus_errors(ledger, pool, pool.reap())
             _stop_on_ledger_fault(ledger, pool)
             if deaths:
                 start_failures = _after_deaths(ledger, pool, deaths, start_failures, on_worker_died)
@@ -479,10 +480,32 @@ def _stop_on_ledger_fault(ledger: Ledger, pool: Pool) -> None:
     ledger.check_file()
 
 
+#: What a worker killed by SIGBUS on a SQLite ledger is taken for (see :func:`_without_bus_errors`).
+_BUS_ERROR = "bus_error"
+
+
+def _without_bus_errors(ledger: Ledger, pool: Pool, deaths: list[WorkerDeath]) -> list[WorkerDeath]:
+    """``deaths`` less the workers killed by SIGBUS on a SQLite ledger, which stop the run as a ledger
+    fault: SQLite maps the ledger's shared-memory file (``-shm``), and a page of it the file system
+    refuses to back (made immutable, a full or failing disk) kills the process that touches it.
+    Retrying would only kill the next worker the same way."""
+    if ledger.backend != "sqlite":
+        return deaths
+    bus = [death for death in deaths if death.exitcode == -signal.SIGBUS]
+    if bus:
+        pool.ledger_faults.append(_BUS_ERROR)
+        pool.crashes -= len(bus)
+    return [death for death in deaths if death not in bus]
+
+
 def _raise_ledger_fault(ledger: Ledger, pool: Pool) -> None:
     if pool.ledger_faults:
         ledger.check_file()
         code = pool.ledger_faults[0]
+        if code == _BUS_ERROR:
+            shm = f"{os.path.basename(ledger.path)}-shm"
+            detail = f"a worker process was killed by SIGBUS: its shared-memory file {shm} could not be written"
+            raise ledger.fault("ledger_io_error", detail)
         raise ledger.fault(code, "deleted or replaced" if code == "ledger_gone" else "a worker process met it")
 
 
