@@ -352,6 +352,33 @@ def test_a_worker_killed_by_sigbus_stops_work_with_a_coded_error_naming_the_ledg
     assert json.loads(cli.run("status", batch_id, "--json").stdout)["state"] == "succeeded"
 
 
+def _chattr(flag: str, path: Path) -> None:
+    try:
+        subprocess.run(["chattr", flag, str(path)], check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"chattr {flag} is not permitted here ({getattr(exc, 'stderr', '') or exc}); this test needs root")
+
+
+def test_a_shm_file_made_immutable_during_work_is_ledger_io_error_naming_it(tmp_path: Path) -> None:
+    cli = Cli(tmp_path, tmp_path / "ledger.db")
+    batch_id = cli.submit()
+    work = cli.start("work", "--until-idle", "--workers", "1", fault="pause:before_publish")
+    cli.paused("before_publish", process=work)
+    shm = tmp_path / "ledger.db-shm"
+    _chattr("+i", shm)
+    try:
+        cli.release()
+        code, stderr = work.finish()
+    finally:
+        _chattr("-i", shm)
+    assert code == 75, stderr
+    one_error_line(stderr, "ledger_io_error")
+    assert f"the ledger {cli.db} cannot be written (" in stderr and "ledger.db-shm" in stderr
+    again = cli.run("work", "--until-idle")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(cli.run("status", batch_id, "--json").stdout)["state"] == "succeeded"
+
+
 def reading_commands(batch_id: str, tmp_path: Path) -> list[list[str]]:
     """The commands that only read the ledger, each with --json."""
     return [

@@ -435,6 +435,7 @@ def supervise(
     next_time_check = 0.0
     try:
         while True:
+            ledger.check_file()  # before the ledger is touched: a -shm file made unwritable would kill this process
             presses = interrupts()
             if presses and not handled:  # also when both presses came within one tick
                 handled = True

@@ -9,6 +9,8 @@ errors in :mod:`.connection`; every write first checks the file is still the one
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -120,11 +122,23 @@ class SqliteBackend(Backend):
         now = file_identity(self.path)
         if now != self._identity:
             raise gone_error(self.path, now)
+        if self._shm_unwritable():
+            shm = os.path.basename(f"{self.path}-shm")
+            raise self.fault("ledger_io_error", f"its shared-memory file {shm} cannot be written")
+
+    def _shm_unwritable(self) -> bool:
+        """Whether the ledger's -shm file cannot be written while the ledger can (made immutable):
+        SQLite maps it, and the next page it touches kills this process with SIGBUS."""
+        shm = f"{self.path}-shm"
+        return os.access(self.path, os.W_OK) and os.path.exists(shm) and not os.access(shm, os.W_OK)
 
     def fault(self, code: str, detail: str) -> LedgerFault:
         return fault_for(code, self.path, detail)
 
     def close(self) -> None:
+        if self._shm_unwritable():
+            _abandon(self.conn)
+            return
         self.conn.close()
 
     def reconnect(self) -> None:
@@ -148,6 +162,13 @@ class SqliteBackend(Backend):
                 if target > version:
                     migrate(db)
                     self.conn.execute(f"PRAGMA user_version={int(target)}")
+
+
+def _abandon(conn: LedgerConnection) -> None:
+    """Never close ``conn``, not even when the interpreter ends: the last connection to close checkpoints
+    through the -shm file, and with that file unwritable the touch kills the process by SIGBUS
+    before its exit status says why. The operating system releases its file and locks."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
 
 
 def _schema_version(conn: sqlite3.Connection) -> int:
