@@ -15,7 +15,7 @@ from dataclasses import asdict, replace
 
 from ..admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
 from ..errors import IdempotencyConflict
-from ..models import BatchView, CachedSource, ItemState, NewBatch, NewItem
+from ..models import BatchView, CachedSource, FocusChange, FocusPoint, ItemState, NewBatch, NewItem
 from ..settings import Limits
 from .backend import Backend, record
 from .names import OBJECT_STORE, NameLocks
@@ -78,6 +78,7 @@ class Intake(NameLocks):
                         "for a different request; nothing was changed",
                         batch_id=row["batch_id"],
                     )
+                self._record_focus(new, row["batch_id"], iso(now))  # the manifest's fixes stand again
                 return row["batch_id"], True
             if still_present and any(item.dedup for item in new.items):
                 self.db.serialize_on(OBJECT_STORE)  # gc cannot remove a reused object meanwhile
@@ -106,7 +107,38 @@ class Intake(NameLocks):
         self.db.insert(sql.INSERT_BATCH, [batch])
         self.db.insert(sql.INSERT_ITEMS, (_item_row(batch_id, item, at) for item in new.items))
         self.db.append_events_from(sql.INSERT_CREATION_EVENTS, (at, batch_id))
+        self._record_focus(new, batch_id, at)
         return batch_id
+
+    def _record_focus(self, new: NewBatch, batch_id: str | None, at: str) -> None:
+        """The crop fixes ``new`` sets or clears, in its acceptance's transaction."""
+        for change in sorted(new.focus_changes, key=lambda c: (c.source_digest, c.ratio)):
+            self._change_focus(change, batch_id, at)
+
+    def _change_focus(self, change: FocusChange, batch_id: str | None, at: str) -> None:
+        key = {"source_digest": change.source_digest, "ratio": change.ratio}
+        if change.focus is None:
+            self.db.execute(sql.CLEAR_FOCUS, key)
+            return
+        x, y = change.focus
+        self.db.execute(sql.SET_FOCUS, key | {"focus_x": x, "focus_y": y, "set_at": at, "batch_id": batch_id})
+
+    def focus_points(self, digests: Iterable[str]) -> list[FocusPoint]:
+        """The crop fixes remembered for these source contents, by content and ratio."""
+        digests = sorted(set(digests))
+        found: list[FocusPoint] = []
+        for chunk in chunks(digests):
+            for row in self.db.execute(sql.FOCUS_POINTS, chunk, ids=len(chunk)).fetchall():
+                focus = (float(row["focus_x"]), float(row["focus_y"]))
+                found.append(FocusPoint(row["source_digest"], row["ratio"], focus, row["set_at"], row["batch_id"]))
+        return found
+
+    def change_focus(self, changes: Iterable[FocusChange]) -> None:
+        """Remember or forget crop fixes at once (``thumbctl focus``), in one transaction."""
+        changes = sorted(changes, key=lambda c: (c.source_digest, c.ratio))
+        with self.db.write(durable=True) as now:
+            for change in changes:
+                self._change_focus(change, None, iso(now))
 
     def _queue_snapshot(self, now: float) -> QueueSnapshot:
         """Runnable items in the ledger and the age of the oldest one (runnable: see :func:`.states.runnable`);
