@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .entries import SourceEntry
@@ -117,15 +117,17 @@ def parse_focus_ratios(text: str | None) -> tuple[Ratio, ...]:
         raise UsageError(f"--ratio: {exc}", code="bad_ratio") from exc
 
 
-def source_focus(ledger: Ledger, source: Path, limits: Limits) -> SourceFocus:
-    """The fixes remembered for the content of the file ``source``."""
+def source_focus(ledger: Ledger, source: Path, limits: Limits, ratios: tuple[Ratio, ...] = ()) -> SourceFocus:
+    """The fixes remembered for the content of the file ``source`` (at ``ratios``; none given: all)."""
     path, digest = _digest_of(source, limits)
-    return _current(ledger, path, digest)
+    shown = _current(ledger, path, digest)
+    if not ratios:
+        return shown
+    wanted = {str(r) for r in ratios}
+    return replace(shown, points=tuple(p for p in shown.points if p.ratio in wanted))
 
 
-def set_focus(
-    ledger: Ledger, source: Path, ratios: tuple[Ratio, ...], point: Point, limits: Limits
-) -> SourceFocus:
+def set_focus(ledger: Ledger, source: Path, ratios: tuple[Ratio, ...], point: Point, limits: Limits) -> SourceFocus:
     """Remember ``point`` for the content of ``source`` at each of ``ratios`` (at least one)."""
     if not ratios:
         raise UsageError("--at needs --ratio: the ratios whose crop it fixes (e.g. --ratio 4:3)", code="bad_ratio")
