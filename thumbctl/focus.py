@@ -107,50 +107,64 @@ def parse_point(text: str) -> Point:
     raise UsageError(f"--at {shown!r}: give X,Y with both in 0..1, e.g. 0.3,0.6", code="bad_focus")
 
 
-def parse_focus_ratios(text: str | None) -> tuple[Ratio, ...]:
-    """``--ratio`` as submit reads it (``4:3`` or ``1:1,4:3``); none given: every ratio."""
-    if text is None:
-        return ()
+@dataclass(frozen=True)
+class FocusRequest:
+    """What ``thumbctl focus`` was asked: show (no point, not clear), set ``point`` or clear, at ``ratios``
+    (empty: every ratio)."""
+
+    ratios: tuple[Ratio, ...] = ()
+    point: Point | None = None
+    clear: bool = False
+
+
+def focus_request(ratio: str | None, at: str | None, clear: bool) -> FocusRequest:
+    """The request of ``--ratio``, ``--at`` and ``--clear``, checked before any file is read."""
+    if at is not None and clear:
+        raise UsageError("--at sets a fix and --clear forgets it: give one of them")
+    point = parse_point(at) if at is not None else None
     try:
-        return parse_ratios(text)
+        ratios = parse_ratios(ratio) if ratio is not None else ()
     except SettingError as exc:
         raise UsageError(f"--ratio: {exc}", code="bad_ratio") from exc
+    if point is not None and not ratios:
+        raise UsageError("--at needs --ratio: the ratios whose crop it fixes (e.g. --ratio 4:3)", code="bad_ratio")
+    return FocusRequest(ratios, point, clear)
 
 
-def source_focus(ledger: Ledger, source: Path, limits: Limits, ratios: tuple[Ratio, ...] = ()) -> SourceFocus:
-    """The fixes remembered for the content of the file ``source`` (at ``ratios``; none given: all)."""
-    path, digest = _digest_of(source, limits)
-    shown = _current(ledger, path, digest)
-    if not ratios:
+@dataclass(frozen=True)
+class Photo:
+    """A photo's real path and content digest, read as a submit reads it."""
+
+    path: str
+    digest: str
+
+
+def read_photo(source: Path, limits: Limits) -> Photo:
+    """The photo at ``source``: a regular file under the byte limit in a format thumbctl reads.
+    Refusals are usage errors with the code a submit would give the item."""
+    return Photo(*_digest_of(source, limits))
+
+
+def apply_focus(ledger: Ledger, photo: Photo, request: FocusRequest) -> SourceFocus:
+    """Carry out ``request`` for ``photo`` and return what is remembered for it afterwards."""
+    wanted = [str(r) for r in request.ratios]
+    if request.point is not None:
+        ledger.intake.change_focus(FocusChange(photo.digest, r, request.point) for r in wanted)
+        return _current(ledger, photo, set_=tuple(wanted))
+    if request.clear:
+        known = {p.ratio for p in ledger.intake.focus_points([photo.digest])}
+        cleared = tuple(r for r in (wanted or sorted(known)) if r in known)
+        ledger.intake.change_focus(FocusChange(photo.digest, r, None) for r in cleared)
+        return _current(ledger, photo, cleared=cleared)
+    shown = _current(ledger, photo)
+    if not wanted:
         return shown
-    wanted = {str(r) for r in ratios}
     return replace(shown, points=tuple(p for p in shown.points if p.ratio in wanted))
 
 
-def set_focus(ledger: Ledger, source: Path, ratios: tuple[Ratio, ...], point: Point, limits: Limits) -> SourceFocus:
-    """Remember ``point`` for the content of ``source`` at each of ``ratios`` (at least one)."""
-    if not ratios:
-        raise UsageError("--at needs --ratio: the ratios whose crop it fixes (e.g. --ratio 4:3)", code="bad_ratio")
-    path, digest = _digest_of(source, limits)
-    ledger.intake.change_focus(FocusChange(digest, str(r), point) for r in ratios)
-    changed = tuple(str(r) for r in ratios)
-    return _current(ledger, path, digest, set_=changed)
-
-
-def clear_focus(ledger: Ledger, source: Path, ratios: tuple[Ratio, ...], limits: Limits) -> SourceFocus:
-    """Forget the fixes of ``source``'s content at ``ratios`` (none given: at every ratio)."""
-    path, digest = _digest_of(source, limits)
-    known = {p.ratio for p in ledger.intake.focus_points([digest])}
-    chosen = [str(r) for r in ratios] if ratios else sorted(known)
-    cleared = tuple(r for r in chosen if r in known)
-    ledger.intake.change_focus(FocusChange(digest, r, None) for r in cleared)
-    return _current(ledger, path, digest, cleared=cleared)
-
-
-def _current(
-    ledger: Ledger, path: str, digest: str, *, set_: tuple[str, ...] = (), cleared: tuple[str, ...] = ()
-) -> SourceFocus:
-    return SourceFocus(path, digest, tuple(ledger.intake.focus_points([digest])), set_, cleared)
+def _current(ledger: Ledger, photo: Photo, *, set_: tuple[str, ...] = (), cleared: tuple[str, ...] = ()) -> SourceFocus:
+    points = tuple(ledger.intake.focus_points([photo.digest]))
+    return SourceFocus(photo.path, photo.digest, points, set_, cleared)
 
 
 def _digest_of(source: Path, limits: Limits) -> tuple[str, str]:

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from ..errors import UsageError
 from .resolution import settings_from_context
 from .session import handled, open_ledger, reporter_for
 
@@ -37,21 +36,14 @@ def focus_command(
 ) -> None:
     """Show, set (--at) or clear (--clear) a photo's remembered crop fixes. Every later submit that renders
     the same content at that ratio, from a folder or a manifest, centres the crop there."""
-    from ..focus import clear_focus, parse_focus_ratios, parse_point, set_focus, source_focus
+    from ..focus import apply_focus, focus_request, read_photo
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
-        if at is not None and clear:
-            raise UsageError("--at sets a fix and --clear forgets it: give one of them")
-        point = parse_point(at) if at is not None else None
-        ratios = parse_focus_ratios(ratio)
+        request = focus_request(ratio, at, clear)
         settings = settings_from_context(ctx)
-        changing = point is not None or clear
+        photo = read_photo(source, settings.limits())
+        changing = request.point is not None or request.clear
         with open_ledger(settings.ledger_path, existing=not changing, read_only=not changing) as ledger:
-            if point is not None:
-                shown = set_focus(ledger, source, ratios, point, settings.limits())
-            elif clear:
-                shown = clear_focus(ledger, source, ratios, settings.limits())
-            else:
-                shown = source_focus(ledger, source, settings.limits(), ratios)
+            shown = apply_focus(ledger, photo, request)
         reporter.focus_points(shown)
