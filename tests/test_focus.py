@@ -118,6 +118,33 @@ def test_a_manifest_focus_is_remembered_and_null_forgets_it(cli: Thumbctl, shop:
     assert (final["sofa.4x3.jpg"], final["sofa.1x1.jpg"]) == (smart["sofa.4x3.jpg"], fixed["sofa.1x1.jpg"])
 
 
+def test_clearing_or_setting_a_fix_again_is_never_a_replay_of_an_earlier_batch(
+    cli: Thumbctl, shop: Path, tmp_path: Path
+) -> None:
+    out, sofa = tmp_path / "out", shop / "sofa.jpg"
+    first = submit(cli, shop, out)
+    smart = thumbnails(out)["sofa.4x3.jpg"]
+    cli.json("focus", sofa, "--ratio", "4:3", "--at", "0.05,0.95")
+    fixed = submit(cli, shop, out)
+    fixed_bytes = thumbnails(out)["sofa.4x3.jpg"]
+    assert fixed["replaced"] == 1 and fixed_bytes != smart
+
+    assert cli.json("focus", sofa, "--clear")["cleared"] == ["4:3"]
+    unfixed = submit(cli, shop, out)  # the same folder and settings as the first submit
+    assert unfixed["batch_id"] != first["batch_id"] and not unfixed["replayed"]
+    assert unfixed["replaced"] == 1 and thumbnails(out)["sofa.4x3.jpg"] == smart
+
+    cli.json("focus", sofa, "--ratio", "4:3", "--at", "0.05,0.95")
+    refixed = submit(cli, shop, out)
+    assert refixed["batch_id"] != fixed["batch_id"] and refixed["replaced"] == 1
+    assert thumbnails(out)["sofa.4x3.jpg"] == fixed_bytes
+
+    same = cli.json("focus", sofa, "--ratio", "4:3", "--at", "0.05,0.95")  # as it is: nothing changes
+    assert same["focus_points"] == cli.json("focus", sofa)["focus_points"]
+    replay = submit(cli, shop, out)
+    assert (replay["batch_id"], replay["replayed"], replay["replaced"]) == (refixed["batch_id"], True, 1)
+
+
 @pytest.mark.parametrize(
     ("args", "code"),
     [

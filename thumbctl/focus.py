@@ -32,40 +32,44 @@ Point = tuple[float, float]
 
 @dataclass(frozen=True)
 class FocusPlan:
-    """The remembered focus a submission renders with, after its own manifest's changes, and those
-    changes (recorded with the batch)."""
+    """What a submission renders with: the remembered fix of each (digest, ratio), cleared ones
+    included (focus None), after its own manifest's changes (set_at None: set by this batch); and
+    those changes, recorded with the batch."""
 
-    memory: Mapping[tuple[str, str], Point] = field(default_factory=dict)
+    memory: Mapping[tuple[str, str], FocusPoint] = field(default_factory=dict)
     changes: tuple[FocusChange, ...] = ()
 
     def focus_of(self, entry: SourceEntry, digest: str | None, ratio: Ratio) -> Point | None:
         """The item's focus: the manifest's, none when the manifest clears it, else the remembered one."""
         if entry.focus is not None or entry.clear_focus or digest is None:
             return entry.focus
-        return self.memory.get((digest, str(ratio)))
+        point = self.memory.get((digest, str(ratio)))
+        return point.focus if point else None
 
-    def remembered_for(self, entry: SourceEntry, digest: str | None) -> dict[str, list[float]]:
-        """The ratios of ``entry`` that render with a remembered focus, for the canonical request."""
+    def remembered_for(self, entry: SourceEntry, digest: str | None) -> dict[str, object]:
+        """The remembered fixes (set or cleared, with when) ``entry`` renders with, for the canonical
+        request: a fix set, cleared or set again since makes the next submit a new request."""
         if entry.focus is not None or entry.clear_focus or digest is None:
             return {}
-        return {str(r): list(point) for r in entry.ratios if (point := self.memory.get((digest, str(r))))}
+        points = (self.memory.get((digest, str(r))) for r in entry.ratios)
+        return {p.ratio: {"focus": list(p.focus) if p.focus else None, "set_at": p.set_at} for p in points if p}
 
 
 def plan_focus(entries: Iterable[tuple[SourceEntry, str | None]], remembered: Iterable[FocusPoint]) -> FocusPlan:
     """The plan of the entries (each with its source's digest, None when it could not be read), given
-    the fixes remembered for those digests. The manifest's changes apply in item-id order."""
-    memory = {(p.source_digest, p.ratio): p.focus for p in remembered}
+    the fixes remembered for those digests. The manifest's changes apply in item-id order; only those
+    that change what is remembered are recorded (a fix set again as it is keeps its time)."""
+    memory = {(p.source_digest, p.ratio): p for p in remembered}
     changes: dict[tuple[str, str], FocusChange] = {}
     for entry, digest in sorted(entries, key=lambda pair: pair[0].item_id):
         if digest is None or (entry.focus is None and not entry.clear_focus):
             continue
-        for ratio in entry.ratios:
-            key = (digest, str(ratio))
-            changes[key] = FocusChange(digest, str(ratio), entry.focus)
-            if entry.focus is None:
-                memory.pop(key, None)
-            else:
-                memory[key] = entry.focus
+        for ratio in map(str, entry.ratios):
+            now = memory.get((digest, ratio))
+            if (now.focus if now else None) == entry.focus:
+                continue
+            changes[digest, ratio] = FocusChange(digest, ratio, entry.focus)
+            memory[digest, ratio] = FocusPoint(digest, ratio, entry.focus, None)
     return FocusPlan(memory, tuple(changes.values()))
 
 
@@ -146,13 +150,16 @@ def read_photo(source: Path, limits: Limits) -> Photo:
 
 
 def apply_focus(ledger: Ledger, photo: Photo, request: FocusRequest) -> SourceFocus:
-    """Carry out ``request`` for ``photo`` and return what is remembered for it afterwards."""
+    """Carry out ``request`` for ``photo`` and return what is remembered for it afterwards. Setting a
+    fix as it already is, or clearing one that is not set, changes nothing."""
     wanted = [str(r) for r in request.ratios]
+    known = {p.ratio: p.focus for p in ledger.intake.focus_points([photo.digest]) if p.focus is not None}
     if request.point is not None:
-        ledger.intake.change_focus(FocusChange(photo.digest, r, request.point) for r in wanted)
+        ledger.intake.change_focus(
+            FocusChange(photo.digest, r, request.point) for r in wanted if known.get(r) != request.point
+        )
         return _current(ledger, photo, set_=tuple(wanted))
     if request.clear:
-        known = {p.ratio for p in ledger.intake.focus_points([photo.digest])}
         cleared = tuple(r for r in (wanted or sorted(known)) if r in known)
         ledger.intake.change_focus(FocusChange(photo.digest, r, None) for r in cleared)
         return _current(ledger, photo, cleared=cleared)
@@ -163,7 +170,8 @@ def apply_focus(ledger: Ledger, photo: Photo, request: FocusRequest) -> SourceFo
 
 
 def _current(ledger: Ledger, photo: Photo, *, set_: tuple[str, ...] = (), cleared: tuple[str, ...] = ()) -> SourceFocus:
-    points = tuple(ledger.intake.focus_points([photo.digest]))
+    """The fixes set for ``photo`` now (cleared ones are not shown)."""
+    points = tuple(p for p in ledger.intake.focus_points([photo.digest]) if p.focus is not None)
     return SourceFocus(photo.path, photo.digest, points, set_, cleared)
 
 

@@ -289,17 +289,19 @@ class FocusChange:
 
 @dataclass(frozen=True)
 class FocusPoint:
-    """A remembered crop fix: every later render of the content at the ratio is centred on ``focus``;
-    ``batch_id`` is the batch whose manifest set it (None: ``thumbctl focus``)."""
+    """A remembered crop fix: every later render of the content at the ratio is centred on ``focus``
+    (None: the fix was cleared at ``set_at``); ``batch_id`` is the batch whose manifest set or
+    cleared it (None: ``thumbctl focus``)."""
 
     source_digest: str
     ratio: str
-    focus: tuple[float, float]
-    set_at: str
+    focus: tuple[float, float] | None
+    set_at: str | None
     batch_id: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {"ratio": self.ratio, "focus": list(self.focus), "set_at": self.set_at, "batch_id": self.batch_id}
+        focus = list(self.focus) if self.focus else None
+        return {"ratio": self.ratio, "focus": focus, "set_at": self.set_at, "batch_id": self.batch_id}
 
 
 @dataclass(frozen=True)

@@ -116,20 +116,18 @@ class Intake(NameLocks):
             self._change_focus(change, batch_id, at)
 
     def _change_focus(self, change: FocusChange, batch_id: str | None, at: str) -> None:
-        key = {"source_digest": change.source_digest, "ratio": change.ratio}
-        if change.focus is None:
-            self.db.execute(sql.CLEAR_FOCUS, key)
-            return
-        x, y = change.focus
-        self.db.execute(sql.SET_FOCUS, key | {"focus_x": x, "focus_y": y, "set_at": at, "batch_id": batch_id})
+        """Set a fix, or clear it (kept without a point, so the next submit is a new request)."""
+        x, y = change.focus if change.focus else (None, None)
+        row = {"source_digest": change.source_digest, "ratio": change.ratio, "focus_x": x, "focus_y": y}
+        self.db.execute(sql.SET_FOCUS, row | {"set_at": at, "batch_id": batch_id})
 
     def focus_points(self, digests: Iterable[str]) -> list[FocusPoint]:
-        """The crop fixes remembered for these source contents, by content and ratio."""
+        """The crop fixes remembered for these source contents, by content and ratio (cleared ones too)."""
         digests = sorted(set(digests))
         found: list[FocusPoint] = []
         for chunk in chunks(digests):
             for row in self.db.execute(sql.FOCUS_POINTS, chunk, ids=len(chunk)).fetchall():
-                focus = (float(row["focus_x"]), float(row["focus_y"]))
+                focus = (float(row["focus_x"]), float(row["focus_y"])) if row["focus_x"] is not None else None
                 found.append(FocusPoint(row["source_digest"], row["ratio"], focus, row["set_at"], row["batch_id"]))
         return found
 

@@ -117,10 +117,9 @@ FOCUS_POINTS = query(
     "ORDER BY source_digest, ratio",
     lists={"ids": ("?", ",")},
 )
-#: An upsert, like the stat cache's.
+#: An upsert, like the stat cache's; a cleared fix is kept without a point.
 SET_FOCUS = query(
     "set_focus",
     f"INSERT INTO focus_points ({', '.join(FOCUS_COLUMNS)}) VALUES ({', '.join(':' + c for c in FOCUS_COLUMNS)}) "
     f"ON CONFLICT (source_digest, ratio) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in FOCUS_COLUMNS[2:])}",
 )
-CLEAR_FOCUS = query("clear_focus", "DELETE FROM focus_points WHERE source_digest = :source_digest AND ratio = :ratio")
