@@ -13,13 +13,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from thumbctl import Ledger, Limits
 from thumbctl.errors import UsageError
 from thumbctl.focus import parse_point, plan_focus
 from thumbctl.manifest import parse_manifest_text
+from thumbctl.models import FocusChange
 
 from conftest import SAMPLE_IMAGES
 from harness import Thumbctl
-from support import make_image
+from support import make_image, request
 
 SMART = "-r", "4:3,1:1", "-w", "1"
 
@@ -228,3 +230,19 @@ def test_a_batch_that_sets_and_clears_one_content_records_the_last_in_item_order
         None,
         (0.7, 0.7),
     ]
+
+
+def test_the_ledger_records_fixes_with_the_batch_and_keeps_cleared_ones_without_a_point(ledger_url: str) -> None:
+    digest = f"{0:064d}"
+    changes = (FocusChange(digest, "1:1", (0.25, 0.75)), FocusChange(digest, "4:3", None))
+    with Ledger(ledger_url) as ledger:
+        batch = ledger.intake.accept_batch(request(focus_changes=changes), Limits())
+        points = {p.ratio: p for p in ledger.intake.focus_points([digest, "other"])}
+        assert (points["1:1"].focus, points["1:1"].batch_id) == ((0.25, 0.75), batch.batch_id)
+        assert (points["4:3"].focus, points["4:3"].batch_id) == (None, batch.batch_id)
+        ledger.intake.change_focus([FocusChange(digest, "1:1", None), FocusChange(digest, "16:9", (0.0, 1.0))])
+        after = {p.ratio: (p.focus, p.batch_id) for p in ledger.intake.focus_points([digest])}
+        assert after == {"1:1": (None, None), "4:3": (None, batch.batch_id), "16:9": ((0.0, 1.0), None)}
+        replay = ledger.intake.accept_batch(request(focus_changes=changes), Limits())
+        assert replay.replayed and replay.batch_id == batch.batch_id  # a replay's manifest fixes stand again
+        assert {p.ratio: p.focus for p in ledger.intake.focus_points([digest])}["1:1"] == (0.25, 0.75)

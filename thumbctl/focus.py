@@ -156,12 +156,12 @@ def apply_focus(ledger: Ledger, photo: Photo, request: FocusRequest) -> SourceFo
     known = {p.ratio: p.focus for p in ledger.intake.focus_points([photo.digest]) if p.focus is not None}
     if request.point is not None:
         ledger.intake.change_focus(
-            FocusChange(photo.digest, r, request.point) for r in wanted if known.get(r) != request.point
+            [FocusChange(photo.digest, r, request.point) for r in wanted if known.get(r) != request.point]
         )
         return _current(ledger, photo, set_=tuple(wanted))
     if request.clear:
         cleared = tuple(r for r in (wanted or sorted(known)) if r in known)
-        ledger.intake.change_focus(FocusChange(photo.digest, r, None) for r in cleared)
+        ledger.intake.change_focus([FocusChange(photo.digest, r, None) for r in cleared])
         return _current(ledger, photo, cleared=cleared)
     shown = _current(ledger, photo)
     if not wanted:

@@ -375,7 +375,7 @@ def _check_pixels(info: CachedSource, limits: Limits) -> None:
 def _focus_plan(entries: list[SourceEntry], inspections: dict[str, Inspection], ledger: Ledger) -> FocusPlan:
     """The crop fixes remembered for the sources' contents, with the manifest's own changes."""
     digests = {entry.item_id: _digest(inspections[entry.item_id]) for entry in entries}
-    remembered = ledger.intake.focus_points(d for d in digests.values() if d)
+    remembered = ledger.intake.focus_points([d for d in digests.values() if d])
     return plan_focus(((entry, digests[entry.item_id]) for entry in entries), remembered)
 
 

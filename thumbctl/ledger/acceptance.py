@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, replace
 
 from ..admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
@@ -121,7 +121,7 @@ class Intake(NameLocks):
         row = {"source_digest": change.source_digest, "ratio": change.ratio, "focus_x": x, "focus_y": y}
         self.db.execute(sql.SET_FOCUS, row | {"set_at": at, "batch_id": batch_id})
 
-    def focus_points(self, digests: Iterable[str]) -> list[FocusPoint]:
+    def focus_points(self, digests: Sequence[str]) -> list[FocusPoint]:
         """The crop fixes remembered for these source contents, by content and ratio (cleared ones too)."""
         digests = sorted(set(digests))
         found: list[FocusPoint] = []
@@ -131,11 +131,12 @@ class Intake(NameLocks):
                 found.append(FocusPoint(row["source_digest"], row["ratio"], focus, row["set_at"], row["batch_id"]))
         return found
 
-    def change_focus(self, changes: Iterable[FocusChange]) -> None:
+    def change_focus(self, changes: Sequence[FocusChange]) -> None:
         """Remember or forget crop fixes at once (``thumbctl focus``), in one transaction."""
-        changes = sorted(changes, key=lambda c: (c.source_digest, c.ratio))
+        if not changes:
+            return
         with self.db.write(durable=True) as now:
-            for change in changes:
+            for change in sorted(changes, key=lambda c: (c.source_digest, c.ratio)):
                 self._change_focus(change, None, iso(now))
 
     def _queue_snapshot(self, now: float) -> QueueSnapshot:
