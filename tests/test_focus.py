@@ -210,7 +210,7 @@ def test_a_manifest_tells_a_focus_from_null_from_none() -> None:
     assert (c.focus, c.clear_focus) == (None, False)
 
 
-def test_a_batch_that_sets_and_clears_one_content_records_the_last_in_item_order() -> None:
+def test_a_manifest_that_sets_and_clears_one_fix_records_the_last_in_item_order() -> None:
     from thumbctl.entries import SourceEntry
     from thumbctl.models import FocusPoint
     from thumbctl.settings import Ratio
@@ -227,7 +227,7 @@ def test_a_batch_that_sets_and_clears_one_content_records_the_last_in_item_order
     assert [plan.focus_of(entry, digest, square[0]) for entry, digest in entries] == [
         None,
         (0.2, 0.3),
-        None,
+        (0.5, 0.5),  # within the batch, the fix remembered before
         (0.7, 0.7),
     ]
 

@@ -32,9 +32,10 @@ Point = tuple[float, float]
 
 @dataclass(frozen=True)
 class FocusPlan:
-    """What a submission renders with: the remembered fix of each (digest, ratio), cleared ones
-    included (focus None), after its own manifest's changes (set_at None: set by this batch); and
-    those changes, recorded with the batch."""
+    """What a submission renders with: the fix remembered for each (digest, ratio) before it, cleared
+    ones included (focus None); and the changes its manifest makes, recorded with the batch (they
+    apply from the next batch on: within a manifest, an item without ``focus`` keeps the fix remembered
+    before, as another item of the same photo with its own focus is another derivative)."""
 
     memory: Mapping[tuple[str, str], FocusPoint] = field(default_factory=dict)
     changes: tuple[FocusChange, ...] = ()
@@ -57,20 +58,20 @@ class FocusPlan:
 
 def plan_focus(entries: Iterable[tuple[SourceEntry, str | None]], remembered: Iterable[FocusPoint]) -> FocusPlan:
     """The plan of the entries (each with its source's digest, None when it could not be read), given
-    the fixes remembered for those digests. The manifest's changes apply in item-id order; only those
-    that change what is remembered are recorded (a fix set again as it is keeps its time)."""
+    the fixes remembered for those digests. Where several items of a manifest set or clear one fix,
+    the last in item-id order stands; only what changes the remembered fix is recorded (a fix set
+    again as it is keeps its time, clearing none changes nothing)."""
     memory = {(p.source_digest, p.ratio): p for p in remembered}
-    changes: dict[tuple[str, str], FocusChange] = {}
+    wanted: dict[tuple[str, str], Point | None] = {}
     for entry, digest in sorted(entries, key=lambda pair: pair[0].item_id):
-        if digest is None or (entry.focus is None and not entry.clear_focus):
-            continue
-        for ratio in map(str, entry.ratios):
-            now = memory.get((digest, ratio))
-            if (now.focus if now else None) == entry.focus:
-                continue
-            changes[digest, ratio] = FocusChange(digest, ratio, entry.focus)
-            memory[digest, ratio] = FocusPoint(digest, ratio, entry.focus, None)
-    return FocusPlan(memory, tuple(changes.values()))
+        if digest is not None and (entry.focus is not None or entry.clear_focus):
+            wanted.update({(digest, str(ratio)): entry.focus for ratio in entry.ratios})
+    changes = tuple(
+        FocusChange(digest, ratio, focus)
+        for (digest, ratio), focus in wanted.items()
+        if (memory[digest, ratio].focus if (digest, ratio) in memory else None) != focus
+    )
+    return FocusPlan(memory, changes)
 
 
 # -- thumbctl focus -------------------------------------------------------------------------------
