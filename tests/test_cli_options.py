@@ -14,6 +14,8 @@ from thumbctl.cli import app, main
 from thumbctl.config import KEYS, KEYS_BY_NAME
 from thumbctl.configkeys import ALL_KEYS
 
+from support import make_image
+
 GROUP = typer.main.get_command(app)
 COMMANDS = sorted(GROUP.commands)  # type: ignore[attr-defined]
 
@@ -316,6 +318,8 @@ def test_help_length_is_bounded(command: str | None, most: int) -> None:
 HUGE = "1" * 5000
 #: Options parsed by their command rather than by the settings table or Typer: each is a duration.
 DURATION_OPTIONS = {"older_than", "grace", "window", "admission_wait"}
+#: Options parsed by their command that hold two numbers, ``X,Y``.
+POINT_OPTIONS = {"at"}
 #: Options whose value is text, never a number.
 TEXT_OPTIONS = {"key", "include", "exclude", "profile", "batch_option", "item", "output", "prometheus", "sort", "state"}
 
@@ -334,6 +338,8 @@ def _numeric_key(key) -> bool:  # noqa: ANN001 - a settings table Key
 def _huge_values(option, key) -> list[str]:  # noqa: ANN001 - a Click option, a settings table Key or None
     if key is not None and key.name == "ratios":
         return [f"{HUGE}:1", f"1:{HUGE}"]
+    if option.name in POINT_OPTIONS:
+        return [f"{HUGE},0.5", f"0.5,-{HUGE}"]
     return [HUGE, f"-{HUGE}", f"{HUGE}s"]
 
 
@@ -348,7 +354,7 @@ def _numeric_options() -> list[tuple[str, str, str]]:
             annotation = option.type_descriptor.annotation
             if key is not None:
                 numeric = _numeric_key(key)
-            elif annotation in (int, float) or option.name in DURATION_OPTIONS:
+            elif annotation in (int, float) or option.name in DURATION_OPTIONS | POINT_OPTIONS:
                 numeric = True
             else:
                 assert option.name in TEXT_OPTIONS, f"{name} {option.opts[0]}: say whether it takes a number"
@@ -382,14 +388,23 @@ def test_a_number_of_5000_digits_in_any_flag_is_a_usage_error(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("THUMBCTL_DB", str(tmp_path / "ledger.db"))
     (tmp_path / "photos").mkdir()
-    given = {"submit": ["photos"], "events": ["b_00"], "retry": ["b_00"], "cancel": ["b_00"], "sheet": ["b_00"]}
-    required = ["--older-than", "30d"] if command == "gc" and flag != "--older-than" else []
+    make_image(tmp_path / "photo.png", (32, 24), "PNG")
+    given = {
+        "submit": ["photos"],
+        "events": ["b_00"],
+        "retry": ["b_00"],
+        "cancel": ["b_00"],
+        "sheet": ["b_00"],
+        "focus": ["photo.png"],
+    }
+    required = {"gc": ["--older-than", "30d"], "focus": ["--ratio", "1:1"]}.get(command, [])
+    required = [] if flag in required else required
     with pytest.raises(SystemExit) as ended:
         main([command, *given.get(command, []), *required, flag, value])
     stderr = capsys.readouterr().err
     assert ended.value.code == 2, stderr
     lines = stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error [usage] "), stderr
+    assert len(lines) == 1 and lines[0].startswith("error ["), stderr
     assert flag in lines[0]
 
 
