@@ -186,10 +186,14 @@ class BatchViews:
         return {r["item_id"]: (r["source_width"], r["source_height"]) for r in rows}
 
     def workers(self, batch_id: str | None) -> list[WorkerActivity]:
-        """Each live lease: its owner, first item, ratios and since when."""
+        """Each live lease: its owner, first item, its ratios (each once, whatever the sizes and
+        formats of its derivatives) and since when."""
         scope = [batch_id] if batch_id is not None else []
         rows = self.db.execute(sql.WORKERS, scope, scope=len(scope)).fetchall()
-        return [WorkerActivity(r["lease_owner"], r["item_id"], tuple(r["ratios"].split(" ")), r["since"]) for r in rows]
+        return [
+            WorkerActivity(r["lease_owner"], r["item_id"], tuple(dict.fromkeys(r["ratios"].split(" "))), r["since"])
+            for r in rows
+        ]
 
 
 def _item_view(row: Row) -> ItemView:
