@@ -1089,6 +1089,25 @@ def test_outputs_smaller_than_asked_are_named_in_the_run_summary_and_the_items_t
     assert enlarged.exit_code == 0 and "smaller than asked" not in enlarged.stdout + enlarged.stderr
 
 
+def test_the_summary_counts_outputs_smaller_than_asked_over_the_whole_batch_reused_ones_too(
+    cli, small_and_large: Path, out_dir: Path
+) -> None:
+    """A second submit of the folder with one photo added reuses the small photo's two outputs:
+    the summary still counts them, and the items list shows their produced size."""
+    run = ("--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9", "--size", "1024", "--crop", "center")
+    assert cli("submit", small_and_large, *run).exit_code == 0
+    make_image(small_and_large / "added.jpg", (1600, 1200), "JPEG", seed=9)
+    again = cli("submit", small_and_large, *run)
+    assert again.exit_code == 0, again.stderr
+    assert "  2 outputs are smaller than asked " + SMALLER_HINT in again.stdout.splitlines()
+    batch_id = json.loads(cli("status", "--json").stdout)["batches"][0]["batch_id"]
+    small = {k[1]: v for k, v in items_of(cli, batch_id).items() if k[0] == "small.jpg"}
+    assert {ratio: item["result"] for ratio, item in small.items()} == {
+        "1:1": {"width": 427, "height": 427, "source_smaller_than_target": True, "reused": True},
+        "16:9": {"width": 640, "height": 360, "source_smaller_than_target": True, "reused": True},
+    }
+
+
 # -- what a new user runs into ------------------------------------------------------
 
 
