@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from thumbctl import Ledger, Limits
 from thumbctl.cli import app
+from thumbctl.ledger import RenderFacts, StatsFacts
+from thumbctl.report.reporter import Reporter
 from thumbctl.stats import build_report, percentile, prometheus_text
 
 from support import Clock, request
@@ -222,3 +226,28 @@ def test_cancellation_lag_is_measured_on_the_running_items_not_the_queued_ones(t
         clock.now = T0 + 9
         done = build_report(led.views.stats_facts(T0)).to_json()["cancellations"]
         assert [(c["observed_seconds"], c["finalized_seconds"]) for c in done] == [(5.5, 5.5)]
+
+
+def test_per_ratio_source_bytes_count_each_source_once_whatever_its_sizes_and_formats() -> None:
+    """One 1000-byte source rendered at 2 ratios x 2 sizes x 2 formats: read 1000 B; each ratio
+    read it once (1000 B, not 4000), made 4 outputs, and the outputs add up to bytes written."""
+    renders = [
+        RenderFacts("b_1", "/src/a.jpg", ratio, 1, False, result(1000, size // 8 + (fmt == "webp")))
+        for ratio in ("1:1", "4:3")
+        for size in (256, 1024)
+        for fmt in ("jpeg", "webp")
+    ]
+    facts = StatsFacts(2000.0, 1000.0, 0, 0, 0, None, 1, 8, 8, {"succeeded": 8, "failed": 0, "cancelled": 0}, {}, renders=renders)
+    report = build_report(facts)
+    doc = report.to_json()
+    assert (doc["bytes_read"], doc["bytes_written"]) == (1000, 2 * (32 + 33 + 128 + 129))
+    assert doc["per_ratio"] == {
+        "1:1": {"items": 4, "source_bytes": 1000, "output_bytes": 322},
+        "4:3": {"items": 4, "source_bytes": 1000, "output_bytes": 322},
+    }
+    out = io.StringIO()
+    Reporter(stdout=out, diagnostics=Console(file=io.StringIO())).stats(report)
+    lines = [line.split() for line in out.getvalue().splitlines()]
+    assert ["bytes:", "read", "1.0", "kB,", "written", "644", "B;", "dedup", "hits", "0"] in lines
+    assert ["ratio", "items", "sources", "read", "output", "bytes"] in lines
+    assert ["1:1", "4", "1.0", "kB", "322", "B"] in lines

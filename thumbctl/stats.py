@@ -176,12 +176,17 @@ def _per_source(renders: Iterable[RenderFacts]) -> list[RenderFacts]:
 
 
 def _per_ratio(renders: list[RenderFacts]) -> dict[str, RatioBytes]:
+    """Items and output bytes per ratio; source bytes once per source render of the ratio,
+    however many sizes and formats it made (so no ratio's figure exceeds ``bytes_read``)."""
     totals: dict[str, RatioBytes] = {}
+    read: set[tuple[str, str, int, str]] = set()
     for render in renders:
         now = totals.get(render.ratio, RatioBytes())
+        first = (render.batch_id, render.source, render.attempt, render.ratio) not in read
+        read.add((render.batch_id, render.source, render.attempt, render.ratio))
         totals[render.ratio] = RatioBytes(
             now.items + 1,
-            now.source_bytes + _figure(render, "source_bytes"),
+            now.source_bytes + (_figure(render, "source_bytes") if first else 0),
             now.output_bytes + _figure(render, "output_bytes"),
         )
     return dict(sorted(totals.items()))

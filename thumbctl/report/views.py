@@ -122,13 +122,14 @@ class ViewReports(Output):
         self.table(stages)
         if report.per_ratio:
             ratios = Table(box=None, pad_edge=False)
-            for column in ("ratio", "items", "source bytes", "output bytes"):
+            for column in ("ratio", "items", "sources read", "output bytes"):
                 ratios.add_column(column, justify="left" if column == "ratio" else "right")
             for ratio, figures in report.per_ratio.items():
                 ratios.add_row(
                     ratio, str(figures.items), format_bytes(figures.source_bytes), format_bytes(figures.output_bytes)
                 )
             self.table(ratios)
+            self.say("  a source is read once for all its ratios, sizes and formats; `read` above counts it once")
         for batch_id, n in report.retries.items():
             self.say(f"  retries: {batch_id} {n}")
         for lag in report.cancellations:
