@@ -562,3 +562,32 @@ def test_the_docs_document_the_postgresql_ledger_and_its_error_codes() -> None:
     exit_codes = (REPO / "docs" / "json.md").read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
     assert "`postgres_driver_missing`" in exit_codes.split("| 2 |", 1)[1].split("\n", 1)[0]
     assert "`ledger_unavailable`" in exit_codes.split("| 75 |", 1)[1].split("\n", 1)[0]
+
+
+def test_config_shows_the_store_the_ledger_recorded_or_that_one_is_required(
+    ledger_url: str, pictures: Path, tmp_path: Path
+) -> None:
+    """Without --store: a fresh PostgreSQL ledger needs one ("required"), a SQLite one has its
+    default beside it; once a submit named a store, both show the one they recorded."""
+    env = {k: v for k, v in cli_env(tmp_path).items() if k != "THUMBCTL_STORE"}
+    thumbctl = Thumbctl(ledger_target(ledger_url), env)
+    postgres = is_server_url(ledger_url)
+    if postgres:
+        # the ledger's schema is created by the first command that opens it
+        assert thumbctl("status").code == 0
+    fresh = thumbctl("config")
+    assert fresh.code == 0
+    if postgres:
+        expected = {"value": None, "source": "required: give --store (a PostgreSQL ledger has no default)"}
+    else:
+        expected = {"value": None, "source": "default"}
+    assert fresh.doc["settings"]["store"] == expected
+    (line,) = [line for line in thumbctl("config", as_json=False).stdout.splitlines() if line.startswith("store ")]
+    shown = "required" if postgres else "beside the ledger (ledger.store)"
+    assert line.split() == ["store", *shown.split(), *expected["source"].split()]
+    store = tmp_path / "objects"
+    assert thumbctl("submit", pictures, "--out", tmp_path / "out", "--store", store, "--detach").code == 0
+    recorded = thumbctl("config")
+    assert recorded.doc["settings"]["store"] == {"value": str(store), "source": "recorded in the ledger"}
+    (line,) = [line for line in thumbctl("config", as_json=False).stdout.splitlines() if line.startswith("store ")]
+    assert line.split() == ["store", str(store), "recorded", "in", "the", "ledger"]

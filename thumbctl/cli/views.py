@@ -8,10 +8,12 @@ from typing import Annotated
 
 import typer
 
+from ..config import with_recorded_store
 from ..errors import UsageError
 from ..models import ITEM_STATES
 from ..runner import watch_batch
 from ..settings import parse_duration
+from ..stores import recorded_store_of
 from .options import BatchAlias, StatsIntervalOption, batch_argument, choice_option, one_batch
 from .resolution import ledger_target, settings_from_context
 from .session import Interrupts, handled, open_ledger, parsed, reporter_for, settled
@@ -133,7 +135,8 @@ def config_command(ctx: typer.Context, json_out: bool = False, quiet: bool = Fal
     """
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
-        reporter.settings(settings_from_context(ctx))
+        settings = settings_from_context(ctx)
+        reporter.settings(with_recorded_store(settings, recorded_store_of(settings.ledger_path)))
 
 
 class SheetOrder(StrEnum):

@@ -165,7 +165,7 @@ class ViewReports(Output):
         for column in ("setting", "value", "source"):
             table.add_column(column)
         for name, setting in settings.values.items():
-            table.add_row(name, escape(display_value(name, setting.value)), escape(setting.source))
+            table.add_row(name, escape(display_value(name, setting.value, setting.source)), escape(setting.source))
         self.table(table)
 
     def sheet_written(self, summary: SheetSummary) -> None:
