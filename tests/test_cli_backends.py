@@ -533,9 +533,11 @@ def test_a_server_that_never_answers_is_given_the_busy_timeout_to_connect(silent
 
 
 @pytest.mark.parametrize("wrong", ["role", "database"])
-def test_a_login_the_server_refuses_is_ledger_unavailable_with_the_password_masked(
+def test_a_login_the_server_refuses_is_a_configuration_error_with_the_password_masked(
     wrong: str, pg_admin_url: str | None, pictures: Path, tmp_path: Path
 ) -> None:
+    """An unknown role or database is exit 2, ``ledger_login_refused``, permanent: cron would
+    retry a 75 for ever."""
     if pg_admin_url is None:
         pytest.skip("needs THUMBCTL_TEST_PG")
     url = with_password(pg_admin_url, SECRET)
@@ -546,7 +548,18 @@ def test_a_login_the_server_refuses_is_ledger_unavailable_with_the_password_mask
         url = with_database(url, "no_such_database_x")
     thumbctl = Thumbctl(url, cli_env(tmp_path))
     for args in (["status"], ["submit", pictures, "--out", tmp_path / "out", "--detach"], ["work", "--until-idle"]):
-        assert f'"no_such_{wrong}_x" does not exist' in assert_unavailable(thumbctl(*args), url)
+        run = thumbctl(*args)
+        assert run.code == 2, run.stderr
+        assert SECRET not in run.stdout + run.stderr
+        (line,) = run.stderr.splitlines()
+        prefix = f"error [ledger_login_refused] the PostgreSQL server refused the login to {masked(url)} ("
+        assert line.startswith(prefix) and f'"no_such_{wrong}_x" does not exist' in line, line
+        assert line.endswith("): check the user, password and database in --db (or THUMBCTL_DB)")
+        message = line[len("error [ledger_login_refused] ") :]
+        if args[0] in JSON_COMMANDS:
+            assert run.doc == {
+                "error": {"code": "ledger_login_refused", "message": message, "transient": False, "exit_code": 2}
+            }
     assert not (tmp_path / "out").exists()
 
 
@@ -562,6 +575,7 @@ def test_the_docs_document_the_postgresql_ledger_and_its_error_codes() -> None:
     exit_codes = (REPO / "docs" / "json.md").read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
     assert "`postgres_driver_missing`" in exit_codes.split("| 2 |", 1)[1].split("\n", 1)[0]
     assert "`ledger_unavailable`" in exit_codes.split("| 75 |", 1)[1].split("\n", 1)[0]
+    assert "`ledger_login_refused`" in exit_codes.split("| 2 |", 1)[1].split("\n", 1)[0]
 
 
 def test_config_shows_the_store_the_ledger_recorded_or_that_one_is_required(
@@ -591,3 +605,28 @@ def test_config_shows_the_store_the_ledger_recorded_or_that_one_is_required(
     assert recorded.doc["settings"]["store"] == {"value": str(store), "source": "recorded in the ledger"}
     (line,) = [line for line in thumbctl("config", as_json=False).stdout.splitlines() if line.startswith("store ")]
     assert line.split() == ["store", str(store), "recorded", "in", "the", "ledger"]
+
+
+@pytest.mark.parametrize(
+    ("reason", "refused"),
+    [
+        ('connection failed: FATAL:  password authentication failed for user "shop"', True),
+        ('connection failed: FATAL:  no pg_hba.conf entry for host "10.0.0.5", user "shop", database "thumbs"', True),
+        ('connection failed: FATAL:  role "shop" is not permitted to log in', True),
+        ("connection failed: fe_sendauth: no password supplied", True),
+        ("connection failed: FATAL:  the database system is starting up", False),
+        ("connection failed: FATAL:  sorry, too many clients already", False),
+        ("connection failed: Connection refused", False),
+    ],
+)
+def test_which_connection_errors_are_a_refused_login(reason: str, refused: bool) -> None:
+    from types import SimpleNamespace
+
+    from thumbctl.ledger.postgres import PostgresBackend
+
+    url = f"postgresql://shop:{SECRET}@db.example/thumbs"
+    error = PostgresBackend._refused(SimpleNamespace(url=url, name=masked(url)), Exception(f"{reason} {SECRET}"))
+    assert (error is not None) == refused
+    if error is not None:
+        assert (error.code, error.exit_code, error.transient) == ("ledger_login_refused", 2, False)
+        assert SECRET not in error.message and reason in error.message
