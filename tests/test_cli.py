@@ -457,11 +457,12 @@ def test_colour_on_a_terminal_unless_no_color(tmp_path: Path) -> None:
     ("args", "first_line"),
     [
         (["events", "--json"], b"{\n"),
-        (["events"], b"seq  at                           item       ratio  transition  attempt  worker  error\n"),
+        (["events"], b"seq  at                           item       ratio  size  format  transition  attempt  worker  error\n"),
+        (["events", "--jsonl"], None),  # a whole JSON object
         (["status", "--items"], b"item       ratio  state   attempt  error  crop  output\n"),
     ],
 )
-def test_a_closed_pipe_ends_quietly(tmp_path: Path, args: list[str], first_line: bytes) -> None:
+def test_a_closed_pipe_ends_quietly(tmp_path: Path, args: list[str], first_line: bytes | None) -> None:
     """`thumbctl events B | head -1`: the listing stops where the reader went away, exit 0, nothing on stderr."""
     db = tmp_path / "l.db"
     with Ledger(db) as ledger:
@@ -471,7 +472,9 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path, args: list[str], first_line:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    assert proc.stdout is not None and proc.stdout.readline() == first_line
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line == first_line if first_line is not None else json.loads(line)["seq"] == 1
     proc.stdout.close()  # like `| head -1`
     assert proc.wait(timeout=60) == 0
     assert proc.stderr is not None and proc.stderr.read() == b""
@@ -499,12 +502,25 @@ def test_listings_are_results_on_stdout_one_line_a_row_and_json_is_the_whole_doc
     (key,) = set(expected) - {"batch_id"}
     assert len(rows) == len(expected[key]) and "\x1b" not in human.stdout
     if key == "events":
-        assert header.split() == ["seq", "at", "item", "ratio", "transition", "attempt", "worker", "error"]
+        assert header.split() == [
+            "seq", "at", "item", "ratio", "size", "format", "transition", "attempt", "worker", "error"
+        ]  # fmt: skip
         assert [row.split()[0] for row in rows] == [str(e["seq"]) for e in expected["events"]]
-        assert all(row.split()[6] == e["to_state"] for row, e in zip(rows, expected["events"], strict=True))
+        assert [row.split()[4:6] for row in rows] == [[str(e["size"]), e["format"]] for e in expected["events"]]
+        assert all(row.split()[8] == e["to_state"] for row, e in zip(rows, expected["events"], strict=True))
+        lines = cli(args[0], batch_id, *args[1:], "--jsonl")
+        assert (lines.exit_code, lines.stderr) == (0, "")
+        assert [json.loads(line) for line in lines.stdout.splitlines()] == expected["events"]
     else:
         assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
         assert [row.split()[:3] for row in rows] == [[i["item_id"], i["ratio"], i["state"]] for i in expected["items"]]
+
+
+def test_events_jsonl_gives_an_error_as_one_line_too(cli, photos: Path, out_dir: Path) -> None:
+    cli("submit", photos, "--out", out_dir, "--detach", "-q")
+    result = cli("events", "b_0000000000000000", "--jsonl")
+    assert (result.exit_code, result.stdout.count("\n")) == (2, 1)
+    assert json.loads(result.stdout)["error"]["code"] == "batch_not_found"
 
 
 def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli, tmp_path: Path) -> None:

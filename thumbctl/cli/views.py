@@ -14,7 +14,7 @@ from ..models import ITEM_STATES
 from ..runner import watch_batch
 from ..settings import parse_duration
 from ..stores import recorded_store_of
-from .options import BatchAlias, StatsIntervalOption, batch_argument, choice_option, one_batch
+from .options import COMMON, BatchAlias, StatsIntervalOption, batch_argument, choice_option, one_batch
 from .resolution import ledger_target, settings_from_context
 from .session import Interrupts, handled, open_ledger, parsed, reporter_for, settled
 
@@ -83,11 +83,19 @@ def events(
     ctx: typer.Context,
     batch: Annotated[str, batch_argument()],
     item: Annotated[str | None, typer.Option("--item", help="Only the events of this item id.")] = None,
+    json_lines: Annotated[
+        bool,
+        typer.Option(
+            "--jsonl",
+            help="JSON Lines: each event as one JSON object on its own line (an error too).",
+            rich_help_panel=COMMON,
+        ),
+    ] = False,
     json_out: bool = False,
     quiet: bool = False,
 ) -> None:
     """The transition log of a batch: every state change with time, attempt, worker, error code."""
-    reporter = reporter_for(json_out, quiet)
+    reporter = reporter_for(json_out, quiet, json_lines=json_lines)
     with (
         handled(reporter),
         open_ledger(ledger_target(ctx), read_only=True) as ledger,

@@ -72,8 +72,10 @@ class ViewReports(Output):
             self.listing(ITEM_COLUMNS, (item_cells(i) for i in items))
 
     def events(self, events: Iterable[EventView]) -> None:
-        """``events BATCH``: streamed to stdout, as JSON or as lines."""
-        if self.json_mode:
+        """``events BATCH``: streamed to stdout, as JSON (one document, or JSON Lines) or as lines."""
+        if self.json_lines:
+            self.emit_json_lines(e.to_json() for e in events)
+        elif self.json_mode:
             self.emit_json_list({}, "events", (e.to_json() for e in events))
         elif not self.quiet:
             self.listing(EVENT_COLUMNS, (event_cells(e) for e in events))
