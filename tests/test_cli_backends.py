@@ -630,3 +630,37 @@ def test_which_connection_errors_are_a_refused_login(reason: str, refused: bool)
     if error is not None:
         assert (error.code, error.exit_code, error.transient) == ("ledger_login_refused", 2, False)
         assert SECRET not in error.message and reason in error.message
+
+
+def test_a_batch_id_is_taken_by_a_unique_hex_prefix_without_its_b_and_an_ambiguous_one_is_refused(
+    ledger_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like a git short id: ``9450`` names b_9450…, ``94`` is too short, ``9451`` starts two batches."""
+    from thumbctl import Ledger, Limits
+    from thumbctl.ledger import acceptance
+
+    from support import request
+
+    ids = iter(["b_94500000000000aa", "b_9451000000000001", "b_9451000000000002"])
+    monkeypatch.setattr(acceptance, "new_batch_id", lambda: next(ids))
+    with Ledger(ledger_url) as ledger:
+        for key in ("A", "B", "C"):
+            ledger.intake.accept_batch(request(key, sources=1), Limits())
+    thumbctl = Thumbctl(ledger_target(ledger_url), cli_env(tmp_path))
+    for prefix in ("9450", "94500000000000AA", "b_9450"):
+        found = thumbctl("status", prefix)
+        assert (found.code, found.doc["batch_id"]) == (0, "b_94500000000000aa"), prefix
+    for command in (["status"], ["events"], ["cancel"], ["retry"], ["stats"], ["sheet"]):
+        refused = thumbctl(*command, "9451")
+        assert refused.code == 2, (command, refused.stderr)
+        message = (
+            "batch id prefix '9451' is ambiguous: b_9451000000000001, b_9451000000000002 and maybe more start "
+            "with it; give more of the id"
+        )
+        assert refused.doc == {
+            "error": {"code": "batch_id_ambiguous", "message": message, "transient": False, "exit_code": 2}
+        }
+        assert refused.stderr == f"error [batch_id_ambiguous] {message}\n"
+    short = thumbctl("status", "94")
+    assert (short.code, short.doc["error"]["code"]) == (2, "batch_not_found")
+    assert thumbctl("status", "9452").doc["error"]["message"].startswith("no batch '9452' in ")

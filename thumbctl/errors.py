@@ -88,6 +88,12 @@ class BatchNotFound(UsageError):
     code = "batch_not_found"
 
 
+class BatchIdAmbiguous(UsageError):
+    """A batch id prefix that more than one batch starts with."""
+
+    code = "batch_id_ambiguous"
+
+
 class ItemNotFound(UsageError):
     code = "item_not_found"
 

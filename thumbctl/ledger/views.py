@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..errors import BatchNotFound, ItemNotFound
+from ..errors import BatchIdAmbiguous, BatchNotFound, ItemNotFound
 from ..models import (
     ITEM_STATES,
     TERMINAL_BATCH_STATES,
@@ -32,17 +32,23 @@ class BatchViews:
         self.db = db
 
     def resolve_batch_id(self, text: str) -> str:
-        """The full batch id for ``text``: an id, or an unambiguous prefix of one."""
-        rows = self.db.execute(sql.BATCH_IDS_FROM, (text, text + "\U0010ffff")).fetchall()
-        ids = [r["batch_id"] for r in rows]
-        if text in ids:
-            return text
-        if len(ids) == 1 and len(text) >= 4:
-            return ids[0]
-        if len(rows) > 1:
-            raise BatchNotFound(f"batch id prefix {text!r} is ambiguous")
-        if rows:
+        """The full batch id for ``text``: an id, or an unambiguous prefix of one of at least 4
+        characters, with or without its ``b_`` (``9450`` as a git short id: ``b_9450…``)."""
+        ids: list[str] = []
+        for prefix in _batch_prefixes(text):
+            rows = self.db.execute(sql.BATCH_IDS_FROM, (prefix, prefix + "\U0010ffff")).fetchall()
+            if prefix in (found := [r["batch_id"] for r in rows]):
+                return prefix
+            ids += [batch_id for batch_id in found if batch_id not in ids]
+        if ids and len(text) < 4:
             raise BatchNotFound(f"batch id prefix {text!r} is too short: give at least 4 characters")
+        if len(ids) == 1:
+            return ids[0]
+        if ids:
+            raise BatchIdAmbiguous(
+                f"batch id prefix {text!r} is ambiguous: {ids[0]}, {ids[1]} and maybe more start with it; "
+                "give more of the id"
+            )
         raise BatchNotFound(f"no batch {text!r} in {self.db.name}")
 
     def batch(self, batch_id: str, *, with_failures: bool = True) -> BatchView:
@@ -203,3 +209,11 @@ def _item_view(row: Row) -> ItemView:
 
 def _event_view(row: Row) -> EventView:
     return record(EventView, row, dedup=bool(row["dedup"]))
+
+
+def _batch_prefixes(text: str) -> list[str]:
+    """What ``text`` may be the start of: itself, and for bare hex (``9450``) ``b_9450`` too."""
+    bare = text.lower()
+    if not text.startswith("b_") and bare and all(c in "0123456789abcdef" for c in bare):
+        return [text, f"b_{bare}"]
+    return [text]
