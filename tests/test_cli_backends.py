@@ -214,7 +214,7 @@ def run_scenario(thumbctl: Thumbctl, pictures: Path, out: Path, tmp_path: Path) 
     record("stats", report, stats_facts(report.doc))
     metrics = prom.read_text()
     assert (
-        'thumbctl_queue_items{state="runnable"} 0' in metrics and 'thumbctl_window_items{event="admitted"} 6' in metrics
+        'thumbctl_queue_items{state="runnable"} 0' in metrics and "thumbctl_items_admitted_total 6" in metrics
     )
     record("stats --prometheus", report, sorted({line.split("{")[0].split()[0] for line in metrics.splitlines()}))
     per_batch = thumbctl("stats", "--batch", bid[:8])

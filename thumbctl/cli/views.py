@@ -111,7 +111,11 @@ def stats(
     window: Annotated[str, typer.Option(help="How far back rates, bytes and timings look, e.g. 15m, 1h, 7d.")] = "1h",
     prometheus: Annotated[
         Path | None,
-        typer.Option(metavar="FILE", help="Also write the metrics in Prometheus text format, atomically."),
+        typer.Option(
+            metavar="FILE",
+            help="Also write metrics in Prometheus text format, atomically: counters over the whole ledger, "
+            "quantiles over --window.",
+        ),
     ] = None,
     json_out: bool = False,
     quiet: bool = False,
@@ -126,8 +130,10 @@ def stats(
         with open_ledger(ledger_target(ctx), read_only=True) as ledger:
             batch_id = ledger.views.resolve_batch_id(batch) if batch else None
             report = build_report(ledger.views.stats_facts(ledger.clock() - span, batch_id), batch_id)
-        if prometheus is not None:
-            write_prometheus_file(report, prometheus)
+            # the counters count over everything the ledger holds, not the window
+            totals = build_report(ledger.views.stats_facts(0.0, batch_id), batch_id) if prometheus else None
+        if prometheus is not None and totals is not None:
+            write_prometheus_file(report, totals, prometheus)
         reporter.stats(report, str(prometheus) if prometheus else None)
 
 
