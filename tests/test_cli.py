@@ -511,6 +511,8 @@ def test_listings_are_results_on_stdout_one_line_a_row_and_json_is_the_whole_doc
         lines = cli(args[0], batch_id, *args[1:], "--jsonl")
         assert (lines.exit_code, lines.stderr) == (0, "")
         assert [json.loads(line) for line in lines.stdout.splitlines()] == expected["events"]
+        followed = cli(args[0], batch_id, *args[1:], "--follow")  # a final batch: the same lines, then exit 0
+        assert (followed.exit_code, followed.stderr, followed.stdout) == (0, "", human.stdout)
     else:
         assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
         assert [row.split()[:3] for row in rows] == [[i["item_id"], i["ratio"], i["state"]] for i in expected["items"]]

@@ -27,7 +27,7 @@ import pytest
 from thumbctl.ledger.backend import is_server_url, masked
 
 from harness import Thumbctl as Harness
-from harness import until
+from harness import Lines, until
 from pg import with_database
 from support import make_image
 
@@ -664,3 +664,20 @@ def test_a_batch_id_is_taken_by_a_unique_hex_prefix_without_its_b_and_an_ambiguo
     short = thumbctl("status", "94")
     assert (short.code, short.doc["error"]["code"]) == (2, "batch_not_found")
     assert thumbctl("status", "9452").doc["error"]["message"].startswith("no batch '9452' in ")
+
+
+def test_events_follow_prints_each_event_as_it_commits_as_json_lines_until_the_batch_is_final(
+    ledger_url: str, pictures: Path, tmp_path: Path
+) -> None:
+    """`events B --follow --json` started before any work: one JSON object a line, the renders'
+    events as they commit, then exit 0 once the batch is final, the same events `events --json` lists."""
+    thumbctl = Thumbctl(ledger_target(ledger_url), cli_env(tmp_path))
+    batch_id = thumbctl("submit", pictures, "--out", tmp_path / "out", "-r", "1:1", "--detach").doc["batch_id"]
+    follower = thumbctl.start("events", batch_id[2:10], "--follow", "--json", "--db", thumbctl.db)
+    lines = Lines(follower.proc.stdout)  # type: ignore[arg-type]
+    lines.wait_for('"to_state": "queued"')  # it has read the log as it stood before any work
+    assert thumbctl("work", "--until-idle", "-w", "1", as_json=False).code == 0
+    assert follower.wait(60) == 0
+    followed = [json.loads(line) for line in lines.rest().splitlines()]
+    assert followed == thumbctl("events", batch_id).doc["events"]
+    assert [e["to_state"] for e in followed].count("succeeded") == 3

@@ -11,7 +11,7 @@ import typer
 from ..config import with_recorded_store
 from ..errors import UsageError
 from ..models import ITEM_STATES
-from ..runner import watch_batch
+from ..runner import follow_events, watch_batch
 from ..settings import parse_duration
 from ..stores import recorded_store_of
 from .options import COMMON, BatchAlias, StatsIntervalOption, batch_argument, choice_option, one_batch
@@ -91,17 +91,27 @@ def events(
             rich_help_panel=COMMON,
         ),
     ] = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Keep printing events as they happen until the batch is final (Ctrl-C stops); "
+            "with --json, one JSON object a line.",
+        ),
+    ] = False,
     json_out: bool = False,
     quiet: bool = False,
 ) -> None:
     """The transition log of a batch: every state change with time, attempt, worker, error code."""
-    reporter = reporter_for(json_out, quiet, json_lines=json_lines)
-    with (
-        handled(reporter),
-        open_ledger(ledger_target(ctx), read_only=True) as ledger,
-        ledger.views.streamed_events(batch, item_id=item) as listed,
-    ):
-        reporter.events(listed)
+    reporter = reporter_for(json_out, quiet, json_lines=json_lines or (follow and json_out))
+    with handled(reporter), open_ledger(ledger_target(ctx), read_only=True) as ledger:
+        if follow:
+            with Interrupts().on_sigint() as interrupts:
+                reporter.followed_events(follow_events(ledger, batch, item_id=item, should_stop=interrupts))
+            return
+        with ledger.views.streamed_events(batch, item_id=item) as listed:
+            reporter.events(listed)
 
 
 def stats(

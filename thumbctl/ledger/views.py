@@ -163,6 +163,12 @@ class BatchViews:
         params = self._events_params(batch_id, item_id)
         return [_event_view(row) for row in self.db.execute(sql.EVENTS, params, scope=len(params) - 1).fetchall()]
 
+    def events_after(self, batch_id: str, seq: int, *, item_id: str | None = None) -> list[EventView]:
+        """The next events (at most 500) of a batch (or one item of it) after event ``seq``."""
+        batch_id, *item = self._events_params(batch_id, item_id)
+        params = [batch_id, seq, *item]
+        return [_event_view(r) for r in self.db.execute(sql.EVENTS_AFTER, params, scope=len(item)).fetchall()]
+
     @direct  # the listing is read by the caller's block
     @contextmanager
     def streamed_events(self, batch_id: str, *, item_id: str | None = None) -> Iterator[Iterator[EventView]]:

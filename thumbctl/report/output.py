@@ -165,6 +165,20 @@ class Output:
         self._open_list = None
         self.stdout.flush()
 
+    def listing_pages(self, columns: Sequence[str], pages: Iterable[Sequence[Sequence[Cell]]]) -> None:
+        """:meth:`listing` for rows that come in pages over time (``--follow``): the columns are
+        sized on the first page and each page is written (and flushed) as it comes."""
+        widths: list[int] | None = None
+        for page in pages:
+            if widths is None:
+                widths = column_widths(columns, page[:WIDTH_SAMPLE])
+                page = [[(name, "bold") for name in columns], *page]
+            if self.results.is_terminal:
+                self.results.print("\n".join(markup_line(row, widths) for row in page), soft_wrap=True)
+            else:
+                self.stdout.write("".join(plain_line(row, widths) + "\n" for row in page))
+                self.stdout.flush()
+
     def listing(self, columns: Sequence[str], rows: Iterable[Sequence[Cell]]) -> None:
         """A table written line by line to stdout as the rows come, so ``| grep`` and ``| head``
         see them at once; its columns are sized on the first :data:`WIDTH_SAMPLE` rows.

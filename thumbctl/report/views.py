@@ -80,6 +80,18 @@ class ViewReports(Output):
         elif not self.quiet:
             self.listing(EVENT_COLUMNS, (event_cells(e) for e in events))
 
+    def followed_events(self, pages: Iterable[list[EventView]]) -> None:
+        """``events BATCH --follow``: each page as it comes; with --json or --jsonl as JSON Lines
+        (one growing document could not be read before its end)."""
+        if self.json_mode:
+            for page in pages:
+                self.emit_json_lines(e.to_json() for e in page)
+        elif self.quiet:
+            for _ in pages:  # -q: wait for the batch to be final, print nothing
+                pass
+        else:
+            self.listing_pages(EVENT_COLUMNS, ([event_cells(e) for e in page] for page in pages))
+
     def cancelled(self, batch: BatchView) -> None:
         if self.json_mode:
             self.emit_json(batch.to_json())
