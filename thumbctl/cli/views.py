@@ -87,7 +87,7 @@ def events(
         bool,
         typer.Option(
             "--jsonl",
-            help="JSON Lines: each event as one JSON object on its own line (an error too).",
+            help="Each event as one JSON object a line (JSON Lines).",
             rich_help_panel=COMMON,
         ),
     ] = False,
@@ -96,14 +96,13 @@ def events(
         typer.Option(
             "--follow",
             "-f",
-            help="Keep printing events as they happen until the batch is final (Ctrl-C stops); "
-            "with --json, one JSON object a line.",
+            help="Print events as they happen, until the batch is final.",
         ),
     ] = False,
     json_out: bool = False,
     quiet: bool = False,
 ) -> None:
-    """The transition log of a batch: every state change with time, attempt, worker, error code."""
+    """The transition log of a batch: state changes with time, attempt, worker, error."""
     reporter = reporter_for(json_out, quiet, json_lines=json_lines or (follow and json_out))
     with handled(reporter), open_ledger(ledger_target(ctx), read_only=True) as ledger:
         if follow:
