@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,30 @@ def test_a_program_without_a_main_guard_renders_and_runs_once(photos: Path, tmp_
     done = subprocess.run(args, input=stdin, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["program ran", "succeeded"]
+
+
+def test_render_without_db_uses_the_ledger_the_command_line_uses(
+    photos: Path, out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not ledger.db in the current folder: THUMBCTL_DB when set, else the per-user state folder,
+    so `thumbctl status` (no --db) lists the batch."""
+    from typer.testing import CliRunner
+
+    from thumbctl.cli import app
+
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("THUMBCTL_DB", raising=False)
+    monkeypatch.delenv("THUMBCTL_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    expected = tmp_path / "state" / "thumbctl" / "ledger.db"
+    assert thumbctl.default_ledger() == expected
+    batch = render(photos, SubmitOptions(out_dir=out_dir, profile=Profile(size=64)), workers=1)
+    assert batch.state == "succeeded" and expected.is_file()
+    assert sorted(p.name for p in work.iterdir()) == []
+    listed = CliRunner().invoke(app, ["status", "--json"], catch_exceptions=False)
+    assert [b["batch_id"] for b in json.loads(listed.stdout)["batches"]] == [batch.batch_id]
+    monkeypatch.setenv("THUMBCTL_DB", str(tmp_path / "named.db"))
+    assert thumbctl.default_ledger() == tmp_path / "named.db"

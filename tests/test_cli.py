@@ -457,11 +457,12 @@ def test_colour_on_a_terminal_unless_no_color(tmp_path: Path) -> None:
     ("args", "first_line"),
     [
         (["events", "--json"], b"{\n"),
-        (["events"], b"seq  at                           item       ratio  transition  attempt  worker  error\n"),
+        (["events"], b"seq  at                           item       ratio  size  format  transition  attempt  worker  error\n"),
+        (["events", "--jsonl"], None),  # a whole JSON object
         (["status", "--items"], b"item       ratio  state   attempt  error  crop  output\n"),
     ],
 )
-def test_a_closed_pipe_ends_quietly(tmp_path: Path, args: list[str], first_line: bytes) -> None:
+def test_a_closed_pipe_ends_quietly(tmp_path: Path, args: list[str], first_line: bytes | None) -> None:
     """`thumbctl events B | head -1`: the listing stops where the reader went away, exit 0, nothing on stderr."""
     db = tmp_path / "l.db"
     with Ledger(db) as ledger:
@@ -471,7 +472,9 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path, args: list[str], first_line:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    assert proc.stdout is not None and proc.stdout.readline() == first_line
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line == first_line if first_line is not None else json.loads(line)["seq"] == 1
     proc.stdout.close()  # like `| head -1`
     assert proc.wait(timeout=60) == 0
     assert proc.stderr is not None and proc.stderr.read() == b""
@@ -499,12 +502,27 @@ def test_listings_are_results_on_stdout_one_line_a_row_and_json_is_the_whole_doc
     (key,) = set(expected) - {"batch_id"}
     assert len(rows) == len(expected[key]) and "\x1b" not in human.stdout
     if key == "events":
-        assert header.split() == ["seq", "at", "item", "ratio", "transition", "attempt", "worker", "error"]
+        assert header.split() == [
+            "seq", "at", "item", "ratio", "size", "format", "transition", "attempt", "worker", "error"
+        ]  # fmt: skip
         assert [row.split()[0] for row in rows] == [str(e["seq"]) for e in expected["events"]]
-        assert all(row.split()[6] == e["to_state"] for row, e in zip(rows, expected["events"], strict=True))
+        assert [row.split()[4:6] for row in rows] == [[str(e["size"]), e["format"]] for e in expected["events"]]
+        assert all(row.split()[8] == e["to_state"] for row, e in zip(rows, expected["events"], strict=True))
+        lines = cli(args[0], batch_id, *args[1:], "--jsonl")
+        assert (lines.exit_code, lines.stderr) == (0, "")
+        assert [json.loads(line) for line in lines.stdout.splitlines()] == expected["events"]
+        followed = cli(args[0], batch_id, *args[1:], "--follow")  # a final batch: the same lines, then exit 0
+        assert (followed.exit_code, followed.stderr, followed.stdout) == (0, "", human.stdout)
     else:
         assert header.split() == ["item", "ratio", "state", "attempt", "error", "crop", "output"]
         assert [row.split()[:3] for row in rows] == [[i["item_id"], i["ratio"], i["state"]] for i in expected["items"]]
+
+
+def test_events_jsonl_gives_an_error_as_one_line_too(cli, photos: Path, out_dir: Path) -> None:
+    cli("submit", photos, "--out", out_dir, "--detach", "-q")
+    result = cli("events", "b_0000000000000000", "--jsonl")
+    assert (result.exit_code, result.stdout.count("\n")) == (2, 1)
+    assert json.loads(result.stdout)["error"]["code"] == "batch_not_found"
 
 
 def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli, tmp_path: Path) -> None:
@@ -1098,6 +1116,25 @@ def test_outputs_smaller_than_asked_are_named_in_the_run_summary_and_the_items_t
     assert crop_cells == {key: cell for key, cell in CENTRED_CELLS_AT_1024.items() if key[1] in ratios}
     enlarged = cli("submit", small_and_large, *run, "--upscale")
     assert enlarged.exit_code == 0 and "smaller than asked" not in enlarged.stdout + enlarged.stderr
+
+
+def test_the_summary_counts_outputs_smaller_than_asked_over_the_whole_batch_reused_ones_too(
+    cli, small_and_large: Path, out_dir: Path
+) -> None:
+    """A second submit of the folder with one photo added reuses the small photo's two outputs:
+    the summary still counts them, and the items list shows their produced size."""
+    run = ("--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9", "--size", "1024", "--crop", "center")
+    assert cli("submit", small_and_large, *run).exit_code == 0
+    make_image(small_and_large / "added.jpg", (1600, 1200), "JPEG", seed=9)
+    again = cli("submit", small_and_large, *run)
+    assert again.exit_code == 0, again.stderr
+    assert "  2 outputs are smaller than asked " + SMALLER_HINT in again.stdout.splitlines()
+    batch_id = json.loads(cli("status", "--json").stdout)["batches"][0]["batch_id"]
+    small = {k[1]: v for k, v in items_of(cli, batch_id).items() if k[0] == "small.jpg"}
+    assert {ratio: item["result"] for ratio, item in small.items()} == {
+        "1:1": {"width": 427, "height": 427, "source_smaller_than_target": True, "reused": True},
+        "16:9": {"width": 640, "height": 360, "source_smaller_than_target": True, "reused": True},
+    }
 
 
 # -- what a new user runs into ------------------------------------------------------

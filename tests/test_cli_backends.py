@@ -27,7 +27,7 @@ import pytest
 from thumbctl.ledger.backend import is_server_url, masked
 
 from harness import Thumbctl as Harness
-from harness import until
+from harness import Lines, until
 from pg import with_database
 from support import make_image
 
@@ -214,7 +214,7 @@ def run_scenario(thumbctl: Thumbctl, pictures: Path, out: Path, tmp_path: Path) 
     record("stats", report, stats_facts(report.doc))
     metrics = prom.read_text()
     assert (
-        'thumbctl_queue_items{state="runnable"} 0' in metrics and 'thumbctl_window_items{event="admitted"} 6' in metrics
+        'thumbctl_queue_items{state="runnable"} 0' in metrics and "thumbctl_items_admitted_total 6" in metrics
     )
     record("stats --prometheus", report, sorted({line.split("{")[0].split()[0] for line in metrics.splitlines()}))
     per_batch = thumbctl("stats", "--batch", bid[:8])
@@ -533,9 +533,11 @@ def test_a_server_that_never_answers_is_given_the_busy_timeout_to_connect(silent
 
 
 @pytest.mark.parametrize("wrong", ["role", "database"])
-def test_a_login_the_server_refuses_is_ledger_unavailable_with_the_password_masked(
+def test_a_login_the_server_refuses_is_a_configuration_error_with_the_password_masked(
     wrong: str, pg_admin_url: str | None, pictures: Path, tmp_path: Path
 ) -> None:
+    """An unknown role or database is exit 2, ``ledger_login_refused``, permanent: cron would
+    retry a 75 for ever."""
     if pg_admin_url is None:
         pytest.skip("needs THUMBCTL_TEST_PG")
     url = with_password(pg_admin_url, SECRET)
@@ -546,7 +548,18 @@ def test_a_login_the_server_refuses_is_ledger_unavailable_with_the_password_mask
         url = with_database(url, "no_such_database_x")
     thumbctl = Thumbctl(url, cli_env(tmp_path))
     for args in (["status"], ["submit", pictures, "--out", tmp_path / "out", "--detach"], ["work", "--until-idle"]):
-        assert f'"no_such_{wrong}_x" does not exist' in assert_unavailable(thumbctl(*args), url)
+        run = thumbctl(*args)
+        assert run.code == 2, run.stderr
+        assert SECRET not in run.stdout + run.stderr
+        (line,) = run.stderr.splitlines()
+        prefix = f"error [ledger_login_refused] the PostgreSQL server refused the login to {masked(url)} ("
+        assert line.startswith(prefix) and f'"no_such_{wrong}_x" does not exist' in line, line
+        assert line.endswith("): check the user, password and database in --db (or THUMBCTL_DB)")
+        message = line[len("error [ledger_login_refused] ") :]
+        if args[0] in JSON_COMMANDS:
+            assert run.doc == {
+                "error": {"code": "ledger_login_refused", "message": message, "transient": False, "exit_code": 2}
+            }
     assert not (tmp_path / "out").exists()
 
 
@@ -562,3 +575,109 @@ def test_the_docs_document_the_postgresql_ledger_and_its_error_codes() -> None:
     exit_codes = (REPO / "docs" / "json.md").read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
     assert "`postgres_driver_missing`" in exit_codes.split("| 2 |", 1)[1].split("\n", 1)[0]
     assert "`ledger_unavailable`" in exit_codes.split("| 75 |", 1)[1].split("\n", 1)[0]
+    assert "`ledger_login_refused`" in exit_codes.split("| 2 |", 1)[1].split("\n", 1)[0]
+
+
+def test_config_shows_the_store_the_ledger_recorded_or_that_one_is_required(
+    ledger_url: str, pictures: Path, tmp_path: Path
+) -> None:
+    """Without --store: a fresh PostgreSQL ledger needs one ("required"), a SQLite one has its
+    default beside it; once a submit named a store, both show the one they recorded."""
+    env = {k: v for k, v in cli_env(tmp_path).items() if k != "THUMBCTL_STORE"}
+    thumbctl = Thumbctl(ledger_target(ledger_url), env)
+    postgres = is_server_url(ledger_url)
+    if postgres:
+        # the ledger's schema is created by the first command that opens it
+        assert thumbctl("status").code == 0
+    fresh = thumbctl("config")
+    assert fresh.code == 0
+    if postgres:
+        expected = {"value": None, "source": "required: give --store (a PostgreSQL ledger has no default)"}
+    else:
+        expected = {"value": None, "source": "default"}
+    assert fresh.doc["settings"]["store"] == expected
+    (line,) = [line for line in thumbctl("config", as_json=False).stdout.splitlines() if line.startswith("store ")]
+    shown = "required" if postgres else "beside the ledger (ledger.store)"
+    assert line.split() == ["store", *shown.split(), *expected["source"].split()]
+    store = tmp_path / "objects"
+    assert thumbctl("submit", pictures, "--out", tmp_path / "out", "--store", store, "--detach").code == 0
+    recorded = thumbctl("config")
+    assert recorded.doc["settings"]["store"] == {"value": str(store), "source": "recorded in the ledger"}
+    (line,) = [line for line in thumbctl("config", as_json=False).stdout.splitlines() if line.startswith("store ")]
+    assert line.split() == ["store", str(store), "recorded", "in", "the", "ledger"]
+
+
+@pytest.mark.parametrize(
+    ("reason", "refused"),
+    [
+        ('connection failed: FATAL:  password authentication failed for user "shop"', True),
+        ('connection failed: FATAL:  no pg_hba.conf entry for host "10.0.0.5", user "shop", database "thumbs"', True),
+        ('connection failed: FATAL:  role "shop" is not permitted to log in', True),
+        ("connection failed: fe_sendauth: no password supplied", True),
+        ("connection failed: FATAL:  the database system is starting up", False),
+        ("connection failed: FATAL:  sorry, too many clients already", False),
+        ("connection failed: Connection refused", False),
+    ],
+)
+def test_which_connection_errors_are_a_refused_login(reason: str, refused: bool) -> None:
+    from types import SimpleNamespace
+
+    from thumbctl.ledger.postgres import PostgresBackend
+
+    url = f"postgresql://shop:{SECRET}@db.example/thumbs"
+    error = PostgresBackend._refused(SimpleNamespace(url=url, name=masked(url)), Exception(f"{reason} {SECRET}"))
+    assert (error is not None) == refused
+    if error is not None:
+        assert (error.code, error.exit_code, error.transient) == ("ledger_login_refused", 2, False)
+        assert SECRET not in error.message and reason in error.message
+
+
+def test_a_batch_id_is_taken_by_a_unique_hex_prefix_without_its_b_and_an_ambiguous_one_is_refused(
+    ledger_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like a git short id: ``9450`` names b_9450…, ``94`` is too short, ``9451`` starts two batches."""
+    from thumbctl import Ledger, Limits
+    from thumbctl.ledger import acceptance
+
+    from support import request
+
+    ids = iter(["b_94500000000000aa", "b_9451000000000001", "b_9451000000000002"])
+    monkeypatch.setattr(acceptance, "new_batch_id", lambda: next(ids))
+    with Ledger(ledger_url) as ledger:
+        for key in ("A", "B", "C"):
+            ledger.intake.accept_batch(request(key, sources=1), Limits())
+    thumbctl = Thumbctl(ledger_target(ledger_url), cli_env(tmp_path))
+    for prefix in ("9450", "94500000000000AA", "b_9450"):
+        found = thumbctl("status", prefix)
+        assert (found.code, found.doc["batch_id"]) == (0, "b_94500000000000aa"), prefix
+    for command in (["status"], ["events"], ["cancel"], ["retry"], ["stats"], ["sheet"]):
+        refused = thumbctl(*command, "9451")
+        assert refused.code == 2, (command, refused.stderr)
+        message = (
+            "batch id prefix '9451' is ambiguous: b_9451000000000001, b_9451000000000002 and maybe more start "
+            "with it; give more of the id"
+        )
+        assert refused.doc == {
+            "error": {"code": "batch_id_ambiguous", "message": message, "transient": False, "exit_code": 2}
+        }
+        assert refused.stderr == f"error [batch_id_ambiguous] {message}\n"
+    short = thumbctl("status", "94")
+    assert (short.code, short.doc["error"]["code"]) == (2, "batch_not_found")
+    assert thumbctl("status", "9452").doc["error"]["message"].startswith("no batch '9452' in ")
+
+
+def test_events_follow_prints_each_event_as_it_commits_as_json_lines_until_the_batch_is_final(
+    ledger_url: str, pictures: Path, tmp_path: Path
+) -> None:
+    """`events B --follow --json` started before any work: one JSON object a line, the renders'
+    events as they commit, then exit 0 once the batch is final, the same events `events --json` lists."""
+    thumbctl = Thumbctl(ledger_target(ledger_url), cli_env(tmp_path))
+    batch_id = thumbctl("submit", pictures, "--out", tmp_path / "out", "-r", "1:1", "--detach").doc["batch_id"]
+    follower = thumbctl.start("events", batch_id[2:10], "--follow", "--json", "--db", thumbctl.db)
+    lines = Lines(follower.proc.stdout)  # type: ignore[arg-type]
+    lines.wait_for('"to_state": "queued"')  # it has read the log as it stood before any work
+    assert thumbctl("work", "--until-idle", "-w", "1", as_json=False).code == 0
+    assert follower.wait(60) == 0
+    followed = [json.loads(line) for line in lines.rest().splitlines()]
+    assert followed == thumbctl("events", batch_id).doc["events"]
+    assert [e["to_state"] for e in followed].count("succeeded") == 3

@@ -304,7 +304,7 @@ def test_submit_help_groups_its_options_in_panels(invoke) -> None:
     ]
 
 
-@pytest.mark.parametrize(("command", "most"), [(None, 80), ("submit", 90), ("events", 20), ("status", 35)])
+@pytest.mark.parametrize(("command", "most"), [(None, 80), ("submit", 90), ("events", 21), ("status", 35)])
 def test_help_length_is_bounded(command: str | None, most: int) -> None:
     result = CliRunner().invoke(app, [*filter(None, [command]), "--help"], env={"COLUMNS": "100"})
     lines = result.stdout.splitlines()
@@ -424,3 +424,70 @@ def test_a_number_of_5000_digits_in_any_variable_is_a_config_error(
     result = invoke(*command, env={key.env: value})
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"error [config_error] {key.env}: ") and len(result.stderr.splitlines()) == 1
+
+
+URL_REFUSED = "(URLs are not supported yet)"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (
+            ["submit", "{photos}", "--out", "s3://bucket/x"],
+            {},
+            "--out: 's3://bucket/x' is a URL (s3://); it must be a local path",
+        ),
+        (
+            ["submit", "https://example.com/a.jpg"],
+            {},
+            "SOURCE: 'https://example.com/a.jpg' is a URL (https://); it must be a local path",
+        ),
+        (
+            ["submit", "{photos}", "--store", "s3://b/objects"],
+            {},
+            "--store: 's3://b/objects' is a URL (s3://); it must be a local path",
+        ),
+        (
+            ["status", "--db", "sqlite:///x.db"],
+            {},
+            "--db: 'sqlite:///x.db' is a URL (sqlite://); it must be a local file or a postgresql:// URL",
+        ),
+        (
+            ["submit", "{photos}"],
+            {"THUMBCTL_OUT": "s3://b/o"},
+            "THUMBCTL_OUT: 's3://b/o' is a URL (s3://); it must be a local path",
+        ),
+    ],
+    ids=["out", "source", "store", "db", "env-out"],
+)
+def test_a_url_where_a_local_path_is_needed_is_refused_and_nothing_is_made(
+    invoke, photos: Path, tmp_path: Path, args: list[str], env: dict[str, str], message: str
+) -> None:
+    argv = [a.format(photos=photos) for a in args]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = (
+        invoke(*argv, "--db", tmp_path / "l.db", "--json", env=env)
+        if argv[0] == "submit"
+        else invoke(*argv, "--json", env=env)
+    )
+    assert result.exit_code == 2
+    assert json.loads(result.stdout) == {
+        "error": {
+            "code": "url_not_supported",
+            "message": f"{message} {URL_REFUSED}",
+            "transient": False,
+            "exit_code": 2,
+        }
+    }
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no s3: folder, no ledger
+    human = invoke(*argv, "--db", tmp_path / "l.db", env=env) if argv[0] == "submit" else invoke(*argv, env=env)
+    assert (human.exit_code, human.stdout, human.stderr) == (
+        2,
+        "",
+        f"error [url_not_supported] {message} {URL_REFUSED}\n",
+    )
+
+
+def test_a_postgresql_url_is_still_a_ledger(invoke) -> None:
+    settings = json.loads(invoke("config", "--db", "postgresql://shop@db.example/thumbs", "--json").stdout)["settings"]
+    assert settings["db"] == {"value": "postgresql://shop@db.example/thumbs", "source": "flag"}

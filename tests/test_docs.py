@@ -393,12 +393,19 @@ def run_doc(path: Path, space: Workspace) -> None:
 
 
 def run_python(block: Block, space: Workspace, where: str) -> None:
-    script = space.root / f"snippet_{block.line}.py"
+    """A Python example runs on its own: in an empty folder of its own, with the workspace's
+    environment (its HOME and per-user folders), and leaves nothing but what it made there."""
+    folder = space.root.parent / f"python_{block.line}"
+    folder.mkdir()
+    script = space.root.parent / f"snippet_{block.line}.py"
     script.write_text(block.text + "\n")
     done = subprocess.run(
-        [sys.executable, script.name], cwd=space.root, env=space.env, capture_output=True, text=True, check=False
+        [sys.executable, str(script)], cwd=folder, env=space.env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, f"{where}: the Python example failed\n{done.stderr[-3000:]}"
+    assert not {"ledger.db", "ledger.store"} & {p.name for p in folder.iterdir()}, (
+        f"{where}: the Python example left a ledger in the current folder"
+    )
     space.ran += 1
 
 

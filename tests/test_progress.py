@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 
 from thumbctl import Ledger, Limits
+from thumbctl.models import ItemState, NewBatch, NewItem
 from thumbctl.report.progress import RunProgress, live_view, plain_line
 
 from support import Clock, request
@@ -137,3 +138,43 @@ def test_disabled_progress_prints_nothing(ledger: Ledger) -> None:
         progress.tick(ledger)
         progress.finish(ledger)
     assert out.getvalue() == ""
+
+
+def test_at_80_columns_each_row_is_one_line_ratios_show_once_and_the_file_name_stays(tmp_path: Path) -> None:
+    """A source of 2 ratios x 2 sizes x 2 formats on a worker: the worker row lists 1:1 and 4:3 once
+    each, keeps the end of a long source name, and the headline's figures stay on their line."""
+    clock = Clock(T0)
+    name = "shop/catalogue/2024/summer-collection/IMG_20240812_143055.jpg"
+    items = tuple(
+        NewItem(
+            name,
+            ratio,
+            f"/src/{name}",
+            ItemState.QUEUED,
+            source_digest="0" * 64,
+            derivative_key=f"{ratio}{size}{fmt}",
+            object_path=f"/out/o{ratio}{size}{fmt}",
+            friendly_path=f"/out/f{ratio}{size}{fmt}",
+            size=size,
+            format=fmt,
+        )
+        for ratio in ("1:1", "4:3")
+        for size in (256, 1024)
+        for fmt in ("jpeg", "webp")
+    )
+    with Ledger(tmp_path / "l.db", clock=clock) as led:
+        led.intake.accept_batch(NewBatch("k", "d", "/src", "/out", {}, items), Limits())
+        clock.now = T0 + 10
+        led.queue.claim("build-host-01.example.internal:123456:987654321")
+        clock.now = T0 + 3725
+        bid = batch_id(led)
+        for view in (led.views.batch(bid, with_failures=False), None):
+            text = render(live_view(view, led.views.activity(bid), elapsed=3725), width=80)
+            lines = [line.rstrip() for line in text.splitlines()]
+            assert all(len(line) <= 80 for line in lines)
+            assert sum("elapsed 62m" in line for line in lines) == 1
+            assert lines[-2].split() == ["worker", "source", "ratios", "for"]
+            row = lines[-1].split()
+            assert row[-3:] == ["1:1", "4:3", "62m"]
+            assert row[1].startswith("…") and row[1].endswith("/IMG_20240812_143055.jpg")
+            assert len(lines) == (5 if view is not None else 4)

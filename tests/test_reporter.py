@@ -50,6 +50,8 @@ def event(seq: int, item_id: str | None = "rooms/sofa.jpg", **fields: object) ->
         "batch_id": "b_0123456789abcdef",
         "item_id": item_id,
         "ratio": "1:1" if item_id else None,
+        "size": 640 if item_id else None,
+        "format": "webp" if item_id else None,
         "from_state": "queued",
         "to_state": "running",
         "attempt": 1,
@@ -91,7 +93,12 @@ ITEMS = [
     item('odd "name"\nwith a break.jpg', "failed", error_code="corrupt_image", error_detail="bad\tdata", result=None),
     item("日本/写真.jpg", "queued"),
 ]
-EVENTS = [event(1, from_state=None, to_state="queued"), event(2), event(3, None, to_state="cancel_requested")]
+EVENTS = [
+    event(1, from_state=None, to_state="queued"),
+    event(2),
+    event(3, None, to_state="cancel_requested"),
+    event(4, ratio="1:1", size=320, format="jpeg"),
+]
 
 
 @pytest.mark.parametrize(
@@ -142,10 +149,12 @@ def test_a_json_listing_cut_short_by_a_ledger_fault_is_still_one_document(before
 def test_events_are_lines_under_a_header_on_stdout() -> None:
     text = listed(False, lambda r: r.events(iter(EVENTS)))
     assert text == (
-        "seq  at                           item            ratio  transition                 attempt  worker  error\n"
-        "1    2024-05-01T12:00:00.000001Z  rooms/sofa.jpg  1:1    ∅ → queued                 1        w:1:1\n"
-        "2    2024-05-01T12:00:00.000001Z  rooms/sofa.jpg  1:1    queued → running           1        w:1:1\n"
-        "3    2024-05-01T12:00:00.000001Z  (batch)                queued → cancel_requested  1        w:1:1\n"
+        "seq  at                           item            ratio  size  format  transition                 attempt  worker  "
+        "error\n"
+        "1    2024-05-01T12:00:00.000001Z  rooms/sofa.jpg  1:1    640   webp    ∅ → queued                 1        w:1:1\n"
+        "2    2024-05-01T12:00:00.000001Z  rooms/sofa.jpg  1:1    640   webp    queued → running           1        w:1:1\n"
+        "3    2024-05-01T12:00:00.000001Z  (batch)                              queued → cancel_requested  1        w:1:1\n"
+        "4    2024-05-01T12:00:00.000001Z  rooms/sofa.jpg  1:1    320   jpeg    queued → running           1        w:1:1\n"
     )
 
 
@@ -167,8 +176,8 @@ def test_columns_are_sized_on_the_first_rows_and_a_longer_one_later_widens_only_
     lines = listed(False, lambda r: r.events(iter(rows))).splitlines()
     assert len(lines) == 1 + len(rows)
     assert lines[1].index("1:1") == lines[WIDTH_SAMPLE].index("1:1")
-    assert lines[-1].split() == ["999", "2024-05-01T12:00:00.000001Z", "a-much-longer-name.jpg", "1:1", "queued",
-                                 "→", "running", "1", "w:1:1"]  # fmt: skip
+    assert lines[-1].split() == ["999", "2024-05-01T12:00:00.000001Z", "a-much-longer-name.jpg", "1:1", "640",
+                                 "webp", "queued", "→", "running", "1", "w:1:1"]  # fmt: skip
 
 
 def test_quiet_lists_nothing() -> None:

@@ -209,10 +209,11 @@ def test_outputs_reused_at_submit_are_shown_without_a_crop(tmp_path: Path, photo
     with Ledger(tmp_path / "ledger.db") as ledger:
         page = Path(write_contact_sheet(ledger, batch_id).path)
         items = ledger.views.items(batch_id)
-    assert {i.state for i in items} == {"succeeded"} and all(i.result is None for i in items)
+    assert {i.state for i in items} == {"succeeded"} and all((i.result or {}).get("reused") for i in items)
     parser = parse(page.read_text(encoding="utf-8"))
     assert parser.tags.count("img") == len(items) == 4
-    assert all("aspect-ratio:1 / 1" in img["style"] for imgs in parser.images.values() for img in imgs)
+    # the reused outputs' sizes come from intake: square, with their width and height set
+    assert all(img["width"] == img["height"] for imgs in parser.images.values() for img in imgs)
     assert all("no crop recorded" in parser.card_text[i.item_id] for i in items)
     assert_links_resolve(parser, page.parent)
 
@@ -554,7 +555,7 @@ def test_each_tile_offers_the_focus_command_that_fixes_it_where_it_is(
             box, earlier = item.result["crop"]["box"], before.result["crop"]["box"]
             assert max(abs(a - b) for a, b in zip(box, earlier, strict=True)) <= 1
         else:
-            assert item.derivative_key == before.derivative_key and item.result is None
+            assert item.derivative_key == before.derivative_key and (item.result or {}).get("reused") is True
 
 
 def test_sort_score_lists_the_lowest_crop_scores_first(tmp_path: Path, rendered: str) -> None:

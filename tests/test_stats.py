@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from thumbctl import Ledger, Limits
 from thumbctl.cli import app
+from thumbctl.ledger import RenderFacts, StatsFacts
+from thumbctl.report.reporter import Reporter
 from thumbctl.stats import build_report, percentile, prometheus_text
 
 from support import Clock, request
@@ -161,21 +165,81 @@ def test_one_batch_only(history: Ledger) -> None:
     assert doc["counts"]["admitted"] == 4 and doc["counts"]["completed"] == 4 and doc["queue"]["runnable"] == 0
 
 
-def test_prometheus_text_has_each_metric_typed_once_with_exact_samples(history: Ledger) -> None:
-    text = prometheus_text(build_report(history.views.stats_facts(T0 - 3600)))
-    lines = text.splitlines()
-    assert 'thumbctl_queue_items{state="runnable"} 1' in lines
-    assert 'thumbctl_window_items{event="admitted"} 10' in lines
-    assert 'thumbctl_window_items{event="completed_cancelled"} 2' in lines
-    assert "thumbctl_queue_oldest_runnable_age_seconds 2" in lines
-    assert 'thumbctl_window_bytes_written{ratio="4:3"} 600' in lines
-    assert 'thumbctl_stage_milliseconds{stage="encode",quantile="0.95"} 11' in lines
-    types = [line.split()[2] for line in lines if line.startswith("# TYPE")]
-    assert len(types) == len(set(types))
-    for line in lines:
-        if not line.startswith("#"):
-            name = line.split("{")[0].split(" ")[0]
-            assert name in types and float(line.rsplit(" ", 1)[1]) >= 0
+PROMETHEUS_AT_T0_PLUS_35 = """\
+# HELP thumbctl_queue_items Live items by queue state.
+# TYPE thumbctl_queue_items gauge
+thumbctl_queue_items{state="runnable"} 1
+thumbctl_queue_items{state="delayed"} 0
+thumbctl_queue_items{state="running"} 0
+# HELP thumbctl_queue_oldest_runnable_age_seconds Age of the oldest runnable item.
+# TYPE thumbctl_queue_oldest_runnable_age_seconds gauge
+thumbctl_queue_oldest_runnable_age_seconds 2
+# HELP thumbctl_batches_admitted_total Batches admitted.
+# TYPE thumbctl_batches_admitted_total counter
+thumbctl_batches_admitted_total 5
+# HELP thumbctl_items_admitted_total Items admitted.
+# TYPE thumbctl_items_admitted_total counter
+thumbctl_items_admitted_total 10
+# HELP thumbctl_items_claimed_total Items claimed by a worker (a retry claims again).
+# TYPE thumbctl_items_claimed_total counter
+thumbctl_items_claimed_total 8
+# HELP thumbctl_items_completed_total Items that reached a final state, by state.
+# TYPE thumbctl_items_completed_total counter
+thumbctl_items_completed_total{state="succeeded"} 4
+thumbctl_items_completed_total{state="failed"} 0
+thumbctl_items_completed_total{state="cancelled"} 2
+# HELP thumbctl_item_retries_total Items sent back to the queue to be tried again.
+# TYPE thumbctl_item_retries_total counter
+thumbctl_item_retries_total 2
+# HELP thumbctl_source_read_bytes_total Source bytes read by renders (once per source render).
+# TYPE thumbctl_source_read_bytes_total counter
+thumbctl_source_read_bytes_total 4000
+# HELP thumbctl_output_written_bytes_total Output bytes published, by ratio.
+# TYPE thumbctl_output_written_bytes_total counter
+thumbctl_output_written_bytes_total{ratio="1:1"} 400
+thumbctl_output_written_bytes_total{ratio="4:3"} 600
+# HELP thumbctl_dedup_hits_total Items satisfied by an existing object.
+# TYPE thumbctl_dedup_hits_total counter
+thumbctl_dedup_hits_total 1
+# HELP thumbctl_stage_duration_seconds Time of the decode, crop, encode and publish stages: quantiles over the stats window.
+# TYPE thumbctl_stage_duration_seconds summary
+thumbctl_stage_duration_seconds_sum{stage="decode"} 0.04
+thumbctl_stage_duration_seconds_count{stage="decode"} 2
+thumbctl_stage_duration_seconds_sum{stage="crop"} 0.006
+thumbctl_stage_duration_seconds_count{stage="crop"} 2
+thumbctl_stage_duration_seconds_sum{stage="encode"} 0.032
+thumbctl_stage_duration_seconds_count{stage="encode"} 4
+thumbctl_stage_duration_seconds_sum{stage="publish"} 0.01
+thumbctl_stage_duration_seconds_count{stage="publish"} 4
+# HELP thumbctl_cancel_lag_seconds Cancellation lag, request to observed and to finalized: quantiles over the stats window.
+# TYPE thumbctl_cancel_lag_seconds summary
+thumbctl_cancel_lag_seconds{phase="observed",quantile="0.5"} 3
+thumbctl_cancel_lag_seconds{phase="observed",quantile="0.95"} 3
+thumbctl_cancel_lag_seconds_sum{phase="observed"} 3
+thumbctl_cancel_lag_seconds_count{phase="observed"} 2
+thumbctl_cancel_lag_seconds{phase="finalized",quantile="0.5"} 3
+thumbctl_cancel_lag_seconds{phase="finalized",quantile="0.95"} 3
+thumbctl_cancel_lag_seconds_sum{phase="finalized"} 3
+thumbctl_cancel_lag_seconds_count{phase="finalized"} 2
+"""
+
+
+def test_prometheus_text_follows_the_naming_conventions_with_exact_samples(history: Ledger) -> None:
+    """Counters over the whole ledger (``_total``), gauges for the queue, summaries in seconds whose
+    quantiles cover the window (T0+35 on: only C's cancel, none of A's renders) and whose ``_sum``
+    and ``_count`` cover the ledger: decode 10 + 30 ms, encode 5 + 7 + 9 + 11 ms; B's cancel lag 0 s
+    and C's 3 s. The HELP texts carry no window length."""
+    window = build_report(history.views.stats_facts(T0 + 35))
+    totals = build_report(history.views.stats_facts(0.0))
+    assert prometheus_text(window, totals) == PROMETHEUS_AT_T0_PLUS_35
+
+
+def test_prometheus_quantiles_come_from_the_window_in_seconds(history: Ledger) -> None:
+    window = build_report(history.views.stats_facts(T0 - 3600))
+    lines = prometheus_text(window, build_report(history.views.stats_facts(0.0))).splitlines()
+    assert 'thumbctl_stage_duration_seconds{stage="encode",quantile="0.95"} 0.011' in lines
+    assert 'thumbctl_stage_duration_seconds{stage="decode",quantile="0.5"} 0.01' in lines
+    assert 'thumbctl_cancel_lag_seconds{phase="observed",quantile="0.5"} 0' in lines
 
 
 def test_stats_command_json_and_prometheus_file(history: Ledger, tmp_path: Path) -> None:
@@ -186,7 +250,7 @@ def test_stats_command_json_and_prometheus_file(history: Ledger, tmp_path: Path)
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     assert doc["counts"]["batches_admitted"] == 5 and doc["bytes_written"] == 1000
-    assert "thumbctl_window_bytes_read 4000" in prom.read_text().splitlines()
+    assert "thumbctl_source_read_bytes_total 4000" in prom.read_text().splitlines()
     assert [p.name for p in prom.parent.iterdir()] == ["thumbctl.prom"]  # no temp file left behind
 
 
@@ -222,3 +286,28 @@ def test_cancellation_lag_is_measured_on_the_running_items_not_the_queued_ones(t
         clock.now = T0 + 9
         done = build_report(led.views.stats_facts(T0)).to_json()["cancellations"]
         assert [(c["observed_seconds"], c["finalized_seconds"]) for c in done] == [(5.5, 5.5)]
+
+
+def test_per_ratio_source_bytes_count_each_source_once_whatever_its_sizes_and_formats() -> None:
+    """One 1000-byte source rendered at 2 ratios x 2 sizes x 2 formats: read 1000 B; each ratio
+    read it once (1000 B, not 4000), made 4 outputs, and the outputs add up to bytes written."""
+    renders = [
+        RenderFacts("b_1", "/src/a.jpg", ratio, 1, False, result(1000, size // 8 + (fmt == "webp")))
+        for ratio in ("1:1", "4:3")
+        for size in (256, 1024)
+        for fmt in ("jpeg", "webp")
+    ]
+    facts = StatsFacts(2000.0, 1000.0, 0, 0, 0, None, 1, 8, 8, {"succeeded": 8, "failed": 0, "cancelled": 0}, {}, renders=renders)
+    report = build_report(facts)
+    doc = report.to_json()
+    assert (doc["bytes_read"], doc["bytes_written"]) == (1000, 2 * (32 + 33 + 128 + 129))
+    assert doc["per_ratio"] == {
+        "1:1": {"items": 4, "source_bytes": 1000, "output_bytes": 322},
+        "4:3": {"items": 4, "source_bytes": 1000, "output_bytes": 322},
+    }
+    out = io.StringIO()
+    Reporter(stdout=out, diagnostics=Console(file=io.StringIO())).stats(report)
+    lines = [line.split() for line in out.getvalue().splitlines()]
+    assert ["bytes:", "read", "1.0", "kB,", "written", "644", "B;", "dedup", "hits", "0"] in lines
+    assert ["ratio", "items", "sources", "read", "output", "bytes"] in lines
+    assert ["1:1", "4", "1.0", "kB", "322", "B"] in lines

@@ -5,14 +5,14 @@ and renders, as ``thumbctl submit`` does::
 
     from thumbctl import SubmitOptions, render
 
-    batch = render("photos", SubmitOptions(out_dir=Path("thumbs")), db="ledger.db")
+    batch = render("photos", SubmitOptions(out_dir=Path("thumbs")))  # the ledger thumbctl uses
     print(batch.batch_id, batch.state, batch.counts)
 
 The steps apart (record now, render later with ``thumbctl work``)::
 
-    from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
+    from thumbctl import Ledger, SubmitOptions, default_ledger, prepare_submission, submit
 
-    with Ledger("ledger.db") as ledger:
+    with Ledger(default_ledger()) as ledger:
         prepared = prepare_submission(Path("photos"), SubmitOptions(out_dir=Path("thumbs")), ledger)
         batch = submit(ledger, prepared, SubmitOptions().limits)
 """
@@ -23,7 +23,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import render
+    from .api import default_ledger, render
     from .errors import (
         EXIT_CODE_MEANINGS,
         ITEM_ERROR_CODES,
@@ -65,6 +65,7 @@ __all__ = [
     "ThumbctlError",
     "UnavailableError",
     "UsageError",
+    "default_ledger",
     "parse_ratio",
     "parse_ratios",
     "prepare_submission",
@@ -90,6 +91,7 @@ _EXPORTS = {
     "prepare_submission": "intake",
     "submit": "intake",
     "render": "api",
+    "default_ledger": "api",
     "Ledger": "ledger",
     "BatchView": "models",
     "EventView": "models",

@@ -26,12 +26,13 @@ def render(
     source: str | Path,
     options: SubmitOptions | None = None,
     *,
-    db: str | Path = "ledger.db",
+    db: str | Path | None = None,
     workers: int | None = None,
     store: str | Path | None = None,
 ) -> BatchView:
     """Submit ``source`` (a folder or a ``.json``/``.jsonl``/``.csv`` manifest) with ``options``
-    into the ledger ``db`` (a file, or a ``postgresql://`` URL), render it with ``workers``
+    into the ledger ``db`` (a file, or a ``postgresql://`` URL; default: the command line's, see
+    :func:`default_ledger`), render it with ``workers``
     processes (default: one per CPU) and return the batch once it is terminal. The rendered objects
     are kept in ``store`` (default: ``options.store_dir``, else beside a SQLite ledger: ``ledger.store``;
     a PostgreSQL ledger needs one). Its ``state`` says
@@ -43,6 +44,7 @@ def render(
     from .stores import settle_store
 
     options = options or SubmitOptions()
+    db = default_ledger() if db is None else db
     if store is not None:
         options = replace(options, store_dir=Path(store))
     with Ledger(db) as ledger:
@@ -54,3 +56,11 @@ def render(
     run = RunOptions() if workers is None else RunOptions(workers=workers)
     result = run_batch(db, batch.batch_id, run)
     return result.batch if result.batch is not None else batch
+
+
+def default_ledger() -> Path | str:
+    """The ledger ``thumbctl`` uses without ``--db``: ``THUMBCTL_DB``, else the config file's
+    ``db``, else ``ledger.db`` in the per-user state folder (``~/.local/state/thumbctl`` on Linux)."""
+    from .config import resolve_ledger_path
+
+    return resolve_ledger_path(None)

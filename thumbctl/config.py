@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,7 @@ __all__ = [
     "default_setting",
     "default_text",
     "display_value",
+    "with_recorded_store",
     "env_setting",
     "environment_help",
     "file_layer",
@@ -229,10 +230,38 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def display_value(name: str, value: Any) -> str:
+#: The source of the store setting when nothing gave one, the ledger recorded none, and the
+#: ledger (PostgreSQL) has no default beside it.
+STORE_REQUIRED = "required: give --store (a PostgreSQL ledger has no default)"
+#: The source of the store setting when the ledger's recorded store is the one used.
+STORE_RECORDED = "recorded in the ledger"
+
+
+def with_recorded_store(settings: Settings, recorded: str | None) -> Settings:
+    """``settings`` with the store a command would use when none is given: the one the ledger
+    recorded (see :func:`thumbctl.stores.chosen_store`), else the default beside a SQLite ledger,
+    else (PostgreSQL) required."""
+    if settings.store_path is not None:
+        return settings
+    if recorded:
+        store = Setting(Path(recorded), STORE_RECORDED)
+    elif _is_server(settings.ledger_path):
+        store = Setting(None, STORE_REQUIRED)
+    else:
+        return settings
+    return replace(settings, values={**settings.values, "store": store})
+
+
+def _is_server(target: Path | str) -> bool:
+    from .ledger.backend import is_server_url
+
+    return isinstance(target, str) and is_server_url(target)
+
+
+def display_value(name: str, value: Any, source: str = "") -> str:
     """A setting's value as a person would type it: ``1:1 4:3``, ``5m``, ``none``."""
     if value is None and name == "store":
-        return "beside the ledger (ledger.store)"
+        return "required" if source == STORE_REQUIRED else "beside the ledger (ledger.store)"
     if value is None and name == "host_id":
         return "hostname~machine-id"
     if value is None:

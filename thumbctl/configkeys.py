@@ -31,6 +31,7 @@ from .settings import (
     Profile,
     SettingError,
     check_duration,
+    refuse_url,
     parse_count,
     parse_duration,
     parse_list,
@@ -126,6 +127,8 @@ def _ledger_target(raw: object) -> Path | str:
 
     if isinstance(raw, str) and is_server_url(raw.strip()):
         return raw.strip()
+    if isinstance(raw, str):
+        refuse_url(raw, "it must be a local file or a postgresql:// URL")
     return _path(raw)
 
 
@@ -133,6 +136,7 @@ def _path(raw: object) -> Path:
     if isinstance(raw, Path):
         return raw
     if isinstance(raw, str) and raw.strip():
+        refuse_url(raw)
         return Path(raw).expanduser()
     raise SettingError(f"must be a path, got {raw!r}")
 
@@ -355,7 +359,7 @@ def parse_value(key: Key, raw: object, where: str, *, error: type[UsageError]) -
     try:
         return key.parse(raw)
     except SettingError as exc:
-        raise error(f"{where}: {exc}") from None
+        raise error(f"{where}: {exc}", code=exc.code) from None
 
 
 def flag_setting(key: Key, raw: object) -> Setting:

@@ -32,14 +32,15 @@ class ExitCode(IntEnum):
 EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.OK: "success (batch succeeded, or the command did what was asked)",
     ExitCode.PARTIAL: "finished, but some items failed — or reconcile found problems",
-    ExitCode.USAGE: "usage error (bad flags, unknown batch, no PostgreSQL driver for a postgresql:// --db)",
+    ExitCode.USAGE: "usage error (bad flags, unknown batch, no PostgreSQL driver for a postgresql:// --db, "
+    "a PostgreSQL login or database the server refuses)",
     ExitCode.CONFLICT: "idempotency conflict: the key was already used with different content",
     ExitCode.CANCELLED: "the batch was cancelled",
     ExitCode.REJECTED: "submission rejected permanently: retrying cannot help",
     ExitCode.LEDGER_DAMAGED: "the ledger is damaged (ledger_corrupt) or was deleted or replaced while in use "
     "(ledger_gone): retrying cannot help; the message says how to recover",
     ExitCode.UNAVAILABLE: "temporarily unavailable (queue saturated; ledger busy, full or unwritable; PostgreSQL "
-    "server down or refusing the login): retry later",
+    "server down, starting or out of connections): retry later",
     ExitCode.INTERRUPTED: "interrupted by Ctrl-C",
 }
 
@@ -85,6 +86,12 @@ class UsageError(ThumbctlError):
 
 class BatchNotFound(UsageError):
     code = "batch_not_found"
+
+
+class BatchIdAmbiguous(UsageError):
+    """A batch id prefix that more than one batch starts with."""
+
+    code = "batch_id_ambiguous"
 
 
 class ItemNotFound(UsageError):
@@ -232,6 +239,13 @@ class LedgerError(ThumbctlError):
 
     code = "ledger_error"
     exit_code = ExitCode.USAGE
+
+
+class LedgerLoginRefused(LedgerError):
+    """A PostgreSQL server refused this login for good: no such role or database, a wrong
+    password, or no rule admitting it (exit 2: retrying the same URL cannot succeed)."""
+
+    code = "ledger_login_refused"
 
 
 class Interrupted(ThumbctlError):

@@ -171,12 +171,25 @@ def with_reused_outputs(
     publish transaction.
     """
     items = tuple(
-        replace(item, state=ItemState.SUCCEEDED, dedup=True)
+        replace(item, state=ItemState.SUCCEEDED, dedup=True, reused=_reused_result(item, profile))
         if item.state == ItemState.QUEUED and _object_is_valid(item, profile) and name_usable(item)
         else item
         for item in new.items
     )
     return replace(new, items=items)
+
+
+def _reused_result(item: NewItem, profile: Profile) -> dict[str, object]:
+    """The figures of a reused output the batch counts (no crop, bytes or timings: nothing was rendered)."""
+    geometry = output_geometry(
+        item.source_width or 1, item.source_height or 1, parse_ratio(item.ratio), item.size, profile.upscale
+    )
+    return {
+        "width": geometry.out_w,
+        "height": geometry.out_h,
+        "source_smaller_than_target": geometry.limited,
+        "reused": True,
+    }
 
 
 def _name_usable(publisher: Publisher, item: NewItem) -> bool:

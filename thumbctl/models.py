@@ -69,6 +69,9 @@ class NewItem:
     #: The size asked for (longest side, px) and the output format of this derivative.
     size: int = 512
     format: str = "jpeg"
+    #: What intake learnt of a reused output (its size, and whether the source was smaller
+    #: than asked): the item's ``result``, so the batch's figures count it like a render.
+    reused: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)

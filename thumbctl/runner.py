@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from .errors import CannotWrite, Interrupted
 from .ledger import Ledger, iso
 from .markup import write_batch_manifest as write_manifest
-from .models import BatchView
+from .models import BatchView, EventView
 from .options import RunOptions, lease_seconds
 from .proc import owner_is_dead
 from .retrypolicy import Backoff
@@ -183,6 +183,24 @@ def wait_until_terminal(
             return ledger.views.batch(batch_id)
         if should_stop():
             raise Interrupted("stopped waiting; the cancel stays recorded")
+        time.sleep(poll)
+
+
+def follow_events(
+    ledger: Ledger, batch: str, *, item_id: str | None, should_stop: Callable[[], bool], poll: float = 0.5
+) -> Iterator[list[EventView]]:
+    """The events of a batch as they commit, page by page, until the batch is final (or
+    ``should_stop()``): ``events --follow``. Whether it is final is read before its events, so
+    the last pages hold every event up to then."""
+    batch_id = ledger.views.resolve_batch_id(batch)
+    last = 0
+    while True:
+        final = ledger.views.batch_settled(batch_id)
+        while page := ledger.views.events_after(batch_id, last, item_id=item_id):
+            yield page
+            last = page[-1].seq
+        if final or should_stop():
+            return
         time.sleep(poll)
 
 

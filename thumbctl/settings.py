@@ -27,7 +27,28 @@ _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604
 
 
 class SettingError(ValueError):
-    """A setting's text cannot be parsed; the message says why."""
+    """A setting's text cannot be parsed; the message says why, ``code`` (when set) is the error code."""
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+#: ``s3://…``, ``https://…``: a URL, which a local path must not be taken for.
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+#: The error code of a URL given where only local paths work yet.
+URL_NOT_SUPPORTED = "url_not_supported"
+
+
+def refuse_url(text: str, must: str = "it must be a local path") -> None:
+    """Raise SettingError (``url_not_supported``) when ``text`` looks like a URL: as a path it would
+    become a local folder ``s3:/bucket`` or a file that "does not exist"."""
+    if _URL.match(text.strip()):
+        scheme = text.strip().split("://", 1)[0]
+        raise SettingError(
+            f"{text.strip()!r} is a URL ({scheme}://); {must} (URLs are not supported yet)",
+            code=URL_NOT_SUPPORTED,
+        )
 
 
 @dataclass(frozen=True, order=True)

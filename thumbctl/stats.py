@@ -36,10 +36,12 @@ class Distribution:
     count: int
     p50: float | None
     p95: float | None
+    #: The sum of the values (a Prometheus summary's ``_sum``); not in the JSON.
+    total: float = 0.0
 
     @classmethod
     def of(cls, values: list[float]) -> Distribution:
-        return cls(len(values), percentile(values, 50), percentile(values, 95))
+        return cls(len(values), percentile(values, 50), percentile(values, 95), float(sum(values)))
 
     def to_json(self) -> dict[str, object]:
         return {"count": self.count, "p50": self.p50, "p95": self.p95}
@@ -176,12 +178,17 @@ def _per_source(renders: Iterable[RenderFacts]) -> list[RenderFacts]:
 
 
 def _per_ratio(renders: list[RenderFacts]) -> dict[str, RatioBytes]:
+    """Items and output bytes per ratio; source bytes once per source render of the ratio,
+    however many sizes and formats it made (so no ratio's figure exceeds ``bytes_read``)."""
     totals: dict[str, RatioBytes] = {}
+    read: set[tuple[str, str, int, str]] = set()
     for render in renders:
         now = totals.get(render.ratio, RatioBytes())
+        first = (render.batch_id, render.source, render.attempt, render.ratio) not in read
+        read.add((render.batch_id, render.source, render.attempt, render.ratio))
         totals[render.ratio] = RatioBytes(
             now.items + 1,
-            now.source_bytes + _figure(render, "source_bytes"),
+            now.source_bytes + (_figure(render, "source_bytes") if first else 0),
             now.output_bytes + _figure(render, "output_bytes"),
         )
     return dict(sorted(totals.items()))
@@ -197,53 +204,91 @@ def _timings(renders: list[RenderFacts]) -> dict[str, Distribution]:
     return timings
 
 
+#: (what follows the metric name: a suffix such as ``_sum`` and the labels, the value).
 Samples = list[tuple[str, float | None]]
+COMPLETED_STATES = ("succeeded", "failed", "cancelled")
 
 
-def prometheus_text(report: StatsReport) -> str:
-    """The report in the Prometheus text exposition format (for node-exporter's textfile collector).
-    Every metric is a gauge; a metric without samples is left out."""
+def prometheus_text(window: StatsReport, totals: StatsReport) -> str:
+    """The metrics in the Prometheus text format (for node-exporter's textfile collector), by its
+    naming conventions: gauges for the queue now; counters (``_total``) over every batch the
+    ledger holds (``totals``, a report since the epoch: gc of expired batches lowers them, which
+    Prometheus takes as a counter reset); summaries (``_seconds``) with their quantiles over the
+    stats window and their ``_sum`` and ``_count`` over the ledger. A metric without samples is
+    left out."""
     lines: list[str] = []
-    for name, help_text, samples in _metrics(report):
-        present = [(labels, value) for labels, value in samples if value is not None]
+    for name, kind, help_text, samples in _metrics(window, totals):
+        present = [(tail, value) for tail, value in samples if value is not None]
         if present:
-            lines += [f"# HELP thumbctl_{name} {help_text}", f"# TYPE thumbctl_{name} gauge"]
-            lines += [f"thumbctl_{name}{labels} {_number(value)}" for labels, value in present]
+            lines += [f"# HELP thumbctl_{name} {help_text}", f"# TYPE thumbctl_{name} {kind}"]
+            lines += [f"thumbctl_{name}{tail} {_number(value)}" for tail, value in present]
     return "\n".join(lines) + "\n"
 
 
-def _metrics(report: StatsReport) -> list[tuple[str, str, Samples]]:
-    """(name, help, samples) of every metric, samples as (labels, value)."""
-    queue = report.queue
+def _metrics(window: StatsReport, totals: StatsReport) -> list[tuple[str, str, str, Samples]]:
+    """(name, type, help, samples) of every metric."""
+    queue, counts = window.queue, totals.counts
     return [
-        ("queue_items", "Live items by queue state.",
+        ("queue_items", "gauge", "Live items by queue state.",
          [(f'{{state="{state}"}}', _as_float(queue[state])) for state in ("runnable", "delayed", "running")]),
-        ("queue_oldest_runnable_age_seconds", "Age of the oldest runnable item.",
+        ("queue_oldest_runnable_age_seconds", "gauge", "Age of the oldest runnable item.",
          [("", _as_float(queue["oldest_runnable_age_seconds"]))]),
-        ("window_items", f"Items admitted, claimed and completed in the last {_number(report.window_seconds)} s.",
-         [(f'{{event="{name}"}}', float(n)) for name, n in report.counts.items()]),
-        ("window_items_per_second", f"Item rates over the last {_number(report.window_seconds)} s.",
-         [(f'{{event="{name}"}}', report.rate(name)) for name in ("admitted", "claimed", "completed")]),
-        ("window_retries", "Items sent back to the queue in the window, per batch.",
-         [(f'{{batch_id="{batch}"}}', float(n)) for batch, n in report.retries.items()]),
-        ("window_bytes_written", "Output bytes published in the window, per ratio.",
-         [(f'{{ratio="{ratio}"}}', float(figures.output_bytes)) for ratio, figures in report.per_ratio.items()]),
-        ("window_bytes_read", "Source bytes read by renders in the window.", [("", float(report.bytes_read))]),
-        ("window_dedup_hits", "Items satisfied by an existing object in the window.",
-         [("", float(report.dedup_hits))]),
-        ("stage_milliseconds", "Stage time percentiles in the window.",
-         [(f'{{stage="{stage}",quantile="{q}"}}', value) for stage, dist in report.timings_ms.items()
-          for q, value in (("0.5", dist.p50), ("0.95", dist.p95))]),
-        ("cancel_lag_seconds", "Cancellation lag per batch: request to observed and to finalized.",
-         [(f'{{batch_id="{lag.batch_id}",phase="{phase}"}}', value) for lag in report.cancellations
-          for phase, value in (("observed", lag.observed_seconds), ("finalized", lag.finalized_seconds))]),
+        ("batches_admitted_total", "counter", "Batches admitted.", [("", float(counts["batches_admitted"]))]),
+        ("items_admitted_total", "counter", "Items admitted.", [("", float(counts["admitted"]))]),
+        ("items_claimed_total", "counter", "Items claimed by a worker (a retry claims again).",
+         [("", float(counts["claimed"]))]),
+        ("items_completed_total", "counter", "Items that reached a final state, by state.",
+         [(f'{{state="{state}"}}', float(counts[f"completed_{state}"])) for state in COMPLETED_STATES]),
+        ("item_retries_total", "counter", "Items sent back to the queue to be tried again.",
+         [("", float(sum(totals.retries.values())))]),
+        ("source_read_bytes_total", "counter", "Source bytes read by renders (once per source render).",
+         [("", float(totals.bytes_read))]),
+        ("output_written_bytes_total", "counter", "Output bytes published, by ratio.",
+         [(f'{{ratio="{ratio}"}}', float(figures.output_bytes)) for ratio, figures in totals.per_ratio.items()]),
+        ("dedup_hits_total", "counter", "Items satisfied by an existing object.", [("", float(totals.dedup_hits))]),
+        ("stage_duration_seconds", "summary",
+         "Time of the decode, crop, encode and publish stages: quantiles over the stats window.",
+         _stage_samples(window, totals)),
+        ("cancel_lag_seconds", "summary",
+         "Cancellation lag, request to observed and to finalized: quantiles over the stats window.",
+         _cancel_samples(window, totals)),
     ]  # fmt: skip
 
 
-def write_prometheus_file(report: StatsReport, path: Path) -> None:
+def _stage_samples(window: StatsReport, totals: StatsReport) -> Samples:
+    samples: Samples = []
+    for stage, dist in window.timings_ms.items():
+        label = f'stage="{stage}"'
+        overall = totals.timings_ms[stage]
+        samples += [(f'{{{label},quantile="{q}"}}', _seconds(v)) for q, v in (("0.5", dist.p50), ("0.95", dist.p95))]
+        samples += [(f"_sum{{{label}}}", overall.total / 1000), (f"_count{{{label}}}", float(overall.count))]
+    return samples
+
+
+def _cancel_samples(window: StatsReport, totals: StatsReport) -> Samples:
+    samples: Samples = []
+    for phase in ("observed", "finalized"):
+        recent = _lags(window.cancellations, phase)
+        overall = _lags(totals.cancellations, phase)
+        label = f'phase="{phase}"'
+        samples += [(f'{{{label},quantile="{q}"}}', percentile(recent, p)) for q, p in (("0.5", 50), ("0.95", 95))]
+        samples += [(f"_sum{{{label}}}", float(sum(overall))), (f"_count{{{label}}}", float(len(overall)))]
+    return samples
+
+
+def _lags(lags: list[CancelLag], phase: str) -> list[float]:
+    values = (lag.observed_seconds if phase == "observed" else lag.finalized_seconds for lag in lags)
+    return [value for value in values if value is not None]
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def write_prometheus_file(window: StatsReport, totals: StatsReport, path: Path) -> None:
     """Write the metrics atomically (temp file + rename), as the textfile collector expects."""
     try:
-        write_text_atomically(path, prometheus_text(report))
+        write_text_atomically(path, prometheus_text(window, totals))
     except OSError as exc:
         raise CannotWrite(f"cannot write {path}: {exc.strerror or exc}") from exc
 

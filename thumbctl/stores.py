@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import StoreRequired, StoreTaken, UsageError
+from .errors import StoreRequired, StoreTaken, ThumbctlError, UsageError
 from .ledger import Ledger
 from .ledger.backend import is_server_url, masked
 from .migrate import MigrationReport, migrate_legacy_layout, needs_migration
@@ -29,6 +29,18 @@ def default_store_for(ledger_target: Path | str) -> Path | None:
     path = Path(ledger_target)
     store = path.with_suffix(".store")
     return store if store != path else path.with_name(f"{path.name}.store")
+
+
+def recorded_store_of(ledger_target: Path | str) -> str | None:
+    """The store the ledger at ``ledger_target`` recorded, or None: also when there is no ledger
+    yet or it cannot be read now (``thumbctl config`` shows settings, it does not need a ledger)."""
+    if not (isinstance(ledger_target, str) and is_server_url(ledger_target)) and not Path(ledger_target).is_file():
+        return None
+    try:
+        with Ledger(ledger_target, read_only=True) as ledger:
+            return ledger.upkeep.recorded_store()
+    except ThumbctlError:
+        return None
 
 
 def resolve_store(store: Path | None, ledger_target: Path | str) -> Path:

@@ -96,7 +96,7 @@ def _completion_ledger(ctx: typer.Context) -> Path | str:
     return resolve_key(db, {}, os.environ, file_layer(None)).value
 
 
-def batch_argument(help: str = "Batch id (or a unique prefix).") -> Any:
+def batch_argument(help: str = "Batch id (or a unique prefix, the b_ optional).") -> Any:
     return typer.Argument(metavar="BATCH", help=help, autocompletion=complete_batch_id, show_default=False)
 
 

@@ -12,7 +12,7 @@ from ..errors import ExitCode, Interrupted, UsageError
 from ..ledger.home import shown
 from ..models import BatchState, ItemState
 from ..runner import prepare_workers, run_batch, run_work, wait_until_terminal
-from ..settings import parse_duration
+from ..settings import SettingError, parse_duration, refuse_url
 from ..sources import ScanRules
 from .options import BatchAlias, StatsIntervalOption, batch_argument, one_batch
 from .resolution import ledger_target, settings_from_context
@@ -93,6 +93,10 @@ def parse_source(text: str) -> Path:
     """SOURCE as typed; an empty one (an unset shell variable) must not mean the current folder."""
     if not text.strip():
         raise UsageError("SOURCE is empty: name a folder or a manifest (.json, .jsonl, .csv)")
+    try:
+        refuse_url(text)
+    except SettingError as exc:
+        raise UsageError(f"SOURCE: {exc}", code=exc.code) from None
     return Path(text)
 
 

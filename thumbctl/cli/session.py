@@ -26,11 +26,18 @@ if TYPE_CHECKING:
     from ..report.reporter import Reporter
 
 
-def reporter_for(json_mode: bool, quiet: bool = False, verbose: bool = False, interval: float = 5.0) -> Reporter:
-    """All output goes through this: results on stdout, progress, hints and errors on stderr."""
+def reporter_for(
+    json_mode: bool, quiet: bool = False, verbose: bool = False, interval: float = 5.0, *, json_lines: bool = False
+) -> Reporter:
+    """All output goes through this: results on stdout, progress, hints and errors on stderr;
+    ``json_lines`` (``--jsonl``) is JSON mode with one object a line."""
     from ..report.reporter import Reporter
 
-    return Reporter.for_streams(json_mode=json_mode, quiet=quiet, verbose=verbose, progress_interval=interval)
+    reporter = Reporter.for_streams(
+        json_mode=json_mode or json_lines, quiet=quiet, verbose=verbose, progress_interval=interval
+    )
+    reporter.json_lines = json_lines
+    return reporter
 
 
 @dataclass

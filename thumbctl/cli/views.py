@@ -8,11 +8,13 @@ from typing import Annotated
 
 import typer
 
+from ..config import with_recorded_store
 from ..errors import UsageError
 from ..models import ITEM_STATES
-from ..runner import watch_batch
+from ..runner import follow_events, watch_batch
 from ..settings import parse_duration
-from .options import BatchAlias, StatsIntervalOption, batch_argument, choice_option, one_batch
+from ..stores import recorded_store_of
+from .options import COMMON, BatchAlias, StatsIntervalOption, batch_argument, choice_option, one_batch
 from .resolution import ledger_target, settings_from_context
 from .session import Interrupts, handled, open_ledger, parsed, reporter_for, settled
 
@@ -81,17 +83,34 @@ def events(
     ctx: typer.Context,
     batch: Annotated[str, batch_argument()],
     item: Annotated[str | None, typer.Option("--item", help="Only the events of this item id.")] = None,
+    json_lines: Annotated[
+        bool,
+        typer.Option(
+            "--jsonl",
+            help="Each event as one JSON object a line (JSON Lines).",
+            rich_help_panel=COMMON,
+        ),
+    ] = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Print events as they happen, until the batch is final.",
+        ),
+    ] = False,
     json_out: bool = False,
     quiet: bool = False,
 ) -> None:
-    """The transition log of a batch: every state change with time, attempt, worker, error code."""
-    reporter = reporter_for(json_out, quiet)
-    with (
-        handled(reporter),
-        open_ledger(ledger_target(ctx), read_only=True) as ledger,
-        ledger.views.streamed_events(batch, item_id=item) as listed,
-    ):
-        reporter.events(listed)
+    """The transition log of a batch: state changes with time, attempt, worker, error."""
+    reporter = reporter_for(json_out, quiet, json_lines=json_lines or (follow and json_out))
+    with handled(reporter), open_ledger(ledger_target(ctx), read_only=True) as ledger:
+        if follow:
+            with Interrupts().on_sigint() as interrupts:
+                reporter.followed_events(follow_events(ledger, batch, item_id=item, should_stop=interrupts))
+            return
+        with ledger.views.streamed_events(batch, item_id=item) as listed:
+            reporter.events(listed)
 
 
 def stats(
@@ -101,7 +120,11 @@ def stats(
     window: Annotated[str, typer.Option(help="How far back rates, bytes and timings look, e.g. 15m, 1h, 7d.")] = "1h",
     prometheus: Annotated[
         Path | None,
-        typer.Option(metavar="FILE", help="Also write the metrics in Prometheus text format, atomically."),
+        typer.Option(
+            metavar="FILE",
+            help="Also write metrics in Prometheus text format, atomically: counters over the whole ledger, "
+            "quantiles over --window.",
+        ),
     ] = None,
     json_out: bool = False,
     quiet: bool = False,
@@ -116,8 +139,10 @@ def stats(
         with open_ledger(ledger_target(ctx), read_only=True) as ledger:
             batch_id = ledger.views.resolve_batch_id(batch) if batch else None
             report = build_report(ledger.views.stats_facts(ledger.clock() - span, batch_id), batch_id)
-        if prometheus is not None:
-            write_prometheus_file(report, prometheus)
+            # the counters count over everything the ledger holds, not the window
+            totals = build_report(ledger.views.stats_facts(0.0, batch_id), batch_id) if prometheus else None
+        if prometheus is not None and totals is not None:
+            write_prometheus_file(report, totals, prometheus)
         reporter.stats(report, str(prometheus) if prometheus else None)
 
 
@@ -133,7 +158,8 @@ def config_command(ctx: typer.Context, json_out: bool = False, quiet: bool = Fal
     """
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
-        reporter.settings(settings_from_context(ctx))
+        settings = settings_from_context(ctx)
+        reporter.settings(with_recorded_store(settings, recorded_store_of(settings.ledger_path)))
 
 
 class SheetOrder(StrEnum):

@@ -234,7 +234,7 @@ class Intake(NameLocks):
 def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool]) -> NewBatch:
     """Items reusing an object that is gone since intake looked are queued to render again."""
     items = tuple(
-        replace(item, state=ItemState.QUEUED, dedup=False)
+        replace(item, state=ItemState.QUEUED, dedup=False, reused=None)
         if item.dedup and item.object_path is not None and not still_present(item.object_path)
         else item
         for item in new.items
@@ -246,6 +246,7 @@ def _item_row(batch_id: str, item: NewItem, at: str) -> dict[str, object]:
     focus_x, focus_y = item.focus if item.focus else (None, None)
     return {
         "batch_id": batch_id,
+        "result": json.dumps(item.reused) if item.dedup and item.reused else None,
         "item_id": item.item_id,
         "ratio": item.ratio,
         "size": item.size,

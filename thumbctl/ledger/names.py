@@ -62,4 +62,4 @@ class NameLocks:
         self.db.execute(sql.RECORD_NAME_VERSION, (version, batch_id, friendly_path))
         if outcome in NAME_FLAGS:
             flag = json.dumps({f"name_{outcome}": True})
-            self.db.execute(sql.FLAG_REUSED_NAME, (flag, batch_id, friendly_path))
+            self.db.execute(sql.FLAG_REUSED_NAME, (flag, batch_id, friendly_path, "reused"))

@@ -34,6 +34,7 @@ from ..errors import (
     LedgerError,
     LedgerFault,
     LedgerFull,
+    LedgerLoginRefused,
     LedgerUnavailable,
     UsageError,
 )
@@ -90,8 +91,19 @@ class PostgresBackend(Backend):
             )
             conn.execute("SET TIME ZONE 'UTC'")
         except self._psycopg.Error as exc:  # down, starting up, shutting down, or refusing this login
-            raise self._unavailable(exc) from None
+            raise self._refused(exc) or self._unavailable(exc) from None
         return conn
+
+    def _refused(self, exc: BaseException) -> LedgerLoginRefused | None:
+        """A login the server refuses for good (the role, its password, the database, pg_hba):
+        a configuration error, not a server to wait for."""
+        reason = _masked_text(_first_line(exc), self.url)
+        if not _LOGIN_REFUSED.search(reason):
+            return None
+        return LedgerLoginRefused(
+            f"the PostgreSQL server refused the login to {self.name} ({reason}): check the user, password and "
+            "database in --db (or THUMBCTL_DB)"
+        )
 
     def _check_url(self) -> None:
         """A URL libpq cannot parse, or whose port is no port, is a usage error (exit 2): retrying
@@ -306,6 +318,13 @@ class PostgresBackend(Backend):
         if not self._run("SELECT to_regclass('thumbctl_schema') IS NOT NULL AS found").fetchone()["found"]:
             return 0
         return int(self._run("SELECT coalesce(max(version), 0) AS version FROM thumbctl_schema").fetchone()["version"])
+
+
+#: Server messages (FATAL at connection start, and libpq's own) that retrying cannot change.
+_LOGIN_REFUSED = re.compile(
+    r'(role|database) "[^"]*" does not exist|authentication failed|no pg_hba\.conf entry'
+    r"|is not permitted to log in|no password supplied"
+)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..errors import BatchNotFound, ItemNotFound
+from ..errors import BatchIdAmbiguous, BatchNotFound, ItemNotFound
 from ..models import (
     ITEM_STATES,
     TERMINAL_BATCH_STATES,
@@ -32,17 +32,23 @@ class BatchViews:
         self.db = db
 
     def resolve_batch_id(self, text: str) -> str:
-        """The full batch id for ``text``: an id, or an unambiguous prefix of one."""
-        rows = self.db.execute(sql.BATCH_IDS_FROM, (text, text + "\U0010ffff")).fetchall()
-        ids = [r["batch_id"] for r in rows]
-        if text in ids:
-            return text
-        if len(ids) == 1 and len(text) >= 4:
-            return ids[0]
-        if len(rows) > 1:
-            raise BatchNotFound(f"batch id prefix {text!r} is ambiguous")
-        if rows:
+        """The full batch id for ``text``: an id, or an unambiguous prefix of one of at least 4
+        characters, with or without its ``b_`` (``9450`` as a git short id: ``b_9450…``)."""
+        ids: list[str] = []
+        for prefix in _batch_prefixes(text):
+            rows = self.db.execute(sql.BATCH_IDS_FROM, (prefix, prefix + "\U0010ffff")).fetchall()
+            if prefix in (found := [r["batch_id"] for r in rows]):
+                return prefix
+            ids += [batch_id for batch_id in found if batch_id not in ids]
+        if ids and len(text) < 4:
             raise BatchNotFound(f"batch id prefix {text!r} is too short: give at least 4 characters")
+        if len(ids) == 1:
+            return ids[0]
+        if ids:
+            raise BatchIdAmbiguous(
+                f"batch id prefix {text!r} is ambiguous: {ids[0]}, {ids[1]} and maybe more start with it; "
+                "give more of the id"
+            )
         raise BatchNotFound(f"no batch {text!r} in {self.db.name}")
 
     def batch(self, batch_id: str, *, with_failures: bool = True) -> BatchView:
@@ -163,6 +169,12 @@ class BatchViews:
         params = self._events_params(batch_id, item_id)
         return [_event_view(row) for row in self.db.execute(sql.EVENTS, params, scope=len(params) - 1).fetchall()]
 
+    def events_after(self, batch_id: str, seq: int, *, item_id: str | None = None) -> list[EventView]:
+        """The next events (at most 500) of a batch (or one item of it) after event ``seq``."""
+        batch_id, *item = self._events_params(batch_id, item_id)
+        params = [batch_id, seq, *item]
+        return [_event_view(r) for r in self.db.execute(sql.EVENTS_AFTER, params, scope=len(item)).fetchall()]
+
     @direct  # the listing is read by the caller's block
     @contextmanager
     def streamed_events(self, batch_id: str, *, item_id: str | None = None) -> Iterator[Iterator[EventView]]:
@@ -192,10 +204,14 @@ class BatchViews:
         return {r["item_id"]: (r["source_width"], r["source_height"]) for r in rows}
 
     def workers(self, batch_id: str | None) -> list[WorkerActivity]:
-        """Each live lease: its owner, first item, ratios and since when."""
+        """Each live lease: its owner, first item, its ratios (each once, whatever the sizes and
+        formats of its derivatives) and since when."""
         scope = [batch_id] if batch_id is not None else []
         rows = self.db.execute(sql.WORKERS, scope, scope=len(scope)).fetchall()
-        return [WorkerActivity(r["lease_owner"], r["item_id"], tuple(r["ratios"].split(" ")), r["since"]) for r in rows]
+        return [
+            WorkerActivity(r["lease_owner"], r["item_id"], tuple(dict.fromkeys(r["ratios"].split(" "))), r["since"])
+            for r in rows
+        ]
 
 
 def _item_view(row: Row) -> ItemView:
@@ -205,3 +221,11 @@ def _item_view(row: Row) -> ItemView:
 
 def _event_view(row: Row) -> EventView:
     return record(EventView, row, dedup=bool(row["dedup"]))
+
+
+def _batch_prefixes(text: str) -> list[str]:
+    """What ``text`` may be the start of: itself, and for bare hex (``9450``) ``b_9450`` too."""
+    bare = text.lower()
+    if not text.startswith("b_") and bare and all(c in "0123456789abcdef" for c in bare):
+        return [text, f"b_{bare}"]
+    return [text]

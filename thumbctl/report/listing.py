@@ -18,7 +18,7 @@ WIDTH_SAMPLE = 200
 #: Lines (or JSON elements) a streamed listing writes at a time.
 WRITE_ROWS = 500
 ITEM_COLUMNS = ("item", "ratio", "state", "attempt", "error", "crop", "output")
-EVENT_COLUMNS = ("seq", "at", "item", "ratio", "transition", "attempt", "worker", "error")
+EVENT_COLUMNS = ("seq", "at", "item", "ratio", "size", "format", "transition", "attempt", "worker", "error")
 #: A cell of a streamed listing: its text, and the Rich style it has on a terminal.
 Cell = tuple[str, str | None]
 
@@ -67,6 +67,8 @@ def event_cells(event: EventView) -> tuple[Cell, ...]:
         (event.at, None),
         (printable(event.item_id or "(batch)"), None),
         (event.ratio or "", None),
+        ("" if event.size is None else str(event.size), None),
+        (event.format or "", None),
         (transition, STATE_STYLES.get(event.to_state)),
         ("" if event.attempt is None else str(event.attempt), None),
         (printable(owner_label(event.worker or "")), None),

@@ -99,6 +99,8 @@ class Output:
         self.diagnostics = diagnostics or Console(stderr=True, highlight=False, soft_wrap=True)
         #: While a JSON listing is being written: what closes its list.
         self._open_list: str | None = None
+        #: JSON Lines (``--jsonl``): every document, the error's too, on one line of its own.
+        self.json_lines = False
 
     @classmethod
     def for_streams(
@@ -135,8 +137,16 @@ class Output:
     # -- primitives -----------------------------------------------------------
 
     def emit_json(self, doc: object) -> None:
-        self.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        indent = None if self.json_lines else 2
+        self.stdout.write(json.dumps(doc, indent=indent, ensure_ascii=False) + "\n")
         self.stdout.flush()
+
+    def emit_json_lines(self, elements: Iterable[object]) -> None:
+        """Each element as one JSON object on a line of its own (JSON Lines), written as they
+        come: ``| head -1`` gets a whole object, and ``jq -c`` or a log shipper reads each line."""
+        for chunk in chunked(map(ELEMENT_ENCODER.encode, elements)):
+            self.stdout.write("".join(line + "\n" for line in chunk))
+            self.stdout.flush()
 
     def emit_json_list(self, head: dict[str, object], key: str, elements: Iterable[object]) -> None:
         """The document ``{**head, key: [elements]}`` written as the elements come, one element a
@@ -154,6 +164,20 @@ class Output:
         self.stdout.write(self._open_list + "\n}\n")
         self._open_list = None
         self.stdout.flush()
+
+    def listing_pages(self, columns: Sequence[str], pages: Iterable[Sequence[Sequence[Cell]]]) -> None:
+        """:meth:`listing` for rows that come in pages over time (``--follow``): the columns are
+        sized on the first page and each page is written (and flushed) as it comes."""
+        widths: list[int] | None = None
+        for page in pages:
+            if widths is None:
+                widths = column_widths(columns, page[:WIDTH_SAMPLE])
+                page = [[(name, "bold") for name in columns], *page]
+            if self.results.is_terminal:
+                self.results.print("\n".join(markup_line(row, widths) for row in page), soft_wrap=True)
+            else:
+                self.stdout.write("".join(plain_line(row, widths) + "\n" for row in page))
+                self.stdout.flush()
 
     def listing(self, columns: Sequence[str], rows: Iterable[Sequence[Cell]]) -> None:
         """A table written line by line to stdout as the rows come, so ``| grep`` and ``| head``
@@ -195,7 +219,9 @@ class Output:
         """One line naming the stable code, always shown (even with -q or --json); with
         --json, also the error document on stdout."""
         self.diagnostics.print(f"[bold red]error[/] [dim]\\[{err.code}][/] {escape(err.message)}")
-        if self.json_mode and self._open_list is not None:  # a listing cut short: its document ends here
+        if self.json_mode and self.json_lines:  # a line of its own, after the elements written so far
+            self.emit_json(err.to_json())
+        elif self.json_mode and self._open_list is not None:  # a listing cut short: its document ends here
             member = json.dumps(err.to_json(), indent=2, ensure_ascii=False)[len("{\n") :]
             self.stdout.write(f"{self._open_list},\n{member}\n")
             self._open_list = None

@@ -105,19 +105,17 @@ def _room_left(width: int, fixed: list[int]) -> int:
 
 
 def _headline(view: BatchView | None, activity: Activity, elapsed: float) -> RenderableType:
-    grid = Table.grid(padding=(0, 1))
-    figures = (
+    """The bar on the first line; counts and figures each on a line of their own, cut (never
+    wrapped) on a narrow terminal."""
+    figures = _one_line(
         f"{rate_text(activity)}  eta {eta_text(activity, remaining(view, activity))}  "
-        f"queue age {format_age(activity.queue_age_seconds)}  elapsed {format_age(elapsed)}"
+        f"queue age {format_age(activity.queue_age_seconds)}  elapsed {format_age(elapsed)}",
+        style="dim",
     )
     if view is None:
-        grid.add_row(
-            Text("work", style="bold"),
-            Text.from_markup(
-                f"runnable {activity.runnable}, delayed {activity.delayed}, running {activity.running}  {figures}"
-            ),
-        )
-        return grid
+        queue = f"[bold]work[/] runnable {activity.runnable}, delayed {activity.delayed}, running {activity.running}"
+        return Group(_one_line(Text.from_markup(queue)), figures)
+    grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column(ratio=1)
     grid.add_column(no_wrap=True)
@@ -128,27 +126,50 @@ def _headline(view: BatchView | None, activity: Activity, elapsed: float) -> Ren
         Text(f"{view.done}/{view.total} {pct:3.0f}%"),
     )
     counts = "  ".join(f"{styled(state)} {view.counts[state]}" for state in ITEM_STATES if view.counts[state])
-    grid.add_row(Text(""), Text.from_markup(counts), Text(""))
-    grid.add_row(Text(""), Text(figures, style="dim"), Text(""))
-    return grid
+    return Group(grid, _one_line(Text.from_markup(counts)), figures)
+
+
+def _one_line(text: Text | str, style: str = "") -> Text:
+    line = Text(text, style=style) if isinstance(text, str) else text
+    line.no_wrap = True
+    line.overflow = "ellipsis"
+    return line
+
+
+def _cut_left(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, keeping its end (a file name) after an ellipsis."""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
 
 
 def _workers_table(activity: Activity, width: int) -> Table:
-    """Worker, ratios and time keep their width; a long source name is cut with an ellipsis."""
-    table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
-    fixed = [max(len("worker"), *(len(owner_label(w.worker)) for w in activity.workers)), len("1:1 4:3 16:9"), 4]
-    table.add_column("worker", no_wrap=True, min_width=fixed[0])
-    table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=_room_left(width, fixed))
-    table.add_column("ratios", no_wrap=True, min_width=fixed[1])
-    table.add_column("for", no_wrap=True, min_width=fixed[2])
+    """Worker, ratios and time keep their width (a very long worker or ratio list is cut); the
+    source takes the rest, cut at its start so its file name shows."""
     now = parse_iso(activity.at)
-    for worker in activity.workers:
-        table.add_row(
-            escape(owner_label(worker.worker)),
-            escape(worker.item_id),
+    rows = [
+        (
+            owner_label(worker.worker),
+            worker.item_id,
             " ".join(sorted(worker.ratios, key=_ratio_order)),
             format_age(max(0.0, now - parse_iso(worker.since))),
         )
+        for worker in activity.workers
+    ]
+    caps = (max(6, width // 4), None, max(6, width // 4), 5)
+    fixed = [
+        min(cap, max(len(head), *(len(row[n]) for row in rows)))
+        for n, (head, cap) in enumerate(zip(("worker", "source", "ratios", "for"), caps, strict=True))
+        if cap is not None
+    ]
+    source_width = _room_left(width, fixed)
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
+    for head, column_width in zip(
+        ("worker", "source", "ratios", "for"), (fixed[0], source_width, *fixed[1:]), strict=True
+    ):
+        table.add_column(
+            head, no_wrap=True, overflow="ellipsis", min_width=min(column_width, len(head)), max_width=column_width
+        )
+    for worker, source, ratios, age in rows:
+        table.add_row(escape(worker), escape(_cut_left(source, source_width)), ratios, age)
     return table
 
 

@@ -73,11 +73,25 @@ class ViewReports(Output):
             self.listing(ITEM_COLUMNS, (item_cells(i) for i in items))
 
     def events(self, events: Iterable[EventView]) -> None:
-        """``events BATCH``: streamed to stdout, as JSON or as lines."""
-        if self.json_mode:
+        """``events BATCH``: streamed to stdout, as JSON (one document, or JSON Lines) or as lines."""
+        if self.json_lines:
+            self.emit_json_lines(e.to_json() for e in events)
+        elif self.json_mode:
             self.emit_json_list({}, "events", (e.to_json() for e in events))
         elif not self.quiet:
             self.listing(EVENT_COLUMNS, (event_cells(e) for e in events))
+
+    def followed_events(self, pages: Iterable[list[EventView]]) -> None:
+        """``events BATCH --follow``: each page as it comes; with --json or --jsonl as JSON Lines
+        (one growing document could not be read before its end)."""
+        if self.json_mode:
+            for page in pages:
+                self.emit_json_lines(e.to_json() for e in page)
+        elif self.quiet:
+            for _ in pages:  # -q: wait for the batch to be final, print nothing
+                pass
+        else:
+            self.listing_pages(EVENT_COLUMNS, ([event_cells(e) for e in page] for page in pages))
 
     def cancelled(self, batch: BatchView) -> None:
         if self.json_mode:
@@ -123,13 +137,14 @@ class ViewReports(Output):
         self.table(stages)
         if report.per_ratio:
             ratios = Table(box=None, pad_edge=False)
-            for column in ("ratio", "items", "source bytes", "output bytes"):
+            for column in ("ratio", "items", "sources read", "output bytes"):
                 ratios.add_column(column, justify="left" if column == "ratio" else "right")
             for ratio, figures in report.per_ratio.items():
                 ratios.add_row(
                     ratio, str(figures.items), format_bytes(figures.source_bytes), format_bytes(figures.output_bytes)
                 )
             self.table(ratios)
+            self.say("  a source is read once for all its ratios, sizes and formats; `read` above counts it once")
         for batch_id, n in report.retries.items():
             self.say(f"  retries: {batch_id} {n}")
         for lag in report.cancellations:
@@ -165,7 +180,7 @@ class ViewReports(Output):
         for column in ("setting", "value", "source"):
             table.add_column(column)
         for name, setting in settings.values.items():
-            table.add_row(name, escape(display_value(name, setting.value)), escape(setting.source))
+            table.add_row(name, escape(display_value(name, setting.value, setting.source)), escape(setting.source))
         self.table(table)
 
     def sheet_written(self, summary: SheetSummary) -> None:

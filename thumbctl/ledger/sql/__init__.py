@@ -48,6 +48,7 @@ FRAGMENTS: dict[str, dict[str, str]] = {
         "ratios": "group_concat(i.ratio, ' ')",
         "output_bytes": "json_extract(i.result, '$.output_bytes')",
         "result_flag": "coalesce(json_extract(result, '$.' || ?) = 1, 0)",
+        "merged_result": "json_patch(coalesce(result, '{}'), ?)",
     },
     POSTGRESQL: {
         "lock": " FOR NO KEY UPDATE",
@@ -64,6 +65,7 @@ FRAGMENTS: dict[str, dict[str, str]] = {
         "ratios": "string_agg(i.ratio, ' ')",
         "output_bytes": "((i.result)::jsonb ->> 'output_bytes')::bigint",
         "result_flag": "coalesce((result)::jsonb -> (?::text) = 'true'::jsonb, false)",
+        "merged_result": "(coalesce(result, '{}')::jsonb || (?::text)::jsonb)::text",
     },
 }
 

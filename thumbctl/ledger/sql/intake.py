@@ -21,6 +21,7 @@ BATCH_COLUMNS = (
 )
 ITEM_COLUMNS = (
     "batch_id",
+    "result",
     "item_id",
     "ratio",
     "size",

@@ -143,10 +143,12 @@ RECORD_NAME_VERSION = query(
     "record_name_version",
     f"UPDATE items SET name_version = ? WHERE batch_id = ? AND friendly_path = ? AND state = {SUCCEEDED}",
 )
-#: A reused output's publish that replaced other bytes at its name (its item has no render result).
+#: A reused output's publish that replaced other bytes at its name: the flag is merged into what
+#: intake recorded of it (no result, or one marked ``reused``), never into a render's result.
 FLAG_REUSED_NAME = query(
     "flag_reused_name",
-    f"UPDATE items SET result = ? WHERE batch_id = ? AND friendly_path = ? AND state = {SUCCEEDED} AND result IS NULL",
+    f"UPDATE items SET result = {{merged_result}} WHERE batch_id = ? AND friendly_path = ? AND state = {SUCCEEDED} "
+    "AND (result IS NULL OR {result_flag})",
 )
 CLEAR_NOTE = query("clear_note", "UPDATE items SET error_detail = NULL WHERE id = ?")
 STORE_RESULT = query("store_result", "UPDATE items SET result = ? WHERE id = ?")

@@ -78,6 +78,16 @@ EVENTS = query(
     "FROM events e LEFT JOIN items i ON i.id = e.item_row WHERE e.batch_id = ?{scope} ORDER BY e.seq",
     lists=scoped(" AND i.item_id = ?"),
 )
+#: The next page of a batch's events after a seq (``events --follow``): events are numbered in
+#: commit order, so none can appear later below a seq already read.
+EVENTS_AFTER = query(
+    "events_after",
+    "SELECT e.seq, e.at, e.batch_id, i.item_id, i.ratio, i.size, i.format, e.from_state, e.to_state, "
+    "e.attempt, e.worker, e.error_code, e.detail, e.dedup "
+    "FROM events e LEFT JOIN items i ON i.id = e.item_row WHERE e.batch_id = ? AND e.seq > ?{scope} "
+    "ORDER BY e.seq LIMIT 500",
+    lists=scoped(" AND i.item_id = ?"),
+)
 ITEM_EXISTS = query("item_exists", "SELECT 1 FROM items WHERE batch_id = ? AND item_id = ? LIMIT 1")
 SOURCE_SIZES = query(
     "source_sizes",
