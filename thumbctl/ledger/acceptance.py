@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, replace
 
 from ..admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
-from ..errors import IdempotencyConflict
-from ..models import BatchView, CachedSource, ItemState, NewBatch, NewItem
+from ..errors import IdempotencyConflict, LedgerUnavailable
+from ..models import BatchView, CachedSource, ItemState, KeyedBatch, NewBatch, NewItem
 from ..settings import Limits
 from .backend import Backend, record
 from .names import OBJECT_STORE, NameLocks
@@ -45,13 +45,19 @@ class Intake(NameLocks):
         self._views = views
         self._retrier = retrier
 
-    def batch_for_key(self, key: str) -> str | None:
-        """The id of the batch an idempotency key names, if any."""
-        return self.db.scalar(sql.BATCH_OF_KEY, (key,))
+    def batch_for_key(self, key: str) -> KeyedBatch | None:
+        """The batch an idempotency key names, if any: the newest of its chain."""
+        row = self.db.execute(sql.BATCH_OF_KEY, (key,)).fetchone()
+        return KeyedBatch(row["batch_id"], row["cancel_requested_at"] is not None) if row else None
 
     @direct  # two steps, each retried: a retry of the view must not accept again
     def accept_batch(
-        self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None = None
+        self,
+        new: NewBatch,
+        limits: Limits,
+        still_present: Callable[[str], bool] | None = None,
+        *,
+        resume: bool = False,
     ) -> BatchView:
         """Record ``new`` durably, or return the batch its key already names.
 
@@ -59,18 +65,26 @@ class Intake(NameLocks):
         other digest: :class:`IdempotencyConflict`, nothing changes. A new
         batch must pass admission control (:class:`AdmissionRefused`).
 
+        With ``resume``, a key naming a batch whose cancel was requested does not replay it:
+        ``new`` is recorded as the next batch of the key's chain (``resumed_from`` that batch)
+        and the key moves to it, in one transaction. Two such submits at once serialize on the
+        key: the second finds the key on the resuming batch and replays it.
+
         ``still_present(object_path)`` is asked again, inside the write transaction, for
         every item that reuses an earlier object: gc removes objects inside its own write
         transaction, so an object present here stays until this batch references it, and
         one gc removed since intake looked is rendered again instead.
         """
-        batch_id, replayed = self._retrier.run(self._accept, new, limits, still_present)
+        batch_id, replayed = self._retrier.run(self._accept, new, limits, still_present, resume)
         return replace(self._retrier.run(self._views.batch, batch_id), replayed=replayed)
 
-    def _accept(self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None) -> tuple[str, bool]:
+    def _accept(
+        self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None, resume: bool
+    ) -> tuple[str, bool]:
         with self.db.write(durable=True) as now:
             self.db.serialize_on(f"key:{new.idempotency_key}")  # two submits of one key: one batch
             row = self.db.execute(sql.BATCH_OF_KEY, (new.idempotency_key,)).fetchone()
+            resumes = None
             if row is not None:
                 if row["request_digest"] != new.request_digest:
                     raise IdempotencyConflict(
@@ -78,15 +92,25 @@ class Intake(NameLocks):
                         "for a different request; nothing was changed",
                         batch_id=row["batch_id"],
                     )
-                return row["batch_id"], True
+                if not (resume and row["cancel_requested_at"] is not None):
+                    return row["batch_id"], True
+                resumes = row["batch_id"]
             if still_present and any(item.dedup for item in new.items):
                 self.db.serialize_on(OBJECT_STORE)  # gc cannot remove a reused object meanwhile
                 new = _without_vanished_reuse(new, still_present)
             check_admission(self._queue_snapshot(now), new.runnable_count, limits)
-            return self._insert_batch(new, now), False
+            return self._insert_batch(new, now, resumes), False
 
-    def _insert_batch(self, new: NewBatch, now: float) -> str:
+    def _insert_batch(self, new: NewBatch, now: float, resumes: str | None = None) -> str:
+        """Insert the batch, its items and their creation events. A resume first takes the key from
+        the cancelled batch ``resumes`` (suffixed ``#resumed:<new id>``, as gc's expiry releases
+        one); the unique index on ``resumed_from`` refuses a second resume of it."""
         batch_id = new_batch_id()
+        if resumes is not None:
+            released = f"{new.idempotency_key}#resumed:{batch_id}"
+            moved = self.db.execute(sql.RELEASE_KEY_TO_RESUME, (released, resumes, new.idempotency_key)).rowcount
+            if moved != 1:
+                raise LedgerUnavailable(f"the key of batch {resumes} moved while it was being resumed; try again")
         at = iso(now)
         deadline = iso(now + new.deadline_seconds) if new.deadline_seconds else None
         batch = {
@@ -102,6 +126,7 @@ class Intake(NameLocks):
             "limits": _json_text(new.limits or {}),
             "created_at": at,
             "deadline_at": deadline,
+            "resumed_from": resumes,
         }
         self.db.insert(sql.INSERT_BATCH, [batch])
         self.db.insert(sql.INSERT_ITEMS, (_item_row(batch_id, item, at) for item in new.items))

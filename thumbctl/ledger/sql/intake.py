@@ -18,6 +18,7 @@ BATCH_COLUMNS = (
     "limits",
     "created_at",
     "deadline_at",
+    "resumed_from",
 )
 ITEM_COLUMNS = (
     "batch_id",
@@ -65,7 +66,13 @@ INSERT_CREATION_EVENTS = query(
     "INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt, error_code, detail, dedup) "
     "SELECT ?, batch_id, id, NULL, state, 0, error_code, error_detail, dedup FROM items WHERE batch_id = ? ORDER BY id",
 )
-BATCH_OF_KEY = query("batch_of_key", "SELECT batch_id, request_digest FROM batches WHERE idempotency_key = ?")
+BATCH_OF_KEY = query(
+    "batch_of_key", "SELECT batch_id, request_digest, cancel_requested_at FROM batches WHERE idempotency_key = ?"
+)
+#: A resume takes the key from the cancelled batch only while that batch still holds it.
+RELEASE_KEY_TO_RESUME = query(
+    "release_key_to_resume", "UPDATE batches SET idempotency_key = ? WHERE batch_id = ? AND idempotency_key = ?"
+)
 
 # -- admission ------------------------------------------------------------------------------------
 
