@@ -9,15 +9,16 @@ queued items at once.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, replace
 
 from ..admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
-from ..errors import IdempotencyConflict, LedgerUnavailable
+from ..errors import IdempotencyConflict, LedgerUnavailable, UsageError
 from ..models import BatchView, CachedSource, ItemState, KeyedBatch, NewBatch, NewItem
 from ..settings import Limits
-from .backend import Backend, record
+from .backend import Backend, Row, record
 from .names import OBJECT_STORE, NameLocks
 from .retry import Retrier, direct
 from .sql import intake as sql
@@ -49,6 +50,33 @@ class Intake(NameLocks):
         """The batch an idempotency key names, if any: the newest of its chain."""
         row = self.db.execute(sql.BATCH_OF_KEY, (key,)).fetchone()
         return KeyedBatch(row["batch_id"], row["cancel_requested_at"] is not None) if row else None
+
+    def newest_of_chain(self, batch_id: str) -> str:
+        """The newest batch of ``batch_id``'s chain: the batch itself, or the one that resumed it, and so on."""
+        while (resumed_by := self.db.scalar(sql.RESUMED_BY, (batch_id,))) is not None:
+            batch_id = resumed_by
+        return batch_id
+
+    def recorded_request(self, batch_id: str) -> NewBatch:
+        """The request ``batch_id`` recorded, to be accepted again as the batch that resumes it: under
+        its key, every item that was admitted to render queued again, the others failed as they were."""
+        batch = self.db.execute(sql.RECORDED_BATCH, (batch_id,)).fetchone()
+        if batch["expired_at"] is not None:
+            raise UsageError(f"batch {batch_id} expired at {batch['expired_at']} (gc); submit again to redo its work")
+        deadline = batch["deadline_at"]
+        items = tuple(_recorded_item(row) for row in self.db.execute(sql.RECORDED_ITEMS, (batch_id,)).fetchall())
+        return NewBatch(
+            idempotency_key=batch["idempotency_key"],
+            request_digest=batch["request_digest"],
+            source_root=batch["source_root"],
+            out_dir=batch["out_dir"],
+            profile=json.loads(batch["profile"]),
+            items=items,
+            max_attempts=batch["max_attempts"],
+            deadline_seconds=parse_iso(deadline) - parse_iso(batch["created_at"]) if deadline else None,
+            limits=json.loads(batch["limits"]) if batch["limits"] else None,
+            manifest_folder=os.path.dirname(batch["manifest_path"]),
+        )
 
     @direct  # two steps, each retried: a retry of the view must not accept again
     def accept_batch(
@@ -234,6 +262,30 @@ def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool])
         for item in new.items
     )
     return replace(new, items=items)
+
+
+def _recorded_item(row: Row) -> NewItem:
+    """An item as recorded: queued again when it was admitted to render (it has a derivative key)."""
+    renderable = row["derivative_key"] is not None
+    focus = (row["focus_x"], row["focus_y"]) if row["focus_x"] is not None else None
+    return NewItem(
+        item_id=row["item_id"],
+        ratio=row["ratio"],
+        source=row["source"],
+        state=ItemState.QUEUED if renderable else ItemState.FAILED,
+        source_digest=row["source_digest"],
+        source_format=row["source_format"],
+        source_width=row["source_width"],
+        source_height=row["source_height"],
+        focus=focus,
+        error_code=None if renderable else row["error_code"],
+        error_detail=None if renderable else row["error_detail"],
+        derivative_key=row["derivative_key"],
+        object_path=row["object_path"],
+        friendly_path=row["friendly_path"],
+        size=row["size"],
+        format=row["format"],
+    )
 
 
 def _item_row(batch_id: str, item: NewItem, at: str) -> dict[str, object]:
