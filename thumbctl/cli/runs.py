@@ -130,7 +130,8 @@ def submit_command(
 ) -> None:
     """Validate SOURCE, record a batch durably, then render it here until it is done (--detach: record only).
 
-    Idempotent: the same request replays (and resumes) the same batch. Exit 0 when every item
+    Idempotent: the same request replays (and resumes) the same batch; after a cancel it resumes
+    in a new batch that reuses the finished outputs (with --key: a strict replay). Exit 0 when every item
     succeeded, 1 when some failed (`thumbctl status BATCH` says why), 4 when it was cancelled
     from elsewhere, 130 on Ctrl-C (the cancel is recorded).
     """
