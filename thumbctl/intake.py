@@ -72,6 +72,8 @@ class IntakeReport:
     store_moved: tuple[str, str] | None = None
     #: The key was derived from the request (no ``--key``): a cancelled batch of it is resumed, not replayed.
     derived_key: bool = False
+    #: The request came from the ledger (``retry`` of a cancelled batch): no source was read.
+    from_ledger: bool = False
 
 
 @dataclass(frozen=True)

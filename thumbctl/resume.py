@@ -22,6 +22,7 @@ def resume_if_cancelled(ledger: Ledger, batch_id: str, limits: Limits) -> tuple[
         return None
     newest = ledger.intake.newest_of_chain(batch_id)
     request = ledger.intake.recorded_request(newest)
-    report = IntakeReport(sources=len({item.item_id for item in request.items}), derived_key=True)
+    sources = len({item.item_id for item in request.items})
+    report = IntakeReport(sources=sources, derived_key=True, from_ledger=True)
     profile = Profile(upscale=bool(request.profile.get("upscale", False)))
     return submit(ledger, PreparedSubmission(request, report, profile), limits), report

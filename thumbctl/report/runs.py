@@ -49,7 +49,8 @@ class RunReports(Output):
         if report.skipped_output_folders:
             folders = ", ".join(report.skipped_output_folders)
             line(f"  output folders left out (thumbnails are never sources): {folders}")
-        line(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
+        if not report.from_ledger:
+            line(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
         self.counts_line(batch, line)
         self.failure_summary(batch, line)
         line(f"  outputs: {escape(batch.out_dir)}")
