@@ -3,6 +3,7 @@ and the store while gc removes an object a submit may be reusing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -10,6 +11,8 @@ from .backend import Backend
 from .retry import direct
 from .sql import queue as sql
 
+#: The outcomes of publishing at a name that a batch counts (``replaced``, ``overwritten``).
+NAME_FLAGS = ("replaced", "overwritten")
 #: Serializes gc removing an object with a submit recording a reuse of it.
 OBJECT_STORE = "object-store"
 
@@ -42,11 +45,21 @@ class NameLocks:
             yield
 
     @direct  # a part of the publishing_name transaction when one is open
-    def record_name_version(self, batch_id: str, friendly_path: str, version: str | None) -> None:
+    def record_name_version(
+        self, batch_id: str, friendly_path: str, version: str | None, outcome: str | None = None
+    ) -> None:
         """Record the version publishing returned at ``friendly_path`` for the batch's succeeded item
-        there: inside the write transaction of :meth:`publishing_name` when one is open."""
+        there: inside the write transaction of :meth:`publishing_name` when one is open. An ``outcome``
+        of ``replaced`` or ``overwritten`` (an output reused at a name that showed other bytes) is
+        flagged on the item as a render's is, so the batch counts it."""
         if self.db.in_transaction:
-            self.db.execute(sql.RECORD_NAME_VERSION, (version, batch_id, friendly_path))
+            self._record_name_version(batch_id, friendly_path, version, outcome)
             return
         with self.db.write():
-            self.db.execute(sql.RECORD_NAME_VERSION, (version, batch_id, friendly_path))
+            self._record_name_version(batch_id, friendly_path, version, outcome)
+
+    def _record_name_version(self, batch_id: str, friendly_path: str, version: str | None, outcome: str | None) -> None:
+        self.db.execute(sql.RECORD_NAME_VERSION, (version, batch_id, friendly_path))
+        if outcome in NAME_FLAGS:
+            flag = json.dumps({f"name_{outcome}": True})
+            self.db.execute(sql.FLAG_REUSED_NAME, (flag, batch_id, friendly_path))

@@ -57,6 +57,8 @@ class RunReports(Output):
         reused = batch.counts[ItemState.SUCCEEDED]
         if reused and not batch.replayed:
             line(f"  {plural(reused, 'output')} already existed and {'was' if reused == 1 else 'were'} reused")
+        if final:
+            self.replaced_names_line(batch)
         if batch.replayed and batch.state == BatchState.CANCELLED:
             again = (
                 "run the same command again: it resumes the batch"
@@ -235,6 +237,9 @@ class RunReports(Output):
         """Names this batch took over: thumbnails of earlier batches, and (``--overwrite``) other files."""
         if batch.replaced:
             self.say(f"  replaced {plural(batch.replaced, 'thumbnail')} an earlier batch published under the same name")
+            if self.verbose:
+                for name in batch.replaced_names:
+                    self.say(f"    replaced {escape(name)}")
         if batch.overwritten:
             self.say(f"  overwrote {plural(batch.overwritten, 'file')} thumbctl had not published (--overwrite)")
 
