@@ -240,20 +240,23 @@ def run_scenario(thumbctl: Thumbctl, pictures: Path, out: Path, tmp_path: Path) 
     assert cancelled["counts"]["cancelled"] == 2 and cancelled["cancel_requested_at"]
     again_cancelled = record("cancel again", thumbctl("cancel", other["batch_id"]))
     assert again_cancelled["state"] == "cancelled"
-    refused = record("retry cancelled", thumbctl("retry", other["batch_id"]))
-    assert transcript[-1][1] == 2 and "was cancelled" in refused["error"]["message"]
+    resumed = record("retry cancelled", thumbctl("retry", other["batch_id"], "--detach"))
+    assert transcript[-1][1] == 0 and resumed["resumed_from"] == other["batch_id"]
+    assert (resumed["idempotency_key"], resumed["counts"]["queued"]) == ("K2", 2)
+    record("cancel resumed", thumbctl("cancel", resumed["batch_id"], "--wait"))
     missing = record("status unknown", thumbctl("status", "b_doesnotexist"))
     assert transcript[-1][1] == 2 and missing["error"]["code"] == "batch_not_found"
     assert missing["error"]["message"] == f"no batch 'b_doesnotexist' in {masked(thumbctl.db)}"
 
     dry = record("gc --dry-run", thumbctl("gc", "--older-than", "0s", "--dry-run"))
-    assert dry["dry_run"] is True and sorted(dry["expired_batches"]) == sorted([bid, other["batch_id"]])
+    expiring = sorted([bid, other["batch_id"], resumed["batch_id"]])
+    assert dry["dry_run"] is True and sorted(dry["expired_batches"]) == expiring
     kept = record("gc 30d", thumbctl("gc", "--older-than", "30d"))
     assert kept["expired_batches"] == [] and kept["objects_removed"] == 0
     gone = record("gc 0s", thumbctl("gc", "--older-than", "0s"))
     assert transcript[-1][1] == 0 and gone["objects_removed"] == 6 and gone["errors"] == []
     listing = record("status list", thumbctl("status"))
-    assert [b["expired_at"] is not None for b in listing["batches"]] == [True, True]
+    assert [b["expired_at"] is not None for b in listing["batches"]] == [True, True, True]
     listing_by_env = thumbctl("status", db=False)
     assert listing_by_env.code == 0 and listing_by_env.doc == listing
     return transcript
