@@ -320,6 +320,12 @@ def normalised_transcript(transcript: list[tuple[str, int, object]], root: Path,
 # -- every command on each backend ---------------------------------------------------------------
 
 
+#: The scenarios run some forty commands, each its own process: more than the suite's per-test guard
+#: on a loaded 2-core machine, though nothing in them waits on time.
+SCENARIO_TIMEOUT = pytest.mark.timeout(480)
+
+
+@SCENARIO_TIMEOUT
 def test_every_command_gives_the_documented_json_and_exit_code(ledger_url: str, pictures: Path, tmp_path: Path) -> None:
     db = ledger_target(ledger_url)
     env = {**cli_env(tmp_path), "THUMBCTL_DB": db}
@@ -329,6 +335,7 @@ def test_every_command_gives_the_documented_json_and_exit_code(ledger_url: str, 
     assert_secret_nowhere(thumbctl, tmp_path, ledger_url)  # OUT, the manifests, the sheet, the metrics file
 
 
+@SCENARIO_TIMEOUT
 def test_both_backends_print_the_same_json(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     transcripts = []
     for db in (None, ledger_target(pg_url)):
