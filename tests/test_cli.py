@@ -460,7 +460,10 @@ def test_colour_on_a_terminal_unless_no_color(tmp_path: Path) -> None:
     ("args", "first_line"),
     [
         (["events", "--json"], b"{\n"),
-        (["events"], b"seq  at                           item       ratio  size  format  transition  attempt  worker  error\n"),
+        (
+            ["events"],
+            b"seq  at                           item       ratio  size  format  transition  attempt  worker  error\n",
+        ),
         (["events", "--jsonl"], None),  # a whole JSON object
         (["status", "--items"], b"item       ratio  state   attempt  error  crop  output\n"),
     ],

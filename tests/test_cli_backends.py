@@ -26,8 +26,8 @@ import pytest
 
 from thumbctl.ledger.backend import is_server_url, masked
 
-from harness import Thumbctl as Harness
 from harness import Lines, until
+from harness import Thumbctl as Harness
 from pg import with_database
 from support import make_image
 
