@@ -280,7 +280,8 @@ class WaitSampler:
                     "SELECT state, wait_event_type, wait_event FROM pg_stat_activity "
                     "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
                 ):
-                    label = state if state != "active" else ("active: on CPU" if kind is None else f"{kind}: {event}")
+                    on_cpu = "active: on CPU" if kind is None else f"{kind}: {event}"
+                    label = (state or "no state") if state != "active" else on_cpu
                     self.counts[label] = self.counts.get(label, 0) + 1
 
 

@@ -373,11 +373,14 @@ def test_retry_requeues_failed_renders_only_and_renders_them(cli, photos: Path, 
     assert claims.count("garden.jpeg") == 2 and claims.count("coffee.png") == 1  # completed work not redone
 
 
-def test_retry_of_a_cancelled_batch_is_refused(cli, photos: Path, out_dir: Path) -> None:
+def test_retry_of_a_cancelled_batch_resumes_it(cli, photos: Path, out_dir: Path) -> None:
     _, batch, _ = submit_json(cli, photos, out_dir)
     cli("cancel", batch["batch_id"])
-    result = cli("retry", batch["batch_id"])
-    assert result.exit_code == 2 and "was cancelled" in result.stderr
+    result = cli("retry", batch["batch_id"], "--detach", "--json")
+    assert result.exit_code == 0, result.stderr
+    resumed = json.loads(result.stdout)
+    assert resumed["resumed_from"] == batch["batch_id"] and resumed["counts"]["queued"] == batch["total"]
+    assert f"resuming cancelled batch {batch['batch_id']} as {resumed['batch_id']}" in result.stderr
 
 
 def test_status_watch_follows_a_batch_until_it_is_terminal(cli, photos: Path, out_dir: Path) -> None:
@@ -457,7 +460,10 @@ def test_colour_on_a_terminal_unless_no_color(tmp_path: Path) -> None:
     ("args", "first_line"),
     [
         (["events", "--json"], b"{\n"),
-        (["events"], b"seq  at                           item       ratio  size  format  transition  attempt  worker  error\n"),
+        (
+            ["events"],
+            b"seq  at                           item       ratio  size  format  transition  attempt  worker  error\n",
+        ),
         (["events", "--jsonl"], None),  # a whole JSON object
         (["status", "--items"], b"item       ratio  state   attempt  error  crop  output\n"),
     ],
@@ -1206,10 +1212,12 @@ def test_status_state_lists_those_items_with_why_they_failed(cli, photos: Path, 
     assert "jpeg data does not decode" in row and "cut.1x1.jpg" not in row and not (out_dir / "cut.1x1.jpg").exists()
 
 
-def test_replaying_a_cancelled_batch_says_how_to_render_the_rest(cli, photos: Path, out_dir: Path) -> None:
-    _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
+def test_replaying_a_cancelled_batch_of_a_given_key_says_how_to_render_the_rest(
+    cli, photos: Path, out_dir: Path
+) -> None:
+    _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1", "--key", "first")
     assert cli("cancel", batch["batch_id"], "-q").exit_code == 0
-    replay = cli("submit", photos, "--out", out_dir, "-r", "1:1", "-w", "1")
+    replay = cli("submit", photos, "--out", out_dir, "-r", "1:1", "-w", "1", "--key", "first")
     assert replay.exit_code == 4
     assert "this batch was cancelled at" in replay.stderr and "submit again with a new --key" in replay.stderr
     fresh = cli("submit", photos, "--out", out_dir, "-r", "1:1", "-w", "1", "--key", "again", "--json")

@@ -844,11 +844,11 @@ def test_an_object_gc_removes_between_the_reuse_check_and_acceptance_is_rendered
     first, _ = rendered(ledger, photos, out_dir, 512)
     accept = ledger.intake.accept_batch
 
-    def gc_in_the_window(new, limits, still_present=None):
+    def gc_in_the_window(new, limits, still_present=None, *, resume=False):
         assert sum(item.dedup for item in new.items) == 4  # intake saw the objects and reuses them
         gone = collect_garbage(ledger, -60.0)  # what a cron gc does in that window
         assert gone.expired_batches == (first.batch_id,) and gone.objects_removed == 4
-        return accept(new, limits, still_present)
+        return accept(new, limits, still_present, resume=resume)
 
     monkeypatch.setattr(ledger.intake, "accept_batch", gc_in_the_window)
     batch, _ = run(ledger, photos, out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=512), key="again")

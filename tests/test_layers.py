@@ -67,6 +67,7 @@ FLOORS = {
     "markup": SERVICES,
     "stats": SERVICES,
     "review": SERVICES,
+    "resume": SERVICES,
     # how people and programs reach it
     "cli": INTERFACES,
     "report": INTERFACES,

@@ -28,7 +28,7 @@ from thumbctl import IdempotencyConflict, Ledger, Limits
 from thumbctl.errors import BatchNotFound, ItemNotFound, LedgerBusy, ThumbctlError, UsageError
 from thumbctl.ledger.timefmt import iso
 from thumbctl.ledger.work import CLAIM_SHARED_ITEMS
-from thumbctl.models import NewBatch, NewItem
+from thumbctl.models import KeyedBatch, NewBatch, NewItem
 from thumbctl.proc import HOST_ID_ENV, owner_id, owner_is_dead
 
 from harness import in_timed_sleep, until
@@ -142,7 +142,8 @@ def test_a_replay_returns_the_batch_and_a_conflict_changes_nothing(ledger: Ledge
         ledger.intake.accept_batch(new_batch("k", "d2"), Limits())
     assert raised.value.batch_id == first.batch_id
     assert raw_rows(ledger, "SELECT (SELECT count(*) FROM items), (SELECT count(*) FROM events)") == before
-    assert ledger.intake.batch_for_key("k") == first.batch_id and ledger.intake.batch_for_key("other") is None
+    assert ledger.intake.batch_for_key("k") == KeyedBatch(first.batch_id, cancelled=False)
+    assert ledger.intake.batch_for_key("other") is None
 
 
 def test_batch_ids_resolve_from_unique_prefixes(ledger: Ledger) -> None:

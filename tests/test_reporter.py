@@ -149,12 +149,17 @@ def test_a_json_listing_cut_short_by_a_ledger_fault_is_still_one_document(before
 def test_events_are_lines_under_a_header_on_stdout() -> None:
     text = listed(False, lambda r: r.events(iter(EVENTS)))
     assert text == (
-        "seq  at                           item            ratio  size  format  transition                 attempt  worker  "
+        "seq  at                           item            ratio  "
+        "size  format  transition                 attempt  worker  "
         "error\n"
-        "1    2024-05-01T12:00:00.000001Z  rooms/sofa.jpg  1:1    640   webp    ∅ → queued                 1        w:1:1\n"
-        "2    2024-05-01T12:00:00.000001Z  rooms/sofa.jpg  1:1    640   webp    queued → running           1        w:1:1\n"
-        "3    2024-05-01T12:00:00.000001Z  (batch)                              queued → cancel_requested  1        w:1:1\n"
-        "4    2024-05-01T12:00:00.000001Z  rooms/sofa.jpg  1:1    320   jpeg    queued → running           1        w:1:1\n"
+        "1    2024-05-01T12:00:00.000001Z  rooms/sofa.jpg  1:1    640   webp    ∅ → queued                 1      "
+        "  w:1:1\n"
+        "2    2024-05-01T12:00:00.000001Z  rooms/sofa.jpg  1:1    640   webp    queued → running           1      "
+        "  w:1:1\n"
+        "3    2024-05-01T12:00:00.000001Z  (batch)                              queued → cancel_requested  1      "
+        "  w:1:1\n"
+        "4    2024-05-01T12:00:00.000001Z  rooms/sofa.jpg  1:1    320   jpeg    queued → running           1      "
+        "  w:1:1\n"
     )
 
 

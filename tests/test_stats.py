@@ -221,7 +221,7 @@ thumbctl_cancel_lag_seconds{phase="finalized",quantile="0.5"} 3
 thumbctl_cancel_lag_seconds{phase="finalized",quantile="0.95"} 3
 thumbctl_cancel_lag_seconds_sum{phase="finalized"} 3
 thumbctl_cancel_lag_seconds_count{phase="finalized"} 2
-"""
+"""  # noqa: E501 (the file as written, line for line)
 
 
 def test_prometheus_text_follows_the_naming_conventions_with_exact_samples(history: Ledger) -> None:
@@ -297,7 +297,8 @@ def test_per_ratio_source_bytes_count_each_source_once_whatever_its_sizes_and_fo
         for size in (256, 1024)
         for fmt in ("jpeg", "webp")
     ]
-    facts = StatsFacts(2000.0, 1000.0, 0, 0, 0, None, 1, 8, 8, {"succeeded": 8, "failed": 0, "cancelled": 0}, {}, renders=renders)
+    counts = {"succeeded": 8, "failed": 0, "cancelled": 0}
+    facts = StatsFacts(2000.0, 1000.0, 0, 0, 0, None, 1, 8, 8, counts, {}, renders=renders)
     report = build_report(facts)
     doc = report.to_json()
     assert (doc["bytes_read"], doc["bytes_written"]) == (1000, 2 * (32 + 33 + 128 + 129))

@@ -31,11 +31,11 @@ from .settings import (
     Profile,
     SettingError,
     check_duration,
-    refuse_url,
     parse_count,
     parse_duration,
     parse_list,
     parse_ratios,
+    refuse_url,
     shortened,
 )
 from .userdirs import default_ledger_path

@@ -28,6 +28,8 @@ The one-time layout migration (:mod:`thumbctl.migrate`) has its own, per output 
 object placed, the ledger not yet changed), ``migrate_after_ledger`` (object paths rewritten,
 thumbnails still links), ``migrate_after_copy`` (the first thumbnail replaced by its own copy)
 and ``migrate_after_unlink`` (the first old object removed from OUT/objects).
+``submit`` has one: ``before_resume`` (its derived key names a batch whose cancel was requested,
+the outputs to reuse are found, the transaction that records the resuming batch not yet begun).
 This is a testing aid; with the variable unset every checkpoint is a no-op.
 """
 
@@ -49,6 +51,7 @@ CHECKPOINTS = (
     "name_published",
     "after_commit",
     "ran_dry",
+    "before_resume",
     "migrate_mid_move",
     "migrate_after_move",
     "migrate_after_ledger",

@@ -21,6 +21,7 @@ from typing import BinaryIO, TypeVar
 from .admission import retry_unavailable
 from .entries import SourceEntry, check_limits, check_utf8_path, collect_entries
 from .errors import ItemFailure, RejectedError, UnavailableError, UsageError
+from .faults import Faults
 from .focus import FocusPlan, plan_focus
 from .imaging import SNIFF_BYTES, output_geometry, probe, verify_output
 from .keys import derivative_key, digest_json
@@ -70,6 +71,10 @@ class IntakeReport:
     names_taken_by_newer: int = 0
     #: (the store the ledger used before, the one it uses now) when this submit gave it another (``--store``).
     store_moved: tuple[str, str] | None = None
+    #: The key was derived from the request (no ``--key``): a cancelled batch of it is resumed, not replayed.
+    derived_key: bool = False
+    #: The request came from the ledger (``retry`` of a cancelled batch): no source was read.
+    from_ledger: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,7 +98,9 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     store = bind_store(ledger, store_dir)
     outputs = frozenset([str(out_dir), store.root, *(folder for folder, _ in ledger.upkeep.output_folders())])
     root, entries, ignored, skipped = collect_entries(source, options, out_dir, outputs)
-    report = IntakeReport(sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped)
+    report = IntakeReport(
+        sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped, derived_key=options.key is None
+    )
     if previous_store and previous_store != store.root:
         report.store_moved = (previous_store, store.root)
     check_limits(entries, options.limits, options.profile)
@@ -132,6 +139,10 @@ def submit(
 ) -> BatchView:
     """Accept a prepared submission (or replay the batch its key names).
 
+    A derived key (no ``--key``) that names a batch whose cancel was requested resumes it: the
+    request is recorded again as the next batch of the key's chain, reusing every finished
+    output (``accept_batch(resume=True)``).
+
     With ``retry_admission``, a refusal for saturation or a busy ledger is
     retried with capped exponential backoff and full jitter, keeping the
     same key, until ``max_wait`` seconds pass or ``should_stop()`` is true.
@@ -139,12 +150,16 @@ def submit(
 
     new = prepared.batch
     overwrite = bool(new.profile.get("overwrite", False))
-    if ledger.intake.batch_for_key(new.idempotency_key) is None:  # a replay does no image work at all
+    keyed = ledger.intake.batch_for_key(new.idempotency_key)
+    resume = prepared.report.derived_key and keyed is not None and keyed.cancelled
+    if keyed is None or resume:  # a replay does no image work at all
         name_usable = partial(_name_usable, Publisher(ledger, LocalOutputTarget(new.out_dir), overwrite))
         new = with_reused_outputs(new, prepared.profile, name_usable)
+    if resume:
+        Faults().hit("before_resume")
 
     def attempt() -> BatchView:
-        return ledger.intake.accept_batch(new, limits, still_present=is_plain_file)
+        return ledger.intake.accept_batch(new, limits, still_present=is_plain_file, resume=resume)
 
     if retry_admission:
         batch = retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait, on_retry=on_retry)

@@ -102,6 +102,14 @@ class NewBatch:
         return sum(1 for item in self.items if item.state == ItemState.QUEUED)
 
 
+@dataclass(frozen=True)
+class KeyedBatch:
+    """The batch an idempotency key names (the newest of its chain) and whether its cancel was requested."""
+
+    batch_id: str
+    cancelled: bool
+
+
 def batch_state(counts: dict[ItemState, int], total: int, cancel_requested: bool) -> BatchState:
     """Project a batch's state from its item counts and its cancel flag."""
     queued, running = counts[ItemState.QUEUED], counts[ItemState.RUNNING]
@@ -156,6 +164,8 @@ class BatchView:
     queue_age_seconds: float | None = None
     #: When ``gc`` expired the batch (its outputs may be gone), else None.
     expired_at: str | None = None
+    #: The cancelled batch this one resumes (the same request, its finished outputs reused), else None.
+    resumed_from: str | None = None
     failures: tuple[FailureView, ...] = ()
     replayed: bool = False
     #: Succeeded items whose source was smaller than the size asked (not enlarged); counted
@@ -196,6 +206,7 @@ class BatchView:
             "source_root": self.source_root,
             "queue_age_seconds": self.queue_age_seconds,
             "expired_at": self.expired_at,
+            "resumed_from": self.resumed_from,
         }
         if with_failures:
             doc["replaced"] = self.replaced

@@ -28,6 +28,7 @@ from .session import (
 )
 
 if TYPE_CHECKING:
+    from ..intake import IntakeReport
     from ..models import BatchView
     from ..options import RunOptions
     from ..pool import Standby
@@ -134,7 +135,8 @@ def submit_command(
 ) -> None:
     """Validate SOURCE, record a batch durably, then render it here until it is done (--detach: record only).
 
-    Idempotent: the same request replays (and resumes) the same batch. Exit 0 when every item
+    Idempotent: the same request replays (and resumes) the same batch; after a cancel it resumes
+    in a new batch that reuses the finished outputs (with --key: a strict replay). Exit 0 when every item
     succeeded, 1 when some failed (`thumbctl status BATCH` says why), 4 when it was cancelled
     from elsewhere, 130 on Ctrl-C (the cancel is recorded).
     """
@@ -239,7 +241,9 @@ def retry(
     """Put a batch's failed items back to queued with a fresh attempt budget, then render them.
 
     Completed work is never redone; items refused at submit (not an image, outside the
-    root, unreadable) need a new submit. Exit codes as for submit.
+    root, unreadable) need a new submit. A cancelled batch is resumed instead, as running its
+    submit again does: a new batch of the same request, finished outputs reused. Exit codes as
+    for submit.
     """
     reporter = reporter_for(json_out, quiet, verbose, stats_interval)
     with handled(reporter):
@@ -249,8 +253,14 @@ def retry(
         with open_ledger(db_path) as ledger:
             settle_store(ledger, reporter, settings)
             batch_id = ledger.views.resolve_batch_id(batch)
-            requeued = ledger.queue.retry_failed(batch_id)
-            view = ledger.views.batch(batch_id)
+            from ..resume import resume_if_cancelled  # Pillow: only the commands that read images import it
+
+            resumed = resume_if_cancelled(ledger, batch_id, settings.limits())
+            if resumed is None:
+                requeued = ledger.queue.retry_failed(batch_id)
+                view = ledger.views.batch(batch_id)
+        if resumed is not None:
+            _render_resumed(reporter, db_path, *resumed, detach, settings.max_failures, run_options)
         reporter.requeued(batch_id, requeued, final=detach or not requeued)
         budget = settings.max_failures
         if detach or not requeued:
@@ -262,6 +272,34 @@ def retry(
             render_in_foreground(
                 reporter, db_path, batch_id, run_options, interrupts, replayed=False, max_failures=budget
             )
+
+
+def _render_resumed(
+    reporter: Reporter,
+    db_path: Path | str,
+    batch: BatchView,
+    report: IntakeReport,
+    detach: bool,
+    max_failures: int,
+    run_options: RunOptions,
+) -> NoReturn:
+    """``retry`` of a cancelled batch: say which batch resumes it, then render that one as submit does."""
+    if detach or batch.is_terminal:
+        reporter.submitted(batch, report)
+        code = outcome_exit_code(batch, False, max_failures) if batch.is_terminal else ExitCode.OK
+        reporter.exit_summary(batch, code, max_failures)
+        raise typer.Exit(int(code))
+    reporter.submitted(batch, report, final=False)
+    with Interrupts().on_sigint() as interrupts:
+        render_in_foreground(
+            reporter,
+            db_path,
+            batch.batch_id,
+            run_options,
+            interrupts,
+            replayed=batch.replayed,
+            max_failures=max_failures,
+        )
 
 
 def cancel(

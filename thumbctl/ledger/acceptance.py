@@ -9,15 +9,16 @@ queued items at once.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, replace
 
 from ..admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
-from ..errors import IdempotencyConflict
-from ..models import BatchView, CachedSource, FocusChange, FocusPoint, ItemState, NewBatch, NewItem
+from ..errors import IdempotencyConflict, LedgerUnavailable, UsageError
+from ..models import BatchView, CachedSource, FocusChange, FocusPoint, ItemState, KeyedBatch, NewBatch, NewItem
 from ..settings import Limits
-from .backend import Backend, record
+from .backend import Backend, Row, record
 from .names import OBJECT_STORE, NameLocks
 from .retry import Retrier, direct
 from .sql import intake as sql
@@ -45,13 +46,46 @@ class Intake(NameLocks):
         self._views = views
         self._retrier = retrier
 
-    def batch_for_key(self, key: str) -> str | None:
-        """The id of the batch an idempotency key names, if any."""
-        return self.db.scalar(sql.BATCH_OF_KEY, (key,))
+    def batch_for_key(self, key: str) -> KeyedBatch | None:
+        """The batch an idempotency key names, if any: the newest of its chain."""
+        row = self.db.execute(sql.BATCH_OF_KEY, (key,)).fetchone()
+        return KeyedBatch(row["batch_id"], row["cancel_requested_at"] is not None) if row else None
+
+    def newest_of_chain(self, batch_id: str) -> str:
+        """The newest batch of ``batch_id``'s chain: the batch itself, or the one that resumed it, and so on."""
+        while (resumed_by := self.db.scalar(sql.RESUMED_BY, (batch_id,))) is not None:
+            batch_id = resumed_by
+        return batch_id
+
+    def recorded_request(self, batch_id: str) -> NewBatch:
+        """The request ``batch_id`` recorded, to be accepted again as the batch that resumes it: under
+        its key, every item that was admitted to render queued again, the others failed as they were."""
+        batch = self.db.execute(sql.RECORDED_BATCH, (batch_id,)).fetchone()
+        if batch["expired_at"] is not None:
+            raise UsageError(f"batch {batch_id} expired at {batch['expired_at']} (gc); submit again to redo its work")
+        deadline = batch["deadline_at"]
+        items = tuple(_recorded_item(row) for row in self.db.execute(sql.RECORDED_ITEMS, (batch_id,)).fetchall())
+        return NewBatch(
+            idempotency_key=batch["idempotency_key"],
+            request_digest=batch["request_digest"],
+            source_root=batch["source_root"],
+            out_dir=batch["out_dir"],
+            profile=json.loads(batch["profile"]),
+            items=items,
+            max_attempts=batch["max_attempts"],
+            deadline_seconds=parse_iso(deadline) - parse_iso(batch["created_at"]) if deadline else None,
+            limits=json.loads(batch["limits"]) if batch["limits"] else None,
+            manifest_folder=os.path.dirname(batch["manifest_path"]),
+        )
 
     @direct  # two steps, each retried: a retry of the view must not accept again
     def accept_batch(
-        self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None = None
+        self,
+        new: NewBatch,
+        limits: Limits,
+        still_present: Callable[[str], bool] | None = None,
+        *,
+        resume: bool = False,
     ) -> BatchView:
         """Record ``new`` durably, or return the batch its key already names.
 
@@ -59,18 +93,26 @@ class Intake(NameLocks):
         other digest: :class:`IdempotencyConflict`, nothing changes. A new
         batch must pass admission control (:class:`AdmissionRefused`).
 
+        With ``resume``, a key naming a batch whose cancel was requested does not replay it:
+        ``new`` is recorded as the next batch of the key's chain (``resumed_from`` that batch)
+        and the key moves to it, in one transaction. Two such submits at once serialize on the
+        key: the second finds the key on the resuming batch and replays it.
+
         ``still_present(object_path)`` is asked again, inside the write transaction, for
         every item that reuses an earlier object: gc removes objects inside its own write
         transaction, so an object present here stays until this batch references it, and
         one gc removed since intake looked is rendered again instead.
         """
-        batch_id, replayed = self._retrier.run(self._accept, new, limits, still_present)
+        batch_id, replayed = self._retrier.run(self._accept, new, limits, still_present, resume)
         return replace(self._retrier.run(self._views.batch, batch_id), replayed=replayed)
 
-    def _accept(self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None) -> tuple[str, bool]:
+    def _accept(
+        self, new: NewBatch, limits: Limits, still_present: Callable[[str], bool] | None, resume: bool
+    ) -> tuple[str, bool]:
         with self.db.write(durable=True) as now:
             self.db.serialize_on(f"key:{new.idempotency_key}")  # two submits of one key: one batch
             row = self.db.execute(sql.BATCH_OF_KEY, (new.idempotency_key,)).fetchone()
+            resumes = None
             if row is not None:
                 if row["request_digest"] != new.request_digest:
                     raise IdempotencyConflict(
@@ -78,16 +120,26 @@ class Intake(NameLocks):
                         "for a different request; nothing was changed",
                         batch_id=row["batch_id"],
                     )
-                self._record_focus(new, row["batch_id"], iso(now))  # the manifest's fixes stand again
-                return row["batch_id"], True
+                if not (resume and row["cancel_requested_at"] is not None):
+                    self._record_focus(new, row["batch_id"], iso(now))  # the manifest's fixes stand again
+                    return row["batch_id"], True
+                resumes = row["batch_id"]
             if still_present and any(item.dedup for item in new.items):
                 self.db.serialize_on(OBJECT_STORE)  # gc cannot remove a reused object meanwhile
                 new = _without_vanished_reuse(new, still_present)
             check_admission(self._queue_snapshot(now), new.runnable_count, limits)
-            return self._insert_batch(new, now), False
+            return self._insert_batch(new, now, resumes), False
 
-    def _insert_batch(self, new: NewBatch, now: float) -> str:
+    def _insert_batch(self, new: NewBatch, now: float, resumes: str | None = None) -> str:
+        """Insert the batch, its items and their creation events. A resume first takes the key from
+        the cancelled batch ``resumes`` (suffixed ``#resumed:<new id>``, as gc's expiry releases
+        one); the unique index on ``resumed_from`` refuses a second resume of it."""
         batch_id = new_batch_id()
+        if resumes is not None:
+            released = f"{new.idempotency_key}#resumed:{batch_id}"
+            moved = self.db.execute(sql.RELEASE_KEY_TO_RESUME, (released, resumes, new.idempotency_key)).rowcount
+            if moved != 1:
+                raise LedgerUnavailable(f"the key of batch {resumes} moved while it was being resumed; try again")
         at = iso(now)
         deadline = iso(now + new.deadline_seconds) if new.deadline_seconds else None
         batch = {
@@ -103,6 +155,7 @@ class Intake(NameLocks):
             "limits": _json_text(new.limits or {}),
             "created_at": at,
             "deadline_at": deadline,
+            "resumed_from": resumes,
         }
         self.db.insert(sql.INSERT_BATCH, [batch])
         self.db.insert(sql.INSERT_ITEMS, (_item_row(batch_id, item, at) for item in new.items))
@@ -240,6 +293,30 @@ def _without_vanished_reuse(new: NewBatch, still_present: Callable[[str], bool])
         for item in new.items
     )
     return replace(new, items=items)
+
+
+def _recorded_item(row: Row) -> NewItem:
+    """An item as recorded: queued again when it was admitted to render (it has a derivative key)."""
+    renderable = row["derivative_key"] is not None
+    focus = (row["focus_x"], row["focus_y"]) if row["focus_x"] is not None else None
+    return NewItem(
+        item_id=row["item_id"],
+        ratio=row["ratio"],
+        source=row["source"],
+        state=ItemState.QUEUED if renderable else ItemState.FAILED,
+        source_digest=row["source_digest"],
+        source_format=row["source_format"],
+        source_width=row["source_width"],
+        source_height=row["source_height"],
+        focus=focus,
+        error_code=None if renderable else row["error_code"],
+        error_detail=None if renderable else row["error_detail"],
+        derivative_key=row["derivative_key"],
+        object_path=row["object_path"],
+        friendly_path=row["friendly_path"],
+        size=row["size"],
+        format=row["format"],
+    )
 
 
 def _item_row(batch_id: str, item: NewItem, at: str) -> dict[str, object]:

@@ -32,10 +32,14 @@ class RunReports(Output):
             self.store_moved(*report.store_moved)
         self.replay_notes(batch, report, rendering=not final)
         if self.json_mode:
+            if batch.resumed_from and not batch.replayed and not self.quiet:
+                self.diagnostics.print(self.resuming_line(batch))
             if final:
                 self.emit_json(batch.to_json())
             return
         line = self.say if final else self.note
+        if batch.resumed_from and not batch.replayed:
+            line(self.resuming_line(batch))
         verb = "Replayed existing" if batch.replayed else "Accepted"
         sources = plural(report.sources, "source")
         line(f"{verb} batch [bold]{batch.batch_id}[/]: {plural(batch.total, 'item')} from {sources}")
@@ -45,7 +49,8 @@ class RunReports(Output):
         if report.skipped_output_folders:
             folders = ", ".join(report.skipped_output_folders)
             line(f"  output folders left out (thumbnails are never sources): {folders}")
-        line(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
+        if not report.from_ledger:
+            line(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
         self.counts_line(batch, line)
         self.failure_summary(batch, line)
         line(f"  outputs: {escape(batch.out_dir)}")
@@ -55,10 +60,22 @@ class RunReports(Output):
         if final:
             self.replaced_names_line(batch)
         if batch.replayed and batch.state == BatchState.CANCELLED:
+            again = (
+                "run the same command again: it resumes the batch"
+                if report.derived_key
+                else "submit again with a new --key"
+            )
             line(
                 f"  [magenta]this batch was cancelled[/] at {batch.cancel_requested_at}; a replay renders nothing. "
-                "To render the rest, submit again with a new --key (finished outputs are reused)."
+                f"To render the rest, {again} (finished outputs are reused)."
             )
+
+    @staticmethod
+    def resuming_line(batch: BatchView) -> str:
+        """``resuming cancelled batch b_… as b_…: 130 reused, 278 to render``."""
+        reused, queued = batch.counts[ItemState.SUCCEEDED], batch.counts[ItemState.QUEUED]
+        ids = f"{batch.resumed_from} as [bold]{batch.batch_id}[/]"
+        return f"resuming cancelled batch {ids}: {reused} reused, {queued} to render"
 
     def store_moved(self, before: str, now: str) -> None:
         """Shown even with --json (on stderr), unless quiet: --store gave the ledger another store, so

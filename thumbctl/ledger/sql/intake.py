@@ -18,6 +18,7 @@ BATCH_COLUMNS = (
     "limits",
     "created_at",
     "deadline_at",
+    "resumed_from",
 )
 ITEM_COLUMNS = (
     "batch_id",
@@ -66,7 +67,26 @@ INSERT_CREATION_EVENTS = query(
     "INSERT INTO events (at, batch_id, item_row, from_state, to_state, attempt, error_code, detail, dedup) "
     "SELECT ?, batch_id, id, NULL, state, 0, error_code, error_detail, dedup FROM items WHERE batch_id = ? ORDER BY id",
 )
-BATCH_OF_KEY = query("batch_of_key", "SELECT batch_id, request_digest FROM batches WHERE idempotency_key = ?")
+BATCH_OF_KEY = query(
+    "batch_of_key", "SELECT batch_id, request_digest, cancel_requested_at FROM batches WHERE idempotency_key = ?"
+)
+#: The batch that resumed a cancelled one (at most one: a unique index).
+RESUMED_BY = query("resumed_by", "SELECT batch_id FROM batches WHERE resumed_from = ?")
+RECORDED_BATCH = query(
+    "recorded_batch",
+    "SELECT idempotency_key, request_digest, source_root, out_dir, manifest_path, profile, max_attempts, limits, "
+    "created_at, deadline_at, expired_at FROM batches WHERE batch_id = ?",
+)
+RECORDED_ITEMS = query(
+    "recorded_items",
+    "SELECT item_id, ratio, size, format, source, source_digest, source_format, source_width, source_height, "
+    "focus_x, focus_y, error_code, error_detail, derivative_key, object_path, friendly_path "
+    "FROM items WHERE batch_id = ? ORDER BY id",
+)
+#: A resume takes the key from the cancelled batch only while that batch still holds it.
+RELEASE_KEY_TO_RESUME = query(
+    "release_key_to_resume", "UPDATE batches SET idempotency_key = ? WHERE batch_id = ? AND idempotency_key = ?"
+)
 
 # -- admission ------------------------------------------------------------------------------------
 

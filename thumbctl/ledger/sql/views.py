@@ -7,7 +7,7 @@ from . import query, scoped
 
 _BATCH_COLUMNS = (
     "batch_id, idempotency_key, request_digest, total, source_root, out_dir, "
-    "manifest_path, created_at, cancel_requested_at, expired_at"
+    "manifest_path, created_at, cancel_requested_at, expired_at, resumed_from"
 )
 _ITEM_VIEW_COLUMNS = (
     "item_id, source, ratio, size, format, state, attempt, error_code, error_detail, derivative_key, "
