@@ -135,10 +135,9 @@ def submit_command(
 ) -> None:
     """Validate SOURCE, record a batch durably, then render it here until it is done (--detach: record only).
 
-    Idempotent: the same request replays (and resumes) the same batch; after a cancel it resumes
-    in a new batch that reuses the finished outputs (with --key: a strict replay). Exit 0 when every item
-    succeeded, 1 when some failed (`thumbctl status BATCH` says why), 4 when it was cancelled
-    from elsewhere, 130 on Ctrl-C (the cancel is recorded).
+    The same request replays its batch, or resumes it after a cancel (--key: strict replay).
+    Exit 0 when every item succeeded, 1 when some failed (`thumbctl status BATCH` says why),
+    4 when cancelled from elsewhere, 130 on Ctrl-C (the cancel is recorded).
     """
     reporter = reporter_for(json_out, quiet, verbose, stats_interval)
     with handled(reporter):
