@@ -137,8 +137,7 @@ def submit_command(
         bool,
         typer.Option(
             "--delete",
-            help="Mirror: once the batch succeeded, remove the thumbnails thumbctl published from this folder "
-            "into OUT whose photos are gone (removed or renamed). Edited thumbnails are reported and kept.",
+            help="Mirror: remove thumbnails of photos gone from SOURCE.",
             rich_help_panel="Output",
         ),
     ] = False,
@@ -146,8 +145,7 @@ def submit_command(
         bool,
         typer.Option(
             "--delete-dropped",
-            help="With --delete (implied), also remove thumbnails of photos still there in a size, format or "
-            "ratio no longer asked for.",
+            help="--delete, and sizes/formats/ratios not asked for now.",
             rich_help_panel="Output",
         ),
     ] = False,
@@ -155,7 +153,7 @@ def submit_command(
         bool,
         typer.Option(
             "--dry-run",
-            help="With --delete: list what it would remove; nothing is recorded, rendered or removed.",
+            help="With --delete: list what would go; change nothing.",
             rich_help_panel="Output",
         ),
     ] = False,
