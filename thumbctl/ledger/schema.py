@@ -276,7 +276,7 @@ _V11_FOCUS = """
     )
 """
 #: The newest success at each name of a batch that has not expired: what the names table starts with.
-_V11_SEED_NAMES = f"""
+_V11_SEED_NAMES = """
     INSERT INTO names (friendly_path, out_dir, object_path, derivative_key, name_version, source_root, source,
                        ratio, size, format, batch_id, item_row, published_at)
     SELECT friendly_path, out_dir, object_path, derivative_key, name_version, source_root, source,
