@@ -18,6 +18,7 @@ from thumbctl.faults import Faults
 from thumbctl.mirror import mirror_batch, plan_mirror
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Profile, Ratio
+from thumbctl.storage.outputs import LocalOutputTarget
 from thumbctl.worker import WorkerConfig, run_worker
 
 from support import check_invariants, is_copy_of, make_image, tree_snapshot
@@ -166,6 +167,25 @@ def test_nothing_is_removed_after_a_batch_that_did_not_succeed(led: Ledger, phot
     assert (out_dir / "coffee.1x1.jpg").is_file()
 
 
+def test_a_removal_the_filesystem_refuses_is_reported_and_the_name_stays(
+    led: Ledger, photos: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rendered(led, photos, out_dir)
+    os.unlink(photos / "coffee.png")
+    batch_id = rendered(led, photos, out_dir)
+
+    def refuse(*args: object, **kwargs: object) -> bool:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(LocalOutputTarget, "remove", refuse)
+    done = mirror_batch(led, batch_id)
+    names = [str(out_dir / "coffee.1x1.jpg"), str(out_dir / "coffee.4x3.jpg")]
+    assert (done.removed, done.errors) == ((), tuple(f"{name}: Permission denied" for name in names))
+    assert all(os.path.exists(name) and led.views.publishes_at(name) for name in names)
+    monkeypatch.undo()
+    assert sorted(mirror_batch(led, batch_id).removed) == names
+
+
 # -- the command line ----------------------------------------------------------------------------------
 
 
@@ -184,7 +204,14 @@ def test_submit_delete_dry_run_lists_what_delete_then_removes(cli, photos: Path,
     assert dry.exit_code == 0, dry.stdout
     gone = str(out_dir / "coffee.1x1.jpg")
     assert json.loads(dry.stdout) == {
-        "mirrored": {"dry_run": True, "removed": [gone], "kept_edited": [], "kept_dropped": [], "skipped": None}
+        "mirrored": {
+            "dry_run": True,
+            "removed": [gone],
+            "kept_edited": [],
+            "kept_dropped": [],
+            "skipped": None,
+            "errors": [],
+        }
     }
     assert files_in(out_dir) == before
     human = cli("submit", photos, "--out", out_dir, "-r", "1:1", "--delete", "--dry-run")

@@ -46,6 +46,8 @@ class MirrorReport:
     kept_dropped: tuple[str, ...] = ()
     #: Why nothing was considered (the batch did not succeed), None when the mirror ran.
     skipped: str | None = None
+    #: Names that could not be removed (path: reason); they stay.
+    errors: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -54,6 +56,7 @@ class MirrorReport:
             "kept_edited": list(self.kept_edited),
             "kept_dropped": list(self.kept_dropped),
             "skipped": self.skipped,
+            "errors": list(self.errors),
         }
 
 
@@ -62,6 +65,7 @@ class _Outcome:
     removed: list[str] = field(default_factory=list)
     kept_edited: list[str] = field(default_factory=list)
     kept_dropped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
 
 def check_mirrorable(source: Path, *, detach: bool) -> None:
@@ -123,12 +127,16 @@ def _apply(
         if reason == Reason.DROPPED and not dropped:
             outcome.kept_dropped.append(name.friendly_path)
             continue
-        _remove_one(ledger, target, name, reason, batch_id, outcome)
+        try:
+            _remove_one(ledger, target, name, reason, batch_id, outcome)
+        except OSError as exc:  # e.g. OUT is read-only for this user: the name stays, with why
+            outcome.errors.append(f"{name.friendly_path}: {exc.strerror or exc}")
     return MirrorReport(
         dry_run=batch_id is None,
         removed=tuple(outcome.removed),
         kept_edited=tuple(outcome.kept_edited),
         kept_dropped=tuple(outcome.kept_dropped),
+        errors=tuple(outcome.errors),
     )
 
 

@@ -17,6 +17,8 @@ class MirrorReports(Output):
     """The mirror's report: alone for ``submit --delete --dry-run``, else after the run's summary."""
 
     def mirrored(self, report: MirrorReport) -> None:
+        for error in report.errors:  # shown even with -q or --json (on stderr): the name is still there
+            self.diagnostics.print(f"[yellow]warning[/] [dim]\\[io_error][/] mirror could not remove {escape(error)}")
         if self.json_mode:
             if report.dry_run:
                 self.emit_json({"mirrored": report.to_json()})
