@@ -149,7 +149,7 @@ class BatchView:
     manifest_path: str
     source_root: str
     queue_age_seconds: float | None = None
-    #: When ``gc`` expired the batch (its outputs may be gone), else None.
+    #: When ``gc`` expired the batch (its records are final; its published names keep theirs), else None.
     expired_at: str | None = None
     failures: tuple[FailureView, ...] = ()
     replayed: bool = False
