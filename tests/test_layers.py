@@ -50,6 +50,7 @@ FLOORS = {
     "options": ADAPTERS,
     # what thumbctl does, composed from the adapters
     "intake": SERVICES,
+    "focus": SERVICES,
     "entries": SERVICES,
     "publisher": SERVICES,
     "stores": SERVICES,

@@ -6,6 +6,7 @@ import base64
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from collections import defaultdict
@@ -20,7 +21,6 @@ from typer.testing import CliRunner
 
 from thumbctl import Ledger
 from thumbctl.cli import app
-from thumbctl.manifest import parse_manifest_text
 from thumbctl.models import BatchView, ItemView
 from thumbctl.sheet import item_key, render_sheet, write_contact_sheet
 from thumbctl.storage.objects import LocalObjectStore
@@ -522,7 +522,7 @@ def test_gc_removes_a_preview_with_its_object(tmp_path: Path, photos: Path, out_
     assert len(stems) == len(PHOTO_SIZES)  # the objects the names show, and the previews beside them
 
 
-def test_each_tile_offers_a_manifest_line_that_recrops_it_where_it_is(
+def test_each_tile_offers_the_focus_command_that_fixes_it_where_it_is(
     tmp_path: Path, rendered: str, photos: Path
 ) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
@@ -534,25 +534,32 @@ def test_each_tile_offers_a_manifest_line_that_recrops_it_where_it_is(
     wide = []
     for item_id, recrops in parser.recrops.items():
         for line in recrops:
-            (entry,) = parse_manifest_text(line, ".jsonl").entries
-            (ratio,) = entry.ratios
-            item = items[item_id, str(ratio)]
+            program, command, source, ratio_flag, ratio, at_flag, at = shlex.split(line)
+            assert (program, command, ratio_flag, at_flag) == ("thumbctl", "focus", "--ratio", "--at")
+            item = items[item_id, ratio]
             left, top, right, bottom = item.result["crop"]["box"]
             width, height = sizes[item_id]
-            assert entry.focus == (round((left + right) / 2 / width, 3), round((top + bottom) / 2 / height, 3))
-            assert (entry.id or entry.source) == item_id and (photos / entry.source).is_file()
-            wide += [line] if str(ratio) == "16:9" else []
-    manifest = photos / "recrop.jsonl"
-    manifest.write_text("\n".join(wide) + "\n", encoding="utf-8")
-    again = invoke(tmp_path, "submit", manifest, "--out", tmp_path / "again", "-w", "1", "--json")
-    assert again.exit_code == 0, again.stderr
+            assert tuple(map(float, at.split(","))) == (
+                round((left + right) / 2 / width, 3),
+                round((top + bottom) / 2 / height, 3),
+            )
+            assert source == item.source and Path(source).is_file()
+            wide += [shlex.split(line)[1:]] if ratio == "16:9" else []
+    for args in wide:  # run as they are: each fix is remembered
+        assert invoke(tmp_path, *args).exit_code == 0
+    again = invoke(tmp_path, "submit", photos, "--out", tmp_path / "again", "-w", "1", "-r", "1:1,16:9", "--json")
+    assert again.exit_code == 1, again.stderr  # notes.jpg still fails
     with Ledger(tmp_path / "ledger.db") as ledger:
-        recropped = ledger.views.items(json.loads(again.stdout)["batch_id"])
-    assert len(recropped) == 5
-    for item in recropped:  # pasted as it is, the line renders the same window again, now by its focus
-        before = items[item.item_id, "16:9"].result["crop"]["box"]
-        assert item.result["crop"]["policy"] == "focus"
-        assert max(abs(a - b) for a, b in zip(item.result["crop"]["box"], before, strict=True)) <= 1
+        recropped = [i for i in ledger.views.items(json.loads(again.stdout)["batch_id"]) if i.state == "succeeded"]
+    assert len(recropped) == 10
+    for item in recropped:  # the fixed ratio renders the same window again, now by its focus; the other is reused
+        before = items[item.item_id, item.ratio]
+        if item.ratio == "16:9":
+            assert item.result["crop"]["policy"] == "focus"
+            box, earlier = item.result["crop"]["box"], before.result["crop"]["box"]
+            assert max(abs(a - b) for a, b in zip(box, earlier, strict=True)) <= 1
+        else:
+            assert item.derivative_key == before.derivative_key and item.result is None
 
 
 def test_sort_score_lists_the_lowest_crop_scores_first(tmp_path: Path, rendered: str) -> None:

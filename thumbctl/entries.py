@@ -29,6 +29,8 @@ class SourceEntry:
     given: str
     ratios: tuple[Ratio, ...]
     focus: tuple[float, float] | None = None
+    #: The manifest's ``"focus": null``: the crop fix remembered for the item's ratios is forgotten.
+    clear_focus: bool = False
     #: The scan already knows ``given`` is a real path inside the root.
     known_real: bool = False
     #: Known before any file is touched: the source's items fail with it.
@@ -126,7 +128,8 @@ def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[Sou
     entries = []
     for entry in manifest.entries:
         item_id = _checked_id(entry.id) if entry.id is not None else _default_id(entry.source, root)
-        entries.append(SourceEntry(item_id, entry.source, entry.ratios or default_ratios, entry.focus))
+        ratios = entry.ratios or default_ratios
+        entries.append(SourceEntry(item_id, entry.source, ratios, entry.focus, clear_focus=entry.clear_focus))
     return entries
 
 

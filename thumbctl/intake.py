@@ -21,6 +21,7 @@ from typing import BinaryIO, TypeVar
 from .admission import retry_unavailable
 from .entries import SourceEntry, check_limits, check_utf8_path, collect_entries
 from .errors import ItemFailure, RejectedError, UnavailableError, UsageError
+from .focus import FocusPlan, plan_focus
 from .imaging import SNIFF_BYTES, output_geometry, probe, verify_output
 from .keys import derivative_key, digest_json
 from .ledger import Ledger
@@ -97,9 +98,11 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
         report.store_moved = (previous_store, store.root)
     check_limits(entries, options.limits, options.profile)
     inspections = _inspect_all(root, entries, options.limits, ledger, report)
+    focus = _focus_plan(entries, inspections, ledger)
     template = options.name_template or default_template(len(options.profile.sizes))
-    items = _build_items(entries, inspections, options.profile, LocalOutputTarget(str(out_dir)), store, template)
-    request = _canonical_request(root, out_dir, options, entries, inspections)
+    layout = LocalOutputTarget(str(out_dir))
+    items = _build_items(entries, inspections, options.profile, layout, store, template, focus)
+    request = _canonical_request(root, out_dir, options, entries, inspections, focus)
     request_digest = digest_json(request)
     batch = NewBatch(
         idempotency_key=options.key or request_digest,
@@ -111,7 +114,8 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
         max_attempts=options.max_attempts,
         deadline_seconds=options.deadline_seconds,
         limits={"max_pixels": options.limits.max_pixels, "max_bytes": options.limits.max_bytes},
-        manifest_folder=LocalOutputTarget(str(out_dir)).batches_dir,
+        manifest_folder=layout.batches_dir,
+        focus_changes=focus.changes,
     )
     return PreparedSubmission(batch, report, options.profile)
 
@@ -149,6 +153,8 @@ def submit(
     if batch.replayed:
         batch = _restore_missing_outputs(batch, ledger, prepared.report)
     prepared.report.unlinked_names = _link_owned_names(batch, ledger, prepared.report, overwrite)
+    if batch.counts[ItemState.SUCCEEDED]:  # the names linked may have replaced others: counted now
+        batch = replace(ledger.views.batch(batch.batch_id), replayed=batch.replayed)
     if batch.is_terminal and not (batch.replayed and os.path.exists(batch.manifest_path)):
         write_batch_manifest(batch, ledger.views.items(batch.batch_id))
     return batch
@@ -366,6 +372,17 @@ def _check_pixels(info: CachedSource, limits: Limits) -> None:
 # -- building the batch ---------------------------------------------------------
 
 
+def _focus_plan(entries: list[SourceEntry], inspections: dict[str, Inspection], ledger: Ledger) -> FocusPlan:
+    """The crop fixes remembered for the sources' contents, with the manifest's own changes."""
+    digests = {entry.item_id: _digest(inspections[entry.item_id]) for entry in entries}
+    remembered = ledger.intake.focus_points([d for d in digests.values() if d])
+    return plan_focus(((entry, digests[entry.item_id]) for entry in entries), remembered)
+
+
+def _digest(inspection: Inspection) -> str | None:
+    return inspection.info.digest if inspection.info else None
+
+
 def _build_items(
     entries: list[SourceEntry],
     inspections: dict[str, Inspection],
@@ -373,10 +390,11 @@ def _build_items(
     layout: LocalOutputTarget,
     store: LocalObjectStore,
     template: str,
+    focus: FocusPlan,
 ) -> list[NewItem]:
     stems = friendly_stems([e.item_id for e in entries])
     items = [
-        _new_item(entry, Variant(ratio, size, fmt), inspections[entry.item_id], profile, store)
+        _new_item(entry, Variant(ratio, size, fmt), inspections[entry.item_id], profile, store, focus)
         for entry in sorted(entries, key=lambda e: e.item_id)
         for ratio in entry.ratios
         for size in profile.sizes
@@ -455,13 +473,15 @@ def _new_item(
     inspection: Inspection,
     profile: Profile,
     store: LocalObjectStore,
+    focus_plan: FocusPlan,
 ) -> NewItem:
+    focus = focus_plan.focus_of(entry, _digest(inspection), variant.ratio)
     common = {
         "item_id": entry.item_id,
         "ratio": str(variant.ratio),
         "size": variant.size,
         "format": variant.format,
-        "focus": entry.focus,
+        "focus": focus,
     }
     if inspection.failure is not None or inspection.info is None:
         failure = inspection.failure
@@ -474,7 +494,7 @@ def _new_item(
         )
     info = inspection.info
     one = profile.variant(variant.size, variant.format)
-    key = derivative_key(info.digest, variant.ratio, one, entry.focus)
+    key = derivative_key(info.digest, variant.ratio, one, focus)
     return NewItem(
         **common,
         source=inspection.source,
@@ -503,21 +523,27 @@ def _canonical_request(
     options: SubmitOptions,
     entries: list[SourceEntry],
     inspections: dict[str, Inspection],
+    focus: FocusPlan,
 ) -> dict[str, object]:
-    """The normalized request: what was asked, independent of how it was written."""
+    """The normalized request: what was asked, independent of how it was written. The crop fixes an
+    item renders with from memory are part of it (only when there are some, so the request of a
+    submission without any stays what it always was): a submit after a fix is a new request."""
     items = []
     for entry in sorted(entries, key=lambda e: e.item_id):
         inspection = inspections[entry.item_id]
-        items.append(
-            {
-                "id": entry.item_id,
-                "source": inspection.source or entry.given,
-                "digest": inspection.info.digest if inspection.info else None,
-                "error": inspection.failure.code if inspection.failure else None,
-                "ratios": [str(r) for r in entry.ratios],
-                "focus": list(entry.focus) if entry.focus else None,
-            }
-        )
+        item: dict[str, object] = {
+            "id": entry.item_id,
+            "source": inspection.source or entry.given,
+            "digest": _digest(inspection),
+            "error": inspection.failure.code if inspection.failure else None,
+            "ratios": [str(r) for r in entry.ratios],
+            "focus": list(entry.focus) if entry.focus else None,
+        }
+        if remembered := focus.remembered_for(entry, _digest(inspection)):
+            item["remembered_focus"] = remembered
+        if entry.clear_focus:
+            item["clear_focus"] = True
+        items.append(item)
     return {
         "root": str(root),
         "out": str(out_dir),

@@ -36,6 +36,8 @@ class ManifestEntry:
     id: str | None = None
     ratios: tuple[Ratio, ...] | None = None
     focus: tuple[float, float] | None = None
+    #: ``"focus": null``: forget the crop fix remembered for the item's ratios.
+    clear_focus: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,8 @@ def _entry_from_object(obj: object, where: str) -> ManifestEntry:
         raise ManifestError(f'{where}: "id" must be a string')
     ratios = _ratios(obj["ratios"], f"{where}: ratios") if "ratios" in obj else None
     focus = _focus(obj["focus"], where) if obj.get("focus") is not None else None
-    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus)
+    clear = "focus" in obj and obj["focus"] is None
+    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus, clear_focus=clear)
 
 
 def _parse_csv(text: str) -> Manifest:

@@ -87,6 +87,8 @@ class NewBatch:
     limits: dict[str, int] | None = None
     #: The folder the batch's manifest goes in (as ``<batch_id>.json``); empty: OUT/batches.
     manifest_folder: str = ""
+    #: The crop fixes the batch's manifest sets or clears, recorded with the batch.
+    focus_changes: tuple[FocusChange, ...] = ()
 
     @property
     def manifest_dir(self) -> str:
@@ -162,6 +164,8 @@ class BatchView:
     #: publish (``--overwrite``). Counted with the failures, and in the batch JSON with them.
     replaced: int = 0
     overwritten: int = 0
+    #: The names of the ``replaced`` items (``-v`` lists them; not part of the batch JSON).
+    replaced_names: tuple[str, ...] = ()
 
     @property
     def is_terminal(self) -> bool:
@@ -272,6 +276,32 @@ class EventView:
             "detail": self.detail,
             "dedup": self.dedup,
         }
+
+
+@dataclass(frozen=True)
+class FocusChange:
+    """A crop fix to remember for (source content, ratio), or (``focus`` None) to forget."""
+
+    source_digest: str
+    ratio: str
+    focus: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class FocusPoint:
+    """A remembered crop fix: every later render of the content at the ratio is centred on ``focus``
+    (None: the fix was cleared at ``set_at``); ``batch_id`` is the batch whose manifest set or
+    cleared it (None: ``thumbctl focus``)."""
+
+    source_digest: str
+    ratio: str
+    focus: tuple[float, float] | None
+    set_at: str | None
+    batch_id: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        focus = list(self.focus) if self.focus else None
+        return {"ratio": self.ratio, "focus": focus, "set_at": self.set_at, "batch_id": self.batch_id}
 
 
 @dataclass(frozen=True)

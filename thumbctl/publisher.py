@@ -98,7 +98,7 @@ class Publisher:
                 recorded=self.recorded_at(friendly_path),
                 overwrite=self.overwrite,
             )
-            self.ledger.queue.record_name_version(batch_id, friendly_path, named.version)
+            self.ledger.queue.record_name_version(batch_id, friendly_path, named.version, named.outcome)
         return named
 
     def restore(self, row: int, object_path: str, friendly_path: str, code: str, detail: str) -> bool:

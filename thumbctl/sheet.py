@@ -2,9 +2,9 @@
 
 Each source is a card: its id and size, a small copy of the photo with every crop
 window drawn on it, and its crops side by side at their true aspect ratios, one tile
-per ratio with a manifest line to paste (its ``focus`` is the window's centre) to
-re-crop it. The derivatives of a ratio (its sizes and formats) share one window, scaled
-exactly, so a tile shows one of them (the largest, in the most widely shown format) and
+per ratio with the ``thumbctl focus`` command that fixes it (its ``--at`` is the window's
+centre; remembered for every later submit). The derivatives of a ratio (its sizes and formats)
+share one window, scaled exactly, so a tile shows one of them (the largest, in the most widely shown format) and
 its caption lists them all, with any that failed or are gone.
 The small copy is the preview the worker saved from its crop analysis, embedded as a
 ``data:`` URI; the crops are relative links to the outputs, so the page works from
@@ -71,9 +71,7 @@ class SheetSummary:
         }
 
 
-def write_contact_sheet(
-    ledger: Ledger, batch: str, path: Path | None = None, *, sort: str = "ledger"
-) -> SheetSummary:
+def write_contact_sheet(ledger: Ledger, batch: str, path: Path | None = None, *, sort: str = "ledger") -> SheetSummary:
     """Write the contact sheet of ``batch`` to ``path`` (default OUT/batches/<batch_id>.html).
 
     The folder of an explicit ``path`` must exist; the default one is created. ``sort``:
@@ -155,7 +153,7 @@ def render_sheet(
     ratios = list(dict.fromkeys(i.ratio for i in items))
     colours = {r: RATIO_COLOURS[n % len(RATIO_COLOURS)] for n, r in enumerate(ratios)}
     groups = group_by_source(items, shown, sort)
-    card = SourceCard(batch.source_root, shown, page_dir, colours, photos or {})
+    card = SourceCard(shown, page_dir, colours, photos or {})
     cards = "\n".join(card.render(item_id, group, sizes.get(item_id)) for item_id, group in groups.items())
     title = f"Contact sheet · {batch.batch_id}"
     return (
@@ -253,13 +251,11 @@ class SourceCard:
 
     def __init__(
         self,
-        source_root: str,
         shown: dict[ItemKey, str],
         page_dir: str,
         colours: dict[str, str],
         photos: dict[str, bytes],
     ) -> None:
-        self.source_root = source_root
         self.shown = shown
         self.page_dir = page_dir
         self.colours = colours
@@ -288,7 +284,7 @@ class SourceCard:
             return placeholder_figure(derivatives, colour)
         path = self.shown[item_key(item)]
         caption = crop_caption(item) if len(derivatives) == 1 else derivatives_caption(item, derivatives, self.shown)
-        return crop_figure(item, path, self.page_dir, colour, recrop_line(item, size, self.source_root), caption)
+        return crop_figure(item, path, self.page_dir, colour, recrop_line(item, size), caption)
 
 
 def group_by_ratio(items: list[ItemView]) -> dict[str, list[ItemView]]:

@@ -1,12 +1,12 @@
 """The crops on a contact sheet: the windows drawn on the source's frame, one tile per crop
-at its true aspect ratio with its caption, and the manifest line that renders it again.
+at its true aspect ratio with its caption, and the command that fixes it.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import os
+import shlex
 from html import escape
 from urllib.parse import quote
 
@@ -47,19 +47,16 @@ def source_frame(
     )
 
 
-def recrop_line(item: ItemView, size: tuple[int, int] | None, source_root: str) -> str | None:
-    """A JSONL manifest line that renders this crop again centred where it is now (``focus``, to edit),
-    for a manifest in the batch's source folder; None when no window was recorded."""
+def recrop_line(item: ItemView, size: tuple[int, int] | None) -> str | None:
+    """The ``thumbctl focus`` command that fixes this crop centred where it is now (``--at``, to edit):
+    remembered for the photo's content at this ratio, so every later submit renders it so. None when no
+    window was recorded."""
     box = crop_box(item)
     if box is None or not size:
         return None
     left, top, right, bottom = box
-    focus = [round((left + right) / 2 / size[0], 3), round((top + bottom) / 2 / size[1], 3)]
-    source = os.path.relpath(item.source, source_root)
-    line = {"source": source, "ratios": [item.ratio], "focus": focus}
-    if item.item_id != source:  # a manifest's id defaults to the source's path
-        line = {"id": item.item_id, **line}
-    return json.dumps(line, ensure_ascii=False)
+    x, y = round((left + right) / 2 / size[0], 3), round((top + bottom) / 2 / size[1], 3)
+    return f"thumbctl focus {shlex.quote(item.source)} --ratio {item.ratio} --at {x:g},{y:g}"
 
 
 def crop_window(item: ItemView, size: tuple[int, int], colour: str) -> str:
@@ -87,7 +84,7 @@ def crop_box(item: ItemView) -> tuple[int, int, int, int] | None:
 def crop_figure(
     item: ItemView, path: str, page_dir: str, colour: str, recrop: str | None = None, caption: str | None = None
 ) -> str:
-    """A crop at its true aspect ratio, linked to the full-size output, with its re-crop line and
+    """A crop at its true aspect ratio, linked to the full-size output, with its crop-fix command and
     ``caption`` (HTML; default :func:`crop_caption`).
 
     Loaded eagerly: a lazy image off screen stays blank in a printout or a headless screenshot."""
@@ -96,7 +93,8 @@ def crop_figure(
     dims = f'width="{out_w}" height="{out_h}"' if out_w else f'style="aspect-ratio:{ratio_css(item.ratio)}"'
     alt = escape(f"{item.item_id} {item.ratio}")
     line = (
-        f'<code class="recrop" title="a manifest line (JSONL) to re-crop it: edit focus, paste, submit">'
+        f'<code class="recrop" title="the command that fixes this crop: edit --at (x,y in 0..1), run it, '
+        f'submit the folder again (add your --db if you give one)">'
         f"{escape(recrop)}</code>"
         if recrop
         else ""

@@ -114,7 +114,7 @@ class StatsReport:
 
 def build_report(facts: StatsFacts, batch_id: str | None = None) -> StatsReport:
     completed = sum(facts.completed.values())
-    renders = [r for r in facts.renders if r.result is not None]
+    renders = [r for r in facts.renders if r.result is not None and not r.dedup]
     return StatsReport(
         at=iso(facts.now),
         since=iso(facts.since),

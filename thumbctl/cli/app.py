@@ -17,6 +17,7 @@ import typer
 from .. import __version__
 from ..config import KEYS, environment_help
 from ..errors import EXIT_CODE_MEANINGS, ExitCode, UsageError
+from .focus import focus_command
 from .options import CONTEXT_SETTINGS, DbOption, JsonOption, QuietOption, VerboseOption, command
 from .params import ClickException, ClickUsageError, NoArgsIsHelpError, PlainGroup
 from .runs import cancel, retry, submit_command, work
@@ -84,6 +85,7 @@ COMMANDS: tuple[tuple[Callable[..., None], str, tuple[str, ...]], ...] = (
     (codes_command, "codes", ()),
     (config_command, "config", ALL_SETTINGS),
     (sheet, "sheet", ()),
+    (focus_command, "focus", ()),
     (reconcile_command, "reconcile", ("store",)),
     (gc_command, "gc", ("store",)),
 )

@@ -167,7 +167,7 @@ def sheet(
     quiet: bool = False,
 ) -> None:
     """Write a contact sheet: every source with its crops drawn on a small copy of it, the crops
-    side by side, each with a manifest line to re-crop it; failures as one row with their reason.
+    side by side, each with the command that fixes it; failures as one row with their reason.
 
     One self-contained HTML page (no network, no JavaScript) with relative links to the
     outputs; open it in a browser to review the crops. Exit 0 once written, whatever the batch's state.

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, replace
 
 from ..admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
 from ..errors import IdempotencyConflict
-from ..models import BatchView, CachedSource, ItemState, NewBatch, NewItem
+from ..models import BatchView, CachedSource, FocusChange, FocusPoint, ItemState, NewBatch, NewItem
 from ..settings import Limits
 from .backend import Backend, record
 from .names import OBJECT_STORE, NameLocks
@@ -78,6 +78,7 @@ class Intake(NameLocks):
                         "for a different request; nothing was changed",
                         batch_id=row["batch_id"],
                     )
+                self._record_focus(new, row["batch_id"], iso(now))  # the manifest's fixes stand again
                 return row["batch_id"], True
             if still_present and any(item.dedup for item in new.items):
                 self.db.serialize_on(OBJECT_STORE)  # gc cannot remove a reused object meanwhile
@@ -106,7 +107,37 @@ class Intake(NameLocks):
         self.db.insert(sql.INSERT_BATCH, [batch])
         self.db.insert(sql.INSERT_ITEMS, (_item_row(batch_id, item, at) for item in new.items))
         self.db.append_events_from(sql.INSERT_CREATION_EVENTS, (at, batch_id))
+        self._record_focus(new, batch_id, at)
         return batch_id
+
+    def _record_focus(self, new: NewBatch, batch_id: str | None, at: str) -> None:
+        """The crop fixes ``new`` sets or clears, in its acceptance's transaction."""
+        for change in sorted(new.focus_changes, key=lambda c: (c.source_digest, c.ratio)):
+            self._change_focus(change, batch_id, at)
+
+    def _change_focus(self, change: FocusChange, batch_id: str | None, at: str) -> None:
+        """Set a fix, or clear it (kept without a point, so the next submit is a new request)."""
+        x, y = change.focus if change.focus else (None, None)
+        row = {"source_digest": change.source_digest, "ratio": change.ratio, "focus_x": x, "focus_y": y}
+        self.db.execute(sql.SET_FOCUS, row | {"set_at": at, "batch_id": batch_id})
+
+    def focus_points(self, digests: Sequence[str]) -> list[FocusPoint]:
+        """The crop fixes remembered for these source contents, by content and ratio (cleared ones too)."""
+        digests = sorted(set(digests))
+        found: list[FocusPoint] = []
+        for chunk in chunks(digests):
+            for row in self.db.execute(sql.FOCUS_POINTS, chunk, ids=len(chunk)).fetchall():
+                focus = (float(row["focus_x"]), float(row["focus_y"])) if row["focus_x"] is not None else None
+                found.append(FocusPoint(row["source_digest"], row["ratio"], focus, row["set_at"], row["batch_id"]))
+        return found
+
+    def change_focus(self, changes: Sequence[FocusChange]) -> None:
+        """Remember or forget crop fixes at once (``thumbctl focus``), in one transaction."""
+        if not changes:
+            return
+        with self.db.write(durable=True) as now:
+            for change in sorted(changes, key=lambda c: (c.source_digest, c.ratio)):
+                self._change_focus(change, None, iso(now))
 
     def _queue_snapshot(self, now: float) -> QueueSnapshot:
         """Runnable items in the ledger and the age of the oldest one (runnable: see :func:`.states.runnable`);

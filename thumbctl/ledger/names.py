@@ -3,6 +3,7 @@ and the store while gc removes an object a submit may be reusing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -11,6 +12,8 @@ from .retry import direct
 from .sql import queue as sql
 from .timefmt import iso
 
+#: The outcomes of publishing at a name that a batch counts (``replaced``, ``overwritten``).
+NAME_FLAGS = ("replaced", "overwritten")
 #: Serializes gc removing an object with a submit recording a reuse of it.
 OBJECT_STORE = "object-store"
 
@@ -48,18 +51,27 @@ class NameLocks:
             yield
 
     @direct  # a part of the publishing_name transaction when one is open
-    def record_name_version(self, batch_id: str, friendly_path: str, version: str | None) -> None:
+    def record_name_version(
+        self, batch_id: str, friendly_path: str, version: str | None, outcome: str | None = None
+    ) -> None:
         """Record the version publishing returned at ``friendly_path`` for the batch's succeeded item
-        there, and the name's own record (see :meth:`record_name`): inside the write transaction of
-        :meth:`publishing_name` when one is open."""
+        there, and the name's own record (see :func:`record_name`): inside the write transaction of
+        :meth:`publishing_name` when one is open. An ``outcome`` of ``replaced`` or ``overwritten``
+        (an output reused at a name that showed other bytes) is flagged on the item as a render's is,
+        so the batch counts it."""
         if self.db.in_transaction:
-            self._record_name_version(batch_id, friendly_path, version, self.db.clock())
+            self._record_name_version(batch_id, friendly_path, version, outcome, self.db.clock())
             return
         with self.db.write() as now:
-            self._record_name_version(batch_id, friendly_path, version, now)
+            self._record_name_version(batch_id, friendly_path, version, outcome, now)
 
-    def _record_name_version(self, batch_id: str, friendly_path: str, version: str | None, now: float) -> None:
+    def _record_name_version(
+        self, batch_id: str, friendly_path: str, version: str | None, outcome: str | None, now: float
+    ) -> None:
         self.db.execute(sql.RECORD_NAME_VERSION, (version, batch_id, friendly_path))
+        if outcome in NAME_FLAGS:
+            flag = json.dumps({f"name_{outcome}": True})
+            self.db.execute(sql.FLAG_REUSED_NAME, (flag, batch_id, friendly_path))
         row = self.db.scalar(sql.NAMED_ITEM, (batch_id, friendly_path))
         if row is not None:
             record_name(self.db, row, version, iso(now))

@@ -166,11 +166,18 @@ _V5 = [
     "CREATE UNIQUE INDEX batches_resumed_from ON batches (resumed_from) WHERE resumed_from IS NOT NULL",
 ]
 
+#: A cleared crop fix is kept without a point (see the SQLite ledger's migration 12).
+_V6 = [
+    "ALTER TABLE focus_points ALTER COLUMN focus_x DROP NOT NULL",
+    "ALTER TABLE focus_points ALTER COLUMN focus_y DROP NOT NULL",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, _V1),
     (2, _V2),
     (3, _V3),
     (4, _V4),
     (5, _V5),
+    (6, _V6),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

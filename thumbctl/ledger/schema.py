@@ -305,6 +305,31 @@ def _v11_kept_work(db: sqlite_utils.Database) -> None:
     db.execute("CREATE UNIQUE INDEX batches_resumed_from ON batches (resumed_from) WHERE resumed_from IS NOT NULL")
 
 
+_V12_FOCUS = """
+    CREATE TABLE focus_points_v12 (
+        source_digest TEXT NOT NULL,
+        ratio TEXT NOT NULL,
+        focus_x REAL,
+        focus_y REAL,
+        set_at TEXT NOT NULL,
+        batch_id TEXT,
+        PRIMARY KEY (source_digest, ratio)
+    )
+"""
+
+
+def _v12_cleared_focus(db: sqlite_utils.Database) -> None:
+    """A crop fix that was cleared is kept, without a point, with when and by which batch: a submit
+    renders with the remembered fixes as they stand (each with when it was set), so clearing one, or
+    setting it again, always makes the next submit a new request, never a replay of an earlier one."""
+    db.execute(_V12_FOCUS)
+    db.execute(
+        "INSERT INTO focus_points_v12 SELECT source_digest, ratio, focus_x, focus_y, set_at, batch_id FROM focus_points"
+    )
+    db.execute("DROP TABLE focus_points")
+    db.execute("ALTER TABLE focus_points_v12 RENAME TO focus_points")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
@@ -317,5 +342,6 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (9, _v9_meta),
     (10, _v10_name_versions),
     (11, _v11_kept_work),
+    (12, _v12_cleared_focus),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -87,6 +87,7 @@ class BatchViews:
             smaller_than_target=self._flagged(batch_id, "source_smaller_than_target") if with_failures else 0,
             replaced=self._flagged(batch_id, "name_replaced") if with_failures else 0,
             overwritten=self._flagged(batch_id, "name_overwritten") if with_failures else 0,
+            replaced_names=self._flagged_names(batch_id, "name_replaced") if with_failures else (),
         )
 
     def state_counts(self, batch_id: str) -> dict[ItemState, int]:
@@ -109,6 +110,11 @@ class BatchViews:
     def _flagged(self, batch_id: str, flag: str) -> int:
         """Succeeded items of the batch whose ``result`` carries ``flag``."""
         return self.db.scalar(sql.FLAGGED, (batch_id, flag))
+
+    def _flagged_names(self, batch_id: str, flag: str) -> tuple[str, ...]:
+        """The names of the succeeded items of the batch whose ``result`` carries ``flag``."""
+        rows = self.db.execute(sql.FLAGGED_NAMES, (batch_id, flag)).fetchall()
+        return tuple(r["friendly_path"] for r in rows)
 
     def owned_friendly_names(self, batch_id: str) -> list[tuple[str, str]]:
         """(object path, friendly path) of the batch's succeeded items that own their friendly

@@ -53,6 +53,8 @@ class RunReports(MirrorReports):
         reused = batch.counts[ItemState.SUCCEEDED]
         if reused and not batch.replayed:
             line(f"  {plural(reused, 'output')} already existed and {'was' if reused == 1 else 'were'} reused")
+        if final:
+            self.replaced_names_line(batch)
         if batch.replayed and batch.state == BatchState.CANCELLED:
             line(
                 f"  [magenta]this batch was cancelled[/] at {batch.cancel_requested_at}; a replay renders nothing. "
@@ -224,6 +226,9 @@ class RunReports(MirrorReports):
         """Names this batch took over: thumbnails of earlier batches, and (``--overwrite``) other files."""
         if batch.replaced:
             self.say(f"  replaced {plural(batch.replaced, 'thumbnail')} an earlier batch published under the same name")
+            if self.verbose:
+                for name in batch.replaced_names:
+                    self.say(f"    replaced {escape(name)}")
         if batch.overwritten:
             self.say(f"  overwrote {plural(batch.overwritten, 'file')} thumbctl had not published (--overwrite)")
 

@@ -17,6 +17,7 @@ from .output import Output
 from .styles import format_age, format_bytes, format_ms, styled
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
+    from ..focus import SourceFocus
     from ..sheet import SheetSummary
     from ..stats import StatsReport
 
@@ -179,3 +180,22 @@ class ViewReports(Output):
                 f"[yellow]warning[/] [red]{summary.missing} outputs are missing[/] "
                 "(shown as placeholders; see thumbctl reconcile)"
             )
+
+    def focus_points(self, shown: SourceFocus) -> None:
+        """``thumbctl focus``: what it changed, then the fixes remembered for the photo's content."""
+        if self.json_mode:
+            self.emit_json(shown.to_json())
+            return
+        source = escape(shown.source)
+        if shown.set:
+            self.say(f"remembered for {', '.join(shown.set)}; the next submit of {source} renders it")
+        if shown.cleared:
+            self.say(f"forgot the fix for {', '.join(shown.cleared)}; the next submit frames it by the crop policy")
+        if not shown.points:
+            self.say(f"no crop fix remembered for {source}")
+            return
+        self.say(f"crop fixes remembered for {source} (content {shown.source_digest[:12]}):")
+        for point in shown.points:
+            by = f"batch {point.batch_id}" if point.batch_id else "thumbctl focus"
+            x, y = point.focus
+            self.say(f"  {point.ratio:<6} --at {x:g},{y:g}   set {point.set_at} by {by}")

@@ -107,3 +107,19 @@ REMEMBER_SOURCE = query(
 CANCEL_FLAG_LOCKED = query("cancel_flag_locked", "SELECT cancel_requested_at FROM batches WHERE batch_id = ?{lock}")
 FLAG_CANCEL = query("flag_cancel", "UPDATE batches SET cancel_requested_at = ? WHERE batch_id = ?")
 QUEUED_OF_BATCH = query("queued_of_batch", f"SELECT id FROM items WHERE batch_id = ? AND state = {QUEUED} ORDER BY id")
+
+# -- remembered crop fixes -------------------------------------------------------------------------
+
+FOCUS_COLUMNS = ("source_digest", "ratio", "focus_x", "focus_y", "set_at", "batch_id")
+FOCUS_POINTS = query(
+    "focus_points",
+    f"SELECT {', '.join(FOCUS_COLUMNS)} FROM focus_points WHERE source_digest IN ({{ids}}) "
+    "ORDER BY source_digest, ratio",
+    lists={"ids": ("?", ",")},
+)
+#: An upsert, like the stat cache's; a cleared fix is kept without a point.
+SET_FOCUS = query(
+    "set_focus",
+    f"INSERT INTO focus_points ({', '.join(FOCUS_COLUMNS)}) VALUES ({', '.join(':' + c for c in FOCUS_COLUMNS)}) "
+    f"ON CONFLICT (source_digest, ratio) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in FOCUS_COLUMNS[2:])}",
+)

@@ -162,6 +162,11 @@ RECORD_NAME = query(
     "format = excluded.format, batch_id = excluded.batch_id, item_row = excluded.item_row, "
     "published_at = excluded.published_at",
 )
+#: A reused output's publish that replaced other bytes at its name (its item has no render result).
+FLAG_REUSED_NAME = query(
+    "flag_reused_name",
+    f"UPDATE items SET result = ? WHERE batch_id = ? AND friendly_path = ? AND state = {SUCCEEDED} AND result IS NULL",
+)
 CLEAR_NOTE = query("clear_note", "UPDATE items SET error_detail = NULL WHERE id = ?")
 STORE_RESULT = query("store_result", "UPDATE items SET result = ? WHERE id = ?")
 RETRY_BATCH = query(

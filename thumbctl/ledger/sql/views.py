@@ -37,6 +37,10 @@ FAILURES = query(
     f"WHERE batch_id = ? AND state = {FAILED} ORDER BY id",
 )
 #: Succeeded items whose ``result`` carries the flag given as the second parameter.
+FLAGGED_NAMES = query(
+    "flagged_names",
+    f"SELECT friendly_path FROM items WHERE batch_id = ? AND state = {SUCCEEDED} AND {{result_flag}} ORDER BY id",
+)
 FLAGGED = query("flagged", f"SELECT count(*) FROM items WHERE batch_id = ? AND state = {SUCCEEDED} AND {{result_flag}}")
 OWNED_NAMES = query(
     "owned_names",
