@@ -105,7 +105,7 @@ def check_invariants(ledger: Ledger, *, outputs: bool = True) -> None:
     1. total = sum of counts, for every batch.
     2. (``outputs``) every succeeded item's object exists, decodes, and has the
        requested dimensions; objects are named by their derivative key. Batches that
-       ``gc`` expired are exempt: retention removes their outputs by design.
+       ``gc`` expired are exempt: retention may reclaim objects no name references any more.
     3. no success is committed after the batch's cancel request.
     """
     for batch_id, total, expired_at in raw_rows(ledger, "SELECT batch_id, total, expired_at FROM batches"):

@@ -547,7 +547,6 @@ def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli, tmp_path: Path) -> N
         "dry_run": False,
         "expired_batches": [],
         "objects_removed": 0,
-        "links_removed": 0,
         "temp_files_removed": 0,
         "manifests_removed": 0,
         "sheets_removed": 0,
@@ -593,25 +592,25 @@ def test_reconcile_exits_1_while_findings_remain_and_0_once_repaired(cli, photos
     assert os.path.exists(item["object_path"]) and cli("reconcile").exit_code == 0
 
 
-def test_gc_dry_run_then_gc_reclaims_the_bytes_of_expired_batches(cli, photos: Path, out_dir: Path) -> None:
+def test_gc_expires_batches_and_keeps_every_thumbnail_byte_for_byte(cli, photos: Path, out_dir: Path) -> None:
     _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
     assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
-    files = [p for p in out_dir.rglob("*") if p.is_file()]
+    thumbnails = {p: p.read_bytes() for p in out_dir.rglob("*") if p.is_file() and "batches" not in p.parts}
+    manifest = out_dir / "batches" / f"{batch['batch_id']}.json"
+    assert len(thumbnails) == 4 and manifest.is_file()
     dry = cli("gc", "--older-than", "0s", "--dry-run", "--json")
     assert dry.exit_code == 0
     planned = json.loads(dry.stdout)
-    assert (planned["dry_run"], planned["expired_batches"], planned["objects_removed"]) == (
-        True,
-        [batch["batch_id"]],
-        4,
-    )
-    assert [p for p in out_dir.rglob("*") if p.is_file()] == files
+    planned = {k: planned[k] for k in ("dry_run", "expired_batches", "objects_removed", "manifests_removed")}
+    expected = {"dry_run": True, "expired_batches": [batch["batch_id"]], "objects_removed": 0, "manifests_removed": 1}
+    assert planned == expected
+    assert manifest.is_file()
     done = cli("gc", "--older-than", "0s")
     assert done.exit_code == 0 and done.stderr == ""
     assert f"expired 1 batch: {batch['batch_id']}" in done.stdout
-    assert "removed 4 objects, 4 friendly names, 0 temp files, 1 manifest" in done.stdout
-    assert "reclaimed: " in done.stdout and "kB" in done.stdout
-    assert [p for p in out_dir.rglob("*") if p.is_file()] == []
+    assert "removed 0 objects, 0 temp files, 1 manifest, 0 contact sheets (thumbnails are kept)" in done.stdout
+    assert not manifest.exists()
+    assert {p: p.read_bytes() for p in out_dir.rglob("*") if p.is_file()} == thumbnails
 
 
 @pytest.mark.parametrize(
@@ -640,7 +639,8 @@ def test_quiet_reconcile_prints_only_the_findings_that_remain(cli, photos: Path,
     left = cli("reconcile", "--repair", "-q")
     assert left.exit_code == 1 and left.stderr == ""
     assert left.stdout.splitlines() == [
-        f"orphan_object: no item of a live batch references this object (11 bytes); `thumbctl gc` removes it {orphan}"
+        f"orphan_object: no item of a live batch and no published name references this object (11 bytes); "
+        f"`thumbctl gc` removes it {orphan}"
     ]
 
 

@@ -10,6 +10,7 @@ which must appear in no output, no file under OUT and no ledger row.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -253,13 +254,32 @@ def run_scenario(thumbctl: Thumbctl, pictures: Path, out: Path, tmp_path: Path) 
     assert dry["dry_run"] is True and sorted(dry["expired_batches"]) == expiring
     kept = record("gc 30d", thumbctl("gc", "--older-than", "30d"))
     assert kept["expired_batches"] == [] and kept["objects_removed"] == 0
+    thumbnails = thumbnails_in(out)
+    assert len(thumbnails) == 6
+    cron = thumbctl("gc", "--older-than", "0s", "-q", as_json=False)  # the documented cron line, at any age
+    assert (cron.code, cron.stdout, cron.stderr) == (0, "", "")
     gone = record("gc 0s", thumbctl("gc", "--older-than", "0s"))
-    assert transcript[-1][1] == 0 and gone["objects_removed"] == 6 and gone["errors"] == []
+    assert transcript[-1][1] == 0 and gone["expired_batches"] == [] and gone["errors"] == []
+    assert thumbnails_in(out) == thumbnails  # every thumbnail byte for byte, though every batch expired
     listing = record("status list", thumbctl("status"))
     assert [b["expired_at"] is not None for b in listing["batches"]] == [True, True, True]
     listing_by_env = thumbctl("status", db=False)
     assert listing_by_env.code == 0 and listing_by_env.doc == listing
+
+    make_image(garden, (96, 64), "PNG", seed=5)  # a later submit renders its names anew: still thumbctl's
+    later = record("submit after gc", thumbctl(*submit[:-3], "--key", "K3", "-w", "1"))
+    assert transcript[-1][1] == 0 and later["state"] == "succeeded" and later["replaced"] == 2
+    assert thumbnails_in(out) != thumbnails and set(thumbnails_in(out)) == set(thumbnails)
     return transcript
+
+
+def thumbnails_in(out: Path) -> dict[str, str]:
+    """Every thumbnail in OUT (not its batch documents) with the sha256 of its bytes."""
+    return {
+        str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in out.rglob("*")
+        if p.is_file() and p.relative_to(out).parts[0] not in ("batches", ".tmp")
+    }
 
 
 def per_item_history(events: list[dict]) -> dict[str, list[list[object]]]:

@@ -840,14 +840,16 @@ def test_an_object_gc_removes_between_the_reuse_check_and_acceptance_is_rendered
 ) -> None:
     """gc expiring the only batch that referenced the objects and removing them while a
     submit that reuses them is being accepted: the new batch must not record successes whose
-    objects are gone (invariant 2); those items render again."""
+    objects are gone (invariant 2); those items render again. (Their names show a later render
+    at another size, so no name's record references them either.)"""
     first, _ = rendered(ledger, photos, out_dir, 512)
+    second, _ = rendered(ledger, photos, out_dir, 256)
     accept = ledger.intake.accept_batch
 
     def gc_in_the_window(new, limits, still_present=None, *, resume=False):
         assert sum(item.dedup for item in new.items) == 4  # intake saw the objects and reuses them
         gone = collect_garbage(ledger, -60.0)  # what a cron gc does in that window
-        assert gone.expired_batches == (first.batch_id,) and gone.objects_removed == 4
+        assert gone.expired_batches == (first.batch_id, second.batch_id) and gone.objects_removed == 4
         return accept(new, limits, still_present, resume=resume)
 
     monkeypatch.setattr(ledger.intake, "accept_batch", gc_in_the_window)
@@ -855,4 +857,5 @@ def test_an_object_gc_removes_between_the_reuse_check_and_acceptance_is_rendered
     assert batch.counts["queued"] == 4 and batch.counts["succeeded"] == 0
     work(ledger)
     assert ledger.views.batch(batch.batch_id).state == "succeeded"
-    assert find_problems(ledger) == []
+    second_objects = {i.object_path for i in ledger.views.items(second.batch_id)}
+    assert {(f.kind, f.path) for f in find_problems(ledger)} == {("orphan_object", p) for p in second_objects}

@@ -61,6 +61,7 @@ FLOORS = {
     "engine": SERVICES,
     "reconcile": SERVICES,
     "migrate": SERVICES,
+    "mirror": SERVICES,
     "upkeep": SERVICES,
     "sheet": SERVICES,
     "sheetcrops": SERVICES,

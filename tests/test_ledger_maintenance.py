@@ -111,7 +111,9 @@ def test_a_batch_expires_once_and_only_when_every_item_is_terminal(ledger: Ledge
     assert ledger.upkeep.expire_batch(batch.batch_id, future) is True
     assert ledger.upkeep.expire_batch(batch.batch_id, future) is False
     assert [e.to_state for e in ledger.views.events(batch.batch_id)][-1] == "expired"
-    assert ledger.upkeep.published_items() == [] and ledger.upkeep.referenced_object_paths() == set()
+    kept = ledger.upkeep.published_items()  # the names they published keep their records, and objects
+    assert len(kept) == 12 and all(item.expired and item.owns_friendly_name for item in kept)
+    assert ledger.upkeep.referenced_object_paths() == {item.object_path for item in kept}
     assert ledger.upkeep.expired_manifests() == [(str(out_dir), batch.batch_id, batch.manifest_path)]
 
 

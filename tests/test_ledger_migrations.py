@@ -100,3 +100,73 @@ def test_an_old_ledger_gets_a_stable_id_and_no_store_yet(old_ledger: str):
         ledger.upkeep.record_store("/srv/store")
     with Ledger(old_ledger) as ledger:
         assert (ledger.upkeep.ledger_id(), ledger.upkeep.recorded_store()) == (ledger_id, "/srv/store")
+
+
+# -- v11 (PostgreSQL v5): published names get their own record ------------------------------------------
+
+
+def _published_rows(execute) -> None:
+    """Two live batches that published one name in turn, and an expired one that published another."""
+    batches = {"b_one": ("a", None), "b_two": ("a", None), "b_gone": ("b", "2024-02-01T00:00:00.000000Z")}
+    for day, (batch_id, (name, expired_at)) in enumerate(batches.items(), start=1):
+        at = f"2024-01-0{day}T00:00:00.000000Z"
+        execute(
+            "INSERT INTO batches (batch_id, idempotency_key, request_digest, total, source_root, out_dir, "
+            "manifest_path, profile, max_attempts, limits, created_at, expired_at) "
+            "VALUES (?, ?, 'd', 1, '/src', '/out', NULL, '{}', 3, '{}', ?, ?)",
+            (batch_id, f"k-{batch_id}", at, expired_at),
+        )
+        execute(
+            "INSERT INTO items (batch_id, item_id, ratio, size, format, source, state, derivative_key, object_path, "
+            "friendly_path, name_version, created_at, updated_at) "
+            "VALUES (?, 'a.jpg', '1:1', 512, 'jpeg', '/src/a.jpg', 'succeeded', ?, ?, ?, ?, ?, ?)",
+            (batch_id, f"key-{batch_id}", f"/store/{batch_id}.jpg", f"/out/{name}.1x1.jpg", f"v-{batch_id}", at, at),
+        )
+
+
+def _sqlite_v10(path: str) -> str:
+    conn = sqlite3.connect(path, isolation_level=None)
+    db = sqlite_utils.Database(conn)
+    conn.execute("BEGIN")
+    for version, migrate in MIGRATIONS:
+        if version <= 10:
+            migrate(db)
+    _published_rows(conn.execute)
+    conn.execute("PRAGMA user_version = 10")
+    conn.execute("COMMIT")
+    conn.close()
+    return path
+
+
+def _postgres_v4(url: str) -> str:
+    psycopg = pytest.importorskip("psycopg")
+    with psycopg.connect(url, autocommit=False) as conn:
+        for version, statements in PG_MIGRATIONS:
+            if version <= 4:
+                for statement in statements:
+                    conn.execute(statement)
+        conn.execute("CREATE TABLE thumbctl_schema (version integer NOT NULL)")
+        conn.execute("INSERT INTO thumbctl_schema (version) VALUES (4)")
+        _published_rows(lambda sql, params: conn.execute(sql.replace("?", "%s"), params))
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def v10_ledger(request: pytest.FixtureRequest, tmp_path) -> str:
+    if request.param == "sqlite":
+        return _sqlite_v10(str(tmp_path / "ledger.db"))
+    return _postgres_v4(request.getfixturevalue("pg_url"))
+
+
+def test_an_old_ledger_records_the_names_its_live_batches_published(v10_ledger: str):
+    with Ledger(v10_ledger) as ledger:
+        assert ledger.views.publishes_at("/out/a.1x1.jpg") == [("/store/b_two.jpg", "v-b_two")]  # the newest
+        assert ledger.views.publishes_at("/out/b.1x1.jpg") == []  # its batch had expired: gc removed it then
+        (name,) = ledger.upkeep.names_from("/out", "/src")
+        assert (name.friendly_path, name.batch_id, name.item_id, name.source) == (
+            "/out/a.1x1.jpg",
+            "b_two",
+            "a.jpg",
+            "/src/a.jpg",
+        )
+        assert ledger.upkeep.referenced_object_paths(also_expiring=["b_one", "b_two"]) == {"/store/b_two.jpg"}

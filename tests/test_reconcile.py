@@ -382,7 +382,7 @@ def test_an_orphan_object_is_reported_and_left_for_gc(led: Ledger, rendered, sto
         assert not report.clean
     size = orphan.stat().st_size
     gc = collect_garbage(led, 30 * DAY)
-    assert (gc.expired_batches, gc.objects_removed, gc.links_removed, gc.bytes_reclaimed) == ((), 1, 0, size)
+    assert (gc.expired_batches, gc.objects_removed, gc.bytes_reclaimed) == ((), 1, size)
     assert not orphan.exists()
     assert reconcile(led).clean
     assert_restored(led, rendered.batch_id)
@@ -391,7 +391,13 @@ def test_an_orphan_object_is_reported_and_left_for_gc(led: Ledger, rendered, sto
 # -- gc -------------------------------------------------------------------------------------------
 
 
-def test_gc_keeps_an_object_until_no_remaining_batch_references_it(
+def thumbnails_in(out_dir: Path) -> dict[str, str]:
+    """Every file of OUT but its batch documents: the thumbnails, with their bytes' digests."""
+    snapshot = tree_snapshot(out_dir)
+    return {name: v for name, v in snapshot.items() if not name.startswith(("batches", ".")) and " " not in v}
+
+
+def test_gc_keeps_every_published_thumbnail_and_the_objects_their_names_reference(
     led: Ledger, clock: Clock, photos: Path, out_dir: Path, store_dir: Path
 ) -> None:
     clock.offset = -80 * DAY
@@ -414,7 +420,7 @@ def test_gc_keeps_an_object_until_no_remaining_batch_references_it(
 
     report = collect_garbage(led, 30 * DAY)
     assert report.expired_batches == (second.batch_id,)
-    assert (report.objects_removed, report.links_removed, report.manifests_removed) == (0, 0, 1)
+    assert (report.objects_removed, report.manifests_removed) == (0, 1)
     assert objects_in(store_dir) == shared  # first still references every one of them
     assert report.sheets_removed == 1
     assert not Path(led.views.batch(second.batch_id).manifest_path).exists()
@@ -425,20 +431,82 @@ def test_gc_keeps_an_object_until_no_remaining_batch_references_it(
     assert (expired.item_id, expired.to_state) == (None, "expired")
     assert find_problems(led) == []
 
-    clock.offset = 31 * DAY
+    clock.offset = 31 * DAY  # every batch is past the age now: the cron line `gc --older-than 30d`
     documents = [Path(led.views.batch(first.batch_id).manifest_path), out_dir / "batches" / f"{first.batch_id}.html"]
-    previews = list((store_dir / "objects").rglob("*.preview.jpg"))  # the contact sheet's, gone with their objects
-    thumbnails = [Path(i.friendly_path) for i in led.views.items(first.batch_id)]  # copies of their own
-    freed = sum(p.stat().st_size for p in [*shared, *thumbnails, *documents, *previews])
+    thumbnails = thumbnails_in(out_dir)
+    assert len(thumbnails) == 12
+    freed = sum(p.stat().st_size for p in documents)
     dry = collect_garbage(led, 30 * DAY, dry_run=True)
-    assert dry == GcReport(True, (first.batch_id,), 12, 12, 0, 1, freed, sheets_removed=1)
-    assert objects_in(store_dir) == shared
+    assert dry == GcReport(True, (first.batch_id,), 0, 0, 1, freed, sheets_removed=1)
     report = collect_garbage(led, 30 * DAY)
-    assert report == GcReport(False, (first.batch_id,), 12, 12, 0, 1, freed, sheets_removed=1)
-    assert [p for p in out_dir.rglob("*") if p.is_file()] == []  # thumbnails, manifests, sheets
-    assert objects_in(store_dir) == set()
+    assert report == GcReport(False, (first.batch_id,), 0, 0, 1, freed, sheets_removed=1)
+    assert thumbnails_in(out_dir) == thumbnails  # every thumbnail byte for byte, though every batch expired
+    assert objects_in(store_dir) == shared  # their names' records reference them
+    assert [p for p in out_dir.rglob("*") if p.is_file() and "batches" in p.parts] == []
     assert find_problems(led) == []
-    assert collect_garbage(led, 30 * DAY) == GcReport(False, (), 0, 0, 0, 0, 0)
+    assert collect_garbage(led, 30 * DAY) == GcReport(False, (), 0, 0, 0, 0)
+
+
+def rendered_then_changed(led: Ledger, clock: Clock, photos: Path, out_dir: Path):
+    """Two batches of ``photos``, the second after ``garden.jpeg`` changed: its three names now show
+    new objects and the old ones are referenced only by the first batch. Both finished 31 days ago."""
+    first = accept(led, photos, out_dir, key="first")
+    work(led)
+    make_image(photos / "garden.jpeg", (200, 320), "JPEG", seed=7)
+    second = accept(led, photos, out_dir, key="second")
+    work(led)
+    assert led.views.batch(second.batch_id).replaced == 3
+    clock.offset = 31 * DAY
+    return first, second
+
+
+def test_gc_reclaims_an_object_whose_name_a_newer_render_took(
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path, store_dir: Path
+) -> None:
+    first, second = rendered_then_changed(led, clock, photos, out_dir)
+    old = {Path(i.object_path) for i in led.views.items(first.batch_id) if i.item_id == "garden.jpeg"}
+    assert len(old) == 3 and old <= objects_in(store_dir) and len(objects_in(store_dir)) == 15
+    thumbnails = thumbnails_in(out_dir)
+    previews = [Path(f"{str(p)[: -len(p.suffix)]}.preview.jpg") for p in old]
+    freed = sum(p.stat().st_size for p in [*old, *previews] if p.exists())
+    dry = collect_garbage(led, 30 * DAY, dry_run=True)
+    assert dry.expired_batches == (first.batch_id, second.batch_id)
+    assert (dry.objects_removed, dry.bytes_reclaimed) == (3, freed)
+    report = collect_garbage(led, 30 * DAY)
+    assert (report.expired_batches, report.objects_removed, report.bytes_reclaimed) == (dry.expired_batches, 3, freed)
+    assert objects_in(store_dir) == {Path(i.object_path) for i in led.views.items(second.batch_id)}
+    assert thumbnails_in(out_dir) == thumbnails
+    assert find_problems(led) == []
+
+
+def test_a_name_stays_thumbctls_after_the_batch_that_published_it_expired(
+    led: Ledger, clock: Clock, photos: Path, out_dir: Path
+) -> None:
+    first, second = rendered_then_changed(led, clock, photos, out_dir)
+    collect_garbage(led, 30 * DAY)
+    make_image(photos / "garden.jpeg", (200, 320), "JPEG", seed=9)  # changed again: its names are rendered anew
+    third = accept(led, photos, out_dir)
+    work(led)
+    view = led.views.batch(third.batch_id)
+    assert (view.state, view.replaced, view.counts["failed"]) == ("succeeded", 3, 0)  # no name_taken
+    for item in led.views.items(third.batch_id):
+        assert is_copy_of(item.friendly_path, item.object_path)
+
+
+def test_reconcile_restores_a_name_whose_batch_expired(led: Ledger, clock: Clock, photos: Path, out_dir: Path) -> None:
+    batch = expired_after_30_days(led, clock, photos, out_dir)
+    gone, edited = (Path(i.friendly_path) for i in led.views.items(batch.batch_id)[:2])
+    gone.unlink()
+    edited.write_bytes(b"edited")
+    found = reconcile(led)
+    assert sorted((f.kind, f.batch_id, f.path) for f in found.findings) == sorted(
+        [("friendly_link_missing", batch.batch_id, str(gone)), ("thumbnail_modified", batch.batch_id, str(edited))]
+    )
+    fixed = reconcile(led, repair=True)
+    assert all(f.repaired for f in fixed.findings) and fixed.clean
+    assert find_problems(led) == []
+    for item in led.views.items(batch.batch_id):
+        assert is_copy_of(item.friendly_path, item.object_path)
 
 
 def test_gc_never_expires_a_batch_with_live_items(led: Ledger, clock: Clock, photos: Path, out_dir: Path) -> None:
@@ -460,13 +528,14 @@ def expired_after_30_days(led: Ledger, clock: Clock, photos: Path, out_dir: Path
     return batch
 
 
-def test_an_expired_batch_releases_its_key_so_the_same_request_renders_again(
+def test_an_expired_batch_releases_its_key_so_the_same_request_makes_a_new_batch(
     led: Ledger, clock: Clock, photos: Path, out_dir: Path
 ) -> None:
     first = expired_after_30_days(led, clock, photos, out_dir)
     again = accept(led, photos, out_dir)
     assert again.batch_id != first.batch_id and not again.replayed
-    assert again.idempotency_key == first.idempotency_key and again.counts["queued"] == 12
+    assert again.idempotency_key == first.idempotency_key
+    assert again.counts["succeeded"] == 12  # the names kept their objects: every output is reused
     assert led.views.batch(first.batch_id).idempotency_key == f"{first.idempotency_key}#expired:{first.batch_id}"
 
 
@@ -475,7 +544,7 @@ def test_an_expired_batch_says_so_and_cannot_be_retried(led: Ledger, clock: Cloc
     batch = expired_after_30_days(led, clock, photos, out_dir)
     view = led.views.batch(batch.batch_id)
     assert view.expired_at is not None and view.to_json()["expired_at"] == view.expired_at
-    with pytest.raises(UsageError, match="expired"):  # its outputs are gone: a retry would publish unreferenced ones
+    with pytest.raises(UsageError, match="expired"):  # an expired batch is final: submit again instead
         led.queue.retry_failed(batch.batch_id)
 
 
@@ -585,15 +654,13 @@ def test_a_repair_the_filesystem_refuses_is_reported_unrepaired(
 def test_gc_reports_files_it_could_not_remove_and_keeps_going(
     led: Ledger, clock: Clock, photos: Path, out_dir: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    batch = accept(led, photos, out_dir)
-    work(led)  # workers publish at real time
-    write_batch_manifest(led, led.views.batch(batch.batch_id))
-    clock.offset = 31 * DAY
+    first, second = rendered_then_changed(led, clock, photos, out_dir)
+    write_batch_manifest(led, led.views.batch(first.batch_id))
     before = objects_in(store_dir)
-    monkeypatch.setattr("thumbctl.reconcile.remove_object_and_links", refuse)
+    monkeypatch.setattr("thumbctl.reconcile.remove_object", refuse)
     report = collect_garbage(led, 30 * DAY)
-    assert report.expired_batches == (batch.batch_id,) and report.objects_removed == 0
-    assert len(report.errors) == 12 and all(e.endswith(": Permission denied") for e in report.errors)
+    assert report.expired_batches == (first.batch_id, second.batch_id) and report.objects_removed == 0
+    assert len(report.errors) == 3 and all(e.endswith(": Permission denied") for e in report.errors)
     assert report.manifests_removed == 1  # the rest went on
     assert objects_in(store_dir) == before
 
@@ -626,7 +693,7 @@ def test_reconcile_never_relinks_through_a_symlinked_folder(
     assert reconcile_events(led, rendered.batch_id) == []
 
 
-def test_gc_never_removes_through_a_symlinked_folder_and_drops_emptied_shards(
+def test_gc_never_removes_through_a_symlinked_folder(
     led: Ledger, clock: Clock, photos: Path, out_dir: Path, store_dir: Path, tmp_path: Path
 ) -> None:
     batch = accept(led, photos, out_dir)
@@ -645,11 +712,9 @@ def test_gc_never_removes_through_a_symlinked_folder_and_drops_emptied_shards(
     clock.offset = 31 * DAY
     report = collect_garbage(led, 30 * DAY)
     assert {name: tree_snapshot(tmp_path / name) for name in victims} == before
-    assert (report.objects_removed, report.links_removed, report.temp_files_removed) == (6, 6, 0)
-    assert report.manifests_removed == 0 and len(report.errors) == 7  # 6 objects linked from rooms, 1 manifest
-    assert all("is a symlink" in error for error in report.errors)
-    assert len(objects_in(store_dir)) == 6
-    assert all(os.listdir(shard) for shard in (store_dir / "objects").iterdir())  # emptied shards went
+    assert (report.objects_removed, report.temp_files_removed, report.manifests_removed) == (0, 0, 0)
+    assert len(report.errors) == 1 and "is a symlink" in report.errors[0]  # the manifest in batches/
+    assert len(objects_in(store_dir)) == 12  # every name's record references its object
 
 
 def test_an_object_that_is_a_symlink_out_of_out_is_invalid_never_linked_and_gc_removes_only_the_link(
@@ -684,17 +749,15 @@ def test_an_object_that_is_a_symlink_out_of_out_is_invalid_never_linked_and_gc_r
     assert tree_snapshot(victim) == before  # nothing outside OUT changed
 
 
-@pytest.mark.parametrize("user_file", [False, True], ids=["emptied", "holding-a-user-file"])
-def test_gc_removes_the_sub_folders_it_emptied_and_nothing_else(
-    led: Ledger, rendered, out_dir: Path, user_file: bool
+def test_gc_with_no_age_at_all_leaves_every_thumbnail_and_users_file_as_it_was(
+    led: Ledger, rendered, out_dir: Path, store_dir: Path
 ) -> None:
-    if user_file:
-        (out_dir / "rooms" / "notes.txt").write_text("mine")
-    report = collect_garbage(led, -60.0)
-    assert report.expired_batches == (rendered.batch_id,) and report.objects_removed == 12
-    assert (out_dir / "rooms").exists() == user_file
-    left = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*"))
-    assert left == (["rooms", "rooms/notes.txt"] if user_file else [])  # no objects/, no .tmp in OUT
+    (out_dir / "rooms" / "notes.txt").write_text("mine")
+    thumbnails, objects = thumbnails_in(out_dir), objects_in(store_dir)
+    report = collect_garbage(led, -60.0)  # `gc --older-than 0s`: every finished batch expires
+    assert report.expired_batches == (rendered.batch_id,) and report.objects_removed == 0
+    assert thumbnails_in(out_dir) == thumbnails and len(thumbnails) == 13
+    assert objects_in(store_dir) == objects
 
 
 def test_a_thumbnail_published_before_a_crash_lost_the_commit_is_found_and_recorded(

@@ -512,10 +512,15 @@ def assert_is_the_photo(preview: bytes, source: Path, size: tuple[int, int]) -> 
 def test_gc_removes_a_preview_with_its_object(tmp_path: Path, photos: Path, out_dir: Path) -> None:
     assert invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1").exit_code == 0
     store = tmp_path / "ledger.store"
-    assert len(list(store.rglob("*.preview.jpg"))) == len(PHOTO_SIZES)
+    previews = set(store.rglob("*.preview.jpg"))
+    assert len(previews) == len(PHOTO_SIZES)
+    # the same names at another size: the first objects are left to no name and no live batch
+    assert invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--size", "64").exit_code == 0
     result = invoke(tmp_path, "gc", "--older-than", "0s", "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["objects_removed"] == len(PHOTO_SIZES)
-    assert not list(store.rglob("*.preview.jpg")) and not list((store / "objects").iterdir())
+    assert not previews & set(store.rglob("*.preview.jpg"))
+    stems = {p.name.split(".")[0] for p in (store / "objects").rglob("*") if p.is_file()}
+    assert len(stems) == len(PHOTO_SIZES)  # the objects the names show, and the previews beside them
 
 
 def test_each_tile_offers_the_focus_command_that_fixes_it_where_it_is(

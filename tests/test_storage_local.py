@@ -24,11 +24,10 @@ from thumbctl.storage.objects import (
     object_files,
     publish_object,
     remove_empty_shard,
+    remove_object,
 )
 from thumbctl.storage.outputs import LocalOutputTarget, probe_writable, write_json_atomically, write_page
 from thumbctl.storage.thumbnails import (
-    reclaimable,
-    remove_object_and_links,
     restore_thumbnail,
     shown_output,
     thumbnail_problem,
@@ -311,19 +310,15 @@ def test_thumbnail_problem(tmp_path: Path) -> None:
     assert thumbnail_problem(a, friendly) is None
 
 
-def test_removing_an_object_frees_its_bytes_and_those_of_its_unedited_copies(tmp_path: Path) -> None:
+def test_removing_an_object_frees_its_bytes_and_leaves_its_thumbnails(tmp_path: Path) -> None:
     store = LocalObjectStore(str(tmp_path / "store"))
     layout = LocalOutputTarget(str(tmp_path / "out"))
     obj = store.object_path("ee" + "8" * 62, "jpg")
     store_object(store, b"12345", obj)
-    kept, gone, edited = (f"{layout.root}/{name}.1x1.jpg" for name in ("kept", "gone", "edited"))
-    for name in (kept, gone, edited):
-        restore_thumbnail(layout, obj, name)
-    Path(edited).write_bytes(b"54321")  # the user's now: never removed with the object
-    assert reclaimable(obj, [gone, edited]) == ([gone], 10)
-    assert remove_object_and_links(store, obj, [(layout, gone), (layout, edited)]) == (1, 10)
-    assert Path(kept).read_bytes() == b"12345" and Path(edited).read_bytes() == b"54321"
-    assert not os.path.exists(gone) and not os.path.exists(obj)
+    kept = f"{layout.root}/kept.1x1.jpg"
+    restore_thumbnail(layout, obj, kept)
+    assert remove_object(store, obj) == 5
+    assert Path(kept).read_bytes() == b"12345" and not os.path.exists(obj)
     assert remove_stored_file(layout, kept) == 5
     assert remove_stored_file(layout, kept) == 0
 
@@ -495,9 +490,9 @@ def test_gc_removal_drops_the_emptied_shard_folder_only(tmp_path: Path) -> None:
     first, second = object_at(layout, "aa" + "3" * 62, "jpg"), object_at(layout, "aa" + "4" * 62, "jpg")
     for obj in (first, second):
         store_object(layout, b"A", obj)
-    assert remove_object_and_links(as_store(layout), first, []) == (0, 1)
+    assert remove_object(as_store(layout), first) == 1
     assert os.listdir(os.path.dirname(first)) == [os.path.basename(second)]
-    assert remove_object_and_links(as_store(layout), second, []) == (0, 1)
+    assert remove_object(as_store(layout), second) == 1
     assert os.listdir(f"{layout.root}/objects") == []
     assert remove_empty_shard(as_store(layout), f"{layout.root}/objects/aa") is False  # already gone
     with pytest.raises(ValueError, match="not a shard folder"):

@@ -75,6 +75,18 @@ class OutputTargetContract:
         assert target.name_state(NAME, [Recorded(version)]) == NameState.FREE
         assert target.remove(NAME, version=version) is False
 
+    def test_removing_our_own_leaves_the_other_names_and_an_edited_one(
+        self, target: OutputTarget, plant: Plant
+    ) -> None:
+        """What the mirror mode relies on: remove our own by version, never what changed since."""
+        kept = target.publish("rooms/chair.1x1.jpg", b"chair")
+        edited = target.publish(NAME, b"sofa")
+        plant(NAME, b"retouched")
+        assert target.remove(NAME, version=edited) is False
+        assert target.read(NAME, 100) == b"retouched"
+        assert target.remove("rooms/chair.1x1.jpg", version=kept) is True
+        assert list(target.names()) == [NAME]
+
     def test_a_name_is_read_back_within_a_bound(self, target: OutputTarget) -> None:
         assert target.read(NAME, 100) is None
         target.publish(NAME, b"12345")
@@ -168,6 +180,12 @@ class TestLocalOnly:
         target.write_document("batches/b_1.json", b"{}\n")
         assert os.stat(target.path_of("batches/b_1.json")).st_ino != first  # a rename, never a write in place
         assert not os.path.exists(target.tmp_dir)
+
+    def test_removing_the_last_name_of_a_folder_removes_the_folder(self, target: LocalOutputTarget) -> None:
+        version = target.publish("rooms/sofa/front.1x1.jpg", b"front")
+        target.write_document("batches/b_1.json", b"{}\n")
+        assert target.remove("rooms/sofa/front.1x1.jpg", version=version) is True
+        assert sorted(os.listdir(target.root)) == ["batches"]  # rooms/sofa and rooms went, OUT and batches stay
 
     def test_a_symlink_at_a_name_is_taken_and_never_followed(self, tmp_path: Path, target: LocalOutputTarget) -> None:
         secret = tmp_path / "secret"

@@ -162,7 +162,7 @@ class BatchView:
     manifest_path: str
     source_root: str
     queue_age_seconds: float | None = None
-    #: When ``gc`` expired the batch (its outputs may be gone), else None.
+    #: When ``gc`` expired the batch (its records are final; its published names keep theirs), else None.
     expired_at: str | None = None
     #: The cancelled batch this one resumes (the same request, its finished outputs reused), else None.
     resumed_from: str | None = None
@@ -475,6 +475,24 @@ class PublishedItem:
     owns_friendly_name: bool
     #: The object's size in bytes as the worker that rendered it recorded (None for reused outputs).
     output_bytes: int | None = None
+    #: Its batch expired; the item is checked because it still owns its name's record.
+    expired: bool = False
+
+
+@dataclass(frozen=True)
+class PublishedName:
+    """A published name's record: what thumbctl published there last, kept whatever becomes of the
+    batch that published it."""
+
+    friendly_path: str
+    object_path: str
+    #: The version publishing returned (None: published before versions were recorded).
+    name_version: str | None
+    source: str
+    batch_id: str
+    item_row: int | None
+    #: The id of the item that published it (None when that row is gone).
+    item_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -549,7 +567,6 @@ class GcReport:
     dry_run: bool
     expired_batches: tuple[str, ...]
     objects_removed: int
-    links_removed: int
     temp_files_removed: int
     manifests_removed: int
     bytes_reclaimed: int
@@ -562,7 +579,6 @@ class GcReport:
             "dry_run": self.dry_run,
             "expired_batches": list(self.expired_batches),
             "objects_removed": self.objects_removed,
-            "links_removed": self.links_removed,
             "temp_files_removed": self.temp_files_removed,
             "manifests_removed": self.manifests_removed,
             "sheets_removed": self.sheets_removed,

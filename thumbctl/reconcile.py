@@ -7,15 +7,17 @@ dimensions) and friendly name, orphan objects and stale temp files. Each problem
 applied through conditional ledger transactions (a live lease is never touched) and each
 is logged with its reason. Orphan objects are only reported: ``gc`` removes them.
 
-``gc`` expires terminal batches past an age, then removes the objects of the ledger's store
-that no remaining batch references (checked by derivative key inside a write transaction, one
-object at a time), the thumbnails of expired items that still hold their bytes, stale temp
-files (OUT/.tmp and STORE/.tmp) and the manifests of expired batches.
+``gc`` expires terminal batches past an age (their records and keys), then removes the objects of
+the ledger's store that no remaining batch and no published name's record references (checked
+inside a write transaction, one object at a time), stale temp files (OUT/.tmp and STORE/.tmp) and
+the manifests and contact sheets of expired batches (OUT/batches). It never removes a thumbnail:
+a published name keeps its record, and its file, whatever becomes of the batch that published it.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -40,9 +42,9 @@ from .publisher import Publisher
 from .retrypolicy import Backoff
 from .settings import parse_ratio
 from .storage.fsafe import StoredFile, is_plain_file, remove_file, temp_files, temp_writer
-from .storage.objects import LocalObjectStore, object_files, object_stamp
+from .storage.objects import LocalObjectStore, object_files, object_stamp, preview_bytes, remove_object
 from .storage.outputs import LocalOutputTarget
-from .storage.thumbnails import reclaimable, remove_object_and_links, thumbnail_problem
+from .storage.thumbnails import thumbnail_problem
 
 IsDead = Callable[[str], bool]
 Fix = Callable[[], bool]
@@ -228,7 +230,7 @@ def _output_problems(ledger: Ledger, checks: _ObjectChecks) -> Iterator[Problem]
     for item in ledger.upkeep.published_items():
         problem = checks.check(item)
         if problem is not None:
-            yield _object_finding(ledger, item, problem)
+            yield _object_finding(ledger, item, problem) if not item.expired else _expired_object_finding(item, problem)
         elif item.owns_friendly_name:
             link = thumbnail_problem(item.object_path, item.friendly_path)
             if link is not None:
@@ -247,6 +249,13 @@ def _object_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Proble
         return ledger.upkeep.requeue_published(item.row, item.object_path, kind, detail) is not None
 
     return Problem(finding, fix)
+
+
+def _expired_object_finding(item: PublishedItem, problem: str) -> Problem:
+    """The object of a name whose batch expired: nothing can render it again but a new submit."""
+    kind = "object_missing" if problem == "is missing" else "object_invalid"
+    detail = f"the object {problem}; its batch expired: submit its source again to render it"
+    return Problem(Finding(kind, item.batch_id, item.item_id, detail, ratio=item.ratio, path=item.object_path))
 
 
 _THUMBNAIL_FINDINGS = {
@@ -297,7 +306,10 @@ def _unsettled_problems(ledger: Ledger) -> Iterator[Problem]:
 def _orphan_problems(layout: LocalObjectStore, referenced: set[str]) -> Iterator[Problem]:
     for _key, found in object_files(layout):
         if found.path not in referenced:
-            detail = f"no item of a live batch references this object ({found.size} bytes); `thumbctl gc` removes it"
+            detail = (
+                f"no item of a live batch and no published name references this object ({found.size} bytes); "
+                "`thumbctl gc` removes it"
+            )
             yield Problem(Finding("orphan_object", None, None, detail, path=found.path))
 
 
@@ -362,14 +374,13 @@ def collect_garbage(
     expired = expiring if dry_run else [b for b in expiring if ledger.upkeep.expire_batch(b, cutoff)]
     pending = expired if dry_run else []
     errors: list[str] = []
-    objects, links, object_bytes = _collect_objects(ledger, pending, dry_run, errors, store)
+    objects, object_bytes = _collect_objects(ledger, pending, dry_run, errors, store)
     temps, temp_bytes = _collect_temps(ledger, now, grace, is_dead, dry_run, errors, store)
     (manifests, sheets), document_bytes = _collect_batch_documents(ledger, pending, dry_run, errors)
     return GcReport(
         dry_run=dry_run,
         expired_batches=tuple(expired),
         objects_removed=objects,
-        links_removed=links,
         temp_files_removed=temps,
         manifests_removed=manifests,
         sheets_removed=sheets,
@@ -389,41 +400,39 @@ def _removing(path: str, errors: list[str], remove: Callable[[], int]) -> int:
 
 def _collect_objects(
     ledger: Ledger, pending: list[str], dry_run: bool, errors: list[str], store: LocalObjectStore | None
-) -> tuple[int, int, int]:
-    """Objects no live batch of the ledger references (``pending`` batches counted as expired), in
-    its store and in output folders of the earlier layout: (objects, thumbnails, bytes)."""
+) -> tuple[int, int]:
+    """Objects that no live batch of the ledger (``pending`` batches counted as expired) and no
+    published name's record references, in its store and in output folders of the earlier layout:
+    (objects, bytes). Thumbnails are never touched."""
     referenced = ledger.upkeep.referenced_object_paths(also_expiring=pending)
-    outputs = [LocalOutputTarget(out_dir) for out_dir, _ in ledger.upkeep.output_folders()]
-    objects = links = freed = 0
+    objects = freed = 0
     for layout in object_stores(ledger, store):
         for key, found in object_files(layout):
             if found.path in referenced:
                 continue
-            names = [
-                (out, name)
-                for name in ledger.upkeep.expired_friendly_paths(key, found.path, also_expiring=pending)
-                if (out := _output_of(name, outputs)) is not None
-            ]
             if dry_run:
-                linked, size = reclaimable(found.path, [name for _, name in names])
-                objects, links, freed = objects + 1, links + len(linked), freed + size
+                objects, freed = objects + 1, freed + _object_bytes(found.path)
                 continue
             try:
                 outcome = ledger.upkeep.remove_if_unreferenced(
-                    key, found.path, partial(remove_object_and_links, layout, found.path, names)
+                    key, found.path, partial(remove_object, layout, found.path)
                 )
             except OSError as exc:
                 errors.append(f"{found.path}: {exc.strerror or exc}")
                 continue
             if outcome is not None:
-                objects, links, freed = objects + 1, links + outcome[0], freed + outcome[1]
-    return objects, links, freed
+                objects, freed = objects + 1, freed + outcome
+    return objects, freed
 
 
-def _output_of(path: str, outputs: list[LocalOutputTarget]) -> LocalOutputTarget | None:
-    """The output folder a thumbnail's path lies in (the deepest, should one hold another)."""
-    inside = [out for out in outputs if path.startswith(out.root.rstrip("/") + "/")]
-    return max(inside, key=lambda out: len(out.root), default=None)
+def _object_bytes(path: str) -> int:
+    """What removing an object (with its preview) would free: its bytes count while it is their last link."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return 0
+    own = info.st_size if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 else 0
+    return own + preview_bytes(path)
 
 
 def _collect_temps(
@@ -444,9 +453,7 @@ def _collect_temps(
             if stale_temp_reason(found, now, grace, is_dead) is None:
                 continue
             size = (
-                found.size
-                if dry_run
-                else _removing(found.path, errors, partial(remove_file, layout.root, found.path))
+                found.size if dry_run else _removing(found.path, errors, partial(remove_file, layout.root, found.path))
             )
             if size >= 0:
                 count, freed = count + 1, freed + size

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -69,12 +69,20 @@ def render_in_foreground(
     replayed: bool,
     max_failures: int = 0,
     standby: Standby | None = None,
+    mirror: Mirror | None = None,
 ) -> NoReturn:
-    """Run a batch until it is terminal with live progress, report it, exit by its outcome."""
+    """Run a batch until it is terminal with live progress, report it, exit by its outcome; then
+    (``mirror``) remove what the batch no longer publishes."""
     with reporter.run_progress(batch_id) as bar:
         result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar, standby=standby)
     final = replace(result.batch, replayed=replayed)
     interrupted = result.supervision.interrupted
+    mirrored = None
+    if mirror is not None and not interrupted:
+        from ..mirror import mirror_batch
+
+        with open_ledger(db_path) as ledger:
+            mirrored = mirror_batch(ledger, final.batch_id, dropped=mirror.dropped)
     reporter.manifest_errors(result.manifest_errors)
     reporter.sheet_error(result.sheet_error)
     reporter.finished(
@@ -84,10 +92,25 @@ def render_in_foreground(
         sheet=result.sheet_path,
         max_failures=max_failures,
         manifest_written=not result.manifest_errors,
+        mirrored=mirrored,
     )
     code = outcome_exit_code(final, interrupted, max_failures)
     reporter.exit_summary(final, code, max_failures)
     raise typer.Exit(int(code))
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """``--delete``: after the batch, remove what it no longer publishes; ``dropped``: also the
+    derivatives of sources still there that it no longer asks for (``--delete-dropped``)."""
+
+    dropped: bool = False
+
+
+def mirror_wanted(delete: bool, delete_dropped: bool, dry_run: bool) -> Mirror | None:
+    if dry_run and not (delete or delete_dropped):
+        raise UsageError("--dry-run lists what --delete would remove: give it with --delete or --delete-dropped")
+    return Mirror(dropped=delete_dropped) if delete or delete_dropped else None
 
 
 def parse_source(text: str) -> Path:
@@ -116,6 +139,30 @@ def submit_command(
         bool, typer.Option("--detach", help="Record the batch and return at once; `thumbctl work` renders it.")
     ] = False,
     overwrite: OverwriteOption = False,
+    delete: Annotated[
+        bool,
+        typer.Option(
+            "--delete",
+            help="Mirror: remove thumbnails of photos gone from SOURCE.",
+            rich_help_panel="Output",
+        ),
+    ] = False,
+    delete_dropped: Annotated[
+        bool,
+        typer.Option(
+            "--delete-dropped",
+            help="--delete, and sizes/formats/ratios not asked for now.",
+            rich_help_panel="Output",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="With --delete: list what would go; change nothing.",
+            rich_help_panel="Output",
+        ),
+    ] = False,
     retry_admission: Annotated[
         bool,
         typer.Option(
@@ -143,6 +190,11 @@ def submit_command(
     with handled(reporter):
         settings = settings_from_context(ctx)
         source_path = parse_source(source)
+        mirror = mirror_wanted(delete, delete_dropped, dry_run)
+        if mirror is not None:
+            from ..mirror import check_mirrorable
+
+            check_mirrorable(source_path, detach=detach)
         rules = ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ()))
         options = settings.submit_options(key=key, rules=rules, overwrite=overwrite)
         run_options = settings.run_options()
@@ -150,7 +202,7 @@ def submit_command(
         db_path = settled(settings.ledger_path)
         # The workers fork now, before the ledger is opened, and wait while this process reads the sources.
         with (
-            prepare_workers(0 if detach else run_options.workers) as standby,
+            prepare_workers(0 if detach or dry_run else run_options.workers) as standby,
             open_ledger(db_path, existing=False) as ledger,
         ):
             from ..intake import prepare_submission, submit  # Pillow: only the commands that read images import it
@@ -161,6 +213,11 @@ def submit_command(
                 prepared = prepare_submission(source_path, options, ledger)
             except KeyboardInterrupt:
                 raise Interrupted("interrupted while reading the sources; nothing was recorded") from None
+            if dry_run and mirror is not None:
+                from ..mirror import plan_mirror
+
+                reporter.mirrored(plan_mirror(ledger, prepared.batch, dropped=mirror.dropped))
+                return
             with Interrupts().on_sigint() as interrupts:
                 batch = submit(
                     ledger,
@@ -186,6 +243,7 @@ def submit_command(
                     replayed=batch.replayed,
                     max_failures=settings.max_failures,
                     standby=standby,
+                    mirror=mirror,
                 )
 
 

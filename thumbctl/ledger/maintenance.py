@@ -4,7 +4,8 @@ Every repair is one ``BEGIN IMMEDIATE`` transaction that first checks the row is
 still as reconcile saw it (state, lease token, object and friendly path), so a
 worker that renewed its lease or finished meanwhile is never disturbed, and every
 change appends its event with the reason. Batches that ``gc`` expired are out of
-scope for every check: their outputs are meant to go.
+scope for every check, except the names their items still own: a published name's record outlives
+its batch.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from dataclasses import asdict
 from typing import TypeVar
 
 from ..errors import LedgerUnavailable
-from ..models import ItemState, ObjectStamp, PublishedItem, StalledItem, UnsettledName
+from ..models import ItemState, ObjectStamp, PublishedItem, PublishedName, StalledItem, UnsettledName
 from .backend import Backend, record
-from .names import OBJECT_STORE
+from .names import OBJECT_STORE, name_key, record_name
 from .relocation import Relocation
 from .sql import queue as queue_sql
 from .sql import upkeep as sql
@@ -48,10 +49,18 @@ class Maintenance:
         return [record(StalledItem, r, row=r["id"], state=ItemState(r["state"])) for r in rows]
 
     def published_items(self) -> list[PublishedItem]:
-        """Succeeded items of batches that have not expired, with the facts their object is checked against."""
+        """Succeeded items of batches that have not expired, and of expired ones that still own
+        their name's record, with the facts their object is checked against."""
         rows = self.db.execute(sql.PUBLISHED_ITEMS).fetchall()
         return [
-            record(PublishedItem, r, row=r["id"], profile=json.loads(r["profile"]), owns_friendly_name=bool(r["owns"]))
+            record(
+                PublishedItem,
+                r,
+                row=r["id"],
+                profile=json.loads(r["profile"]),
+                owns_friendly_name=bool(r["owns"]),
+                expired=bool(r["expired"]),
+            )
             for r in rows
         ]
 
@@ -80,8 +89,8 @@ class Maintenance:
         return True
 
     def referenced_object_paths(self, *, also_expiring: Sequence[str] = ()) -> set[str]:
-        """Object paths named by any item (any state) of a batch that has not expired
-        (and is not in ``also_expiring``)."""
+        """Object paths named by any item (any state) of a batch that has not expired (and is not in
+        ``also_expiring``), or by a published name's record."""
         rows = self.db.execute(sql.REFERENCED_OBJECTS, list(also_expiring), excluding=len(also_expiring))
         return {r["object_path"] for r in rows}
 
@@ -159,15 +168,16 @@ class Maintenance:
         self, row: int, object_path: str, friendly_path: str, code: str, detail: str, link: Callable[[], str | None]
     ) -> bool:
         """Run ``link`` (point the friendly name at the object; it returns the name's new version) if
-        the item is still succeeded with these paths and still the newest success to claim that
-        name, record the version and log a ``relinked`` event; all in one write transaction, as
-        publish does."""
+        the item is still succeeded with these paths and still owns the name (it holds the name's
+        record, whether or not its batch expired since), record the version (with the item and in the
+        name's record) and log a ``relinked`` event; all in one write transaction, as publish does."""
         with self.db.write() as now:
             found = self.db.execute(sql.RELINKABLE, (row, object_path, friendly_path)).fetchone()
-            if found is None or self._newer_claimant(row, friendly_path, found["updated_at"]):
+            if found is None:
                 return False
             version = link()
             self.db.execute(queue_sql.SET_NAME_VERSION, (version, row))
+            record_name(self.db, row, version, iso(now))
             self.log.event(
                 iso(now),
                 found["batch_id"],
@@ -179,10 +189,6 @@ class Maintenance:
                 detail=detail,
             )
             return True
-
-    def _newer_claimant(self, row: int, friendly_path: str, updated_at: str) -> bool:
-        found = self.db.execute(sql.NEWER_CLAIMANT, (friendly_path, row, updated_at, updated_at, row)).fetchone()
-        return found is not None
 
     def record_file_removal(self, batch_id: str, code: str, detail: str, remove: Callable[[], object]) -> None:
         """Run ``remove`` (delete a file of the batch's output folder), then log a batch-level
@@ -205,8 +211,8 @@ class Maintenance:
         """Mark a batch expired (durably, with an ``expired`` event) if it still qualifies.
 
         Its idempotency key is released (suffixed ``#expired:<batch_id>``), so the same
-        request submitted again makes a new batch instead of replaying one whose outputs
-        are gone.
+        request submitted again makes a new batch instead of replaying an expired one. Its
+        published names keep their records (and their files).
         """
         with self.db.write(durable=True) as now:
             if not self.expirable_batches(cutoff, batch_id=batch_id):
@@ -223,27 +229,39 @@ class Maintenance:
         rows = self.db.execute(sql.EXPIRED_MANIFESTS, list(also_expiring), also=len(also_expiring)).fetchall()
         return [(r["out_dir"], r["batch_id"], r["manifest_path"]) for r in rows]
 
-    def expired_friendly_paths(self, key: str, object_path: str, *, also_expiring: Sequence[str] = ()) -> list[str]:
-        """Friendly names of expired items of this object that no live item claims."""
-        rows = self.db.execute(
-            sql.EXPIRED_NAMES, [key, object_path, *also_expiring], also=len(also_expiring)
-        ).fetchall()
-        return [r["friendly_path"] for r in rows if not self._claimed_name(r["friendly_path"], also_expiring)]
-
-    def _claimed_name(self, friendly_path: str, also_expiring: Sequence[str]) -> bool:
-        found = self.db.execute(
-            sql.NAME_CLAIMED, [friendly_path, *also_expiring], excluding=len(also_expiring)
-        ).fetchone()
-        return found is not None
-
     def remove_if_unreferenced(self, key: str, object_path: str, remove: Callable[[], T]) -> T | None:
-        """Run ``remove`` (delete the object) only if no item of a live batch references it,
-        checked by derivative key inside the same write transaction; returns what it returned,
-        or None when the object is referenced."""
+        """Run ``remove`` (delete the object) only if no item of a live batch references it (checked
+        by derivative key) and no published name's record does, inside the same write transaction;
+        returns what it returned, or None when the object is referenced."""
         with self.db.write():
             self.db.serialize_on(OBJECT_STORE)  # a submit reusing the object waits, then finds it gone
-            referenced = self.db.execute(sql.OBJECT_REFERENCED, (key, object_path)).fetchone()
+            referenced = self.db.execute(sql.OBJECT_REFERENCED, (key, object_path, object_path)).fetchone()
             return None if referenced is not None else remove()
+
+    # -- published names ----------------------------------------------------------------------------
+
+    def names_from(self, out_dir: str, source_root: str) -> list[PublishedName]:
+        """The records of the names published into ``out_dir`` from the source folder ``source_root``."""
+        rows = self.db.execute(sql.NAMES_FROM, (out_dir, source_root)).fetchall()
+        return [record(PublishedName, r) for r in rows]
+
+    def remove_name(
+        self, name: PublishedName, batch_id: str, code: str, detail: str, remove: Callable[[], bool]
+    ) -> bool:
+        """Under the name's lock, in one write transaction: while the name's record is still ``name``'s
+        (the same item, the same version), run ``remove`` (take the file away while it holds our
+        version); when it did, forget the record and log a batch-level ``removed`` event on
+        ``batch_id`` with the reason. Returns whether the name was removed."""
+        with self.db.write() as now:
+            self.db.serialize_on(name_key(name.friendly_path))
+            found = self.db.execute(sql.NAME_OWNER, (name.friendly_path,)).fetchone()
+            if found is None or (found["item_row"], found["name_version"]) != (name.item_row, name.name_version):
+                return False
+            if not remove():
+                return False
+            self.db.execute(sql.FORGET_NAME, (name.friendly_path,))
+            self.log.event(iso(now), batch_id, None, None, None, "removed", error_code=code, detail=detail)
+            return True
 
 
 class Upkeep(Relocation, Maintenance):

@@ -10,11 +10,17 @@ from contextlib import contextmanager
 from .backend import Backend
 from .retry import direct
 from .sql import queue as sql
+from .timefmt import iso
 
 #: The outcomes of publishing at a name that a batch counts (``replaced``, ``overwritten``).
 NAME_FLAGS = ("replaced", "overwritten")
 #: Serializes gc removing an object with a submit recording a reuse of it.
 OBJECT_STORE = "object-store"
+
+
+def name_key(friendly_path: str) -> str:
+    """What transactions publishing or removing ``friendly_path`` serialize on."""
+    return f"name:{friendly_path}"
 
 
 class NameLocks:
@@ -35,7 +41,7 @@ class NameLocks:
         ends, whatever this block does; outside one (a submit relinking its names) it is a write
         transaction of its own. PostgreSQL: a transaction advisory lock on the name. SQLite: the
         write transaction itself, as it excludes every other writer of the ledger."""
-        key = f"name:{friendly_path}"
+        key = name_key(friendly_path)
         if self.db.in_transaction:
             self.db.serialize_on(key)
             yield
@@ -49,17 +55,30 @@ class NameLocks:
         self, batch_id: str, friendly_path: str, version: str | None, outcome: str | None = None
     ) -> None:
         """Record the version publishing returned at ``friendly_path`` for the batch's succeeded item
-        there: inside the write transaction of :meth:`publishing_name` when one is open. An ``outcome``
-        of ``replaced`` or ``overwritten`` (an output reused at a name that showed other bytes) is
-        flagged on the item as a render's is, so the batch counts it."""
+        there, and the name's own record (see :func:`record_name`): inside the write transaction of
+        :meth:`publishing_name` when one is open. An ``outcome`` of ``replaced`` or ``overwritten``
+        (an output reused at a name that showed other bytes) is flagged on the item as a render's is,
+        so the batch counts it."""
         if self.db.in_transaction:
-            self._record_name_version(batch_id, friendly_path, version, outcome)
+            self._record_name_version(batch_id, friendly_path, version, outcome, self.db.clock())
             return
-        with self.db.write():
-            self._record_name_version(batch_id, friendly_path, version, outcome)
+        with self.db.write() as now:
+            self._record_name_version(batch_id, friendly_path, version, outcome, now)
 
-    def _record_name_version(self, batch_id: str, friendly_path: str, version: str | None, outcome: str | None) -> None:
+    def _record_name_version(
+        self, batch_id: str, friendly_path: str, version: str | None, outcome: str | None, now: float
+    ) -> None:
         self.db.execute(sql.RECORD_NAME_VERSION, (version, batch_id, friendly_path))
         if outcome in NAME_FLAGS:
             flag = json.dumps({f"name_{outcome}": True})
             self.db.execute(sql.FLAG_REUSED_NAME, (flag, batch_id, friendly_path, "reused"))
+        row = self.db.scalar(sql.NAMED_ITEM, (batch_id, friendly_path))
+        if row is not None:
+            record_name(self.db, row, version, iso(now))
+
+
+def record_name(db: Backend, row: int, version: str | None, at: str) -> None:
+    """Inside a write transaction: the name of item ``row`` was published at ``version``. The name's
+    own record, which outlives the batch's expiry, now names this item: the newest publisher at a
+    name owns it."""
+    db.execute(sql.RECORD_NAME, (version, at, row))

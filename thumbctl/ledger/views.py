@@ -130,9 +130,9 @@ class BatchViews:
         return [(r["object_path"], r["friendly_path"]) for r in rows]
 
     def publishes_at(self, friendly_path: str) -> list[tuple[str, str | None]]:
-        """(object path, name version) of every succeeded item (of any batch, expired or not) that
-        recorded ``friendly_path`` as its name: what thumbctl itself may have published there (the
-        version is None for a publish recorded before versions were)."""
+        """(object path, name version) of what thumbctl published last at ``friendly_path``, from the
+        name's record (whatever became of the batch that published it since): empty when thumbctl
+        has published nothing there. The version is None for a publish recorded before versions were."""
         rows = self.db.execute(sql.PUBLISHES_AT, (friendly_path,)).fetchall()
         return [(r["object_path"], r["name_version"]) for r in rows]
 

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from ..errors import UsageError
 from ..models import ItemState
 from .backend import Backend, Row
-from .names import NameLocks
+from .names import NameLocks, record_name
 from .sql import queue as sql
 from .timefmt import iso
 from .transitions import Transitions
@@ -30,6 +30,8 @@ class Publication(NamedTuple):
 
     note: str | None = None
     version: str | None = None
+
+
 #: Items a claim takes beyond one per distinct derivative key of its source. Items sharing a key
 #: are rendered once per claim and published each; the rest stay queued for the next claimer,
 #: so one photo behind thousands of item ids is spread over the workers in slices.
@@ -279,7 +281,8 @@ class Queue(NameLocks):
         result: dict[str, object] | None = None,
     ) -> str:
         """The race rule: check the cancel flag and the lease, run ``effect`` (link the
-        object and the friendly name) and mark ``succeeded``, all in one write transaction.
+        object and the friendly name) and mark ``succeeded`` (recording the name), all in one write
+        transaction.
         ``effect`` may return a :class:`Publication`: its note (``object_mismatch: …``) goes into the
         ``succeeded`` event's detail (the item itself carries no error detail), its version is
         recorded with the item.
@@ -323,6 +326,7 @@ class Queue(NameLocks):
             if note is not None:
                 self.db.execute(sql.CLEAR_NOTE, (item.row,))
             self.db.execute(sql.SET_NAME_VERSION, (version, item.row))
+            record_name(self.db, item.row, version, at)
             self._stage_progressed(at, claim.token)
             if result is not None:
                 self.db.execute(sql.STORE_RESULT, (json.dumps(result), item.row))

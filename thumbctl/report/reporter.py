@@ -1,8 +1,9 @@
 """The reporter: output for people and programs, Rich on a terminal, plain lines elsewhere, JSON on
 demand (see :mod:`thumbctl.report.output` for which stream a line goes to).
 
-Each command's reports live with their concept: a run's (:mod:`.runs`), the reading commands'
-(:mod:`.views`), upkeep's (:mod:`.upkeep`); the live view of a run is :mod:`.progress`.
+Each command's reports live with their concept: a run's (:mod:`.runs`, with the mirror's in
+:mod:`.mirror`), the reading commands' (:mod:`.views`), upkeep's (:mod:`.upkeep`); the live view of
+a run is :mod:`.progress`.
 """
 
 from __future__ import annotations

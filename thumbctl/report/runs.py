@@ -10,16 +10,17 @@ from rich.markup import escape
 
 from ..errors import ExitCode, UnavailableError
 from ..models import BatchState, BatchView, ItemState
-from .output import Output
+from .mirror import MirrorReports
 from .styles import plural, printable, styled
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
     from ..intake import IntakeReport
     from ..migrate import MigrationReport
+    from ..mirror import MirrorReport
     from ..pool import Supervision
 
 
-class RunReports(Output):
+class RunReports(MirrorReports):
     """The reports of ``submit``, ``retry`` and ``work``."""
 
     def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool = True) -> None:
@@ -131,13 +132,16 @@ class RunReports(Output):
         sheet: str | None = None,
         max_failures: int = 0,
         manifest_written: bool = True,
+        mirrored: MirrorReport | None = None,
     ) -> None:
         """The end of a run: the batch object, or a summary; ``sheet`` is the contact sheet a
         foreground run wrote (its JSON gets ``"sheet"``, its summary the ``file://`` link);
         ``max_failures`` the failed items allowed before the exit is 1 (in the JSON); a manifest
-        not written (already warned of) is not named."""
+        not written (already warned of) is not named; ``mirrored`` what ``--delete`` removed
+        (``"mirrored"``)."""
         if self.json_mode:
-            self.emit_json(batch.to_json() | {"max_failures": max_failures} | ({"sheet": sheet} if sheet else {}))
+            extra = ({"sheet": sheet} if sheet else {}) | ({"mirrored": mirrored.to_json()} if mirrored else {})
+            self.emit_json(batch.to_json() | {"max_failures": max_failures} | extra)
             return
         if interrupted:
             self.say(f"Interrupted: batch {batch.batch_id} is {styled(batch.state)}; the cancel is recorded.")
@@ -158,6 +162,8 @@ class RunReports(Output):
             self.say(f"  thumbnails in {escape(batch.out_dir)}, {manifest}")
         if sheet:
             self.say(f"  contact sheet {escape(Path(sheet).as_uri())}")
+        if mirrored is not None:
+            self.mirrored(mirrored)
 
     def sheet_error(self, error: str | None) -> None:
         """Shown even with -q or --json (on stderr), like a manifest not written."""

@@ -49,9 +49,9 @@ class UpkeepReports(Output):
         batches = plural(len(report.expired_batches), "batch")
         self.say(f"{expired} {batches}: {' '.join(report.expired_batches) or '-'}")
         self.say(
-            f"{verb} {plural(report.objects_removed, 'object')}, {plural(report.links_removed, 'friendly name')}, "
+            f"{verb} {plural(report.objects_removed, 'object')}, "
             f"{plural(report.temp_files_removed, 'temp file')}, {plural(report.manifests_removed, 'manifest')}, "
-            f"{plural(report.sheets_removed, 'contact sheet')}"
+            f"{plural(report.sheets_removed, 'contact sheet')} (thumbnails are kept)"
         )
         self.say(f"{'reclaimable' if report.dry_run else 'reclaimed'}: {format_bytes(report.bytes_reclaimed)}")
         for error in report.errors:

@@ -40,7 +40,7 @@ class ViewReports(Output):
         if batch.finished_at:
             self.say(f"  finished at {batch.finished_at}")
         if batch.expired_at:
-            self.say(f"  [dim]expired at {batch.expired_at} by gc: its outputs may be gone[/]")
+            self.say(f"  [dim]expired at {batch.expired_at} by gc (final; its published thumbnails are kept)[/]")
         self.say(f"  source {escape(batch.source_root)}  ->  out {escape(batch.out_dir)}")
         self.failure_summary(batch)
 

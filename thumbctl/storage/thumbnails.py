@@ -20,8 +20,8 @@ from typing import NamedTuple
 from ..errors import ItemFailure
 from ..models import ItemState, ItemView
 from . import fsafe
-from .objects import LocalObjectStore, object_holds, open_object, preview_bytes, remove_object
-from .outputs import LocalOutputTarget, Recorded, is_ours, remove_empty_friendly_folders, version_at
+from .objects import object_holds, open_object
+from .outputs import LocalOutputTarget, Recorded, is_ours, version_at
 
 #: What :func:`publish_name` did at a thumbnail's name.
 NAME_OUTCOMES = ("created", "unchanged", "relinked", "replaced", "overwritten")
@@ -214,46 +214,3 @@ def shown_output(item: ItemView) -> str | None:
     if item.friendly_path and thumbnail_problem(item.object_path, item.friendly_path) is None:
         return item.friendly_path
     return item.object_path if fsafe.is_plain_file(item.object_path) else None
-
-
-def reclaimable(object_path: str, friendly_paths: list[str]) -> tuple[list[str], int]:
-    """Which of ``friendly_paths`` are thumbctl's files of the object (they hold its very bytes: copies,
-    or hard links of the earlier layout), and the bytes removing the object and those would free."""
-    try:
-        info = os.lstat(object_path)
-    except FileNotFoundError:
-        return [], 0
-    if not stat.S_ISREG(info.st_mode):
-        return [], 0
-    copies = [f for f in friendly_paths if thumbnail_problem(object_path, f) is None]
-    links = [f for f in copies if _same_file(f, object_path)]
-    freed = sum(os.lstat(f).st_size for f in copies if f not in links and os.lstat(f).st_nlink == 1)
-    if info.st_nlink == 1 + len(links):
-        freed += info.st_size + preview_bytes(object_path)
-    return copies, freed
-
-
-def remove_object_and_links(
-    store: LocalObjectStore, object_path: str, friendly_paths: list[tuple[LocalOutputTarget, str]]
-) -> tuple[int, int]:
-    """Remove an object (with its preview) from ``store`` and those of ``friendly_paths`` (each with
-    its output folder) that are thumbctl's files of it (they hold its very bytes).
-
-    Returns (thumbnails removed, bytes reclaimed): the bytes count only when no other link to them
-    is left.
-    """
-    owned, _ = reclaimable(object_path, [path for _, path in friendly_paths])
-    freed = 0
-    for target, friendly in friendly_paths:
-        if friendly in owned:
-            freed += fsafe.remove_file(target.root, friendly)
-            remove_empty_friendly_folders(target, os.path.dirname(friendly))
-    freed += remove_object(store, object_path)
-    return len(owned), freed
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False

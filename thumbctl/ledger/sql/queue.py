@@ -143,6 +143,25 @@ RECORD_NAME_VERSION = query(
     "record_name_version",
     f"UPDATE items SET name_version = ? WHERE batch_id = ? AND friendly_path = ? AND state = {SUCCEEDED}",
 )
+#: The newest succeeded item of the batch at a name (a reusing submit records the name for it).
+NAMED_ITEM = query(
+    "named_item",
+    f"SELECT id FROM items WHERE batch_id = ? AND friendly_path = ? AND state = {SUCCEEDED} ORDER BY id DESC LIMIT 1",
+)
+#: The name's own record, kept whatever becomes of the batch: the newest publisher at a name wins.
+RECORD_NAME = query(
+    "record_name",
+    "INSERT INTO names (friendly_path, out_dir, object_path, derivative_key, name_version, source_root, source, "
+    "ratio, size, format, batch_id, item_row, published_at) "
+    "SELECT i.friendly_path, b.out_dir, i.object_path, i.derivative_key, ?, b.source_root, i.source, i.ratio, "
+    "i.size, i.format, i.batch_id, i.id, ? FROM items i JOIN batches b USING (batch_id) "
+    "WHERE i.id = ? AND i.friendly_path IS NOT NULL AND i.object_path IS NOT NULL "
+    "ON CONFLICT (friendly_path) DO UPDATE SET out_dir = excluded.out_dir, object_path = excluded.object_path, "
+    "derivative_key = excluded.derivative_key, name_version = excluded.name_version, "
+    "source_root = excluded.source_root, source = excluded.source, ratio = excluded.ratio, size = excluded.size, "
+    "format = excluded.format, batch_id = excluded.batch_id, item_row = excluded.item_row, "
+    "published_at = excluded.published_at",
+)
 #: A reused output's publish that replaced other bytes at its name: the flag is merged into what
 #: intake recorded of it (no result, or one marked ``reused``), never into a render's result.
 FLAG_REUSED_NAME = query(

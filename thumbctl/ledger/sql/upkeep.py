@@ -6,6 +6,18 @@ from ..states import ALL, FAILED, LIVE, QUEUED, RUNNING, SUCCEEDED
 from . import IDS, query
 
 _LIVE_BATCH = "b.expired_at IS NULL"
+#: Whether item ``i`` (of batch ``b``) owns its name: it holds the name's record (it published the name
+#: last, whatever became of its batch since), or it never published the name (a reused output whose
+#: name could not be published yet) and is the newest success of a live batch to claim a name nobody
+#: published after it succeeded.
+_OWNS_NAME = (
+    "(EXISTS (SELECT 1 FROM names n WHERE n.friendly_path = i.friendly_path AND n.item_row = i.id) "
+    f"OR (i.name_version IS NULL AND {_LIVE_BATCH} "
+    "AND NOT EXISTS (SELECT 1 FROM names n WHERE n.friendly_path = i.friendly_path AND n.published_at > i.updated_at) "
+    "AND NOT EXISTS (SELECT 1 FROM items j JOIN batches c ON c.batch_id = j.batch_id "
+    f"WHERE j.friendly_path = i.friendly_path AND j.state = {SUCCEEDED} AND c.expired_at IS NULL "
+    "AND (j.updated_at > i.updated_at OR (j.updated_at = i.updated_at AND j.id > i.id)))))"
+)
 _EXCLUDING = {"excluding": ("?", ",", " AND b.batch_id NOT IN (", ")")}
 
 # -- findings ------------------------------------------------------------------------------------
@@ -22,14 +34,15 @@ STALLED_CANDIDATES = query(
     f"{_STALLED_COLUMNS} batches b {{ordered_join}} items i USING (batch_id) "
     f"WHERE b.cancel_requested_at IS NOT NULL AND i.state = {QUEUED} ORDER BY 1",
 )
+#: Succeeded items of live batches, and those of expired batches that still own their name's record.
 PUBLISHED_ITEMS = query(
     "published_items",
     "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.size, i.format, i.derivative_key, i.object_path, "
-    "i.friendly_path, i.source_width, i.source_height, b.profile, b.out_dir, "
-    "row_number() OVER (PARTITION BY i.friendly_path ORDER BY i.updated_at DESC, i.id DESC) = 1 AS owns, "
-    "{output_bytes} AS output_bytes "
-    f"FROM items i JOIN batches b USING (batch_id) WHERE i.state = {SUCCEEDED} AND {_LIVE_BATCH} "
-    "AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL ORDER BY i.id",
+    f"i.friendly_path, i.source_width, i.source_height, b.profile, b.out_dir, {_OWNS_NAME} AS owns, "
+    "b.expired_at IS NOT NULL AS expired, {output_bytes} AS output_bytes "
+    f"FROM items i JOIN batches b USING (batch_id) WHERE i.state = {SUCCEEDED} "
+    "AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL "
+    f"AND ({_LIVE_BATCH} OR {_OWNS_NAME}) ORDER BY i.id",
 )
 #: Failed items whose name nothing claims: no success of a live batch, no recorded name.
 UNSETTLED_NAMES = query(
@@ -55,11 +68,12 @@ REMEMBER_VERIFIED_OBJECT = query(
     "INSERT INTO object_checks (object_path, dev, inode, size, mtime_ns, ctime_ns) "
     "VALUES (:object_path, :dev, :inode, :size, :mtime_ns, :ctime_ns)",
 )
-#: ``{excluding}``: the ids of batches about to expire.
+#: ``{excluding}``: the ids of batches about to expire. A published name's record references its
+#: object whatever became of its batch.
 REFERENCED_OBJECTS = query(
     "referenced_objects",
-    "SELECT DISTINCT i.object_path FROM items i JOIN batches b USING (batch_id) "
-    f"WHERE i.object_path IS NOT NULL AND {_LIVE_BATCH}{{excluding}}",
+    "SELECT i.object_path FROM items i JOIN batches b USING (batch_id) "
+    f"WHERE i.object_path IS NOT NULL AND {_LIVE_BATCH}{{excluding}} UNION SELECT object_path FROM names",
     lists=_EXCLUDING,
 )
 OUTPUT_FOLDERS = query(
@@ -92,16 +106,12 @@ RENDERABLE_SUCCESSES = query(
     f"AND i.state = {SUCCEEDED} AND i.object_path IS NOT NULL AND {_LIVE_BATCH} "
     "AND b.cancel_requested_at IS NULL ORDER BY i.id",
 )
+#: The item still succeeded with these paths, and still the owner of its name's record.
 RELINKABLE = query(
     "relinkable",
-    "SELECT i.batch_id, i.attempt, i.updated_at FROM items i JOIN batches b USING (batch_id) "
+    "SELECT i.batch_id, i.attempt FROM items i JOIN batches b USING (batch_id) "
     f"WHERE i.id = ? AND i.state = {SUCCEEDED} AND i.object_path = ? AND i.friendly_path = ? "
-    f"AND {_LIVE_BATCH}{{lock_i}}",
-)
-NEWER_CLAIMANT = query(
-    "newer_claimant",
-    "SELECT 1 FROM items i JOIN batches b USING (batch_id) WHERE i.friendly_path = ? AND i.id != ? "
-    f"AND i.state = {SUCCEEDED} AND {_LIVE_BATCH} AND (i.updated_at > ? OR (i.updated_at = ? AND i.id > ?)) LIMIT 1",
+    f"AND {_OWNS_NAME}{{lock_i}}",
 )
 
 # -- retention ---------------------------------------------------------------------------------------
@@ -122,24 +132,23 @@ EXPIRED_MANIFESTS = query(
     "SELECT out_dir, batch_id, manifest_path FROM batches WHERE expired_at IS NOT NULL{also} ORDER BY batch_id",
     lists={"also": ("?", ",", " OR batch_id IN (", ")")},
 )
-EXPIRED_NAMES = query(
-    "expired_names",
-    "SELECT DISTINCT i.friendly_path FROM items i JOIN batches b USING (batch_id) "
-    "WHERE i.derivative_key = ? AND i.object_path = ? AND i.friendly_path IS NOT NULL "
-    "AND (b.expired_at IS NOT NULL{also})",
-    lists={"also": ("?", ",", " OR b.batch_id IN (", ")")},
-)
-NAME_CLAIMED = query(
-    "name_claimed",
-    f"SELECT 1 FROM items i JOIN batches b USING (batch_id) WHERE i.friendly_path = ? AND {_LIVE_BATCH}"
-    "{excluding} LIMIT 1",
-    lists=_EXCLUDING,
-)
 OBJECT_REFERENCED = query(
     "object_referenced",
     "SELECT 1 FROM items i JOIN batches b USING (batch_id) WHERE i.derivative_key = ? "
-    f"AND i.object_path = ? AND {_LIVE_BATCH} LIMIT 1",
+    f"AND i.object_path = ? AND {_LIVE_BATCH} UNION ALL SELECT 1 FROM names WHERE object_path = ?",
 )
+
+# -- published names: the mirror's removals ------------------------------------------------------------
+
+#: Names published into an output folder from a source folder, with the id of the item that published each.
+NAMES_FROM = query(
+    "names_from",
+    "SELECT n.friendly_path, n.object_path, n.name_version, n.source, n.batch_id, n.item_row, i.item_id "
+    "FROM names n LEFT JOIN items i ON i.id = n.item_row WHERE n.out_dir = ? AND n.source_root = ? "
+    "ORDER BY n.friendly_path",
+)
+NAME_OWNER = query("name_owner", "SELECT item_row, name_version FROM names WHERE friendly_path = ?")
+FORGET_NAME = query("forget_name", "DELETE FROM names WHERE friendly_path = ?")
 
 # -- the one-time layout migration ----------------------------------------------------------------------
 

@@ -52,11 +52,8 @@ OWNED_NAMES = query(
     "AND (j.updated_at > i.updated_at OR (j.updated_at = i.updated_at AND j.id > i.id))) "
     "ORDER BY i.id",
 )
-PUBLISHES_AT = query(
-    "publishes_at",
-    "SELECT DISTINCT object_path, name_version FROM items "
-    f"WHERE friendly_path = ? AND state = {SUCCEEDED} AND object_path IS NOT NULL ORDER BY object_path, name_version",
-)
+#: The name's own record: it outlives the batch that published the name.
+PUBLISHES_AT = query("publishes_at", "SELECT object_path, name_version FROM names WHERE friendly_path = ?")
 FAILED_SINCE = query(
     "failed_since",
     f"SELECT count(DISTINCT item_row) FROM events WHERE at >= ? AND to_state = {FAILED}{{scope}}",
