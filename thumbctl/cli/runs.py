@@ -184,7 +184,7 @@ def submit_command(
 
     The same request replays its batch, or resumes it after a cancel (--key: strict replay).
     Exit 0 when every item succeeded, 1 when some failed (`thumbctl status BATCH` says why),
-    4 when cancelled from elsewhere, 130 on Ctrl-C (the cancel is recorded).
+    4 when it was cancelled from elsewhere, 130 on Ctrl-C (the cancel is recorded).
     """
     reporter = reporter_for(json_out, quiet, verbose, stats_interval)
     with handled(reporter):
