@@ -9,6 +9,7 @@ table (SQLite: the file; PostgreSQL: the plain SQL dump loaded into the test's f
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import tarfile
@@ -47,13 +48,31 @@ class LegacyCase:
         return int(CASES_DOC["size"])
 
 
+def extract(archive: tarfile.TarFile, into: Path) -> None:
+    """Extract with the standard library's "tar" filter. Python 3.11 before 3.11.4 has no filters:
+    there every member, and every link's target, must stay inside ``into`` (what the filter checks)."""
+    if hasattr(tarfile, "tar_filter"):
+        archive.extractall(into, filter="tar")
+        return
+    for member in archive.getmembers():
+        targets = [member.name]
+        if member.issym():
+            targets.append(os.path.join(os.path.dirname(member.name), member.linkname))
+        elif member.islnk():
+            targets.append(member.linkname)
+        for target in targets:
+            if os.path.isabs(target) or os.path.normpath(target).split(os.sep)[0] == "..":
+                raise ValueError(f"{member.name!r}: leads outside the case")
+    archive.extractall(into)
+
+
 def unpack_case(name: str, into: Path, pg_url: str | None = None) -> LegacyCase:
     """Unpack case ``name`` into ``into`` with its paths rewritten there; a PostgreSQL case is
     loaded into the (fresh, empty) database ``pg_url``."""
     meta = next(case for case in CASES_DOC["cases"] if case["case"] == name)
     into.mkdir(parents=True, exist_ok=True)
     with tarfile.open(LEGACY / f"{name}.tar.gz") as archive:
-        archive.extractall(into, filter="tar")
+        extract(archive, into)
     root = str(into.resolve())
     if meta["backend"] == "sqlite":
         rewrite_sqlite(into / "ledger.db", root)
