@@ -9,6 +9,7 @@ imported only when an ``s3://`` location is used, so the local tool needs no S3 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .s3location import S3_SCHEME, BadLocation, S3Location, S3Options, is_s3, parse_s3
@@ -20,9 +21,13 @@ if TYPE_CHECKING:
 __all__ = [
     "S3_SCHEME",
     "BadLocation",
+    "OpenedLocations",
     "S3Location",
     "S3Options",
     "is_s3",
+    "name_within",
+    "object_path_in",
+    "object_place",
     "object_store_at",
     "output_target_at",
     "parse_s3",

@@ -283,7 +283,7 @@ class S3ObjectStore(_S3Place):
 
     def stat(self, name: str) -> ObjectInfo | None:
         found = self._head(self._object(name))
-        return None if found is None else ObjectInfo(found[0], found[1])
+        return None if found is None else ObjectInfo(found[0], found[1], found[2].get(s3client.CHECKSUM))
 
     def verify(self, name: str, check: Verifier) -> str | None:
         try:
