@@ -10,7 +10,6 @@ ETags now) pointed at the bucket; the local folders are then removed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -27,7 +26,7 @@ from thumbctl.mirror import mirror_batch
 from thumbctl.storage.locations import object_store_at, output_target_at, parse_s3
 
 from s3 import get_raw, keys, put_raw, raw_store
-from support import check_invariants, make_image, raw_rows, raw_write
+from support import check_invariants, raw_rows, raw_write
 
 OBJECT_NAME = 64 + len(".jpg")
 THUMBNAILS = ["coffee.1x1.jpg", "garden.1x1.jpg", "rooms/kitchen.1x1.jpg", "rooms/living.1x1.jpg"]
@@ -49,7 +48,8 @@ class S3Batch:
         return location.prefix
 
     def object_keys(self) -> list[str]:
-        return [k for k in keys(self.bucket, self.key(self.store) + "/objects/") if len(k.rsplit("/", 1)[1]) == OBJECT_NAME]
+        found = keys(self.bucket, self.key(self.store) + "/objects/")
+        return [k for k in found if len(k.rsplit("/", 1)[1]) == OBJECT_NAME]
 
     def out_names(self) -> list[str]:
         """The names under the S3 OUT, as a user's S3 client lists them."""
@@ -75,7 +75,8 @@ def move_to_bucket(ledger_url: str, store_dir: Path, out_dir: Path, store: str, 
             s3_store.put(path.name, path.read_bytes(), verify=lambda _: None)
     with Ledger(ledger_url) as ledger:
         versions = {}
-        for (friendly_path, old_version) in raw_rows(ledger, "SELECT friendly_path, name_version FROM names"):
+        rows = raw_rows(ledger, "SELECT friendly_path, name_version FROM names WHERE out_dir = ?", (str(out_dir),))
+        for friendly_path, old_version in rows:
             name = os.path.relpath(friendly_path, out_dir)
             data = (out_dir / name).read_bytes()
             version = target.version_of(name)
@@ -84,6 +85,9 @@ def move_to_bucket(ledger_url: str, store_dir: Path, out_dir: Path, store: str, 
             versions[old_version] = version
         for path in sorted(out_dir.glob("batches/*")):
             target.write_document(f"batches/{path.name}", path.read_bytes())
+        # a later batch's publish takes over a name's record
+        replaced = "SELECT replace(friendly_path, ?, ?) FROM names WHERE out_dir = ?"
+        raw_write(ledger, f"DELETE FROM names WHERE friendly_path IN ({replaced})", (str(out_dir), out, str(out_dir)))
         for table, columns in (
             ("items", ("object_path", "friendly_path", "result")),
             ("batches", ("out_dir", "manifest_path")),
@@ -101,23 +105,21 @@ def move_to_bucket(ledger_url: str, store_dir: Path, out_dir: Path, store: str, 
     shutil.rmtree(out_dir)
 
 
-def rendered_into_bucket(
-    monkeypatch: pytest.MonkeyPatch, ledger_url: str, photos: Path, tmp_path: Path, s3_url: str, s3_server
-) -> S3Batch:
-    cli = make_cli(monkeypatch, ledger_url)
+def render_into_bucket(cli, ledger_url: str, photos: Path, tmp_path: Path, store: str, out: str) -> str:
+    """Submit ``photos`` (1:1), render it and move its state into the bucket; returns the batch id."""
     store_dir, out_dir = tmp_path / "staging.store", tmp_path / "staging.out"
     done = cli("submit", photos, "--out", out_dir, "--store", store_dir, "-r", "1:1", "-w", "1", "--json")
     assert done.exit_code == 0, done.stdout
-    batch_id = json.loads(done.stdout)["batch_id"]
-    store, out = f"{s3_url}/store", f"{s3_url}/out"
     move_to_bucket(ledger_url, store_dir, out_dir, store, out)
-    return S3Batch(cli, ledger_url, batch_id, store, out, raw_store(s3_server))
+    return json.loads(done.stdout)["batch_id"]
 
 
 @pytest.fixture
 def s3_batch(monkeypatch, ledger_url: str, photos: Path, tmp_path: Path, s3_url: str, s3_server) -> S3Batch:
-    batch = rendered_into_bucket(monkeypatch, ledger_url, photos, tmp_path, s3_url, s3_server)
-    yield batch
+    cli = make_cli(monkeypatch, ledger_url)
+    store, out = f"{s3_url}/store", f"{s3_url}/out"
+    batch_id = render_into_bucket(cli, ledger_url, photos, tmp_path, store, out)
+    yield S3Batch(cli, ledger_url, batch_id, store, out, raw_store(s3_server))
     with Ledger(ledger_url) as ledger:
         check_invariants(ledger, outputs=False)
 
@@ -160,6 +162,10 @@ def test_reconcile_of_a_batch_in_a_bucket_is_clean_by_head_alone_and_a_deleted_o
     assert reconciled(s3_batch) == (0, {**clean, "objects": {**checked, "checked": 3}})
 
 
+SQLITE_ONLY = pytest.mark.parametrize("ledger_url", ["sqlite"], indirect=True)
+
+
+@SQLITE_ONLY
 def test_a_damaged_object_in_a_bucket_is_found_by_head_or_only_by_deep(s3_batch: S3Batch) -> None:
     living, garden = (
         next(i for i in s3_batch.status_items() if i["item_id"] == name) for name in ("rooms/living.jpg", "garden.jpeg")
@@ -180,3 +186,98 @@ def test_a_damaged_object_in_a_bucket_is_found_by_head_or_only_by_deep(s3_batch:
         wrong_size,
     ]
     assert deep["objects"] == {"checked": 4, "decoded": 3, "unchanged": 0}
+
+
+@SQLITE_ONLY
+def test_a_thumbnail_gone_from_the_bucket_or_edited_there_is_found_and_published_again(s3_batch: S3Batch) -> None:
+    out = s3_batch.key(s3_batch.out)
+    obstore.delete(s3_batch.bucket, f"{out}/coffee.1x1.jpg")
+    put_raw(s3_batch.bucket, f"{out}/garden.1x1.jpg", b"edited by hand", "image/jpeg")
+    code, found = reconciled(s3_batch)
+    assert code == 1 and [(f["kind"], f["item_id"], f["path"], f["repaired"]) for f in found["findings"]] == [
+        ("friendly_link_missing", "coffee.png", f"{s3_batch.out}/coffee.1x1.jpg", False),
+        ("thumbnail_modified", "garden.jpeg", f"{s3_batch.out}/garden.1x1.jpg", False),
+    ]
+    code, fixed = reconciled(s3_batch, "--repair")
+    assert code == 0 and [(f["kind"], f["repaired"]) for f in fixed["findings"]] == [
+        ("friendly_link_missing", True),
+        ("thumbnail_modified", True),
+    ]
+    for item in s3_batch.status_items():
+        thumbnail, _ = get_raw(s3_batch.bucket, s3_batch.key(item["friendly_path"]))
+        assert thumbnail == get_raw(s3_batch.bucket, s3_batch.key(item["object_path"]))[0]
+    assert reconciled(s3_batch)[0] == 0
+
+
+@SQLITE_ONLY
+def test_gc_on_a_bucket_reclaims_an_orphan_object_and_expired_documents_never_a_name(s3_batch: S3Batch) -> None:
+    objects = s3_batch.object_keys()
+    orphan = "ab" * 32 + ".jpg"
+    gone = b"\xff\xd8 an object of a batch long gone"
+    object_store_at(s3_batch.store).put(orphan, gone, verify=lambda _: None)
+    orphan_path = f"{s3_batch.store}/objects/ab/{orphan}"
+    code, found = reconciled(s3_batch)
+    assert code == 1 and [(f["kind"], f["path"]) for f in found["findings"]] == [("orphan_object", orphan_path)]
+    thumbnails = {name: get_raw(s3_batch.bucket, f"{s3_batch.key(s3_batch.out)}/{name}")[0] for name in THUMBNAILS}
+    gc = s3_batch.cli("gc", "--older-than", "30d", "--json")
+    assert (gc.exit_code, json.loads(gc.stdout)) == (
+        0,
+        {
+            "dry_run": False,
+            "expired_batches": [],
+            "objects_removed": 1,
+            "temp_files_removed": 0,
+            "manifests_removed": 0,
+            "sheets_removed": 0,
+            "bytes_reclaimed": len(gone),
+            "errors": [],
+        },
+    )
+    assert s3_batch.object_keys() == objects and len(objects) == 4
+    documents = [f"batches/{s3_batch.batch_id}.html", f"batches/{s3_batch.batch_id}.json"]
+    sizes = sum(len(get_raw(s3_batch.bucket, f"{s3_batch.key(s3_batch.out)}/{d}")[0]) for d in documents)
+    dry = s3_batch.cli("gc", "--older-than", "0s", "--dry-run", "--json")
+    gc = s3_batch.cli("gc", "--older-than", "0s", "--json")
+    expected = {
+        "dry_run": False,
+        "expired_batches": [s3_batch.batch_id],
+        "objects_removed": 0,
+        "temp_files_removed": 0,
+        "manifests_removed": 1,
+        "sheets_removed": 1,
+        "bytes_reclaimed": sizes,
+        "errors": [],
+    }
+    assert (dry.exit_code, json.loads(dry.stdout)) == (0, {**expected, "dry_run": True})
+    assert (gc.exit_code, json.loads(gc.stdout)) == (0, expected)
+    assert s3_batch.out_names() == THUMBNAILS and s3_batch.object_keys() == objects
+    for name, data in thumbnails.items():
+        assert get_raw(s3_batch.bucket, f"{s3_batch.key(s3_batch.out)}/{name}")[0] == data
+    assert reconciled(s3_batch)[0] == 0  # each name's record keeps its object
+
+
+def test_the_mirror_on_an_s3_out_removes_a_gone_sources_name_and_leaves_an_edited_one(
+    s3_batch: S3Batch, photos: Path, tmp_path: Path
+) -> None:
+    out = s3_batch.key(s3_batch.out)
+    put_raw(s3_batch.bucket, f"{out}/garden.1x1.jpg", b"edited by hand", "image/jpeg")
+    os.unlink(photos / "coffee.png")
+    os.unlink(photos / "garden.jpeg")
+    later = render_into_bucket(s3_batch.cli, s3_batch.ledger_url, photos, tmp_path, s3_batch.store, s3_batch.out)
+    with Ledger(s3_batch.ledger_url) as ledger:
+        report = mirror_batch(ledger, later)
+    assert report.to_json() == {
+        "dry_run": False,
+        "removed": [f"{s3_batch.out}/coffee.1x1.jpg"],
+        "kept_edited": [f"{s3_batch.out}/garden.1x1.jpg"],
+        "kept_dropped": [],
+        "skipped": None,
+        "errors": [],
+    }
+    documents = [f"batches/{batch}.{ext}" for batch in (s3_batch.batch_id, later) for ext in ("html", "json")]
+    assert s3_batch.out_names() == sorted(documents) + [
+        "garden.1x1.jpg",
+        "rooms/kitchen.1x1.jpg",
+        "rooms/living.1x1.jpg",
+    ]
+    assert get_raw(s3_batch.bucket, f"{out}/garden.1x1.jpg")[0] == b"edited by hand"
