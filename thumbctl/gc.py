@@ -19,7 +19,7 @@ from .ledger import Ledger, iso
 from .models import GcReport
 from .options import DEFAULT_GRACE
 from .proc import owner_is_dead
-from .reconcile import IsDead, Scope, listed_objects, object_stores, stale_temp_reason
+from .reconcile import IsDead, Scope, listed_objects, object_size, object_stores, stale_temp_reason
 from .storage.fsafe import remove_file, temp_files
 from .storage.locations import OpenedLocations, S3Options, is_s3, name_within
 from .storage.objects import LocalObjectStore, ObjectStore, preview_bytes
@@ -83,7 +83,7 @@ def _collect_objects(
             if path in referenced:
                 continue
             if dry_run:
-                objects, freed = objects + 1, freed + _object_bytes(found, path, size)
+                objects, freed = objects + 1, freed + _object_bytes(found, name, path, size)
                 continue
             try:
                 outcome = ledger.upkeep.remove_if_unreferenced(name.split(".", 1)[0], path, partial(found.remove, name))
@@ -95,11 +95,11 @@ def _collect_objects(
     return objects, freed
 
 
-def _object_bytes(store: ObjectStore, path: str, listed: int | None) -> int:
+def _object_bytes(store: ObjectStore, name: str, path: str, listed: int | None) -> int:
     """What removing an object (with its preview) would free: in a local folder its bytes count
-    while it is their last link; in a bucket, its listed size."""
+    while it is their last link; in a bucket, its size."""
     if not isinstance(store, LocalObjectStore):
-        return listed or 0
+        return object_size(store, name, listed)
     try:
         info = os.lstat(path)
     except OSError:

@@ -436,25 +436,33 @@ def _holds_its_object(places: OpenedLocations, item: UnsettledName) -> bool:
 
 
 def _orphan_problems(location: str, store: ObjectStore, referenced: set[str]) -> Iterator[Problem]:
-    for _name, path, size in listed_objects(location, store):
+    for name, path, size in listed_objects(location, store):
         if path not in referenced:
             detail = (
-                f"no item of a live batch and no published name references this object ({size} bytes); "
-                "`thumbctl gc` removes it"
+                f"no item of a live batch and no published name references this object "
+                f"({object_size(store, name, size)} bytes); `thumbctl gc` removes it"
             )
             yield Problem(Finding("orphan_object", None, None, detail, path=path))
 
 
 def listed_objects(location: str, store: ObjectStore) -> Iterator[tuple[str, str, int | None]]:
-    """(name, recorded path, size) of every object of the store at ``location``, listed by prefix;
-    a local folder lists a symlink named like an object too (as itself), so gc can remove it."""
+    """(name, recorded path, size when the listing gave it) of every object of the store at
+    ``location``, listed by prefix; a local folder lists a symlink named like an object too (as
+    itself), so gc can remove it."""
     if isinstance(store, LocalObjectStore):
         for _key, found in object_files(store):
             yield found.name, found.path, found.size
         return
     for name in store.names():
-        info = store.stat(name)
-        yield name, object_path_in(location, name), info.size if info is not None else None
+        yield name, object_path_in(location, name), None
+
+
+def object_size(store: ObjectStore, name: str, listed: int | None) -> int:
+    """An object's size: the listed one, else a HEAD's (0 when it is gone meanwhile)."""
+    if listed is not None:
+        return listed
+    info = store.stat(name)
+    return info.size if info is not None else 0
 
 
 def stale_temp_reason(found: StoredFile, now: float, grace: float, is_dead: IsDead) -> str | None:

@@ -30,16 +30,17 @@ def reconcile_command(
         bool,
         typer.Option(
             "--deep",
-            help="Decode every object, also those unchanged since they last decoded without fault "
-            "(finds damage no file operation made, e.g. a failing disk).",
+            help="Read and decode every object, also those a cheaper check finds sound (a file unchanged "
+            "since it last decoded; in a bucket, the right size and checksum by HEAD): finds damage no write made.",
         ),
     ] = False,
     grace: GraceOption = "1h",
     json_out: bool = False,
     quiet: bool = False,
 ) -> None:
-    """Check the ledger against the outputs: stalled leases, unfinished cancels, objects, friendly names,
-    orphans, temp files. Live work is never touched. Exit 0 when clean, 1 when findings remain (for cron)."""
+    """Check the ledger against the outputs (local folders or s3:// prefixes): stalled leases, unfinished
+    cancels, objects, friendly names, orphans, temp files. Live work is never touched. Exit 0 when clean,
+    1 when findings remain (for cron)."""
     from ..reconcile import reconcile
     from ..stores import store_location
 
