@@ -21,7 +21,7 @@ from .options import DEFAULT_GRACE
 from .proc import owner_is_dead
 from .reconcile import IsDead, Scope, listed_objects, object_size, object_stores, stale_temp_reason
 from .storage.fsafe import remove_file, temp_files
-from .storage.locations import OpenedLocations, S3Options, is_s3, name_within
+from .storage.locations import S3Options, is_s3, name_in
 from .storage.objects import LocalObjectStore, ObjectStore, preview_bytes
 from .storage.outputs import LocalOutputTarget
 
@@ -39,7 +39,7 @@ def collect_garbage(
     """Expire terminal batches whose last event is older than ``older_than`` seconds, then
     remove what no remaining batch references. ``dry_run`` changes nothing and reports
     what would go. ``store`` is the ledger's store's location (default: the one it recorded)."""
-    scope = Scope(store, OpenedLocations(options))
+    scope = Scope(store, options)
     now = ledger.clock()
     cutoff = iso(now - older_than)
     expiring = ledger.upkeep.expirable_batches(cutoff)
@@ -48,7 +48,7 @@ def collect_garbage(
     errors: list[str] = []
     objects, object_bytes = _collect_objects(ledger, pending, dry_run, errors, scope)
     temps, temp_bytes = _collect_temps(ledger, now, grace, is_dead, dry_run, errors, scope)
-    (manifests, sheets), document_bytes = _collect_batch_documents(ledger, pending, dry_run, errors, scope.places)
+    (manifests, sheets), document_bytes = _collect_batch_documents(ledger, pending, dry_run, errors, scope)
     return GcReport(
         dry_run=dry_run,
         expired_batches=tuple(expired),
@@ -139,15 +139,14 @@ def _collect_temps(
 
 
 def _collect_batch_documents(
-    ledger: Ledger, pending: list[str], dry_run: bool, errors: list[str], places: OpenedLocations
+    ledger: Ledger, pending: list[str], dry_run: bool, errors: list[str], scope: Scope
 ) -> tuple[tuple[int, int], int]:
     """Expired batches' manifests and contact sheets (at their default place in OUT):
     ((manifests, sheets), bytes)."""
     manifests = sheets = freed = 0
     for out_dir, batch_id, manifest in ledger.upkeep.expired_manifests(also_expiring=pending):
-        target = places.target(out_dir)
-        manifest_name = name_within(out_dir, manifest)
-        for name, is_sheet in ((manifest_name, False), (f"batches/{batch_id}.html", True)):
+        target = scope.target_at(out_dir)
+        for name, is_sheet in ((_document_name(out_dir, manifest), False), (f"batches/{batch_id}.html", True)):
             size = target.document_size(name) if name is not None else None
             if size is None:
                 continue
@@ -158,3 +157,11 @@ def _collect_batch_documents(
             sheets, manifests = (sheets + 1, manifests) if is_sheet else (sheets, manifests + 1)
             freed += size
     return (manifests, sheets), freed
+
+
+def _document_name(out_dir: str, path: str) -> str | None:
+    """The name in OUT of a batch document, None for one written elsewhere (not gc's to remove)."""
+    try:
+        return name_in(out_dir, path)
+    except ValueError:
+        return None

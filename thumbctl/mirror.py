@@ -24,7 +24,7 @@ from pathlib import Path
 from .errors import UsageError
 from .ledger import Ledger
 from .models import BatchState, NewBatch, PublishedName
-from .storage.locations import S3Options, name_within, output_target_at
+from .storage.locations import S3Options, name_in, output_target_at
 from .storage.outputs import LocalOutputTarget, NameState, OutputTarget, Recorded
 
 
@@ -155,9 +155,7 @@ def _remove_one(
     batch_id: str | None,
     outcome: _Outcome,
 ) -> None:
-    relative = name_within(out_dir, name.friendly_path)
-    if relative is None:  # a record of another folder: never this mirror's to judge
-        return
+    relative = name_in(out_dir, name.friendly_path)
     current = target.version_of(relative)
     version = _our_version(target, relative, name, current)
     if version is None:

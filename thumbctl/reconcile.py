@@ -43,12 +43,14 @@ from .retrypolicy import Backoff
 from .settings import parse_ratio
 from .storage.fsafe import StoredFile, is_plain_file, remove_file, temp_files, temp_writer
 from .storage.locations import (
-    OpenedLocations,
     S3Options,
     is_s3,
-    name_within,
+    name_in,
+    object_name_of,
     object_path_in,
-    object_place,
+    object_store_at,
+    output_target_at,
+    store_location_of,
 )
 from .storage.objects import LocalObjectStore, ObjectStore, ObjectTooLarge, object_files, object_stamp
 from .storage.outputs import LocalOutputTarget, OutputTarget, StaleVersion
@@ -70,13 +72,23 @@ class Problem:
     fix: Fix | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Scope:
     """What one run looks at: the store it was given (a location; default: the one the ledger
-    recorded) and the stores and targets it opened."""
+    recorded), and the S3 settings its stores and targets are opened with (None: the process's)."""
 
     store: str | None = None
-    places: OpenedLocations = field(default_factory=OpenedLocations)
+    options: S3Options | None = None
+
+    def store_at(self, location: str) -> ObjectStore:
+        return object_store_at(location, self.options)
+
+    def target_at(self, location: str) -> OutputTarget:
+        return output_target_at(location, self.options)
+
+    def object_of(self, object_path: str) -> tuple[ObjectStore, str]:
+        """The store a recorded object path lies in, and the object's name there."""
+        return self.store_at(store_location_of(object_path)), object_name_of(object_path)
 
 
 def find_problems(
@@ -88,8 +100,8 @@ def find_problems(
     options: S3Options | None = None,
 ) -> list[Finding]:
     """Every problem reconcile can see now, changing nothing but the cache of sound objects."""
-    scope = Scope(store, OpenedLocations(options))
-    checks = _ObjectChecks(scope.places, ledger.upkeep.verified_objects())
+    scope = Scope(store, options)
+    checks = _ObjectChecks(scope, ledger.upkeep.verified_objects())
     return [p.finding for p in _problems(ledger, grace, is_dead, Backoff().delay_for, checks, scope)]
 
 
@@ -111,8 +123,8 @@ def reconcile(
     damage no write made, e.g. a failing disk. ``store`` is the ledger's store (default: the one it
     recorded); its orphans and temp files are checked too.
     """
-    scope = Scope(store, OpenedLocations(options))
-    checks = _ObjectChecks(scope.places, {} if deep else ledger.upkeep.verified_objects(), deep=deep)
+    scope = Scope(store, options)
+    checks = _ObjectChecks(scope, {} if deep else ledger.upkeep.verified_objects(), deep=deep)
     problems = list(_problems(ledger, grace, is_dead, delay_for or Backoff().delay_for, checks, scope))
     findings = tuple(_repaired(p) for p in problems) if repair else tuple(p.finding for p in problems)
     if repair:
@@ -133,7 +145,7 @@ def object_stores(ledger: Ledger, scope: Scope) -> list[tuple[str, ObjectStore]]
         for out_dir, _ in ledger.upkeep.output_folders()
         if not is_s3(out_dir) and os.path.isdir(f"{out_dir}/objects")
     ]
-    return [(root, scope.places.store(root)) for root in dict.fromkeys(roots)]
+    return [(root, scope.store_at(root)) for root in dict.fromkeys(roots)]
 
 
 def _repaired(problem: Problem) -> Finding:
@@ -160,7 +172,7 @@ def _problems(
         if problem is not None:
             yield problem
     yield from _output_problems(ledger, checks)
-    yield from _unsettled_problems(ledger, scope.places)
+    yield from _unsettled_problems(ledger, scope)
     referenced = ledger.upkeep.referenced_object_paths()
     stores = object_stores(ledger, scope)
     for location, found in stores:
@@ -272,7 +284,7 @@ def stored_object_problem(store: ObjectStore, name: str, item: PublishedItem, *,
 class _ObjectChecks:
     """Objects checked in one reconcile run: verdicts (an object shared by items is checked once)."""
 
-    places: OpenedLocations
+    scope: Scope
     known: dict[str, ObjectStamp]
     deep: bool = False
     verdicts: dict[str, str | None] = field(default_factory=dict)
@@ -293,8 +305,7 @@ class _ObjectChecks:
         return self.verdicts[path]
 
     def _checked(self, item: PublishedItem, known: ObjectStamp | None) -> ObjectCheck:
-        location, name = object_place(item.object_path)
-        store = self.places.store(location)
+        store, name = self.scope.object_of(item.object_path)
         if isinstance(store, LocalObjectStore):
             return object_problem(item, known)
         return stored_object_problem(store, name, item, deep=self.deep)
@@ -306,10 +317,10 @@ def _output_problems(ledger: Ledger, checks: _ObjectChecks) -> Iterator[Problem]
         if problem is not None:
             yield _object_finding(ledger, item, problem) if not item.expired else _expired_object_finding(item, problem)
         elif item.owns_friendly_name:
-            target = checks.places.target(item.out_dir)
+            target = checks.scope.target_at(item.out_dir)
             link = _thumbnail_problem(ledger, target, item)
             if link is not None:
-                yield _link_finding(ledger, target, checks.places, item, link)
+                yield _link_finding(ledger, target, checks.scope, item, link)
     ledger.upkeep.replace_verified_objects(checks.sound)
 
 
@@ -319,8 +330,7 @@ def _thumbnail_problem(ledger: Ledger, target: OutputTarget, item: PublishedItem
     one the ledger recorded there for this object (an S3 name's ETag)."""
     if isinstance(target, LocalOutputTarget):
         return thumbnail_problem(item.object_path, item.friendly_path)
-    name = name_within(item.out_dir, item.friendly_path)
-    version = target.version_of(name) if name is not None else None
+    version = target.version_of(name_in(item.out_dir, item.friendly_path))
     if version is None:
         return "missing"
     recorded = {v for path, v in ledger.views.publishes_at(item.friendly_path) if path == item.object_path}
@@ -354,16 +364,14 @@ _THUMBNAIL_FINDINGS = {
 }
 
 
-def _link_finding(
-    ledger: Ledger, target: OutputTarget, places: OpenedLocations, item: PublishedItem, problem: str
-) -> Problem:
+def _link_finding(ledger: Ledger, target: OutputTarget, scope: Scope, item: PublishedItem, problem: str) -> Problem:
     kind, detail = _THUMBNAIL_FINDINGS[problem]
     finding = Finding(kind, item.batch_id, item.item_id, detail, ratio=item.ratio, path=item.friendly_path)
     publisher = Publisher(ledger, target)  # type: ignore[arg-type]
     place = (  # the publisher copies a local object file itself
         None
         if isinstance(target, LocalOutputTarget)
-        else partial(_put_again, target, places, item.object_path, item.out_dir, item.friendly_path)
+        else partial(_put_again, target, scope, item.object_path, item.out_dir, item.friendly_path)
     )
 
     def fix() -> bool:
@@ -374,15 +382,13 @@ def _link_finding(
     return Problem(finding, fix)
 
 
-def _put_again(target: OutputTarget, places: OpenedLocations, object_path: str, out_dir: str, path: str) -> str:
+def _put_again(target: OutputTarget, scope: Scope, object_path: str, out_dir: str, path: str) -> str:
     """Put the object's bytes at the thumbnail's name through the target's interface: created only
     if absent, or replaced only while the name holds the version just seen (an edit landing
     meanwhile is looked at again); returns the new version."""
-    location, object_name = object_place(object_path)
-    data = places.store(location).read(object_name, DEEP_READ_LIMIT)
-    name = name_within(out_dir, path)
-    if name is None:
-        raise ValueError(f"{path} is not inside {out_dir}")
+    store, object_name = scope.object_of(object_path)
+    data = store.read(object_name, DEEP_READ_LIMIT)
+    name = name_in(out_dir, path)
     for _ in range(3):
         seen = target.version_of(name)
         try:
@@ -392,11 +398,11 @@ def _put_again(target: OutputTarget, places: OpenedLocations, object_path: str, 
     raise StaleVersion(f"{path} kept changing while it was restored")
 
 
-def _unsettled_problems(ledger: Ledger, places: OpenedLocations) -> Iterator[Problem]:
+def _unsettled_problems(ledger: Ledger, scope: Scope) -> Iterator[Problem]:
     """A failed item whose name holds exactly its object's bytes: thumbctl published it, and a crash
     lost the commit that would have recorded it. Queued again, its render records the name as it is."""
     for item in ledger.upkeep.unsettled_names():
-        if not _holds_its_object(places, item):
+        if not _holds_its_object(scope, item):
             continue
         detail = (
             f"the item failed ({item.error_code}) but its thumbnail was published, holding its object's bytes "
@@ -414,22 +420,21 @@ def _unsettled_problems(ledger: Ledger, places: OpenedLocations) -> Iterator[Pro
         yield Problem(finding, fix)
 
 
-def _holds_its_object(places: OpenedLocations, item: UnsettledName) -> bool:
+def _holds_its_object(scope: Scope, item: UnsettledName) -> bool:
     """Whether the item's thumbnail holds exactly its object's bytes (both present)."""
-    target = places.target(item.out_dir)
+    target = scope.target_at(item.out_dir)
     if isinstance(target, LocalOutputTarget):
         return (
             is_plain_file(item.object_path)
             and os.path.isfile(item.friendly_path)
             and thumbnail_problem(item.object_path, item.friendly_path) is None
         )
-    location, object_name = object_place(item.object_path)
-    name = name_within(item.out_dir, item.friendly_path)
+    store, object_name = scope.object_of(item.object_path)
     try:
-        data = places.store(location).read(object_name, DEEP_READ_LIMIT)
+        data = store.read(object_name, DEEP_READ_LIMIT)
     except (FileNotFoundError, ObjectTooLarge):
         return False
-    return name is not None and target.read(name, len(data)) == data
+    return target.read(name_in(item.out_dir, item.friendly_path), len(data)) == data
 
 
 # -- files nobody accounts for --------------------------------------------------------------------
@@ -454,7 +459,8 @@ def listed_objects(location: str, store: ObjectStore) -> Iterator[tuple[str, str
             yield found.name, found.path, found.size
         return
     for name in store.names():
-        yield name, object_path_in(location, name), None
+        key, _, extension = name.partition(".")
+        yield name, object_path_in(location, key, extension), None
 
 
 def object_size(store: ObjectStore, name: str, listed: int | None) -> int:

@@ -9,7 +9,6 @@ imported only when an ``s3://`` location is used, so the local tool needs no S3 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .s3location import S3_SCHEME, BadLocation, S3Location, S3Options, is_s3, parse_s3
@@ -21,41 +20,17 @@ if TYPE_CHECKING:
 __all__ = [
     "S3_SCHEME",
     "BadLocation",
-    "OpenedLocations",
     "S3Location",
     "S3Options",
     "is_s3",
-    "name_within",
+    "name_in",
+    "object_name_of",
     "object_path_in",
-    "object_place",
     "object_store_at",
     "output_target_at",
     "parse_s3",
+    "store_location_of",
 ]
-
-
-def object_path_in(location: str, name: str) -> str:
-    """The path the ledger records for the object ``name`` (``<key>.<ext>``) of the store at ``location``."""
-    return f"{location}/objects/{name[:2]}/{name}"
-
-
-def object_place(object_path: str) -> tuple[str, str]:
-    """The store location and the object's name of a recorded object path
-    (``<store>/objects/<k[:2]>/<k>.<ext>``, the same arithmetic for a folder and a bucket);
-    ValueError for a path of another shape."""
-    shard_path, _, name = object_path.rpartition("/")
-    objects, _, shard = shard_path.rpartition("/")
-    root, _, folder = objects.rpartition("/")
-    if folder != "objects" or not root or not name or name[:2] != shard:
-        raise ValueError(f"{object_path} is not an object of a store (<store>/objects/<xx>/<name>)")
-    return root, name
-
-
-def name_within(location: str, path: str) -> str | None:
-    """The name of a recorded ``path`` (a thumbnail's, a batch document's) inside the output
-    location ``location``, None when it lies outside it."""
-    head = location.rstrip("/") + "/"
-    return path[len(head) :] if path.startswith(head) and len(path) > len(head) else None
 
 
 def object_store_at(location: str, options: S3Options | None = None) -> ObjectStore:
@@ -80,21 +55,32 @@ def output_target_at(location: str, options: S3Options | None = None) -> OutputT
     return LocalOutputTarget(location)
 
 
-@dataclass
-class OpenedLocations:
-    """The stores and output targets at recorded locations, each made once (an S3 client is not
-    free to set up) for a run that visits many objects and names."""
+def store_location_of(object_path: str) -> str:
+    """The store an object (or its preview) lies in, by the layout both kinds share:
+    ``<store>/objects/<xx>/<name>`` -> ``<store>``. ValueError for a path of another shape."""
+    parts = object_path.rsplit("/", 3)
+    if len(parts) != 4 or parts[1] != "objects" or not parts[0]:
+        raise ValueError(f"{object_path} is not an object of a store (<store>/objects/<xx>/<name>)")
+    if is_s3(object_path):
+        return parts[0]
+    from .objects import store_root_of
 
-    options: S3Options | None = None
-    stores: dict[str, ObjectStore] = field(default_factory=dict)
-    targets: dict[str, OutputTarget] = field(default_factory=dict)
+    return store_root_of(object_path)
 
-    def store(self, location: str) -> ObjectStore:
-        if location not in self.stores:
-            self.stores[location] = object_store_at(location, self.options)
-        return self.stores[location]
 
-    def target(self, location: str) -> OutputTarget:
-        if location not in self.targets:
-            self.targets[location] = output_target_at(location, self.options)
-        return self.targets[location]
+def object_name_of(object_path: str) -> str:
+    """The object's name in its store (``<key>.<ext>``)."""
+    return object_path.rsplit("/", 1)[-1]
+
+
+def object_path_in(store: str, key: str, extension: str) -> str:
+    """Where the ledger records an object of ``store`` (a folder or ``s3://bucket/prefix``)."""
+    return f"{store}/objects/{key[:2]}/{key}.{extension}"
+
+
+def name_in(location: str, path: str) -> str:
+    """The name of ``path`` relative to the output location it lies in; ValueError outside it."""
+    head = location.rstrip("/") + "/"
+    if not path.startswith(head) or len(path) == len(head):
+        raise ValueError(f"{path} is not inside {location}")
+    return path[len(head) :]
