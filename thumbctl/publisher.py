@@ -101,24 +101,13 @@ class Publisher:
             self.ledger.queue.record_name_version(batch_id, friendly_path, named.version, named.outcome)
         return named
 
-    def restore(
-        self,
-        row: int,
-        object_path: str,
-        friendly_path: str,
-        code: str,
-        detail: str,
-        place: Callable[[], str] | None = None,
-    ) -> bool:
+    def restore(self, row: int, object_path: str, friendly_path: str, code: str, detail: str) -> bool:
         """Reconcile's repair: put a fresh copy of the object at the name of the item ``row`` (found
         missing, edited or not a plain file) if the item still owns it, and record the new version
-        with a ``relinked`` event, in one transaction under the name's lock. ``place`` puts the
-        copy and returns its version (default: the local folder's copy of the object file)."""
+        with a ``relinked`` event, in one transaction under the name's lock."""
 
         def link() -> str:
             with self.ledger.queue.publishing_name(friendly_path):
-                if place is not None:
-                    return place()
                 return restore_thumbnail(self.target, object_path, friendly_path)
 
         return self.ledger.upkeep.relink_published(row, object_path, friendly_path, code, detail, link)

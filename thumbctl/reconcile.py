@@ -21,7 +21,6 @@ import io
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -55,6 +54,7 @@ from .storage.locations import (
 from .storage.objects import LocalObjectStore, ObjectStore, ObjectTooLarge, object_files, object_stamp
 from .storage.outputs import LocalOutputTarget, OutputTarget, StaleVersion
 from .storage.thumbnails import thumbnail_problem
+from .stores import store_for_ledger
 
 IsDead = Callable[[str], bool]
 Fix = Callable[[], bool]
@@ -132,6 +132,15 @@ def reconcile(
             if not is_s3(out_dir):
                 LocalOutputTarget(out_dir).remove_empty_tmp()
     return ReconcileReport(findings, len(checks.verdicts), checks.decoded, checks.unchanged)
+
+
+def store_location(ledger: Ledger, store: Path | None) -> str:
+    """The location of the store a maintenance run checks: an ``s3://`` store the ledger recorded as
+    it is, else the local store (``store``, else the recorded one) bound for this run only."""
+    recorded = ledger.upkeep.recorded_store() if store is None else None
+    if recorded is not None and is_s3(recorded):
+        return recorded
+    return store_for_ledger(ledger, store, move=False).root
 
 
 def object_stores(ledger: Ledger, scope: Scope) -> list[tuple[str, ObjectStore]]:
@@ -367,19 +376,24 @@ _THUMBNAIL_FINDINGS = {
 def _link_finding(ledger: Ledger, target: OutputTarget, scope: Scope, item: PublishedItem, problem: str) -> Problem:
     kind, detail = _THUMBNAIL_FINDINGS[problem]
     finding = Finding(kind, item.batch_id, item.item_id, detail, ratio=item.ratio, path=item.friendly_path)
-    publisher = Publisher(ledger, target)  # type: ignore[arg-type]
-    place = (  # the publisher copies a local object file itself
-        None
-        if isinstance(target, LocalOutputTarget)
-        else partial(_put_again, target, scope, item.object_path, item.out_dir, item.friendly_path)
-    )
+    if isinstance(target, LocalOutputTarget):
+        publisher = Publisher(ledger, target)
 
-    def fix() -> bool:
-        return publisher.restore(
-            item.row, item.object_path, item.friendly_path, kind, f"reconcile: {detail}", place=place
+        def fix() -> bool:
+            return publisher.restore(item.row, item.object_path, item.friendly_path, kind, f"reconcile: {detail}")
+
+        return Problem(finding, fix)
+
+    def link() -> str:  # as the publisher's restore does for a local folder: under the name's lock
+        with ledger.queue.publishing_name(item.friendly_path):
+            return _put_again(target, scope, item.object_path, item.out_dir, item.friendly_path)
+
+    def fix_through_target() -> bool:
+        return ledger.upkeep.relink_published(
+            item.row, item.object_path, item.friendly_path, kind, f"reconcile: {detail}", link
         )
 
-    return Problem(finding, fix)
+    return Problem(finding, fix_through_target)
 
 
 def _put_again(target: OutputTarget, scope: Scope, object_path: str, out_dir: str, path: str) -> str:

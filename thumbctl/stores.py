@@ -17,7 +17,6 @@ from .errors import StoreRequired, StoreTaken, ThumbctlError, UsageError
 from .ledger import Ledger
 from .ledger.backend import is_server_url, masked
 from .migrate import MigrationReport, migrate_legacy_layout, needs_migration
-from .storage.locations import is_s3
 from .storage.objects import LocalObjectStore
 from .storage.ownership import claimed_owner
 
@@ -113,15 +112,6 @@ def bind_store(ledger: Ledger, store: Path, *, move: bool = True) -> LocalObject
 def store_for_ledger(ledger: Ledger, store: Path | None, *, move: bool = True) -> LocalObjectStore:
     """The store ``ledger`` uses (see :func:`chosen_store`), bound to the ledger (see :func:`bind_store`)."""
     return bind_store(ledger, chosen_store(ledger, store), move=move)
-
-
-def store_location(ledger: Ledger, store: Path | None) -> str:
-    """The location of the store a maintenance run (reconcile, gc) checks: an ``s3://`` store the
-    ledger recorded as it is (nothing to bind), else the local store bound for this run only."""
-    recorded = ledger.upkeep.recorded_store() if store is None else None
-    if recorded is not None and is_s3(recorded):
-        return recorded
-    return store_for_ledger(ledger, store, move=False).root
 
 
 def chosen_store(ledger: Ledger, store: Path | None) -> Path:

@@ -41,8 +41,7 @@ def reconcile_command(
     """Check the ledger against the outputs (local folders or s3:// prefixes): stalled leases, unfinished
     cancels, objects, friendly names, orphans, temp files. Live work is never touched. Exit 0 when clean,
     1 when findings remain (for cron)."""
-    from ..reconcile import reconcile
-    from ..stores import store_location
+    from ..reconcile import reconcile, store_location
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
@@ -69,7 +68,7 @@ def gc_command(
     """Retention: expire old terminal batches, then remove objects no remaining batch references (checked
     by derivative key), their expired friendly names, stale temp files and expired batch manifests."""
     from ..gc import collect_garbage
-    from ..stores import store_location
+    from ..reconcile import store_location
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
