@@ -167,25 +167,31 @@ SQLITE_ONLY = pytest.mark.parametrize("ledger_url", ["sqlite"], indirect=True)
 
 @SQLITE_ONLY
 def test_a_damaged_object_in_a_bucket_is_found_by_head_or_only_by_deep(s3_batch: S3Batch) -> None:
-    living, garden = (
-        next(i for i in s3_batch.status_items() if i["item_id"] == name) for name in ("rooms/living.jpg", "garden.jpeg")
-    )
-    published = len(get_raw(s3_batch.bucket, s3_batch.key(living["object_path"]))[0])
-    put_raw(s3_batch.bucket, s3_batch.key(living["object_path"]), b"not an image", "image/jpeg")  # a user's bytes
-    data, attributes = get_raw(s3_batch.bucket, s3_batch.key(garden["object_path"]))
-    rotten = data[:100] + bytes(b ^ 0xFF for b in data[100:200]) + data[200:]  # same size, checksum kept: bit rot
+    items = {i["item_id"]: s3_batch.key(i["object_path"]) for i in s3_batch.status_items()}
+    published = {name: get_raw(s3_batch.bucket, key) for name, key in items.items()}
+    living, _ = published["rooms/living.jpg"]
+    put_raw(s3_batch.bucket, items["rooms/living.jpg"], b"not an image", "image/jpeg")  # a user's bytes
+    kitchen, _ = published["rooms/kitchen.webp"]
+    put_raw(s3_batch.bucket, items["rooms/kitchen.webp"], bytes(len(kitchen)), "image/jpeg")  # same size, no checksum
+    coffee, _ = published["coffee.png"]
+    other = {"Content-Type": "image/jpeg", "sha256": "0" * 64}  # same size, another checksum
+    obstore.put(s3_batch.bucket, items["coffee.png"], bytes(len(coffee)), attributes=other, use_multipart=False)
+    garden, attributes = published["garden.jpeg"]
+    rotten = garden[:100] + bytes(b ^ 0xFF for b in garden[100:200]) + garden[200:]  # bit rot: size, checksum kept
     kept = {"Content-Type": "image/jpeg", "sha256": attributes["sha256"]}
-    obstore.put(s3_batch.bucket, s3_batch.key(garden["object_path"]), rotten, attributes=kept, use_multipart=False)
-    wrong_size = ("object_invalid", "rooms/living.jpg", f"the object is 12 bytes, {published} were published")
-    code, found = reconciled(s3_batch)
-    assert code == 1 and [(f["kind"], f["item_id"], f["detail"]) for f in found["findings"]] == [wrong_size]
-    code, deep = reconciled(s3_batch, "--deep")
-    damaged = "the object holds bytes that no longer match the checksum kept with it (damaged)"
-    assert code == 1 and sorted((f["kind"], f["item_id"], f["detail"]) for f in deep["findings"]) == [
-        ("object_invalid", "garden.jpeg", damaged),
-        wrong_size,
+    obstore.put(s3_batch.bucket, items["garden.jpeg"], rotten, attributes=kept, use_multipart=False)
+    by_head = [
+        ("coffee.png", "the object holds other bytes than were published (its checksum differs)"),
+        ("rooms/kitchen.webp", "the object has no checksum kept with it (thumbctl did not write it)"),
+        ("rooms/living.jpg", f"the object is 12 bytes, {len(living)} were published"),
     ]
-    assert deep["objects"] == {"checked": 4, "decoded": 3, "unchanged": 0}
+    code, found = reconciled(s3_batch)
+    assert code == 1 and sorted((f["item_id"], f["detail"]) for f in found["findings"]) == by_head
+    assert {f["kind"] for f in found["findings"]} == {"object_invalid"}
+    code, deep = reconciled(s3_batch, "--deep")
+    damaged = ("garden.jpeg", "the object holds bytes that no longer match the checksum kept with it (damaged)")
+    assert code == 1 and sorted((f["item_id"], f["detail"]) for f in deep["findings"]) == sorted([*by_head, damaged])
+    assert deep["objects"] == {"checked": 4, "decoded": 1, "unchanged": 0}
 
 
 @SQLITE_ONLY
