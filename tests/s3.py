@@ -98,6 +98,7 @@ class WeedServer:
             "-webdav=false",
             "-admin.ui=false",
             "-master.telemetry=false",
+            "-s3.autoCreateBucket=false",
             f"-filer.localSocket={self.folder / 'filer.sock'}",
             f"-s3.localSocket={self.folder / 's3.sock'}",
             f"-s3.config={config}",

@@ -24,7 +24,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import obstore
@@ -71,8 +71,8 @@ class Settings:
     endpoint: str | None
     region: str
     access_key_id: str | None
-    secret_access_key: str | None
-    session_token: str | None
+    secret_access_key: str | None = field(repr=False)
+    session_token: str | None = field(repr=False)
 
     def config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"region": self.region}
