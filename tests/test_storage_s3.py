@@ -17,6 +17,7 @@ import pytest
 from thumbctl.errors import BucketForbidden, BucketMissing, ExitCode, StorageUnreachable
 from thumbctl.storage import s3client
 from thumbctl.storage.locations import S3Options, object_store_at, output_target_at, parse_s3
+from thumbctl.storage.ownership import LEDGER_ID_FILE, claimed_owner, store_owner
 from thumbctl.storage.s3 import S3ObjectStore, S3OutputTarget
 
 from s3 import ACCESS_KEY, BUCKET, SECRET_KEY, WeedServer, free_ports, get_raw, keys, put_raw, raw_store
@@ -344,3 +345,24 @@ def test_settings_come_from_the_options_then_the_variables_then_the_profile(tmp_
     assert (chosen.access_key_id, chosen.region, chosen.endpoint) == ("shopkey", "ap-south-1", "http://mine:3")
     assert "envsecret" not in repr(from_env) and "token" not in repr(from_env)
     assert s3client.settings_of(S3Options(), {}).region == "us-east-1"
+
+
+# -- the ledger a store belongs to --------------------------------------------------------------------
+
+
+def test_the_first_of_ledgers_claiming_a_store_at_once_owns_it(s3_server: WeedServer, s3_url: str) -> None:
+    store = store_at(s3_url)
+    assert store_owner(store) is None
+    claimants = [f"{n:032x}" for n in range(8)]
+    start = threading.Barrier(len(claimants))
+
+    def claim(own_id: str) -> tuple[str, str]:
+        start.wait()
+        return claimed_owner(store, own_id, f"ledger {own_id[-1]}")
+
+    with ThreadPoolExecutor(len(claimants)) as pool:
+        owners = set(pool.map(claim, claimants))
+    assert len(owners) == 1 and next(iter(owners))[0] in claimants
+    assert store_owner(store) == next(iter(owners))
+    assert keys(raw_store(s3_server), parse_s3(s3_url).prefix) == [parse_s3(s3_url).key(LEDGER_ID_FILE)]
+    assert list(store.names()) == []
