@@ -121,11 +121,20 @@ class _S3Place:
 
     @property
     def _client(self) -> S3Store:
-        return s3client.client(self.location, self.options)
+        return self._clients()[1]
 
     @property
     def _writer(self) -> S3Store:
-        return s3client.client(self.location, self.options, retried=False)
+        return self._clients()[2]
+
+    def _clients(self) -> tuple[int, S3Store, S3Store]:
+        """The shared clients (retried, and not, for conditional writes), looked up once per process."""
+        found = self.__dict__.get("_found_clients")
+        if found is None or found[0] != os.getpid():
+            retried = s3client.client(self.location, self.options)
+            found = (os.getpid(), retried, s3client.client(self.location, self.options, retried=False))
+            self.__dict__["_found_clients"] = found  # a cache beside the fields, not one of them
+        return found
 
     def _key(self, name: str) -> str:
         return self.location.key(name)

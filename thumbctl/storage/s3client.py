@@ -9,6 +9,11 @@ in the options takes its keys from the files even when the key variables are set
 endpoint is addressed path-style; an ``http://`` one is allowed. No credential ever appears in a
 message: an error shows the bucket, the key and the server's error code only.
 
+A process that has made a request must not fork a child that uses S3: obstore's runtime does
+not survive a fork (the child's first request hangs). Importing obstore, or making a client
+without using it, is fine; the worker processes are forked before any request (a foreground
+submit's standby workers) or by a fork server that never makes one.
+
 Every obstore error is turned into a coded one here, in :func:`translated`. Conditional writes
 go through :func:`conditional`, which retries what may succeed on a second try (409
 ``ConditionalRequestConflict``, 5xx, a lost connection) with backoff, and tells the caller when
@@ -21,8 +26,10 @@ import configparser
 import contextlib
 import datetime
 import os
+import random
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -129,12 +136,22 @@ _LOCK = threading.Lock()
 os.register_at_fork(after_in_child=_CLIENTS.clear)
 
 
+_SETTINGS: dict[tuple[str | None, ...], Settings] = {}
+
+
 def client(location: S3Location, options: S3Options, *, retried: bool = True) -> S3Store:
     """The shared client of the location's bucket. ``retried`` False gives one that never retries by
-    itself: conditional writes retry through :func:`conditional`, which knows what a retry means."""
-    settings = settings_of(options)
-    key = (location.bucket, settings, retried)
+    itself: conditional writes retry through :func:`conditional`, which knows what a retry means.
+
+    The settings are resolved once per process for each set of options and AWS variables: the
+    shared files are read at the first use, not at every request."""
+    aws = tuple(sorted((name, value) for name, value in os.environ.items() if name.startswith("AWS_")))
+    seen = (options.endpoint, options.region, options.profile, *(f"{name}={value}" for name, value in aws))
     with _LOCK:
+        settings = _SETTINGS.get(seen)
+        if settings is None:
+            settings = _SETTINGS[seen] = settings_of(options)
+        key = (location.bucket, settings, retried)
         found = _CLIENTS.get(key)
         if found is None:
             found = _CLIENTS[key] = _new_client(location.bucket, settings, retried)
@@ -238,8 +255,14 @@ def conditional(write: Callable[[], T]) -> tuple[T | BaseException, bool]:
                 uncertain = True
             raise
 
+    try:  # the first try outside tenacity: its set-up costs more than the rest of a put
+        return attempt(), uncertain
+    except BaseError as exc:
+        if not _retryable(exc):
+            raise
+    time.sleep(random.uniform(0.02, 0.05))  # noqa: S311 - jitter, not a secret
     retrying = Retrying(
-        stop=stop_after_attempt(_ATTEMPTS) | stop_after_delay(_RETRY_SECONDS),
+        stop=stop_after_attempt(_ATTEMPTS - 1) | stop_after_delay(_RETRY_SECONDS),
         wait=wait_exponential_jitter(multiplier=0.05, max=2.0),
         retry=retry_if_exception(_retryable),
         reraise=True,
