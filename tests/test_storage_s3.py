@@ -246,9 +246,11 @@ def test_a_delete_is_conditional_on_the_etag(s3_server: WeedServer, s3_url: str)
     location = parse_s3(s3_url)
     client = s3client.client(location, S3Options())
     theirs = put_raw(raw_store(s3_server), location.key("a.jpg"), b"edited after our check")
-    assert s3client.delete_if_match(client, location.key("a.jpg"), '"0123456789abcdef0123456789abcdef"') is False
+    assert (
+        s3client.delete_if_match(location, client, location.key("a.jpg"), '"0123456789abcdef0123456789abcdef"') is False
+    )
     assert target.read("a.jpg", 100) == b"edited after our check"
-    assert s3client.delete_if_match(client, location.key("a.jpg"), theirs) is True
+    assert s3client.delete_if_match(location, client, location.key("a.jpg"), theirs) is True
     assert target.read("a.jpg", 100) is None
 
 

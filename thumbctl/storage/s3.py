@@ -195,16 +195,16 @@ class _S3Place:
             s3client.put(self._client, key, data, attributes, mode="overwrite")
 
     def _remove_if(self, name: str, e_tag: str) -> bool:
-        """Remove ``name`` while it holds ``e_tag``: a DELETE with ``If-Match`` where the server
-        honours it (SeaweedFS, AWS S3); a server that answers otherwise gets a plain DELETE after the
-        caller's HEAD, which leaves a short window in which a write to the name is removed with it."""
+        """Remove ``name`` while it holds ``e_tag`` (the caller's HEAD saw it): a DELETE with
+        ``If-Match``, which SeaweedFS and AWS S3 honour. A server that ignores the header deletes
+        anyway, and one that refuses it (501) gets a plain DELETE: on those, a write to the name
+        between the HEAD and the DELETE is removed with it."""
         key = self._key(name)
-        with s3client.translated(self.location, key, writing=True):
-            removed = s3client.delete_if_match(self._client, key, e_tag)
-            if removed is None:
-                obstore.delete(self._client, key)
-                return True
-            return removed
+        removed = s3client.delete_if_match(self.location, self._client, key, e_tag)
+        if removed is None:
+            self._delete(name)
+            return True
+        return removed
 
     def _delete(self, name: str) -> None:
         key = self._key(name)
@@ -446,7 +446,7 @@ class S3OutputTarget(_S3Place):
         found = [
             name
             for name, _size in self._list(folder)
-            if name.startswith(prefix) and name.split("/", 1)[0] not in RESERVED_FOLDERS and "/" != name[-1:]
+            if name.startswith(prefix) and name.split("/", 1)[0] not in RESERVED_FOLDERS and not name.endswith("/")
         ]
         yield from sorted(found)
 

@@ -185,7 +185,7 @@ def status_of(exc: BaseException) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _server_code(exc: BaseException) -> str:
+def _server_code(exc: BaseException | str) -> str:
     found = _CODE.search(str(exc))
     return f" ({found.group(1)})" if found else ""
 
@@ -301,22 +301,34 @@ def read_bounded(store: S3Store, key: str, limit: int) -> bytes | None:
     return bytes(data)
 
 
-def delete_if_match(store: S3Store, key: str, e_tag: str) -> bool | None:
+def delete_if_match(location: S3Location, store: S3Store, key: str, e_tag: str) -> bool | None:
     """DELETE ``key`` with ``If-Match: e_tag`` through a short-lived signed URL: True when removed,
-    False on 412 or 404 (it holds another version, or is gone), None when the server gave another
-    answer (the caller then falls back). The URL is never shown: it carries a signature."""
+    False on 412 or 404 (it holds another version, or is gone), None when the server does not
+    implement a conditional DELETE (501; the caller then decides). The URL is never shown: it
+    carries a signature."""
     import urllib3
 
+    where = f"s3://{location.bucket}/{key}"
     url = obstore.sign(store, "DELETE", key, datetime.timedelta(seconds=_SIGNED_SECONDS))
     try:
         answer = _HTTP.request("DELETE", url, headers={"If-Match": e_tag}, retries=False, timeout=30.0)
     except urllib3.exceptions.HTTPError:
-        return None
-    if answer.status in (200, 204):
+        raise StorageUnreachable(f"{where}: the S3 server cannot be reached now (no connection); retry later") from None
+    status = answer.status
+    code = _server_code(answer.data.decode("utf-8", "replace")[:2000]) if status >= 300 else ""
+    if status in (200, 204):
         return True
-    if answer.status in (404, 412):
+    if status in (404, 412):
         return False
-    return None
+    if status == 501:
+        return None
+    if status in (401, 403):
+        raise BucketForbidden(f"{where}: access refused{code}; check the credentials")
+    if status >= 500 or status in (408, 429):
+        raise StorageUnreachable(
+            f"{where}: the S3 server cannot be reached now (it answered {status}{code}); retry later"
+        )
+    raise OSError(5, f"the S3 request failed with status {status}{code}", where)
 
 
 class _LazyPool:
