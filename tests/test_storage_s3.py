@@ -368,3 +368,19 @@ def test_the_first_of_ledgers_claiming_a_store_at_once_owns_it(s3_server: WeedSe
     assert store_owner(store) == next(iter(owners))
     assert keys(raw_store(s3_server), parse_s3(s3_url).prefix) == [parse_s3(s3_url).key(LEDGER_ID_FILE)]
     assert list(store.names()) == []
+
+
+def test_credentials_from_a_profile_of_the_shared_files_reach_the_server(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, s3_url: str
+) -> None:
+    credentials = tmp_path / "credentials"
+    credentials.write_text(f"[shop]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    monkeypatch.setenv("AWS_PROFILE", "shop")
+    store = store_at(s3_url)
+    assert store.put(f"{key(1)}.jpg", b"pixels", verify=sound).outcome == "created"
+    credentials.write_text(f"[shop]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = wrong\n")
+    with pytest.raises(BucketForbidden):
+        object_store_at(s3_url, S3Options(profile="shop")).stat(f"{key(1)}.jpg")
