@@ -5,7 +5,9 @@ conditional removal, coded errors, and where the settings come from. Against the
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
+import sys
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -384,3 +386,18 @@ def test_credentials_from_a_profile_of_the_shared_files_reach_the_server(
     credentials.write_text(f"[shop]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = wrong\n")
     with pytest.raises(BucketForbidden):
         object_store_at(s3_url, S3Options(profile="shop")).stat(f"{key(1)}.jpg")
+
+
+def test_a_subprocess_reaches_the_bucket_through_the_aws_variables(
+    s3_server: WeedServer, s3_env: dict[str, str], s3_url: str
+) -> None:
+    """What a command started by a test gets: the standard variables of ``s3_env``, nothing else."""
+    script = (
+        "import sys\nfrom thumbctl.storage.locations import output_target_at\n"
+        "print(output_target_at(sys.argv[1]).publish('a.jpg', b'from a child'))"
+    )
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")} | s3_env
+    done = subprocess.run([sys.executable, "-c", script, s3_url], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert get_raw(raw_store(s3_server), parse_s3(s3_url).key("a.jpg"))[0] == b"from a child"
+    assert target_at(s3_url).version_of("a.jpg") == done.stdout.strip()
