@@ -76,6 +76,9 @@ def test_paths_are_the_local_arithmetic_under_the_url(s3_url: str) -> None:
     assert store.root == s3_url and target.root == s3_url + "/out"
     assert store.object_path(key(1), "jpg") == store.path_of(f"{key(1)}.jpg") == f"{s3_url}/objects/01/{key(1)}.jpg"
     assert store.preview_path(store.path_of(f"{key(1)}.jpg")) == f"{s3_url}/objects/01/{key(1)}.preview.jpg"
+    assert S3ObjectStore.of_object(store.path_of(f"{key(1)}.jpg"), S3Options()) == store
+    with pytest.raises(ValueError):
+        S3ObjectStore.of_object(f"{s3_url}/out/a.jpg", S3Options())
     assert target.batch_manifest_path("b_1") == f"{s3_url}/out/batches/b_1.json"
     assert target.name_of(target.path_of("rooms/sofa.1x1.jpg")) == "rooms/sofa.1x1.jpg"
     with pytest.raises(ValueError):
@@ -140,11 +143,16 @@ def test_cache_control_follows_the_options(s3_server: WeedServer, s3_url: str) -
     assert curl_headers(s3_server, location.key("a.jpg"))["cache-control"] == "no-cache"
 
 
-def test_an_object_keeps_the_sha256_of_its_bytes_in_its_metadata(s3_server: WeedServer, s3_url: str) -> None:
+def test_an_object_keeps_the_sha256_of_its_bytes_in_its_metadata_and_stat_gives_it(
+    s3_server: WeedServer, s3_url: str
+) -> None:
     store_at(s3_url).put(f"{key(1)}.jpg", b"pixels", verify=sound)
     found = get_raw(raw_store(s3_server), parse_s3(s3_url).key(f"objects/01/{key(1)}.jpg"))
     assert found is not None
     assert found[1]["sha256"] == hashlib.sha256(b"pixels").hexdigest()
+    put_raw(raw_store(s3_server), parse_s3(s3_url).key(f"objects/02/{key(2)}.jpg"), b"a user's object")
+    theirs = store_at(s3_url).stat(f"{key(2)}.jpg")
+    assert theirs is not None and theirs.size == len(b"a user's object") and theirs.checksum is None
 
 
 # -- the create-if-absent race ---------------------------------------------------------------------------

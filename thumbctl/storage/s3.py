@@ -232,6 +232,14 @@ class S3ObjectStore(_S3Place):
     def objects_dir(self) -> str:
         return f"{self.root}/objects"
 
+    @classmethod
+    def of_object(cls, object_path: str, options: S3Options) -> S3ObjectStore:
+        """The store an object's URL lies in (``s3://bucket/prefix/objects/<xx>/<name>``)."""
+        root, objects, shard, name = object_path.rsplit("/", 3)
+        if objects != "objects" or not name.startswith(shard) or len(shard) != 2:
+            raise ValueError(f"{object_path} is not an object of a store (<store>/objects/<xx>/<name>)")
+        return cls(parse_s3(root), options)
+
     def _object(self, name: str) -> str:
         return f"objects/{name[:2]}/{name}"
 
@@ -292,7 +300,7 @@ class S3ObjectStore(_S3Place):
 
     def stat(self, name: str) -> ObjectInfo | None:
         found = self._head(self._object(name))
-        return None if found is None else ObjectInfo(found[0], found[1])
+        return None if found is None else ObjectInfo(found[0], found[1], found[2].get(s3client.CHECKSUM))
 
     def verify(self, name: str, check: Verifier) -> str | None:
         try:
