@@ -25,6 +25,7 @@ from __future__ import annotations
 import configparser
 import contextlib
 import datetime
+import errno
 import os
 import random
 import re
@@ -35,7 +36,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import obstore
-from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PermissionDeniedError, PreconditionError
+from obstore.exceptions import (
+    AlreadyExistsError,
+    BaseError,
+    NotFoundError,
+    PermissionDeniedError,
+    PreconditionError,
+    UnauthenticatedError,
+)
 from obstore.store import S3Store
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
@@ -59,6 +67,7 @@ CHECKSUM = "sha256"
 _DEFAULT_REGION = "us-east-1"
 _STATUS = re.compile(r"status code: (\d{3})")
 _CODE = re.compile(r"<Code>([A-Za-z]{1,64})</Code>")
+_NO_ANSWER = re.compile(r"error sending request|connect|timed out|timeout|connection|dns error|broken pipe", re.I)
 _ATTEMPTS = 6
 _RETRY_SECONDS = 30.0
 _SIGNED_SECONDS = 60
@@ -194,8 +203,9 @@ def _server_code(exc: BaseException | str) -> str:
 def translated(location: S3Location, key: str, *, writing: bool = False) -> Iterator[None]:
     """Turn obstore's errors into coded ones: a bucket that is missing (``bucket_missing``),
     refuses access (``bucket_forbidden``) or cannot be reached (``storage_unreachable``). A
-    missing key stays FileNotFoundError, except on a write, where only the bucket can be missing;
-    412 stays PreconditionError or AlreadyExistsError for the caller to judge."""
+    missing key stays FileNotFoundError, except on a write, where only the bucket can be missing (a
+    HEAD cannot tell a missing bucket from a missing key: its 404 has no body); 412 stays
+    PreconditionError or AlreadyExistsError for the caller to judge."""
     where = f"s3://{location.bucket}/{key}"
     try:
         yield
@@ -205,7 +215,7 @@ def translated(location: S3Location, key: str, *, writing: bool = False) -> Iter
         if writing or "NoSuchBucket" in str(exc):
             raise BucketMissing(f"{where}: the bucket {location.bucket!r} does not exist{_server_code(exc)}") from None
         raise FileNotFoundError(2, "no such object", where) from None
-    except PermissionDeniedError as exc:
+    except (PermissionDeniedError, UnauthenticatedError) as exc:
         raise BucketForbidden(f"{where}: access refused{_server_code(exc)}; check the credentials") from None
     except BaseError as exc:
         raise _generic(where, location, exc) from None
@@ -218,10 +228,17 @@ def _generic(where: str, location: S3Location, exc: BaseError) -> Exception:
         return BucketForbidden(f"{where}: access refused{_server_code(exc)}; check the credentials")
     if status == 404 or "NoSuchBucket" in text:
         return BucketMissing(f"{where}: the bucket {location.bucket!r} does not exist{_server_code(exc)}")
-    if status is None or status >= 500 or status in (408, 429):
+    if _no_answer(exc) or (status is not None and (status >= 500 or status in (408, 429))):
         answer = f"it answered {status}{_server_code(exc)}" if status else "no connection"
         return StorageUnreachable(f"{where}: the S3 server cannot be reached now ({answer}); retry later")
-    return OSError(5, f"the S3 request failed with status {status}{_server_code(exc)}", where)
+    if status is None:
+        return OSError(errno.EINVAL, f"the S3 request could not be made ({type(exc).__name__})", where)
+    return OSError(errno.EIO, f"the S3 request failed with status {status}{_server_code(exc)}", where)
+
+
+def _no_answer(exc: BaseException) -> bool:
+    """Whether the request got no answer: no connection, a timeout, a connection dropped."""
+    return status_of(exc) is None and _NO_ANSWER.search(str(exc)) is not None
 
 
 # -- conditional writes --------------------------------------------------------------------------------
@@ -230,10 +247,10 @@ def _generic(where: str, location: S3Location, exc: BaseError) -> Exception:
 def _retryable(exc: BaseException) -> bool:
     """409 (ConditionalRequestConflict: another conditional write to the key is in flight), 5xx,
     408, 429 and no answer at all are worth another try."""
-    if not isinstance(exc, BaseError) or isinstance(exc, (NotFoundError, PermissionDeniedError)):
+    if not isinstance(exc, BaseError) or isinstance(exc, (NotFoundError, PermissionDeniedError, UnauthenticatedError)):
         return False
     status = status_of(exc)
-    return status is None or status >= 500 or status in (408, 409, 429)
+    return _no_answer(exc) or (status is not None and (status >= 500 or status in (408, 409, 429)))
 
 
 def conditional(write: Callable[[], T]) -> tuple[T | BaseException, bool]:
@@ -251,7 +268,7 @@ def conditional(write: Callable[[], T]) -> tuple[T | BaseException, bool]:
                 raise
             return exc
         except BaseError as exc:
-            if _retryable(exc) and status_of(exc) != 409:
+            if _retryable(exc) and status_of(exc) != 409:  # a 409 was refused, never applied
                 uncertain = True
             raise
 
