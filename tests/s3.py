@@ -154,6 +154,24 @@ class WeedServer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (its socket descriptors matched in /proc/net/tcp*)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def raw_store(server: WeedServer, bucket: str = BUCKET, **config: Any) -> Any:
     """A plain obstore client of ``bucket`` on ``server`` (a user's tool, not thumbctl); ``config``
     overrides its settings (e.g. a wrong ``secret_access_key``, ``skip_signature``)."""

@@ -4,6 +4,7 @@ conditional removal, coded errors, and where the settings come from. Against the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
@@ -22,7 +23,19 @@ from thumbctl.storage.locations import S3Options, object_store_at, output_target
 from thumbctl.storage.ownership import LEDGER_ID_FILE, claimed_owner, store_owner
 from thumbctl.storage.s3 import S3ObjectStore, S3OutputTarget
 
-from s3 import ACCESS_KEY, BUCKET, SECRET_KEY, WeedServer, free_ports, get_raw, keys, put_raw, raw_store
+from harness import until
+from s3 import (
+    ACCESS_KEY,
+    BUCKET,
+    SECRET_KEY,
+    WeedServer,
+    free_ports,
+    get_raw,
+    keys,
+    listening_ports,
+    put_raw,
+    raw_store,
+)
 
 KEYS = 40
 WRITERS = 16
@@ -66,6 +79,15 @@ def test_the_test_server_refuses_an_unsigned_request(s3_server: WeedServer, s3_u
     plain = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", url], capture_output=True, text=True)
     assert plain.stdout == "403"
     assert keys(raw_store(s3_server), parse_s3(s3_url).prefix) == [parse_s3(s3_url).key(f"objects/01/{key(1)}.jpg")]
+
+
+def test_the_test_server_listens_only_on_the_free_ports_it_was_given(s3_server: WeedServer) -> None:
+    """No default port (9333, 8888, 8333, the admin's 23646, Iceberg's 8181, 9101, gRPC's +10000):
+    two test processes each run a server of their own side by side."""
+    given = set(s3_server.ports.values())
+    with contextlib.suppress(AssertionError):  # the admin server may open its ports a moment after S3 serves
+        until(lambda: listening_ports(s3_server.process.pid) == given, "every given port listening", timeout=10)
+    assert listening_ports(s3_server.process.pid) == given
 
 
 # -- paths ----------------------------------------------------------------------------------------------
