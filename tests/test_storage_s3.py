@@ -303,6 +303,14 @@ def test_a_missing_bucket_is_a_coded_error(s3_env: dict[str, str]) -> None:
         assert "no-such-bucket" in caught.value.message
 
 
+def test_a_probe_proves_the_location_writable_and_leaves_nothing(s3_server: WeedServer, s3_url: str) -> None:
+    store_at(s3_url).probe()
+    target_at(s3_url + "/out").probe()
+    assert keys(raw_store(s3_server), parse_s3(s3_url).prefix) == []
+    with pytest.raises(BucketMissing):
+        target_at("s3://no-such-bucket/out").probe()
+
+
 def test_a_wrong_secret_is_a_coded_error_that_shows_no_credential(
     monkeypatch: pytest.MonkeyPatch, s3_env: dict[str, str], s3_url: str
 ) -> None:
@@ -313,6 +321,7 @@ def test_a_wrong_secret_is_a_coded_error_that_shows_no_credential(
         lambda: store.stat(f"{key(1)}.jpg"),
         lambda: list(target.names()),
         lambda: target.read("a.jpg", 10),
+        target.probe,
     ):
         with pytest.raises(BucketForbidden) as caught:
             attempt()

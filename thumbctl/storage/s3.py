@@ -136,6 +136,14 @@ class _S3Place:
             self.__dict__["_found_clients"] = found  # a cache beside the fields, not one of them
         return found
 
+    def probe(self) -> None:
+        """Prove the location can be written (a small object put under ``.tmp/`` and removed
+        again), so a batch is never accepted for a bucket no worker could write to: raises
+        bucket_missing, bucket_forbidden or storage_unreachable."""
+        name = f".tmp/probe-{uuid.uuid4().hex}"
+        self._overwrite(name, b"", {"Content-Type": "application/octet-stream"})
+        self._delete(name)
+
     def _key(self, name: str) -> str:
         return self.location.key(name)
 
