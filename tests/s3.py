@@ -14,10 +14,13 @@ bucket through a plain obstore client, the way a user's own tool would, behind t
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import datetime
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -65,6 +68,12 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def _end_with_parent() -> None:
+    """In the server's process before it runs: a SIGKILL when the test process dies, even killed."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def identities() -> dict[str, Any]:
     return {
         "identities": [
@@ -107,7 +116,12 @@ class WeedServer:
         (self.folder / "data").mkdir()
         self.log = open(self.folder / "weed.log", "wb")  # noqa: SIM115 - closed by stop()
         self.process = subprocess.Popen(
-            command, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.folder, start_new_session=True
+            command,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=self.folder,
+            start_new_session=True,
+            preexec_fn=_end_with_parent,
         )
         try:
             self._wait_ready()
