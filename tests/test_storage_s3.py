@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 import pytest
 
-from thumbctl.errors import BucketForbidden, BucketMissing, ExitCode, StorageUnreachable
+from thumbctl.errors import BadS3Settings, BucketForbidden, BucketMissing, ExitCode, StorageUnreachable
 from thumbctl.storage import s3client
 from thumbctl.storage.locations import S3Options, object_store_at, output_target_at, parse_s3
 from thumbctl.storage.ownership import LEDGER_ID_FILE, claimed_owner, store_owner
@@ -440,3 +440,15 @@ def test_a_subprocess_reaches_the_bucket_through_the_aws_variables(
     assert done.returncode == 0, done.stderr
     assert get_raw(raw_store(s3_server), parse_s3(s3_url).key("a.jpg"))[0] == b"from a child"
     assert target_at(s3_url).version_of("a.jpg") == done.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    ["not a url", "ftp://files.example", "http://[::1", "http://host:99999", "http://user:secret@host", "http://h/x"],
+)
+def test_an_endpoint_that_is_no_http_url_of_a_host_is_a_coded_error(endpoint: str) -> None:
+    with pytest.raises(BadS3Settings) as caught:
+        object_store_at("s3://thumbs/p", S3Options(endpoint=endpoint)).stat(f"{key(1)}.jpg")
+    assert caught.value.code == "bad_s3_settings" and caught.value.exit_code == ExitCode.USAGE
+    assert "secret" not in caught.value.message and "user" not in caught.value.message
+    assert s3client.settings_of(S3Options(endpoint="https://s3.example:9000/")).endpoint == "https://s3.example:9000"

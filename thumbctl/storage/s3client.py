@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import obstore
 from obstore.exceptions import (
@@ -47,7 +48,7 @@ from obstore.exceptions import (
 from obstore.store import S3Store
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
-from ..errors import BucketForbidden, BucketMissing, StorageUnreachable
+from ..errors import BadS3Settings, BucketForbidden, BucketMissing, StorageUnreachable
 from .s3location import S3Location, S3Options
 
 T = TypeVar("T")
@@ -118,7 +119,35 @@ def settings_of(options: S3Options, env: Mapping[str, str] | None = None) -> Set
     region = (
         options.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or profile.get("region")
     ) or _DEFAULT_REGION
-    return Settings(endpoint.rstrip("/") if endpoint else None, region, *keys)
+    return Settings(_checked_endpoint(endpoint.strip()) if endpoint else None, region, *keys)
+
+
+def _checked_endpoint(endpoint: str) -> str:
+    """The endpoint without a trailing slash; BadS3Settings unless it is an http(s) URL of a host
+    (no user or password in it, no path): the client would fail on it deep inside."""
+    try:
+        parts = urlsplit(endpoint)
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError:
+        parts, port_ok = None, False
+    valid = (
+        parts is not None
+        and port_ok
+        and parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and parts.username is None
+        and parts.path in ("", "/")
+        and not parts.query
+        and not parts.fragment
+        and all(ch.isprintable() and not ch.isspace() for ch in endpoint)
+    )
+    if not valid:
+        shown = f"{parts.scheme}://{parts.hostname}" if parts is not None and parts.hostname else "it"
+        raise BadS3Settings(
+            f"the S3 endpoint ({shown}) is not an http:// or https:// URL of a host, without a path "
+            "(from thumbctl's S3 settings, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the profile's endpoint_url)"
+        )
+    return endpoint.rstrip("/")
 
 
 def _profile(env: Mapping[str, str], name: str) -> dict[str, str]:
