@@ -1,6 +1,6 @@
 """The S3 client under :mod:`.s3`: settings, one obstore client per bucket, requests, errors, retries.
 
-Settings come from :class:`~.locations.S3Options` first, then the standard AWS variables
+Settings come from :class:`~.s3location.S3Options` first, then the standard AWS variables
 (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``,
 ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``), then the profile
 (``AWS_PROFILE``, else ``default``) of the shared files (``~/.aws/credentials`` and
