@@ -76,9 +76,9 @@ class ObjectTooLarge(ValueError):
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """What :meth:`ObjectStore.stat` knows of an object without reading it (a HEAD): its size, an
-    opaque version and the sha256 (hex) of its bytes as the store keeps it (None when the store
-    kept none: an object no thumbctl writer put there)."""
+    """What :meth:`ObjectStore.stat` knows of an object: its size, an opaque version, and the sha256
+    of its bytes as the store knows it without reading them again (None when it does not: an S3
+    object put by someone else, without thumbctl's checksum in its metadata)."""
 
     size: int
     version: str
