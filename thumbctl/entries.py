@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from .downloads import is_url, url_item_id
+from .downloads.fetch import shown_url
 from .errors import ItemFailure, RejectedError, UsageError
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .names import UnsafeItemId, check_item_id, escaped_name
@@ -127,7 +129,10 @@ def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[Sou
     default_ratios = manifest.ratios or profile.ratios
     entries = []
     for entry in manifest.entries:
-        item_id = _checked_id(entry.id) if entry.id is not None else _default_id(entry.source, root)
+        if entry.id is not None:
+            item_id = _checked_id(entry.id)
+        else:
+            item_id = _url_id(entry.source) if is_url(entry.source) else _default_id(entry.source, root)
         ratios = entry.ratios or default_ratios
         entries.append(SourceEntry(item_id, entry.source, ratios, entry.focus, clear_focus=entry.clear_focus))
     return entries
@@ -151,6 +156,18 @@ def _default_id(source: str, root: Path) -> str:
         "give the item an id (ids must be safe relative paths inside --out)",
         code="unsafe_id",
     )
+
+
+def _url_id(url: str) -> str:
+    """The id of a URL source whose entry names none: its host and path (see :func:`url_item_id`)."""
+    item_id = url_item_id(url)
+    if item_id is None:
+        raise RejectedError(
+            f"an item without an id takes its URL's host and path as id, and {shown_url(url)!r} gives no safe one; "
+            "give the item an id (ids must be safe relative paths inside --out)",
+            code="unsafe_id",
+        )
+    return item_id
 
 
 def _checked_id(item_id: str) -> str:

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 from .admission import retry_unavailable
+from .downloads import is_url
+from .downloads.remote import inspect_url
 from .entries import SourceEntry, check_limits, check_utf8_path, collect_entries
 from .errors import ItemFailure, RejectedError, UnavailableError, UsageError
 from .faults import Faults
@@ -32,7 +34,7 @@ from .names import friendly_stems
 from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
 from .options import SubmitOptions
 from .publisher import Publisher
-from .settings import Limits, Profile, Ratio, parse_ratio
+from .settings import Limits, Profile, Ratio, UrlRules, parse_ratio
 from .sources import SourceFolder, SourceRoot, check_size, digest_bounded
 from .storage.fsafe import is_plain_file, symlinked_folder
 from .storage.objects import LocalObjectStore
@@ -104,7 +106,7 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     if previous_store and previous_store != store.root:
         report.store_moved = (previous_store, store.root)
     check_limits(entries, options.limits, options.profile)
-    inspections = _inspect_all(root, entries, options.limits, ledger, report)
+    inspections = _inspect_all(root, entries, options, ledger, report)
     focus = _focus_plan(entries, inspections, ledger)
     template = options.name_template or default_template(len(options.profile.sizes))
     layout = LocalOutputTarget(str(out_dir))
@@ -120,7 +122,7 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
         items=tuple(items),
         max_attempts=options.max_attempts,
         deadline_seconds=options.deadline_seconds,
-        limits={"max_pixels": options.limits.max_pixels, "max_bytes": options.limits.max_bytes},
+        limits=options.recorded_limits(urls=any(is_url(entry.given) for entry in entries)),
         manifest_folder=layout.batches_dir,
         focus_changes=focus.changes,
     )
@@ -282,7 +284,7 @@ def _refuse_symlinked_batch_folders(layout: LocalOutputTarget) -> None:
 
 
 def _inspect_all(
-    root: Path, entries: list[SourceEntry], limits: Limits, ledger: Ledger, report: IntakeReport
+    root: Path, entries: list[SourceEntry], options: SubmitOptions, ledger: Ledger, report: IntakeReport
 ) -> dict[str, Inspection]:
     source_root = SourceRoot(root)
     resolved: dict[str, str | ItemFailure] = {}
@@ -291,7 +293,8 @@ def _inspect_all(
             resolved[entry.item_id] = entry.failure
             continue
         try:
-            resolved[entry.item_id] = entry.given if entry.known_real else str(source_root.resolve(entry.given))
+            known = entry.known_real or is_url(entry.given)
+            resolved[entry.item_id] = entry.given if known else str(source_root.resolve(entry.given))
         except ItemFailure as failure:
             resolved[entry.item_id] = failure
     paths = [p for p in resolved.values() if isinstance(p, str)]
@@ -299,7 +302,8 @@ def _inspect_all(
     inspections = {}
     fresh: list[CachedSource] = []
     with SourceFolder(source_root.real) as folder:
-        results = _in_threads(partial(_inspect_one, folder, cache, limits), list(resolved.values()))
+        inspect = partial(_inspect_one, folder, cache, options.limits, options.url_rules)
+        results = _in_threads(inspect, list(resolved.values()))
         for item_id, (inspection, from_cache) in zip(resolved, results, strict=True):
             inspections[item_id] = inspection
             if inspection.info is not None:
@@ -335,13 +339,15 @@ def _inspect_one(
     folder: SourceFolder,
     cache: dict[str, CachedSource],
     limits: Limits,
+    rules: UrlRules,
     target: str | ItemFailure,
 ) -> tuple[Inspection, bool]:
     """The inspection of one resolved source, and whether it came from the stat cache."""
     if isinstance(target, ItemFailure):
         return Inspection(source="", failure=target), False
     try:
-        info, from_cache = inspect_source(folder, target, cache.get(target), limits)
+        inspect = partial(inspect_url, rules=rules) if is_url(target) else partial(inspect_source, folder)
+        info, from_cache = inspect(target, cache.get(target), limits)
     except ItemFailure as failure:
         return Inspection(source=target, failure=failure), False
     return Inspection(source=target, info=info), from_cache
