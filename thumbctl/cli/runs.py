@@ -12,7 +12,7 @@ from ..errors import ExitCode, Interrupted, UsageError
 from ..ledger.home import shown
 from ..models import BatchState, ItemState
 from ..runner import prepare_workers, run_batch, run_work, wait_until_terminal
-from ..settings import SettingError, parse_duration, refuse_url
+from ..settings import URL_NOT_SUPPORTED, SettingError, parse_duration, refuse_url
 from ..sources import ScanRules
 from .options import BatchAlias, StatsIntervalOption, batch_argument, one_batch
 from .resolution import ledger_target, settings_from_context
@@ -117,6 +117,11 @@ def parse_source(text: str) -> Path:
     """SOURCE as typed; an empty one (an unset shell variable) must not mean the current folder."""
     if not text.strip():
         raise UsageError("SOURCE is empty: name a folder or a manifest (.json, .jsonl, .csv)")
+    if text.strip().lower().startswith(("http://", "https://")):
+        raise UsageError(
+            f"SOURCE: {text.strip()!r} is a URL; list URL sources in a manifest (.json, .jsonl, .csv) and submit that",
+            code=URL_NOT_SUPPORTED,
+        )
     try:
         refuse_url(text)
     except SettingError as exc:
