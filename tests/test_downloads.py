@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -14,7 +16,7 @@ from hypothesis import strategies as st
 from thumbctl.downloads import is_url, url_item_id
 from thumbctl.downloads.addresses import address_problem, networks_of
 from thumbctl.downloads.fetch import MAX_REDIRECTS, download, shown_url
-from thumbctl.errors import ItemFailure, is_transient
+from thumbctl.errors import ItemFailure, UsageError, is_transient
 from thumbctl.settings import SettingError, UrlRules, parse_networks, parse_url_prefixes
 
 from httpserver import NETWORK, Answer, HttpServer, gzip_bomb, redirect
@@ -247,3 +249,15 @@ def test_prefixes_schemes_and_credentials(http_server: HttpServer) -> None:
     assert failure_of("ftp://example.com/a.jpg").code == "source_forbidden_address"
     secret = failure_of(url.replace("http://", "http://user:hunter2@"))
     assert secret.code == "source_forbidden_address" and "hunter2" not in secret.detail
+
+
+def test_without_urllib3_a_download_is_a_coded_error_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "urllib3", None)  # import urllib3 raises ImportError
+    with pytest.raises(UsageError) as caught:
+        download("https://example.com/a.jpg", RULES, CAP)
+    assert caught.value.code == "downloads_unavailable" and "pip install 'thumbctl[s3]'" in caught.value.message
+
+
+def test_the_local_tool_does_not_import_urllib3() -> None:
+    code = "import sys, thumbctl.intake, thumbctl.worker, thumbctl.cli; print('urllib3' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
