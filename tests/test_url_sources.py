@@ -10,6 +10,7 @@ import pytest
 
 from harness import Thumbctl
 from httpserver import NETWORK, Answer, HttpServer, gzip_bomb, redirect
+from s3 import BUCKET, WeedServer, put_raw, raw_store
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_images" / "public-domain"
 COFFEE = (SAMPLES / "sk-coffee.png").read_bytes()
@@ -117,3 +118,28 @@ def test_a_resubmit_asks_again_and_reads_no_body_while_the_validators_match(
     changed = cli.run("submit", manifest, "--out", tmp_path / "out", "--detach", *URL_FLAGS)
     assert changed.returncode == 0 and "Accepted batch" in changed.stdout, changed.stdout
     assert "sources read 1, unchanged (stat cache) 0" in changed.stdout
+
+
+def test_s3_sources_of_a_manifest_are_read_from_the_bucket_and_cached_by_etag(
+    s3_server: WeedServer, s3_url: str, tmp_path: Path
+) -> None:
+    store = raw_store(s3_server)
+    prefix = s3_url.split("/", 3)[3]
+    put_raw(store, f"{prefix}/photos/coffee.png", COFFEE, "image/png")
+    put_raw(store, f"{prefix}/photos/big.png", COFFEE * 2, "image/png")
+    items = [
+        {"source": f"{s3_url}/photos/coffee.png"},
+        {"id": "gone", "source": f"{s3_url}/photos/gone.png"},
+        {"id": "big", "source": f"{s3_url}/photos/big.png"},
+    ]
+    manifest = write_manifest(tmp_path / "m", items)
+    cli = Thumbctl(tmp_path / "ledger.db")
+    limit = str(len(COFFEE) + 1)
+    done = cli.run("submit", manifest, "--out", tmp_path / "out", "--json", *URL_FLAGS, "--max-bytes", limit)
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    assert {f["item_id"]: f["error_code"] for f in doc["failures"]} == {"gone": "source_missing", "big": "too_large"}
+    coffee_id = f"{BUCKET}/{prefix}/photos/coffee.png"
+    assert (tmp_path / "out" / BUCKET / prefix / "photos" / "coffee.1x1.jpg").is_file(), coffee_id
+    again = cli.run("submit", manifest, "--out", tmp_path / "out", "--detach", *URL_FLAGS, "--max-bytes", limit)
+    assert "Replayed existing batch" in again.stdout and "sources read 0, unchanged (stat cache) 1" in again.stdout

@@ -1,5 +1,6 @@
-"""URL sources read as a folder's sources are: digested and probed at submit (through the stat
-cache), downloaded again and checked against that digest by the worker.
+"""URL sources (http, https and ``s3://`` ones) read as a folder's sources are: digested and
+probed at submit (through the stat cache), downloaded again and checked against that digest by the
+worker.
 
 The stat cache keeps a URL's validators in the fields a file's stat signature fills: ``size``
 is the body's length, ``inode`` a number made from the ``ETag`` and ``mtime_ns`` the
@@ -20,7 +21,9 @@ from ..errors import ItemFailure
 from ..imaging import SNIFF_BYTES, probe
 from ..models import CachedSource
 from ..settings import Limits, UrlRules
-from .fetch import download, shown_url
+from ..storage.s3location import is_s3
+from .fetch import Download, download, shown_url
+from .objects import read_object
 
 
 def validator_number(etag: str | None) -> int:
@@ -54,8 +57,8 @@ def _unchanged(cached: CachedSource, headers: Mapping[str, str]) -> bool:
 def inspect_url(url: str, cached: CachedSource | None, limits: Limits, rules: UrlRules) -> tuple[CachedSource, bool]:
     """Download, digest and probe one URL source, or reuse ``cached`` when the answer's
     validators match it; returns (what the source holds, whether it came from the cache)."""
-    unchanged = partial(_unchanged, cached) if cached is not None and cached.dev == 0 else None
-    got = download(url, rules, limits.max_bytes, unchanged)
+    known = cached if cached is not None and cached.dev == 0 else None
+    got = _fetched(url, rules, limits.max_bytes, known)
     if got.data is None and cached is not None:
         if cached.width * cached.height > limits.max_pixels:
             raise ItemFailure(
@@ -82,9 +85,22 @@ def inspect_url(url: str, cached: CachedSource | None, limits: Limits, rules: Ur
     return source, False
 
 
+def _fetched(url: str, rules: UrlRules, max_bytes: int, known: CachedSource | None) -> Download:
+    """A download of an http(s) URL, or a read of an ``s3://`` object, as a :class:`Download`; its
+    body is left unread when its validators match ``known``."""
+    if not is_s3(url):
+        return download(url, rules, max_bytes, partial(_unchanged, known) if known else None)
+
+    def same(size: int, etag: str) -> bool:
+        return known is not None and known.size == size and known.inode == validator_number(etag)
+
+    got = read_object(url, max_bytes, same)
+    return Download(got.data, url, got.etag, None, got.size)
+
+
 def read_verified_url(url: str, digest: str, max_bytes: int, rules: UrlRules) -> bytes:
     """The bytes of a URL source, downloaded again, if they still are the ones accepted at submit."""
-    data = download(url, rules, max_bytes).data or b""
+    data = _fetched(url, rules, max_bytes, None).data or b""
     if hashlib.sha256(data).hexdigest() != digest:
         raise ItemFailure("source_changed", f"{shown_url(url)} changed since it was submitted")
     return data
