@@ -143,3 +143,24 @@ def test_s3_sources_of_a_manifest_are_read_from_the_bucket_and_cached_by_etag(
     assert (tmp_path / "out" / BUCKET / prefix / "photos" / "coffee.1x1.jpg").is_file(), coffee_id
     again = cli.run("submit", manifest, "--out", tmp_path / "out", "--detach", *URL_FLAGS, "--max-bytes", limit)
     assert "Replayed existing batch" in again.stdout and "sources read 0, unchanged (stat cache) 1" in again.stdout
+
+
+def test_submit_of_an_s3_prefix_scans_it_as_a_folder(s3_server: WeedServer, s3_url: str, tmp_path: Path) -> None:
+    store = raw_store(s3_server)
+    prefix = s3_url.split("/", 3)[3]
+    put_raw(store, f"{prefix}/shop/coffee.png", COFFEE, "image/png")
+    put_raw(store, f"{prefix}/shop/rooms/living.JPG", (SAMPLES.parent / "orientation" / "Landscape_6.jpg").read_bytes())
+    put_raw(store, f"{prefix}/shop/notes.txt", b"not a photo")
+    put_raw(store, f"{prefix}/shop/.cache/x.png", COFFEE)
+    put_raw(store, f"{prefix}/elsewhere.png", COFFEE)
+    cli = Thumbctl(tmp_path / "ledger.db")
+    done = cli.run("submit", f"{s3_url}/shop/", "--out", tmp_path / "out", "--json", *URL_FLAGS)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["state"], doc["total"]) == ("succeeded", 2)
+    names = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.jpg"))
+    assert names == ["coffee.1x1.jpg", "rooms/living.1x1.jpg"]
+    items = json.loads(cli.run("status", doc["batch_id"], "--items", "--json").stdout)["items"]
+    assert sorted(item["source"] for item in items) == [f"{s3_url}/shop/coffee.png", f"{s3_url}/shop/rooms/living.JPG"]
+    missing = cli.run("submit", "s3://no-such-bucket-here/x/", "--out", tmp_path / "out", "--json", *URL_FLAGS)
+    assert missing.returncode == 2 and json.loads(missing.stdout)["error"]["code"] == "bucket_missing", missing.stdout

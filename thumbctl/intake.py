@@ -86,7 +86,7 @@ class PreparedSubmission:
     profile: Profile
 
 
-def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> PreparedSubmission:
+def prepare_submission(source: Path | str, options: SubmitOptions, ledger: Ledger) -> PreparedSubmission:
     """Validate ``source`` and build the batch to accept (nothing recorded yet).
 
     Raises :class:`UsageError` for a source that is neither a folder nor a
@@ -95,7 +95,8 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     out_dir = resolve_out_dir_or_fail(options.out_dir)
     store_dir = chosen_store(ledger, options.store_dir)
     earlier_outs = [Path(folder) for folder, _ in ledger.upkeep.output_folders()]
-    check_store_apart(store_dir, out_dir, Path(os.path.realpath(source)) if source.is_dir() else None, earlier_outs)
+    folder = Path(os.path.realpath(source)) if isinstance(source, Path) and source.is_dir() else None
+    check_store_apart(store_dir, out_dir, folder, earlier_outs)
     previous_store = ledger.upkeep.recorded_store()
     store = bind_store(ledger, store_dir)
     outputs = frozenset([str(out_dir), store.root, *(folder for folder, _ in ledger.upkeep.output_folders())])

@@ -113,8 +113,9 @@ def mirror_wanted(delete: bool, delete_dropped: bool, dry_run: bool) -> Mirror |
     return Mirror(dropped=delete_dropped) if delete or delete_dropped else None
 
 
-def parse_source(text: str) -> Path:
-    """SOURCE as typed; an empty one (an unset shell variable) must not mean the current folder."""
+def parse_source(text: str) -> Path | str:
+    """SOURCE as typed (an ``s3://bucket/prefix`` as text); an empty one (an unset shell variable)
+    must not mean the current folder."""
     if not text.strip():
         raise UsageError("SOURCE is empty: name a folder or a manifest (.json, .jsonl, .csv)")
     if text.strip().lower().startswith(("http://", "https://")):
@@ -122,6 +123,8 @@ def parse_source(text: str) -> Path:
             f"SOURCE: {text.strip()!r} is a URL; list URL sources in a manifest (.json, .jsonl, .csv) and submit that",
             code=URL_NOT_SUPPORTED,
         )
+    if text.strip()[:5].lower() == "s3://":  # a bucket prefix, scanned like a folder (checked by intake)
+        return text.strip()
     try:
         refuse_url(text)
     except SettingError as exc:

@@ -74,3 +74,24 @@ def read_object(
     if data is None:
         raise ItemFailure("too_large", f"{url}: more than {max_bytes / 1e6:g} MB")
     return ObjectRead(data, etag, len(data))
+
+
+def object_names(location: S3Location, options: S3Options | None = None) -> list[str]:
+    """The names (keys relative to the prefix) of every object under ``location``, sorted: the
+    scan of ``submit s3://bucket/prefix/``. A missing bucket, refused access or a server that
+    cannot be reached ends the command with its coded error."""
+    try:
+        import obstore
+
+        from ..storage import s3client
+    except ImportError:
+        message = "s3:// sources need obstore: pip install 'thumbctl[s3]'"
+        raise UsageError(message, code="downloads_unavailable") from None
+    bucket = S3Location(location.bucket)
+    store = s3client.client(bucket, options or S3Options())
+    prefix = f"{location.prefix}/" if location.prefix else None
+    names = []
+    with s3client.translated(bucket, location.prefix or "/"):
+        for batch in obstore.list(store, prefix=prefix, chunk_size=1000):
+            names += [name for meta in batch if (name := location.name_of(meta["path"]))]
+    return sorted(names)
