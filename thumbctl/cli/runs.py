@@ -136,7 +136,7 @@ def submit_command(
     ctx: typer.Context,
     source: Annotated[
         str,
-        typer.Argument(metavar="SOURCE", help="A folder (scanned recursively) or a manifest: .json, .jsonl, .csv."),
+        typer.Argument(metavar="SOURCE", help="A folder or s3://bucket/prefix/ (scanned recursively), or a manifest."),
     ],
     key: Annotated[str | None, typer.Option(help="Idempotency key. Default: derived from the request digest.")] = None,
     include: Annotated[
