@@ -32,7 +32,7 @@ from ..settings import UrlRules
 from .addresses import Network, checked_address, networks_of
 
 if TYPE_CHECKING:
-    from urllib3 import BaseHTTPResponse
+    from urllib3 import BaseHTTPResponse, HTTPConnectionPool
 
 SCHEMES = {"http": 80, "https": 443}
 MAX_REDIRECTS = 5
@@ -116,7 +116,7 @@ def _follow(
     unchanged: Unchanged | None,
 ) -> Download:
     for _ in range(MAX_REDIRECTS + 1):
-        response = _request(url, rules, allowed, deadline)
+        pool, response = _request(url, rules, allowed, deadline)
         try:
             location = response.headers.get("Location")
             if response.status in _REDIRECTS and location:
@@ -124,8 +124,8 @@ def _follow(
                 continue
             return _answer(url, response, max_bytes, deadline, unchanged)
         finally:
-            response.release_conn()
             response.close()
+            pool.close()  # one connection per hop, to the address checked for it
     raise ItemFailure("source_http_error", f"{shown_url(url)}: more than {MAX_REDIRECTS} redirects")
 
 
@@ -189,7 +189,9 @@ def _remaining(deadline: float, url: str) -> float:
     return left
 
 
-def _request(url: str, rules: UrlRules, allowed: tuple[Network, ...], deadline: float) -> BaseHTTPResponse:
+def _request(
+    url: str, rules: UrlRules, allowed: tuple[Network, ...], deadline: float
+) -> tuple[HTTPConnectionPool, BaseHTTPResponse]:
     urllib3 = urllib3_module()
     target = checked_target(url, rules)
     address = checked_address(target.host, target.port, allowed, _remaining(deadline, url))
@@ -204,11 +206,12 @@ def _request(url: str, rules: UrlRules, allowed: tuple[Network, ...], deadline: 
         pool = urllib3.HTTPConnectionPool(str(address), target.port, timeout=timeout, retries=False, maxsize=1)
     headers = {"Host": target.host_header, "Accept-Encoding": "identity", "User-Agent": _USER_AGENT}
     try:
-        return pool.urlopen(
+        return pool, pool.urlopen(
             "GET", target.request_uri, headers=headers, redirect=False, retries=False,
             preload_content=False, decode_content=False, assert_same_host=False,
         )  # fmt: skip
     except urllib3.exceptions.HTTPError as exc:
+        pool.close()
         _remaining(deadline, url)  # past the deadline: a timeout, not an unreachable source
         raise _Retry(f"{shown_url(url)}: {_reason(exc)}") from None
 
