@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 HOST = "127.0.0.2"
 #: The network a test allows so thumbctl may reach this server.
@@ -159,3 +162,51 @@ def serving() -> Iterator[HttpServer]:
         yield server
     finally:
         server.close()
+
+
+def tls_files(folder: Path, name: str) -> tuple[Path, Path, Path]:
+    """A throw-away CA (its certificate) and a server certificate and key for ``name``, signed by it (openssl)."""
+    ca_key, ca, key, csr, cert = (folder / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem"))
+    ext = folder / "san.ext"
+    ext.write_text(f"subjectAltName=DNS:{name}\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n")
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        str(ca_key),
+        "-out",
+        str(ca),
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=keyCertSign",
+    )
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}")
+    openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+            "-out", str(cert), "-days", "2", "-extfile", str(ext))  # fmt: skip
+    return ca, cert, key
+
+
+class HttpsServer(HttpServer):
+    """The same server behind TLS, with a certificate for ``name`` (the tests make ``name`` resolve to
+    127.0.0.2 themselves)."""
+
+    def __init__(self, cert: Path, key: Path) -> None:
+        super().__init__()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+
+    def url(self, path: str, host: str = HOST) -> str:
+        return f"https://{host}:{self.port}{path}"

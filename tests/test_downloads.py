@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -19,7 +20,7 @@ from thumbctl.downloads.fetch import MAX_REDIRECTS, download, shown_url
 from thumbctl.errors import ItemFailure, UsageError, is_transient
 from thumbctl.settings import SettingError, UrlRules, parse_networks, parse_url_prefixes
 
-from httpserver import NETWORK, Answer, HttpServer, gzip_bomb, redirect
+from httpserver import NETWORK, Answer, HttpServer, HttpsServer, gzip_bomb, redirect, tls_files
 
 RULES = UrlRules(allow_networks=(NETWORK,), timeout=10.0)
 CAP = 100_000
@@ -261,3 +262,32 @@ def test_without_urllib3_a_download_is_a_coded_error_naming_the_extra(monkeypatc
 def test_the_local_tool_does_not_import_urllib3() -> None:
     code = "import sys, thumbctl.intake, thumbctl.worker, thumbctl.cli; print('urllib3' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_https_connects_to_the_address_checked_and_verifies_the_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``photos.test`` resolves (here) to the tests' address once per hop; the connection goes to that
+    address, and TLS checks the certificate against the name, not the address."""
+    ca, cert, key = tls_files(tmp_path, "photos.test")
+    server = HttpsServer(cert, key)
+    real = socket.getaddrinfo
+    asked: list[str] = []
+
+    def resolve(host, port, *args, **kwargs):
+        asked.append(host)
+        return real("127.0.0.2" if host == "photos.test" else host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+    try:
+        url, route = server.route("a.png", Answer(body=b"tls bytes"))
+        named = url.replace("127.0.0.2", "photos.test")
+        assert download(named, RULES, CAP).data == b"tls bytes"
+        assert asked.count("photos.test") == 1
+        assert route.request_headers[0]["Host"] == f"photos.test:{server.port}"
+        failure = failure_of(url)  # the certificate names photos.test, not 127.0.0.2
+        assert failure.code == "source_http_error" and "doesn't match 'photos.test'" in failure.detail
+        assert route.requests == 1  # only the first download's: the second ended in the TLS handshake
+    finally:
+        server.close()

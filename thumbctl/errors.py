@@ -311,7 +311,7 @@ ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
     "source_http_error": (
         False,
         "a URL source answered a 4xx other than 404/410 (those are source_missing) or another status that is no "
-        "image, or led through more than 5 redirects",
+        "image, led through more than 5 redirects, or its TLS certificate does not verify",
     ),
     "worker_crashed": (True, "the worker died while rendering this item"),
     "timeout": (False, "the decode of the source or one render took longer than --item-timeout"),

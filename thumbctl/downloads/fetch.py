@@ -210,6 +210,9 @@ def _request(
             "GET", target.request_uri, headers=headers, redirect=False, retries=False,
             preload_content=False, decode_content=False, assert_same_host=False,
         )  # fmt: skip
+    except urllib3.exceptions.SSLError as exc:  # the certificate does not verify: retrying cannot help
+        pool.close()
+        raise ItemFailure("source_http_error", f"{shown_url(url)}: TLS: {_reason(exc)}") from None
     except urllib3.exceptions.HTTPError as exc:
         pool.close()
         _remaining(deadline, url)  # past the deadline: a timeout, not an unreachable source
