@@ -194,7 +194,10 @@ def _request(
 ) -> tuple[HTTPConnectionPool, BaseHTTPResponse]:
     urllib3 = urllib3_module()
     target = checked_target(url, rules)
-    address = checked_address(target.host, target.port, allowed, _remaining(deadline, url))
+    try:
+        address = checked_address(target.host, target.port, allowed, _remaining(deadline, url))
+    except ItemFailure as failure:  # name the hop: after a redirect, the host is not the manifest's
+        raise ItemFailure(failure.code, f"{shown_url(url)}: {failure.detail}") from None
     left = _remaining(deadline, url)
     timeout = urllib3.Timeout(connect=left, read=left)
     if target.scheme == "https":
