@@ -323,10 +323,10 @@ _SOURCES_PER_THREAD = 8
 
 def _in_threads(inspect: Callable[[T], R], targets: list[T]) -> list[R]:
     """``inspect`` of every target, in order: in two threads when this process may use two CPUs
-    and there are enough sources. Reading and hashing a source release the GIL, so a second
-    thread shortens the intake that every worker waits for (nothing can be claimed before the
-    batch is recorded)."""
-    threads = min(2, len(os.sched_getaffinity(0)), len(targets) // _SOURCES_PER_THREAD)
+    and there are enough sources (reading and hashing release the GIL, so a second thread shortens
+    the intake every worker waits for), and in up to 8 for URL sources, which wait on the network."""
+    remote = sum(1 for target in targets if isinstance(target, str) and is_url(target))
+    threads = max(min(2, len(os.sched_getaffinity(0)), len(targets) // _SOURCES_PER_THREAD), min(8, remote))
     if threads < 2:
         return [inspect(target) for target in targets]
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="intake")
