@@ -95,7 +95,7 @@ class WeedServer:
         config.write_text(json.dumps(identities()))
         self.ports = dict(zip(PORT_FLAGS, free_ports(len(PORT_FLAGS)), strict=True))
         self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
-        command = [
+        self.command = [
             weed,
             "mini",
             f"-dir={self.folder / 'data'}",
@@ -115,19 +115,29 @@ class WeedServer:
         ]
         (self.folder / "data").mkdir()
         self.log = open(self.folder / "weed.log", "wb")  # noqa: SIM115 - closed by stop()
-        self.process = subprocess.Popen(
-            command,
+        self.process = self._launch()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            self.command,
             stdout=self.log,
             stderr=subprocess.STDOUT,
             cwd=self.folder,
             start_new_session=True,
             preexec_fn=_end_with_parent,
         )
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+
+    def restart(self) -> None:
+        """Stop the server and start it again on the same ports with the same data: an outage of the
+        S3 server, as its clients see one (refused connections, then the same objects back)."""
+        self._end()
+        self.process = self._launch()
+        self._wait_ready()
 
     def env(self) -> dict[str, str]:
         """The standard AWS variables that point a client (thumbctl in a subprocess) at this server."""
@@ -156,7 +166,7 @@ class WeedServer:
     def log_tail(self) -> str:
         return (self.folder / "weed.log").read_text(errors="replace")[-2000:]
 
-    def stop(self) -> None:
+    def _end(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -164,6 +174,9 @@ class WeedServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def stop(self) -> None:
+        self._end()
         self.log.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 

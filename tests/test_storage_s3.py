@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
@@ -20,9 +21,11 @@ import pytest
 from thumbctl.errors import BadS3Settings, BucketForbidden, BucketMissing, ExitCode, StorageUnreachable
 from thumbctl.storage import s3client
 from thumbctl.storage.locations import S3Options, object_store_at, output_target_at, parse_s3
+from thumbctl.storage.objects import Published
 from thumbctl.storage.ownership import LEDGER_ID_FILE, claimed_owner, store_owner
 from thumbctl.storage.s3 import S3ObjectStore, S3OutputTarget
 
+from faultproxy import FaultMix, FaultProxy
 from harness import until
 from s3 import (
     ACCESS_KEY,
@@ -332,7 +335,7 @@ def test_a_wrong_secret_is_a_coded_error_that_shows_no_credential(
 
 def test_an_unreachable_endpoint_is_a_transient_coded_error(s3_env: dict[str, str], s3_url: str) -> None:
     closed = free_ports(1)[0]
-    options = S3Options(endpoint=f"http://127.0.0.1:{closed}")
+    options = S3Options(endpoint=f"http://127.0.0.1:{closed}", retry_seconds=0.5)
     store, target = object_store_at(s3_url, options), output_target_at(s3_url, options)
     for attempt in (
         lambda: store.put(f"{key(1)}.jpg", b"x", verify=sound),
@@ -452,3 +455,35 @@ def test_an_endpoint_that_is_no_http_url_of_a_host_is_a_coded_error(endpoint: st
     assert caught.value.code == "bad_s3_settings" and caught.value.exit_code == ExitCode.USAGE
     assert "secret" not in caught.value.message and "user" not in caught.value.message
     assert s3client.settings_of(S3Options(endpoint="https://s3.example:9000/")).endpoint == "https://s3.example:9000"
+
+
+# -- retries through an outage --------------------------------------------------------------------
+
+
+@pytest.fixture
+def outage(s3_server: WeedServer) -> Iterator[FaultProxy]:
+    """A fault proxy in front of the test server: set its ``first`` to make an outage of that many requests."""
+    with FaultProxy(s3_server.endpoint) as proxy:
+        yield proxy
+
+
+def test_a_write_and_a_read_ride_out_an_outage_inside_the_retry_window(
+    s3_env: dict[str, str], s3_url: str, outage: FaultProxy
+) -> None:
+    options = S3Options(endpoint=outage.endpoint, retry_seconds=30)
+    store = object_store_at(s3_url, options)
+    outage.set_faults(FaultMix(first=4))  # the create-if-absent PUT is answered 503 four times
+    assert store.put(f"{key(7)}.jpg", b"pixels", verify=sound) == Published("created")
+    outage.set_faults(FaultMix(first=outage.counts["outage"] + 4))  # and then the GET
+    assert store.read(f"{key(7)}.jpg", 100) == b"pixels"
+    assert outage.counts["outage"] == 8
+
+
+def test_an_outage_longer_than_the_retry_window_is_storage_unreachable(
+    s3_env: dict[str, str], s3_url: str, outage: FaultProxy
+) -> None:
+    store = object_store_at(s3_url, S3Options(endpoint=outage.endpoint, retry_seconds=0.5))
+    outage.set_faults(FaultMix(first=10**6))
+    with pytest.raises(StorageUnreachable) as caught:
+        store.put(f"{key(8)}.jpg", b"pixels", verify=sound)
+    assert "503" in caught.value.message and outage.counts["outage"] >= 2  # retried, then gave up

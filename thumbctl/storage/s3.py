@@ -174,7 +174,7 @@ class _S3Place:
         key = self._key(name)
         with s3client.translated(self.location, key, writing=True):
             done, uncertain = s3client.conditional(
-                lambda: s3client.put(self._writer, key, data, attributes, mode="create")
+                lambda: s3client.put(self._writer, key, data, attributes, mode="create"), self.options.retry_seconds
             )
         if isinstance(done, BaseException):
             return None, uncertain
@@ -192,7 +192,7 @@ class _S3Place:
                 raise PreconditionError(str(exc)) from None
 
         with s3client.translated(self.location, key, writing=True):
-            done, uncertain = s3client.conditional(write)
+            done, uncertain = s3client.conditional(write, self.options.retry_seconds)
         if isinstance(done, BaseException):
             return None, uncertain
         return done, False

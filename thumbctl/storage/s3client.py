@@ -69,8 +69,9 @@ _DEFAULT_REGION = "us-east-1"
 _STATUS = re.compile(r"status code: (\d{3})")
 _CODE = re.compile(r"<Code>([A-Za-z]{1,64})</Code>")
 _NO_ANSWER = re.compile(r"error sending request|connect|timed out|timeout|connection|dns error|broken pipe", re.I)
-_ATTEMPTS = 6
-_RETRY_SECONDS = 30.0
+#: The most tries of one request; the retry window (S3Options.retry_seconds) usually ends it first.
+_ATTEMPTS = 40
+_MAX_BACKOFF = 2.0
 _SIGNED_SECONDS = 60
 
 
@@ -169,7 +170,7 @@ def _profile(env: Mapping[str, str], name: str) -> dict[str, str]:
 
 # -- clients ----------------------------------------------------------------------------------------
 
-_CLIENTS: dict[tuple[str, Settings, bool], S3Store] = {}
+_CLIENTS: dict[tuple[str, Settings, bool, float], S3Store] = {}
 _LOCK = threading.Lock()
 os.register_at_fork(after_in_child=_CLIENTS.clear)
 
@@ -189,20 +190,20 @@ def client(location: S3Location, options: S3Options, *, retried: bool = True) ->
         settings = _SETTINGS.get(seen)
         if settings is None:
             settings = _SETTINGS[seen] = settings_of(options)
-        key = (location.bucket, settings, retried)
+        key = (location.bucket, settings, retried, options.retry_seconds)
         found = _CLIENTS.get(key)
         if found is None:
-            found = _CLIENTS[key] = _new_client(location.bucket, settings, retried)
+            found = _CLIENTS[key] = _new_client(location.bucket, settings, retried, options.retry_seconds)
     return found
 
 
-def _new_client(bucket: str, settings: Settings, retried: bool) -> S3Store:
+def _new_client(bucket: str, settings: Settings, retried: bool, retry_seconds: float) -> S3Store:
     retry = {
-        "max_retries": 4 if retried else 0,
-        "retry_timeout": datetime.timedelta(seconds=_RETRY_SECONDS),
+        "max_retries": _ATTEMPTS if retried else 0,
+        "retry_timeout": datetime.timedelta(seconds=retry_seconds),
         "backoff": {
             "init_backoff": datetime.timedelta(milliseconds=50),
-            "max_backoff": datetime.timedelta(seconds=2),
+            "max_backoff": datetime.timedelta(seconds=_MAX_BACKOFF),
             "base": 2,
         },
     }
@@ -282,8 +283,9 @@ def _retryable(exc: BaseException) -> bool:
     return _no_answer(exc) or (status is not None and (status >= 500 or status in (408, 409, 429)))
 
 
-def conditional(write: Callable[[], T]) -> tuple[T | BaseException, bool]:
-    """Run a conditional write, retrying with backoff (see :func:`_retryable`). Returns its result
+def conditional(write: Callable[[], T], retry_seconds: float) -> tuple[T | BaseException, bool]:
+    """Run a conditional write, retrying with backoff (see :func:`_retryable`) for up to
+    ``retry_seconds``. Returns its result
     or the error that ended it (412 as AlreadyExistsError or PreconditionError; anything else is
     raised), and whether an earlier try may have been applied (its answer was lost or a 5xx)."""
     uncertain = False
@@ -308,8 +310,8 @@ def conditional(write: Callable[[], T]) -> tuple[T | BaseException, bool]:
             raise
     time.sleep(random.uniform(0.02, 0.05))  # noqa: S311 - jitter, not a secret
     retrying = Retrying(
-        stop=stop_after_attempt(_ATTEMPTS - 1) | stop_after_delay(_RETRY_SECONDS),
-        wait=wait_exponential_jitter(multiplier=0.05, max=2.0),
+        stop=stop_after_attempt(_ATTEMPTS - 1) | stop_after_delay(retry_seconds),
+        wait=wait_exponential_jitter(multiplier=0.05, max=_MAX_BACKOFF),
         retry=retry_if_exception(_retryable),
         reraise=True,
     )
