@@ -40,6 +40,7 @@ FLOORS = {
     "imaging": ADAPTERS,
     "sources": ADAPTERS,
     "manifest": ADAPTERS,
+    "downloads": ADAPTERS,
     "names": ADAPTERS,
     "config": ADAPTERS,
     "configkeys": ADAPTERS,

@@ -69,9 +69,9 @@ class _Outcome:
     errors: list[str] = field(default_factory=list)
 
 
-def check_mirrorable(source: Path, *, detach: bool) -> None:
+def check_mirrorable(source: Path | str, *, detach: bool) -> None:
     """The mirror needs a folder (its scan is the whole list of sources) and a run that ends here."""
-    if not source.is_dir():
+    if not isinstance(source, Path) or not source.is_dir():
         raise UsageError("--delete mirrors a folder: SOURCE must be a folder, not a manifest")
     if detach:
         raise UsageError("--delete runs when the batch has finished: it cannot be used with --detach")

@@ -87,7 +87,7 @@ class NewBatch:
     max_attempts: int = 3
     deadline_seconds: float | None = None
     #: Render-time limits (max_pixels, max_bytes) the workers apply to this batch.
-    limits: dict[str, int] | None = None
+    limits: dict[str, object] | None = None
     #: The folder the batch's manifest goes in (as ``<batch_id>.json``); empty: OUT/batches.
     manifest_folder: str = ""
     #: The crop fixes the batch's manifest sets or clears, recorded with the batch.

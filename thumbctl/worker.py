@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from .downloads import is_url
+from .downloads.remote import read_verified_url
 from .errors import ItemFailure, LedgerBusy, LedgerFault, LedgerUnavailable, ThumbctlError
 from .faults import Faults
 from .imaging import (
@@ -53,7 +55,7 @@ from .models import ItemState
 from .proc import owner_id, owner_is_dead
 from .publisher import Publisher
 from .retrypolicy import Backoff, BusyPolicy
-from .settings import OUTPUT_FORMATS, Limits, parse_ratio
+from .settings import OUTPUT_FORMATS, Limits, UrlRules, parse_ratio
 from .sources import read_source
 from .storage.fsafe import OutsideOutput
 from .storage.objects import LocalObjectStore
@@ -371,7 +373,7 @@ class ClaimRun:
         limits = Limits()
         max_bytes = int(self.claim.limits.get("max_bytes", limits.max_bytes))
         max_pixels = int(self.claim.limits.get("max_pixels", limits.max_pixels))
-        data = read_verified_source(self.claim.source_root, self.claim.source, self.claim.source_digest, max_bytes)
+        data = self._read_source(max_bytes)
         self.source_bytes = len(data)
         decoder = SourceDecoder(
             data,
@@ -383,6 +385,15 @@ class ClaimRun:
         for item in self.claim.items:
             self._decoded_for(decoder, item)
         return decoder
+
+    def _read_source(self, max_bytes: int) -> bytes:
+        """The claim's source read again and checked against the digest accepted at submit: from
+        its folder, or (a URL source) downloaded under the URL rules the batch recorded."""
+        claim = self.claim
+        if is_url(claim.source):
+            rules = UrlRules.from_json(claim.limits.get("urls"))
+            return read_verified_url(claim.source, claim.source_digest, max_bytes, rules)
+        return read_verified_source(claim.source_root, claim.source, claim.source_digest, max_bytes)
 
     def _decoded_for(self, decoder: SourceDecoder, item: ClaimedItem) -> DecodedSource:
         """The decode an item's size and format render from: made for that size alone, so the
