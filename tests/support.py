@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import random
 import sqlite3
@@ -19,21 +20,37 @@ from thumbctl import Ledger
 from thumbctl.ledger.timefmt import iso
 from thumbctl.models import ITEM_STATES, NewBatch, NewItem
 
+#: Encoded bytes of every image :func:`make_image` made in this test process, by its arguments:
+#: many tests ask for the same few, and drawing one costs a Python call per pixel and channel.
+_IMAGES: dict[tuple[object, ...], bytes] = {}
+
 
 def make_image(path: Path, size: tuple[int, int], fmt: str, *, seed: int = 0, mode: str = "RGB") -> Path:
     """Write a real, distinct image (noise with a gradient) of ``size`` in ``fmt``."""
-    rng = random.Random(seed)
-    image = Image.new(mode, size)
-    w, h = size
-    pixels = [
-        tuple(((x * 255 // max(w, 1)) + rng.randrange(40)) % 256 for _ in range(len(mode)))
-        for y in range(h)
-        for x in range(w)
-    ]
-    image.putdata(pixels if len(mode) > 1 else [p[0] for p in pixels])
+    key = (tuple(size), fmt, seed, mode)
+    data = _IMAGES.get(key)
+    if data is None:
+        buffer = io.BytesIO()
+        _draw(size, seed, mode).save(buffer, fmt)
+        data = _IMAGES[key] = buffer.getvalue()
     path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path, fmt)
+    path.write_bytes(data)
     return path
+
+
+def _draw(size: tuple[int, int], seed: int, mode: str) -> Image.Image:
+    """Each channel of pixel (x, y), row by row: x's share of 255 plus a random 0..39, modulo 256."""
+    rng = random.Random(seed)
+    w, h = size
+    gradient = [x * 255 // max(w, 1) for x in range(w)]
+    bands = len(mode)
+    values = bytes((gradient[x] + rng.randrange(40)) % 256 for _ in range(h) for x in range(w) for _ in range(bands))
+    if mode in ("L", "RGB", "RGBA", "CMYK"):  # one byte per channel: the values as they are
+        return Image.frombytes(mode, size, values)
+    image = Image.new(mode, size)
+    pixels = [values[i] if bands == 1 else tuple(values[i : i + bands]) for i in range(0, len(values), bands)]
+    image.putdata(pixels)
+    return image
 
 
 def ihdr_png(width: int, height: int) -> bytes:
