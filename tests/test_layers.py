@@ -60,6 +60,7 @@ FLOORS = {
     "runner": SERVICES,
     "engine": SERVICES,
     "reconcile": SERVICES,
+    "gc": SERVICES,
     "migrate": SERVICES,
     "mirror": SERVICES,
     "upkeep": SERVICES,

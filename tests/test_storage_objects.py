@@ -2,12 +2,14 @@
 
 :class:`ObjectStoreContract` says what every object store does; each implementation runs it
 unchanged by subclassing it with a ``store`` fixture (:class:`TestLocalObjectStore` for the local
-folder). Nothing in the contract looks at paths or inodes: what only the local folder does is
+folder, :class:`TestS3ObjectStore` for a bucket prefix on the test S3 server). Nothing in the
+contract looks at paths or inodes: what only the local folder does is
 tested in :class:`TestLocalOnly` and ``test_storage_local.py``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import BinaryIO
 import pytest
 from PIL import Image
 
+from thumbctl.storage.locations import object_store_at
 from thumbctl.storage.objects import LocalObjectStore, ObjectStore, ObjectTooLarge, Published
 
 KEY = "ab" + "1" * 62
@@ -83,6 +86,7 @@ class ObjectStoreContract:
         store.put(name(), b"12345", verify=damaged)
         first = store.stat(name())
         assert first is not None and first.size == 5 and first.version
+        assert first.checksum == hashlib.sha256(b"12345").hexdigest()
         store.put(name(), b"123456", verify=damaged)  # replaced: the old one "does not decode"
         second = store.stat(name())
         assert second is not None and second.size == 6 and second.version != first.version
@@ -126,6 +130,12 @@ class TestLocalObjectStore(ObjectStoreContract):
     @pytest.fixture
     def store(self, tmp_path: Path) -> ObjectStore:
         return LocalObjectStore(str(tmp_path / "store"))
+
+
+class TestS3ObjectStore(ObjectStoreContract):
+    @pytest.fixture
+    def store(self, s3_url: str) -> ObjectStore:
+        return object_store_at(s3_url)
 
 
 class TestLocalOnly:

@@ -427,6 +427,7 @@ class ClaimRun:
                 "source_smaller_than_target": geometry.limited,
                 "source_bytes": self.source_bytes,
                 "output_bytes": len(data),
+                "output_sha256": hashlib.sha256(data).hexdigest(),
                 "shared_render": reused,
                 "timings": timings,
             }
