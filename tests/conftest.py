@@ -43,12 +43,19 @@ ONE_PROCESS_MODULES = {
     "test_pgfixtures.py": "pg_cluster",
     "test_pg_restart.py": "pg_cluster",
 }
+#: Tests that must run in one test process, by the name of their group: they check one costly run
+#: that a module-scoped fixture makes once (the CLI scenario of each ledger backend).
+ONE_PROCESS_TESTS = {
+    "test_cli_backends.py::test_every_command_gives_the_documented_json_and_exit_code": "cli_scenario",
+    "test_cli_backends.py::test_both_backends_print_the_same_json": "cli_scenario",
+}
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """With pytest-xdist's default ``--dist load``: each test is its own unit of work, but the
-    modules of :data:`ONE_PROCESS_MODULES` go to one process as a whole (largest units first).
+    modules of :data:`ONE_PROCESS_MODULES` go to one process as a whole, and so do the tests of each
+    group of :data:`ONE_PROCESS_TESTS` (largest units first).
     ``--dist loadgroup`` cannot do it: with pytest 9.2 it no longer sees the groups."""
     if config.getvalue("dist") != "load":
         return None
@@ -56,8 +63,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class ByTestOrGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
-            return ONE_PROCESS_MODULES.get(module, nodeid)
+            test = nodeid.split("[", 1)[0].rsplit("/", 1)[-1]
+            module = test.split("::", 1)[0]
+            return ONE_PROCESS_MODULES.get(module) or ONE_PROCESS_TESTS.get(test, nodeid)
 
     return ByTestOrGroup(config, log)
 

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO
@@ -31,6 +32,11 @@ from thumbctl.proc import HOST_ID_ENV
 _STARTED: list[subprocess.Popen[str]] = []
 
 POLL = 0.02
+
+#: Commands :meth:`Thumbctl.json` runs in this process: they only read the ledger and print one
+#: document, so a process of their own would add only its start-up (the state they read is made
+#: by other, real processes).
+READS_IN_PROCESS = frozenset({"status", "events"})
 
 
 def until(condition: Callable[[], object], what: str, timeout: float = 60, *, every: float = POLL) -> object:
@@ -253,10 +259,33 @@ class Thumbctl:
         )
 
     def json(self, *args: object, codes: Iterable[int] | None = (0,), **extra: str | None) -> dict:
-        """The ``--json`` document of a command that must exit with one of ``codes`` (None: any)."""
-        done = self.run(*args, "--json", **extra)
+        """The ``--json`` document of a command that must exit with one of ``codes`` (None: any).
+
+        A read of :data:`READS_IN_PROCESS` runs in this process (:meth:`invoke`) unless it waits
+        (``--watch``, ``--follow``) or has settings of its own (``extra``, a fault rule, a ``base``
+        environment: its own ``PYTHONPATH`` may hide a module)."""
+        waits = {"--watch", "--follow"} & {str(a) for a in args}
+        if str(args[0]) in READS_IN_PROCESS and not waits and not extra and self.base is None:
+            done = self.invoke(*args, "--json")
+        else:
+            done = self.run(*args, "--json", **extra)
         assert codes is None or done.returncode in tuple(codes), (args, done.returncode, done.stderr)
         return json.loads(done.stdout)
+
+    def invoke(self, *args: object) -> subprocess.CompletedProcess[str]:
+        """Run a command in this process (Typer's test runner, as tests/test_cli.py does) in the
+        environment :meth:`run` gives it, capturing stdout and stderr (and a traceback, if any)."""
+        from typer.testing import CliRunner
+
+        from thumbctl.cli.app import app
+
+        env: dict[str, str | None] = {name: None for name in os.environ}
+        env.update(self.environment())
+        result = CliRunner().invoke(app, [str(a) for a in args], env=env, prog_name="thumbctl")
+        stderr = result.stderr
+        if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+            stderr += "".join(traceback.format_exception(*result.exc_info))
+        return subprocess.CompletedProcess(self.command(*args), result.exit_code, result.stdout, stderr)
 
     def start(self, *args: object, fault: str | None = None, **extra: str | None) -> Background:
         """Start a command in the background, in a process group of its own, stdout and stderr piped."""

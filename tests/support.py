@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import random
 import sqlite3
@@ -19,21 +20,61 @@ from thumbctl import Ledger
 from thumbctl.ledger.timefmt import iso
 from thumbctl.models import ITEM_STATES, NewBatch, NewItem
 
+#: Encoded bytes of every image :func:`make_image` made in this test process, by its arguments:
+#: many tests ask for the same few, and drawing one costs a Python call per pixel and channel.
+_IMAGES: dict[tuple[object, ...], bytes] = {}
+
 
 def make_image(path: Path, size: tuple[int, int], fmt: str, *, seed: int = 0, mode: str = "RGB") -> Path:
     """Write a real, distinct image (noise with a gradient) of ``size`` in ``fmt``."""
-    rng = random.Random(seed)
-    image = Image.new(mode, size)
-    w, h = size
-    pixels = [
-        tuple(((x * 255 // max(w, 1)) + rng.randrange(40)) % 256 for _ in range(len(mode)))
-        for y in range(h)
-        for x in range(w)
-    ]
-    image.putdata(pixels if len(mode) > 1 else [p[0] for p in pixels])
+    key = (tuple(size), fmt, seed, mode)
+    data = _IMAGES.get(key)
+    if data is None:
+        buffer = io.BytesIO()
+        _draw(size, seed, mode).save(buffer, fmt)
+        data = _IMAGES[key] = buffer.getvalue()
     path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path, fmt)
+    path.write_bytes(data)
     return path
+
+
+def _draw(size: tuple[int, int], seed: int, mode: str) -> Image.Image:
+    """Channel values row by row, pixel by pixel: x's share of 255 plus ``rng.randrange(40)``, modulo 256."""
+    values = _noise(size, seed, len(mode))
+    if mode in ("L", "RGB", "RGBA", "CMYK"):  # one byte per channel: the values as they are
+        return Image.frombytes(mode, size, values)
+    bands = len(mode)
+    image = Image.new(mode, size)
+    image.putdata([values[i] if bands == 1 else tuple(values[i : i + bands]) for i in range(0, len(values), bands)])
+    return image
+
+
+#: ``rng.randrange(40)`` takes the top 6 bits of one 32-bit output of the generator and draws again
+#: while they make 40 or more: :func:`_noise` does the same on many outputs at once.
+_TOP_6_BITS = bytes(b >> 2 for b in range(256))
+_TOP_6_BITS_OVER_39 = bytes(range(160, 256))
+#: The table adding ``g`` modulo 256 to a byte, for each ``g``.
+_PLUS = [bytes((g + v) % 256 for v in range(256)) for g in range(256)]
+
+
+def _noise(size: tuple[int, int], seed: int, bands: int) -> bytes:
+    """The values of ``(x * 255 // w + rng.randrange(40)) % 256 for y, x, band`` with
+    ``rng = random.Random(seed)``, without a Python call per value."""
+    w, h = size
+    count = w * h * bands
+    rng = random.Random(seed)
+    drawn = bytearray()
+    while len(drawn) < count:
+        words = count - len(drawn) + 64
+        top_bytes = rng.getrandbits(32 * words).to_bytes(4 * words, "little")[3::4]
+        drawn += top_bytes.translate(_TOP_6_BITS, _TOP_6_BITS_OVER_39)
+    del drawn[count:]
+    row = w * bands
+    for x in range(w):
+        plus = _PLUS[x * 255 // max(w, 1)]
+        for band in range(x * bands, (x + 1) * bands):
+            drawn[band::row] = drawn[band::row].translate(plus)
+    return bytes(drawn)
 
 
 def ihdr_png(width: int, height: int) -> bytes:

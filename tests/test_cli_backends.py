@@ -29,7 +29,7 @@ from thumbctl.ledger.backend import is_server_url, masked
 
 from harness import Lines, until
 from harness import Thumbctl as Harness
-from pg import with_database
+from pg import SKIP_REASON, create_database, drop_database, with_database
 from support import make_image
 
 REPO = Path(__file__).resolve().parent.parent
@@ -108,8 +108,12 @@ def cli_env(tmp_path: Path, *front: Path) -> dict[str, str]:
 
 @pytest.fixture
 def pictures(tmp_path: Path) -> Path:
-    """Three real photos: two JPEGs from the orientation set and a generated PNG."""
-    root = tmp_path / "pictures"
+    return make_pictures(tmp_path)
+
+
+def make_pictures(folder: Path) -> Path:
+    """Three real photos in ``folder/pictures``: two JPEGs from the orientation set and a generated PNG."""
+    root = folder / "pictures"
     root.mkdir()
     shutil.copy(ORIENTATION / "Landscape_1.jpg", root / "landscape.jpg")
     shutil.copy(ORIENTATION / "Portrait_2.jpg", root / "portrait.jpg")
@@ -343,29 +347,71 @@ def normalised_transcript(transcript: list[tuple[str, int, object]], root: Path,
 SCENARIO_TIMEOUT = pytest.mark.timeout(480)
 
 
-@SCENARIO_TIMEOUT
-def test_every_command_gives_the_documented_json_and_exit_code(ledger_url: str, pictures: Path, tmp_path: Path) -> None:
-    db = ledger_target(ledger_url)
-    env = {**cli_env(tmp_path), "THUMBCTL_DB": db}
-    thumbctl = Thumbctl(db, env)
-    out = tmp_path / "out"
-    run_scenario(thumbctl, pictures, out, tmp_path)
-    assert_secret_nowhere(thumbctl, tmp_path, ledger_url)  # OUT, the manifests, the sheet, the metrics file
+@dataclass
+class Scenario:
+    """The scenario as it ran on one backend: its commands, its folder, its ledger, its transcript."""
+
+    thumbctl: Thumbctl
+    root: Path
+    ledger_url: str
+    transcript: list[tuple[str, int, object]]
 
 
-@SCENARIO_TIMEOUT
-def test_both_backends_print_the_same_json(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> None:
-    transcripts = []
-    for db in (None, ledger_target(pg_url)):
-        root = tmp_path_factory.mktemp("parity")
-        db = db or str(root / "ledger.db")
-        pictures = root / "pictures"
-        pictures.mkdir()
-        shutil.copy(ORIENTATION / "Landscape_1.jpg", pictures / "landscape.jpg")
-        shutil.copy(ORIENTATION / "Portrait_2.jpg", pictures / "portrait.jpg")
-        make_image(pictures / "garden.png", (96, 64), "PNG", seed=3)
+@pytest.fixture(scope="module")
+def scenarios() -> dict[str, Scenario]:
+    """The scenario's run on each backend, made once per test process by :func:`scenario_on`: the
+    test of each backend checks it and the parity test compares the two (tests/conftest.py keeps
+    these tests in one process)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def scenario_pg_url(pg_admin_url: str | None) -> Iterator[str]:
+    """A fresh database on the test server for the PostgreSQL run of the scenario, dropped with the module."""
+    if pg_admin_url is None:
+        pytest.skip(SKIP_REASON)
+    url = create_database(pg_admin_url)
+    yield url
+    drop_database(pg_admin_url, url)
+
+
+def scenario_on(
+    scenarios: dict[str, Scenario], backend: str, request: pytest.FixtureRequest, factory: pytest.TempPathFactory
+) -> Scenario:
+    """The scenario run on ``backend`` (``sqlite`` or ``postgres``), running it if it has not run yet."""
+    if backend not in scenarios:
+        root = factory.mktemp("scenario")  # as long a path on both backends: byte counts compare equal
+        ledger_url = str(root / "ledger.db") if backend == "sqlite" else request.getfixturevalue("scenario_pg_url")
+        db = ledger_target(ledger_url)
         thumbctl = Thumbctl(db, {**cli_env(root), "THUMBCTL_DB": db})
-        transcripts.append(normalised_transcript(run_scenario(thumbctl, pictures, root / "out", root), root, db))
+        transcript = run_scenario(thumbctl, make_pictures(root), root / "out", root)
+        scenarios[backend] = Scenario(thumbctl, root, ledger_url, transcript)
+    return scenarios[backend]
+
+
+@SCENARIO_TIMEOUT
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_every_command_gives_the_documented_json_and_exit_code(
+    backend: str,
+    scenarios: dict[str, Scenario],
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    run = scenario_on(scenarios, backend, request, tmp_path_factory)  # asserts each command's code and document
+    assert_secret_nowhere(run.thumbctl, run.root, run.ledger_url)  # OUT, the manifests, the sheet, the metrics file
+
+
+@SCENARIO_TIMEOUT
+def test_both_backends_print_the_same_json(
+    scenario_pg_url: str,
+    scenarios: dict[str, Scenario],
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    transcripts = []
+    for backend in ("sqlite", "postgres"):
+        run = scenario_on(scenarios, backend, request, tmp_path_factory)
+        transcripts.append(normalised_transcript(run.transcript, run.root, run.thumbctl.db))
     sqlite, postgres = transcripts
     assert [step[0] for step in sqlite] == [step[0] for step in postgres]
     for left, right in zip(sqlite, postgres, strict=True):

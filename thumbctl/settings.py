@@ -141,9 +141,7 @@ def _duration_seconds(text: str) -> float:
     if re.fullmatch(r"\d+(\.\d+)?", stripped):
         return float(stripped)
     pos, total = 0, 0.0
-    for match in _DURATION_RE.finditer(stripped):
-        if match.start() != pos:
-            break
+    while match := _DURATION_RE.match(stripped, pos):  # at pos only: a search would retry every later start
         total += float(match.group(1)) * _DURATION_UNITS[match.group(2).lower()]
         pos = match.end()
     if pos != len(stripped) or not stripped:
