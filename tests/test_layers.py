@@ -54,6 +54,7 @@ FLOORS = {
     "entries": SERVICES,
     "publisher": SERVICES,
     "stores": SERVICES,
+    "targets": SERVICES,
     "worker": SERVICES,
     "workerproc": SERVICES,
     "pool": SERVICES,

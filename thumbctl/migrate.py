@@ -229,9 +229,10 @@ def _place(folder: _Folder, shard: str, name: str, into: str) -> tuple[str, os.s
     """Put OUT/objects/<shard>/<name> in the store folder ``into`` without replacing anything there:
     ``moved`` (linked or copied now, or by an earlier run: the same inode), ``duplicate`` (it has the
     same bytes), ``conflict`` (other bytes) or ``left`` (not a regular file); with the old file's status."""
-    with open_folder(folder.out, f"{folder.objects}/{shard}") as src, open_folder(
-        folder.store, into, create=True
-    ) as dst:
+    with (
+        open_folder(folder.out, f"{folder.objects}/{shard}") as src,
+        open_folder(folder.store, into, create=True) as dst,
+    ):
         fd = open_regular_file(src, name)
         if fd is None:
             return "left", None

@@ -7,7 +7,6 @@ batch's JSON manifest (and, at the end of a foreground run, its contact sheet).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .errors import CannotWrite, Interrupted
 from .ledger import Ledger, iso
+from .markup import manifest_present
 from .markup import write_batch_manifest as write_manifest
 from .models import BatchView, EventView
 from .options import RunOptions, lease_seconds
@@ -121,7 +121,7 @@ def run_batch(
             observer.finish(ledger)
         view = ledger.views.batch(batch_id)
         errors = []
-        if view.is_terminal and (ran or not os.path.exists(view.manifest_path)):
+        if view.is_terminal and (ran or not manifest_present(view)):
             errors += _manifest_error(ledger, view)
         sheet_path, sheet_error = _write_sheet(ledger, batch_id) if options.sheet else (None, None)
         return RunResult(view, supervision, tuple(errors), sheet_path, sheet_error)
@@ -255,4 +255,5 @@ def _config(db_path: Path | str, options: RunOptions, batch_id: str | None, *, u
         heartbeat_seconds=min(options.heartbeat_seconds, lease / 3),  # a short (test) lease beats more often
         backoff=options.backoff,
         item_timeout=options.item_timeout,
+        s3=options.s3,
     )

@@ -258,9 +258,7 @@ def _open_read_only(path: Path) -> LedgerConnection:
 
 def _sqlite_connect(path: Path, target: str, *, uri: bool) -> LedgerConnection:
     try:
-        conn = sqlite3.connect(
-            target, uri=uri, isolation_level=None, check_same_thread=False, factory=LedgerConnection
-        )
+        conn = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=False, factory=LedgerConnection)
     except sqlite3.Error as exc:
         raise _translated(exc, path) from exc
     assert isinstance(conn, LedgerConnection)

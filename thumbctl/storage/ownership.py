@@ -1,4 +1,5 @@
-"""Which ledger a local store belongs to: ``STORE/ledger-id`` (the ledger's id, then where it was).
+"""Which ledger a store belongs to: ``STORE/ledger-id`` (the ledger's id, then where it was), a
+file at the top of a local store or an object at the top of a bucket prefix alike.
 
 A store belongs to one ledger: gc removes the objects no batch of *its* ledger references, which
 would be unsafe for the objects of another. The file is created once (create-if-absent) and never
@@ -13,8 +14,7 @@ import os
 import re
 import stat
 
-from . import fsafe
-from .objects import LocalObjectStore
+from .objects import ObjectStore
 
 #: The file in STORE naming the ledger the store belongs to.
 LEDGER_ID_FILE = "ledger-id"
@@ -24,14 +24,10 @@ _LEDGER_ID = re.compile(r"[0-9a-f]{32}")
 _PLACE_CHARS = 300
 
 
-def store_owner(store: LocalObjectStore) -> tuple[str, str] | None:
+def store_owner(store: ObjectStore) -> tuple[str, str] | None:
     """(ledger id, where that ledger was) recorded in the store, or None when none is yet. A first line that
     is not a ledger id gives an empty id; the place is cut short and shown without control characters."""
-    try:
-        with fsafe.open_folder(store.root, store.root) as root:
-            data = fsafe.read_small_file(root, LEDGER_ID_FILE, 4096)
-    except FileNotFoundError:
-        return None
+    data = store.read_marker(LEDGER_ID_FILE, 4096)
     if data is None:
         return None
     lines = data.decode("utf-8", "replace").splitlines()
@@ -42,17 +38,16 @@ def store_owner(store: LocalObjectStore) -> tuple[str, str] | None:
     return (ledger_id if _LEDGER_ID.fullmatch(ledger_id) else "", place)
 
 
-def claimed_owner(store: LocalObjectStore, own_id: str, where: str) -> tuple[str, str]:
+def claimed_owner(store: ObjectStore, own_id: str, where: str, label: str) -> tuple[str, str]:
     """The store's owner, recording ``own_id`` first when it has none (a create-if-absent link:
-    of two ledgers claiming one new store at once, one wins and the other reads its id)."""
+    of two ledgers claiming one new store at once, one wins and the other reads its id). ``label`` is
+    the store's location, for the message."""
     for _ in range(3):
         found = store_owner(store)
         if found is not None and found[0]:
             return found
-        text = f"{own_id}\n{where}\n".encode()
-        with contextlib.suppress(FileExistsError):
-            fsafe.write_new_name(store.root, store.tmp_dir, store.root, LEDGER_ID_FILE, text)
-    raise OSError(errno.EEXIST, f"{store.root}/{LEDGER_ID_FILE} is not a readable ledger id")
+        store.create_marker(LEDGER_ID_FILE, f"{own_id}\n{where}\n".encode())
+    raise OSError(errno.EEXIST, f"{label}/{LEDGER_ID_FILE} is not a readable ledger id")
 
 
 def is_store_folder(path: str) -> bool:
