@@ -325,7 +325,8 @@ def environment_help() -> str:
         (CONFIG_ENV, f"config file (else ./{LOCAL_FILE_NAME}, else {USER_FILE_NAME} in the app folder)"),
         (PROFILE_ENV, "--profile: the [profiles.NAME] table of the config file"),
     ]
-    rows += [(key.env, key.flag or key.help.rstrip(".")) for key in KEYS]
+    rows += [(key.env, key.flag) for key in KEYS if key.flag]
+    rows += [("THUMBCTL_S3_*", "S3 settings of s3:// locations (endpoint, region, ...: see thumbctl config)")]
     rows += [
         ("THUMBCTL_STATS_INTERVAL", "--stats-interval: seconds between progress lines off a terminal"),
         ("NO_COLOR", "set to anything: no colour in human output"),

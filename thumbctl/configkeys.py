@@ -142,10 +142,15 @@ def _path(raw: object) -> Path:
 
 
 def _location(raw: object) -> Path | str:
-    """A local folder, or an ``s3://bucket/prefix`` URL kept as text: a path would fold its ``//``
-    into a local folder ``s3:/bucket``. Other URLs are refused."""
-    if isinstance(raw, str) and raw.strip()[:5].lower() == "s3://":
-        return raw.strip()  # its bucket and prefix are checked where it is used (storage.locations.parse_s3)
+    """A local folder, or an ``s3://bucket/prefix`` URL kept as text (checked, normalized): a path
+    would fold its ``//`` into a local folder ``s3:/bucket``. Other URLs are refused."""
+    from .storage.s3urls import BadLocation, is_s3, parse_s3  # text only: no storage module, no S3 client
+
+    if isinstance(raw, str) and is_s3(raw.strip()):
+        try:
+            return parse_s3(raw.strip()).url
+        except BadLocation as exc:
+            raise SettingError(str(exc), code=exc.code) from None
     if isinstance(raw, str):
         refuse_url(raw, "it must be a local folder or s3://bucket/prefix")
     return _path(raw)
@@ -261,10 +266,7 @@ _DB_HELP = (
     "Ledger: a file, or postgresql://user@host/dbname for workers on many machines (needs pip install "
     "'thumbctl[postgres]'; the password is shown masked)."
 )
-_STORE_HELP = (
-    "Object store (a folder or s3://bucket/prefix): rendered objects, kept outside OUT; one per ledger; required "
-    "with a PostgreSQL --db."
-)
+_STORE_HELP = "Object store (or s3://): rendered objects, outside OUT; one per ledger; required with a PostgreSQL --db."
 _S3_DOC = (
     " (unset: the standard `AWS_*` variables and files decide; [scaling-out.md](scaling-out.md#postgresql-plus-s3))"
 )
@@ -340,17 +342,17 @@ KEYS: tuple[Key, ...] = (
             "holding the source folder (`bad_store`); another ledger's store inside a source folder is not "
             "scanned; required with a PostgreSQL ledger (`store_required`); only in `[defaults]`",
         doc_default="the store the ledger last used, else `LEDGER.store` beside a SQLite ledger (`ledger.store`)"),
-    Key("s3_endpoint", "", _endpoint, lambda: None, "S3 endpoint URL of s3:// locations.", OUTPUT,
+    Key("s3_endpoint", "", _endpoint, lambda: None, "S3 endpoint URL of s3:// locations.", OUTPUT, in_profiles=False,
         doc="the endpoint of `s3://` stores and outputs, e.g. `http://127.0.0.1:8333` for a local server" + _S3_DOC),
-    Key("s3_region", "", _text, lambda: None, "S3 region of s3:// locations.", OUTPUT,
+    Key("s3_region", "", _text, lambda: None, "S3 region of s3:// locations.", OUTPUT, in_profiles=False,
         doc="the region of `s3://` stores and outputs" + _S3_DOC),
-    Key("s3_profile", "", _text, lambda: None, "AWS profile of s3:// locations.", OUTPUT,
+    Key("s3_profile", "", _text, lambda: None, "AWS profile of s3:// locations.", OUTPUT, in_profiles=False,
         doc="the profile of the AWS config and credentials files used for `s3://` locations" + _S3_DOC),
     Key("s3_cache_control_objects", "", _text, lambda: "public, max-age=31536000, immutable",
-        "Cache-Control of objects in an s3:// store.", OUTPUT,
+        "Cache-Control of objects in an s3:// store.", OUTPUT, in_profiles=False,
         doc="`Cache-Control` of content-addressed objects in an `s3://` store (they never change)"),
     Key("s3_cache_control_names", "", _text, lambda: "public, max-age=300",
-        "Cache-Control of names and documents in an s3:// OUT.", OUTPUT,
+        "Cache-Control of names and documents in an s3:// OUT.", OUTPUT, in_profiles=False,
         doc="`Cache-Control` of thumbnails and batch documents in an `s3://` OUT (they may be replaced)"),
 )
 
