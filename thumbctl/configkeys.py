@@ -144,7 +144,7 @@ def _path(raw: object) -> Path:
 def _location(raw: object) -> Path | str:
     """A local folder, or an ``s3://bucket/prefix`` URL kept as text (checked, normalized): a path
     would fold its ``//`` into a local folder ``s3:/bucket``. Other URLs are refused."""
-    from .storage.s3urls import BadLocation, is_s3, parse_s3  # text only: no storage module, no S3 client
+    from .storage.s3location import BadLocation, is_s3, parse_s3  # text only: no S3 client
 
     if isinstance(raw, str) and is_s3(raw.strip()):
         try:

@@ -128,7 +128,7 @@ def bind_store(ledger: Ledger, store: Location, *, move: bool = True) -> ObjectS
     own_id = ledger.upkeep.ledger_id()
     where = _shown_ledger(ledger)
     try:
-        owner = claimed_owner(layout, own_id, where, location_text(store))
+        owner = claimed_owner(layout, own_id, where)
     except OSError as exc:
         raise UsageError(f"--store {store} cannot be used: {exc.strerror or exc}", code="bad_store") from exc
     if owner[0] != own_id:

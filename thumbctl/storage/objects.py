@@ -138,16 +138,6 @@ class ObjectStore(Protocol):
         """The preview's bytes when it is a whole JPEG of at most ``limit`` bytes, else None."""
         ...
 
-    def read_marker(self, name: str, limit: int) -> bytes | None:
-        """A small file at the top of the store (``ledger-id``), None when there is none (or it is
-        no regular file, or holds more than ``limit`` bytes)."""
-        ...
-
-    def create_marker(self, name: str, data: bytes) -> bool:
-        """Create the small file ``name`` at the top of the store if absent (never replaced);
-        False when one is there already."""
-        ...
-
 
 @dataclass(frozen=True)
 class LocalObjectStore:
@@ -244,20 +234,6 @@ class LocalObjectStore:
 
     def read_preview(self, name: str, limit: int = _PREVIEW_LIMIT) -> bytes | None:
         return read_preview(self, self.preview_path(self.path_of(name)), limit)
-
-    def read_marker(self, name: str, limit: int) -> bytes | None:
-        try:
-            with fsafe.open_folder(self.root, self.root) as root:
-                return fsafe.read_small_file(root, name, limit)
-        except FileNotFoundError:
-            return None
-
-    def create_marker(self, name: str, data: bytes) -> bool:
-        try:
-            fsafe.write_new_name(self.root, self.tmp_dir, self.root, name, data)
-        except FileExistsError:
-            return False
-        return True
 
 
 class StagedFolders:

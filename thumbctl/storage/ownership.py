@@ -1,9 +1,9 @@
-"""Which ledger a store belongs to: ``STORE/ledger-id`` (the ledger's id, then where it was), a
-file at the top of a local store or an object at the top of a bucket prefix alike.
+"""Which ledger a store belongs to: ``STORE/ledger-id`` (the ledger's id, then where it was).
 
 A store belongs to one ledger: gc removes the objects no batch of *its* ledger references, which
 would be unsafe for the objects of another. The file is created once (create-if-absent) and never
-replaced. Binding a ledger to its store, which needs the ledger, is :mod:`thumbctl.stores`.
+replaced: a local store links it in, an S3 store puts it with ``If-None-Match: *`` (any store with
+:class:`RootFiles`). Binding a ledger to its store, which needs the ledger, is :mod:`thumbctl.stores`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import errno
 import os
 import re
 import stat
+from typing import Protocol
 
-from .objects import ObjectStore
+from . import fsafe
+from .objects import LocalObjectStore
 
 #: The file in STORE naming the ledger the store belongs to.
 LEDGER_ID_FILE = "ledger-id"
@@ -24,10 +26,36 @@ _LEDGER_ID = re.compile(r"[0-9a-f]{32}")
 _PLACE_CHARS = 300
 
 
-def store_owner(store: ObjectStore) -> tuple[str, str] | None:
+class RootFiles(Protocol):
+    """A store that keeps small files of its own at its root (an S3 store)."""
+
+    def read_root_file(self, name: str, limit: int) -> bytes | None: ...
+
+    def create_root_file(self, name: str, data: bytes) -> bool: ...
+
+
+def _read_owner_file(store: LocalObjectStore | RootFiles) -> bytes | None:
+    if not isinstance(store, LocalObjectStore):
+        return store.read_root_file(LEDGER_ID_FILE, 4096)
+    try:
+        with fsafe.open_folder(store.root, store.root) as root:
+            return fsafe.read_small_file(root, LEDGER_ID_FILE, 4096)
+    except FileNotFoundError:
+        return None
+
+
+def _create_owner_file(store: LocalObjectStore | RootFiles, text: bytes) -> None:
+    if not isinstance(store, LocalObjectStore):
+        store.create_root_file(LEDGER_ID_FILE, text)
+        return
+    with contextlib.suppress(FileExistsError):
+        fsafe.write_new_name(store.root, store.tmp_dir, store.root, LEDGER_ID_FILE, text)
+
+
+def store_owner(store: LocalObjectStore | RootFiles) -> tuple[str, str] | None:
     """(ledger id, where that ledger was) recorded in the store, or None when none is yet. A first line that
     is not a ledger id gives an empty id; the place is cut short and shown without control characters."""
-    data = store.read_marker(LEDGER_ID_FILE, 4096)
+    data = _read_owner_file(store)
     if data is None:
         return None
     lines = data.decode("utf-8", "replace").splitlines()
@@ -38,16 +66,15 @@ def store_owner(store: ObjectStore) -> tuple[str, str] | None:
     return (ledger_id if _LEDGER_ID.fullmatch(ledger_id) else "", place)
 
 
-def claimed_owner(store: ObjectStore, own_id: str, where: str, label: str) -> tuple[str, str]:
+def claimed_owner(store: LocalObjectStore | RootFiles, own_id: str, where: str) -> tuple[str, str]:
     """The store's owner, recording ``own_id`` first when it has none (a create-if-absent link:
-    of two ledgers claiming one new store at once, one wins and the other reads its id). ``label`` is
-    the store's location, for the message."""
+    of two ledgers claiming one new store at once, one wins and the other reads its id)."""
     for _ in range(3):
         found = store_owner(store)
         if found is not None and found[0]:
             return found
-        store.create_marker(LEDGER_ID_FILE, f"{own_id}\n{where}\n".encode())
-    raise OSError(errno.EEXIST, f"{label}/{LEDGER_ID_FILE} is not a readable ledger id")
+        _create_owner_file(store, f"{own_id}\n{where}\n".encode())
+    raise OSError(errno.EEXIST, f"{getattr(store, 'root', 'the store')}/{LEDGER_ID_FILE} is not a readable ledger id")
 
 
 def is_store_folder(path: str) -> bool:
