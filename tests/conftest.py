@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from pg import (
     drop_database,
     server_binaries,
 )
+from s3 import BUCKET, WeedServer, clean_aws_environment, s3_env_or_skip, weed_binary
 from support import check_invariants, make_image
 
 REPO = Path(__file__).resolve().parent.parent
@@ -160,3 +162,33 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "ledger.db")
     return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[WeedServer]:
+    """A real S3 server (SeaweedFS ``weed mini``) of this test process, with credentials and the
+    bucket ``thumbs``; started once, stopped when the session ends. Skips without the S3 extra."""
+    s3_env_or_skip()
+    server = WeedServer(weed_binary())
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_server: WeedServer, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The standard AWS variables pointing at the test server, set for this test (and so for the
+    commands it runs); any other AWS variable of the machine is unset. Returned for a harness's ``env``."""
+    for name, value in {**clean_aws_environment(), **s3_server.env()}.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    return {**s3_server.env(), "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
+
+
+@pytest.fixture
+def s3_url(s3_env: dict[str, str]) -> str:
+    """A fresh, empty ``s3://thumbs/<random prefix>`` on the test server (the AWS variables set)."""
+    return f"s3://{BUCKET}/t-{uuid.uuid4().hex[:12]}"

@@ -2,7 +2,8 @@
 
 :class:`ObjectStoreContract` says what every object store does; each implementation runs it
 unchanged by subclassing it with a ``store`` fixture (:class:`TestLocalObjectStore` for the local
-folder). Nothing in the contract looks at paths or inodes: what only the local folder does is
+folder, :class:`TestS3ObjectStore` for a bucket prefix on the test S3 server). Nothing in the
+contract looks at paths or inodes: what only the local folder does is
 tested in :class:`TestLocalOnly` and ``test_storage_local.py``.
 """
 
@@ -16,6 +17,7 @@ from typing import BinaryIO
 import pytest
 from PIL import Image
 
+from thumbctl.storage.locations import object_store_at
 from thumbctl.storage.objects import LocalObjectStore, ObjectStore, ObjectTooLarge, Published
 
 KEY = "ab" + "1" * 62
@@ -126,6 +128,12 @@ class TestLocalObjectStore(ObjectStoreContract):
     @pytest.fixture
     def store(self, tmp_path: Path) -> ObjectStore:
         return LocalObjectStore(str(tmp_path / "store"))
+
+
+class TestS3ObjectStore(ObjectStoreContract):
+    @pytest.fixture
+    def store(self, s3_url: str) -> ObjectStore:
+        return object_store_at(s3_url)
 
 
 class TestLocalOnly:

@@ -3,8 +3,9 @@
 :class:`OutputTargetContract` says what every output target does; each implementation runs it
 unchanged by subclassing it with a ``target`` fixture and a ``plant`` fixture (puts a file at a
 name the way a user would, behind thumbctl's back). :class:`TestLocalOutputTarget` runs it on the
-local folder; what only the local folder does (symlinks, temp files, judging names recorded
-before versions by their bytes) is in :class:`TestLocalOnly`.
+local folder and :class:`TestS3OutputTarget` on a bucket prefix of the test S3 server; what only
+the local folder does (symlinks, temp files, judging names recorded before versions by their
+bytes) is in :class:`TestLocalOnly`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from thumbctl.storage.locations import output_target_at, parse_s3
 from thumbctl.storage.objects import LocalObjectStore
 from thumbctl.storage.outputs import LocalOutputTarget, NameState, OutputTarget, Recorded, StaleVersion
+
+from s3 import WeedServer, put_raw, raw_store
 
 Plant = Callable[[str, bytes], None]
 NAME = "rooms/sofa.1x1.jpg"
@@ -134,6 +138,21 @@ class TestLocalOutputTarget(OutputTargetContract):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.unlink(missing_ok=True)
             path.write_bytes(data)
+
+        return plant
+
+
+class TestS3OutputTarget(OutputTargetContract):
+    @pytest.fixture
+    def target(self, s3_url: str) -> OutputTarget:
+        return output_target_at(s3_url)
+
+    @pytest.fixture
+    def plant(self, s3_server: WeedServer, s3_url: str) -> Plant:
+        bucket = raw_store(s3_server)
+
+        def plant(name: str, data: bytes) -> None:
+            put_raw(bucket, parse_s3(s3_url).key(name), data)
 
         return plant
 

@@ -135,6 +135,18 @@ class StorageError(ThumbctlError):
     exit_code = ExitCode.PARTIAL
 
 
+class BucketMissing(UsageError):
+    """The S3 bucket of a store or output target does not exist (exit 2)."""
+
+    code = "bucket_missing"
+
+
+class BucketForbidden(UsageError):
+    """The S3 server refuses access to the bucket: wrong or missing credentials, or no permission (exit 2)."""
+
+    code = "bucket_forbidden"
+
+
 class RejectedError(ThumbctlError):
     """The submission can never be accepted as it is (exit 65)."""
 
@@ -167,6 +179,13 @@ class UnavailableError(ThumbctlError):
 
 class AdmissionRefused(UnavailableError):
     code = "admission_refused"
+
+
+class StorageUnreachable(UnavailableError, OSError):
+    """The S3 server cannot be reached now, or answers 5xx after the retries (exit 75). Also an
+    OSError, so a worker fails the item with the transient ``io_error`` and it is tried again."""
+
+    code = "storage_unreachable"
 
 
 class LedgerFault(ThumbctlError):

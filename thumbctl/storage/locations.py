@@ -9,31 +9,26 @@ imported only when an ``s3://`` location is used, so the local tool needs no S3 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .s3urls import S3_SCHEME, BadLocation, S3Location, is_s3, parse_s3
-
-__all__ = ["S3_SCHEME", "BadLocation", "S3Location", "S3Options", "is_s3", "parse_s3"]
+from .s3location import S3_SCHEME, BadLocation, S3Location, S3Options, is_s3, parse_s3
 
 if TYPE_CHECKING:
     from .objects import ObjectStore
     from .outputs import OutputTarget
 
-
-@dataclass(frozen=True)
-class S3Options:
-    """thumbctl's own S3 settings; each None falls back to the standard AWS variables and files
-    (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``, ...)."""
-
-    endpoint: str | None = None
-    region: str | None = None
-    profile: str | None = None
-    #: Cache-Control of content-addressed objects (never change once written).
-    cache_control_objects: str = "public, max-age=31536000, immutable"
-    #: Cache-Control of published names and the batch documents (they may be replaced).
-    cache_control_names: str = "public, max-age=300"
-    extra: dict[str, str] = field(default_factory=dict)
+__all__ = [
+    "S3_SCHEME",
+    "BadLocation",
+    "S3Location",
+    "S3Options",
+    "is_s3",
+    "object_store_at",
+    "output_target_at",
+    "parse_s3",
+    "use_options",
+    "current_options",
+]
 
 
 def object_store_at(location: str, options: S3Options | None = None) -> ObjectStore:

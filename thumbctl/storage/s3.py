@@ -1,0 +1,476 @@
+"""A prefix of an S3-compatible bucket as an object store or an output target.
+
+:class:`S3ObjectStore` implements :class:`~.objects.ObjectStore` and :class:`S3OutputTarget`
+:class:`~.outputs.OutputTarget`, with the layout and the path arithmetic of the local folder
+(``<root>/objects/<k[:2]>/<k>.<ext>``, ``<root>/<name>``, ``<root>/batches/<id>.json``), where
+the root is the location's URL (``s3://bucket/prefix``), so a recorded path means the same on both.
+
+Every write is conditional, so nothing is clobbered:
+
+* an object or a new name is created only if absent (``If-None-Match: *``); an object carries the
+  sha256 of its bytes in its metadata, so a 412 on it is judged by its size and checksum (a
+  duplicate) or else by the caller's verifier (kept, or replaced with ``If-Match`` on the ETag read);
+* a name's version is its ETag and an id thumbctl gives each publish (kept in the name's metadata:
+  an ETag is the MD5 of the bytes, so anyone's copy of the same bytes has it too); a name is
+  replaced only while it holds the recorded version, with ``If-Match`` on its ETag (404 and 412
+  both mean it is no longer ours), and removed the same way;
+* 409 ConditionalRequestConflict, 5xx and lost connections are retried with backoff; a 412 after
+  a try whose answer was lost counts as our own write only when the bytes there are ours.
+
+Each object carries ``Content-Type`` by its extension and ``Cache-Control`` from the options
+(immutable for content-addressed objects, short for names and documents).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+import os
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import obstore
+from obstore.exceptions import PreconditionError
+
+from . import s3client
+from .objects import ObjectInfo, ObjectTooLarge, Outcome, Published, Verifier, open_object
+from .outputs import RESERVED_FOLDERS, NameState, Recorded, StaleVersion
+from .s3location import S3Location, S3Options, is_s3, parse_s3
+
+if TYPE_CHECKING:
+    from obstore.store import S3Store
+
+    from ..settings import Ratio
+
+_OBJECT_NAME = re.compile(r"[0-9a-f]{64}\.[a-z]+")
+_PREVIEW_LIMIT = 1 << 20
+#: The most of an existing object read to verify it: a derivative is far smaller.
+_VERIFY_LIMIT = 256 << 20
+_ROUNDS = 3
+#: The user metadata key of the id thumbctl gives each publish of a name (``x-amz-meta-thumbctl-publish``).
+_PUBLISH = "thumbctl-publish"
+
+
+def _attributes(name: str, cache_control: str, data: bytes | None = None) -> dict[str, str]:
+    attributes = {"Content-Type": s3client.content_type(name), "Cache-Control": cache_control}
+    if data is not None:
+        attributes[s3client.CHECKSUM] = hashlib.sha256(data).hexdigest()
+    return attributes
+
+
+def _version(found: tuple[int, str, dict[str, str]]) -> str:
+    """A name's version: its ETag and the publish id thumbctl gave it (empty for anyone else's)."""
+    return f"{found[1]}:{found[2].get(_PUBLISH, '')}"
+
+
+def _holds(found: tuple[int, str, dict[str, str]] | None, data: bytes) -> bool:
+    """Whether a HEAD's answer shows ``data``: the same size and the sha256 in its metadata."""
+    return (
+        found is not None
+        and found[0] == len(data)
+        and found[2].get(s3client.CHECKSUM) == hashlib.sha256(data).hexdigest()
+    )
+
+
+class _Staged:
+    """Staged objects of this process: the bytes, held in memory until put or discarded. On S3 a
+    put is one request of the whole object, so staging them in the bucket first would only double it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._data: dict[str, bytes] = {}
+        self._ids = itertools.count()
+
+    def hold(self, data: bytes, extension: str) -> str:
+        with self._lock:
+            handle = f"s3-staged:{next(self._ids)}.{extension}"
+            self._data[handle] = data
+        return handle
+
+    def take(self, handle: str | None) -> bytes | None:
+        with self._lock:
+            return self._data.pop(handle, None) if handle else None
+
+
+_STAGED = _Staged()
+
+
+@dataclass(frozen=True)
+class _S3Place:
+    location: S3Location
+    options: S3Options
+
+    @property
+    def root(self) -> str:
+        return self.location.url
+
+    def path_of(self, name: str) -> str:
+        return self.location.join(name)
+
+    def name_of(self, path: str) -> str:
+        """The name of a path inside the location; ValueError for one outside."""
+        head = self.root + "/"
+        if not path.startswith(head) or not path[len(head) :]:
+            raise ValueError(f"{path} is not inside {self.root}")
+        return path[len(head) :]
+
+    @property
+    def _client(self) -> S3Store:
+        return s3client.client(self.location, self.options)
+
+    @property
+    def _writer(self) -> S3Store:
+        return s3client.client(self.location, self.options, retried=False)
+
+    def _key(self, name: str) -> str:
+        return self.location.key(name)
+
+    def _head(self, name: str) -> tuple[int, str, dict[str, str]] | None:
+        key = self._key(name)
+        with s3client.translated(self.location, key):
+            return s3client.head(self._client, key)
+
+    def _read(self, name: str, limit: int) -> bytes | None:
+        """The bytes at ``name`` when at most ``limit``; None when more; FileNotFoundError when absent."""
+        key = self._key(name)
+        with s3client.translated(self.location, key):
+            return s3client.read_bounded(self._client, key, limit)
+
+    def _list(self, folder: str) -> Iterator[tuple[str, int]]:
+        """(name, size) of every key under the folder ``folder`` of the location (``""``: all)."""
+        prefix = self._key(folder.rstrip("/")) if folder.strip("/") else self.location.prefix
+        with s3client.translated(self.location, prefix or "/"):
+            for batch in obstore.list(self._client, prefix=prefix or None, chunk_size=1000):
+                for meta in batch:
+                    name = self.location.name_of(meta["path"])
+                    if name:
+                        yield name, meta["size"]
+
+    def _create(self, name: str, data: bytes, attributes: dict[str, str]) -> tuple[str | None, bool]:
+        """Create ``name`` if absent: (its ETag, False), or (None, whether an earlier try of ours may
+        have been applied) when something is there."""
+        key = self._key(name)
+        with s3client.translated(self.location, key, writing=True):
+            done, uncertain = s3client.conditional(
+                lambda: s3client.put(self._writer, key, data, attributes, mode="create")
+            )
+        if isinstance(done, BaseException):
+            return None, uncertain
+        return done, False
+
+    def _update(self, name: str, data: bytes, attributes: dict[str, str], e_tag: str) -> tuple[str | None, bool]:
+        """Write ``name`` while it holds ``e_tag`` (``If-Match``): (its new ETag, False), or (None,
+        uncertain) on 412 or 404 (it holds something else, or nothing)."""
+        key = self._key(name)
+
+        def write() -> str:
+            try:
+                return s3client.put(self._writer, key, data, attributes, mode={"e_tag": e_tag})
+            except FileNotFoundError as exc:  # some servers answer 404 to If-Match on a missing key
+                raise PreconditionError(str(exc)) from None
+
+        with s3client.translated(self.location, key, writing=True):
+            done, uncertain = s3client.conditional(write)
+        if isinstance(done, BaseException):
+            return None, uncertain
+        return done, False
+
+    def _overwrite(self, name: str, data: bytes, attributes: dict[str, str]) -> None:
+        key = self._key(name)
+        with s3client.translated(self.location, key, writing=True):
+            s3client.put(self._client, key, data, attributes, mode="overwrite")
+
+    def _remove_if(self, name: str, e_tag: str) -> bool:
+        """Remove ``name`` while it holds ``e_tag``: a DELETE with ``If-Match`` where the server
+        honours it (SeaweedFS, AWS S3); a server that answers otherwise gets a plain DELETE after the
+        caller's HEAD, which leaves a short window in which a write to the name is removed with it."""
+        key = self._key(name)
+        with s3client.translated(self.location, key, writing=True):
+            removed = s3client.delete_if_match(self._client, key, e_tag)
+            if removed is None:
+                obstore.delete(self._client, key)
+                return True
+            return removed
+
+    def _delete(self, name: str) -> None:
+        key = self._key(name)
+        with s3client.translated(self.location, key, writing=True):
+            obstore.delete(self._client, key)
+
+
+@dataclass(frozen=True)
+class S3ObjectStore(_S3Place):
+    """:class:`~.objects.ObjectStore` on a bucket prefix, and the local store's path arithmetic."""
+
+    def object_path(self, key: str, extension: str) -> str:
+        return f"{self.root}/objects/{key[:2]}/{key}.{extension}"
+
+    def path_of(self, name: str) -> str:
+        """The path of the object ``name`` (``<key>.<ext>``)."""
+        return f"{self.root}/objects/{name[:2]}/{name}"
+
+    @staticmethod
+    def preview_path(object_path: str) -> str:
+        """The contact sheet's preview of a source, beside the first object rendered from it."""
+        return f"{object_path.rsplit('.', 1)[0]}.preview.jpg"
+
+    @property
+    def objects_dir(self) -> str:
+        return f"{self.root}/objects"
+
+    def _object(self, name: str) -> str:
+        return f"objects/{name[:2]}/{name}"
+
+    def _preview(self, name: str) -> str:
+        return self.preview_path(self._object(name))
+
+    # -- the interface -------------------------------------------------------------------------
+
+    def stage(self, data: bytes, extension: str) -> str:
+        return _STAGED.hold(data, extension)
+
+    def put_staged(self, staged: str, name: str, *, verify: Verifier) -> Published:
+        data = _STAGED.take(staged)
+        if data is None:
+            raise FileNotFoundError(2, "the staged object is gone (already put or discarded)", staged)
+        return self.put(name, data, verify=verify)
+
+    def put(self, name: str, data: bytes, *, verify: Verifier) -> Published:
+        path = self._object(name)
+        attributes = _attributes(name, self.options.cache_control_objects, data)
+        for _ in range(_ROUNDS):  # an existing object removed meanwhile (gc) is created again
+            e_tag, _uncertain = self._create(path, data, attributes)
+            if e_tag is not None:
+                return Published(Outcome.CREATED)
+            found = self._head(path)
+            if found is None:
+                continue
+            if _holds(found, data):
+                return Published(Outcome.DUPLICATE)
+            reason = self._existing_problem(path, data, verify)
+            if reason in (Outcome.DUPLICATE, Outcome.KEPT):
+                return Published(reason)
+            if self._update(path, data, attributes, found[1])[0] is not None:
+                return Published(Outcome.REPLACED, reason)
+        raise FileExistsError(17, "the object kept changing under the put", self.path_of(name))
+
+    def _existing_problem(self, path: str, data: bytes, verify: Verifier) -> str:
+        """``duplicate``, ``kept`` or why the existing object must be replaced (read within a bound)."""
+        try:
+            existing = self._read(path, max(len(data), _VERIFY_LIMIT))
+        except FileNotFoundError:
+            return "is missing"
+        if existing is None:
+            return "is larger than any derivative"
+        if existing == data:
+            return Outcome.DUPLICATE
+        problem = verify(io.BytesIO(existing))
+        return Outcome.KEPT if problem is None else problem
+
+    def discard(self, staged: str | None) -> None:
+        _STAGED.take(staged)
+
+    def read(self, name: str, limit: int) -> bytes:
+        data = self._read(self._object(name), limit)
+        if data is None:
+            raise ObjectTooLarge(f"{name} holds over {limit} bytes")
+        return data
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        found = self._head(self._object(name))
+        return None if found is None else ObjectInfo(found[0], found[1])
+
+    def verify(self, name: str, check: Verifier) -> str | None:
+        try:
+            data = self._read(self._object(name), _VERIFY_LIMIT)
+        except FileNotFoundError:
+            return "is missing"
+        if data is None:
+            return "is larger than any derivative"
+        return check(io.BytesIO(data))
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        folder = f"objects/{prefix[:2]}" if len(prefix) >= 2 else "objects"
+        found = []
+        for path, _size in self._list(folder):
+            shard, _, name = path.removeprefix("objects/").partition("/")
+            if _OBJECT_NAME.fullmatch(name) and name[:2] == shard and name.startswith(prefix):
+                found.append(name)
+        yield from sorted(found)
+
+    def remove(self, name: str) -> int:
+        freed = 0
+        for path in (self._object(name), self._preview(name)):
+            found = self._head(path)
+            if found is not None:
+                self._delete(path)
+                freed += found[0]
+        return freed
+
+    def write_preview(self, name: str, make: Callable[[], bytes]) -> None:
+        path = self._preview(name)
+        if self._head(path) is None:
+            self._create(path, make(), _attributes(path, self.options.cache_control_objects))
+
+    def read_preview(self, name: str, limit: int = _PREVIEW_LIMIT) -> bytes | None:
+        try:
+            data = self._read(self._preview(name), limit)
+        except FileNotFoundError:
+            return None
+        whole = data is not None and data[:2] == b"\xff\xd8" and data[-2:] == b"\xff\xd9"
+        return data if whole else None
+
+    # -- the store's own small files (its ledger-id) -------------------------------------------------
+
+    def read_root_file(self, name: str, limit: int) -> bytes | None:
+        """The bytes of ``name`` at the store's root when at most ``limit``, else None."""
+        try:
+            return self._read(name, limit)
+        except FileNotFoundError:
+            return None
+
+    def create_root_file(self, name: str, data: bytes) -> bool:
+        """Create ``name`` at the store's root if absent; False when something is there already."""
+        e_tag, uncertain = self._create(name, data, _attributes(name, self.options.cache_control_names, data))
+        return e_tag is not None or (uncertain and _holds(self._head(name), data))
+
+
+@dataclass(frozen=True)
+class S3OutputTarget(_S3Place):
+    """:class:`~.outputs.OutputTarget` on a bucket prefix, and the local output folder's path arithmetic.
+    A version is the name's ETag."""
+
+    def friendly_path(self, stem: str, ratio: Ratio, extension: str, size: int | None = None) -> str:
+        """``OUT/<stem>.<ratio>.<ext>``; with ``size`` ``OUT/<stem>.<ratio>.<size>.<ext>``."""
+        sized = f".{size}" if size is not None else ""
+        return f"{self.root}/{stem}.{ratio.slug}{sized}.{extension}"
+
+    def batch_manifest_path(self, batch_id: str) -> str:
+        return f"{self.root}/batches/{batch_id}.json"
+
+    def batch_sheet_path(self, batch_id: str) -> str:
+        return f"{self.root}/batches/{batch_id}.html"
+
+    @property
+    def batches_dir(self) -> str:
+        return f"{self.root}/batches"
+
+    # -- the interface -------------------------------------------------------------------------
+
+    def name_state(self, name: str, recorded: Sequence[Recorded]) -> NameState:
+        found = self._head(name)
+        if found is None:
+            return NameState.FREE
+        versions = {r.version for r in recorded if r.version}
+        if _version(found) in versions:
+            return NameState.OURS
+        old = [r.object_path for r in recorded if r.version is None and r.object_path]
+        if old and any(self._holds_object(name, found[0], path) for path in old):
+            return NameState.OURS
+        return NameState.TAKEN
+
+    def _holds_object(self, name: str, size: int, object_path: str) -> bool:
+        """Whether ``name`` (of ``size`` bytes) holds exactly the bytes of the recorded object."""
+        theirs = _object_bytes(object_path, size, self.options)
+        if theirs is None or len(theirs) != size:
+            return False
+        try:
+            return self._read(name, size) == theirs
+        except FileNotFoundError:
+            return False
+
+    def version_of(self, name: str) -> str | None:
+        found = self._head(name)
+        return None if found is None else _version(found)
+
+    def publish(self, name: str, data: bytes) -> str:
+        attributes = self._name_attributes(name, data)
+        e_tag, uncertain = self._create(name, data, attributes)
+        if e_tag is not None:
+            return f"{e_tag}:{attributes[_PUBLISH]}"
+        found = self._head(name) if uncertain else None
+        if found is not None and found[2].get(_PUBLISH) == attributes[_PUBLISH]:
+            return _version(found)  # our own earlier try, whose answer was lost
+        raise FileExistsError(17, "something is at the name already", self.path_of(name))
+
+    def replace(self, name: str, data: bytes, *, version: str) -> str:
+        found = self._head(name)
+        if found is None:
+            raise FileNotFoundError(2, "the name is gone", self.path_of(name))
+        if _version(found) != version:
+            raise StaleVersion(17, "the name no longer holds the recorded version", self.path_of(name))
+        attributes = self._name_attributes(name, data)
+        e_tag, uncertain = self._update(name, data, attributes, found[1])
+        if e_tag is not None:
+            return f"{e_tag}:{attributes[_PUBLISH]}"
+        found = self._head(name)
+        if found is None:
+            raise FileNotFoundError(2, "the name is gone", self.path_of(name))
+        if uncertain and found[2].get(_PUBLISH) == attributes[_PUBLISH]:
+            return _version(found)  # our own earlier try, whose answer was lost
+        raise StaleVersion(17, "the name no longer holds the recorded version", self.path_of(name))
+
+    def remove(self, name: str, *, version: str) -> bool:
+        found = self._head(name)
+        if found is None or _version(found) != version:
+            return False
+        return self._remove_if(name, found[1])
+
+    def _name_attributes(self, name: str, data: bytes) -> dict[str, str]:
+        """A name's attributes, with a fresh publish id: the version is the ETag and this id, so the
+        same bytes put at the name by anyone else (the same ETag) are never taken for ours."""
+        return {**_attributes(name, self.options.cache_control_names, data), _PUBLISH: uuid.uuid4().hex}
+
+    def read(self, name: str, limit: int) -> bytes | None:
+        try:
+            return self._read(name, limit)
+        except FileNotFoundError:
+            return None
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        found = [
+            name
+            for name, _size in self._list(folder)
+            if name.startswith(prefix) and name.split("/", 1)[0] not in RESERVED_FOLDERS and "/" != name[-1:]
+        ]
+        yield from sorted(found)
+
+    def write_document(self, name: str, data: bytes) -> None:
+        self._overwrite(name, data, _attributes(name, self.options.cache_control_names, data))
+
+    def read_document(self, name: str, limit: int) -> bytes | None:
+        return self.read(name, limit)
+
+    def document_size(self, name: str) -> int | None:
+        found = self._head(name)
+        return None if found is None else found[0]
+
+    def remove_document(self, name: str) -> int:
+        found = self._head(name)
+        if found is None:
+            return 0
+        self._delete(name)
+        return found[0]
+
+
+def _object_bytes(object_path: str, size: int, options: S3Options) -> bytes | None:
+    """The bytes of a recorded object (an S3 URL or a local path) when it holds ``size`` bytes, else None."""
+    if is_s3(object_path):
+        location = parse_s3(object_path)
+        key = location.prefix
+        try:
+            with s3client.translated(location, key):
+                return s3client.read_bounded(s3client.client(location, options), key, size)
+        except FileNotFoundError:
+            return None
+    try:
+        with open_object(object_path) as (fd, info):
+            return os.pread(fd, size + 1, 0) if info.st_size == size else None
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,314 @@
+"""The S3 client under :mod:`.s3`: settings, one obstore client per bucket, requests, errors, retries.
+
+Settings come from :class:`~.locations.S3Options` first, then the standard AWS variables
+(``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``,
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``), then the profile
+(``AWS_PROFILE``, else ``default``) of the shared files (``~/.aws/credentials`` and
+``~/.aws/config``, or ``AWS_SHARED_CREDENTIALS_FILE`` and ``AWS_CONFIG_FILE``). A profile named
+in the options takes its keys from the files even when the key variables are set. A custom
+endpoint is addressed path-style; an ``http://`` one is allowed. No credential ever appears in a
+message: an error shows the bucket, the key and the server's error code only.
+
+Every obstore error is turned into a coded one here, in :func:`translated`. Conditional writes
+go through :func:`conditional`, which retries what may succeed on a second try (409
+``ConditionalRequestConflict``, 5xx, a lost connection) with backoff, and tells the caller when
+an earlier try may have been applied: a 412 after such a try may be the caller's own write.
+"""
+
+from __future__ import annotations
+
+import configparser
+import contextlib
+import datetime
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import obstore
+from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PermissionDeniedError, PreconditionError
+from obstore.store import S3Store
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential_jitter
+
+from ..errors import BucketForbidden, BucketMissing, StorageUnreachable
+from .s3location import S3Location, S3Options
+
+T = TypeVar("T")
+
+#: Content-Type by extension: what a CDN or a bucket website serves each object as.
+CONTENT_TYPES = {
+    "jpg": "image/jpeg",
+    "jpeg": "image/jpeg",
+    "webp": "image/webp",
+    "avif": "image/avif",
+    "png": "image/png",
+    "html": "text/html",
+    "json": "application/json",
+}
+#: The user metadata key holding the sha256 of an object's bytes (``x-amz-meta-sha256``).
+CHECKSUM = "sha256"
+_DEFAULT_REGION = "us-east-1"
+_STATUS = re.compile(r"status code: (\d{3})")
+_CODE = re.compile(r"<Code>([A-Za-z]{1,64})</Code>")
+_ATTEMPTS = 6
+_RETRY_SECONDS = 30.0
+_SIGNED_SECONDS = 60
+
+
+def content_type(name: str) -> str:
+    return CONTENT_TYPES.get(name.rsplit(".", 1)[-1].lower(), "application/octet-stream")
+
+
+# -- settings ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a client of a bucket is made with (hashable: clients are shared by settings)."""
+
+    endpoint: str | None
+    region: str
+    access_key_id: str | None
+    secret_access_key: str | None
+    session_token: str | None
+
+    def config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"region": self.region}
+        if self.endpoint:
+            config |= {"endpoint": self.endpoint, "virtual_hosted_style_request": False}
+        if self.access_key_id and self.secret_access_key:
+            config |= {"access_key_id": self.access_key_id, "secret_access_key": self.secret_access_key}
+            if self.session_token:
+                config["token"] = self.session_token
+        return config
+
+
+def settings_of(options: S3Options, env: Mapping[str, str] | None = None) -> Settings:
+    """The endpoint, region and credentials of ``options``, the AWS variables and the shared files."""
+    env = os.environ if env is None else env
+    profile_name = options.profile or env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE") or "default"
+    profile = _profile(env, profile_name)
+    from_env = not options.profile and env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY")
+    keys = (
+        (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env.get("AWS_SESSION_TOKEN"))
+        if from_env
+        else (profile.get("aws_access_key_id"), profile.get("aws_secret_access_key"), profile.get("aws_session_token"))
+    )
+    endpoint = (
+        options.endpoint or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or profile.get("endpoint_url")
+    )
+    region = (
+        options.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or profile.get("region")
+    ) or _DEFAULT_REGION
+    return Settings(endpoint.rstrip("/") if endpoint else None, region, *keys)
+
+
+def _profile(env: Mapping[str, str], name: str) -> dict[str, str]:
+    """The profile's settings: ``[name]`` of the credentials file over ``[profile name]`` (or
+    ``[default]``) of the config file. Unreadable files count as empty."""
+    home = os.path.expanduser("~")
+    credentials = env.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.join(home, ".aws", "credentials")
+    config = env.get("AWS_CONFIG_FILE") or os.path.join(home, ".aws", "config")
+    found: dict[str, str] = {}
+    section = name if name == "default" else f"profile {name}"
+    for path, wanted in ((config, section), (credentials, name)):
+        parser = configparser.ConfigParser(interpolation=None)
+        with contextlib.suppress(OSError, configparser.Error):
+            parser.read(path, encoding="utf-8")
+            if parser.has_section(wanted):
+                found |= {key: value.strip() for key, value in parser.items(wanted)}
+    return found
+
+
+# -- clients ----------------------------------------------------------------------------------------
+
+_CLIENTS: dict[tuple[str, Settings, bool], S3Store] = {}
+_LOCK = threading.Lock()
+os.register_at_fork(after_in_child=_CLIENTS.clear)
+
+
+def client(location: S3Location, options: S3Options, *, retried: bool = True) -> S3Store:
+    """The shared client of the location's bucket. ``retried`` False gives one that never retries by
+    itself: conditional writes retry through :func:`conditional`, which knows what a retry means."""
+    settings = settings_of(options)
+    key = (location.bucket, settings, retried)
+    with _LOCK:
+        found = _CLIENTS.get(key)
+        if found is None:
+            found = _CLIENTS[key] = _new_client(location.bucket, settings, retried)
+    return found
+
+
+def _new_client(bucket: str, settings: Settings, retried: bool) -> S3Store:
+    retry = {
+        "max_retries": 4 if retried else 0,
+        "retry_timeout": datetime.timedelta(seconds=_RETRY_SECONDS),
+        "backoff": {
+            "init_backoff": datetime.timedelta(milliseconds=50),
+            "max_backoff": datetime.timedelta(seconds=2),
+            "base": 2,
+        },
+    }
+    client_options = {
+        "allow_http": bool(settings.endpoint and settings.endpoint.startswith("http://")),
+        "connect_timeout": "5s",
+        "timeout": "60s",
+    }
+    return S3Store(bucket, config=settings.config(), client_options=client_options, retry_config=retry)
+
+
+# -- errors ------------------------------------------------------------------------------------------
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an obstore error reports, None when there was no answer (no connection)."""
+    found = _STATUS.search(str(exc))
+    return int(found.group(1)) if found else None
+
+
+def _server_code(exc: BaseException) -> str:
+    found = _CODE.search(str(exc))
+    return f" ({found.group(1)})" if found else ""
+
+
+@contextlib.contextmanager
+def translated(location: S3Location, key: str, *, writing: bool = False) -> Iterator[None]:
+    """Turn obstore's errors into coded ones: a bucket that is missing (``bucket_missing``),
+    refuses access (``bucket_forbidden``) or cannot be reached (``storage_unreachable``). A
+    missing key stays FileNotFoundError, except on a write, where only the bucket can be missing;
+    412 stays PreconditionError or AlreadyExistsError for the caller to judge."""
+    where = f"s3://{location.bucket}/{key}"
+    try:
+        yield
+    except (AlreadyExistsError, PreconditionError):
+        raise
+    except (NotFoundError, FileNotFoundError) as exc:
+        if writing or "NoSuchBucket" in str(exc):
+            raise BucketMissing(f"{where}: the bucket {location.bucket!r} does not exist{_server_code(exc)}") from None
+        raise FileNotFoundError(2, "no such object", where) from None
+    except PermissionDeniedError as exc:
+        raise BucketForbidden(f"{where}: access refused{_server_code(exc)}; check the credentials") from None
+    except BaseError as exc:
+        raise _generic(where, location, exc) from None
+
+
+def _generic(where: str, location: S3Location, exc: BaseError) -> Exception:
+    status = status_of(exc)
+    text = str(exc)
+    if status in (401, 403) or "InvalidAccessKeyId" in text:
+        return BucketForbidden(f"{where}: access refused{_server_code(exc)}; check the credentials")
+    if status == 404 or "NoSuchBucket" in text:
+        return BucketMissing(f"{where}: the bucket {location.bucket!r} does not exist{_server_code(exc)}")
+    if status is None or status >= 500 or status in (408, 429):
+        answer = f"it answered {status}{_server_code(exc)}" if status else "no connection"
+        return StorageUnreachable(f"{where}: the S3 server cannot be reached now ({answer}); retry later")
+    return OSError(5, f"the S3 request failed with status {status}{_server_code(exc)}", where)
+
+
+# -- conditional writes --------------------------------------------------------------------------------
+
+
+def _retryable(exc: BaseException) -> bool:
+    """409 (ConditionalRequestConflict: another conditional write to the key is in flight), 5xx,
+    408, 429 and no answer at all are worth another try."""
+    if not isinstance(exc, BaseError) or isinstance(exc, (NotFoundError, PermissionDeniedError)):
+        return False
+    status = status_of(exc)
+    return status is None or status >= 500 or status in (408, 409, 429)
+
+
+def conditional(write: Callable[[], T]) -> tuple[T | BaseException, bool]:
+    """Run a conditional write, retrying with backoff (see :func:`_retryable`). Returns its result
+    or the error that ended it (412 as AlreadyExistsError or PreconditionError; anything else is
+    raised), and whether an earlier try may have been applied (its answer was lost or a 5xx)."""
+    uncertain = False
+
+    def attempt() -> T | BaseException:
+        nonlocal uncertain
+        try:
+            return write()
+        except (AlreadyExistsError, PreconditionError) as exc:
+            if status_of(exc) == 409:
+                raise
+            return exc
+        except BaseError as exc:
+            if _retryable(exc) and status_of(exc) != 409:
+                uncertain = True
+            raise
+
+    retrying = Retrying(
+        stop=stop_after_attempt(_ATTEMPTS) | stop_after_delay(_RETRY_SECONDS),
+        wait=wait_exponential_jitter(multiplier=0.05, max=2.0),
+        retry=retry_if_exception(_retryable),
+        reraise=True,
+    )
+    return retrying(attempt), uncertain
+
+
+def put(store: S3Store, key: str, data: bytes, attributes: dict[str, str], mode: Any) -> str:
+    """One PUT of ``data`` (never multipart: a conditional write is one request); returns the ETag."""
+    done = obstore.put(store, key, data, attributes=attributes, mode=mode, use_multipart=False)
+    return done["e_tag"] or ""
+
+
+def head(store: S3Store, key: str) -> tuple[int, str, dict[str, str]] | None:
+    """(size, ETag, attributes) of ``key``, None when it is absent."""
+    try:
+        got = obstore.get(store, key, options={"head": True})
+    except (NotFoundError, FileNotFoundError):
+        return None
+    meta = got.meta
+    return meta["size"], meta["e_tag"] or "", dict(got.attributes)
+
+
+def read_bounded(store: S3Store, key: str, limit: int) -> bytes | None:
+    """The bytes of ``key`` when it holds at most ``limit``, None when it holds more (its size is
+    known before the body is read; the body is never read past ``limit + 1``). FileNotFoundError
+    when it is absent."""
+    got = obstore.get(store, key)
+    if got.meta["size"] > limit:
+        return None
+    data = bytearray()
+    for chunk in got:
+        data += chunk
+        if len(data) > limit:
+            return None
+    return bytes(data)
+
+
+def delete_if_match(store: S3Store, key: str, e_tag: str) -> bool | None:
+    """DELETE ``key`` with ``If-Match: e_tag`` through a short-lived signed URL: True when removed,
+    False on 412 or 404 (it holds another version, or is gone), None when the server gave another
+    answer (the caller then falls back). The URL is never shown: it carries a signature."""
+    import urllib3
+
+    url = obstore.sign(store, "DELETE", key, datetime.timedelta(seconds=_SIGNED_SECONDS))
+    try:
+        answer = _HTTP.request("DELETE", url, headers={"If-Match": e_tag}, retries=False, timeout=30.0)
+    except urllib3.exceptions.HTTPError:
+        return None
+    if answer.status in (200, 204):
+        return True
+    if answer.status in (404, 412):
+        return False
+    return None
+
+
+class _LazyPool:
+    """One urllib3 pool manager per process, made on first use."""
+
+    def __init__(self) -> None:
+        self._pool: Any = None
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        if self._pool is None:
+            import urllib3
+
+            self._pool = urllib3.PoolManager(num_pools=4, maxsize=8)
+        return self._pool.request(*args, **kwargs)
+
+
+_HTTP = _LazyPool()
+os.register_at_fork(after_in_child=_HTTP.__init__)
