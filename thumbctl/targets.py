@@ -56,11 +56,12 @@ def resolve_out_dir_or_fail(out: Location) -> Location:
 
 
 def probe_bucket(target: OutputTarget) -> None:
-    """Write and remove a probe document, so a bucket that is missing, refuses access or cannot be
+    """List, then write and remove a probe document, so a bucket that is missing, refuses access or cannot be
     reached is reported (its coded error) before any batch is recorded. The local checks of OUT
     (symlinked folders, temp files in OUT/.tmp) have no bucket counterpart: a bucket has no
     folders or links, and a write is one conditional request."""
     name = f"batches/probe-{os.urandom(8).hex()}.json"
+    next(iter(target.names(name)), None)  # a read first: some servers make a missing bucket on a write
     target.write_document(name, b"{}\n")
     target.remove_document(name)
 

@@ -286,7 +286,7 @@ class ClaimRun:
         self.preview: str | None = None
         self.source_timings: dict[str, float] = {}
         profile = claim.profile
-        self.publisher = Publisher(ledger, self.target, bool(profile.get("overwrite", False)), faults)
+        self.publisher = Publisher(ledger, self.target, bool(profile.get("overwrite", False)), faults, claim.out_dir)
         self.geometries = {
             item.row: output_geometry(
                 claim.source_width,
