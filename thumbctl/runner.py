@@ -21,6 +21,7 @@ from .models import BatchView, EventView
 from .options import RunOptions, lease_seconds
 from .proc import owner_is_dead
 from .retrypolicy import Backoff
+from .storage.hosts import out_on_host
 
 if TYPE_CHECKING:  # imported where a run starts: reading commands need neither multiprocessing nor Pillow
     from .pool import Standby, Supervision, WorkerDeath
@@ -220,6 +221,8 @@ def watch_batch(
 def _manifest_error(ledger: Ledger, batch: BatchView) -> list[str]:
     """Write the batch's manifest; a filesystem refusal is returned, not raised: the batch
     is finished either way, and ``reconcile`` and the next run can write it later."""
+    if not out_on_host(batch.out_dir, ledger.backend):  # never a fresh local folder of that name
+        return [f"{batch.manifest_path}: this host has no output folder {batch.out_dir}"]
     try:
         write_batch_manifest(ledger, batch)
     except OSError as exc:
@@ -232,6 +235,9 @@ def _write_sheet(ledger: Ledger, batch_id: str) -> tuple[str | None, str | None]
     Like the manifest, a sheet that cannot be written leaves the run's outcome alone."""
     from .sheet import write_contact_sheet  # Pillow-free, but only a foreground run needs it
 
+    out_dir = ledger.views.batch(batch_id, with_failures=False).out_dir
+    if not out_on_host(out_dir, ledger.backend):
+        return None, f"this host has no output folder {out_dir}"
     try:
         return write_contact_sheet(ledger, batch_id).path, None
     except CannotWrite as exc:

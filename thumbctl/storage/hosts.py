@@ -29,9 +29,14 @@ def check_on_host(out_dir: str, object_path: str, backend: str) -> None:
                 f"this host has no store at {store}: a local store must be a folder every worker host sees at "
                 "the same path (or use --store s3://bucket/prefix)",
             )
-    if not is_s3(out_dir) and not os.path.isdir(out_dir):
+    if not out_on_host(out_dir, backend):
         raise ItemFailure(
             "out_not_on_host",
             f"this host has no output folder {out_dir}: a local OUT must be a folder every worker host sees at "
             "the same path (or use --out s3://bucket/prefix)",
         )
+
+
+def out_on_host(out_dir: str, backend: str) -> bool:
+    """Whether this host sees the OUT a batch recorded (always, for a bucket or a SQLite ledger)."""
+    return backend == "sqlite" or is_s3(out_dir) or os.path.isdir(out_dir)
