@@ -457,9 +457,7 @@ def check_data(block: Block, space: Workspace, where: str) -> None:
 
 @pytest.mark.parametrize("path", GUIDES, ids=lambda p: p.name)
 def test_every_documented_command_runs(path: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    runnable = any(
-        b.lang in ("console", "sh", "shell", "bash", "cron", "ini", "yaml", "python") for b in blocks(path)
-    )
+    runnable = any(b.lang in ("console", "sh", "shell", "bash", "cron", "ini", "yaml", "python") for b in blocks(path))
     if not runnable:
         pytest.skip(f"{path.name} shows no command")
     space = make_workspace(tmp_path)
@@ -560,7 +558,7 @@ def test_the_settings_tables_of_configuration_md_are_current() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "on:\n  push:\n    paths:\n      - \"photos/**\"\njobs:\n  a:\n    steps:\n      - uses: x@1\n        with:\n"
+        'on:\n  push:\n    paths:\n      - "photos/**"\njobs:\n  a:\n    steps:\n      - uses: x@1\n        with:\n'
         "          path: |\n            one\n            two\n      - run: echo hi  # comment\n",
     ],
 )

@@ -40,7 +40,7 @@ from .configkeys import (
 )
 from .options import RunOptions, SubmitOptions, default_workers, lease_seconds
 from .settings import Limits, Profile, Ratio
-from .storage.locations import S3Options
+from .storage.s3location import S3Options, is_s3
 from .userdirs import default_ledger_path, old_default_ledger_path, state_dir
 
 if TYPE_CHECKING:
@@ -256,7 +256,7 @@ def with_recorded_store(settings: Settings, recorded: str | None) -> Settings:
     if settings.store_path is not None:
         return settings
     if recorded:
-        store = Setting(Path(recorded), STORE_RECORDED)
+        store = Setting(recorded if is_s3(recorded) else Path(recorded), STORE_RECORDED)
     elif _is_server(settings.ledger_path):
         store = Setting(None, STORE_REQUIRED)
     else:

@@ -158,8 +158,8 @@ def _location(raw: object) -> Path | str:
 
 def _endpoint(raw: object) -> str:
     text = _text(raw).strip()
-    if not re.match(r"https?://[^/\s]+", text):
-        raise SettingError(f"must be an http:// or https:// URL, got {shortened(text)}")
+    if not re.fullmatch(r"https?://[^/\s@]+(/\S*)?", text):  # no user:secret@ part: settings are shown
+        raise SettingError("must be an http:// or https:// URL without credentials in it")
     return text
 
 
