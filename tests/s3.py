@@ -14,10 +14,13 @@ bucket through a plain obstore client, the way a user's own tool would, behind t
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import datetime
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -65,6 +68,12 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def _end_with_parent() -> None:
+    """In the server's process before it runs: a SIGKILL when the test process dies, even killed."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def identities() -> dict[str, Any]:
     return {
         "identities": [
@@ -86,7 +95,7 @@ class WeedServer:
         config.write_text(json.dumps(identities()))
         self.ports = dict(zip(PORT_FLAGS, free_ports(len(PORT_FLAGS)), strict=True))
         self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
-        command = [
+        self.command = [
             weed,
             "mini",
             f"-dir={self.folder / 'data'}",
@@ -98,6 +107,7 @@ class WeedServer:
             "-webdav=false",
             "-admin.ui=false",
             "-master.telemetry=false",
+            "-s3.autoCreateBucket=false",
             f"-filer.localSocket={self.folder / 'filer.sock'}",
             f"-s3.localSocket={self.folder / 's3.sock'}",
             f"-s3.config={config}",
@@ -105,14 +115,29 @@ class WeedServer:
         ]
         (self.folder / "data").mkdir()
         self.log = open(self.folder / "weed.log", "wb")  # noqa: SIM115 - closed by stop()
-        self.process = subprocess.Popen(
-            command, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.folder, start_new_session=True
-        )
+        self.process = self._launch()
         try:
             self._wait_ready()
         except BaseException:
             self.stop()
             raise
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            self.command,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=self.folder,
+            start_new_session=True,
+            preexec_fn=_end_with_parent,
+        )
+
+    def restart(self) -> None:
+        """Stop the server and start it again on the same ports with the same data: an outage of the
+        S3 server, as its clients see one (refused connections, then the same objects back)."""
+        self._end()
+        self.process = self._launch()
+        self._wait_ready()
 
     def env(self) -> dict[str, str]:
         """The standard AWS variables that point a client (thumbctl in a subprocess) at this server."""
@@ -141,7 +166,7 @@ class WeedServer:
     def log_tail(self) -> str:
         return (self.folder / "weed.log").read_text(errors="replace")[-2000:]
 
-    def stop(self) -> None:
+    def _end(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -149,8 +174,29 @@ class WeedServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def stop(self) -> None:
+        self._end()
         self.log.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (its socket descriptors matched in /proc/net/tcp*)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 def raw_store(server: WeedServer, bucket: str = BUCKET, **config: Any) -> Any:

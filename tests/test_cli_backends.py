@@ -214,9 +214,7 @@ def run_scenario(thumbctl: Thumbctl, pictures: Path, out: Path, tmp_path: Path) 
     assert report.code == 0 and report.doc["counts"]["admitted"] == 6
     record("stats", report, stats_facts(report.doc))
     metrics = prom.read_text()
-    assert (
-        'thumbctl_queue_items{state="runnable"} 0' in metrics and "thumbctl_items_admitted_total 6" in metrics
-    )
+    assert 'thumbctl_queue_items{state="runnable"} 0' in metrics and "thumbctl_items_admitted_total 6" in metrics
     record("stats --prometheus", report, sorted({line.split("{")[0].split()[0] for line in metrics.splitlines()}))
     per_batch = thumbctl("stats", "--batch", bid[:8])
     record("stats --batch", per_batch, stats_facts(per_batch.doc))

@@ -214,8 +214,6 @@ def some_work(led: Ledger, clock: Clock, n: int) -> None:
                 led.queue.publish(claim, item, lambda: None)
 
 
-
-
 def steps_per_tick(tmp_path: Path, items: int, scope: str) -> dict[str, int]:
     """VM steps of a steady read of a follower (20 claims settled since its last read), and of
     the other statements the supervisor and ``status --watch`` run every tick."""

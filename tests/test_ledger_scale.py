@@ -32,7 +32,6 @@ RATIOS = ("1:1", "4:3", "16:9")
 START = 1_000_000.0
 
 
-
 def new_batch(key: str, items: tuple[NewItem, ...], **kwargs: object) -> NewBatch:
     return NewBatch(key, f"digest-{key}", "/src", "/out", {"size": 64}, items, **kwargs)  # type: ignore[arg-type]
 

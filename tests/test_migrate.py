@@ -176,9 +176,7 @@ def test_read_only_commands_work_on_a_ledger_not_migrated_yet(case: LegacyCase) 
 
 
 @pytest.mark.parametrize("command", ["submit", "retry", "reconcile", "gc", "work"])
-def test_the_first_command_that_writes_migrates_and_says_so_once(
-    case: LegacyCase, command: str
-) -> None:
+def test_the_first_command_that_writes_migrates_and_says_so_once(case: LegacyCase, command: str) -> None:
     with Ledger(case.db, read_only=True) as ledger:
         batch_id = ledger.views.batches(limit=1)[0].batch_id
     args = {

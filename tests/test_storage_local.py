@@ -459,9 +459,7 @@ def test_a_symlink_at_the_object_name_is_replaced_not_written_through(tmp_path: 
 
 
 @pytest.mark.parametrize("points_to", ["victim", "object"])
-def test_a_symlink_at_the_friendly_name_is_replaced_by_a_copy(
-    tmp_path: Path, victim: Path, points_to: str
-) -> None:
+def test_a_symlink_at_the_friendly_name_is_replaced_by_a_copy(tmp_path: Path, victim: Path, points_to: str) -> None:
     layout = LocalOutputTarget(str(tmp_path / "out"))
     obj = object_at(layout, "aa" + "3" * 62, "jpg")
     store_object(layout, b"A", obj)

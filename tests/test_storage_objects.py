@@ -9,6 +9,7 @@ tested in :class:`TestLocalOnly` and ``test_storage_local.py``.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 from pathlib import Path
@@ -85,6 +86,7 @@ class ObjectStoreContract:
         store.put(name(), b"12345", verify=damaged)
         first = store.stat(name())
         assert first is not None and first.size == 5 and first.version
+        assert first.checksum == hashlib.sha256(b"12345").hexdigest()
         store.put(name(), b"123456", verify=damaged)  # replaced: the old one "does not decode"
         second = store.stat(name())
         assert second is not None and second.size == 6 and second.version != first.version

@@ -293,9 +293,7 @@ def test_a_replay_does_no_image_work(ledger: Ledger, photos: Path, out_dir: Path
     assert again.replayed and again.state == "succeeded"
 
 
-@pytest.mark.parametrize(
-    ("linked", "failing"), [(".tmp", 12), ("rooms", 6), ("store/.tmp", 12), ("store/objects", 12)]
-)
+@pytest.mark.parametrize(("linked", "failing"), [(".tmp", 12), ("rooms", 6), ("store/.tmp", 12), ("store/objects", 12)])
 def test_a_folder_of_out_swapped_for_a_symlink_fails_its_items_at_once_and_writes_nothing_there(
     ledger: Ledger, photos: Path, out_dir: Path, store_dir: Path, tmp_path: Path, linked: str, failing: int
 ):

@@ -147,6 +147,12 @@ class BucketForbidden(UsageError):
     code = "bucket_forbidden"
 
 
+class BadS3Settings(UsageError):
+    """An S3 endpoint (option, AWS_ENDPOINT_URL or profile) that is no http(s) URL of a host (exit 2)."""
+
+    code = "bad_s3_settings"
+
+
 class RejectedError(ThumbctlError):
     """The submission can never be accepted as it is (exit 65)."""
 

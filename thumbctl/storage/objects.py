@@ -76,10 +76,13 @@ class ObjectTooLarge(ValueError):
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """What :meth:`ObjectStore.stat` knows of an object: its size and an opaque version."""
+    """What :meth:`ObjectStore.stat` knows of an object: its size, an opaque version, and the sha256
+    of its bytes as the store knows it without reading them again (None when it does not: an S3
+    object put by someone else, without thumbctl's checksum in its metadata)."""
 
     size: int
     version: str
+    checksum: str | None = None
 
 
 class ObjectStore(Protocol):
@@ -208,7 +211,8 @@ class LocalObjectStore:
     def stat(self, name: str) -> ObjectInfo | None:
         try:
             with open_object(self.path_of(name)) as (fd, info):
-                return ObjectInfo(info.st_size, f"{fsafe.file_digest(fd, info.st_size)}:{info.st_ino}")
+                digest = fsafe.file_digest(fd, info.st_size)
+                return ObjectInfo(info.st_size, f"{digest}:{info.st_ino}", digest)
         except FileNotFoundError:
             return None
 

@@ -121,11 +121,28 @@ class _S3Place:
 
     @property
     def _client(self) -> S3Store:
-        return s3client.client(self.location, self.options)
+        return self._clients()[1]
 
     @property
     def _writer(self) -> S3Store:
-        return s3client.client(self.location, self.options, retried=False)
+        return self._clients()[2]
+
+    def _clients(self) -> tuple[int, S3Store, S3Store]:
+        """The shared clients (retried, and not, for conditional writes), looked up once per process."""
+        found = self.__dict__.get("_found_clients")
+        if found is None or found[0] != os.getpid():
+            retried = s3client.client(self.location, self.options)
+            found = (os.getpid(), retried, s3client.client(self.location, self.options, retried=False))
+            self.__dict__["_found_clients"] = found  # a cache beside the fields, not one of them
+        return found
+
+    def probe(self) -> None:
+        """Prove the location can be written (a small object put under ``.tmp/`` and removed
+        again), so a batch is never accepted for a bucket no worker could write to: raises
+        bucket_missing, bucket_forbidden or storage_unreachable."""
+        name = f".tmp/probe-{uuid.uuid4().hex}"
+        self._overwrite(name, b"", {"Content-Type": "application/octet-stream"})
+        self._delete(name)
 
     def _key(self, name: str) -> str:
         return self.location.key(name)
@@ -157,7 +174,7 @@ class _S3Place:
         key = self._key(name)
         with s3client.translated(self.location, key, writing=True):
             done, uncertain = s3client.conditional(
-                lambda: s3client.put(self._writer, key, data, attributes, mode="create")
+                lambda: s3client.put(self._writer, key, data, attributes, mode="create"), self.options.retry_seconds
             )
         if isinstance(done, BaseException):
             return None, uncertain
@@ -175,7 +192,7 @@ class _S3Place:
                 raise PreconditionError(str(exc)) from None
 
         with s3client.translated(self.location, key, writing=True):
-            done, uncertain = s3client.conditional(write)
+            done, uncertain = s3client.conditional(write, self.options.retry_seconds)
         if isinstance(done, BaseException):
             return None, uncertain
         return done, False
@@ -186,16 +203,16 @@ class _S3Place:
             s3client.put(self._client, key, data, attributes, mode="overwrite")
 
     def _remove_if(self, name: str, e_tag: str) -> bool:
-        """Remove ``name`` while it holds ``e_tag``: a DELETE with ``If-Match`` where the server
-        honours it (SeaweedFS, AWS S3); a server that answers otherwise gets a plain DELETE after the
-        caller's HEAD, which leaves a short window in which a write to the name is removed with it."""
+        """Remove ``name`` while it holds ``e_tag`` (the caller's HEAD saw it): a DELETE with
+        ``If-Match``, which SeaweedFS and AWS S3 honour. A server that ignores the header deletes
+        anyway, and one that refuses it (501) gets a plain DELETE: on those, a write to the name
+        between the HEAD and the DELETE is removed with it."""
         key = self._key(name)
-        with s3client.translated(self.location, key, writing=True):
-            removed = s3client.delete_if_match(self._client, key, e_tag)
-            if removed is None:
-                obstore.delete(self._client, key)
-                return True
-            return removed
+        removed = s3client.delete_if_match(self.location, self._client, key, e_tag)
+        if removed is None:
+            self._delete(name)
+            return True
+        return removed
 
     def _delete(self, name: str) -> None:
         key = self._key(name)
@@ -222,6 +239,14 @@ class S3ObjectStore(_S3Place):
     @property
     def objects_dir(self) -> str:
         return f"{self.root}/objects"
+
+    @classmethod
+    def of_object(cls, object_path: str, options: S3Options) -> S3ObjectStore:
+        """The store an object's URL lies in (``s3://bucket/prefix/objects/<xx>/<name>``)."""
+        root, objects, shard, name = object_path.rsplit("/", 3)
+        if objects != "objects" or not name.startswith(shard) or len(shard) != 2:
+            raise ValueError(f"{object_path} is not an object of a store (<store>/objects/<xx>/<name>)")
+        return cls(parse_s3(root), options)
 
     def _object(self, name: str) -> str:
         return f"objects/{name[:2]}/{name}"
@@ -283,7 +308,7 @@ class S3ObjectStore(_S3Place):
 
     def stat(self, name: str) -> ObjectInfo | None:
         found = self._head(self._object(name))
-        return None if found is None else ObjectInfo(found[0], found[1])
+        return None if found is None else ObjectInfo(found[0], found[1], found[2].get(s3client.CHECKSUM))
 
     def verify(self, name: str, check: Verifier) -> str | None:
         try:
@@ -437,7 +462,7 @@ class S3OutputTarget(_S3Place):
         found = [
             name
             for name, _size in self._list(folder)
-            if name.startswith(prefix) and name.split("/", 1)[0] not in RESERVED_FOLDERS and "/" != name[-1:]
+            if name.startswith(prefix) and name.split("/", 1)[0] not in RESERVED_FOLDERS and not name.endswith("/")
         ]
         yield from sorted(found)
 

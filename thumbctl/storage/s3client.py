@@ -1,6 +1,6 @@
 """The S3 client under :mod:`.s3`: settings, one obstore client per bucket, requests, errors, retries.
 
-Settings come from :class:`~.locations.S3Options` first, then the standard AWS variables
+Settings come from :class:`~.s3location.S3Options` first, then the standard AWS variables
 (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``,
 ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``), then the profile
 (``AWS_PROFILE``, else ``default``) of the shared files (``~/.aws/credentials`` and
@@ -8,6 +8,11 @@ Settings come from :class:`~.locations.S3Options` first, then the standard AWS v
 in the options takes its keys from the files even when the key variables are set. A custom
 endpoint is addressed path-style; an ``http://`` one is allowed. No credential ever appears in a
 message: an error shows the bucket, the key and the server's error code only.
+
+A process that has made a request must not fork a child that uses S3: obstore's runtime does
+not survive a fork (the child's first request hangs). Importing obstore, or making a client
+without using it, is fine; the worker processes are forked before any request (a foreground
+submit's standby workers) or by a fork server that never makes one.
 
 Every obstore error is turned into a coded one here, in :func:`translated`. Conditional writes
 go through :func:`conditional`, which retries what may succeed on a second try (409
@@ -20,19 +25,30 @@ from __future__ import annotations
 import configparser
 import contextlib
 import datetime
+import errno
 import os
+import random
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import obstore
-from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PermissionDeniedError, PreconditionError
+from obstore.exceptions import (
+    AlreadyExistsError,
+    BaseError,
+    NotFoundError,
+    PermissionDeniedError,
+    PreconditionError,
+    UnauthenticatedError,
+)
 from obstore.store import S3Store
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
-from ..errors import BucketForbidden, BucketMissing, StorageUnreachable
+from ..errors import BadS3Settings, BucketForbidden, BucketMissing, StorageUnreachable
 from .s3location import S3Location, S3Options
 
 T = TypeVar("T")
@@ -52,8 +68,10 @@ CHECKSUM = "sha256"
 _DEFAULT_REGION = "us-east-1"
 _STATUS = re.compile(r"status code: (\d{3})")
 _CODE = re.compile(r"<Code>([A-Za-z]{1,64})</Code>")
-_ATTEMPTS = 6
-_RETRY_SECONDS = 30.0
+_NO_ANSWER = re.compile(r"error sending request|connect|timed out|timeout|connection|dns error|broken pipe", re.I)
+#: The most tries of one request; the retry window (S3Options.retry_seconds) usually ends it first.
+_ATTEMPTS = 40
+_MAX_BACKOFF = 2.0
 _SIGNED_SECONDS = 60
 
 
@@ -71,8 +89,8 @@ class Settings:
     endpoint: str | None
     region: str
     access_key_id: str | None
-    secret_access_key: str | None
-    session_token: str | None
+    secret_access_key: str | None = field(repr=False)
+    session_token: str | None = field(repr=False)
 
     def config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"region": self.region}
@@ -102,7 +120,35 @@ def settings_of(options: S3Options, env: Mapping[str, str] | None = None) -> Set
     region = (
         options.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or profile.get("region")
     ) or _DEFAULT_REGION
-    return Settings(endpoint.rstrip("/") if endpoint else None, region, *keys)
+    return Settings(_checked_endpoint(endpoint.strip()) if endpoint else None, region, *keys)
+
+
+def _checked_endpoint(endpoint: str) -> str:
+    """The endpoint without a trailing slash; BadS3Settings unless it is an http(s) URL of a host
+    (no user or password in it, no path): the client would fail on it deep inside."""
+    try:
+        parts = urlsplit(endpoint)
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError:
+        parts, port_ok = None, False
+    valid = (
+        parts is not None
+        and port_ok
+        and parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and parts.username is None
+        and parts.path in ("", "/")
+        and not parts.query
+        and not parts.fragment
+        and all(ch.isprintable() and not ch.isspace() for ch in endpoint)
+    )
+    if not valid:
+        shown = f"{parts.scheme}://{parts.hostname}" if parts is not None and parts.hostname else "it"
+        raise BadS3Settings(
+            f"the S3 endpoint ({shown}) is not an http:// or https:// URL of a host, without a path "
+            "(from thumbctl's S3 settings, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the profile's endpoint_url)"
+        )
+    return endpoint.rstrip("/")
 
 
 def _profile(env: Mapping[str, str], name: str) -> dict[str, str]:
@@ -124,30 +170,40 @@ def _profile(env: Mapping[str, str], name: str) -> dict[str, str]:
 
 # -- clients ----------------------------------------------------------------------------------------
 
-_CLIENTS: dict[tuple[str, Settings, bool], S3Store] = {}
+_CLIENTS: dict[tuple[str, Settings, bool, float], S3Store] = {}
 _LOCK = threading.Lock()
 os.register_at_fork(after_in_child=_CLIENTS.clear)
 
 
+_SETTINGS: dict[tuple[str | None, ...], Settings] = {}
+
+
 def client(location: S3Location, options: S3Options, *, retried: bool = True) -> S3Store:
     """The shared client of the location's bucket. ``retried`` False gives one that never retries by
-    itself: conditional writes retry through :func:`conditional`, which knows what a retry means."""
-    settings = settings_of(options)
-    key = (location.bucket, settings, retried)
+    itself: conditional writes retry through :func:`conditional`, which knows what a retry means.
+
+    The settings are resolved once per process for each set of options and AWS variables: the
+    shared files are read at the first use, not at every request."""
+    aws = tuple(sorted((name, value) for name, value in os.environ.items() if name.startswith("AWS_")))
+    seen = (options.endpoint, options.region, options.profile, *(f"{name}={value}" for name, value in aws))
     with _LOCK:
+        settings = _SETTINGS.get(seen)
+        if settings is None:
+            settings = _SETTINGS[seen] = settings_of(options)
+        key = (location.bucket, settings, retried, options.retry_seconds)
         found = _CLIENTS.get(key)
         if found is None:
-            found = _CLIENTS[key] = _new_client(location.bucket, settings, retried)
+            found = _CLIENTS[key] = _new_client(location.bucket, settings, retried, options.retry_seconds)
     return found
 
 
-def _new_client(bucket: str, settings: Settings, retried: bool) -> S3Store:
+def _new_client(bucket: str, settings: Settings, retried: bool, retry_seconds: float) -> S3Store:
     retry = {
-        "max_retries": 4 if retried else 0,
-        "retry_timeout": datetime.timedelta(seconds=_RETRY_SECONDS),
+        "max_retries": _ATTEMPTS if retried else 0,
+        "retry_timeout": datetime.timedelta(seconds=retry_seconds),
         "backoff": {
             "init_backoff": datetime.timedelta(milliseconds=50),
-            "max_backoff": datetime.timedelta(seconds=2),
+            "max_backoff": datetime.timedelta(seconds=_MAX_BACKOFF),
             "base": 2,
         },
     }
@@ -168,7 +224,7 @@ def status_of(exc: BaseException) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _server_code(exc: BaseException) -> str:
+def _server_code(exc: BaseException | str) -> str:
     found = _CODE.search(str(exc))
     return f" ({found.group(1)})" if found else ""
 
@@ -177,8 +233,9 @@ def _server_code(exc: BaseException) -> str:
 def translated(location: S3Location, key: str, *, writing: bool = False) -> Iterator[None]:
     """Turn obstore's errors into coded ones: a bucket that is missing (``bucket_missing``),
     refuses access (``bucket_forbidden``) or cannot be reached (``storage_unreachable``). A
-    missing key stays FileNotFoundError, except on a write, where only the bucket can be missing;
-    412 stays PreconditionError or AlreadyExistsError for the caller to judge."""
+    missing key stays FileNotFoundError, except on a write, where only the bucket can be missing (a
+    HEAD cannot tell a missing bucket from a missing key: its 404 has no body); 412 stays
+    PreconditionError or AlreadyExistsError for the caller to judge."""
     where = f"s3://{location.bucket}/{key}"
     try:
         yield
@@ -188,7 +245,7 @@ def translated(location: S3Location, key: str, *, writing: bool = False) -> Iter
         if writing or "NoSuchBucket" in str(exc):
             raise BucketMissing(f"{where}: the bucket {location.bucket!r} does not exist{_server_code(exc)}") from None
         raise FileNotFoundError(2, "no such object", where) from None
-    except PermissionDeniedError as exc:
+    except (PermissionDeniedError, UnauthenticatedError) as exc:
         raise BucketForbidden(f"{where}: access refused{_server_code(exc)}; check the credentials") from None
     except BaseError as exc:
         raise _generic(where, location, exc) from None
@@ -201,10 +258,17 @@ def _generic(where: str, location: S3Location, exc: BaseError) -> Exception:
         return BucketForbidden(f"{where}: access refused{_server_code(exc)}; check the credentials")
     if status == 404 or "NoSuchBucket" in text:
         return BucketMissing(f"{where}: the bucket {location.bucket!r} does not exist{_server_code(exc)}")
-    if status is None or status >= 500 or status in (408, 429):
+    if _no_answer(exc) or (status is not None and (status >= 500 or status in (408, 429))):
         answer = f"it answered {status}{_server_code(exc)}" if status else "no connection"
         return StorageUnreachable(f"{where}: the S3 server cannot be reached now ({answer}); retry later")
-    return OSError(5, f"the S3 request failed with status {status}{_server_code(exc)}", where)
+    if status is None:
+        return OSError(errno.EINVAL, f"the S3 request could not be made ({type(exc).__name__})", where)
+    return OSError(errno.EIO, f"the S3 request failed with status {status}{_server_code(exc)}", where)
+
+
+def _no_answer(exc: BaseException) -> bool:
+    """Whether the request got no answer: no connection, a timeout, a connection dropped."""
+    return status_of(exc) is None and _NO_ANSWER.search(str(exc)) is not None
 
 
 # -- conditional writes --------------------------------------------------------------------------------
@@ -213,14 +277,15 @@ def _generic(where: str, location: S3Location, exc: BaseError) -> Exception:
 def _retryable(exc: BaseException) -> bool:
     """409 (ConditionalRequestConflict: another conditional write to the key is in flight), 5xx,
     408, 429 and no answer at all are worth another try."""
-    if not isinstance(exc, BaseError) or isinstance(exc, (NotFoundError, PermissionDeniedError)):
+    if not isinstance(exc, BaseError) or isinstance(exc, (NotFoundError, PermissionDeniedError, UnauthenticatedError)):
         return False
     status = status_of(exc)
-    return status is None or status >= 500 or status in (408, 409, 429)
+    return _no_answer(exc) or (status is not None and (status >= 500 or status in (408, 409, 429)))
 
 
-def conditional(write: Callable[[], T]) -> tuple[T | BaseException, bool]:
-    """Run a conditional write, retrying with backoff (see :func:`_retryable`). Returns its result
+def conditional(write: Callable[[], T], retry_seconds: float) -> tuple[T | BaseException, bool]:
+    """Run a conditional write, retrying with backoff (see :func:`_retryable`) for up to
+    ``retry_seconds``. Returns its result
     or the error that ended it (412 as AlreadyExistsError or PreconditionError; anything else is
     raised), and whether an earlier try may have been applied (its answer was lost or a 5xx)."""
     uncertain = False
@@ -234,13 +299,19 @@ def conditional(write: Callable[[], T]) -> tuple[T | BaseException, bool]:
                 raise
             return exc
         except BaseError as exc:
-            if _retryable(exc) and status_of(exc) != 409:
+            if _retryable(exc) and status_of(exc) != 409:  # a 409 was refused, never applied
                 uncertain = True
             raise
 
+    try:  # the first try outside tenacity: its set-up costs more than the rest of a put
+        return attempt(), uncertain
+    except BaseError as exc:
+        if not _retryable(exc):
+            raise
+    time.sleep(random.uniform(0.02, 0.05))  # noqa: S311 - jitter, not a secret
     retrying = Retrying(
-        stop=stop_after_attempt(_ATTEMPTS) | stop_after_delay(_RETRY_SECONDS),
-        wait=wait_exponential_jitter(multiplier=0.05, max=2.0),
+        stop=stop_after_attempt(_ATTEMPTS - 1) | stop_after_delay(retry_seconds),
+        wait=wait_exponential_jitter(multiplier=0.05, max=_MAX_BACKOFF),
         retry=retry_if_exception(_retryable),
         reraise=True,
     )
@@ -278,22 +349,34 @@ def read_bounded(store: S3Store, key: str, limit: int) -> bytes | None:
     return bytes(data)
 
 
-def delete_if_match(store: S3Store, key: str, e_tag: str) -> bool | None:
+def delete_if_match(location: S3Location, store: S3Store, key: str, e_tag: str) -> bool | None:
     """DELETE ``key`` with ``If-Match: e_tag`` through a short-lived signed URL: True when removed,
-    False on 412 or 404 (it holds another version, or is gone), None when the server gave another
-    answer (the caller then falls back). The URL is never shown: it carries a signature."""
+    False on 412 or 404 (it holds another version, or is gone), None when the server does not
+    implement a conditional DELETE (501; the caller then decides). The URL is never shown: it
+    carries a signature."""
     import urllib3
 
+    where = f"s3://{location.bucket}/{key}"
     url = obstore.sign(store, "DELETE", key, datetime.timedelta(seconds=_SIGNED_SECONDS))
     try:
         answer = _HTTP.request("DELETE", url, headers={"If-Match": e_tag}, retries=False, timeout=30.0)
     except urllib3.exceptions.HTTPError:
-        return None
-    if answer.status in (200, 204):
+        raise StorageUnreachable(f"{where}: the S3 server cannot be reached now (no connection); retry later") from None
+    status = answer.status
+    code = _server_code(answer.data.decode("utf-8", "replace")[:2000]) if status >= 300 else ""
+    if status in (200, 204):
         return True
-    if answer.status in (404, 412):
+    if status in (404, 412):
         return False
-    return None
+    if status == 501:
+        return None
+    if status in (401, 403):
+        raise BucketForbidden(f"{where}: access refused{code}; check the credentials")
+    if status >= 500 or status in (408, 429):
+        raise StorageUnreachable(
+            f"{where}: the S3 server cannot be reached now (it answered {status}{code}); retry later"
+        )
+    raise OSError(5, f"the S3 request failed with status {status}{code}", where)
 
 
 class _LazyPool:

@@ -7,7 +7,7 @@ without importing the factory that imports them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import UsageError
 
@@ -65,7 +65,9 @@ class S3Options:
     cache_control_objects: str = "public, max-age=31536000, immutable"
     #: Cache-Control of published names and the batch documents (they may be replaced).
     cache_control_names: str = "public, max-age=300"
-    extra: dict[str, str] = field(default_factory=dict)
+    #: How long one request is retried through 5xx, 429, 409 and lost connections before it fails:
+    #: long enough that a restart of the S3 server stays inside it instead of failing the items.
+    retry_seconds: float = 20.0
 
 
 def is_s3(location: str) -> bool:
