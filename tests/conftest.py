@@ -16,6 +16,7 @@ from thumbctl.options import LEASE_ENV
 from thumbctl.proc import HOST_ID_ENV
 
 from harness import kill_leftovers
+from httpserver import HttpServer, serving
 from pg import (
     NO_BINARIES,
     PG_ENV,
@@ -100,6 +101,12 @@ def photos(tmp_path: Path) -> Path:
 @pytest.fixture
 def out_dir(tmp_path: Path) -> Path:
     return tmp_path / "out"
+
+
+@pytest.fixture(scope="session")
+def http_server() -> Iterator[HttpServer]:
+    """The tests' own HTTP server for URL sources (tests/httpserver.py), one per test process."""
+    yield from serving()
 
 
 @pytest.fixture

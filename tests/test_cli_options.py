@@ -304,7 +304,7 @@ def test_submit_help_groups_its_options_in_panels(invoke) -> None:
     ]
 
 
-@pytest.mark.parametrize(("command", "most"), [(None, 81), ("submit", 94), ("events", 21), ("status", 35)])
+@pytest.mark.parametrize(("command", "most"), [(None, 85), ("submit", 99), ("events", 21), ("status", 35)])
 def test_help_length_is_bounded(command: str | None, most: int) -> None:
     result = CliRunner().invoke(app, [*filter(None, [command]), "--help"], env={"COLUMNS": "100"})
     lines = result.stdout.splitlines()
@@ -438,11 +438,6 @@ URL_REFUSED = "(URLs are not supported yet)"
             "--out: 'https://cdn.example.com/x' is a URL (https://); it must be a local folder or s3://bucket/prefix",
         ),
         (
-            ["submit", "https://example.com/a.jpg"],
-            {},
-            "SOURCE: 'https://example.com/a.jpg' is a URL (https://); it must be a local path",
-        ),
-        (
             ["submit", "{photos}", "--store", "gs://bucket/objects"],
             {},
             "--store: 'gs://bucket/objects' is a URL (gs://); it must be a local folder or s3://bucket/prefix",
@@ -458,7 +453,7 @@ URL_REFUSED = "(URLs are not supported yet)"
             "THUMBCTL_OUT: 'ftp://b/o' is a URL (ftp://); it must be a local folder or s3://bucket/prefix",
         ),
     ],
-    ids=["out", "source", "store", "db", "env-out"],
+    ids=["out", "store", "db", "env-out"],
 )
 def test_a_url_where_a_local_path_is_needed_is_refused_and_nothing_is_made(
     invoke, photos: Path, tmp_path: Path, args: list[str], env: dict[str, str], message: str
@@ -500,6 +495,18 @@ def test_an_s3_location_that_names_no_bucket_prefix_is_refused_and_no_local_fold
     assert (error["code"], error["exit_code"]) == ("bad_location", 2)
     assert error["message"].startswith(f"{flag}: {url!r}: ")
     assert not (tmp_path / "s3:").exists() and not (tmp_path / "l.db").exists()
+
+
+def test_a_url_as_source_points_to_a_manifest(invoke, tmp_path: Path) -> None:
+    result = invoke("submit", "https://example.com/a.jpg", "--db", tmp_path / "l.db", "--json")
+    assert result.exit_code == 2 and json.loads(result.stdout)["error"] == {
+        "code": "url_not_supported",
+        "message": "SOURCE: 'https://example.com/a.jpg' is a URL; list URL sources in a manifest (.json, .jsonl, "
+        ".csv) and submit that",
+        "transient": False,
+        "exit_code": 2,
+    }
+    assert not (tmp_path / "l.db").exists()
 
 
 def test_a_postgresql_url_is_still_a_ledger(invoke) -> None:

@@ -81,6 +81,29 @@ PRECEDENCE = [
     ("max_failures", "max_failures", 1, "2", "3", 1, 2, 3, 0),
     ("max_pixels", "max_pixels", "1M", "2M", "3000000", 1_000_000, 2_000_000, 3_000_000, 100_000_000),
     ("max_bytes", "max_bytes", "1k", "2KiB", '"3k"', 1000, 2048, 3000, 104_857_600),
+    (
+        "allow_urls",
+        "allow_url",
+        ["https://a.example/"],
+        "https://b.example/p/,http://c.example",
+        '["https://d.example/x/"]',
+        ("https://a.example/",),
+        ("https://b.example/p/", "http://c.example/"),
+        ("https://d.example/x/",),
+        (),
+    ),
+    (
+        "allow_networks",
+        "allow_network",
+        ["10.0.0.0/8"],
+        "127.0.0.2 fd00::/8",
+        '["192.168.1.0/24"]',
+        ("10.0.0.0/8",),
+        ("127.0.0.2/32", "fd00::/8"),
+        ("192.168.1.0/24",),
+        (),
+    ),
+    ("download_timeout", "download_timeout", "5s", "10s", '"1m"', 5.0, 10.0, 60.0, 60.0),
     ("max_items", "max_items", 10, "20", "30", 10, 20, 30, 100_000),
     ("max_runnable", "max_runnable", 10, "20", "30", 10, 20, 30, 1_000_000),
     ("queue_age_objective", "queue_age_objective", "1h", "2h", '"0"', 3600.0, 7200.0, 0.0, 86400.0),
@@ -304,7 +327,8 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 ALLOWED = (
     "out, ratios, size, format, quality, crop, upscale, background, name, attempts, deadline, workers, "
-    "item_timeout, sheet, max_failures, max_pixels, max_bytes, max_items, max_runnable, queue_age_objective"
+    "item_timeout, sheet, max_failures, max_pixels, max_bytes, allow_urls, allow_networks, download_timeout, "
+    "max_items, max_runnable, queue_age_objective"
 )
 
 
@@ -459,6 +483,9 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "max_failures": {"value": 0, "source": "default"},
             "max_pixels": {"value": 100_000_000, "source": "default"},
             "max_bytes": {"value": 104_857_600, "source": "default"},
+            "allow_urls": {"value": [], "source": "default"},
+            "allow_networks": {"value": [], "source": "default"},
+            "download_timeout": {"value": 60.0, "source": "default"},
             "max_items": {"value": 100_000, "source": "default"},
             "max_runnable": {"value": 1_000_000, "source": "default"},
             "queue_age_objective": {"value": 86400.0, "source": "default"},

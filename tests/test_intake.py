@@ -17,8 +17,9 @@ from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError
 from thumbctl.admission import retry_unavailable
 from thumbctl.errors import AdmissionRefused, Interrupted, ItemFailure, UsageError
 from thumbctl.faults import Faults
+from thumbctl.gc import collect_garbage
 from thumbctl.intake import inspect_source, prepare_submission, submit
-from thumbctl.reconcile import collect_garbage, find_problems
+from thumbctl.reconcile import find_problems
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Ratio
 from thumbctl.sources import SourceFolder

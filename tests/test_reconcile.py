@@ -21,9 +21,10 @@ from test_crash import Env
 from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
 from thumbctl.errors import UsageError
 from thumbctl.faults import Faults
+from thumbctl.gc import collect_garbage
 from thumbctl.models import FINDING_KINDS, GcReport, ItemView
 from thumbctl.proc import owner_id
-from thumbctl.reconcile import collect_garbage, find_problems, reconcile
+from thumbctl.reconcile import find_problems, reconcile
 from thumbctl.retrypolicy import Backoff
 from thumbctl.runner import write_batch_manifest
 from thumbctl.sheet import write_contact_sheet
@@ -657,7 +658,7 @@ def test_gc_reports_files_it_could_not_remove_and_keeps_going(
     first, second = rendered_then_changed(led, clock, photos, out_dir)
     write_batch_manifest(led, led.views.batch(first.batch_id))
     before = objects_in(store_dir)
-    monkeypatch.setattr("thumbctl.reconcile.remove_object", refuse)
+    monkeypatch.setattr("thumbctl.storage.objects.remove_object", refuse)
     report = collect_garbage(led, 30 * DAY)
     assert report.expired_batches == (first.batch_id, second.batch_id) and report.objects_removed == 0
     assert len(report.errors) == 3 and all(e.endswith(": Permission denied") for e in report.errors)

@@ -39,7 +39,7 @@ from .configkeys import (
     flag_setting,
 )
 from .options import RunOptions, SubmitOptions, default_workers, lease_seconds
-from .settings import Limits, Profile, Ratio
+from .settings import Limits, Profile, Ratio, UrlRules
 from .storage.s3location import S3Options, is_s3
 from .userdirs import default_ledger_path, old_default_ledger_path, state_dir
 
@@ -124,6 +124,9 @@ class Settings:
         names = ("max_pixels", "max_bytes", "max_items", "max_runnable", "queue_age_objective")
         return Limits(**{name: self[name] for name in names})
 
+    def url_rules(self) -> UrlRules:
+        return UrlRules(self["allow_urls"], self["allow_networks"], self["download_timeout"])
+
     def submit_options(self, *, key: str | None, rules: ScanRules, overwrite: bool = False) -> SubmitOptions:
         return SubmitOptions(
             out_dir=self["out"],
@@ -136,6 +139,7 @@ class Settings:
             name_template=self["name"],
             overwrite=overwrite,
             store_dir=self["store"],
+            url_rules=self.url_rules(),
         )
 
     @property
@@ -289,7 +293,7 @@ def display_value(name: str, value: Any, source: str = "") -> str:
     if name == "max_failures" and value == 0:
         return "0 (any failure exits 1; work: only when set)"
     if isinstance(value, tuple):
-        return " ".join(str(v) for v in value)
+        return " ".join(str(v) for v in value) if value else "none"
     return _shown(str(value))
 
 

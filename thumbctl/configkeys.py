@@ -26,6 +26,7 @@ from .errors import ConfigError, UsageError
 from .naming import NameTemplateError, check_template
 from .settings import (
     CROP_POLICIES,
+    DEFAULT_DOWNLOAD_SECONDS,
     OUTPUT_FORMATS,
     Limits,
     Profile,
@@ -34,7 +35,9 @@ from .settings import (
     parse_count,
     parse_duration,
     parse_list,
+    parse_networks,
     parse_ratios,
+    parse_url_prefixes,
     refuse_url,
     shortened,
 )
@@ -113,6 +116,13 @@ def _seconds_between(low: float, high: float) -> Callable[[object], float]:
         return value
 
     return parse
+
+
+def _positive_seconds(raw: object) -> float:
+    seconds = _seconds(raw)
+    if seconds <= 0:
+        raise SettingError(f"must be a duration over 0, got {raw!r}")
+    return seconds
 
 
 def _count(raw: object) -> int:
@@ -322,6 +332,20 @@ KEYS: tuple[Key, ...] = (
         doc="pixels per source, read from the header before any decode"),
     Key("max_bytes", "--max-bytes", _count, lambda: _LIMITS.max_bytes, "Byte limit per source.", LIMITS, "BYTES",
         doc="bytes per source file"),
+    Key("allow_urls", "--allow-url", parse_url_prefixes, lambda: (),
+        "Only URL sources under this prefix (repeat).", LIMITS, "PREFIX", repeat=True, param="allow_url",
+        doc="the only URL prefixes a URL source and each of its redirects may start with (`https://cdn.example.com/`; "
+            "a list, or separated by commas or spaces); none: any http or https URL "
+            "([sellers.md](sellers.md#sources-by-url))"),
+    Key("allow_networks", "--allow-network", parse_networks, lambda: (),
+        "Let URL sources reach this private network.", LIMITS, "CIDR", repeat=True,
+        param="allow_network",
+        doc="networks (CIDR) a URL source's host may resolve to although they are loopback, private, link-local or "
+            "otherwise refused (`10.20.0.0/16`, `fd00::/8`); none: public addresses only"),
+    Key("download_timeout", "--download-timeout", _positive_seconds, lambda: DEFAULT_DOWNLOAD_SECONDS,
+        "Deadline of each URL download.", LIMITS, "DURATION",
+        doc="the deadline of one URL source's whole download, redirects and retries included (a slow drip ends "
+            "there: `source_timeout`)"),
     Key("max_items", "--max-items", _whole_in(1), lambda: _LIMITS.max_items, "Item limit per batch.", LIMITS, "N",
         doc="items (sources × ratios × sizes × formats) per batch"),
     Key("max_runnable", "--max-runnable", _whole_in(1), lambda: _LIMITS.max_runnable,
@@ -381,7 +405,15 @@ ENVIRONMENT_KEYS: tuple[Key, ...] = (
 ALL_KEYS = KEYS + ENVIRONMENT_KEYS
 KEYS_BY_NAME: dict[str, Key] = {key.name: key for key in ALL_KEYS}
 DURATION_KEYS = frozenset(
-    {"deadline", "item_timeout", "queue_age_objective", "busy_timeout", "busy_wait", "lease_seconds"}
+    {
+        "deadline",
+        "item_timeout",
+        "download_timeout",
+        "queue_age_objective",
+        "busy_timeout",
+        "busy_wait",
+        "lease_seconds",
+    }
 )
 COUNT_KEYS = frozenset({"max_pixels", "max_bytes"})
 

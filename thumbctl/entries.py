@@ -11,14 +11,18 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from .downloads import is_url, url_item_id
+from .downloads.fetch import shown_url
+from .downloads.objects import object_names
 from .errors import ItemFailure, RejectedError, UsageError
 from .manifest import ManifestError, is_manifest_path, read_manifest
-from .names import UnsafeItemId, check_item_id, escaped_name
+from .names import UnsafeItemId, check_item_id, escaped_name, unsafe_name_id
 from .options import SubmitOptions
 from .settings import Limits, Profile, Ratio
 from .sources import Candidate, scan_directory
 from .storage.outputs import looks_like_output_folder
 from .storage.ownership import is_store_folder
+from .storage.s3location import S3Location, parse_s3
 
 
 @dataclass(frozen=True)
@@ -50,10 +54,12 @@ def check_utf8_path(path: Path, what: str, code: str) -> None:
 
 
 def collect_entries(
-    source: Path, options: SubmitOptions, out_dir: Path, outputs: frozenset[str]
-) -> tuple[Path, list[SourceEntry], int, list[str]]:
-    """The root and entries of a folder or manifest, the files ignored, and the output
-    folders (``outputs``, or anything shaped like one) a folder scan left out."""
+    source: Path | str, options: SubmitOptions, out_dir: Path, outputs: frozenset[str]
+) -> tuple[Path | str, list[SourceEntry], int, list[str]]:
+    """The root and entries of a folder, manifest or ``s3://`` prefix, the files ignored, and the
+    output folders (``outputs``, or anything shaped like one) a folder scan left out."""
+    if isinstance(source, str):
+        return _entries_from_prefix(parse_s3(source), options, outputs)
     if source.is_dir():
         root = Path(os.path.realpath(source))
         check_utf8_path(root, "source folder", "bad_source")
@@ -92,6 +98,37 @@ def _entries_from_scan(
     return entries, scan.ignored, scan.skipped
 
 
+def _entries_from_prefix(
+    location: S3Location, options: SubmitOptions, outputs: frozenset[str]
+) -> tuple[str, list[SourceEntry], int, list[str]]:
+    """The entries of the objects under an ``s3://`` prefix, chosen as a folder scan chooses files
+    (hidden names and output locations left out, image extensions or ``--include``, ``--exclude``)."""
+    entries, ignored, skipped = [], 0, set()
+    for name in object_names(location):
+        url = location.join(name)
+        output = next((o for o in outputs if url.startswith(o.rstrip("/") + "/")), None)
+        if output is not None:
+            skipped.add(output)
+        elif any(part.startswith(".") for part in name.split("/")) or not options.rules.is_candidate(
+            name, name.rsplit("/", 1)[-1]
+        ):
+            ignored += 1
+        else:
+            entries.append(_object_entry(name, url, options.profile.ratios))
+    if not entries:
+        others = "1 other object" if ignored == 1 else f"{ignored} other objects"
+        raise RejectedError(f"no images found under {location.url} ({others} ignored)", code="empty_batch")
+    return location.url, entries, ignored, sorted(skipped)
+
+
+def _object_entry(name: str, url: str, ratios: tuple[Ratio, ...]) -> SourceEntry:
+    try:
+        return SourceEntry(check_item_id(name), url, ratios)
+    except UnsafeItemId as exc:
+        detail = f"the key {escaped_name(name)} {exc.reason}: no item id can hold it"
+        return SourceEntry(unsafe_name_id(name), url, ratios, failure=ItemFailure("unsafe_name", detail))
+
+
 def _unsafe_name_entry(root: Path, candidate: Candidate, ratios: tuple[Ratio, ...]) -> SourceEntry:
     """The entry of a file whose name cannot be an item id: it is never opened.
 
@@ -127,7 +164,10 @@ def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[Sou
     default_ratios = manifest.ratios or profile.ratios
     entries = []
     for entry in manifest.entries:
-        item_id = _checked_id(entry.id) if entry.id is not None else _default_id(entry.source, root)
+        if entry.id is not None:
+            item_id = _checked_id(entry.id)
+        else:
+            item_id = _url_id(entry.source) if is_url(entry.source) else _default_id(entry.source, root)
         ratios = entry.ratios or default_ratios
         entries.append(SourceEntry(item_id, entry.source, ratios, entry.focus, clear_focus=entry.clear_focus))
     return entries
@@ -151,6 +191,18 @@ def _default_id(source: str, root: Path) -> str:
         "give the item an id (ids must be safe relative paths inside --out)",
         code="unsafe_id",
     )
+
+
+def _url_id(url: str) -> str:
+    """The id of a URL source whose entry names none: its host and path (see :func:`url_item_id`)."""
+    item_id = url_item_id(url)
+    if item_id is None:
+        raise RejectedError(
+            f"an item without an id takes its URL's host and path as id, and {shown_url(url)!r} gives no safe one; "
+            "give the item an id (ids must be safe relative paths inside --out)",
+            code="unsafe_id",
+        )
+    return item_id
 
 
 def _checked_id(item_id: str) -> str:

@@ -290,7 +290,7 @@ ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
     "corrupt_image": (False, "a recognised format that fails to decode"),
     "too_many_pixels": (False, "over the pixel limit, read from the header"),
     "too_large": (False, "source file over the byte limit"),
-    "source_missing": (False, "the source vanished, or a symlink dangles"),
+    "source_missing": (False, "the source vanished, or a symlink dangles; a URL source answered 404 or 410"),
     "source_changed": (False, "content differs from the digest accepted at submit"),
     "path_outside_root": (
         False,
@@ -311,6 +311,23 @@ ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
         False,
         "this worker's host lacks the local output folder the batch recorded (a PostgreSQL ledger's local OUT "
         "must be on a filesystem every worker host shares, at the same path)",
+    ),
+    "source_unreachable": (
+        True,
+        "a URL source could not be downloaded for now: its name did not resolve, the connection failed, or it "
+        "answered 429 or 5xx on every try",
+    ),
+    "source_timeout": (True, "a URL source's download (redirects and retries included) passed --download-timeout"),
+    "source_forbidden_address": (
+        False,
+        "a URL source (or a redirect) is not http/https, is under no --allow-url prefix, names credentials, or its "
+        "host is a loopback, private, link-local, multicast, reserved or IPv4-carrying IPv6 address that no "
+        "--allow-network admits; it is never connected to",
+    ),
+    "source_http_error": (
+        False,
+        "a URL source answered a 4xx other than 404/410 (those are source_missing) or another status that is no "
+        "image, led through more than 5 redirects, or its TLS certificate does not verify",
     ),
     "worker_crashed": (True, "the worker died while rendering this item"),
     "timeout": (False, "the decode of the source or one render took longer than --item-timeout"),

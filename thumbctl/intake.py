@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 from .admission import retry_unavailable
+from .downloads import is_url
+from .downloads.remote import inspect_url
 from .entries import SourceEntry, check_limits, collect_entries
 from .errors import ItemFailure, RejectedError, UnavailableError
 from .faults import Faults
@@ -32,16 +34,10 @@ from .names import friendly_stems
 from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
 from .options import SubmitOptions
 from .publisher import Publisher
-from .settings import Limits, Profile, Ratio, parse_ratio
+from .settings import Limits, Profile, Ratio, UrlRules, parse_ratio
 from .sources import SourceFolder, SourceRoot, check_size, digest_bounded
 from .storage.fsafe import is_plain_file, symlinked_folder
-from .storage.locations import (
-    is_s3,
-    object_name_of,
-    object_path_in,
-    object_store_of,
-    store_location_of,
-)
+from .storage.locations import is_s3, object_name_of, object_path_in, object_store_of, store_location_of
 from .storage.objects import ObjectStore
 from .storage.outputs import LocalOutputTarget
 from .stores import bind_store, check_store_apart, chosen_store, location_text
@@ -92,7 +88,7 @@ class PreparedSubmission:
     profile: Profile
 
 
-def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> PreparedSubmission:
+def prepare_submission(source: Path | str, options: SubmitOptions, ledger: Ledger) -> PreparedSubmission:
     """Validate ``source`` and build the batch to accept (nothing recorded yet).
 
     Raises :class:`UsageError` for a source that is neither a folder nor a
@@ -101,7 +97,8 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     out_dir = resolve_out_dir_or_fail(options.out_dir)
     store_dir = chosen_store(ledger, options.store_dir)
     earlier_outs = [folder if is_s3(folder) else Path(folder) for folder, _ in ledger.upkeep.output_folders()]
-    check_store_apart(store_dir, out_dir, Path(os.path.realpath(source)) if source.is_dir() else None, earlier_outs)
+    folder = Path(os.path.realpath(source)) if isinstance(source, Path) and source.is_dir() else None
+    check_store_apart(store_dir, out_dir, folder, earlier_outs)
     previous_store = ledger.upkeep.recorded_store()
     store_at = location_text(store_dir)
     bind_store(ledger, store_dir)
@@ -116,7 +113,7 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
     if previous_store and previous_store != store_at:
         report.store_moved = (previous_store, store_at)
     check_limits(entries, options.limits, options.profile)
-    inspections = _inspect_all(root, entries, options.limits, ledger, report)
+    inspections = _inspect_all(root, entries, options, ledger, report)
     focus = _focus_plan(entries, inspections, ledger)
     template = options.name_template or default_template(len(options.profile.sizes))
     items = _build_items(entries, inspections, options.profile, out, store_at, template, focus)
@@ -131,7 +128,7 @@ def prepare_submission(source: Path, options: SubmitOptions, ledger: Ledger) -> 
         items=tuple(items),
         max_attempts=options.max_attempts,
         deadline_seconds=options.deadline_seconds,
-        limits={"max_pixels": options.limits.max_pixels, "max_bytes": options.limits.max_bytes},
+        limits=options.recorded_limits(urls=any(is_url(entry.given) for entry in entries)),
         manifest_folder=f"{out}/batches",
         focus_changes=focus.changes,
     )
@@ -267,7 +264,7 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, ov
 
 
 def _inspect_all(
-    root: Path, entries: list[SourceEntry], limits: Limits, ledger: Ledger, report: IntakeReport
+    root: Path, entries: list[SourceEntry], options: SubmitOptions, ledger: Ledger, report: IntakeReport
 ) -> dict[str, Inspection]:
     source_root = SourceRoot(root)
     resolved: dict[str, str | ItemFailure] = {}
@@ -276,7 +273,8 @@ def _inspect_all(
             resolved[entry.item_id] = entry.failure
             continue
         try:
-            resolved[entry.item_id] = entry.given if entry.known_real else str(source_root.resolve(entry.given))
+            known = entry.known_real or is_url(entry.given)
+            resolved[entry.item_id] = entry.given if known else str(source_root.resolve(entry.given))
         except ItemFailure as failure:
             resolved[entry.item_id] = failure
     paths = [p for p in resolved.values() if isinstance(p, str)]
@@ -284,7 +282,8 @@ def _inspect_all(
     inspections = {}
     fresh: list[CachedSource] = []
     with SourceFolder(source_root.real) as folder:
-        results = _in_threads(partial(_inspect_one, folder, cache, limits), list(resolved.values()))
+        inspect = partial(_inspect_one, folder, cache, options.limits, options.url_rules)
+        results = _in_threads(inspect, list(resolved.values()))
         for item_id, (inspection, from_cache) in zip(resolved, results, strict=True):
             inspections[item_id] = inspection
             if inspection.info is not None:
@@ -303,10 +302,10 @@ _SOURCES_PER_THREAD = 8
 
 def _in_threads(inspect: Callable[[T], R], targets: list[T]) -> list[R]:
     """``inspect`` of every target, in order: in two threads when this process may use two CPUs
-    and there are enough sources. Reading and hashing a source release the GIL, so a second
-    thread shortens the intake that every worker waits for (nothing can be claimed before the
-    batch is recorded)."""
-    threads = min(2, len(os.sched_getaffinity(0)), len(targets) // _SOURCES_PER_THREAD)
+    and there are enough sources (reading and hashing release the GIL, so a second thread shortens
+    the intake every worker waits for), and in up to 8 for URL sources, which wait on the network."""
+    remote = sum(1 for target in targets if isinstance(target, str) and is_url(target))
+    threads = max(min(2, len(os.sched_getaffinity(0)), len(targets) // _SOURCES_PER_THREAD), min(8, remote))
     if threads < 2:
         return [inspect(target) for target in targets]
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="intake")
@@ -320,13 +319,15 @@ def _inspect_one(
     folder: SourceFolder,
     cache: dict[str, CachedSource],
     limits: Limits,
+    rules: UrlRules,
     target: str | ItemFailure,
 ) -> tuple[Inspection, bool]:
     """The inspection of one resolved source, and whether it came from the stat cache."""
     if isinstance(target, ItemFailure):
         return Inspection(source="", failure=target), False
     try:
-        info, from_cache = inspect_source(folder, target, cache.get(target), limits)
+        inspect = partial(inspect_url, rules=rules) if is_url(target) else partial(inspect_source, folder)
+        info, from_cache = inspect(target, cache.get(target), limits)
     except ItemFailure as failure:
         return Inspection(source=target, failure=failure), False
     return Inspection(source=target, info=info), from_cache

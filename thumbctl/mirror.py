@@ -24,7 +24,8 @@ from pathlib import Path
 from .errors import UsageError
 from .ledger import Ledger
 from .models import BatchState, NewBatch, PublishedName
-from .storage.outputs import LocalOutputTarget, NameState, Recorded
+from .storage.locations import S3Options, name_in, output_target_at
+from .storage.outputs import LocalOutputTarget, NameState, OutputTarget, Recorded
 
 
 class Reason(StrEnum):
@@ -68,15 +69,17 @@ class _Outcome:
     errors: list[str] = field(default_factory=list)
 
 
-def check_mirrorable(source: Path, *, detach: bool) -> None:
+def check_mirrorable(source: Path | str, *, detach: bool) -> None:
     """The mirror needs a folder (its scan is the whole list of sources) and a run that ends here."""
-    if not source.is_dir():
+    if not isinstance(source, Path) or not source.is_dir():
         raise UsageError("--delete mirrors a folder: SOURCE must be a folder, not a manifest")
     if detach:
         raise UsageError("--delete runs when the batch has finished: it cannot be used with --detach")
 
 
-def mirror_batch(ledger: Ledger, batch_id: str, *, dropped: bool = False) -> MirrorReport:
+def mirror_batch(
+    ledger: Ledger, batch_id: str, *, dropped: bool = False, options: S3Options | None = None
+) -> MirrorReport:
     """Remove what the finished batch ``batch_id`` of a folder no longer publishes (see the module's
     docstring); nothing when the batch did not succeed (a source it could not render may only be
     unreadable for now)."""
@@ -86,16 +89,18 @@ def mirror_batch(ledger: Ledger, batch_id: str, *, dropped: bool = False) -> Mir
     items = ledger.views.items(batch_id)
     wanted = {i.friendly_path for i in items if i.friendly_path}
     names = _unwanted(ledger, batch.out_dir, batch.source_root, wanted, {i.source for i in items})
-    return _apply(ledger, LocalOutputTarget(batch.out_dir), names, batch_id, dropped=dropped)
+    return _apply(ledger, output_target_at(batch.out_dir, options), batch.out_dir, names, batch_id, dropped=dropped)
 
 
-def plan_mirror(ledger: Ledger, new: NewBatch, *, dropped: bool = False) -> MirrorReport:
+def plan_mirror(
+    ledger: Ledger, new: NewBatch, *, dropped: bool = False, options: S3Options | None = None
+) -> MirrorReport:
     """What :func:`mirror_batch` would remove after the batch ``new`` (not recorded) succeeded; changes nothing."""
     if any(item.error_code for item in new.items):
         return MirrorReport(dry_run=True, skipped="some sources cannot be rendered, so the batch would not succeed")
     wanted = {i.friendly_path for i in new.items if i.friendly_path}
     names = _unwanted(ledger, new.out_dir, new.source_root, wanted, {i.source for i in new.items})
-    return _apply(ledger, LocalOutputTarget(new.out_dir), names, None, dropped=dropped)
+    return _apply(ledger, output_target_at(new.out_dir, options), new.out_dir, names, None, dropped=dropped)
 
 
 def _unwanted(
@@ -115,7 +120,8 @@ def _named_after_its_source(name: PublishedName, source_root: str) -> bool:
 
 def _apply(
     ledger: Ledger,
-    target: LocalOutputTarget,
+    target: OutputTarget,
+    out_dir: str,
     names: Iterable[tuple[PublishedName, Reason]],
     batch_id: str | None,
     *,
@@ -128,7 +134,7 @@ def _apply(
             outcome.kept_dropped.append(name.friendly_path)
             continue
         try:
-            _remove_one(ledger, target, name, reason, batch_id, outcome)
+            _remove_one(ledger, target, out_dir, name, reason, batch_id, outcome)
         except OSError as exc:  # e.g. OUT is read-only for this user: the name stays, with why
             outcome.errors.append(f"{name.friendly_path}: {exc.strerror or exc}")
     return MirrorReport(
@@ -142,16 +148,18 @@ def _apply(
 
 def _remove_one(
     ledger: Ledger,
-    target: LocalOutputTarget,
+    target: OutputTarget,
+    out_dir: str,
     name: PublishedName,
     reason: Reason,
     batch_id: str | None,
     outcome: _Outcome,
 ) -> None:
-    relative = target.name_of(name.friendly_path)
-    version = _our_version(target, relative, name)
+    relative = name_in(out_dir, name.friendly_path)
+    current = target.version_of(relative)
+    version = _our_version(target, relative, name, current)
     if version is None:
-        if os.path.lexists(name.friendly_path):
+        if current is not None or _occupied(target, name.friendly_path):
             outcome.kept_edited.append(name.friendly_path)
         elif batch_id is not None:  # already gone: only its record is left to forget
             detail = f"mirror: {name.friendly_path} was already gone"
@@ -168,9 +176,13 @@ def _remove_one(
     (outcome.removed if removed else outcome.kept_edited).append(name.friendly_path)
 
 
-def _our_version(target: LocalOutputTarget, relative: str, name: PublishedName) -> str | None:
-    """The version at the name when it is what thumbctl published there, else None."""
-    version = target.version_of(relative)
+def _occupied(target: OutputTarget, path: str) -> bool:
+    """Whether something that has no version (a symlink, a folder: only a local folder has them) is at ``path``."""
+    return isinstance(target, LocalOutputTarget) and os.path.lexists(path)
+
+
+def _our_version(target: OutputTarget, relative: str, name: PublishedName, version: str | None) -> str | None:
+    """The version at the name (``version``, read just before) when it is what thumbctl published there, else None."""
     if version is None:
         return None
     if name.name_version is not None:

@@ -87,7 +87,7 @@ class NewBatch:
     max_attempts: int = 3
     deadline_seconds: float | None = None
     #: Render-time limits (max_pixels, max_bytes) the workers apply to this batch.
-    limits: dict[str, int] | None = None
+    limits: dict[str, object] | None = None
     #: The folder the batch's manifest goes in (as ``<batch_id>.json``); empty: OUT/batches.
     manifest_folder: str = ""
     #: The crop fixes the batch's manifest sets or clears, recorded with the batch.
@@ -451,6 +451,7 @@ class UnsettledName:
     error_code: str | None
     object_path: str
     friendly_path: str
+    out_dir: str
 
 
 @dataclass(frozen=True)
@@ -475,6 +476,9 @@ class PublishedItem:
     owns_friendly_name: bool
     #: The object's size in bytes as the worker that rendered it recorded (None for reused outputs).
     output_bytes: int | None = None
+    #: The sha256 (hex) of the object's bytes as the worker that rendered it recorded (None for
+    #: reused outputs and renders recorded before it was).
+    output_sha256: str | None = None
     #: Its batch expired; the item is checked because it still owns its name's record.
     expired: bool = False
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .configkeys import DEFAULT_SOURCE, KEYS_BY_NAME, environment_setting
 from .retrypolicy import Backoff
-from .settings import Limits, Profile
+from .settings import Limits, Profile, UrlRules
 from .sources import ScanRules
 from .storage.locations import S3Options
 
@@ -39,6 +39,16 @@ class SubmitOptions:
     overwrite: bool = False
     #: ``--store``: where the objects are kept; None: beside the SQLite ledger (required for PostgreSQL).
     store_dir: Path | str | None = None
+    #: What URL sources may reach, and the deadline of each download.
+    url_rules: UrlRules = field(default_factory=UrlRules)
+
+    def recorded_limits(self, *, urls: bool) -> dict[str, object]:
+        """The limits a batch records for its workers to read its sources under; with URL sources
+        (``urls``), the URL rules too."""
+        limits: dict[str, object] = {"max_pixels": self.limits.max_pixels, "max_bytes": self.limits.max_bytes}
+        if urls:
+            limits["urls"] = self.url_rules.to_json()
+        return limits
 
 
 def default_workers() -> int:

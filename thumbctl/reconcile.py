@@ -1,26 +1,26 @@
-"""Reconcile (findings and safe repairs) and gc (retention): what an operator runs from cron.
+"""Reconcile (findings and safe repairs): what an operator runs from cron.
 
-``reconcile`` compares the ledger with the output folders: stalled leases, cancels whose
-claims have stopped, every ``succeeded`` item's object (present, decodes, exact
-dimensions) and friendly name, orphan objects and stale temp files. Each problem is a
-:class:`~thumbctl.models.Finding` of a stable kind; with ``repair`` the safe repairs are
-applied through conditional ledger transactions (a live lease is never touched) and each
-is logged with its reason. Orphan objects are only reported: ``gc`` removes them.
+``reconcile`` compares the ledger with the stores and output targets it recorded (local folders
+or ``s3://`` prefixes, reached through their interfaces): stalled leases, cancels whose claims
+have stopped, every ``succeeded`` item's object (present, the published size and checksum,
+decodes to the exact dimensions) and thumbnail, orphan objects (listed by prefix) and, in local
+folders, stale temp files. Each problem is a :class:`~thumbctl.models.Finding` of a stable kind;
+with ``repair`` the safe repairs are applied through conditional ledger transactions (a live
+lease is never touched) and each is logged with its reason. Orphan objects are only reported:
+``gc`` (:mod:`thumbctl.gc`) removes them.
 
-``gc`` expires terminal batches past an age (their records and keys), then removes the objects of
-the ledger's store that no remaining batch and no published name's record references (checked
-inside a write transaction, one object at a time), stale temp files (OUT/.tmp and STORE/.tmp) and
-the manifests and contact sheets of expired batches (OUT/batches). It never removes a thumbnail:
-a published name keeps its record, and its file, whatever becomes of the batch that published it.
+An object in a local folder is decoded again only when its file changed since it last decoded
+without fault; one in a bucket is checked by a HEAD (its size and the checksum kept with it). With
+``deep`` every object is read (bounded) and decoded wherever it lives.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
-import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -29,7 +29,6 @@ from .ledger import Ledger, iso
 from .ledger.maintenance import stall_reason
 from .models import (
     Finding,
-    GcReport,
     ObjectStamp,
     PublishedItem,
     ReconcileReport,
@@ -42,12 +41,27 @@ from .publisher import Publisher
 from .retrypolicy import Backoff
 from .settings import parse_ratio
 from .storage.fsafe import StoredFile, is_plain_file, remove_file, temp_files, temp_writer
-from .storage.objects import LocalObjectStore, object_files, object_stamp, preview_bytes, remove_object
-from .storage.outputs import LocalOutputTarget
+from .storage.locations import (
+    S3Options,
+    is_s3,
+    name_in,
+    object_name_of,
+    object_path_in,
+    object_store_at,
+    output_target_at,
+    store_location_of,
+)
+from .storage.objects import LocalObjectStore, ObjectStore, ObjectTooLarge, object_files, object_stamp
+from .storage.outputs import LocalOutputTarget, OutputTarget, StaleVersion
 from .storage.thumbnails import thumbnail_problem
+from .stores import store_for_ledger
 
 IsDead = Callable[[str], bool]
 Fix = Callable[[], bool]
+
+#: The most a deep check reads of one object: far above any thumbnail, so a runaway object is
+#: reported, never loaded whole.
+DEEP_READ_LIMIT = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -58,16 +72,37 @@ class Problem:
     fix: Fix | None = None
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What one run looks at: the store it was given (a location; default: the one the ledger
+    recorded), and the S3 settings its stores and targets are opened with (None: the process's)."""
+
+    store: str | None = None
+    options: S3Options | None = None
+
+    def store_at(self, location: str) -> ObjectStore:
+        return object_store_at(location, self.options)
+
+    def target_at(self, location: str) -> OutputTarget:
+        return output_target_at(location, self.options)
+
+    def object_of(self, object_path: str) -> tuple[ObjectStore, str]:
+        """The store a recorded object path lies in, and the object's name there."""
+        return self.store_at(store_location_of(object_path)), object_name_of(object_path)
+
+
 def find_problems(
     ledger: Ledger,
     *,
     grace: float = DEFAULT_GRACE,
     is_dead: IsDead = owner_is_dead,
-    store: LocalObjectStore | None = None,
+    store: str | None = None,
+    options: S3Options | None = None,
 ) -> list[Finding]:
     """Every problem reconcile can see now, changing nothing but the cache of sound objects."""
-    checks = _ObjectChecks(ledger.upkeep.verified_objects())
-    return [p.finding for p in _problems(ledger, grace, is_dead, Backoff().delay_for, checks, store)]
+    scope = Scope(store, options)
+    checks = _ObjectChecks(scope, ledger.upkeep.verified_objects())
+    return [p.finding for p in _problems(ledger, grace, is_dead, Backoff().delay_for, checks, scope)]
 
 
 def reconcile(
@@ -78,30 +113,48 @@ def reconcile(
     grace: float = DEFAULT_GRACE,
     is_dead: IsDead = owner_is_dead,
     delay_for: Callable[[int], float] | None = None,
-    store: LocalObjectStore | None = None,
+    store: str | None = None,
+    options: S3Options | None = None,
 ) -> ReconcileReport:
     """Find problems and, with ``repair``, apply the safe repairs (each audited).
 
-    Objects unchanged since they last decoded without fault are not decoded again, unless
-    ``deep`` (which finds damage no file operation made, e.g. a failing disk). ``store`` is the
-    ledger's store (default: the one it recorded); its orphans and temp files are checked too.
+    ``deep`` reads and decodes every object, also those a cheaper check finds sound (a local file
+    unchanged since it last decoded, a bucket's object of the right size and checksum): it finds
+    damage no write made, e.g. a failing disk. ``store`` is the ledger's store (default: the one it
+    recorded); its orphans and temp files are checked too.
     """
-    checks = _ObjectChecks({} if deep else ledger.upkeep.verified_objects())
-    problems = list(_problems(ledger, grace, is_dead, delay_for or Backoff().delay_for, checks, store))
+    scope = Scope(store, options)
+    checks = _ObjectChecks(scope, {} if deep else ledger.upkeep.verified_objects(), deep=deep)
+    problems = list(_problems(ledger, grace, is_dead, delay_for or Backoff().delay_for, checks, scope))
     findings = tuple(_repaired(p) for p in problems) if repair else tuple(p.finding for p in problems)
     if repair:
         for out_dir, _ in ledger.upkeep.output_folders():  # OUT/.tmp exists only while files are being written
-            LocalOutputTarget(out_dir).remove_empty_tmp()
+            if not is_s3(out_dir):
+                LocalOutputTarget(out_dir).remove_empty_tmp()
     return ReconcileReport(findings, len(checks.verdicts), checks.decoded, checks.unchanged)
 
 
-def object_stores(ledger: Ledger, store: LocalObjectStore | None = None) -> list[LocalObjectStore]:
-    """The stores whose objects the ledger accounts for: ``store`` (default: the one the ledger
-    recorded), and every output folder of the earlier layout that still holds ``objects/``."""
+def store_location(ledger: Ledger, store: Path | None) -> str:
+    """The location of the store a maintenance run checks: an ``s3://`` store the ledger recorded as
+    it is, else the local store (``store``, else the recorded one) bound for this run only."""
+    recorded = ledger.upkeep.recorded_store() if store is None else None
+    if recorded is not None and is_s3(recorded):
+        return recorded
+    return store_for_ledger(ledger, store, move=False).root
+
+
+def object_stores(ledger: Ledger, scope: Scope) -> list[tuple[str, ObjectStore]]:
+    """(location, store) of the stores whose objects the ledger accounts for: the scope's store
+    (default: the one the ledger recorded), and every local output folder of the earlier layout
+    that still holds ``objects/``."""
     recorded = ledger.upkeep.recorded_store()
-    roots = [store.root] if store is not None else [recorded] if recorded else []
-    roots += [out_dir for out_dir, _ in ledger.upkeep.output_folders() if os.path.isdir(f"{out_dir}/objects")]
-    return [LocalObjectStore(root) for root in dict.fromkeys(roots)]
+    roots = [scope.store] if scope.store is not None else [recorded] if recorded else []
+    roots += [
+        out_dir
+        for out_dir, _ in ledger.upkeep.output_folders()
+        if not is_s3(out_dir) and os.path.isdir(f"{out_dir}/objects")
+    ]
+    return [(root, scope.store_at(root)) for root in dict.fromkeys(roots)]
 
 
 def _repaired(problem: Problem) -> Finding:
@@ -120,7 +173,7 @@ def _problems(
     is_dead: IsDead,
     delay_for: Callable[[int], float],
     checks: _ObjectChecks,
-    store: LocalObjectStore | None,
+    scope: Scope,
 ) -> Iterator[Problem]:
     now = ledger.clock()
     for item in ledger.upkeep.stalled_candidates():
@@ -128,15 +181,16 @@ def _problems(
         if problem is not None:
             yield problem
     yield from _output_problems(ledger, checks)
-    yield from _unsettled_problems(ledger)
+    yield from _unsettled_problems(ledger, scope)
     referenced = ledger.upkeep.referenced_object_paths()
-    stores = object_stores(ledger, store)
-    for found in stores:
-        yield from _orphan_problems(found, referenced)
+    stores = object_stores(ledger, scope)
+    for location, found in stores:
+        yield from _orphan_problems(location, found, referenced)
+    local_stores = [found for _, found in stores if isinstance(found, LocalObjectStore)]
     for out_dir, newest_batch in ledger.upkeep.output_folders():
-        if out_dir not in {found.root for found in stores}:
+        if not is_s3(out_dir) and out_dir not in {found.root for found in local_stores}:
             yield from _temp_problems(ledger, LocalOutputTarget(out_dir), newest_batch, now, grace, is_dead)
-    for found in stores:
+    for found in local_stores:
         yield from _temp_problems(ledger, found, None, now, grace, is_dead)
 
 
@@ -168,17 +222,28 @@ def _stalled_problem(
 
 
 class ObjectCheck(NamedTuple):
-    """Why an object is not what it must be (None: sound), its file's stamp when sound, and
-    whether it had to be decoded to know."""
+    """Why an object is not what it must be (None: sound), its file's stamp when sound (a local
+    file), and whether it had to be decoded to know."""
 
     problem: str | None
     stamp: ObjectStamp | None = None
     decoded: bool = False
 
 
+def _expected_size(item: PublishedItem) -> tuple[int, int]:
+    geometry = output_geometry(
+        item.source_width,
+        item.source_height,
+        parse_ratio(item.ratio),
+        item.size,
+        bool(item.profile["upscale"]),
+    )
+    return geometry.out_w, geometry.out_h
+
+
 def object_problem(item: PublishedItem, known: ObjectStamp | None = None) -> ObjectCheck:
-    """Check a succeeded item's object: present, a plain file, the published size, exact
-    dimensions, decodes.
+    """Check a succeeded item's object in a local folder: present, a plain file, the published
+    size, exact dimensions, decodes.
 
     The decode, the one costly check, is skipped when the file is exactly as it was when it
     last decoded without fault (``known``): same inode, size, modification and change times.
@@ -192,22 +257,45 @@ def object_problem(item: PublishedItem, known: ObjectStamp | None = None) -> Obj
         return ObjectCheck(f"is {stamp.size} bytes, {item.output_bytes} were published")
     if stamp == known:
         return ObjectCheck(None, stamp)
-    geometry = output_geometry(
-        item.source_width,
-        item.source_height,
-        parse_ratio(item.ratio),
-        item.size,
-        bool(item.profile["upscale"]),
-    )
-    problem = verify_output(Path(item.object_path), item.format, geometry.out_w, geometry.out_h)
+    width, height = _expected_size(item)
+    problem = verify_output(Path(item.object_path), item.format, width, height)
     return ObjectCheck(problem, None if problem else stamp, decoded=True)
+
+
+def stored_object_problem(store: ObjectStore, name: str, item: PublishedItem, *, deep: bool) -> ObjectCheck:
+    """Check a succeeded item's object through its store's interface: by what the store knows
+    without reading it (present, the published size, the checksum kept with it equal to the
+    published one) and, with ``deep``, by reading it (bounded) and decoding it."""
+    info = store.stat(name)
+    if info is None:
+        return ObjectCheck("is missing")
+    if item.output_bytes is not None and info.size != item.output_bytes:
+        return ObjectCheck(f"is {info.size} bytes, {item.output_bytes} were published")
+    if info.checksum is None:
+        return ObjectCheck("has no checksum kept with it (thumbctl did not write it)")
+    if item.output_sha256 is not None and info.checksum != item.output_sha256:
+        return ObjectCheck("holds other bytes than were published (its checksum differs)")
+    if not deep:
+        return ObjectCheck(None)
+    try:
+        data = store.read(name, DEEP_READ_LIMIT)
+    except FileNotFoundError:
+        return ObjectCheck("is missing")
+    except ObjectTooLarge:
+        return ObjectCheck(f"holds over {DEEP_READ_LIMIT} bytes")
+    if hashlib.sha256(data).hexdigest() != info.checksum:
+        return ObjectCheck("holds bytes that no longer match the checksum kept with it (damaged)", decoded=True)
+    width, height = _expected_size(item)
+    return ObjectCheck(verify_output(io.BytesIO(data), item.format, width, height), decoded=True)
 
 
 @dataclass
 class _ObjectChecks:
     """Objects checked in one reconcile run: verdicts (an object shared by items is checked once)."""
 
+    scope: Scope
     known: dict[str, ObjectStamp]
+    deep: bool = False
     verdicts: dict[str, str | None] = field(default_factory=dict)
     sound: dict[str, ObjectStamp] = field(default_factory=dict)
     decoded: int = 0
@@ -217,13 +305,19 @@ class _ObjectChecks:
         path = item.object_path
         if path not in self.verdicts:
             known = self.known.get(path)
-            checked = object_problem(item, known)
+            checked = self._checked(item, known)
             self.decoded += checked.decoded
             self.unchanged += checked.stamp is not None and checked.stamp == known
             self.verdicts[path] = checked.problem
             if checked.stamp is not None:
                 self.sound[path] = checked.stamp
         return self.verdicts[path]
+
+    def _checked(self, item: PublishedItem, known: ObjectStamp | None) -> ObjectCheck:
+        store, name = self.scope.object_of(item.object_path)
+        if isinstance(store, LocalObjectStore):
+            return object_problem(item, known)
+        return stored_object_problem(store, name, item, deep=self.deep)
 
 
 def _output_problems(ledger: Ledger, checks: _ObjectChecks) -> Iterator[Problem]:
@@ -232,10 +326,24 @@ def _output_problems(ledger: Ledger, checks: _ObjectChecks) -> Iterator[Problem]
         if problem is not None:
             yield _object_finding(ledger, item, problem) if not item.expired else _expired_object_finding(item, problem)
         elif item.owns_friendly_name:
-            link = thumbnail_problem(item.object_path, item.friendly_path)
+            target = checks.scope.target_at(item.out_dir)
+            link = _thumbnail_problem(ledger, target, item)
             if link is not None:
-                yield _link_finding(ledger, item, link)
+                yield _link_finding(ledger, target, checks.scope, item, link)
     ledger.upkeep.replace_verified_objects(checks.sound)
+
+
+def _thumbnail_problem(ledger: Ledger, target: OutputTarget, item: PublishedItem) -> str | None:
+    """``missing``, ``wrong`` or ``modified`` (see :data:`_THUMBNAIL_FINDINGS`), None when the
+    thumbnail is what thumbctl published. Through the interface: the version at the name must be
+    one the ledger recorded there for this object (an S3 name's ETag)."""
+    if isinstance(target, LocalOutputTarget):
+        return thumbnail_problem(item.object_path, item.friendly_path)
+    version = target.version_of(name_in(item.out_dir, item.friendly_path))
+    if version is None:
+        return "missing"
+    recorded = {v for path, v in ledger.views.publishes_at(item.friendly_path) if path == item.object_path}
+    return None if version in recorded else "modified"
 
 
 def _object_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Problem:
@@ -265,24 +373,50 @@ _THUMBNAIL_FINDINGS = {
 }
 
 
-def _link_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Problem:
+def _link_finding(ledger: Ledger, target: OutputTarget, scope: Scope, item: PublishedItem, problem: str) -> Problem:
     kind, detail = _THUMBNAIL_FINDINGS[problem]
     finding = Finding(kind, item.batch_id, item.item_id, detail, ratio=item.ratio, path=item.friendly_path)
-    publisher = Publisher(ledger, LocalOutputTarget(item.out_dir))
+    if isinstance(target, LocalOutputTarget):
+        publisher = Publisher(ledger, target)
 
-    def fix() -> bool:
-        return publisher.restore(item.row, item.object_path, item.friendly_path, kind, f"reconcile: {detail}")
+        def fix() -> bool:
+            return publisher.restore(item.row, item.object_path, item.friendly_path, kind, f"reconcile: {detail}")
 
-    return Problem(finding, fix)
+        return Problem(finding, fix)
+
+    def link() -> str:  # as the publisher's restore does for a local folder: under the name's lock
+        with ledger.queue.publishing_name(item.friendly_path):
+            return _put_again(target, scope, item.object_path, item.out_dir, item.friendly_path)
+
+    def fix_through_target() -> bool:
+        return ledger.upkeep.relink_published(
+            item.row, item.object_path, item.friendly_path, kind, f"reconcile: {detail}", link
+        )
+
+    return Problem(finding, fix_through_target)
 
 
-def _unsettled_problems(ledger: Ledger) -> Iterator[Problem]:
+def _put_again(target: OutputTarget, scope: Scope, object_path: str, out_dir: str, path: str) -> str:
+    """Put the object's bytes at the thumbnail's name through the target's interface: created only
+    if absent, or replaced only while the name holds the version just seen (an edit landing
+    meanwhile is looked at again); returns the new version."""
+    store, object_name = scope.object_of(object_path)
+    data = store.read(object_name, DEEP_READ_LIMIT)
+    name = name_in(out_dir, path)
+    for _ in range(3):
+        seen = target.version_of(name)
+        try:
+            return target.publish(name, data) if seen is None else target.replace(name, data, version=seen)
+        except (StaleVersion, FileExistsError, FileNotFoundError):
+            continue
+    raise StaleVersion(f"{path} kept changing while it was restored")
+
+
+def _unsettled_problems(ledger: Ledger, scope: Scope) -> Iterator[Problem]:
     """A failed item whose name holds exactly its object's bytes: thumbctl published it, and a crash
     lost the commit that would have recorded it. Queued again, its render records the name as it is."""
     for item in ledger.upkeep.unsettled_names():
-        if not (is_plain_file(item.object_path) and os.path.isfile(item.friendly_path)):
-            continue
-        if thumbnail_problem(item.object_path, item.friendly_path) is not None:
+        if not _holds_its_object(scope, item):
             continue
         detail = (
             f"the item failed ({item.error_code}) but its thumbnail was published, holding its object's bytes "
@@ -300,17 +434,55 @@ def _unsettled_problems(ledger: Ledger) -> Iterator[Problem]:
         yield Problem(finding, fix)
 
 
+def _holds_its_object(scope: Scope, item: UnsettledName) -> bool:
+    """Whether the item's thumbnail holds exactly its object's bytes (both present)."""
+    target = scope.target_at(item.out_dir)
+    if isinstance(target, LocalOutputTarget):
+        return (
+            is_plain_file(item.object_path)
+            and os.path.isfile(item.friendly_path)
+            and thumbnail_problem(item.object_path, item.friendly_path) is None
+        )
+    store, object_name = scope.object_of(item.object_path)
+    try:
+        data = store.read(object_name, DEEP_READ_LIMIT)
+    except (FileNotFoundError, ObjectTooLarge):
+        return False
+    return target.read(name_in(item.out_dir, item.friendly_path), len(data)) == data
+
+
 # -- files nobody accounts for --------------------------------------------------------------------
 
 
-def _orphan_problems(layout: LocalObjectStore, referenced: set[str]) -> Iterator[Problem]:
-    for _key, found in object_files(layout):
-        if found.path not in referenced:
+def _orphan_problems(location: str, store: ObjectStore, referenced: set[str]) -> Iterator[Problem]:
+    for name, path, size in listed_objects(location, store):
+        if path not in referenced:
             detail = (
-                f"no item of a live batch and no published name references this object ({found.size} bytes); "
-                "`thumbctl gc` removes it"
+                f"no item of a live batch and no published name references this object "
+                f"({object_size(store, name, size)} bytes); `thumbctl gc` removes it"
             )
-            yield Problem(Finding("orphan_object", None, None, detail, path=found.path))
+            yield Problem(Finding("orphan_object", None, None, detail, path=path))
+
+
+def listed_objects(location: str, store: ObjectStore) -> Iterator[tuple[str, str, int | None]]:
+    """(name, recorded path, size when the listing gave it) of every object of the store at
+    ``location``, listed by prefix; a local folder lists a symlink named like an object too (as
+    itself), so gc can remove it."""
+    if isinstance(store, LocalObjectStore):
+        for _key, found in object_files(store):
+            yield found.name, found.path, found.size
+        return
+    for name in store.names():
+        key, _, extension = name.partition(".")
+        yield name, object_path_in(location, key, extension), None
+
+
+def object_size(store: ObjectStore, name: str, listed: int | None) -> int:
+    """An object's size: the listed one, else a HEAD's (0 when it is gone meanwhile)."""
+    if listed is not None:
+        return listed
+    info = store.stat(name)
+    return info.size if info is not None else 0
 
 
 def stale_temp_reason(found: StoredFile, now: float, grace: float, is_dead: IsDead) -> str | None:
@@ -351,134 +523,3 @@ def _temp_problems(
             return True
 
         yield Problem(finding, fix)
-
-
-# -- gc -----------------------------------------------------------------------------------------
-
-
-def collect_garbage(
-    ledger: Ledger,
-    older_than: float,
-    *,
-    dry_run: bool = False,
-    grace: float = DEFAULT_GRACE,
-    is_dead: IsDead = owner_is_dead,
-    store: LocalObjectStore | None = None,
-) -> GcReport:
-    """Expire terminal batches whose last event is older than ``older_than`` seconds, then
-    remove what no remaining batch references. ``dry_run`` changes nothing and reports
-    what would go."""
-    now = ledger.clock()
-    cutoff = iso(now - older_than)
-    expiring = ledger.upkeep.expirable_batches(cutoff)
-    expired = expiring if dry_run else [b for b in expiring if ledger.upkeep.expire_batch(b, cutoff)]
-    pending = expired if dry_run else []
-    errors: list[str] = []
-    objects, object_bytes = _collect_objects(ledger, pending, dry_run, errors, store)
-    temps, temp_bytes = _collect_temps(ledger, now, grace, is_dead, dry_run, errors, store)
-    (manifests, sheets), document_bytes = _collect_batch_documents(ledger, pending, dry_run, errors)
-    return GcReport(
-        dry_run=dry_run,
-        expired_batches=tuple(expired),
-        objects_removed=objects,
-        temp_files_removed=temps,
-        manifests_removed=manifests,
-        sheets_removed=sheets,
-        bytes_reclaimed=object_bytes + temp_bytes + document_bytes,
-        errors=tuple(errors),
-    )
-
-
-def _removing(path: str, errors: list[str], remove: Callable[[], int]) -> int:
-    """Run one removal; a filesystem error is recorded (the file stays) and gc goes on."""
-    try:
-        return remove()
-    except OSError as exc:
-        errors.append(f"{path}: {exc.strerror or exc}")
-        return -1
-
-
-def _collect_objects(
-    ledger: Ledger, pending: list[str], dry_run: bool, errors: list[str], store: LocalObjectStore | None
-) -> tuple[int, int]:
-    """Objects that no live batch of the ledger (``pending`` batches counted as expired) and no
-    published name's record references, in its store and in output folders of the earlier layout:
-    (objects, bytes). Thumbnails are never touched."""
-    referenced = ledger.upkeep.referenced_object_paths(also_expiring=pending)
-    objects = freed = 0
-    for layout in object_stores(ledger, store):
-        for key, found in object_files(layout):
-            if found.path in referenced:
-                continue
-            if dry_run:
-                objects, freed = objects + 1, freed + _object_bytes(found.path)
-                continue
-            try:
-                outcome = ledger.upkeep.remove_if_unreferenced(
-                    key, found.path, partial(remove_object, layout, found.path)
-                )
-            except OSError as exc:
-                errors.append(f"{found.path}: {exc.strerror or exc}")
-                continue
-            if outcome is not None:
-                objects, freed = objects + 1, freed + outcome
-    return objects, freed
-
-
-def _object_bytes(path: str) -> int:
-    """What removing an object (with its preview) would free: its bytes count while it is their last link."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return 0
-    own = info.st_size if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 else 0
-    return own + preview_bytes(path)
-
-
-def _collect_temps(
-    ledger: Ledger,
-    now: float,
-    grace: float,
-    is_dead: IsDead,
-    dry_run: bool,
-    errors: list[str],
-    store: LocalObjectStore | None,
-) -> tuple[int, int]:
-    count = freed = 0
-    outputs = [LocalOutputTarget(out_dir) for out_dir, _ in ledger.upkeep.output_folders()]
-    folders: list[LocalOutputTarget | LocalObjectStore] = list(outputs)
-    folders += [found for found in object_stores(ledger, store) if found.root not in {f.root for f in folders}]
-    for layout in folders:
-        for found in temp_files(layout.root, layout.tmp_dir):
-            if stale_temp_reason(found, now, grace, is_dead) is None:
-                continue
-            size = (
-                found.size if dry_run else _removing(found.path, errors, partial(remove_file, layout.root, found.path))
-            )
-            if size >= 0:
-                count, freed = count + 1, freed + size
-        if not dry_run and isinstance(layout, LocalOutputTarget):
-            layout.remove_empty_tmp()
-    return count, freed
-
-
-def _collect_batch_documents(
-    ledger: Ledger, pending: list[str], dry_run: bool, errors: list[str]
-) -> tuple[tuple[int, int], int]:
-    """Expired batches' manifests and contact sheets (at their default place in OUT):
-    ((manifests, sheets), bytes)."""
-    manifests = sheets = freed = 0
-    for out_dir, batch_id, manifest in ledger.upkeep.expired_manifests(also_expiring=pending):
-        target = LocalOutputTarget(out_dir)
-        for path, is_sheet in ((manifest, False), (target.batch_sheet_path(batch_id), True)):
-            name = target.name_of(path)
-            size = target.document_size(name)
-            if size is None:
-                continue
-            if not dry_run:
-                size = _removing(path, errors, partial(target.remove_document, name))
-            if size < 0:
-                continue
-            sheets, manifests = (sheets + 1, manifests) if is_sheet else (sheets, manifests + 1)
-            freed += size
-    return (manifests, sheets), freed

@@ -279,3 +279,70 @@ def parse_count(text: str) -> int:
     if value < 1:
         raise SettingError(f"bad count {text!r}: must be at least 1")
     return value
+
+
+#: The longest whole download of one URL source, unless set (``--download-timeout``).
+DEFAULT_DOWNLOAD_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class UrlRules:
+    """What a URL source may reach and how long its download may take.
+
+    ``allow_urls``: the URL prefixes a source and every redirect must start with (empty: any
+    http or https URL). ``allow_networks``: networks (CIDR) admitted although loopback, private,
+    link-local or otherwise refused. ``timeout``: one deadline for a whole download, retries and
+    redirects included.
+    """
+
+    allow_urls: tuple[str, ...] = ()
+    allow_networks: tuple[str, ...] = ()
+    timeout: float = DEFAULT_DOWNLOAD_SECONDS
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "allow_urls": list(self.allow_urls),
+            "allow_networks": list(self.allow_networks),
+            "timeout": self.timeout,
+        }
+
+    @classmethod
+    def from_json(cls, doc: object) -> UrlRules:
+        """The rules a batch recorded (the worker downloads under the same ones)."""
+        if not isinstance(doc, dict):
+            return cls()
+        return cls(
+            tuple(doc.get("allow_urls", ())),
+            tuple(doc.get("allow_networks", ())),
+            float(doc.get("timeout", DEFAULT_DOWNLOAD_SECONDS)),
+        )
+
+
+def parse_networks(values: object) -> tuple[str, ...]:
+    """Networks in CIDR form (``127.0.0.2/32``, ``10.1.0.0/16``, ``fd00::/8``; a bare address is
+    one host), normalised; several separated by commas or spaces, or a list."""
+    import ipaddress
+
+    networks = []
+    for value in parse_list(values):
+        try:
+            networks.append(str(ipaddress.ip_network(str(value).strip(), strict=False)))
+        except ValueError:
+            raise SettingError(
+                f"bad network {shortened(str(value))}: use CIDR such as 10.0.0.0/8 or fd00::/8"
+            ) from None
+    return tuple(dict.fromkeys(networks))
+
+
+def parse_url_prefixes(values: object) -> tuple[str, ...]:
+    """URL prefixes (``https://cdn.example.com/photos/``): each http:// or https://, with a host."""
+    prefixes = []
+    for value in parse_list(values):
+        text = str(value).strip()
+        scheme, sep, rest = text.partition("://")
+        authority, slash, path = rest.partition("/")
+        if not sep or scheme.lower() not in ("http", "https") or not authority or "@" in authority:
+            raise SettingError(f"bad URL prefix {shortened(text)}: use e.g. https://cdn.example.com/photos/")
+        # a prefix without a path ends at the host: https://cdn.example.com never admits cdn.example.com.evil.org
+        prefixes.append(f"{scheme.lower()}://{authority.lower()}/{path if slash else ''}")
+    return tuple(dict.fromkeys(prefixes))

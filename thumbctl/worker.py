@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from .downloads import is_url
+from .downloads.remote import read_verified_url
 from .errors import ItemFailure, LedgerBusy, LedgerFault, LedgerUnavailable, ThumbctlError
 from .faults import Faults
 from .imaging import (
@@ -52,7 +54,7 @@ from .models import ItemState
 from .proc import owner_id, owner_is_dead
 from .publisher import Publisher
 from .retrypolicy import Backoff, BusyPolicy
-from .settings import OUTPUT_FORMATS, Limits, parse_ratio
+from .settings import OUTPUT_FORMATS, Limits, UrlRules, parse_ratio
 from .sources import read_source
 from .storage.fsafe import OutsideOutput
 from .storage.hosts import check_on_host
@@ -383,7 +385,7 @@ class ClaimRun:
         limits = Limits()
         max_bytes = int(self.claim.limits.get("max_bytes", limits.max_bytes))
         max_pixels = int(self.claim.limits.get("max_pixels", limits.max_pixels))
-        data = read_verified_source(self.claim.source_root, self.claim.source, self.claim.source_digest, max_bytes)
+        data = self._read_source(max_bytes)
         self.source_bytes = len(data)
         decoder = SourceDecoder(
             data,
@@ -395,6 +397,15 @@ class ClaimRun:
         for item in self.claim.items:
             self._decoded_for(decoder, item)
         return decoder
+
+    def _read_source(self, max_bytes: int) -> bytes:
+        """The claim's source read again and checked against the digest accepted at submit: from
+        its folder, or (a URL source) downloaded under the URL rules the batch recorded."""
+        claim = self.claim
+        if is_url(claim.source):
+            rules = UrlRules.from_json(claim.limits.get("urls"))
+            return read_verified_url(claim.source, claim.source_digest, max_bytes, rules)
+        return read_verified_source(claim.source_root, claim.source, claim.source_digest, max_bytes)
 
     def _decoded_for(self, decoder: SourceDecoder, item: ClaimedItem) -> DecodedSource:
         """The decode an item's size and format render from: made for that size alone, so the
@@ -439,6 +450,7 @@ class ClaimRun:
                 "source_smaller_than_target": geometry.limited,
                 "source_bytes": self.source_bytes,
                 "output_bytes": len(data),
+                "output_sha256": hashlib.sha256(data).hexdigest(),
                 "shared_render": reused,
                 "timings": timings,
             }

@@ -12,7 +12,7 @@ from ..errors import ExitCode, Interrupted, UsageError
 from ..ledger.home import shown
 from ..models import BatchState, ItemState
 from ..runner import prepare_workers, run_batch, run_work, wait_until_terminal
-from ..settings import SettingError, parse_duration, refuse_url
+from ..settings import URL_NOT_SUPPORTED, SettingError, parse_duration, refuse_url
 from ..sources import ScanRules
 from .options import BatchAlias, StatsIntervalOption, batch_argument, one_batch
 from .resolution import ledger_target, settings_from_context
@@ -113,10 +113,18 @@ def mirror_wanted(delete: bool, delete_dropped: bool, dry_run: bool) -> Mirror |
     return Mirror(dropped=delete_dropped) if delete or delete_dropped else None
 
 
-def parse_source(text: str) -> Path:
-    """SOURCE as typed; an empty one (an unset shell variable) must not mean the current folder."""
+def parse_source(text: str) -> Path | str:
+    """SOURCE as typed (an ``s3://bucket/prefix`` as text); an empty one (an unset shell variable)
+    must not mean the current folder."""
     if not text.strip():
         raise UsageError("SOURCE is empty: name a folder or a manifest (.json, .jsonl, .csv)")
+    if text.strip().lower().startswith(("http://", "https://")):
+        raise UsageError(
+            f"SOURCE: {text.strip()!r} is a URL; list URL sources in a manifest (.json, .jsonl, .csv) and submit that",
+            code=URL_NOT_SUPPORTED,
+        )
+    if text.strip()[:5].lower() == "s3://":  # a bucket prefix, scanned like a folder (checked by intake)
+        return text.strip()
     try:
         refuse_url(text)
     except SettingError as exc:
@@ -128,7 +136,7 @@ def submit_command(
     ctx: typer.Context,
     source: Annotated[
         str,
-        typer.Argument(metavar="SOURCE", help="A folder (scanned recursively) or a manifest: .json, .jsonl, .csv."),
+        typer.Argument(metavar="SOURCE", help="A folder or s3://bucket/prefix/ (scanned recursively), or a manifest."),
     ],
     key: Annotated[str | None, typer.Option(help="Idempotency key. Default: derived from the request digest.")] = None,
     include: Annotated[

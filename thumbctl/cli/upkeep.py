@@ -30,18 +30,18 @@ def reconcile_command(
         bool,
         typer.Option(
             "--deep",
-            help="Decode every object, also those unchanged since they last decoded without fault "
-            "(finds damage no file operation made, e.g. a failing disk).",
+            help="Read and decode every object, also those a cheaper check finds sound (a file unchanged "
+            "since it last decoded; in a bucket, the right size and checksum by HEAD): finds damage no write made.",
         ),
     ] = False,
     grace: GraceOption = "1h",
     json_out: bool = False,
     quiet: bool = False,
 ) -> None:
-    """Check the ledger against the outputs: stalled leases, unfinished cancels, objects, friendly names,
-    orphans, temp files. Live work is never touched. Exit 0 when clean, 1 when findings remain (for cron)."""
-    from ..reconcile import reconcile
-    from ..stores import store_for_ledger
+    """Check the ledger against the outputs (local folders or s3:// prefixes): stalled leases, unfinished
+    cancels, objects, friendly names, orphans, temp files. Live work is never touched. Exit 0 when clean,
+    1 when findings remain (for cron)."""
+    from ..reconcile import reconcile, store_location
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
@@ -49,8 +49,8 @@ def reconcile_command(
         settings = settings_from_context(ctx)
         with open_ledger(settings.ledger_path) as ledger:
             settle_store(ledger, reporter, settings)
-            bound = store_for_ledger(ledger, settings.store_path, move=False)  # bound for this run only
-            report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds, store=bound)
+            store = store_location(ledger, settings.store_path)
+            report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds, store=store)
         reporter.reconciled(report, repair=repair)
     raise typer.Exit(int(ExitCode.OK if report.clean else ExitCode.PARTIAL))
 
@@ -67,8 +67,8 @@ def gc_command(
 ) -> None:
     """Retention: expire old terminal batches, then remove objects no remaining batch references (checked
     by derivative key), their expired friendly names, stale temp files and expired batch manifests."""
-    from ..reconcile import collect_garbage
-    from ..stores import store_for_ledger
+    from ..gc import collect_garbage
+    from ..reconcile import store_location
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
@@ -78,8 +78,8 @@ def gc_command(
         with open_ledger(settings.ledger_path) as ledger:
             if not dry_run:  # a dry run changes nothing, the old layout included
                 settle_store(ledger, reporter, settings)
-            bound = store_for_ledger(ledger, settings.store_path, move=False)  # bound for this run only
-            report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds, store=bound)
+            store = store_location(ledger, settings.store_path)
+            report = collect_garbage(ledger, age, dry_run=dry_run, grace=grace_seconds, store=store)
         reporter.garbage_collected(report)
         if report.errors:
             raise typer.Exit(int(ExitCode.PARTIAL))

@@ -11,7 +11,7 @@ import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import UsageError
 from ..models import ItemState
@@ -69,7 +69,7 @@ class Claim:
     source_width: int
     source_height: int
     profile: dict[str, object]
-    limits: dict[str, int]
+    limits: dict[str, Any]
     items: tuple[ClaimedItem, ...]
 
 

@@ -23,11 +23,19 @@ __all__ = [
     "S3Location",
     "S3Options",
     "is_s3",
+    "name_in",
+    "object_name_of",
+    "object_path_in",
     "object_store_at",
     "output_target_at",
     "parse_s3",
+    "store_location_of",
     "use_options",
     "current_options",
+    "object_store_of",
+    "preview_path_of",
+    "object_of_preview",
+    "shown_location",
 ]
 
 

@@ -39,7 +39,7 @@ PUBLISHED_ITEMS = query(
     "published_items",
     "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.size, i.format, i.derivative_key, i.object_path, "
     f"i.friendly_path, i.source_width, i.source_height, b.profile, b.out_dir, {_OWNS_NAME} AS owns, "
-    "b.expired_at IS NOT NULL AS expired, {output_bytes} AS output_bytes "
+    "b.expired_at IS NOT NULL AS expired, {output_bytes} AS output_bytes, {output_sha256} AS output_sha256 "
     f"FROM items i JOIN batches b USING (batch_id) WHERE i.state = {SUCCEEDED} "
     "AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL "
     f"AND ({_LIVE_BATCH} OR {_OWNS_NAME}) ORDER BY i.id",
@@ -47,7 +47,7 @@ PUBLISHED_ITEMS = query(
 #: Failed items whose name nothing claims: no success of a live batch, no recorded name.
 UNSETTLED_NAMES = query(
     "unsettled_names",
-    "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.error_code, i.object_path, i.friendly_path "
+    "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.error_code, i.object_path, i.friendly_path, b.out_dir "
     f"FROM items i JOIN batches b USING (batch_id) WHERE i.state = {FAILED} AND {_LIVE_BATCH} "
     "AND b.cancel_requested_at IS NULL AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL "
     "AND NOT EXISTS (SELECT 1 FROM names n WHERE n.friendly_path = i.friendly_path) "

@@ -1,0 +1,293 @@
+"""Downloads of URL sources: the address rule, the URL rules and the bounds, against the tests'
+own HTTP server (tests/httpserver.py), hostile answers included."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from thumbctl.downloads import is_url, url_item_id
+from thumbctl.downloads.addresses import address_problem, networks_of
+from thumbctl.downloads.fetch import MAX_REDIRECTS, download, shown_url
+from thumbctl.errors import ItemFailure, UsageError, is_transient
+from thumbctl.settings import SettingError, UrlRules, parse_networks, parse_url_prefixes
+
+from httpserver import NETWORK, Answer, HttpServer, HttpsServer, gzip_bomb, redirect, tls_files
+
+RULES = UrlRules(allow_networks=(NETWORK,), timeout=10.0)
+CAP = 100_000
+
+
+def failure_of(url: str, rules: UrlRules = RULES, max_bytes: int = CAP) -> ItemFailure:
+    with pytest.raises(ItemFailure) as caught:
+        download(url, rules, max_bytes)
+    return caught.value
+
+
+# -- the address rule --------------------------------------------------------------------------
+
+FORBIDDEN_V4 = [
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.0.2.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "224.0.0.0/4",
+    "198.51.100.0/24",
+    "203.0.113.0/24",
+    "240.0.0.0/4",
+]
+FORBIDDEN_V6 = ["::1/128", "::/128", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8", "2001:db8::/32"]
+
+
+def in_network(cidr: str) -> st.SearchStrategy[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    network = ipaddress.ip_network(cidr)
+    return st.integers(0, network.num_addresses - 1).map(lambda n: network[n])
+
+
+@given(st.sampled_from(FORBIDDEN_V4 + FORBIDDEN_V6).flatmap(in_network))
+def test_every_address_of_the_forbidden_ranges_is_refused(address) -> None:
+    assert address_problem(address) is not None
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_every_ipv4_address_carried_in_ipv6_is_refused_whatever_it_is(value: int) -> None:
+    """Mapped (::ffff:a.b.c.d), compatible (::a.b.c.d), NAT64 and 6to4 forms, even of a public address."""
+    forms = [
+        ipaddress.IPv6Address((0xFFFF << 32) | value),
+        ipaddress.IPv6Address((0x0064_FF9B << 96) | value),
+        ipaddress.IPv6Address((0x2002 << 112) | (value << 80)),
+    ]
+    if value > 1:
+        forms.append(ipaddress.IPv6Address(value))
+    for form in forms:
+        assert address_problem(form) is not None, form
+
+
+@given(st.integers(0, 2**32 - 1).map(ipaddress.IPv4Address))
+def test_an_ipv4_address_passes_only_outside_every_special_range(address) -> None:
+    special = any(address in ipaddress.ip_network(cidr) for cidr in FORBIDDEN_V4) or not address.is_global
+    assert (address_problem(address) is None) == (not special)
+
+
+def test_public_addresses_pass_and_allowed_networks_admit_the_others() -> None:
+    for text in ("8.8.8.8", "1.1.1.1", "2606:4700:4700::1111"):
+        assert address_problem(ipaddress.ip_address(text)) is None
+    assert address_problem(ipaddress.ip_address("169.254.169.254")) == "a link-local address"
+    allowed = networks_of(["127.0.0.2/32", "10.20.0.0/16"])
+    assert address_problem(ipaddress.ip_address("127.0.0.2"), allowed) is None
+    assert address_problem(ipaddress.ip_address("10.20.3.4"), allowed) is None
+    assert address_problem(ipaddress.ip_address("127.0.0.1"), allowed) == "a loopback address"
+    assert address_problem(ipaddress.ip_address("::ffff:127.0.0.2"), allowed) is not None
+
+
+def test_settings_parse_networks_and_prefixes() -> None:
+    assert parse_networks("127.0.0.2, 10.1.2.3/16 fd00::/8") == ("127.0.0.2/32", "10.1.0.0/16", "fd00::/8")
+    assert parse_url_prefixes(["HTTPS://CDN.example.com", "http://h:8080/p/"]) == (
+        "https://cdn.example.com/",
+        "http://h:8080/p/",
+    )
+    for bad in ("10.0.0.300/8", "x"):
+        with pytest.raises(SettingError, match="bad network"):
+            parse_networks(bad)
+    for bad in ("ftp://h/", "https://", "cdn.example.com", "https://user@h/"):
+        with pytest.raises(SettingError, match="bad URL prefix"):
+            parse_url_prefixes(bad)
+
+
+def test_url_ids_are_safe_relative_paths_from_host_and_path() -> None:
+    assert url_item_id("https://CDN.example.com:8443/photos/a%20b.jpg?sig=x#f") == "cdn.example.com/photos/a b.jpg"
+    assert url_item_id("https://h/a%2Fb/c.jpg") == "h/a%2Fb/c.jpg"
+    assert url_item_id("https://h/x/%2E%2E/c.jpg") == "h/x/%2E%2E/c.jpg"
+    assert url_item_id("https://h/../etc/passwd") is None
+    assert is_url("https://h/a.jpg") and is_url("s3://b/k") and not is_url("photos/a.jpg")
+    assert shown_url("https://user:secret@h/a.jpg?X-Amz-Signature=abc") == "https://h/a.jpg"
+
+
+# -- downloads against the tests' server --------------------------------------------------------
+
+
+def test_a_download_sends_identity_and_the_host_and_gets_the_bytes(http_server: HttpServer) -> None:
+    url, route = http_server.route("a.jpg", Answer(body=b"bytes", headers={"ETag": '"v1"'}))
+    got = download(url, RULES, CAP)
+    assert (got.data, got.etag, got.length) == (b"bytes", '"v1"', 5)
+    sent = route.request_headers[0]
+    assert sent["Accept-Encoding"] == "identity"
+    assert sent["Host"] == f"127.0.0.2:{http_server.port}"
+
+
+def test_the_server_is_refused_unless_its_network_is_allowed(http_server: HttpServer) -> None:
+    url, route = http_server.route("a.jpg", Answer(body=b"x"))
+    failure = failure_of(url, UrlRules())
+    assert failure.code == "source_forbidden_address" and not is_transient(failure.code)
+    assert "127.0.0.2 is a loopback address" in failure.detail
+    assert route.requests == 0
+
+
+def test_a_slow_drip_stops_at_the_whole_download_deadline(http_server: HttpServer) -> None:
+    url, _ = http_server.route("drip.jpg", Answer(body=b"x" * 200, drip=0.05))
+    started = time.monotonic()
+    failure = failure_of(url, UrlRules(allow_networks=(NETWORK,), timeout=0.6))
+    assert failure.code == "source_timeout" and is_transient("source_timeout")
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_content_length_over_the_cap_fails_before_the_body_is_read(http_server: HttpServer) -> None:
+    url, _ = http_server.route("big.jpg", Answer(stream_bytes=50_000_000))
+    started = time.monotonic()
+    failure = failure_of(url)
+    assert failure.code == "too_large" and "Content-Length 50.0 MB" in failure.detail
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_body_without_content_length_is_counted_and_stopped_past_the_cap(http_server: HttpServer) -> None:
+    url, _ = http_server.route("endless.jpg", Answer(stream_bytes=50_000_000, chunked=True))
+    failure = failure_of(url)
+    assert failure.code == "too_large" and "more than 0.1 MB" in failure.detail
+
+
+def test_a_gzip_bomb_is_counted_compressed_and_never_inflated(http_server: HttpServer) -> None:
+    bomb = gzip_bomb(50_000_000)
+    assert len(bomb) < CAP
+    url, _ = http_server.route("bomb.jpg", Answer(body=bomb, headers={"Content-Encoding": "gzip"}))
+    assert download(url, RULES, CAP).data == bomb
+
+
+@pytest.mark.parametrize("target", ["http://127.0.0.1:{port}/x.jpg", "http://169.254.169.254/latest/meta-data/"])
+def test_a_redirect_to_a_forbidden_address_is_refused(http_server: HttpServer, target: str) -> None:
+    url, _ = http_server.route("moved.jpg", redirect(target.format(port=http_server.port)))
+    failure = failure_of(url)
+    assert failure.code == "source_forbidden_address"
+
+
+def test_a_name_that_resolves_to_loopback_is_refused(http_server: HttpServer) -> None:
+    url, route = http_server.route("a.jpg", Answer(body=b"x"))
+    failure = failure_of(url.replace("127.0.0.2", "localhost"))
+    assert failure.code == "source_forbidden_address" and "localhost resolves to" in failure.detail
+    assert route.requests == 0
+
+
+def chain(http_server: HttpServer, hops: int) -> str:
+    url, _ = http_server.route("end.jpg", Answer(body=b"end"))
+    for n in range(hops):
+        url, _ = http_server.route(f"hop{n}", redirect(url, 307 if n % 2 else 301))
+    return url
+
+
+def test_five_redirects_are_followed_and_a_sixth_is_not(http_server: HttpServer) -> None:
+    assert download(chain(http_server, MAX_REDIRECTS), RULES, CAP).data == b"end"
+    failure = failure_of(chain(http_server, MAX_REDIRECTS + 1))
+    assert failure.code == "source_http_error" and "more than 5 redirects" in failure.detail
+
+
+def test_503_then_200_is_tried_again(http_server: HttpServer) -> None:
+    url, route = http_server.route("flaky.jpg", Answer(503), Answer(body=b"ok"))
+    assert download(url, RULES, CAP).data == b"ok"
+    assert route.requests == 2
+
+
+def test_429_waits_for_retry_after(http_server: HttpServer) -> None:
+    url, route = http_server.route("busy.jpg", Answer(429, headers={"Retry-After": "1"}), Answer(body=b"ok"))
+    started = time.monotonic()
+    assert download(url, RULES, CAP).data == b"ok"
+    assert time.monotonic() - started >= 1.0 and route.requests == 2
+
+
+def test_a_retry_after_past_the_deadline_gives_up_at_once(http_server: HttpServer) -> None:
+    url, route = http_server.route("later.jpg", Answer(503, headers={"Retry-After": "20"}))
+    started = time.monotonic()
+    failure = failure_of(url, UrlRules(allow_networks=(NETWORK,), timeout=2.0))
+    assert failure.code == "source_unreachable" and "no time left" in failure.detail
+    assert time.monotonic() - started < 1.0 and route.requests == 1
+
+
+def test_5xx_on_every_try_is_unreachable_and_transient(http_server: HttpServer) -> None:
+    url, route = http_server.route("down.jpg", Answer(502))
+    failure = failure_of(url)
+    assert failure.code == "source_unreachable" and is_transient(failure.code)
+    assert route.requests == 3
+
+
+@pytest.mark.parametrize(
+    ("status", "code"), [(404, "source_missing"), (410, "source_missing"), (403, "source_http_error")]
+)
+def test_4xx_is_permanent(http_server: HttpServer, status: int, code: str) -> None:
+    url, route = http_server.route("gone.jpg", Answer(status))
+    failure = failure_of(url)
+    assert failure.code == code and not is_transient(code)
+    assert route.requests == 1
+
+
+def test_a_refused_connection_is_unreachable() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.2", 0))
+        port = sock.getsockname()[1]
+    failure = failure_of(f"http://127.0.0.2:{port}/a.jpg")
+    assert failure.code == "source_unreachable"
+
+
+def test_prefixes_schemes_and_credentials(http_server: HttpServer) -> None:
+    url, _ = http_server.route("a.jpg", Answer(body=b"x"))
+    inside = UrlRules(allow_urls=(http_server.url("/"),), allow_networks=(NETWORK,))
+    assert download(url, inside, CAP).data == b"x"
+    outside = UrlRules(allow_urls=("https://cdn.example.com/",), allow_networks=(NETWORK,))
+    assert "under no allowed URL prefix" in failure_of(url, outside).detail
+    leaving, _ = http_server.route("leave.jpg", redirect("https://other.example.com/a.jpg"))
+    assert failure_of(leaving, inside).code == "source_forbidden_address"
+    assert failure_of("ftp://example.com/a.jpg").code == "source_forbidden_address"
+    secret = failure_of(url.replace("http://", "http://user:hunter2@"))
+    assert secret.code == "source_forbidden_address" and "hunter2" not in secret.detail
+
+
+def test_without_urllib3_a_download_is_a_coded_error_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "urllib3", None)  # import urllib3 raises ImportError
+    with pytest.raises(UsageError) as caught:
+        download("https://example.com/a.jpg", RULES, CAP)
+    assert caught.value.code == "downloads_unavailable" and "pip install 'thumbctl[s3]'" in caught.value.message
+
+
+def test_the_local_tool_does_not_import_urllib3() -> None:
+    code = "import sys, thumbctl.intake, thumbctl.worker, thumbctl.cli; print('urllib3' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_https_connects_to_the_address_checked_and_verifies_the_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``photos.test`` resolves (here) to the tests' address once per hop; the connection goes to that
+    address, and TLS checks the certificate against the name, not the address."""
+    ca, cert, key = tls_files(tmp_path, "photos.test")
+    server = HttpsServer(cert, key)
+    real = socket.getaddrinfo
+    asked: list[str] = []
+
+    def resolve(host, port, *args, **kwargs):
+        asked.append(host)
+        return real("127.0.0.2" if host == "photos.test" else host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+    try:
+        url, route = server.route("a.png", Answer(body=b"tls bytes"))
+        named = url.replace("127.0.0.2", "photos.test")
+        assert download(named, RULES, CAP).data == b"tls bytes"
+        assert asked.count("photos.test") == 1
+        assert route.request_headers[0]["Host"] == f"photos.test:{server.port}"
+        failure = failure_of(url)  # the certificate names photos.test, not 127.0.0.2
+        assert failure.code == "source_http_error" and "doesn't match 'photos.test'" in failure.detail
+        assert route.requests == 1  # only the first download's: the second ended in the TLS handshake
+    finally:
+        server.close()

@@ -1,0 +1,299 @@
+"""One bounded download of a URL source, over urllib3, with the SSRF rule on every hop.
+
+* Redirects are followed here, never by urllib3, at most :data:`MAX_REDIRECTS`; every hop's URL
+  must be http or https, start with an allowed prefix (when there are some) and name no
+  credentials, and its host must pass the address rule (:mod:`thumbctl.downloads.addresses`).
+* The connection goes to the address that was checked: a pool on that IP, with the real name in
+  the ``Host`` header and, for https, as the TLS server name and the name the certificate must
+  carry. Proxy variables are not used.
+* One deadline bounds the whole download (resolving, connecting, every read, every retry and
+  redirect): before each read the socket's timeout is set to the time left, so a slow drip ends
+  at the deadline (``source_timeout``).
+* ``Accept-Encoding: identity`` and no content decoding: a body sent compressed anyway is
+  counted and digested as it came, never inflated. ``Content-Length`` over the byte limit
+  fails at once; a body without one is counted as it is read, in bounded reads.
+* 429 and 5xx answers and failed connections are tried again with backoff, honouring a
+  ``Retry-After`` up to :data:`MAX_RETRY_AFTER` seconds, within the deadline.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin
+
+from ..errors import ItemFailure, UsageError
+from ..settings import UrlRules
+from .addresses import Network, checked_address, networks_of
+
+if TYPE_CHECKING:
+    from urllib3 import BaseHTTPResponse, HTTPConnectionPool
+
+SCHEMES = {"http": 80, "https": 443}
+MAX_REDIRECTS = 5
+#: Tries of one download (the first and the retries after 429, 5xx or a failed connection).
+ATTEMPTS = 3
+#: The first backoff between tries, in seconds; it doubles, with jitter.
+BACKOFF = 0.25
+#: The longest ``Retry-After`` honoured, in seconds; a longer one is waited this long.
+MAX_RETRY_AFTER = 30.0
+_REDIRECTS = {301, 302, 303, 307, 308}
+_MISSING = {404, 410}
+_READ = 64 * 1024
+_USER_AGENT = "thumbctl"
+
+
+@dataclass(frozen=True)
+class Download:
+    """What a download gave: the body (None when ``unchanged`` said the headers match what is
+    known, and the body was not read), the final URL and the validators of the response."""
+
+    data: bytes | None
+    url: str
+    etag: str | None
+    last_modified: str | None
+    length: int | None
+
+
+#: Decides from a 200 answer's headers that its body need not be read (the stat cache's match).
+Unchanged = Callable[[Mapping[str, str]], bool]
+
+
+class _Retry(Exception):
+    def __init__(self, detail: str, retry_after: float | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.retry_after = retry_after
+
+
+def urllib3_module() -> Any:
+    """urllib3, an optional dependency (the ``s3`` extra); ``downloads_unavailable`` without it."""
+    try:
+        import urllib3
+    except ImportError:
+        raise UsageError("URL sources need urllib3: pip install 'thumbctl[s3]'", code="downloads_unavailable") from None
+    return urllib3
+
+
+def download(url: str, rules: UrlRules, max_bytes: int, unchanged: Unchanged | None = None) -> Download:
+    """Download ``url`` under ``rules`` and the byte limit, or raise :class:`ItemFailure`."""
+    urllib3_module()
+    deadline = time.monotonic() + rules.timeout
+    allowed = networks_of(rules.allow_networks)
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return _follow(url, rules, allowed, max_bytes, deadline, unchanged)
+        except _Retry as retry:
+            wait = _wait_before(attempt, retry)
+            if attempt >= ATTEMPTS:
+                raise ItemFailure("source_unreachable", f"{retry.detail} ({attempt} tries)") from None
+            if time.monotonic() + wait >= deadline:
+                detail = f"{retry.detail}; no time left for another try before the deadline of {rules.timeout:g} s"
+                raise ItemFailure("source_unreachable", detail) from None
+            time.sleep(wait)
+
+
+def _wait_before(attempt: int, retry: _Retry) -> float:
+    if retry.retry_after is not None:
+        return min(retry.retry_after, MAX_RETRY_AFTER)
+    step = BACKOFF * 2 ** (attempt - 1)
+    return step / 2 + random.uniform(0, step / 2)
+
+
+def _follow(
+    url: str,
+    rules: UrlRules,
+    allowed: tuple[Network, ...],
+    max_bytes: int,
+    deadline: float,
+    unchanged: Unchanged | None,
+) -> Download:
+    for _ in range(MAX_REDIRECTS + 1):
+        pool, response = _request(url, rules, allowed, deadline)
+        try:
+            location = response.headers.get("Location")
+            if response.status in _REDIRECTS and location:
+                url = urljoin(url, location.strip())
+                continue
+            return _answer(url, response, max_bytes, deadline, unchanged)
+        finally:
+            response.close()
+            pool.close()  # one connection per hop, to the address checked for it
+    raise ItemFailure("source_http_error", f"{shown_url(url)}: more than {MAX_REDIRECTS} redirects")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One hop's URL, taken apart and checked against the URL rules (not yet the address rule)."""
+
+    scheme: str
+    host: str
+    port: int
+    request_uri: str
+
+    @property
+    def host_header(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == SCHEMES[self.scheme] else f"{host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.host_header}{self.request_uri}"
+
+
+def checked_target(url: str, rules: UrlRules) -> Target:
+    """``url`` taken apart, if the URL rules admit it; else ``source_forbidden_address``."""
+    from urllib3.exceptions import LocationParseError
+    from urllib3.util import parse_url
+
+    try:
+        parts = parse_url(url)
+    except LocationParseError:
+        raise ItemFailure("source_http_error", f"{shown_url(url)} is not a valid URL") from None
+    scheme = (parts.scheme or "").lower()
+    if scheme not in SCHEMES:
+        raise ItemFailure("source_forbidden_address", f"{shown_url(url)}: only http and https URLs are downloaded")
+    if parts.auth:
+        raise ItemFailure("source_forbidden_address", f"{shown_url(url)}: a URL with credentials is not downloaded")
+    if not parts.host:
+        raise ItemFailure("source_http_error", f"{shown_url(url)} names no host")
+    target = Target(scheme, parts.host.strip("[]"), parts.port or SCHEMES[scheme], parts.request_uri)
+    if rules.allow_urls and not any(target.url.startswith(prefix) for prefix in rules.allow_urls):
+        raise ItemFailure("source_forbidden_address", f"{shown_url(url)} is under no allowed URL prefix")
+    return target
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages show it: without credentials, query or fragment (a signed URL's
+    signature is never written anywhere)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url.split("?", 1)[0].split("#", 1)[0]
+    authority, slash, path = rest.partition("/")
+    authority = authority.rpartition("@")[2]
+    path = path.split("?", 1)[0].split("#", 1)[0]
+    return f"{scheme}://{authority}{slash}{path}"
+
+
+def _remaining(deadline: float, url: str) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise ItemFailure("source_timeout", f"{shown_url(url)}: the download took longer than its deadline")
+    return left
+
+
+def _request(
+    url: str, rules: UrlRules, allowed: tuple[Network, ...], deadline: float
+) -> tuple[HTTPConnectionPool, BaseHTTPResponse]:
+    urllib3 = urllib3_module()
+    target = checked_target(url, rules)
+    try:
+        address = checked_address(target.host, target.port, allowed, _remaining(deadline, url))
+    except ItemFailure as failure:  # name the hop: after a redirect, the host is not the manifest's
+        raise ItemFailure(failure.code, f"{shown_url(url)}: {failure.detail}") from None
+    left = _remaining(deadline, url)
+    timeout = urllib3.Timeout(connect=left, read=left)
+    if target.scheme == "https":
+        pool = urllib3.HTTPSConnectionPool(
+            str(address), target.port, timeout=timeout, retries=False, maxsize=1,
+            server_hostname=target.host, assert_hostname=target.host, cert_reqs="CERT_REQUIRED",
+        )  # fmt: skip
+    else:
+        pool = urllib3.HTTPConnectionPool(str(address), target.port, timeout=timeout, retries=False, maxsize=1)
+    headers = {"Host": target.host_header, "Accept-Encoding": "identity", "User-Agent": _USER_AGENT}
+    try:
+        return pool, pool.urlopen(
+            "GET", target.request_uri, headers=headers, redirect=False, retries=False,
+            preload_content=False, decode_content=False, assert_same_host=False,
+        )  # fmt: skip
+    except urllib3.exceptions.SSLError as exc:  # the certificate does not verify: retrying cannot help
+        pool.close()
+        raise ItemFailure("source_http_error", f"{shown_url(url)}: TLS: {_reason(exc)}") from None
+    except urllib3.exceptions.HTTPError as exc:
+        pool.close()
+        _remaining(deadline, url)  # past the deadline: a timeout, not an unreachable source
+        raise _Retry(f"{shown_url(url)}: {_reason(exc)}") from None
+
+
+def _reason(exc: Exception) -> str:
+    reason = getattr(exc, "reason", None) or exc
+    return str(reason).split(": ", 1)[-1] if "object at 0x" in str(reason) else str(reason)
+
+
+def _answer(
+    url: str, response: BaseHTTPResponse, max_bytes: int, deadline: float, unchanged: Unchanged | None
+) -> Download:
+    status = response.status
+    if status == 429 or status >= 500:
+        raise _Retry(f"{shown_url(url)}: HTTP {status}", _retry_after(response.headers.get("Retry-After")))
+    if status in _MISSING:
+        raise ItemFailure("source_missing", f"{shown_url(url)}: HTTP {status}")
+    if status != 200:
+        raise ItemFailure("source_http_error", f"{shown_url(url)}: HTTP {status}")
+    headers = response.headers
+    length = _content_length(headers.get("Content-Length"))
+    found = Download(None, url, headers.get("ETag"), headers.get("Last-Modified"), length)
+    if unchanged is not None and unchanged(headers):
+        return found
+    if length is not None and length > max_bytes:
+        raise ItemFailure(
+            "too_large", f"{shown_url(url)}: Content-Length {length / 1e6:.1f} MB is over {max_bytes / 1e6:g} MB"
+        )
+    data = _read_bounded(url, response, max_bytes, deadline)
+    return Download(data, url, found.etag, found.last_modified, length)
+
+
+def _read_bounded(url: str, response: BaseHTTPResponse, max_bytes: int, deadline: float) -> bytes:
+    """The body, read in bounded pieces with the socket's timeout set to the time left each time."""
+    import urllib3
+
+    sock = getattr(response.connection, "sock", None)
+    chunks = []
+    total = 0
+    try:
+        while True:
+            left = _remaining(deadline, url)
+            if sock is not None:
+                sock.settimeout(left)
+            chunk = response.read1(min(_READ, max_bytes + 1 - total))
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > max_bytes:
+                raise ItemFailure("too_large", f"{shown_url(url)}: more than {max_bytes / 1e6:g} MB")
+            chunks.append(chunk)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        _remaining(deadline, url)
+        if isinstance(exc, (TimeoutError, socket.timeout, urllib3.exceptions.TimeoutError)):
+            raise ItemFailure(
+                "source_timeout", f"{shown_url(url)}: the download took longer than its deadline"
+            ) from None
+        raise _Retry(f"{shown_url(url)}: the connection broke: {_reason(exc)}") from None
+    return b"".join(chunks)
+
+
+def _content_length(text: str | None) -> int | None:
+    if text is None or not text.strip().isdigit():
+        return None
+    return int(text.strip())
+
+
+def _retry_after(text: str | None) -> float | None:
+    """``Retry-After`` in seconds (a number, or an HTTP date), or None."""
+    if not text:
+        return None
+    text = text.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
