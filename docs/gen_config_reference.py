@@ -26,6 +26,8 @@ def cell(text: str) -> str:
 
 
 def flag_of(key: Key) -> str:
+    if not key.flag:
+        return "(none: variable or file)"
     option = f"{key.flag}/--no-{key.flag[2:]}" if key.switch else key.flag
     text = f"`{option} {key.metavar}`" if key.metavar else f"`{option}`"
     if key.short:
@@ -65,7 +67,10 @@ def variables_table() -> str:
         (f"`{CONFIG_ENV}`", "the config file to read instead of `./thumbctl.toml` or the per-user one"),
         (f"`{PROFILE_ENV}`", "`--profile`"),
     ]
-    rows += [(f"`{key.env}`", f"`{key.flag}`, file key `{key.name}`") for key in KEYS]
+    rows += [
+        (f"`{key.env}`", f"`{key.flag}`, file key `{key.name}`" if key.flag else f"file key `{key.name}`")
+        for key in KEYS
+    ]
     rows += [(f"`{key.env}`", f"setting `{key.name}` (no flag, no file key)") for key in ENVIRONMENT_KEYS]
     return table(("variable", "flag / file key"), rows)
 

@@ -255,8 +255,8 @@ def test_batch_completion_never_fails_the_shell(tmp_path: Path, ledger: str) -> 
 @pytest.mark.parametrize(
     ("command", "settings"),
     [
-        ("submit", [key.name for key in KEYS]),
-        ("config", [key.name for key in KEYS]),
+        ("submit", [key.name for key in KEYS if key.flag]),
+        ("config", [key.name for key in KEYS if key.flag]),
         ("retry", ["workers", "item_timeout", "sheet", "max_failures", "db", "store"]),
         ("work", ["workers", "item_timeout", "max_failures", "db", "store"]),
         ("reconcile", ["db", "store"]),
@@ -304,7 +304,7 @@ def test_submit_help_groups_its_options_in_panels(invoke) -> None:
     ]
 
 
-@pytest.mark.parametrize(("command", "most"), [(None, 84), ("submit", 99), ("events", 21), ("status", 35)])
+@pytest.mark.parametrize(("command", "most"), [(None, 85), ("submit", 99), ("events", 21), ("status", 35)])
 def test_help_length_is_bounded(command: str | None, most: int) -> None:
     result = CliRunner().invoke(app, [*filter(None, [command]), "--help"], env={"COLUMNS": "100"})
     lines = result.stdout.splitlines()
@@ -433,14 +433,14 @@ URL_REFUSED = "(URLs are not supported yet)"
     ("args", "env", "message"),
     [
         (
-            ["submit", "{photos}", "--out", "s3://bucket/x"],
+            ["submit", "{photos}", "--out", "https://cdn.example.com/x"],
             {},
-            "--out: 's3://bucket/x' is a URL (s3://); it must be a local path",
+            "--out: 'https://cdn.example.com/x' is a URL (https://); it must be a local folder or s3://bucket/prefix",
         ),
         (
-            ["submit", "{photos}", "--store", "s3://b/objects"],
+            ["submit", "{photos}", "--store", "gs://bucket/objects"],
             {},
-            "--store: 's3://b/objects' is a URL (s3://); it must be a local path",
+            "--store: 'gs://bucket/objects' is a URL (gs://); it must be a local folder or s3://bucket/prefix",
         ),
         (
             ["status", "--db", "sqlite:///x.db"],
@@ -449,8 +449,8 @@ URL_REFUSED = "(URLs are not supported yet)"
         ),
         (
             ["submit", "{photos}"],
-            {"THUMBCTL_OUT": "s3://b/o"},
-            "THUMBCTL_OUT: 's3://b/o' is a URL (s3://); it must be a local path",
+            {"THUMBCTL_OUT": "ftp://b/o"},
+            "THUMBCTL_OUT: 'ftp://b/o' is a URL (ftp://); it must be a local folder or s3://bucket/prefix",
         ),
     ],
     ids=["out", "store", "db", "env-out"],
@@ -474,13 +474,27 @@ def test_a_url_where_a_local_path_is_needed_is_refused_and_nothing_is_made(
             "exit_code": 2,
         }
     }
-    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no s3: folder, no ledger
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no https: folder, no ledger
     human = invoke(*argv, "--db", tmp_path / "l.db", env=env) if argv[0] == "submit" else invoke(*argv, env=env)
     assert (human.exit_code, human.stdout, human.stderr) == (
         2,
         "",
         f"error [url_not_supported] {message} {URL_REFUSED}\n",
     )
+
+
+@pytest.mark.parametrize("flag", ["--out", "--store"])
+@pytest.mark.parametrize("url", ["s3://b/thumbs", "s3://Bucket/thumbs", "s3://bucket/a/../b"])
+def test_an_s3_location_that_names_no_bucket_prefix_is_refused_and_no_local_folder_is_made(
+    invoke, photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str, url: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = invoke("submit", photos, flag, url, "--db", tmp_path / "l.db", "--json")
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert (error["code"], error["exit_code"]) == ("bad_location", 2)
+    assert error["message"].startswith(f"{flag}: {url!r}: ")
+    assert not (tmp_path / "s3:").exists() and not (tmp_path / "l.db").exists()
 
 
 def test_a_url_as_source_points_to_a_manifest(invoke, tmp_path: Path) -> None:

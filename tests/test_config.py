@@ -109,7 +109,16 @@ PRECEDENCE = [
     ("queue_age_objective", "queue_age_objective", "1h", "2h", '"0"', 3600.0, 7200.0, 0.0, 86400.0),
     ("db", "db", Path("f.db"), "e.db", '"t.db"', Path("f.db"), Path("e.db"), Path("t.db"), None),
     ("store", "store", Path("f"), "e", '"t"', Path("f"), Path("e"), Path("t"), None),
+    ("s3_endpoint", "s3_endpoint", "http://f:1", "http://e:2", '"http://t:3"')
+    + ("http://f:1", "http://e:2", "http://t:3", None),
+    ("s3_region", "s3_region", "f", "e", '"t"', "f", "e", "t", None),
+    ("s3_profile", "s3_profile", "f", "e", '"t"', "f", "e", "t", None),
+    ("s3_cache_control_objects", "s3_cache_control_objects", "f", "e", '"t"')
+    + ("f", "e", "t", "public, max-age=31536000, immutable"),
+    ("s3_cache_control_names", "s3_cache_control_names", "f", "e", '"t"', "f", "e", "t", "public, max-age=300"),
 ]
+
+S3_KEYS = "s3_endpoint, s3_region, s3_profile, s3_cache_control_objects, s3_cache_control_names"
 
 
 def test_precedence_cases_cover_every_setting() -> None:
@@ -336,7 +345,7 @@ ALLOWED = (
             "[defaults]\nsise = 3\n",
             {},
             [],
-            f"{{file}} [defaults]: unknown key 'sise'; allowed keys: {ALLOWED}, db, store",
+            f"{{file}} [defaults]: unknown key 'sise'; allowed keys: {ALLOWED}, db, store, {S3_KEYS}",
         ),
         (
             "[profiles.shop]\nsise = 3\n",
@@ -482,6 +491,11 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "queue_age_objective": {"value": 86400.0, "source": "default"},
             "db": {"value": str(tmp_path / "main.db"), "source": defaults},
             "store": {"value": None, "source": "default"},
+            "s3_endpoint": {"value": None, "source": "default"},
+            "s3_region": {"value": None, "source": "default"},
+            "s3_profile": {"value": None, "source": "default"},
+            "s3_cache_control_objects": {"value": "public, max-age=31536000, immutable", "source": "default"},
+            "s3_cache_control_names": {"value": "public, max-age=300", "source": "default"},
             "busy_timeout": {"value": 5.0, "source": "default"},
             "busy_wait": {"value": 20.0, "source": "default"},
             "lease_seconds": {"value": 30.0, "source": "default"},
@@ -642,7 +656,7 @@ COMMANDS = sorted(typer.main.get_command(app).commands)
 def test_the_root_help_lists_the_environment_and_the_exit_codes(run) -> None:
     text = run("--help").stdout
     assert "THUMBCTL_CONFIG" in text and "THUMBCTL_PROFILE" in text
-    assert all(key.env in text for key in KEYS)
+    assert all(key.env in text for key in KEYS if key.flag) and "THUMBCTL_S3_*" in text
     assert "Exit codes:" in text
     for code in ("0", "1", "2", "3", "4", "65", "75", "130"):
         assert f"\n    {code} " in text

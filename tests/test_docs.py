@@ -26,7 +26,8 @@ Placeholders and expectations: ``BATCH`` is replaced by the newest batch of the 
 uses (its ``--db``, else ``THUMBCTL_DB``, else the default), looked up with ``status --json``. A
 line passes when it exits 0, or the code named by a trailing ``# exit N`` comment. Absolute example
 paths (:data:`PATH_MAP`) are mapped into the workspace. Files in :data:`NEEDS_POSTGRES` run with
-``THUMBCTL_DB`` set to a fresh database on ``THUMBCTL_TEST_PG`` and are skipped without it.
+``THUMBCTL_DB`` set to a fresh database on ``THUMBCTL_TEST_PG`` and are skipped without it; files in
+:data:`NEEDS_S3` with the AWS variables of the test process's S3 server (its bucket ``thumbs``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ DOCS = ROOT / "docs"
 README_LIMIT = 8 * 1024
 GUIDES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 NEEDS_POSTGRES = {"scaling-out.md"}
+#: Files whose commands use s3:// locations: run with the AWS variables of the test S3 server.
+NEEDS_S3 = {"scaling-out.md"}
 SETUP_COMMANDS = {"echo", "mkdir", "cp", "touch", "printf", "rm", "ls", "cat"}
 #: Absolute paths of examples -> folders of the workspace.
 PATH_MAP = {"/mnt/shop/": "mnt/shop/", "/var/lib/node_exporter/textfile/": "textfile/", "/run/": "run/"}
@@ -460,6 +463,10 @@ def test_every_documented_command_runs(path: Path, tmp_path: Path, request: pyte
     space = make_workspace(tmp_path)
     if path.name in NEEDS_POSTGRES:
         space.env["THUMBCTL_DB"] = request.getfixturevalue("pg_url")
+    if path.name in NEEDS_S3:
+        space.env = {k: v for k, v in space.env.items() if not k.startswith("AWS_")}
+        space.env.update(request.getfixturevalue("s3_server").env())
+        space.env.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
     run_doc(path, space)
 
 

@@ -55,6 +55,7 @@ FLOORS = {
     "entries": SERVICES,
     "publisher": SERVICES,
     "stores": SERVICES,
+    "targets": SERVICES,
     "worker": SERVICES,
     "workerproc": SERVICES,
     "pool": SERVICES,

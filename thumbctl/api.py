@@ -46,7 +46,7 @@ def render(
     options = options or SubmitOptions()
     db = default_ledger() if db is None else db
     if store is not None:
-        options = replace(options, store_dir=Path(store))
+        options = replace(options, store_dir=store if isinstance(store, str) and "://" in store else Path(store))
     with Ledger(db) as ledger:
         settle_store(ledger, options.store_dir)
         prepared = prepare_submission(Path(source), options, ledger)

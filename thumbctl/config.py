@@ -40,6 +40,7 @@ from .configkeys import (
 )
 from .options import RunOptions, SubmitOptions, default_workers, lease_seconds
 from .settings import Limits, Profile, Ratio, UrlRules
+from .storage.s3location import S3Options, is_s3
 from .userdirs import default_ledger_path, old_default_ledger_path, state_dir
 
 if TYPE_CHECKING:
@@ -101,9 +102,19 @@ class Settings:
         return self["db"]
 
     @property
-    def store_path(self) -> Path | None:
+    def store_path(self) -> Path | str | None:
         """The object store given (flag, env, file), or None: the default beside the ledger."""
         return self["store"]
+
+    def s3_options(self) -> S3Options:
+        """The S3 settings of ``s3://`` stores and outputs; each unset one falls back to the AWS defaults."""
+        return S3Options(
+            endpoint=self["s3_endpoint"],
+            region=self["s3_region"],
+            profile=self["s3_profile"],
+            cache_control_objects=self["s3_cache_control_objects"],
+            cache_control_names=self["s3_cache_control_names"],
+        )
 
     def render_profile(self) -> Profile:
         names = ("ratios", "size", "format", "quality", "crop", "upscale", "background")
@@ -149,6 +160,7 @@ class Settings:
             item_timeout=self["item_timeout"],
             lease_seconds=lease_seconds(RunOptions.lease_seconds),
             sheet=self["sheet"],
+            s3=self.s3_options(),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -248,7 +260,7 @@ def with_recorded_store(settings: Settings, recorded: str | None) -> Settings:
     if settings.store_path is not None:
         return settings
     if recorded:
-        store = Setting(Path(recorded), STORE_RECORDED)
+        store = Setting(recorded if is_s3(recorded) else Path(recorded), STORE_RECORDED)
     elif _is_server(settings.ledger_path):
         store = Setting(None, STORE_REQUIRED)
     else:
@@ -317,7 +329,8 @@ def environment_help() -> str:
         (CONFIG_ENV, f"config file (else ./{LOCAL_FILE_NAME}, else {USER_FILE_NAME} in the app folder)"),
         (PROFILE_ENV, "--profile: the [profiles.NAME] table of the config file"),
     ]
-    rows += [(key.env, key.flag) for key in KEYS]
+    rows += [(key.env, key.flag) for key in KEYS if key.flag]
+    rows += [("THUMBCTL_S3_*", "S3 settings of s3:// locations (endpoint, region, ...: see thumbctl config)")]
     rows += [
         ("THUMBCTL_STATS_INTERVAL", "--stats-interval: seconds between progress lines off a terminal"),
         ("NO_COLOR", "set to anything: no colour in human output"),

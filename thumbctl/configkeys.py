@@ -151,6 +151,28 @@ def _path(raw: object) -> Path:
     raise SettingError(f"must be a path, got {raw!r}")
 
 
+def _location(raw: object) -> Path | str:
+    """A local folder, or an ``s3://bucket/prefix`` URL kept as text (checked, normalized): a path
+    would fold its ``//`` into a local folder ``s3:/bucket``. Other URLs are refused."""
+    from .storage.s3location import BadLocation, is_s3, parse_s3  # text only: no S3 client
+
+    if isinstance(raw, str) and is_s3(raw.strip()):
+        try:
+            return parse_s3(raw.strip()).url
+        except BadLocation as exc:
+            raise SettingError(str(exc), code=exc.code) from None
+    if isinstance(raw, str):
+        refuse_url(raw, "it must be a local folder or s3://bucket/prefix")
+    return _path(raw)
+
+
+def _endpoint(raw: object) -> str:
+    text = _text(raw).strip()
+    if not re.fullmatch(r"https?://[^/\s@]+(/\S*)?", text):  # no user:secret@ part: settings are shown
+        raise SettingError("must be an http:// or https:// URL without credentials in it")
+    return text
+
+
 def _profile_list(name: str, convert: Callable[[object], Any]) -> Callable[[object], Any]:
     """One value or several (``320,640`` or a TOML list), each converted; the setting holds one
     value when one is given, else a tuple, checked by :class:`Profile` as a flag is."""
@@ -213,7 +235,8 @@ def complete_list_of(choices: Iterable[str]) -> Callable[[str], list[str]]:
 class Key:
     """One setting and its command-line option: the file key is ``name``, the env var ``THUMBCTL_`` + the
     name in upper case, the option ``flag`` (``--x/--no-x`` for a switch), shown under ``panel`` in help.
-    A setting of :data:`ENVIRONMENT_KEYS` has no flag and no file key."""
+    A setting of :data:`ENVIRONMENT_KEYS` has no flag and no file key; one of :data:`KEYS` without a
+    flag (the S3 settings) comes from its variable or the config file."""
 
     name: str
     flag: str
@@ -253,7 +276,10 @@ _DB_HELP = (
     "Ledger: a file, or postgresql://user@host/dbname for workers on many machines (needs pip install "
     "'thumbctl[postgres]'; the password is shown masked)."
 )
-_STORE_HELP = "Object store: rendered objects, kept outside OUT; one per ledger; required with a PostgreSQL --db."
+_STORE_HELP = "Object store (or s3://): rendered objects, outside OUT; one per ledger; required with a PostgreSQL --db."
+_S3_DOC = (
+    " (unset: the standard `AWS_*` variables and files decide; [scaling-out.md](scaling-out.md#postgresql-plus-s3))"
+)
 _TIMEOUT_HELP = "Time limit for each stage (decoding a source, each render); over it, items fail `timeout`. 0: none."
 _FORMATS = "[" + "|".join(OUTPUT_FORMATS) + "][,...]"
 
@@ -261,7 +287,9 @@ _FORMATS = "[" + "|".join(OUTPUT_FORMATS) + "][,...]"
 #: help and completion. A new setting is one entry here; commands take it by name (see thumbctl.cli.resolution).
 # fmt: off
 KEYS: tuple[Key, ...] = (
-    Key("out", "--out", _path, lambda: Path("thumbs"), "Output folder.", OUTPUT, "DIR"),
+    Key("out", "--out", _location, lambda: Path("thumbs"), "Output folder, or s3://bucket/prefix.", OUTPUT, "DIR|S3",
+        doc="where thumbnails are published: a folder, or `s3://bucket/prefix` "
+            "([scaling-out.md](scaling-out.md#postgresql-plus-s3))"),
     Key("ratios", "--ratio", parse_ratios, lambda: _PROFILE.ratios,
         "Aspect ratio W:H; repeat (or 1:1,4:5) for several.", RENDER, "W:H", "-r",
         complete_from(COMMON_RATIOS), repeat=True, param="ratio",
@@ -331,13 +359,25 @@ KEYS: tuple[Key, ...] = (
         doc="the ledger: a file, or a `postgresql://` URL ([scaling-out.md](scaling-out.md)); every command takes "
             "it; only in `[defaults]`, since one ledger serves every profile",
         doc_default="`ledger.db` in the per-user state folder"),
-    Key("store", "--store", _path, lambda: None, _STORE_HELP, OUTPUT, "DIR", in_profiles=False,
+    Key("store", "--store", _location, lambda: None, _STORE_HELP, OUTPUT, "DIR|S3", in_profiles=False,
         doc="the content-addressed object store, outside OUT (`submit`, `work`, `retry`, `reconcile`, `gc`, "
             "`config`); one store belongs to one ledger (a second ledger is refused, `store_taken`); never an "
             "output folder of the ledger (this batch's or an earlier one's), inside one or holding one, nor "
             "holding the source folder (`bad_store`); another ledger's store inside a source folder is not "
             "scanned; required with a PostgreSQL ledger (`store_required`); only in `[defaults]`",
         doc_default="the store the ledger last used, else `LEDGER.store` beside a SQLite ledger (`ledger.store`)"),
+    Key("s3_endpoint", "", _endpoint, lambda: None, "S3 endpoint URL of s3:// locations.", OUTPUT, in_profiles=False,
+        doc="the endpoint of `s3://` stores and outputs, e.g. `http://127.0.0.1:8333` for a local server" + _S3_DOC),
+    Key("s3_region", "", _text, lambda: None, "S3 region of s3:// locations.", OUTPUT, in_profiles=False,
+        doc="the region of `s3://` stores and outputs" + _S3_DOC),
+    Key("s3_profile", "", _text, lambda: None, "AWS profile of s3:// locations.", OUTPUT, in_profiles=False,
+        doc="the profile of the AWS config and credentials files used for `s3://` locations" + _S3_DOC),
+    Key("s3_cache_control_objects", "", _text, lambda: "public, max-age=31536000, immutable",
+        "Cache-Control of objects in an s3:// store.", OUTPUT, in_profiles=False,
+        doc="`Cache-Control` of content-addressed objects in an `s3://` store (they never change)"),
+    Key("s3_cache_control_names", "", _text, lambda: "public, max-age=300",
+        "Cache-Control of names and documents in an s3:// OUT.", OUTPUT, in_profiles=False,
+        doc="`Cache-Control` of thumbnails and batch documents in an `s3://` OUT (they may be replaced)"),
 )
 
 #: The settings only a variable gives: no flag, no file key. Their values mean what they meant as

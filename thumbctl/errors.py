@@ -302,6 +302,16 @@ ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
         False,
         "a file thumbctl did not publish is at the thumbnail's name; it is left as it is (--overwrite replaces it)",
     ),
+    "store_not_on_host": (
+        False,
+        "this worker's host lacks the local store folder the ledger recorded (a PostgreSQL ledger's local store "
+        "must be on a filesystem every worker host shares, at the same path)",
+    ),
+    "out_not_on_host": (
+        False,
+        "this worker's host lacks the local output folder the batch recorded (a PostgreSQL ledger's local OUT "
+        "must be on a filesystem every worker host shares, at the same path)",
+    ),
     "source_unreachable": (
         True,
         "a URL source could not be downloaded for now: its name did not resolve, the connection failed, or it "

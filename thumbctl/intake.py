@@ -21,14 +21,14 @@ from typing import BinaryIO, TypeVar
 from .admission import retry_unavailable
 from .downloads import is_url
 from .downloads.remote import inspect_url
-from .entries import SourceEntry, check_limits, check_utf8_path, collect_entries
-from .errors import ItemFailure, RejectedError, UnavailableError, UsageError
+from .entries import SourceEntry, check_limits, collect_entries
+from .errors import ItemFailure, RejectedError, UnavailableError
 from .faults import Faults
 from .focus import FocusPlan, plan_focus
 from .imaging import SNIFF_BYTES, output_geometry, probe, verify_output
 from .keys import derivative_key, digest_json
 from .ledger import Ledger
-from .markup import write_batch_manifest
+from .markup import manifest_present, write_batch_manifest
 from .models import BatchView, CachedSource, ItemState, NewBatch, NewItem
 from .names import friendly_stems
 from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
@@ -37,9 +37,11 @@ from .publisher import Publisher
 from .settings import Limits, Profile, Ratio, UrlRules, parse_ratio
 from .sources import SourceFolder, SourceRoot, check_size, digest_bounded
 from .storage.fsafe import is_plain_file, symlinked_folder
-from .storage.objects import LocalObjectStore
-from .storage.outputs import LocalOutputTarget, probe_writable, resolve_out_dir
-from .stores import bind_store, check_store_apart, chosen_store
+from .storage.locations import is_s3, object_name_of, object_path_in, object_store_of, store_location_of
+from .storage.objects import ObjectStore
+from .storage.outputs import LocalOutputTarget
+from .stores import bind_store, check_store_apart, chosen_store, location_text
+from .targets import object_bytes, object_present, resolve_out_dir_or_fail
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -94,37 +96,40 @@ def prepare_submission(source: Path | str, options: SubmitOptions, ledger: Ledge
     """
     out_dir = resolve_out_dir_or_fail(options.out_dir)
     store_dir = chosen_store(ledger, options.store_dir)
-    earlier_outs = [Path(folder) for folder, _ in ledger.upkeep.output_folders()]
+    earlier_outs = [folder if is_s3(folder) else Path(folder) for folder, _ in ledger.upkeep.output_folders()]
     folder = Path(os.path.realpath(source)) if isinstance(source, Path) and source.is_dir() else None
     check_store_apart(store_dir, out_dir, folder, earlier_outs)
     previous_store = ledger.upkeep.recorded_store()
-    store = bind_store(ledger, store_dir)
-    outputs = frozenset([str(out_dir), store.root, *(folder for folder, _ in ledger.upkeep.output_folders())])
+    store_at = location_text(store_dir)
+    bind_store(ledger, store_dir)
+    out = location_text(out_dir)
+    if not is_s3(out) and ledger.backend != "sqlite":
+        os.makedirs(out, exist_ok=True)  # so each worker host can tell whether it sees this folder
+    outputs = frozenset([out, store_at, *(folder for folder, _ in ledger.upkeep.output_folders())])
     root, entries, ignored, skipped = collect_entries(source, options, out_dir, outputs)
     report = IntakeReport(
         sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped, derived_key=options.key is None
     )
-    if previous_store and previous_store != store.root:
-        report.store_moved = (previous_store, store.root)
+    if previous_store and previous_store != store_at:
+        report.store_moved = (previous_store, store_at)
     check_limits(entries, options.limits, options.profile)
     inspections = _inspect_all(root, entries, options, ledger, report)
     focus = _focus_plan(entries, inspections, ledger)
     template = options.name_template or default_template(len(options.profile.sizes))
-    layout = LocalOutputTarget(str(out_dir))
-    items = _build_items(entries, inspections, options.profile, layout, store, template, focus)
+    items = _build_items(entries, inspections, options.profile, out, store_at, template, focus)
     request = _canonical_request(root, out_dir, options, entries, inspections, focus)
     request_digest = digest_json(request)
     batch = NewBatch(
         idempotency_key=options.key or request_digest,
         request_digest=request_digest,
         source_root=str(root),
-        out_dir=str(out_dir),
+        out_dir=out,
         profile=request["profile"],
         items=tuple(items),
         max_attempts=options.max_attempts,
         deadline_seconds=options.deadline_seconds,
         limits=options.recorded_limits(urls=any(is_url(entry.given) for entry in entries)),
-        manifest_folder=layout.batches_dir,
+        manifest_folder=f"{out}/batches",
         focus_changes=focus.changes,
     )
     return PreparedSubmission(batch, report, options.profile)
@@ -156,13 +161,13 @@ def submit(
     keyed = ledger.intake.batch_for_key(new.idempotency_key)
     resume = prepared.report.derived_key and keyed is not None and keyed.cancelled
     if keyed is None or resume:  # a replay does no image work at all
-        name_usable = partial(_name_usable, Publisher(ledger, LocalOutputTarget(new.out_dir), overwrite))
+        name_usable = partial(_name_usable, Publisher.at(ledger, new.out_dir, overwrite))
         new = with_reused_outputs(new, prepared.profile, name_usable)
     if resume:
         Faults().hit("before_resume")
 
     def attempt() -> BatchView:
-        return ledger.intake.accept_batch(new, limits, still_present=is_plain_file, resume=resume)
+        return ledger.intake.accept_batch(new, limits, still_present=object_present, resume=resume)
 
     if retry_admission:
         batch = retry_unavailable(attempt, should_stop=should_stop, max_wait=max_wait, on_retry=on_retry)
@@ -173,7 +178,7 @@ def submit(
     prepared.report.unlinked_names = _link_owned_names(batch, ledger, prepared.report, overwrite)
     if batch.counts[ItemState.SUCCEEDED]:  # the names linked may have replaced others: counted now
         batch = replace(ledger.views.batch(batch.batch_id), replayed=batch.replayed)
-    if batch.is_terminal and not (batch.replayed and os.path.exists(batch.manifest_path)):
+    if batch.is_terminal and not (batch.replayed and manifest_present(batch)):
         write_batch_manifest(batch, ledger.views.items(batch.batch_id))
     return batch
 
@@ -214,13 +219,13 @@ def _name_usable(publisher: Publisher, item: NewItem) -> bool:
     """Whether publishing ``item`` at its name would not fail ``name_taken`` (as things stand now)."""
     if item.friendly_path is None or item.object_path is None:
         return False
-    return publisher.name_usable(item.object_path, item.friendly_path, partial(Path(item.object_path).read_bytes))
+    return publisher.name_usable(item.object_path, item.friendly_path, partial(object_bytes, item.object_path))
 
 
 def _restore_missing_outputs(batch: BatchView, ledger: Ledger, report: IntakeReport) -> BatchView:
     """A replay of a batch whose objects are gone (``rm -rf OUT``) queues those items again,
     so the run renders them; the replayed batch is returned as it now stands."""
-    report.restored_outputs = ledger.intake.requeue_missing_objects(batch.batch_id, is_plain_file)
+    report.restored_outputs = ledger.intake.requeue_missing_objects(batch.batch_id, object_present)
     return replace(ledger.views.batch(batch.batch_id), replayed=True) if report.restored_outputs else batch
 
 
@@ -237,8 +242,8 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, ov
     """
     if not batch.counts[ItemState.SUCCEEDED]:
         return []
-    target = LocalOutputTarget(batch.out_dir)
-    publisher = Publisher(ledger, target, overwrite)
+    publisher = Publisher.at(ledger, batch.out_dir, overwrite)
+    target = publisher.target
     owned = ledger.views.owned_friendly_names(batch.batch_id)
     if batch.replayed:
         report.names_taken_by_newer = batch.counts[ItemState.SUCCEEDED] - len(owned)
@@ -250,35 +255,9 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, ov
             failures.append(failure.detail)
         except OSError as exc:
             failures.append(f"{friendly_path}: {exc.strerror or exc}")
-    target.remove_empty_tmp()
+    if isinstance(target, LocalOutputTarget):
+        target.remove_empty_tmp()
     return failures
-
-
-def resolve_out_dir_or_fail(out: Path) -> Path:
-    try:
-        resolved = resolve_out_dir(out)
-    except NotADirectoryError as exc:
-        raise UsageError(str(exc), code="bad_out_dir") from exc
-    check_utf8_path(resolved, "--out", "bad_out_dir")
-    layout = LocalOutputTarget(str(resolved))
-    _refuse_symlinked_batch_folders(layout)
-    try:
-        probe_writable(layout)
-    except OSError as exc:
-        raise UsageError(f"--out {resolved} is not writable: {exc.strerror or exc}", code="bad_out_dir") from exc
-    return resolved
-
-
-def _refuse_symlinked_batch_folders(layout: LocalOutputTarget) -> None:
-    """OUT/.tmp and OUT/batches hold every batch's own files: a symlink there refuses the
-    whole submission (nothing recorded), as the batch's manifest could never be written."""
-    for folder in (layout.tmp_dir, layout.batches_dir):
-        link = symlinked_folder(layout.root, folder)
-        if link is not None:
-            raise UsageError(
-                f"{link} is a symlink, which could lead out of the output folder; nothing is written through it",
-                code="bad_out_dir",
-            )
 
 
 # -- inspecting sources -------------------------------------------------------
@@ -422,8 +401,8 @@ def _build_items(
     entries: list[SourceEntry],
     inspections: dict[str, Inspection],
     profile: Profile,
-    layout: LocalOutputTarget,
-    store: LocalObjectStore,
+    out: str,
+    store: str,
     template: str,
     focus: FocusPlan,
 ) -> list[NewItem]:
@@ -435,15 +414,22 @@ def _build_items(
         for size in profile.sizes
         for fmt in profile.formats
     ]
-    items = _named(items, stems, profile, layout, template)
-    symlink_in = cache(partial(symlinked_folder, layout.root))
-    symlink_in_store = cache(partial(symlinked_folder, store.root))
+    items = _named(items, stems, profile, out, template)
+    if is_s3(out) and is_s3(store):
+        return items
+    return _refused_through_symlinks(items, out, store)
+
+
+def _refused_through_symlinks(items: list[NewItem], out: str, store: str) -> list[NewItem]:
+    """The local part of intake's checks: nothing is written through a symlink in a local OUT or
+    STORE (a bucket has no links)."""
+    layout = None if is_s3(out) else LocalOutputTarget(out)
+    symlink_in = cache(partial(symlinked_folder, out))
+    symlink_in_store = cache(partial(symlinked_folder, store))
     return [_refused_if_through_symlink(item, layout, symlink_in, symlink_in_store) for item in items]
 
 
-def _named(
-    items: list[NewItem], stems: dict[str, str], profile: Profile, layout: LocalOutputTarget, template: str
-) -> list[NewItem]:
+def _named(items: list[NewItem], stems: dict[str, str], profile: Profile, out: str, template: str) -> list[NewItem]:
     """Give every item that will be rendered its thumbnail's name from ``template``; a name that
     is unsafe or that two items would share rejects the whole batch (65)."""
     to_name = [item for item in items if item.state == ItemState.QUEUED]
@@ -451,7 +437,7 @@ def _named(
         names = assign_names(template, [_named_item(item, stems[item.item_id], profile) for item in to_name])
     except NameTemplateError as exc:
         raise RejectedError(str(exc), code="bad_name") from None
-    paths = {id(item): f"{layout.root}/{name}" for item, name in zip(to_name, names, strict=True)}
+    paths = {id(item): f"{out}/{name}" for item, name in zip(to_name, names, strict=True)}
     return [replace(item, friendly_path=paths[id(item)]) if id(item) in paths else item for item in items]
 
 
@@ -481,7 +467,7 @@ class Variant:
 
 def _refused_if_through_symlink(
     item: NewItem,
-    layout: LocalOutputTarget,
+    layout: LocalOutputTarget | None,
     symlink_in: Callable[[str], str | None],
     symlink_in_store: Callable[[str], str | None],
 ) -> NewItem:
@@ -489,12 +475,12 @@ def _refused_if_through_symlink(
     inside OUT or STORE fails at once (``path_outside_root``); nothing is written through it."""
     if item.state != ItemState.QUEUED or item.object_path is None or item.friendly_path is None:
         return item
-    checks = (
-        (symlink_in, layout.tmp_dir),
-        (symlink_in, os.path.dirname(item.friendly_path)),
-        (symlink_in_store, LocalObjectStore.of_object(item.object_path).tmp_dir),
-        (symlink_in_store, os.path.dirname(item.object_path)),
-    )
+    checks = []
+    if layout is not None:
+        checks += [(symlink_in, layout.tmp_dir), (symlink_in, os.path.dirname(item.friendly_path))]
+    if not is_s3(item.object_path):
+        store = store_location_of(item.object_path)
+        checks += [(symlink_in_store, f"{store}/.tmp"), (symlink_in_store, os.path.dirname(item.object_path))]
     link = next((found for check, folder in checks if (found := check(folder))), None)
     if link is None:
         return item
@@ -507,7 +493,7 @@ def _new_item(
     variant: Variant,
     inspection: Inspection,
     profile: Profile,
-    store: LocalObjectStore,
+    store: str,
     focus_plan: FocusPlan,
 ) -> NewItem:
     focus = focus_plan.focus_of(entry, _digest(inspection), variant.ratio)
@@ -539,16 +525,25 @@ def _new_item(
         source_width=info.width,
         source_height=info.height,
         derivative_key=key,
-        object_path=store.object_path(key, one.extension),
+        object_path=object_path_in(store, key, one.extension),
     )
 
 
 def _object_is_valid(item: NewItem, profile: Profile) -> bool:
     """Whether an earlier run already made this item's object (right type and size, from its header)."""
-    if not item.object_path or not is_plain_file(item.object_path) or not item.source_width or not item.source_height:
+    if not item.object_path or not item.source_width or not item.source_height:
         return False
     ratio = parse_ratio(item.ratio)
     geometry = output_geometry(item.source_width, item.source_height, ratio, item.size, profile.upscale)
+    if is_s3(item.object_path):
+        store: ObjectStore = object_store_of(item.object_path)
+        problem = store.verify(
+            object_name_of(item.object_path),
+            lambda stream: verify_output(stream, item.format, geometry.out_w, geometry.out_h, full=False),
+        )
+        return problem is None
+    if not is_plain_file(item.object_path):
+        return False
     return verify_output(Path(item.object_path), item.format, geometry.out_w, geometry.out_h, full=False) is None
 
 

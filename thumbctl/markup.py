@@ -34,7 +34,8 @@ from .models import BatchView, ItemState, ItemView
 if TYPE_CHECKING:
     from .ledger import Views
 from .settings import OUTPUT_FORMATS
-from .storage.outputs import LocalOutputTarget, json_document
+from .storage.locations import is_s3, name_in, output_target_at
+from .storage.outputs import json_document
 
 #: Formats offered as ``<source>`` elements, in this order, when they are not the ``<img>``'s.
 SOURCE_FORMATS = ("avif", "webp")
@@ -259,9 +260,16 @@ def batch_manifest(batch: BatchView, items: list[ItemView]) -> dict[str, object]
     return doc
 
 
+def manifest_present(batch: BatchView) -> bool:
+    """Whether the batch's manifest is in its OUT already (a file, or a document in a bucket)."""
+    if not is_s3(batch.manifest_path):
+        return os.path.exists(batch.manifest_path)
+    return output_target_at(batch.out_dir).document_size(name_in(batch.out_dir, batch.manifest_path)) is not None
+
+
 def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
     """Write the batch's manifest (see :func:`batch_manifest`) into its output target, atomically;
     returns its path."""
-    target = LocalOutputTarget(batch.out_dir)
-    target.write_document(target.name_of(batch.manifest_path), json_document(batch_manifest(batch, items)))
+    target = output_target_at(batch.out_dir)
+    target.write_document(name_in(batch.out_dir, batch.manifest_path), json_document(batch_manifest(batch, items)))
     return batch.manifest_path

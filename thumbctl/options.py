@@ -14,6 +14,7 @@ from .configkeys import DEFAULT_SOURCE, KEYS_BY_NAME, environment_setting
 from .retrypolicy import Backoff
 from .settings import Limits, Profile, UrlRules
 from .sources import ScanRules
+from .storage.locations import S3Options
 
 #: ``reconcile`` and ``gc``: temp files whose writer may still be alive are left this long (seconds)
 #: before they count as stale.
@@ -24,7 +25,8 @@ DEFAULT_GRACE = 3600.0
 class SubmitOptions:
     """Everything a submission needs besides its source."""
 
-    out_dir: Path = Path("thumbs")
+    #: OUT: a folder, or an ``s3://bucket/prefix`` URL (text).
+    out_dir: Path | str = Path("thumbs")
     profile: Profile = field(default_factory=Profile)
     limits: Limits = field(default_factory=Limits)
     rules: ScanRules = field(default_factory=ScanRules)
@@ -36,7 +38,7 @@ class SubmitOptions:
     #: ``--overwrite``: a file at a thumbnail's name that thumbctl did not publish may be replaced.
     overwrite: bool = False
     #: ``--store``: where the objects are kept; None: beside the SQLite ledger (required for PostgreSQL).
-    store_dir: Path | None = None
+    store_dir: Path | str | None = None
     #: What URL sources may reach, and the deadline of each download.
     url_rules: UrlRules = field(default_factory=UrlRules)
 
@@ -73,3 +75,5 @@ class RunOptions:
     item_timeout: float = 300.0
     #: Write the batch's contact sheet at the end of a foreground run.
     sheet: bool = True
+    #: The S3 settings of ``s3://`` stores and outputs (the workers open theirs with them).
+    s3: S3Options = field(default_factory=S3Options)

@@ -7,7 +7,6 @@ batch's JSON manifest (and, at the end of a foreground run, its contact sheet).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,11 +15,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from .errors import CannotWrite, Interrupted
 from .ledger import Ledger, iso
+from .markup import manifest_present
 from .markup import write_batch_manifest as write_manifest
 from .models import BatchView, EventView
 from .options import RunOptions, lease_seconds
 from .proc import owner_is_dead
 from .retrypolicy import Backoff
+from .storage.hosts import out_on_host
 
 if TYPE_CHECKING:  # imported where a run starts: reading commands need neither multiprocessing nor Pillow
     from .pool import Standby, Supervision, WorkerDeath
@@ -121,7 +122,7 @@ def run_batch(
             observer.finish(ledger)
         view = ledger.views.batch(batch_id)
         errors = []
-        if view.is_terminal and (ran or not os.path.exists(view.manifest_path)):
+        if view.is_terminal and (ran or not manifest_present(view)):
             errors += _manifest_error(ledger, view)
         sheet_path, sheet_error = _write_sheet(ledger, batch_id) if options.sheet else (None, None)
         return RunResult(view, supervision, tuple(errors), sheet_path, sheet_error)
@@ -220,6 +221,8 @@ def watch_batch(
 def _manifest_error(ledger: Ledger, batch: BatchView) -> list[str]:
     """Write the batch's manifest; a filesystem refusal is returned, not raised: the batch
     is finished either way, and ``reconcile`` and the next run can write it later."""
+    if not out_on_host(batch.out_dir, ledger.backend):  # never a fresh local folder of that name
+        return [f"{batch.manifest_path}: this host has no output folder {batch.out_dir}"]
     try:
         write_batch_manifest(ledger, batch)
     except OSError as exc:
@@ -232,6 +235,9 @@ def _write_sheet(ledger: Ledger, batch_id: str) -> tuple[str | None, str | None]
     Like the manifest, a sheet that cannot be written leaves the run's outcome alone."""
     from .sheet import write_contact_sheet  # Pillow-free, but only a foreground run needs it
 
+    out_dir = ledger.views.batch(batch_id, with_failures=False).out_dir
+    if not out_on_host(out_dir, ledger.backend):
+        return None, f"this host has no output folder {out_dir}"
     try:
         return write_contact_sheet(ledger, batch_id).path, None
     except CannotWrite as exc:
@@ -255,4 +261,5 @@ def _config(db_path: Path | str, options: RunOptions, batch_id: str | None, *, u
         heartbeat_seconds=min(options.heartbeat_seconds, lease / 3),  # a short (test) lease beats more often
         backoff=options.backoff,
         item_timeout=options.item_timeout,
+        s3=options.s3,
     )

@@ -7,8 +7,9 @@ centre; remembered for every later submit). The derivatives of a ratio (its size
 share one window, scaled exactly, so a tile shows one of them (the largest, in the most widely shown format) and
 its caption lists them all, with any that failed or are gone.
 The small copy is the preview the worker saved from its crop analysis, embedded as a
-``data:`` URI; the crops are relative links to the outputs, so the page works from
-disk, offline, with no JavaScript, and no image waits to load lazily. A source with
+``data:`` URI (read from the store, a folder or a bucket); the crops are relative links to the
+outputs, so the page works from disk or from a bucket's website endpoint, with no JavaScript,
+and no image waits to load lazily. A source with
 nothing to show (failed, cancelled, unfinished) is one compact row with its state,
 error code and detail; one with only some crops missing shows a labelled placeholder
 for each of those.
@@ -27,8 +28,18 @@ from .ledger import Ledger
 from .markup import FALLBACK_FORMATS
 from .models import ITEM_STATES, BatchState, BatchView, ItemState, ItemView
 from .sheetcrops import crop_caption, crop_figure, crop_text, output_size, ratio_css, recrop_line, source_frame
+from .storage.fsafe import is_plain_file
+from .storage.locations import (
+    is_s3,
+    name_in,
+    object_name_of,
+    object_of_preview,
+    object_store_of,
+    output_target_at,
+    store_location_of,
+)
 from .storage.objects import LocalObjectStore, read_preview
-from .storage.outputs import LocalOutputTarget, write_page
+from .storage.outputs import LocalOutputTarget, OutputTarget, write_page
 from .storage.thumbnails import shown_output
 
 #: Outline colours of the ratios, in the order the batch lists them.
@@ -79,14 +90,25 @@ def write_contact_sheet(ledger: Ledger, batch: str, path: Path | None = None, *,
     """
     view = ledger.views.batch(batch)
     items = ledger.views.items(view.batch_id)
-    layout = LocalOutputTarget(view.out_dir)
-    target = sheet_target(layout, view.batch_id, path)
-    outputs = [(item, shown_output(item)) for item in items]
+    out = output_target_at(view.out_dir)
+    if isinstance(out, LocalOutputTarget):
+        target = sheet_target(out, view.batch_id, path)
+    elif path is not None:
+        raise CannotWrite(
+            f"the sheet of a batch published to {view.out_dir} goes to its batches/ folder there (its links are "
+            "relative to it): run thumbctl sheet without --output"
+        )
+    else:
+        target = f"{view.out_dir}/batches/{view.batch_id}.html"
+    outputs = [(item, _shown(item, view.out_dir, out)) for item in items]
     shown = {item_key(i): p for i, p in outputs if p}
     sizes = ledger.views.source_sizes(view.batch_id)
-    page = render_sheet(view, items, sizes, shown, os.path.dirname(target), previews(layout, items), sort=sort)
+    page = render_sheet(view, items, sizes, shown, os.path.dirname(target), previews(items), sort=sort)
     try:
-        write_page(layout, target, page, create_folder=path is None)
+        if isinstance(out, LocalOutputTarget):
+            write_page(out, target, page, create_folder=path is None)
+        else:
+            out.write_document(name_in(view.out_dir, target), page.encode("utf-8"))
     except OSError as exc:
         raise CannotWrite(f"cannot write the contact sheet to {target}: {exc.strerror or exc}") from exc
     succeeded = sum(1 for i in items if i.state == ItemState.SUCCEEDED)
@@ -115,9 +137,23 @@ def sheet_target(layout: LocalOutputTarget, batch_id: str, path: Path | None) ->
     return target
 
 
-def previews(layout: LocalOutputTarget, items: list[ItemView]) -> dict[str, bytes]:
+def _shown(item: ItemView, out_dir: str, out: OutputTarget) -> str | None:
+    """The output a tile links to (see :func:`shown_output`): with a local OUT and store, the
+    thumbnail while it holds the object's bytes, else the object; otherwise the thumbnail while
+    something is at its name (a link from OUT into a bucket store could not be followed)."""
+    if item.state != ItemState.SUCCEEDED or not item.object_path or not item.friendly_path:
+        return None
+    if isinstance(out, LocalOutputTarget):
+        if not is_s3(item.object_path):
+            return shown_output(item)
+        return item.friendly_path if is_plain_file(item.friendly_path) else None
+    return item.friendly_path if out.version_of(name_in(out_dir, item.friendly_path)) is not None else None
+
+
+def previews(items: list[ItemView]) -> dict[str, bytes]:
     """Each source's preview (the worker's analysis copy), by item id, where one was saved and is whole.
-    A preview lies beside its object, in the store (OUT for a batch of the earlier layout)."""
+    A preview lies beside its object, in the store (OUT for a batch of the earlier layout); it is
+    embedded in the page, so the sheet needs no link into the store (which may be a bucket)."""
     found: dict[str, bytes] = {}
     for item in items:
         path = (item.result or {}).get("preview")
@@ -128,7 +164,10 @@ def previews(layout: LocalOutputTarget, items: list[ItemView]) -> dict[str, byte
 
 def _preview(path: str) -> bytes | None:
     try:
-        store = LocalObjectStore.of_object(path)
+        if is_s3(path):
+            obj = object_of_preview(path)
+            return object_store_of(obj).read_preview(object_name_of(obj))
+        store = LocalObjectStore(store_location_of(path))
     except ValueError:
         return None
     return read_preview(store, path)
@@ -208,7 +247,7 @@ def sheet_header(batch: BatchView, sources: int, ratios: list[str], colours: dic
     facts = [("created", timestamp(batch.created_at)), ("finished", timestamp(batch.finished_at))]
     if batch.cancel_requested_at:
         facts.append(("cancel requested", timestamp(batch.cancel_requested_at)))
-    source = os.path.relpath(batch.source_root, page_dir)
+    source = batch.source_root if is_s3(page_dir) else os.path.relpath(batch.source_root, page_dir)
     facts.append(("source", f'<span title="{escape(batch.source_root)}">{escape(source)}</span>'))
     dl = "".join(f"<div><dt>{escape(k)}</dt><dd>{v}</dd></div>" for k, v in facts)
     return (

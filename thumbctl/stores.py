@@ -17,8 +17,22 @@ from .errors import StoreRequired, StoreTaken, ThumbctlError, UsageError
 from .ledger import Ledger
 from .ledger.backend import is_server_url, masked
 from .migrate import MigrationReport, migrate_legacy_layout, needs_migration
-from .storage.objects import LocalObjectStore
+from .storage.locations import S3Options, is_s3, object_store_at, parse_s3, use_options
+from .storage.objects import LocalObjectStore, ObjectStore
 from .storage.ownership import claimed_owner
+
+#: A store or OUT as a command gives it: a local folder, or an ``s3://bucket/prefix`` URL (text).
+Location = Path | str
+
+
+def location_text(location: Location) -> str:
+    """A location as the ledger records it: a folder's absolute path, or ``s3://bucket/prefix``."""
+    return parse_s3(location).url if isinstance(location, str) and is_s3(location) else str(location)
+
+
+def use_s3_options(options: S3Options) -> None:
+    """Open every ``s3://`` store and output of this process with ``options`` (a command's S3 settings)."""
+    use_options(options)
 
 
 def default_store_for(ledger_target: Path | str) -> Path | None:
@@ -43,11 +57,13 @@ def recorded_store_of(ledger_target: Path | str) -> str | None:
         return None
 
 
-def resolve_store(store: Path | None, ledger_target: Path | str) -> Path:
+def resolve_store(store: Location | None, ledger_target: Path | str) -> Location:
     """The store to use: ``store`` as given (``--store``, THUMBCTL_STORE, config key store), else the
-    default beside the ledger; absolute and symlink-resolved. Raises StoreRequired for a PostgreSQL
-    ledger without one, UsageError for a path that is not a folder."""
-    chosen = store if store is not None else default_store_for(ledger_target)
+    default beside the ledger; a folder absolute and symlink-resolved, an ``s3://`` URL normalized.
+    Raises StoreRequired for a PostgreSQL ledger without one, UsageError for a path that is not a folder."""
+    if isinstance(store, str) and is_s3(store):
+        return parse_s3(store).url
+    chosen = Path(store) if store is not None else default_store_for(ledger_target)
     if chosen is None:
         raise StoreRequired(
             "a PostgreSQL ledger needs --store DIR (or THUMBCTL_STORE, config key store): a folder on the "
@@ -60,13 +76,16 @@ def resolve_store(store: Path | None, ledger_target: Path | str) -> Path:
 
 
 def check_store_apart(
-    store: Path, out_dir: Path, source_folder: Path | None, earlier_outs: Iterable[Path] = ()
+    store: Location, out_dir: Location, source_folder: Path | None, earlier_outs: Iterable[Location] = ()
 ) -> None:
     """Refuse (UsageError ``bad_store``) a store that is OUT, lies inside OUT or holds OUT (OUT must
     hold only what is published, and gc must never walk thumbnails) — this batch's OUT or that of an
     earlier batch of the ledger (``earlier_outs``) — or a source folder that is the store or lies inside
     it (its objects would be scanned as photos). All paths are resolved."""
     for folder in (out_dir, *earlier_outs):
+        if isinstance(store, str) or isinstance(folder, str):
+            _check_urls_apart(location_text(store), location_text(folder))
+            continue
         if _within(store, folder) or _within(folder, store):
             relation = "is" if store == folder else "lies inside" if _within(store, folder) else "holds"
             raise UsageError(
@@ -74,9 +93,22 @@ def check_store_apart(
                 "from every OUT, which holds only the published thumbnails",
                 code="bad_store",
             )
-    if source_folder is not None and _within(source_folder, store):
+    if source_folder is not None and isinstance(store, Path) and _within(source_folder, store):
         raise UsageError(
             f"the source folder {source_folder} is the store {store} or lies inside it; pick a store elsewhere",
+            code="bad_store",
+        )
+
+
+def _check_urls_apart(store: str, out: str) -> None:
+    """:func:`check_store_apart` where either is an ``s3://`` location: a prefix inside the other is refused."""
+    if not (is_s3(store) and is_s3(out)):
+        return
+    if store == out or store.startswith(out + "/") or out.startswith(store + "/"):
+        relation = "is" if store == out else "lies inside" if store.startswith(out + "/") else "holds"
+        raise UsageError(
+            f"the store {store} {relation} the output location {out}: keep the store (--store) apart from "
+            "every OUT, which holds only the published thumbnails",
             code="bad_store",
         )
 
@@ -86,13 +118,13 @@ def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def bind_store(ledger: Ledger, store: Path, *, move: bool = True) -> LocalObjectStore:
+def bind_store(ledger: Ledger, store: Location, *, move: bool = True) -> ObjectStore:
     """Make ``store`` this ledger's store: the first ledger to use a store records its id in it
     (``STORE/ledger-id``, created once and never replaced), and the ledger records the store's path
     (without ``move``, only when it has none yet: a store given to one maintenance run does not
     become the store later commands use). A store that belongs to another ledger is refused
     (StoreTaken), naming both."""
-    layout = LocalObjectStore(str(store))
+    layout = object_store_at(location_text(store))
     own_id = ledger.upkeep.ledger_id()
     where = _shown_ledger(ledger)
     try:
@@ -105,21 +137,23 @@ def bind_store(ledger: Ledger, store: Path, *, move: bool = True) -> LocalObject
             f"this ledger {own_id} ({where}); give this ledger a store of its own with --store"
         )
     if not ledger.read_only and (move or ledger.upkeep.recorded_store() is None):
-        ledger.upkeep.record_store(str(store))
+        ledger.upkeep.record_store(location_text(store))
     return layout
 
 
-def store_for_ledger(ledger: Ledger, store: Path | None, *, move: bool = True) -> LocalObjectStore:
+def store_for_ledger(ledger: Ledger, store: Location | None, *, move: bool = True) -> ObjectStore:
     """The store ``ledger`` uses (see :func:`chosen_store`), bound to the ledger (see :func:`bind_store`)."""
     return bind_store(ledger, chosen_store(ledger, store), move=move)
 
 
-def chosen_store(ledger: Ledger, store: Path | None) -> Path:
+def chosen_store(ledger: Ledger, store: Location | None) -> Location:
     """``store`` as given, else the store the ledger recorded (so a command without ``--store`` finds
     the store an earlier ``--store`` named, instead of starting an empty one beside the ledger), else
     the default (see :func:`resolve_store`)."""
     recorded = ledger.upkeep.recorded_store() if store is None else None
-    return resolve_store(Path(recorded) if recorded else store, ledger.path)
+    if recorded:
+        return resolve_store(recorded if is_s3(recorded) else Path(recorded), ledger.path)
+    return resolve_store(store, ledger.path)
 
 
 def _shown_ledger(ledger: Ledger) -> str:
@@ -127,7 +161,7 @@ def _shown_ledger(ledger: Ledger) -> str:
     return masked(name) if is_server_url(name) else os.path.realpath(name)
 
 
-def settle_store(ledger: Ledger, store: Path | None) -> MigrationReport | None:
+def settle_store(ledger: Ledger, store: Location | None) -> MigrationReport | None:
     """Before a command writes: a store given (``store``) must be this ledger's (``store_taken``
     otherwise), and output folders still in the old layout (``OUT/objects``) are moved into the
     ledger's store first, once (:mod:`thumbctl.migrate`); returns what the move did (None when
@@ -143,4 +177,10 @@ def settle_store(ledger: Ledger, store: Path | None) -> MigrationReport | None:
             "--store DIR (or THUMBCTL_STORE, config key store) to move them into, once"
         )
     bound = store_for_ledger(ledger, store, move=False)  # another ledger's: refused before any move
+    if not isinstance(bound, LocalObjectStore):
+        raise UsageError(
+            "output folders of this ledger still hold objects/ (the old layout): they move once into a local "
+            "--store folder; give one for that first command, then --store s3://...",
+            code="bad_store",
+        )
     return migrate_legacy_layout(ledger, bound.root)

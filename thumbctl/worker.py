@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import os
 import sqlite3
 import threading
 import time
@@ -58,7 +57,15 @@ from .retrypolicy import Backoff, BusyPolicy
 from .settings import OUTPUT_FORMATS, Limits, UrlRules, parse_ratio
 from .sources import read_source
 from .storage.fsafe import OutsideOutput
-from .storage.objects import LocalObjectStore
+from .storage.hosts import check_on_host
+from .storage.locations import (
+    S3Options,
+    object_name_of,
+    object_store_of,
+    output_target_at,
+    preview_path_of,
+    use_options,
+)
 from .storage.outputs import LocalOutputTarget
 
 
@@ -77,6 +84,8 @@ class WorkerConfig:
     #: Time limit in seconds for each stage of a claim: the source's decode, and each render
     #: (with the publishes of its items); 0 for none.
     item_timeout: float = 300.0
+    #: The S3 settings the stores and targets of ``s3://`` locations are opened with.
+    s3: S3Options = field(default_factory=S3Options)
 
 
 #: Stands in for the crop, resample and encode of a render: the encoded bytes of an output of
@@ -150,6 +159,7 @@ def run_worker(
     returns claims processed. An orphaned worker finishes the source in hand, then exits."""
     faults = faults or Faults()
     faults.hit("worker_start")
+    use_options(config.s3)
     coordinator = coordinator or Coordinator()
     owner = owner_id()
     processed = 0
@@ -267,10 +277,10 @@ class ClaimRun:
         self.faults = faults
         self.config = config
         self.lost = lost
-        self.target = LocalOutputTarget(claim.out_dir)
+        self.target = output_target_at(claim.out_dir)
         #: Where the claim's objects go: the store their recorded paths lie in (STORE, or OUT for
-        #: items of the earlier layout).
-        self.store = LocalObjectStore.of_object(claim.items[0].object_path)
+        #: items of the earlier layout; a folder or ``s3://bucket/prefix``).
+        self.store = object_store_of(claim.items[0].object_path)
         self.source_bytes = 0
         #: The crop analysis of the claim's source; its small copy becomes the contact sheet's preview.
         self.analysis: CropAnalysis | None = None
@@ -278,7 +288,7 @@ class ClaimRun:
         self.preview: str | None = None
         self.source_timings: dict[str, float] = {}
         profile = claim.profile
-        self.publisher = Publisher(ledger, self.target, bool(profile.get("overwrite", False)), faults)
+        self.publisher = Publisher(ledger, self.target, bool(profile.get("overwrite", False)), faults, claim.out_dir)
         self.geometries = {
             item.row: output_geometry(
                 claim.source_width,
@@ -297,6 +307,7 @@ class ClaimRun:
             if self._checkpoint("before_decode"):
                 return
             try:
+                check_on_host(self.claim.out_dir, self.claim.items[0].object_path, self.ledger.backend)
                 with self._timed(self.source_timings, "decode_ms"):
                     decoder = self._decode()
                 with self._timed(self.source_timings, "crop_ms"):
@@ -322,7 +333,8 @@ class ClaimRun:
             rows = [i.row for i in self.claim.items]
             self._fail(rows, "worker_crashed", f"{type(exc).__name__}: {exc}")
         finally:
-            self.target.remove_empty_tmp()  # OUT/.tmp exists only while files are being written
+            if isinstance(self.target, LocalOutputTarget):
+                self.target.remove_empty_tmp()  # OUT/.tmp exists only while files are being written
 
     def _release(self, fault: LedgerFault) -> None:
         """Give the claim back (attempt not counted) if the ledger takes that write; if not, the
@@ -354,7 +366,7 @@ class ClaimRun:
         draws the crop windows on it. A stand-in ``renderer`` (a queue benchmark) makes none."""
         if self.renderer is not None or self.analysis is None:
             return None
-        return self.preview or self.store.preview_path(item.object_path)
+        return self.preview or preview_path_of(item.object_path)
 
     def _write_preview(self, item: ClaimedItem) -> None:
         """Save the analysis copy as a small JPEG beside ``item``'s object, just published, once per
@@ -364,8 +376,8 @@ class ClaimRun:
         if self.preview is not None or self.renderer is not None or analysis is None:
             return
         with contextlib.suppress(OSError):
-            self.store.write_preview(os.path.basename(item.object_path), lambda: preview_jpeg(analysis.preview()))
-            self.preview = self.store.preview_path(item.object_path)
+            self.store.write_preview(object_name_of(item.object_path), lambda: preview_jpeg(analysis.preview()))
+            self.preview = preview_path_of(item.object_path)
 
     def _decode(self) -> SourceDecoder:
         """Read the source and decode it at every DCT scale the claim's sizes need, each scale once

@@ -47,7 +47,7 @@ app = typer.Typer(
 )
 
 #: Every setting: what `submit` and `config` take.
-ALL_SETTINGS = tuple(key.name for key in KEYS if key.name != "db")
+ALL_SETTINGS = tuple(key.name for key in KEYS if key.name != "db" and key.flag)
 #: The settings of a run: what `retry` takes.
 RUN_SETTINGS = ("workers", "item_timeout", "sheet", "max_failures", "store")
 #: What `work` takes: a run's settings without the contact sheet.

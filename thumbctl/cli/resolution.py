@@ -114,7 +114,11 @@ def settings_from_context(ctx: Any) -> Settings:
     origin = ctx.get_parameter_source("profile") if "profile" in ctx.params else None
     profile_source = {ParameterSource.COMMANDLINE: "flag", ParameterSource.ENVIRONMENT: f"env {PROFILE_ENV}"}
     values = {key.name: setting_of(ctx, key, layer) for key in ALL_KEYS}
-    return Settings(layer.path, profile, profile_source.get(origin) if profile else None, values)
+    settings = Settings(layer.path, profile, profile_source.get(origin) if profile else None, values)
+    from ..stores import use_s3_options  # the ledger's modules: imported only once settings are read
+
+    use_s3_options(settings.s3_options())
+    return settings
 
 
 def ledger_target(ctx: Any) -> Path | str:

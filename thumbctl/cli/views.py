@@ -202,4 +202,5 @@ def sheet(
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter), open_ledger(ledger_target(ctx), read_only=True) as ledger:
+        settings_from_context(ctx)  # the S3 settings, for a batch whose OUT or store is in a bucket
         reporter.sheet_written(write_contact_sheet(ledger, batch, output, sort=sort.value))

@@ -161,7 +161,8 @@ class RunReports(MirrorReports):
             )
             self.say(f"  thumbnails in {escape(batch.out_dir)}, {manifest}")
         if sheet:
-            self.say(f"  contact sheet {escape(Path(sheet).as_uri())}")
+            shown = sheet if sheet.startswith("s3://") else Path(sheet).as_uri()  # a bucket's sheet is no file
+            self.say(f"  contact sheet {escape(shown)}")
         if mirrored is not None:
             self.mirrored(mirrored)
 

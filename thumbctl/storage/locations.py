@@ -30,6 +30,12 @@ __all__ = [
     "output_target_at",
     "parse_s3",
     "store_location_of",
+    "use_options",
+    "current_options",
+    "object_store_of",
+    "preview_path_of",
+    "object_of_preview",
+    "shown_location",
 ]
 
 
@@ -38,7 +44,7 @@ def object_store_at(location: str, options: S3Options | None = None) -> ObjectSt
     if is_s3(location):
         from .s3 import S3ObjectStore
 
-        return S3ObjectStore(parse_s3(location), options or S3Options())
+        return S3ObjectStore(parse_s3(location), options or current_options())
     from .objects import LocalObjectStore
 
     return LocalObjectStore(location)
@@ -49,10 +55,30 @@ def output_target_at(location: str, options: S3Options | None = None) -> OutputT
     if is_s3(location):
         from .s3 import S3OutputTarget
 
-        return S3OutputTarget(parse_s3(location), options or S3Options())
+        return S3OutputTarget(parse_s3(location), options or current_options())
     from .outputs import LocalOutputTarget
 
     return LocalOutputTarget(location)
+
+
+#: The S3 settings of this process (thumbctl's settings, else the AWS defaults): set once by the
+#: command line or a worker's configuration (:func:`use_options`), used when a caller gives none.
+_OPTIONS = [S3Options()]
+
+
+def use_options(options: S3Options) -> None:
+    """Make ``options`` the S3 settings every store and target of this process is opened with."""
+    _OPTIONS[0] = options
+
+
+def current_options() -> S3Options:
+    """The S3 settings this process uses (see :func:`use_options`)."""
+    return _OPTIONS[0]
+
+
+def shown_location(location: str) -> str:
+    """A location as a message shows it: a local folder as it is, an S3 one as ``s3://bucket/prefix``."""
+    return parse_s3(location).url if is_s3(location) else location
 
 
 def store_location_of(object_path: str) -> str:
@@ -78,9 +104,25 @@ def object_path_in(store: str, key: str, extension: str) -> str:
     return f"{store}/objects/{key[:2]}/{key}.{extension}"
 
 
+def preview_path_of(object_path: str) -> str:
+    """Where the contact sheet's preview of a source is kept: ``<key>.preview.jpg`` beside its object."""
+    head, _, name = object_path.rpartition("/")
+    return f"{head}/{name.split('.', 1)[0]}.preview.jpg"
+
+
+def object_of_preview(preview_path: str) -> str:
+    """An object path whose preview is ``preview_path`` (the extension does not matter to a preview)."""
+    return preview_path.removesuffix(".preview.jpg") + ".jpg"
+
+
 def name_in(location: str, path: str) -> str:
     """The name of ``path`` relative to the output location it lies in; ValueError outside it."""
     head = location.rstrip("/") + "/"
     if not path.startswith(head) or len(path) == len(head):
         raise ValueError(f"{path} is not inside {location}")
     return path[len(head) :]
+
+
+def object_store_of(object_path: str, options: S3Options | None = None) -> ObjectStore:
+    """The store an object path lies in (see :func:`store_location_of`)."""
+    return object_store_at(store_location_of(object_path), options)
