@@ -1,0 +1,53 @@
+"""Two hosts that share only a PostgreSQL ledger and an S3 bucket, under faults (tests/chaos.py).
+
+The short version of ``bench/chaos.py``: one batch of ``s3://`` and ``http://`` sources rendered
+into an S3 store and an S3 OUT by two hosts (separate process trees, HOME, TMPDIR and host ids).
+One host is killed with ``kill -9`` while it holds leases, the S3 server is restarted while the
+other works, and a fault proxy answers a share of S3 requests with 500 or 503, or slowly. Nothing
+may be lost or published twice, nothing published after a cancel, and reconcile must be clean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chaos import Site, run_round
+from faultproxy import FaultMix, FaultProxy
+from httpserver import HttpServer
+from s3 import WeedServer, s3_env_or_skip, weed_binary
+
+pytestmark = pytest.mark.timeout(480)
+
+SOURCES = 8
+FAULTS = FaultMix(error=0.05, busy=0.05, slow=0.05, delay=0.3)
+
+
+@pytest.fixture
+def site(tmp_path: Path, pg_url: str, http_server: HttpServer) -> Iterator[Site]:
+    """A server of the test's own (it is restarted), behind a fault proxy."""
+    s3_env_or_skip()
+    server = WeedServer(weed_binary() or "weed")
+    proxy = FaultProxy(server.endpoint, seed=22).start()
+    site = Site(tmp_path, pg_url, server, http_server, proxy)
+    try:
+        yield site
+    finally:
+        site.close()
+        proxy.stop()
+        server.stop()
+
+
+@pytest.mark.parametrize("cancel", [False, True], ids=["finish", "cancel"])
+def test_two_hosts_sharing_only_the_ledger_and_the_bucket_lose_nothing_under_faults(site: Site, cancel: bool) -> None:
+    counts = run_round(site, sources=SOURCES, cancel=cancel, faults=FAULTS, ratios="1:1")
+    print(f"\nchaos ({'cancel' if cancel else 'finish'}): {counts}")
+    assert counts.problems == [] and counts.violations == 0
+    assert counts.items == SOURCES and counts.taken_back >= 2  # the victim held two items when it died
+    assert sum(counts.faults.values()) > 0  # faults were injected
+    if cancel:
+        assert counts.cancelled > 0 and counts.succeeded + counts.cancelled == counts.items
+    else:
+        assert counts.succeeded == counts.items
