@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .layout import object_path_in, preview_path_of
 from .s3location import S3_SCHEME, BadLocation, S3Location, S3Options, is_s3, parse_s3
 
 if TYPE_CHECKING:
@@ -97,17 +98,6 @@ def store_location_of(object_path: str) -> str:
 def object_name_of(object_path: str) -> str:
     """The object's name in its store (``<key>.<ext>``)."""
     return object_path.rsplit("/", 1)[-1]
-
-
-def object_path_in(store: str, key: str, extension: str) -> str:
-    """Where the ledger records an object of ``store`` (a folder or ``s3://bucket/prefix``)."""
-    return f"{store}/objects/{key[:2]}/{key}.{extension}"
-
-
-def preview_path_of(object_path: str) -> str:
-    """Where the contact sheet's preview of a source is kept: ``<key>.preview.jpg`` beside its object."""
-    head, _, name = object_path.rpartition("/")
-    return f"{head}/{name.split('.', 1)[0]}.preview.jpg"
 
 
 def object_of_preview(preview_path: str) -> str:

@@ -34,6 +34,7 @@ from typing import BinaryIO, Protocol
 from ..models import ObjectStamp
 from . import fsafe
 from .fsafe import OutsideOutput, StoredFile
+from .layout import StoreLayout
 
 #: Verifies an existing object read from the open file: None when it is sound, else what is wrong.
 Verifier = Callable[[BinaryIO], "str | None"]
@@ -143,27 +144,10 @@ class ObjectStore(Protocol):
 
 
 @dataclass(frozen=True)
-class LocalObjectStore:
+class LocalObjectStore(StoreLayout):
     """The local folder implementation of :class:`ObjectStore`, and its path arithmetic."""
 
     root: str
-
-    def object_path(self, key: str, extension: str) -> str:
-        return f"{self.root}/objects/{key[:2]}/{key}.{extension}"
-
-    def path_of(self, name: str) -> str:
-        """The path of the object ``name`` (``<key>.<ext>``)."""
-        return f"{self.root}/objects/{name[:2]}/{name}"
-
-    @staticmethod
-    def preview_path(object_path: str) -> str:
-        """The contact sheet's small preview of a source, beside the first object rendered from it
-        (``<key>.preview.jpg``: not an object's name, so reconcile and gc never take it for one)."""
-        return f"{os.path.splitext(object_path)[0]}.preview.jpg"
-
-    @property
-    def objects_dir(self) -> str:
-        return f"{self.root}/objects"
 
     @property
     def tmp_dir(self) -> str:

@@ -30,8 +30,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
-from ..settings import Ratio
 from . import fsafe
+from .layout import OutLayout
 from .objects import object_holds
 
 
@@ -119,26 +119,10 @@ RESERVED_FOLDERS = ("objects", "batches", ".tmp")
 
 
 @dataclass(frozen=True)
-class LocalOutputTarget:
+class LocalOutputTarget(OutLayout):
     """The local output folder: :class:`OutputTarget`, and OUT's layout (paths are absolute strings)."""
 
     root: str
-
-    def friendly_path(self, stem: str, ratio: Ratio, extension: str, size: int | None = None) -> str:
-        """``OUT/<stem>.<ratio>.<ext>``; with ``size`` (the size asked for, given when a batch asks
-        for several sizes) ``OUT/<stem>.<ratio>.<size>.<ext>``."""
-        sized = f".{size}" if size is not None else ""
-        return f"{self.root}/{stem}.{ratio.slug}{sized}.{extension}"
-
-    def batch_manifest_path(self, batch_id: str) -> str:
-        return f"{self.root}/batches/{batch_id}.json"
-
-    def batch_sheet_path(self, batch_id: str) -> str:
-        return f"{self.root}/batches/{batch_id}.html"
-
-    @property
-    def batches_dir(self) -> str:
-        return f"{self.root}/batches"
 
     @property
     def tmp_dir(self) -> str:

@@ -38,6 +38,7 @@ import obstore
 from obstore.exceptions import PreconditionError
 
 from . import s3client
+from .layout import OutLayout, StoreLayout
 from .objects import ObjectInfo, ObjectTooLarge, Outcome, Published, Verifier, open_object
 from .outputs import RESERVED_FOLDERS, NameState, Recorded, StaleVersion
 from .s3location import S3Location, S3Options, is_s3, parse_s3
@@ -45,7 +46,6 @@ from .s3location import S3Location, S3Options, is_s3, parse_s3
 if TYPE_CHECKING:
     from obstore.store import S3Store
 
-    from ..settings import Ratio
 
 _OBJECT_NAME = re.compile(r"[0-9a-f]{64}\.[a-z]+")
 _PREVIEW_LIMIT = 1 << 20
@@ -221,24 +221,8 @@ class _S3Place:
 
 
 @dataclass(frozen=True)
-class S3ObjectStore(_S3Place):
-    """:class:`~.objects.ObjectStore` on a bucket prefix, and the local store's path arithmetic."""
-
-    def object_path(self, key: str, extension: str) -> str:
-        return f"{self.root}/objects/{key[:2]}/{key}.{extension}"
-
-    def path_of(self, name: str) -> str:
-        """The path of the object ``name`` (``<key>.<ext>``)."""
-        return f"{self.root}/objects/{name[:2]}/{name}"
-
-    @staticmethod
-    def preview_path(object_path: str) -> str:
-        """The contact sheet's preview of a source, beside the first object rendered from it."""
-        return f"{object_path.rsplit('.', 1)[0]}.preview.jpg"
-
-    @property
-    def objects_dir(self) -> str:
-        return f"{self.root}/objects"
+class S3ObjectStore(StoreLayout, _S3Place):
+    """:class:`~.objects.ObjectStore` on a bucket prefix, with the store's layout (:class:`.layout.StoreLayout`)."""
 
     @classmethod
     def of_object(cls, object_path: str, options: S3Options) -> S3ObjectStore:
@@ -366,24 +350,9 @@ class S3ObjectStore(_S3Place):
 
 
 @dataclass(frozen=True)
-class S3OutputTarget(_S3Place):
-    """:class:`~.outputs.OutputTarget` on a bucket prefix, and the local output folder's path arithmetic.
-    A version is the name's ETag."""
-
-    def friendly_path(self, stem: str, ratio: Ratio, extension: str, size: int | None = None) -> str:
-        """``OUT/<stem>.<ratio>.<ext>``; with ``size`` ``OUT/<stem>.<ratio>.<size>.<ext>``."""
-        sized = f".{size}" if size is not None else ""
-        return f"{self.root}/{stem}.{ratio.slug}{sized}.{extension}"
-
-    def batch_manifest_path(self, batch_id: str) -> str:
-        return f"{self.root}/batches/{batch_id}.json"
-
-    def batch_sheet_path(self, batch_id: str) -> str:
-        return f"{self.root}/batches/{batch_id}.html"
-
-    @property
-    def batches_dir(self) -> str:
-        return f"{self.root}/batches"
+class S3OutputTarget(OutLayout, _S3Place):
+    """:class:`~.outputs.OutputTarget` on a bucket prefix, with OUT's layout (:class:`.layout.OutLayout`).
+    A version is the name's ETag and thumbctl's publish id."""
 
     # -- the interface -------------------------------------------------------------------------
 
