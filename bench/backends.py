@@ -287,7 +287,9 @@ class WaitSampler:
 
 def timed_run(db: str, variant: Variant, workers: int, args: argparse.Namespace, tag: str, src: Path, digest: str):
     out = Path(args.work) / f"out-{tag}"
-    out.mkdir()
+    # The run's store is OUT's own (the earlier layout); a worker of a server ledger checks that its
+    # host sees it, so it exists before the first claim, as submit's binding of a store makes sure.
+    (out / "objects").mkdir(parents=True)
     with Ledger(db) as led:
         batch_id = accept(led, tag, args.items, src, out, digest)
     context = multiprocessing.get_context("fork")

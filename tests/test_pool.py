@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import threading
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,35 @@ from thumbctl.pool import Pool, Standby, supervise
 from thumbctl.worker import WorkerConfig
 
 from support import check_invariants, make_image
+
+
+def in_a_one_thread_child(test: Callable[..., None]) -> Callable[..., None]:
+    """Run ``test`` in a forked child of this test process, which has one thread (a fork copies
+    only the caller's), as ``submit`` has when it forks standby workers. Other tests of the same
+    process may have left threads running (the tests' HTTP server, an S3 client's runtime), and
+    :class:`Standby` forks nothing while another thread runs."""
+
+    @functools.wraps(test)
+    def run(*args: object, **kwargs: object) -> None:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            report = b""
+            try:
+                test(*args, **kwargs)
+            except BaseException:  # noqa: BLE001 - every failure goes back to the parent
+                report = traceback.format_exc().encode()
+            with os.fdopen(write, "wb") as pipe:
+                pipe.write(report)
+            os._exit(1 if report else 0)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            report = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, report.decode(errors="replace")
+
+    return run
 
 
 def test_two_presses_seen_at_one_tick_still_run_the_first_press_action(ledger: Ledger) -> None:
@@ -31,6 +64,7 @@ def test_two_presses_seen_at_one_tick_still_run_the_first_press_action(ledger: L
     assert pool.alive == 0
 
 
+@in_a_one_thread_child
 def test_standby_workers_render_the_batch_they_are_handed(tmp_path: Path) -> None:
     """Workers forked before the ledger is opened wait for their configuration, then claim and
     render the batch accepted meanwhile; the pool starts no other worker."""
@@ -52,6 +86,7 @@ def test_standby_workers_render_the_batch_they_are_handed(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("closed", [0, 1])
+@in_a_one_thread_child
 def test_a_standby_worker_exits_once_its_link_is_closed_whichever_was_forked_later(closed: int) -> None:
     """Each standby worker closes its copies of the coordinator's ends, its own and the earlier
     workers', so it reads end-of-file as soon as the coordinator closes (or loses) its end: the
@@ -69,6 +104,7 @@ def test_a_standby_worker_exits_once_its_link_is_closed_whichever_was_forked_lat
         standby.close()
 
 
+@in_a_one_thread_child
 def test_standby_workers_never_handed_over_exit_when_closed() -> None:
     standby = Standby(2)
     children = [child for child, _ in standby.waiting]
@@ -89,6 +125,7 @@ def test_no_standby_worker_is_forked_while_another_thread_runs() -> None:
         thread.join()
 
 
+@in_a_one_thread_child
 def test_a_standby_worker_stopped_before_its_batch_exits() -> None:
     """SIGTERM (the pool's graceful stop) ends a worker still waiting for its configuration."""
     standby = Standby(1)

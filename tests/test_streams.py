@@ -249,7 +249,7 @@ def test_events_piped_to_wc_counts_the_events_and_codes_piped_to_grep_finds_the_
     lines = piped(made.env, ["events", made.main]).stdout.splitlines()
     assert len(lines) == 1 + len(events)  # a header, then one line an event
     codes = [line for line in piped(made.env, ["codes"]).stdout.splitlines() if "timeout" in line]
-    assert [line.split()[:2] for line in codes] == [["timeout", "permanent"]]
+    assert [line.split()[:2] for line in codes] == [["source_timeout", "transient"], ["timeout", "permanent"]]
 
 
 def test_a_foreground_submit_with_stderr_discarded_prints_only_the_run_summary(made: Made, tmp_path: Path) -> None:

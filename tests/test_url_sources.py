@@ -14,9 +14,9 @@ from s3 import BUCKET, WeedServer, put_raw, raw_store
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_images" / "public-domain"
 COFFEE = (SAMPLES / "sk-coffee.png").read_bytes()
-#: The flags every run here takes: only the tests' server is reachable, downloads end within 2 s,
+#: The flags every run here takes: only the tests' server is reachable, downloads end within 5 s,
 #: and no source may be over 1 MB.
-URL_FLAGS = ("--allow-network", NETWORK, "--download-timeout", "2s", "--max-bytes", "1MB", "-r", "1:1", "-w", "1")
+URL_FLAGS = ("--allow-network", NETWORK, "--download-timeout", "5s", "--max-bytes", "1MB", "-r", "1:1", "-w", "1")
 
 
 def write_manifest(folder: Path, items: list[dict[str, str]]) -> Path:
