@@ -72,6 +72,7 @@ FLOORS = {
     "stats": SERVICES,
     "review": SERVICES,
     "resume": SERVICES,
+    "watch": SERVICES,
     # how people and programs reach it
     "cli": INTERFACES,
     "report": INTERFACES,

@@ -30,6 +30,8 @@ thumbnails still links), ``migrate_after_copy`` (the first thumbnail replaced by
 and ``migrate_after_unlink`` (the first old object removed from OUT/objects).
 ``submit`` has one: ``before_resume`` (its derived key names a batch whose cancel was requested,
 the outputs to reuse are found, the transaction that records the resuming batch not yet begun).
+``watch`` has one: ``watch_unsettled`` (a scan of the watched folder found files that changed less
+than the settle time ago; nothing is submitted for them).
 This is a testing aid; with the variable unset every checkpoint is a no-op.
 """
 
@@ -52,6 +54,7 @@ CHECKPOINTS = (
     "after_commit",
     "ran_dry",
     "before_resume",
+    "watch_unsettled",
     "migrate_mid_move",
     "migrate_after_move",
     "migrate_after_ledger",

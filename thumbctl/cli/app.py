@@ -24,6 +24,7 @@ from .runs import cancel, retry, submit_command, work
 from .session import reporter_for
 from .upkeep import gc_command, reconcile_command
 from .views import codes_command, config_command, events, sheet, stats, status
+from .watch import watch_command
 
 #: The root help ends with the environment variables and the exit codes (once: not in every command's help).
 ROOT_EPILOG = (
@@ -76,6 +77,7 @@ def _root(
 #: The commands, in the order the help lists them, each with its name and the setting options it takes.
 COMMANDS: tuple[tuple[Callable[..., None], str, tuple[str, ...]], ...] = (
     (submit_command, "submit", ALL_SETTINGS),
+    (watch_command, "watch", ALL_SETTINGS),
     (work, "work", WORK_SETTINGS),
     (status, "status", ()),
     (events, "events", ()),

@@ -42,6 +42,24 @@ OverwriteOption = Annotated[
         rich_help_panel="Output",
     ),
 ]
+IncludeOption = Annotated[list[str] | None, typer.Option(metavar="GLOB", help="Also take files matching this glob.")]
+ExcludeOption = Annotated[list[str] | None, typer.Option(metavar="GLOB", help="Skip files matching this glob.")]
+DeleteOption = Annotated[
+    bool,
+    typer.Option(
+        "--delete",
+        help="Mirror: remove thumbnails of photos gone from SOURCE.",
+        rich_help_panel="Output",
+    ),
+]
+DeleteDroppedOption = Annotated[
+    bool,
+    typer.Option(
+        "--delete-dropped",
+        help="--delete, and sizes/formats/ratios not asked for now.",
+        rich_help_panel="Output",
+    ),
+]
 
 
 def outcome_exit_code(batch: BatchView, interrupted: bool, max_failures: int = 0) -> ExitCode:
@@ -139,30 +157,14 @@ def submit_command(
         typer.Argument(metavar="SOURCE", help="A folder or s3://bucket/prefix/ (scanned recursively), or a manifest."),
     ],
     key: Annotated[str | None, typer.Option(help="Idempotency key. Default: derived from the request digest.")] = None,
-    include: Annotated[
-        list[str] | None, typer.Option(metavar="GLOB", help="Also take files matching this glob.")
-    ] = None,
-    exclude: Annotated[list[str] | None, typer.Option(metavar="GLOB", help="Skip files matching this glob.")] = None,
+    include: IncludeOption = None,
+    exclude: ExcludeOption = None,
     detach: Annotated[
         bool, typer.Option("--detach", help="Record the batch and return at once; `thumbctl work` renders it.")
     ] = False,
     overwrite: OverwriteOption = False,
-    delete: Annotated[
-        bool,
-        typer.Option(
-            "--delete",
-            help="Mirror: remove thumbnails of photos gone from SOURCE.",
-            rich_help_panel="Output",
-        ),
-    ] = False,
-    delete_dropped: Annotated[
-        bool,
-        typer.Option(
-            "--delete-dropped",
-            help="--delete, and sizes/formats/ratios not asked for now.",
-            rich_help_panel="Output",
-        ),
-    ] = False,
+    delete: DeleteOption = False,
+    delete_dropped: DeleteDroppedOption = False,
     dry_run: Annotated[
         bool,
         typer.Option(
