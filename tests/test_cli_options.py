@@ -317,7 +317,7 @@ def test_help_length_is_bounded(command: str | None, most: int) -> None:
 
 HUGE = "1" * 5000
 #: Options parsed by their command rather than by the settings table or Typer: each is a duration.
-DURATION_OPTIONS = {"older_than", "grace", "window", "admission_wait"}
+DURATION_OPTIONS = {"older_than", "grace", "window", "admission_wait", "settle", "poll_interval"}
 #: Options parsed by their command that hold two numbers, ``X,Y``.
 POINT_OPTIONS = {"at"}
 #: Options whose value is text, never a number.
@@ -391,6 +391,7 @@ def test_a_number_of_5000_digits_in_any_flag_is_a_usage_error(
     make_image(tmp_path / "photo.png", (32, 24), "PNG")
     given = {
         "submit": ["photos"],
+        "watch": ["photos"],
         "events": ["b_00"],
         "retry": ["b_00"],
         "cancel": ["b_00"],

@@ -11,6 +11,8 @@ HOME and the XDG folders inside the workspace, so the default ledger is new):
 - ```` ```cron ```` blocks: the command after the five time fields, from ``thumbctl`` on.
 - ```` ```ini ```` blocks (systemd units) are parsed with configparser; an ``ExecStart`` running
   ``thumbctl work`` runs with ``--until-idle`` added (the service itself runs until stopped).
+- ``thumbctl watch`` (in any of these) runs until its first round's line on stdout, then gets
+  Ctrl-C and must exit 130 (or the code of a ``# exit N`` comment).
 - ```` ```yaml ```` blocks (the CI job) are parsed by :func:`parse_yaml`, a small parser of the
   block-style subset the docs use (no PyYAML dependency); the job's structure is checked and each
   ``run:`` line starting with ``thumbctl`` runs with the job's ``env``.
@@ -41,6 +43,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -258,6 +261,9 @@ class Workspace:
         if re.search(r"\bBATCH\b", line):
             line = re.sub(r"\bBATCH\b", self.newest_batch(line, extra_env), line)
         env = {**self.env, **(extra_env or {})}
+        if re.match(r"^([A-Z_][A-Z0-9_]*=\S*\s+)*thumbctl\s+watch\s", line):
+            self.run_watch(line, env, where)
+            return
         done = subprocess.run(
             ["bash", "-o", "pipefail", "-c", line],
             cwd=self.root,
@@ -274,6 +280,34 @@ class Workspace:
         )
         self.ran += 1
         self.last = (line, done.stdout) if "--json" in line.split("#")[0] else None
+
+    def run_watch(self, line: str, env: dict[str, str], where: str) -> None:
+        """``thumbctl watch`` runs until stopped: here until its first round's line on stdout, then
+        Ctrl-C, after which it exits 130 (or the code the docs name)."""
+        proc = subprocess.Popen(
+            ["bash", "-o", "pipefail", "-c", f"exec {line}"],
+            cwd=self.root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            first = proc.stdout.readline() if proc.stdout else ""
+            os.killpg(proc.pid, signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=COMMAND_TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        want = expected_exit(line) or 130
+        assert re.match(r'^(round 1:|\{"round": 1,)', first) and proc.returncode == want, (
+            f"{where}: `{line}` exited {proc.returncode} after {first!r}, the docs say a round, then {want}\n"
+            f"stdout: {stdout[-2000:]}\nstderr: {stderr[-2000:]}"
+        )
+        self.ran += 1
+        self.last = None
 
     def with_paths(self, line: str) -> str:
         for example, local in PATH_MAP.items():

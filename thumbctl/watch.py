@@ -285,6 +285,8 @@ def open_waiter(scan: FolderScan, options: WatchOptions, should_stop: Callable[[
 #: doubling up to the cap.
 RETRY_FIRST = 5.0
 RETRY_CAP = 60.0
+#: Seconds between two "waiting" reports of the same files (a file that keeps growing).
+WAITING_EVERY = 5.0
 
 
 @dataclass
@@ -360,7 +362,7 @@ class Watcher:
     def _say_waiting(self, now: float) -> None:
         unsettled = self.settling.unsettled(now)
         names = tuple(u.path for u in unsettled)
-        if names and (names != self._waiting or now - self._waiting_said >= 10 * max(self.settling.settle, 1.0)):
+        if names and (names != self._waiting or now - self._waiting_said >= max(WAITING_EVERY, self.settling.settle)):
             self.observer.waiting(unsettled)
             self._waiting_said = now
         self._waiting = names

@@ -47,7 +47,9 @@ class WatchReports(MirrorReports):
     def round_submitted(self, number: int, batch: BatchView, report: IntakeReport) -> None:
         if report.unlinked_names:
             self.unlinked_names(report.unlinked_names)
-        self.note(f"round {number}: batch [bold]{batch.batch_id}[/], {plural(batch.total, 'item')}")
+        queued = batch.counts[ItemState.QUEUED]
+        items = plural(batch.total, "item")
+        self.note(f"round {number}: recorded batch [bold]{batch.batch_id}[/], {items}, {queued} to render")
 
     def round_finished(self, done: Round) -> None:
         batch, report = done.batch, done.report
