@@ -24,7 +24,7 @@ from thumbctl.runner import SilentObserver
 from thumbctl.settings import Profile, Ratio
 from thumbctl.watch import Settling, Watcher, WatchOptions
 
-from harness import Background, Lines, Thumbctl, until
+from harness import Background, Lines, Thumbctl
 from support import Clock, check_invariants, make_image
 
 pytestmark = pytest.mark.timeout(120)
@@ -238,9 +238,8 @@ def test_a_file_still_being_written_is_held_back_until_it_is_whole_and_settled(t
     proc, out, err = env.watch(fault="pause:watch_unsettled")
     env.paused("watch_unsettled", process=proc)  # the first scan: every photo is new
     env.release()
-    until(lambda: not env.paused_pids("watch_unsettled"), "the watcher going on")
-    (env.faults / "release").unlink()  # from here on, the watcher pauses whenever a file is settling
     out.wait_for("round 1:")
+    (env.faults / "release").unlink()  # from here on, the watcher pauses whenever a file is settling
 
     with frozen(proc):
         (env.photos / "new.jpg").write_bytes(whole[: len(whole) // 2])

@@ -353,11 +353,13 @@ class Watcher:
         return self._round(snapshot)
 
     def _next_check(self) -> float | None:
+        """How long to wait for a change: until the folder may be quiet (a little after, so the
+        next scan finds it so), or the retry after a refusal; None: until something changes."""
         now = self.clock()
         after = self.settling.next_check(now)
         if after is not None and now < self._retry_at:
-            return max(after, self._retry_at - now)
-        return after
+            after = max(after, self._retry_at - now)
+        return None if after is None else after + 0.01
 
     def _say_waiting(self, now: float) -> None:
         unsettled = self.settling.unsettled(now)
