@@ -138,6 +138,24 @@ def reference_thumbnail(tmp_path: Path, photo: bytes, name: str = "new.jpg") -> 
     return (folder / "out" / name.rsplit(".", 1)[0]).with_suffix(".1x1.jpg").read_bytes()
 
 
+def test_a_file_that_never_stops_growing_holds_the_round_back_and_is_named_every_5_s(tmp_path: Path) -> None:
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    growing = photos / "upload.jpg"
+    clock, recorder = Clock(), Recorder()
+    options = SubmitOptions(out_dir=tmp_path / "out", store_dir=tmp_path / "store", profile=SQUARE)
+    db = tmp_path / "ledger.db"
+    watcher = Watcher(photos, db, options, RunOptions(workers=1), WatchOptions(settle=2.0), recorder, clock=clock)
+    for step in range(40):  # 40 s of a file growing a little every second
+        growing.write_bytes(b"\xff\xd8" + b"\0" * step)
+        assert watcher.check() is None
+        clock.now += 1.0
+    [waiting] = watcher.settling.unsettled(clock())
+    assert (waiting.path, waiting.changing_for) == ("upload.jpg", 40.0)
+    assert recorder.waits == [["upload.jpg"]] * 8  # at the start, then every 5 s
+    assert recorder.rounds == [] and not db.exists()
+
+
 # -- the command, in real processes -------------------------------------------------------------
 
 
@@ -274,7 +292,7 @@ def test_ctrl_c_during_a_round_cancels_it_durably_and_the_next_watch_resumes_it(
     [interrupted] = [json.loads(line) for line in out.rest().splitlines()]
     assert interrupted["round"] == 1 and interrupted["interrupted"] is True
     batch_id = interrupted["batch"]["batch_id"]
-    status = env.json("status", batch_id, codes=None)
+    status = env.json("status", batch_id)  # exit 0: the batch reads back whole
     assert status["state"] == "cancelled" and status["counts"]["running"] == 0
     assert "Traceback" not in err.rest()
     env.check()
