@@ -305,12 +305,12 @@ def test_ctrl_c_during_a_round_cancels_it_durably_and_the_next_watch_resumes_it(
     env.check()
 
 
-def test_poll_is_used_when_asked_even_with_watchfiles_installed(tmp_path: Path) -> None:
+def test_poll_is_used_when_asked_and_a_service_manager_s_sigterm_stops_it_as_ctrl_c(tmp_path: Path) -> None:
     env = Watch(tmp_path)
     proc, out, err = env.watch("--poll")
     assert "polling every 1s (--poll)" in err.wait_for("watching ")
     out.wait_for("round 1:")
-    proc.interrupt()
+    os.killpg(proc.pid, signal.SIGTERM)  # `systemctl stop`: SIGTERM to every process of the unit
     assert proc.wait(timeout=60) == 130
     assert "stopped after 1 round" in err.rest()
 
