@@ -287,6 +287,9 @@ RETRY_FIRST = 5.0
 RETRY_CAP = 60.0
 #: Seconds between two "waiting" reports of the same files (a file that keeps growing).
 WAITING_EVERY = 5.0
+#: The time between two scans is at least this many times the last scan's (at most a third of the
+#: time spent scanning while files keep changing).
+SCAN_SHARE = 3.0
 
 
 @dataclass
@@ -329,14 +332,25 @@ class Watcher:
         )
         last = None
         while not self.stopped():
+            started = time.monotonic()
             done = self.check()
             if done is not None:
                 last = done
                 if done.interrupted:
                     break
                 continue  # scan again at once: files may have changed during the round
+            scanned = time.monotonic()
             waiter.wait(self._next_check())
+            self._rest(SCAN_SHARE * (scanned - started) - (time.monotonic() - scanned))
         return last
+
+    def _rest(self, seconds: float) -> None:
+        """Wait ``seconds`` before the next scan, so that scanning a large folder while its files
+        keep changing (a copy of thousands of photos) takes at most its share of the time. A change
+        seen later only starts its settle time later: never a round sooner."""
+        end = time.monotonic() + seconds
+        while not self.stopped() and (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05))
 
     def check(self) -> Round | None:
         """Scan once; run a round when the folder is due for one."""
