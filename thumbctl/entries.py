@@ -35,6 +35,8 @@ class SourceEntry:
     focus: tuple[float, float] | None = None
     #: The manifest's ``"focus": null``: the crop fix remembered for the item's ratios is forgotten.
     clear_focus: bool = False
+    #: The manifest's ``alt`` text for the item's markup (empty when not given).
+    alt: str = ""
     #: The scan already knows ``given`` is a real path inside the root.
     known_real: bool = False
     #: Known before any file is touched: the source's items fail with it.
@@ -169,7 +171,9 @@ def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[Sou
         else:
             item_id = _url_id(entry.source) if is_url(entry.source) else _default_id(entry.source, root)
         ratios = entry.ratios or default_ratios
-        entries.append(SourceEntry(item_id, entry.source, ratios, entry.focus, clear_focus=entry.clear_focus))
+        entries.append(
+            SourceEntry(item_id, entry.source, ratios, entry.focus, clear_focus=entry.clear_focus, alt=entry.alt)
+        )
     return entries
 
 

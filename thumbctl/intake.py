@@ -503,6 +503,7 @@ def _new_item(
         "size": variant.size,
         "format": variant.format,
         "focus": focus,
+        "alt": entry.alt,
     }
     if inspection.failure is not None or inspection.info is None:
         failure = inspection.failure
@@ -573,6 +574,8 @@ def _canonical_request(
             item["remembered_focus"] = remembered
         if entry.clear_focus:
             item["clear_focus"] = True
+        if entry.alt:  # only when given: the request of an item without one stays what it was
+            item["alt"] = entry.alt
         items.append(item)
     return {
         "root": str(root),

@@ -18,8 +18,10 @@ from pathlib import Path
 from .settings import Ratio, SettingError, parse_ratios
 
 MANIFEST_SUFFIXES = (".json", ".jsonl", ".csv")
-_ITEM_FIELDS = {"id", "source", "ratios", "focus"}
-_CSV_FIELDS = {"id", "source", "ratios", "focus_x", "focus_y"}
+_ITEM_FIELDS = {"id", "source", "ratios", "focus", "alt"}
+_CSV_FIELDS = {"id", "source", "ratios", "focus_x", "focus_y", "alt"}
+#: The longest ``alt`` text an item may give, in characters (a description, not an article).
+MAX_ALT = 1000
 #: A manifest nests lists and objects 4 levels deep at most (``{"items": [{"focus": [x, y]}]}``);
 #: deeper ones are refused before anything walks them (the JSON parser itself gives up near 1,000).
 MAX_DEPTH = 8
@@ -39,6 +41,8 @@ class ManifestEntry:
     focus: tuple[float, float] | None = None
     #: ``"focus": null``: forget the crop fix remembered for the item's ratios.
     clear_focus: bool = False
+    #: The text of the markup's ``alt`` (empty when not given).
+    alt: str = ""
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,8 @@ def _entry_from_object(obj: object, where: str) -> ManifestEntry:
     ratios = _ratios(obj["ratios"], f"{where}: ratios") if "ratios" in obj else None
     focus = _focus(obj["focus"], where) if obj.get("focus") is not None else None
     clear = "focus" in obj and obj["focus"] is None
-    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus, clear_focus=clear)
+    alt = _alt(obj.get("alt", ""), where)
+    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus, clear_focus=clear, alt=alt)
 
 
 def _parse_csv(text: str) -> Manifest:
@@ -195,7 +200,18 @@ def _entry_from_csv_row(row: dict[str, str], where: str) -> ManifestEntry:
         except ValueError as exc:
             raise ManifestError(f"{where}: focus_x and focus_y must both be numbers in 0..1") from exc
         focus = _focus(numbers, where)
-    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus)
+    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus, alt=_alt(row.get("alt", ""), where))
+
+
+def _alt(value: object, where: str) -> str:
+    """An item's ``alt`` text: a string of at most :data:`MAX_ALT` characters, spaces trimmed."""
+    if not isinstance(value, str):
+        raise ManifestError(f'{where}: "alt" must be a string')
+    if len(value) > MAX_ALT:
+        raise ManifestError(f'{where}: "alt" is {len(value)} characters long; at most {MAX_ALT} are taken')
+    if "\0" in value:
+        raise ManifestError(f'{where}: "alt" contains a NUL character')
+    return value.strip()
 
 
 def _too_deep(where: str) -> str:

@@ -72,6 +72,8 @@ class NewItem:
     #: What intake learnt of a reused output (its size, and whether the source was smaller
     #: than asked): the item's ``result``, so the batch's figures count it like a render.
     reused: dict[str, object] | None = None
+    #: The manifest's ``alt`` text for the markup ("" when not given).
+    alt: str = ""
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,8 @@ class ItemView:
     #: The size asked for (longest side, px; ``result`` has the size produced) and the output format.
     size: int | None = None
     format: str | None = None
+    #: The manifest's ``alt`` text ("" when not given).
+    alt: str = ""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -249,6 +253,7 @@ class ItemView:
             "object_path": self.object_path,
             "friendly_path": self.friendly_path,
             "updated_at": self.updated_at,
+            "alt": self.alt,
             "result": self.result,
         }
 

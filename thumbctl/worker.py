@@ -45,6 +45,7 @@ from .imaging import (
     decode_scale,
     encode,
     output_geometry,
+    placeholder_of,
     preview_jpeg,
     resample,
     verify_output,
@@ -301,6 +302,8 @@ class ClaimRun:
         }
         #: The window of each (ratio, focus), chosen once and shared by every size and format.
         self.choices: dict[tuple[str, tuple[float, float] | None], CropChoice] = {}
+        #: The dominant colour and ThumbHash of each window, computed once (see ``imaging.placeholder``).
+        self.placeholders: dict[tuple[int, int, int, int], dict[str, str]] = {}
 
     def run(self) -> None:
         try:
@@ -453,6 +456,7 @@ class ClaimRun:
                 "output_sha256": hashlib.sha256(data).hexdigest(),
                 "shared_render": reused,
                 "timings": timings,
+                **self._placeholder(choice),
             }
             if preview := self._preview_of(item):
                 result["preview"] = preview
@@ -504,6 +508,15 @@ class ClaimRun:
         if key not in self.choices:
             self.choices[key] = analysis.choose(geometry, item.focus)
         return self.choices[key]
+
+    def _placeholder(self, choice: CropChoice) -> dict[str, str]:
+        """What a page shows while the window's outputs load; the same for every size and format."""
+        if self.analysis is None or self.renderer is not None:
+            return {}
+        if choice.box not in self.placeholders:
+            w, h = self.claim.source_width, self.claim.source_height
+            self.placeholders[choice.box] = placeholder_of(self.analysis.preview(), w, h, choice.box).to_json()
+        return self.placeholders[choice.box]
 
     def _render(self, decoded: DecodedSource, box: tuple[int, int, int, int], shared: SharedRender) -> bytes:
         geometry = shared.geometry

@@ -16,11 +16,13 @@ from .formats import (
     probe,
     sniff_format,
 )
+from .placeholder import Placeholder, placeholder_of
 
 __all__ = [
     "ALPHA_FORMATS",
     "ANALYSIS_REFERENCE_SIZE",
     "PILLOW_FORMATS",
+    "Placeholder",
     "SNIFF_BYTES",
     "SRGB_PROFILE",
     "CropAnalysis",
@@ -37,6 +39,7 @@ __all__ = [
     "focus_box",
     "heif_available",
     "output_geometry",
+    "placeholder_of",
     "preview_jpeg",
     "probe",
     "resample",
