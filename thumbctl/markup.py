@@ -23,15 +23,17 @@ Rules (README, "Paste-ready markup"):
   size unreadable) is offered as before, after the measured ones, AVIF before WebP.
 - ``alt`` is the manifest item's ``alt`` text, else empty (``alt=""``, which a screen reader
   skips); never the file name or item id. HTML-escaped.
-- While the files load, the ``<img>`` shows the pair's dominant colour as its
-  ``background-color`` and carries its ThumbHash in ``data-thumbhash`` for a page script to
-  draw (see ``imaging.placeholder``). Both are absent when the ledger has none for the pair
-  (outputs rendered before placeholders were recorded, and only reused since).
+- While the files load, the ``<img>`` shows the pair's placeholder as its CSS background, with
+  no script: its dominant colour (``background-color``) under its tiny image, a 16 px WebP
+  ``data:`` URI scaled to cover the box (see ``imaging.placeholder``). Both are absent when the
+  ledger has none for the pair (outputs rendered before placeholders were recorded, and only
+  reused since).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from html import escape
@@ -88,21 +90,31 @@ class OutputFile:
 
 @dataclass(frozen=True)
 class Placeholder:
-    """What a page shows while a pair's files load: its dominant colour and ThumbHash."""
+    """What a page shows while a pair's files load: its dominant colour and tiny image."""
 
     colour: str
-    thumbhash: str
+    lqip: str
 
     @classmethod
     def from_result(cls, result: dict[str, object] | None) -> Placeholder | None:
-        colour, hashed = (result or {}).get("dominant_colour"), (result or {}).get("thumbhash")
-        if isinstance(colour, str) and _is_hex_colour(colour) and isinstance(hashed, str):
-            return cls(colour, hashed)
+        """The placeholder a render result records, if it is one that is safe in a style attribute."""
+        colour, lqip = (result or {}).get("dominant_colour"), (result or {}).get("lqip")
+        if (
+            isinstance(colour, str)
+            and HEX_COLOUR.fullmatch(colour)
+            and isinstance(lqip, str)
+            and DATA_URI.fullmatch(lqip)
+        ):
+            return cls(colour, lqip)
         return None
 
+    def style(self) -> str:
+        return f"background-color:{self.colour};background-image:url({self.lqip});background-size:cover"
 
-def _is_hex_colour(text: str) -> bool:
-    return len(text) == 7 and text[0] == "#" and all(c in "0123456789abcdef" for c in text[1:])
+
+HEX_COLOUR = re.compile(r"#[0-9a-f]{6}")
+#: A base64 image ``data:`` URI: nothing in it can end the ``url()`` or the attribute.
+DATA_URI = re.compile(r"data:image/(webp|jpeg|png);base64,[A-Za-z0-9+/]+={0,2}")
 
 
 @dataclass(frozen=True)
@@ -138,7 +150,7 @@ class PictureSet:
             "srcset": self.srcsets(),
             "alt": self.alt,
             "dominant_colour": self.placeholder.colour if self.placeholder else None,
-            "thumbhash": self.placeholder.thumbhash if self.placeholder else None,
+            "lqip": self.placeholder.lqip if self.placeholder else None,
             "picture": self.picture(),
         }
 
@@ -245,9 +257,7 @@ def picture_html(by_format: dict[str, list[OutputFile]], alt: str = "", placehol
     lines = ["<picture>"]
     for fmt in offered_sources(by_format, img_format):
         lines.append(f'  <source type="{MEDIA_TYPES[fmt]}" srcset="{escape(srcset(by_format[fmt]))}" sizes="{sizes}">')
-    shown = ""
-    if placeholder is not None:
-        shown = f' style="background-color:{placeholder.colour}" data-thumbhash="{escape(placeholder.thumbhash)}"'
+    shown = f' style="{escape(placeholder.style())}"' if placeholder is not None else ""
     lines.append(
         f'  <img src="{escape(largest.url)}" srcset="{escape(srcset(by_format[img_format]))}" sizes="{sizes}" '
         f'width="{largest.width}" height="{largest.height}" alt="{escape(alt)}"{shown} loading="lazy">'

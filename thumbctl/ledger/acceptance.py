@@ -28,8 +28,8 @@ from .transitions import Transitions, chunks
 from .views import BatchViews
 
 #: The fields of a render's result that belong to its source window, not to the one output: the
-#: dominant colour and the ThumbHash (``imaging.placeholder``).
-PLACEHOLDER_FIELDS = ("dominant_colour", "thumbhash")
+#: dominant colour and the tiny image (``imaging.placeholder``).
+PLACEHOLDER_FIELDS = ("dominant_colour", "lqip")
 
 
 def _json_text(value: dict[str, object]) -> str:

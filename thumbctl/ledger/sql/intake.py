@@ -67,7 +67,7 @@ INSERT_ITEMS = insert("items", ITEM_COLUMNS)
 EARLIER_PLACEHOLDERS = query(
     "earlier_placeholders",
     f"SELECT derivative_key, result FROM items WHERE derivative_key IN ({{ids}}) AND state = {SUCCEEDED} "
-    "AND result LIKE '%\"thumbhash\"%' ORDER BY id",
+    "AND result LIKE '%\"lqip\"%' ORDER BY id",
     lists={"ids": ("?", ",")},
 )
 #: A new batch's creation events, one per item row, in one statement.
