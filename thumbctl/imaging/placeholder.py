@@ -1,12 +1,14 @@
 """What a page shows while a thumbnail loads: a dominant colour and a tiny image, per source and ratio.
 
 Both are computed from the crop analysis's small copy (about 256 px, already decoded, converted
-to sRGB and upright), cut to the ratio's window and reduced to :data:`SAMPLE_SIZE` px, so they cost
+to sRGB and upright), cut to the ratio's window and sampled at :data:`SAMPLE_SIZE` px, so they cost
 about a millisecond per ratio and are the same for every size and format of that ratio.
-Transparency was flattened onto the background in that copy, as in a JPEG output.
+Transparency was flattened onto the background in that copy, as in a JPEG output. (The small
+copy itself was reduced from the decode as every thumbnail is, by box filters on sRGB values.)
 
 **Dominant colour**, not average colour. A plain mean of a red product on a white table is a
-pink that appears nowhere in the photo. Instead the pixels are counted in a coarse histogram of
+pink that appears nowhere in the photo. Instead the window's pixels are sampled on a grid of at
+most 16 x 16 points (as they are: nothing is mixed before the mean) and counted in a coarse histogram of
 sRGB codes (8 levels per channel); the bin whose 3x3x3 neighbourhood holds the most pixels seeds
 one cluster, and the cluster's colour is the count-weighted mean, in linear light, of the pixels
 within :data:`CLUSTER_RADIUS` of the seed (refined twice, as a k-means step would). Distances are
@@ -79,12 +81,13 @@ def placeholder_of(copy: Image.Image, src_w: int, src_h: int, box: tuple[int, in
         min(copy.height, max(math.floor(top * sy) + 1, math.ceil(bottom * sy))),
     )
     window = copy.crop(small)
-    fit = SAMPLE_SIZE / max(window.width, window.height)
-    if fit < 1:
-        size = (max(1, round(window.width * fit)), max(1, round(window.height * fit)))
-        window = window.resize(size, Image.Resampling.BOX)
-    rgb = window.convert("RGB") if window.mode != "RGB" else window
-    return Placeholder(dominant_colour(rgb), lqip(rgb))
+    window = window.convert("RGB") if window.mode != "RGB" else window
+    fit = min(1.0, SAMPLE_SIZE / max(window.width, window.height))
+    size = (max(1, round(window.width * fit)), max(1, round(window.height * fit)))
+    # Points of the window as they are (nearest) for the colour, so every mix is made in linear
+    # light; a box-filtered picture for the tiny image.
+    points = window.resize(size, Image.Resampling.NEAREST)
+    return Placeholder(dominant_colour(points), lqip(window.resize(size, Image.Resampling.BOX)))
 
 
 def lqip(sample: Image.Image) -> str:
