@@ -467,3 +467,47 @@ def test_a_recorded_placeholder_that_is_not_a_colour_and_an_image_uri_is_left_ou
         "alt",
         "loading",
     }
+
+
+def test_alt_and_placeholders_travel_from_the_manifest_to_the_markup_on_either_backend(
+    ledger_url: str, photos: Path, out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest's alt reaches the ledger item, status --json and the <img>; every pair gets its
+    dominant colour and tiny image, also when a later request reuses every output."""
+    monkeypatch.setenv("THUMBCTL_STORE", str(tmp_path / "store"))  # a PostgreSQL ledger has no default store
+    runner = CliRunner()
+
+    def thumbctl(*args: object) -> dict:
+        result = runner.invoke(app, [*map(str, args), "--db", ledger_url], catch_exceptions=False)
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def submitted(alt: str) -> tuple[dict, dict]:
+        manifest = photos / "listing.json"  # sources are named relative to the manifest
+        items = [{"source": "coffee.png", "id": "cup", "alt": alt}, {"source": "garden.jpeg", "id": "garden"}]
+        manifest.write_text(json.dumps({"items": items}))
+        shown = thumbctl("submit", manifest, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
+        status = thumbctl("status", shown["batch_id"], "--json", "--items")
+        return json.loads(Path(shown["manifest_path"]).read_text()), status
+
+    alt = 'A cup of coffee "on" <a> table & a spoon'
+    first, status = submitted(alt)
+    cup, garden = (next(p for p in first["pictures"] if p["item_id"] == name) for name in ("cup", "garden"))
+    (img,) = [parse(cup["picture"]).pictures[0].img]
+    assert cup["alt"] == img["alt"] == alt and "&lt;a&gt;" in cup["picture"]
+    assert garden["alt"] == parse(garden["picture"]).pictures[0].img["alt"] == ""
+    for pair in (cup, garden):
+        assert pair["dominant_colour"].startswith("#") and pair["lqip"].startswith("data:image/webp;base64,")
+        assert (
+            parse(pair["picture"]).pictures[0].img["style"].startswith(f"background-color:{pair['dominant_colour']};")
+        )
+    by_id = {item["item_id"]: item for item in status["items"]}
+    assert by_id["cup"]["alt"] == alt and by_id["garden"]["alt"] == ""
+    assert by_id["cup"]["result"]["dominant_colour"] == cup["dominant_colour"]
+    assert by_id["cup"]["result"]["lqip"] == cup["lqip"]
+
+    again, status = submitted("A cup of coffee")  # a new request: every output is reused
+    assert all(item["result"].get("reused") for item in status["items"])
+    cup_again = next(p for p in again["pictures"] if p["item_id"] == "cup")
+    assert (cup_again["dominant_colour"], cup_again["lqip"]) == (cup["dominant_colour"], cup["lqip"])
+    assert parse(cup_again["picture"]).pictures[0].img["alt"] == "A cup of coffee"
