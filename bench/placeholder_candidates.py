@@ -1,8 +1,9 @@
-"""Placeholder candidates measured by ``bench/placeholders.py`` that thumbctl does not ship: ThumbHash
-(https://evanw.github.io/thumbhash/), the reference encoder and decoder written in plain Python.
+"""Placeholder candidates measured by ``bench/placeholders.py`` that thumbctl does not ship, written
+in plain Python from their reference algorithms: ThumbHash (https://evanw.github.io/thumbhash/) and
+BlurHash (https://blurha.sh), each with its decoder.
 
-The encoder's output was checked byte for byte against the ``thumbhash`` package's on three photos;
-images with alpha are not handled (thumbctl's samples are opaque).
+The ThumbHash encoder's output was checked byte for byte against the ``thumbhash`` package's on
+three photos; images with alpha are not handled (thumbctl's samples are opaque).
 """
 
 from __future__ import annotations
@@ -120,5 +121,98 @@ def thumbhash_image(hashed: bytes) -> Image.Image:
             g = r - q
             out.append(tuple(int(max(0.0, 255 * min(1.0, v))) for v in (r, g, b)))
     image = Image.new("RGB", (w, h))
+    image.putdata(out)
+    return image
+
+
+# -- BlurHash ----------------------------------------------------------------------------------------
+
+_BASE83 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz#$%*+,-.:;=?@[]^_{|}~"
+
+
+def _to_linear(code: int) -> float:
+    v = code / 255
+    return v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4
+
+
+def _to_code(value: float) -> int:
+    v = min(1.0, max(0.0, value))
+    return round(v * 12.92 * 255 + 0.5) if v <= 0.0031308 else round((1.055 * v ** (1 / 2.4) - 0.055) * 255 + 0.5)
+
+
+def _sign_pow(value: float, exponent: float) -> float:
+    return math.copysign(abs(value) ** exponent, value)
+
+
+def _base83(value: int, length: int) -> str:
+    return "".join(_BASE83[(value // 83 ** (length - 1 - i)) % 83] for i in range(length))
+
+
+def blurhash(image: Image.Image) -> str:
+    """The BlurHash (https://blurha.sh, the reference encoder) of an RGB image: 4 x 3 components for a
+    landscape image, 3 x 4 for a portrait one."""
+    w, h = image.size
+    nx, ny = (4, 3) if w >= h else (3, 4)
+    raw = image.tobytes()
+    linear = [
+        (_to_linear(r), _to_linear(g), _to_linear(b)) for r, g, b in zip(raw[0::3], raw[1::3], raw[2::3], strict=True)
+    ]
+    factors = []
+    for j in range(ny):
+        for i in range(nx):
+            norm = 1 if i == j == 0 else 2
+            basis_x = [math.cos(math.pi * i * x / w) for x in range(w)]
+            basis_y = [math.cos(math.pi * j * y / h) for y in range(h)]
+            sums = [0.0, 0.0, 0.0]
+            for y in range(h):
+                for x in range(w):
+                    basis = norm * basis_x[x] * basis_y[y]
+                    pixel = linear[y * w + x]
+                    for c in range(3):
+                        sums[c] += basis * pixel[c]
+            factors.append([v / (w * h) for v in sums])
+    dc, ac = factors[0], factors[1:]
+    largest = max(abs(v) for f in ac for v in f)
+    quantised = max(0, min(82, math.floor(largest * 166 - 0.5)))
+    maximum = (quantised + 1) / 166
+    text = _base83((nx - 1) + (ny - 1) * 9, 1) + _base83(quantised, 1)
+    text += _base83((_to_code(dc[0]) << 16) + (_to_code(dc[1]) << 8) + _to_code(dc[2]), 4)
+    for f in ac:
+        q = [max(0, min(18, math.floor(_sign_pow(v / maximum, 0.5) * 9 + 9.5))) for v in f]
+        text += _base83(q[0] * 19 * 19 + q[1] * 19 + q[2], 2)
+    return text
+
+
+def blurhash_image(text: str, size: tuple[int, int]) -> Image.Image:
+    """The image a BlurHash stands for, drawn at ``size`` (the reference decoder, punch 1)."""
+
+    def number(part: str) -> int:
+        value = 0
+        for char in part:
+            value = value * 83 + _BASE83.index(char)
+        return value
+
+    flag = number(text[0])
+    ny, nx = flag // 9 + 1, flag % 9 + 1
+    maximum = (number(text[1]) + 1) / 166
+    dc = number(text[2:6])
+    colours = [(_to_linear(dc >> 16), _to_linear((dc >> 8) & 255), _to_linear(dc & 255))]
+    for k in range(1, nx * ny):
+        value = number(text[4 + k * 2 : 6 + k * 2])
+        q = (value // (19 * 19), (value // 19) % 19, value % 19)
+        colours.append(tuple(_sign_pow((v - 9) / 9, 2.0) * maximum for v in q))
+    w, h = size
+    out = []
+    for y in range(h):
+        for x in range(w):
+            rgb = [0.0, 0.0, 0.0]
+            for j in range(ny):
+                for i in range(nx):
+                    basis = math.cos(math.pi * x * i / w) * math.cos(math.pi * y * j / h)
+                    colour = colours[i + j * nx]
+                    for c in range(3):
+                        rgb[c] += colour[c] * basis
+            out.append(tuple(_to_code(v) for v in rgb))
+    image = Image.new("RGB", size)
     image.putdata(out)
     return image

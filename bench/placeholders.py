@@ -15,14 +15,16 @@ placeholders / render computed per source (target: <= 3%).
 Then the candidates, per (source, ratio), made from the same window of the same small copy:
 
 * ``thumbhash``: the ThumbHash, base64, of the window shrunk to 32 px (``placeholder_candidates.py``);
+* ``blurhash 4x3``: the BlurHash (4 x 3 components, 3 x 4 for a portrait window) of the same 32 px
+  copy, drawn at that size;
 * ``lqip-webp-16``: what thumbctl ships, ``placeholder_of``'s ``data:`` URI (the window shrunk to
   16 px on its long side, WebP q50);
 * ``lqip-jpeg-16`` / ``lqip-webp-32``: the window shrunk (Lanczos) to 16 or 32 px, as JPEG q50 or
   WebP q50, as a ``data:`` URI;
 * ``dominant colour``: the flat ``#rrggbb`` fill, the floor any candidate must beat.
 
-"make + draw ms" is the time to make a candidate and decode it again to compare (a ThumbHash is
-drawn by its decoder in plain Python, most of its figure), not what a worker spends.
+"make + draw ms" is the time to make a candidate and decode it again to compare (a ThumbHash or
+BlurHash is drawn by its decoder in plain Python, most of its figure), not what a worker spends.
 
 Size is the characters a page carries (the base64 string, or the whole ``data:`` URI). Look is
 each candidate drawn at the thumbnail's size (ThumbHash by its reference decoder at 32 px, data
@@ -50,7 +52,7 @@ from pathlib import Path
 
 import PIL
 from PIL import Image
-from placeholder_candidates import thumbhash, thumbhash_image
+from placeholder_candidates import blurhash, blurhash_image, thumbhash, thumbhash_image
 
 from thumbctl.imaging import (
     ANALYSIS_REFERENCE_SIZE,
@@ -121,6 +123,13 @@ def thumbhash_candidate(small: Image.Image, w: int, h: int, box: tuple) -> tuple
     return base64.b64encode(hashed).decode(), thumbhash_image(hashed)
 
 
+def blurhash_candidate(small: Image.Image, w: int, h: int, box: tuple) -> tuple[str, Image.Image]:
+    cut = window(small, w, h, box)
+    cut.thumbnail((32, 32), Image.Resampling.BOX)
+    text = blurhash(cut)
+    return text, blurhash_image(text, cut.size)
+
+
 def shipped_candidate(small: Image.Image, w: int, h: int, box: tuple) -> tuple[str, Image.Image]:
     uri = placeholder_of(small, w, h, box).lqip
     return uri, Image.open(io.BytesIO(base64.b64decode(uri.partition(",")[2]))).convert("RGB")
@@ -166,6 +175,7 @@ def ssim(x: Image.Image, y: Image.Image, win: int = 8, stride: int = 4) -> float
 def candidates() -> dict[str, Callable[[Image.Image, int, int, tuple], tuple[str, Image.Image]]]:
     made: dict[str, Callable[[Image.Image, int, int, tuple], tuple[str, Image.Image]]] = {
         "thumbhash": thumbhash_candidate,
+        "blurhash 4x3": blurhash_candidate,
         "lqip-webp-16 (shipped)": shipped_candidate,
         "dominant colour": colour_candidate,
     }
