@@ -80,14 +80,15 @@ def placeholder_of(copy: Image.Image, src_w: int, src_h: int, box: tuple[int, in
         min(copy.width, max(math.floor(left * sx) + 1, math.ceil(right * sx))),
         min(copy.height, max(math.floor(top * sy) + 1, math.ceil(bottom * sy))),
     )
-    window = copy.crop(small)
-    window = window.convert("RGB") if window.mode != "RGB" else window
-    fit = min(1.0, SAMPLE_SIZE / max(window.width, window.height))
-    size = (max(1, round(window.width * fit)), max(1, round(window.height * fit)))
+    rgb = copy.convert("RGB") if copy.mode != "RGB" else copy
+    width, height = small[2] - small[0], small[3] - small[1]
+    fit = min(1.0, SAMPLE_SIZE / max(width, height))
+    size = (max(1, round(width * fit)), max(1, round(height * fit)))
     # Points of the window as they are (nearest) for the colour, so every mix is made in linear
     # light; a box-filtered picture for the tiny image.
-    points = window.resize(size, Image.Resampling.NEAREST)
-    return Placeholder(dominant_colour(points), lqip(window.resize(size, Image.Resampling.BOX)))
+    points = rgb.resize(size, Image.Resampling.NEAREST, box=small)
+    picture = rgb.resize(size, Image.Resampling.BOX, box=small)
+    return Placeholder(dominant_colour(points), lqip(picture))
 
 
 def lqip(sample: Image.Image) -> str:
