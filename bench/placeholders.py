@@ -213,7 +213,9 @@ def run_folder(folder: Path, repeat: int) -> None:
     print(f"| placeholders (3 ratios) | {statistics.median(e for _, _, e in rows):.2f} ms |")
     share = statistics.median(shares)
     verdict = "PASS" if share <= TARGET_SHARE else "FAIL"
+    name, render, extra = max(rows, key=lambda row: row[2] / row[1])
     print(f"| placeholders / render, median of per-source shares | {share:.1%} (max {max(shares):.1%}) | {verdict} |")
+    print(f"\nLargest share: {name}, render {render:.1f} ms, placeholders {extra:.2f} ms")
     print()
     print(
         "| candidate | chars on the page, median (max) | make + draw ms, median | mean abs. error 0..255 | luma SSIM |"
