@@ -66,8 +66,8 @@ INSERT_ITEMS = insert("items", ITEM_COLUMNS)
 #: reused from it carries the placeholder on (it belongs to the key's source window).
 EARLIER_PLACEHOLDERS = query(
     "earlier_placeholders",
-    f"SELECT derivative_key, result FROM items WHERE derivative_key IN ({{ids}}) AND state = {SUCCEEDED} "
-    "AND result LIKE '%\"lqip\"%' ORDER BY id",
+    "SELECT derivative_key, result FROM items WHERE id IN (SELECT max(id) FROM items "
+    f"WHERE derivative_key IN ({{ids}}) AND state = {SUCCEEDED} AND result LIKE '%\"lqip\"%' GROUP BY derivative_key)",
     lists={"ids": ("?", ",")},
 )
 #: A new batch's creation events, one per item row, in one statement.
