@@ -48,7 +48,8 @@ from .settings import OUTPUT_FORMATS
 from .storage.locations import is_s3, name_in, output_target_at
 from .storage.outputs import json_document
 
-#: Formats offered as ``<source>`` elements, in this order, when they are not the ``<img>``'s.
+#: Formats that may be offered as ``<source>`` elements when they are not the ``<img>``'s (ordered by
+#: their sets' bytes; in this order when those are unknown).
 SOURCE_FORMATS = ("avif", "webp")
 #: Which format's files the ``<img>`` takes, first present wins.
 FALLBACK_FORMATS = ("jpeg", "png", "webp", "avif")

@@ -16,7 +16,8 @@ measured on sRGB codes (nearer to equal steps for the eye: in linear light every
 "near" every other), means are taken in linear light, which mixes colours as light does (a mean
 of sRGB codes darkens every mix).
 
-**The tiny image** (an LQIP) is that 16 px sample as a WebP ``data:`` URI of about 180 characters:
+**The tiny image** (an LQIP) is the window box-filtered to 16 px, as a WebP ``data:`` URI of about
+180 characters:
 a page shows it as the ``<img>``'s CSS background with no script. It was chosen over a ThumbHash
 (about 28 characters, but a page script must draw it) and a BlurHash by size, look and cost
 (``docs/benchmarks.md``, "Placeholders").
@@ -33,7 +34,7 @@ from PIL import Image
 
 #: The longest side of the sample both are computed from, and of the tiny image.
 SAMPLE_SIZE = 16
-#: The tiny image's WebP quality: at 16 px its bytes are mostly the format's own header.
+#: The tiny image's WebP quality.
 LQIP_QUALITY = 50
 #: Histogram bins per channel (sRGB codes) the dominant colour's seed is found in.
 BINS = 8
