@@ -17,10 +17,9 @@ measured on sRGB codes (nearer to equal steps for the eye: in linear light every
 of sRGB codes darkens every mix).
 
 **The tiny image** (an LQIP) is the window box-filtered to 16 px, as a WebP ``data:`` URI of about
-180 characters:
-a page shows it as the ``<img>``'s CSS background with no script. It was chosen over a ThumbHash
-(about 28 characters, but a page script must draw it) and a BlurHash by size, look and cost
-(``docs/benchmarks.md``, "Placeholders").
+180 characters: a page shows it as the ``<img>``'s CSS background with no script. It was chosen
+over a ThumbHash (about 28 characters, but a page script must draw it) and a BlurHash by size, look
+and cost (``docs/benchmarks.md``, "Placeholders").
 """
 
 from __future__ import annotations
