@@ -15,11 +15,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .settings import Ratio, SettingError, parse_ratios
+from .settings import Ratio, SettingError, check_fit, parse_ratios
 
 MANIFEST_SUFFIXES = (".json", ".jsonl", ".csv")
-_ITEM_FIELDS = {"id", "source", "ratios", "focus"}
-_CSV_FIELDS = {"id", "source", "ratios", "focus_x", "focus_y"}
+_ITEM_FIELDS = {"id", "source", "ratios", "focus", "fit"}
+_CSV_FIELDS = {"id", "source", "ratios", "focus_x", "focus_y", "fit"}
 #: A manifest nests lists and objects 4 levels deep at most (``{"items": [{"focus": [x, y]}]}``);
 #: deeper ones are refused before anything walks them (the JSON parser itself gives up near 1,000).
 MAX_DEPTH = 8
@@ -37,6 +37,8 @@ class ManifestEntry:
     id: str | None = None
     ratios: tuple[Ratio, ...] | None = None
     focus: tuple[float, float] | None = None
+    #: ``cover`` or ``contain`` for this source alone (None: the batch's ``--fit``).
+    fit: str | None = None
     #: ``"focus": null``: forget the crop fix remembered for the item's ratios.
     clear_focus: bool = False
 
@@ -141,7 +143,8 @@ def _entry_from_object(obj: object, where: str) -> ManifestEntry:
     ratios = _ratios(obj["ratios"], f"{where}: ratios") if "ratios" in obj else None
     focus = _focus(obj["focus"], where) if obj.get("focus") is not None else None
     clear = "focus" in obj and obj["focus"] is None
-    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus, clear_focus=clear)
+    fit = _fit(obj["fit"], where) if obj.get("fit") is not None else None
+    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus, fit=fit, clear_focus=clear)
 
 
 def _parse_csv(text: str) -> Manifest:
@@ -195,7 +198,8 @@ def _entry_from_csv_row(row: dict[str, str], where: str) -> ManifestEntry:
         except ValueError as exc:
             raise ManifestError(f"{where}: focus_x and focus_y must both be numbers in 0..1") from exc
         focus = _focus(numbers, where)
-    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus)
+    fit = _fit(row["fit"].strip(), where) if row.get("fit", "").strip() else None
+    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus, fit=fit)
 
 
 def _too_deep(where: str) -> str:
@@ -236,6 +240,13 @@ def _check_text(value: object, where: str, field: str | None = None, depth: int 
 def _ratios(value: object, where: str) -> tuple[Ratio, ...]:
     try:
         return parse_ratios(value)
+    except SettingError as exc:
+        raise ManifestError(f"{where}: {exc}") from exc
+
+
+def _fit(value: object, where: str) -> str:
+    try:
+        return check_fit(value)
     except SettingError as exc:
         raise ManifestError(f"{where}: {exc}") from exc
 

@@ -172,6 +172,9 @@ _V6 = [
     "ALTER TABLE focus_points ALTER COLUMN focus_y DROP NOT NULL",
 ]
 
+#: How an item frames its source (see the SQLite ledger's migration 13).
+_V7 = [f"ALTER TABLE items ADD COLUMN fit {_TEXT}"]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, _V1),
     (2, _V2),
@@ -179,5 +182,6 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (4, _V4),
     (5, _V5),
     (6, _V6),
+    (7, _V7),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
