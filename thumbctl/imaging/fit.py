@@ -20,7 +20,6 @@ large as the untrimmed one would be, its window taken inside the trimmed box.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 
 from PIL import Image, ImageChops
@@ -113,14 +112,22 @@ def trim_box(copy: Image.Image, src_w: int, src_h: int, tolerance: int) -> Box:
 def border_colour(image: Image.Image) -> tuple[int, int, int]:
     """The median colour, channel by channel, of the image's outer one-pixel frame."""
     width, height = image.size
-    edges = [
-        image.crop((0, 0, width, 1)),
-        image.crop((0, height - 1, width, height)),
-        image.crop((0, 0, 1, height)),
-        image.crop((width - 1, 0, width, height)),
-    ]
-    pixels = [pixel for edge in edges for pixel in edge.getdata()]
-    return tuple(int(statistics.median_low(channel)) for channel in zip(*pixels, strict=True))  # type: ignore[return-value]
+    frame = Image.new("RGB", (2 * (width + height), 1))
+    frame.paste(image.crop((0, 0, width, 1)), (0, 0))
+    frame.paste(image.crop((0, height - 1, width, height)), (width, 0))
+    frame.paste(image.crop((0, 0, 1, height)).transpose(Image.Transpose.TRANSPOSE), (2 * width, 0))
+    frame.paste(image.crop((width - 1, 0, width, height)).transpose(Image.Transpose.TRANSPOSE), (2 * width + height, 0))
+    return tuple(_median(channel.histogram()) for channel in frame.split())  # type: ignore[return-value]
+
+
+def _median(histogram: list[int]) -> int:
+    """The lower median of the values a 256-bin histogram counts."""
+    half, seen = (sum(histogram) + 1) // 2, 0
+    for value, count in enumerate(histogram):
+        seen += count
+        if seen >= half:
+            return value
+    return 255
 
 
 def analysis_region(copy: Image.Image, box: Box, src_w: int, src_h: int) -> Image.Image:
