@@ -286,7 +286,7 @@ def display_value(name: str, value: Any, source: str = "") -> str:
     if value is None and name == "host_id":
         return "hostname~machine-id"
     if value is None:
-        return "{path}.{ratio}.{ext} ({size} added for several sizes)" if name == "name" else "none"
+        return "{path}.{ratio}.{ext} ({size} added for several sizes, {fit} for contain)" if name == "name" else "none"
     if isinstance(value, bool):
         return "true" if value else "false"
     if name in DURATION_KEYS:
