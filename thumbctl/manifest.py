@@ -154,7 +154,7 @@ def _parse_csv(text: str) -> Manifest:
     except csv.Error as exc:
         raise ManifestError(f"malformed CSV at line {reader.line_num}: {exc}") from exc
     if not rows:
-        raise ManifestError("the CSV manifest is empty: it needs a header id,source[,ratios][,focus_x,focus_y]")
+        raise ManifestError("the CSV manifest is empty: it needs a header id,source[,ratios][,focus_x,focus_y][,fit]")
     _check_text(rows[0], "line 1 (header)")
     header = [name.strip() for name in rows[0]]
     _check_csv_header(header)

@@ -112,7 +112,10 @@ class Rendering:
         self.analysis = CropAnalysis(copy, w, h, policy)
         if "trim" in self.profile:
             tolerance = int(self.profile.get("trim", DEFAULT_TRIM_TOLERANCE))
-            self.trim = trim_box(copy, w, h, tolerance)
+            box = trim_box(copy, w, h, tolerance)
+            if box == (0, 0, w, h):  # nothing to trim: framed exactly as untrimmed
+                return self.analysis
+            self.trim = box
             box_w, box_h = self.trim[2] - self.trim[0], self.trim[3] - self.trim[1]
             self.trimmed_analysis = CropAnalysis(analysis_region(copy, self.trim, w, h), box_w, box_h, policy)
         return self.analysis
