@@ -150,6 +150,12 @@ def test_contain_never_enlarges_a_small_source_without_upscale(ledger: Ledger, t
     assert (result["width"], result["height"]) == (512, 512)
     assert result["placed"] == [106, 156, 406, 356] and result["source_smaller_than_target"] is True
     assert place((0, 0, 300, 200), (512, 512), upscale=True).placed == (0, 85, 512, 426)
+    # reconcile and the reuse of outputs judge the object by the canvas, not by a cover's 200x200
+    assert cli_run(str(ledger.path), "reconcile", "--json").exit_code == 0
+    options = SubmitOptions(out_dir=tmp_path / "again", profile=Profile(ratios=(Ratio(1, 1),), size=512, fit="contain"))
+    again = submit(ledger, prepare_submission(tmp_path / "src", options, ledger), options.limits)
+    (item,) = ledger.views.items(again.batch_id)
+    assert item.state == "succeeded" and item.result["reused"] is True and item.result["fit"] == "contain"
 
 
 @pytest.mark.parametrize("fmt", ["png", "webp"])
