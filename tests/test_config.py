@@ -330,8 +330,8 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 ALLOWED = (
     "out, ratios, size, format, quality, crop, upscale, background, fit, trim, trim_tolerance, name, attempts, "
-    "deadline, workers, item_timeout, sheet, max_failures, max_pixels, max_bytes, allow_urls, allow_networks, download_timeout, "
-    "max_items, max_runnable, queue_age_objective"
+    "deadline, workers, item_timeout, sheet, max_failures, max_pixels, max_bytes, allow_urls, allow_networks, "
+    "download_timeout, max_items, max_runnable, queue_age_objective"
 )
 
 
