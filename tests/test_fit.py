@@ -150,6 +150,8 @@ def test_contain_never_enlarges_a_small_source_without_upscale(ledger: Ledger, t
     assert (result["width"], result["height"]) == (512, 512)
     assert result["placed"] == [106, 156, 406, 356] and result["source_smaller_than_target"] is True
     assert place((0, 0, 300, 200), (512, 512), upscale=True).placed == (0, 85, 512, 426)
+    listing = cli_run(str(ledger.path), "status", batch.batch_id, "--items").stdout
+    assert "contain 1.00 @ 0,0 300x200, smaller than asked: 300x200 on the canvas" in listing
     # reconcile and the reuse of outputs judge the object by the canvas, not by a cover's 200x200
     assert cli_run(str(ledger.path), "reconcile", "--json").exit_code == 0
     options = SubmitOptions(out_dir=tmp_path / "again", profile=Profile(ratios=(Ratio(1, 1),), size=512, fit="contain"))
