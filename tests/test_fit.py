@@ -370,3 +370,12 @@ def test_the_contact_sheet_draws_what_each_fit_kept(ledger: Ledger, tmp_path: Pa
     assert page.count('class="trimmed"') == 2 and page.count('class="placed"') == 1
     assert "contain · whole photo" in page and "trimmed to" in page
     assert page.count("thumbctl focus") == 1  # a focus point frames cover only
+
+
+def test_the_default_names_add_fit_only_for_contain() -> None:
+    from thumbctl.naming import default_template
+
+    assert default_template(1) == default_template(1, "cover") == "{path}.{ratio}.{ext}"
+    assert default_template(3, "cover") == "{path}.{ratio}.{size}.{ext}"
+    assert default_template(1, "contain") == "{path}.{ratio}.{fit}.{ext}"
+    assert default_template(3, "contain") == "{path}.{ratio}.{size}.{fit}.{ext}"
