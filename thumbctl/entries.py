@@ -33,6 +33,8 @@ class SourceEntry:
     given: str
     ratios: tuple[Ratio, ...]
     focus: tuple[float, float] | None = None
+    #: The manifest's ``fit`` for this source (None: the batch's ``--fit``).
+    fit: str | None = None
     #: The manifest's ``"focus": null``: the crop fix remembered for the item's ratios is forgotten.
     clear_focus: bool = False
     #: The manifest's ``alt`` text for the item's markup (empty when not given).
@@ -172,7 +174,7 @@ def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[Sou
             item_id = _url_id(entry.source) if is_url(entry.source) else _default_id(entry.source, root)
         ratios = entry.ratios or default_ratios
         entries.append(
-            SourceEntry(item_id, entry.source, ratios, entry.focus, clear_focus=entry.clear_focus, alt=entry.alt)
+            SourceEntry(item_id, entry.source, ratios, entry.focus, entry.fit, entry.clear_focus, alt=entry.alt)
         )
     return entries
 

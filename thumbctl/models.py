@@ -63,6 +63,8 @@ class NewItem:
     error_code: str | None = None
     error_detail: str | None = None
     derivative_key: str | None = None
+    #: How the output frames its source: ``cover`` (a crop) or ``contain`` (the whole photo, padded).
+    fit: str = "cover"
     object_path: str | None = None
     friendly_path: str | None = None
     dedup: bool = False
@@ -486,6 +488,8 @@ class PublishedItem:
     output_sha256: str | None = None
     #: Its batch expired; the item is checked because it still owns its name's record.
     expired: bool = False
+    #: ``cover`` or ``contain``: the output's size follows from it.
+    fit: str = "cover"
 
 
 @dataclass(frozen=True)

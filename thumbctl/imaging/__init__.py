@@ -7,6 +7,7 @@ from ..settings import ANALYSIS_REFERENCE_SIZE
 from .crop import CropAnalysis, CropChoice, Geometry, decode_scale, focus_box, output_geometry
 from .decode import DecodedSource, SourceDecoder, decode_source, flatten
 from .encode import ALPHA_FORMATS, SRGB_PROFILE, encode, preview_jpeg, resample, verify_output
+from .fit import fit_geometry
 from .formats import (
     PILLOW_FORMATS,
     SNIFF_BYTES,
@@ -35,6 +36,7 @@ __all__ = [
     "decode_scale",
     "decode_source",
     "encode",
+    "fit_geometry",
     "flatten",
     "focus_box",
     "heif_available",

@@ -172,8 +172,11 @@ _V6 = [
     "ALTER TABLE focus_points ALTER COLUMN focus_y DROP NOT NULL",
 ]
 
-#: The ``alt`` text a manifest gives an item (see the SQLite ledger's migration 13).
-_V7 = [f"ALTER TABLE items ADD COLUMN alt {_TEXT} NOT NULL DEFAULT ''"]
+#: How an item frames its source (see the SQLite ledger's migration 13).
+_V7 = [f"ALTER TABLE items ADD COLUMN fit {_TEXT}"]
+
+#: The ``alt`` text a manifest gives an item (see the SQLite ledger's migration 14).
+_V8 = [f"ALTER TABLE items ADD COLUMN alt {_TEXT} NOT NULL DEFAULT ''"]
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, _V1),
@@ -183,5 +186,6 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (5, _V5),
     (6, _V6),
     (7, _V7),
+    (8, _V8),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

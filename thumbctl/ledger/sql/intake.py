@@ -35,6 +35,7 @@ ITEM_COLUMNS = (
     "source_height",
     "focus_x",
     "focus_y",
+    "fit",
     "state",
     "error_code",
     "error_detail",
@@ -89,7 +90,7 @@ RECORDED_BATCH = query(
 RECORDED_ITEMS = query(
     "recorded_items",
     "SELECT item_id, ratio, size, format, source, source_digest, source_format, source_width, source_height, "
-    "focus_x, focus_y, error_code, error_detail, derivative_key, object_path, friendly_path, alt "
+    "focus_x, focus_y, fit, error_code, error_detail, derivative_key, object_path, friendly_path, alt "
     "FROM items WHERE batch_id = ? ORDER BY id",
 )
 #: A resume takes the key from the cancelled batch only while that batch still holds it.
