@@ -57,6 +57,8 @@ FLOORS = {
     "stores": SERVICES,
     "targets": SERVICES,
     "worker": SERVICES,
+    "rendering": SERVICES,
+    "reuse": SERVICES,
     "workerproc": SERVICES,
     "pool": SERVICES,
     "runner": SERVICES,
