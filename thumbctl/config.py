@@ -117,7 +117,7 @@ class Settings:
         )
 
     def render_profile(self) -> Profile:
-        names = ("ratios", "size", "format", "quality", "crop", "upscale", "background")
+        names = ("ratios", "size", "format", "quality", "effort", "crop", "upscale", "background")
         return Profile(**{name: self[name] for name in names})
 
     def limits(self) -> Limits:
@@ -294,6 +294,8 @@ def display_value(name: str, value: Any, source: str = "") -> str:
         return "0 (any failure exits 1; work: only when set)"
     if isinstance(value, tuple):
         return " ".join(str(v) for v in value) if value else "none"
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{v}" for k, v in value.items())
     return _shown(str(value))
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from .downloads import is_url
 from .downloads.remote import read_verified_url
+from .encoders import recorded_encoder
 from .errors import ItemFailure, LedgerBusy, LedgerFault, LedgerUnavailable, ThumbctlError
 from .faults import Faults
 from .imaging import (
@@ -510,7 +511,8 @@ class ClaimRun:
         if self.renderer is not None:
             return self.renderer(geometry, shared.format)
         image = resample(decoded, box, geometry.out_w, geometry.out_h)
-        return encode(image, shared.format, int(self.claim.profile["quality"]))
+        quality, effort = recorded_encoder(self.claim.profile, shared.format)
+        return encode(image, shared.format, quality, effort=effort)
 
     def _write_verified(self, data: bytes, shared: SharedRender) -> str:
         """A temp file of the derivative's verified bytes (they decode, at the exact size, as the
