@@ -24,7 +24,7 @@ then AVIF among those within the time target against that WebP).
 Run it from the repository root::
 
     python bench/quality.py --metric-python /tmp/metric/bin/python [--folder ../shared/corpus/photos]
-        [--size 640] [--ratio 1:1] [--repeat 1] [--jobs 2]
+        [--size 640] [--ratio 1:1] [--repeat 1] [--jobs 2] [--webp 80,85,90/4,5,6] [--avif 60,65,70,75,80/1,2,4]
 """
 
 from __future__ import annotations
@@ -232,7 +232,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--metric-python", default=sys.executable)
+    for fmt in ("webp", "avif"):
+        qualities, efforts = (",".join(str(v) for v in values) for values in GRID[fmt])
+        parser.add_argument(
+            f"--{fmt}", default=f"{qualities}/{efforts}", help="QUALITIES/EFFORTS (default %(default)s)"
+        )
     args = parser.parse_args()
+    for fmt in ("webp", "avif"):
+        qualities, efforts = getattr(args, fmt).split("/")
+        GRID[fmt] = (tuple(map(int, qualities.split(","))), tuple(map(int, efforts.split(","))))
+    CONFIGS[:] = [Config(fmt, q, e) for fmt, (qs, es) in GRID.items() for e in es for q in qs]
     folder = args.folder if args.folder.is_absolute() else REPO / args.folder
     with tempfile.TemporaryDirectory(prefix="thumbctl-quality-") as work:
         results, pairs = measure(folder, args.size, args.ratio, args.repeat, Path(work))

@@ -25,8 +25,8 @@ QUALITY_FORMATS: tuple[str, ...] = ("jpeg", "webp", "avif")
 EFFORT_RANGES: dict[str, tuple[int, int]] = {"webp": (0, 6), "avif": (0, 10)}
 QUALITY_RANGE = (1, 100)
 #: The defaults, chosen by measurement (docs/benchmarks.md, "Quality per format").
-DEFAULT_QUALITY: dict[str, int] = {"jpeg": 85, "webp": 85, "avif": 85}
-DEFAULT_EFFORT: dict[str, int] = {"webp": 4, "avif": 2}
+DEFAULT_QUALITY: dict[str, int] = {"jpeg": 85, "webp": 85, "avif": 71}
+DEFAULT_EFFORT: dict[str, int] = {"webp": 4, "avif": 1}
 #: The efforts every output had before they were settings: WebP method 4, AVIF speed 8.
 EARLIER_EFFORT: dict[str, int] = {"webp": 4, "avif": 2}
 #: The quality a PNG key has always held (the one default quality then); PNG ignores it.
