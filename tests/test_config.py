@@ -68,8 +68,8 @@ PRECEDENCE = [
     ),
     ("size", "size", 100, "200", "300", 100, 200, 300, 512),
     ("format", "fmt", "png", "webp", '"avif"', "png", "webp", "avif", "jpeg"),
-    ("quality", "quality", 50, "60", '"avif:70"', dict.fromkeys(DEFAULT_QUALITY, 50), dict.fromkeys(DEFAULT_QUALITY, 60))
-    + ({**DEFAULT_QUALITY, "avif": 70}, DEFAULT_QUALITY),
+    ("quality", "quality", 50, "60", '"avif:70"', dict.fromkeys(DEFAULT_QUALITY, 50))
+    + (dict.fromkeys(DEFAULT_QUALITY, 60), {**DEFAULT_QUALITY, "avif": 70}, DEFAULT_QUALITY),
     ("effort", "effort", 3, "webp:5", "{ avif = 6 }", {"webp": 3, "avif": 3}, {**DEFAULT_EFFORT, "webp": 5})
     + ({**DEFAULT_EFFORT, "avif": 6}, DEFAULT_EFFORT),
     ("crop", "crop", "center", "entropy", '"center"', "center", "entropy", "center", "smart"),
