@@ -405,10 +405,7 @@ def throughput_table(results: Results, args: argparse.Namespace) -> list[str]:
             for queued in (args.small, args.large):
                 samples = results.throughput[variant.label, workers, queued]
                 one = results.throughput[variant.label, args.workers[0], queued].median("rates")
-                flat = (
-                    results.throughput[variant.label, workers, args.small].median("rates")
-                    / samples.median("rates")
-                )
+                flat = results.throughput[variant.label, workers, args.small].median("rates") / samples.median("rates")
                 cpu = samples.median("worker_cpu_ms") + samples.median("server_cpu_ms")
                 lines.append(
                     f"| {variant.label} | {workers} | {queued:,} | {samples.median('rates'):.0f} | "

@@ -215,7 +215,6 @@ def verdicts(cases: list[Case]) -> list[str]:
     return lines
 
 
-
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="100000,1000000", help="batch sizes, comma-separated")

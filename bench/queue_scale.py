@@ -177,7 +177,6 @@ def timed_run(db: Path, queued: int, workers: int, args: argparse.Namespace, run
     return Run(workers, queued, seconds, cpu, args.items)
 
 
-
 def report(runs: list[Run], args: argparse.Namespace) -> None:
     print(f"Command: `{shlex.join(['python', f'bench/{Path(__file__).name}', *sys.argv[1:]])}`")
     print(f"Machine: {machine()}; {time.strftime('%Y-%m-%d %H:%M %Z')}")

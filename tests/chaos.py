@@ -257,5 +257,3 @@ def judge(site: Site, batch_id: str) -> Counts:
         counts.reconcile_findings = max(1, len(found))
         counts.problems.append(f"reconcile exit {reconcile.returncode}: {reconcile.stdout[-2000:]}{reconcile.stderr}")
     return counts
-
-

@@ -75,6 +75,9 @@ PRECEDENCE = [
     ("crop", "crop", "center", "entropy", '"center"', "center", "entropy", "center", "smart"),
     ("upscale", "upscale", True, "no", "true", True, False, True, False),
     ("background", "background", "#000000", "#111111", '"#222222"', "#000000", "#111111", "#222222", "#ffffff"),
+    ("fit", "fit", "contain", "cover", '"contain"', "contain", "cover", "contain", "cover"),
+    ("trim", "trim", True, "yes", "true", True, True, True, False),
+    ("trim_tolerance", "trim_tolerance", 5, "10", "40", 5, 10, 40, 24),
     ("name", "name", "{stem}.{ext}", "{path}-{size}.{ext}", '"{ratio}/{path}.{ext}"')
     + ("{stem}.{ext}", "{path}-{size}.{ext}", "{ratio}/{path}.{ext}", None),
     ("attempts", "attempts", 5, "6", "7", 5, 6, 7, 3),
@@ -330,9 +333,9 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 ALLOWED = (
-    "out, ratios, size, format, quality, effort, crop, upscale, background, name, attempts, deadline, workers, "
-    "item_timeout, sheet, max_failures, max_pixels, max_bytes, allow_urls, allow_networks, download_timeout, "
-    "max_items, max_runnable, queue_age_objective"
+    "out, ratios, size, format, quality, effort, crop, upscale, background, fit, trim, trim_tolerance, name, "
+    "attempts, deadline, workers, item_timeout, sheet, max_failures, max_pixels, max_bytes, allow_urls, "
+    "allow_networks, download_timeout, max_items, max_runnable, queue_age_objective"
 )
 
 
@@ -479,6 +482,9 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "crop": {"value": "smart", "source": "default"},
             "upscale": {"value": False, "source": "default"},
             "background": {"value": "#ffffff", "source": "default"},
+            "fit": {"value": "cover", "source": "default"},
+            "trim": {"value": False, "source": "default"},
+            "trim_tolerance": {"value": 24, "source": "default"},
             "name": {"value": None, "source": "default"},
             "attempts": {"value": 3, "source": "default"},
             "deadline": {"value": None, "source": "default"},

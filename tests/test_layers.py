@@ -59,6 +59,8 @@ FLOORS = {
     "stores": SERVICES,
     "targets": SERVICES,
     "worker": SERVICES,
+    "rendering": SERVICES,
+    "reuse": SERVICES,
     "workerproc": SERVICES,
     "pool": SERVICES,
     "runner": SERVICES,

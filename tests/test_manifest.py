@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from thumbctl.settings import Ratio
 ENTRIES = [
     ManifestEntry(source="a.jpg"),
     ManifestEntry(source="rooms/b.png", id="listing-7/b", ratios=(Ratio(1, 1), Ratio(3, 2))),
-    ManifestEntry(source="c.webp", focus=(0.25, 0.75)),
+    ManifestEntry(source="c.webp", focus=(0.25, 0.75), alt='A blue mug, "Nordic", 250 ml'),
 ]
 
 
@@ -29,6 +30,8 @@ def as_json(entries: list[ManifestEntry], top_ratios: list[str] | None = None) -
             obj["ratios"] = [str(r) for r in e.ratios]
         if e.focus is not None:
             obj["focus"] = list(e.focus)
+        if e.alt:
+            obj["alt"] = e.alt
         items.append(obj)
     return json.dumps({"items": items, "ratios": top_ratios} if top_ratios else items)
 
@@ -40,10 +43,10 @@ def as_jsonl(entries: list[ManifestEntry]) -> str:
 def as_csv(entries: list[ManifestEntry]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(["id", "source", "ratios", "focus_x", "focus_y"])
+    writer.writerow(["id", "source", "ratios", "focus_x", "focus_y", "alt"])
     for e in entries:
         fx, fy = e.focus if e.focus else ("", "")
-        writer.writerow([e.id or "", e.source, " ".join(str(r) for r in e.ratios or ()), fx, fy])
+        writer.writerow([e.id or "", e.source, " ".join(str(r) for r in e.ratios or ()), fx, fy, e.alt])
     return buf.getvalue()
 
 
@@ -211,6 +214,7 @@ entries = st.lists(
         id=st.none() | sources,
         ratios=st.none() | ratios.map(tuple),
         focus=st.none() | focus,
+        alt=st.just("") | sources,
     ),
     min_size=1,
     max_size=8,
@@ -250,3 +254,24 @@ def test_an_integer_of_5000_digits_is_a_manifest_error(text: str, suffix: str, w
     with pytest.raises(ManifestError) as caught:
         parse_manifest_text(text, suffix)
     assert str(caught.value) == f"{where} holds an integer of more than 4300 digits"
+
+
+@pytest.mark.parametrize(
+    ("text", "suffix", "message"),
+    [
+        ('[{"source": "a.jpg", "alt": 7}]', ".json", 'item 1: "alt" must be a string'),
+        ('[{"source": "a.jpg", "alt": "' + "x" * 1001 + '"}]', ".json", '"alt" is 1001 characters long; at most 1000'),
+        ("source,alt\na.jpg," + "y" * 1001 + "\n", ".csv", 'line 2: "alt" is 1001 characters long'),
+        ('{"source": "a.jpg", "alt": "a\\u0000b"}\n', ".jsonl", 'line 1: "alt" contains a NUL character'),
+    ],
+)
+def test_an_alt_that_is_not_short_text_rejects_the_manifest(text: str, suffix: str, message: str) -> None:
+    with pytest.raises(ManifestError, match=re.escape(message)):
+        parse_manifest_text(text, suffix)
+
+
+def test_alt_is_trimmed_and_empty_when_not_given() -> None:
+    (given, absent) = parse_manifest_text(
+        '[{"source": "a.jpg", "alt": "  Mug <b> & co  "}, {"source": "b.jpg"}]', ".json"
+    ).entries
+    assert (given.alt, absent.alt) == ("Mug <b> & co", "")

@@ -3,10 +3,12 @@ elements, and ``status BATCH --html``, checked by parsing the HTML and opening t
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
@@ -17,7 +19,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from thumbctl.cli import app
-from thumbctl.markup import PictureSet, batch_snippets, picture_sets, snippets
+from thumbctl.markup import PictureSet, batch_snippets, picture_html, picture_sets, snippets
 from thumbctl.models import BatchView, ItemView
 
 from support import make_image
@@ -28,7 +30,7 @@ PILLOW_NAMES = {"avif": "AVIF", "webp": "WEBP", "jpeg": "JPEG", "png": "PNG"}
 EXTENSIONS = {"avif": "avif", "webp": "webp", "jpeg": "jpg", "png": "png"}
 ODD_ID = 'rooms/a "b" <c> & d é, 50%.jpg'
 FILE_KEYS = {"path", "url", "width", "height", "format", "bytes", "size"}
-PICTURE_KEYS = {"item_id", "ratio", "files", "srcset", "picture"}
+PICTURE_KEYS = {"item_id", "ratio", "files", "srcset", "alt", "dominant_colour", "lqip", "picture"}
 
 
 @dataclass
@@ -111,13 +113,25 @@ def check_against_files(picture: Picture, out_dir: Path) -> dict[str, list[int]]
 
 
 def output_item(
-    out_dir: Path, item_id: str, ratio: str, size: int, fmt: str, produced: tuple[int, int], *, result: bool = True
+    out_dir: Path,
+    item_id: str,
+    ratio: str,
+    size: int,
+    fmt: str,
+    produced: tuple[int, int],
+    *,
+    result: bool = True,
+    recorded_bytes: int | None = None,
+    alt: str = "",
+    placeholder: dict[str, str] | None = None,
 ) -> ItemView:
-    """A succeeded item whose output (a real file of ``produced`` pixels) is at its friendly name."""
+    """A succeeded item whose output (a real file of ``produced`` pixels) is at its friendly name;
+    ``recorded_bytes`` stands in for the size the render recorded."""
     stem = item_id.rpartition(".")[0]
     name = f"{stem}.{ratio.replace(':', 'x')}.{size}.{EXTENSIONS[fmt]}"
     path = make_image(out_dir / name, produced, PILLOW_NAMES[fmt], seed=size)
-    facts = {"width": produced[0], "height": produced[1], "output_bytes": path.stat().st_size, "size": size}
+    facts = {"width": produced[0], "height": produced[1], "output_bytes": recorded_bytes or path.stat().st_size}
+    facts |= {"size": size, **(placeholder or {})}
     return ItemView(
         item_id=item_id,
         source=f"/src/{item_id}",
@@ -131,6 +145,7 @@ def output_item(
         friendly_path=str(path),
         updated_at="2026-01-01T00:00:00Z",
         result={**facts, "format": fmt} if result else None,
+        alt=alt,
     )
 
 
@@ -144,8 +159,9 @@ def one_set(out_dir: Path, items: list[ItemView]) -> PictureSet:
 
 
 def test_a_pair_of_many_sizes_and_formats_is_one_picture_that_matches_its_files(tmp_path: Path) -> None:
+    recorded = {"jpeg": 1000, "webp": 600, "avif": 700}
     items = [
-        output_item(tmp_path, "shop/mug.jpg", "4:3", size, fmt, (size, size * 3 // 4))
+        output_item(tmp_path, "shop/mug.jpg", "4:3", size, fmt, (size, size * 3 // 4), recorded_bytes=recorded[fmt])
         for fmt in ("jpeg", "webp", "avif")
         for size in (640, 320)
     ]
@@ -153,11 +169,11 @@ def test_a_pair_of_many_sizes_and_formats_is_one_picture_that_matches_its_files(
     parsed = parse(snippets([pictures]))
     (picture,) = parsed.pictures
     assert parsed.other == [] and picture.comment == "shop/mug.jpg · 4:3"
-    assert [s["type"] for s in picture.sources] == ["image/avif", "image/webp"]
+    assert [s["type"] for s in picture.sources] == ["image/webp", "image/avif"]  # smallest total first
     widths = check_against_files(picture, tmp_path)
     assert widths == {"image/avif": [320, 640], "image/webp": [320, 640], "image/jpeg": [320, 640]}
     assert (picture.img["src"], picture.img["width"], picture.img["height"]) == ("shop/mug.4x3.640.jpg", "640", "480")
-    assert picture.img["alt"] == "shop/mug.jpg"
+    assert picture.img["alt"] == ""  # never the file name: empty unless the manifest gives one
     assert pictures.srcsets() == {
         "avif": "shop/mug.4x3.320.avif 320w, shop/mug.4x3.640.avif 640w",
         "webp": "shop/mug.4x3.320.webp 320w, shop/mug.4x3.640.webp 640w",
@@ -190,7 +206,10 @@ def test_sizes_that_collapse_to_one_width_are_listed_once(tmp_path: Path) -> Non
 def test_the_img_is_the_jpeg_else_png_else_webp_set(
     tmp_path: Path, formats: tuple[str, ...], img_type: str, source_types: list[str]
 ) -> None:
-    pictures = one_set(tmp_path, [output_item(tmp_path, "a.jpg", "1:1", 200, fmt, (200, 200)) for fmt in formats])
+    img_format = img_type.removeprefix("image/")
+    sized = {fmt: 1000 if fmt == img_format else 900 for fmt in formats}  # the <source>s are the smaller sets
+    items = [output_item(tmp_path, "a.jpg", "1:1", 200, fmt, (200, 200), recorded_bytes=sized[fmt]) for fmt in formats]
+    pictures = one_set(tmp_path, items)
     (picture,) = parse(pictures.picture()).pictures
     widths = check_against_files(picture, tmp_path)
     assert [s["type"] for s in picture.sources] == source_types
@@ -208,7 +227,16 @@ def test_an_output_reused_from_an_earlier_batch_is_measured_from_its_file(tmp_pa
 
 def test_a_pair_that_published_nothing_has_no_picture_and_its_snippet_says_so(tmp_path: Path) -> None:
     sets = picture_sets(str(tmp_path), [failed_item("bad.jpg", "1:1")])
-    assert sets[0].to_json() == {"item_id": "bad.jpg", "ratio": "1:1", "files": [], "srcset": {}, "picture": None}
+    assert sets[0].to_json() == {
+        "item_id": "bad.jpg",
+        "ratio": "1:1",
+        "files": [],
+        "srcset": {},
+        "alt": "",
+        "dominant_colour": None,
+        "lqip": None,
+        "picture": None,
+    }
     parsed = parse(snippets(sets))
     assert parsed.pictures == [] and parsed.comments == ["bad.jpg · 1:1: no thumbnail"] and parsed.other == []
 
@@ -244,7 +272,7 @@ def test_item_ids_are_escaped_in_alt_comment_and_urls(tmp_path: Path, item_id: s
     parsed = parse(html)
     (picture,) = parsed.pictures
     assert parsed.other == [] and len(parsed.comments) == 1
-    assert picture.img["alt"] == item_id  # the exact id once the parser decodes the attribute
+    assert picture.img["alt"] == ""
     assert picture.comment == f"{item_id} · 1:1".replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     url = picture.img["src"]
     assert all(ch.isascii() and ch not in ' "<>&,?#' for ch in url)
@@ -297,7 +325,11 @@ def test_the_manifest_lists_every_file_and_picture_of_each_pair(cli, odd_photos:
         assert pair["srcset"] == {"jpeg": f"{file['url']} {file['width']}w"}
         (picture,) = parse(pair["picture"]).pictures
         assert check_against_files(picture, out_dir) == {"image/jpeg": [file["width"]]}
-        assert picture.img["alt"] == item_id
+        assert picture.img["alt"] == "" and pair["alt"] == ""
+        style = f"background-color:{pair['dominant_colour']};background-image:url({pair['lqip']});background-size:cover"
+        assert picture.img["style"] == style and len(pair["lqip"]) <= 1024
+        with Image.open(io.BytesIO(base64.b64decode(pair["lqip"].removeprefix("data:image/webp;base64,")))) as tiny:
+            assert tiny.format == "WEBP" and max(tiny.size) == 16
 
 
 def test_status_html_prints_one_picture_per_pair_and_nothing_else(cli, odd_photos: Path, out_dir: Path) -> None:
@@ -347,3 +379,135 @@ def test_status_html_reads_the_same_from_either_ledger_backend(
     assert len(parsed.pictures) == 4 and parsed.other == []
     for picture in parsed.pictures:
         check_against_files(picture, out_dir)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "offered"),
+    [
+        ({"avif": 999, "webp": 800}, ["image/webp", "image/avif"]),
+        ({"avif": 500, "webp": 800}, ["image/avif", "image/webp"]),
+        ({"avif": 1000, "webp": 800}, ["image/webp"]),  # equal is not smaller
+        ({"avif": 1500, "webp": 1200}, []),
+    ],
+)
+def test_a_modern_source_is_offered_only_when_its_set_is_smaller_than_the_jpeg_set(
+    tmp_path: Path, recorded: dict[str, int], offered: list[str]
+) -> None:
+    """Totals per format over the srcset's files (two widths here): JPEG 2 x 500 = 1000 bytes."""
+    items = [
+        output_item(tmp_path, "a.jpg", "1:1", size, fmt, (size, size), recorded_bytes=recorded.get(fmt, 1000) // 2)
+        for fmt in ("jpeg", "avif", "webp")
+        for size in (100, 200)
+    ]
+    (picture,) = parse(one_set(tmp_path, items).picture()).pictures
+    assert [source["type"] for source in picture.sources] == offered
+    check_against_files(picture, tmp_path)
+
+
+def test_a_set_whose_bytes_are_unknown_is_offered_after_the_measured_ones(tmp_path: Path) -> None:
+    """A file whose size is neither recorded nor readable (an AVIF here) cannot be compared: it is
+    offered, after the sets measured smaller than the JPEG set."""
+    jpeg = output_item(tmp_path, "a.jpg", "1:1", 100, "jpeg", (100, 100), recorded_bytes=1000)
+    avif, webp = (
+        output_item(tmp_path, "a.jpg", "1:1", 100, fmt, (100, 100), recorded_bytes=400) for fmt in ("avif", "webp")
+    )
+    avif = replace(avif, result={k: v for k, v in avif.result.items() if k != "output_bytes"})
+    unreadable = one_set(tmp_path, [jpeg, avif, webp]).by_format()
+    unreadable["avif"] = [replace(file, bytes=None) for file in unreadable["avif"]]
+    (picture,) = parse(picture_html(unreadable)).pictures
+    assert [s["type"] for s in picture.sources] == ["image/webp", "image/avif"]
+
+
+@pytest.mark.parametrize("alt", ['A "blue" mug <on> a table & chair', "Tasse bleue, 250 ml — vue de face", ""])
+def test_alt_comes_from_the_item_escaped(tmp_path: Path, alt: str) -> None:
+    item = output_item(tmp_path, "shop/mug.jpg", "1:1", 64, "jpeg", (64, 64), alt=alt)
+    pictures = one_set(tmp_path, [item])
+    html = pictures.picture()
+    (picture,) = parse(html).pictures
+    assert picture.img["alt"] == alt and pictures.to_json()["alt"] == alt
+    assert "<on>" not in html and "shop/mug" not in picture.img["alt"]
+
+
+def test_the_placeholder_is_the_img_s_background(tmp_path: Path) -> None:
+    placeholder = {"dominant_colour": "#1a2b3c", "lqip": "data:image/webp;base64,UklGRh4AAABXRUJQ+/8="}
+    items = [
+        output_item(tmp_path, "a.jpg", "1:1", 64, "jpeg", (64, 64), placeholder=placeholder),
+        output_item(tmp_path, "a.jpg", "1:1", 128, "jpeg", (128, 128), placeholder=placeholder),
+    ]
+    pictures = one_set(tmp_path, items)
+    (picture,) = parse(pictures.picture()).pictures
+    assert picture.img["style"] == (
+        "background-color:#1a2b3c;background-image:url(data:image/webp;base64,UklGRh4AAABXRUJQ+/8=);background-size:cover"
+    )
+    assert {k: pictures.to_json()[k] for k in placeholder} == placeholder
+    bare = one_set(tmp_path, [output_item(tmp_path, "b.jpg", "1:1", 64, "jpeg", (64, 64))])
+    (picture,) = parse(bare.picture()).pictures
+    assert "style" not in picture.img and bare.to_json()["lqip"] is None
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"dominant_colour": 'red" onerror="x', "lqip": "data:image/webp;base64,AAAA"},
+        {"dominant_colour": "#000000", "lqip": "data:image/webp;base64,AA);background:url(https://x)"},
+        {"dominant_colour": "#000000", "lqip": 'x" onload="y'},
+    ],
+)
+def test_a_recorded_placeholder_that_is_not_a_colour_and_an_image_uri_is_left_out(
+    tmp_path: Path, forged: dict[str, str]
+) -> None:
+    odd = one_set(tmp_path, [output_item(tmp_path, "c.jpg", "1:1", 64, "jpeg", (64, 64), placeholder=forged)])
+    (picture,) = parse(odd.picture()).pictures
+    assert "style" not in picture.img and set(picture.img) == {
+        "src",
+        "srcset",
+        "sizes",
+        "width",
+        "height",
+        "alt",
+        "loading",
+    }
+
+
+def test_alt_and_placeholders_travel_from_the_manifest_to_the_markup_on_either_backend(
+    ledger_url: str, photos: Path, out_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest's alt reaches the ledger item, status --json and the <img>; every pair gets its
+    dominant colour and tiny image, also when a later request reuses every output."""
+    monkeypatch.setenv("THUMBCTL_STORE", str(tmp_path / "store"))  # a PostgreSQL ledger has no default store
+    runner = CliRunner()
+
+    def thumbctl(*args: object) -> dict:
+        result = runner.invoke(app, [*map(str, args), "--db", ledger_url], catch_exceptions=False)
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def submitted(alt: str) -> tuple[dict, dict]:
+        manifest = photos / "listing.json"  # sources are named relative to the manifest
+        items = [{"source": "coffee.png", "id": "cup", "alt": alt}, {"source": "garden.jpeg", "id": "garden"}]
+        manifest.write_text(json.dumps({"items": items}))
+        shown = thumbctl("submit", manifest, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
+        status = thumbctl("status", shown["batch_id"], "--json", "--items")
+        return json.loads(Path(shown["manifest_path"]).read_text()), status
+
+    alt = 'A cup of coffee "on" <a> table & a spoon'
+    first, status = submitted(alt)
+    cup, garden = (next(p for p in first["pictures"] if p["item_id"] == name) for name in ("cup", "garden"))
+    (img,) = [parse(cup["picture"]).pictures[0].img]
+    assert cup["alt"] == img["alt"] == alt and "&lt;a&gt;" in cup["picture"]
+    assert garden["alt"] == parse(garden["picture"]).pictures[0].img["alt"] == ""
+    for pair in (cup, garden):
+        assert pair["dominant_colour"].startswith("#") and pair["lqip"].startswith("data:image/webp;base64,")
+        assert (
+            parse(pair["picture"]).pictures[0].img["style"].startswith(f"background-color:{pair['dominant_colour']};")
+        )
+    by_id = {item["item_id"]: item for item in status["items"]}
+    assert by_id["cup"]["alt"] == alt and by_id["garden"]["alt"] == ""
+    assert by_id["cup"]["result"]["dominant_colour"] == cup["dominant_colour"]
+    assert by_id["cup"]["result"]["lqip"] == cup["lqip"]
+
+    again, status = submitted("A cup of coffee")  # a new request: every output is reused
+    assert all(item["result"].get("reused") for item in status["items"])
+    cup_again = next(p for p in again["pictures"] if p["item_id"] == "cup")
+    assert (cup_again["dominant_colour"], cup_again["lqip"]) == (cup["dominant_colour"], cup["lqip"])
+    assert parse(cup_again["picture"]).pictures[0].img["alt"] == "A cup of coffee"

@@ -49,6 +49,18 @@ def test_a_resume_records_the_next_batch_of_the_chain_and_moves_the_key(ledger: 
     assert ledger.intake.newest_of_chain(first.batch_id) == resumed.batch_id
 
 
+def test_a_resumed_request_keeps_each_item_s_alt(ledger: Ledger) -> None:
+    """The manifest's alt is recorded with each item, so ``retry`` of a cancelled batch keeps it."""
+    new = request("k")
+    new = replace(new, items=tuple(replace(item, alt=f'"{item.item_id}" <{item.ratio}>') for item in new.items))
+    first = ledger.intake.accept_batch(new, Limits())
+    ledger.intake.request_cancel(first.batch_id)
+    recorded = ledger.intake.recorded_request(first.batch_id)
+    assert [item.alt for item in recorded.items] == [item.alt for item in new.items]
+    resumed = ledger.intake.accept_batch(recorded, Limits(), resume=True)
+    assert [item.alt for item in ledger.views.items(resumed.batch_id)] == [item.alt for item in new.items]
+
+
 def test_without_resume_a_cancelled_batch_is_replayed(ledger: Ledger) -> None:
     first = ledger.intake.accept_batch(request("k"), Limits())
     ledger.intake.request_cancel(first.batch_id)

@@ -164,3 +164,19 @@ def test_submit_of_an_s3_prefix_scans_it_as_a_folder(s3_server: WeedServer, s3_u
     assert sorted(item["source"] for item in items) == [f"{s3_url}/shop/coffee.png", f"{s3_url}/shop/rooms/living.JPG"]
     missing = cli.run("submit", "s3://no-such-bucket-here/x/", "--out", tmp_path / "out", "--json", *URL_FLAGS)
     assert missing.returncode == 2 and json.loads(missing.stdout)["error"]["code"] == "bucket_missing", missing.stdout
+
+
+def test_s3_sources_use_the_thumbctl_s3_endpoint_over_the_aws_one(
+    s3_server: WeedServer, s3_url: str, tmp_path: Path
+) -> None:
+    """The AWS variable points at a port nothing listens on: the scan and the reads reach the bucket
+    only through THUMBCTL_S3_ENDPOINT, as the store and OUT do."""
+    store = raw_store(s3_server)
+    prefix = s3_url.split("/", 3)[3]
+    put_raw(store, f"{prefix}/shop/coffee.png", COFFEE, "image/png")
+    cli = Thumbctl(tmp_path / "ledger.db")
+    env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "THUMBCTL_S3_ENDPOINT": s3_server.endpoint}
+    done = cli.run("submit", f"{s3_url}/shop/", "--out", tmp_path / "out", "--json", *URL_FLAGS, **env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (json.loads(done.stdout)["state"], json.loads(done.stdout)["total"]) == ("succeeded", 1)
+    assert (tmp_path / "out" / "coffee.1x1.jpg").is_file()

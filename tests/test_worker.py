@@ -160,13 +160,13 @@ def test_an_encoded_output_that_does_not_verify_is_never_published(
 ):
     """Verification reads the encoded bytes in memory while the temp file is written: bytes that
     fail it are removed again, never linked, and each item fails as the crash it is."""
-    import thumbctl.worker as worker
+    import thumbctl.rendering as rendering
 
     src = tmp_path / "src"
     src.mkdir()
     make_image(src / "one.jpg", (300, 200), "JPEG")
-    encode = worker.encode
-    monkeypatch.setattr(worker, "encode", lambda *args, **kwargs: encode(*args, **kwargs)[:-200])  # a truncated JPEG
+    encode = rendering.encode
+    monkeypatch.setattr(rendering, "encode", lambda *args, **kwargs: encode(*args, **kwargs)[:-200])  # a truncated JPEG
     batch = accept(ledger, src, out_dir, max_attempts=2)
     work(ledger)
     view = ledger.views.batch(batch.batch_id)
@@ -283,12 +283,12 @@ def test_a_replay_restores_missing_friendly_names_of_reused_outputs(ledger: Ledg
 def test_a_replay_does_no_image_work(ledger: Ledger, photos: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch):
     accept(ledger, photos, out_dir)
     work(ledger)
-    import thumbctl.intake as intake
+    import thumbctl.reuse as reuse
 
     def no_image_work(*args, **kwargs):
         raise AssertionError("a replay must not open outputs")
 
-    monkeypatch.setattr(intake, "verify_output", no_image_work)
+    monkeypatch.setattr(reuse, "verify_output", no_image_work)
     again = accept(ledger, photos, out_dir)
     assert again.replayed and again.state == "succeeded"
 

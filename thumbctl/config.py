@@ -38,8 +38,9 @@ from .configkeys import (
     environment_setting,
     flag_setting,
 )
+from .errors import UsageError
 from .options import RunOptions, SubmitOptions, default_workers, lease_seconds
-from .settings import Limits, Profile, Ratio, UrlRules
+from .settings import Limits, Profile, Ratio, SettingError, UrlRules
 from .storage.s3location import S3Options, is_s3
 from .userdirs import default_ledger_path, old_default_ledger_path, state_dir
 
@@ -117,8 +118,12 @@ class Settings:
         )
 
     def render_profile(self) -> Profile:
-        names = ("ratios", "size", "format", "quality", "effort", "crop", "upscale", "background")
-        return Profile(**{name: self[name] for name in names})
+        names = ("ratios", "size", "format", "quality", "effort", "crop", "upscale", "background", "fit", "trim")
+        names += ("trim_tolerance",)
+        try:
+            return Profile(**{name: self[name] for name in names})
+        except SettingError as exc:  # settings each valid alone that do not go together
+            raise UsageError(str(exc), code=exc.code or "bad_setting") from None
 
     def limits(self) -> Limits:
         names = ("max_pixels", "max_bytes", "max_items", "max_runnable", "queue_age_objective")
@@ -281,7 +286,7 @@ def display_value(name: str, value: Any, source: str = "") -> str:
     if value is None and name == "host_id":
         return "hostname~machine-id"
     if value is None:
-        return "{path}.{ratio}.{ext} ({size} added for several sizes)" if name == "name" else "none"
+        return "{path}.{ratio}.{ext} ({size} added for several sizes, {fit} for contain)" if name == "name" else "none"
     if isinstance(value, bool):
         return "true" if value else "false"
     if name in DURATION_KEYS:

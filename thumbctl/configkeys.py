@@ -28,11 +28,14 @@ from .naming import NameTemplateError, check_template
 from .settings import (
     CROP_POLICIES,
     DEFAULT_DOWNLOAD_SECONDS,
+    FITS,
     OUTPUT_FORMATS,
     Limits,
     Profile,
     SettingError,
+    check_background,
     check_duration,
+    check_fit,
     parse_count,
     parse_duration,
     parse_list,
@@ -329,8 +332,26 @@ KEYS: tuple[Key, ...] = (
     Key("upscale", "--upscale", _switch, lambda: _PROFILE.upscale, "Allow outputs larger than the source crop.",
         RENDER, switch=True,
         doc="allow outputs larger than the source crop (variable: `1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`)"),
-    Key("background", "--background", _profile_field("background", _text), lambda: _PROFILE.background,
-        "Colour to flatten transparency onto.", RENDER, "#RRGGBB"),
+    Key("background", "--background", lambda raw: check_background(_text(raw)), lambda: _PROFILE.background,
+        "Colour to flatten transparency and pad contain onto; transparent (png, webp, avif).", RENDER,
+        "#RRGGBB|transparent",
+        doc="colour transparency is flattened onto and `contain` is padded with; `transparent` leaves the "
+            "padding transparent (only with formats that have alpha: png, webp, avif; with jpeg a submit "
+            "exits 2, `transparent_needs_alpha`)"),
+    Key("fit", "--fit", lambda raw: check_fit(_text(raw)), lambda: _PROFILE.fit,
+        "cover: crop to fill the ratio; contain: the whole photo, padded.", RENDER, "[" + "|".join(FITS) + "]",
+        complete=complete_from(FITS),
+        doc="`cover` crops to fill the ratio (the default); `contain` keeps the whole photo on the ratio's canvas, "
+            "padded with `background` ([sellers.md](sellers.md#fit-contain-and-trim)); a manifest item's `fit` "
+            "overrides it"),
+    Key("trim", "--trim", _switch, lambda: _PROFILE.trim, "First remove a near-uniform border.", RENDER,
+        switch=True,
+        doc="first remove a near-uniform border (its colour from the photo's outer edge), found once per source "
+            "(variable: `1`/`0`, `true`/`false`)"),
+    Key("trim_tolerance", "--trim-tolerance", _whole_in(0, 255), lambda: _PROFILE.trim_tolerance,
+        "How far (0-255, largest channel difference) a border pixel may be from the border colour.", RENDER,
+        "0-255", doc="how far a pixel may be from the border colour (largest channel difference, 0..255) and "
+        "still count as border; used with `trim`"),
     Key("name", "--name", _name_template, lambda: None,
         "Thumbnail names in OUT, from {path} {stem} {ratio} {size} {width} {height} {ext}.", OUTPUT, "TEMPLATE",
         doc="thumbnail names ([sellers.md](sellers.md#names))"),

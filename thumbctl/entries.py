@@ -33,8 +33,12 @@ class SourceEntry:
     given: str
     ratios: tuple[Ratio, ...]
     focus: tuple[float, float] | None = None
+    #: The manifest's ``fit`` for this source (None: the batch's ``--fit``).
+    fit: str | None = None
     #: The manifest's ``"focus": null``: the crop fix remembered for the item's ratios is forgotten.
     clear_focus: bool = False
+    #: The manifest's ``alt`` text for the item's markup (empty when not given).
+    alt: str = ""
     #: The scan already knows ``given`` is a real path inside the root.
     known_real: bool = False
     #: Known before any file is touched: the source's items fail with it.
@@ -169,7 +173,9 @@ def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[Sou
         else:
             item_id = _url_id(entry.source) if is_url(entry.source) else _default_id(entry.source, root)
         ratios = entry.ratios or default_ratios
-        entries.append(SourceEntry(item_id, entry.source, ratios, entry.focus, clear_focus=entry.clear_focus))
+        entries.append(
+            SourceEntry(item_id, entry.source, ratios, entry.focus, entry.fit, entry.clear_focus, alt=entry.alt)
+        )
     return entries
 
 

@@ -25,7 +25,7 @@ from .entries import SourceEntry, check_limits, collect_entries
 from .errors import ItemFailure, RejectedError, UnavailableError
 from .faults import Faults
 from .focus import FocusPlan, plan_focus
-from .imaging import SNIFF_BYTES, output_geometry, probe, verify_output
+from .imaging import SNIFF_BYTES, probe
 from .keys import derivative_key, digest_json
 from .ledger import Ledger
 from .markup import manifest_present, write_batch_manifest
@@ -35,11 +35,11 @@ from .naming import NamedItem, NameFields, NameTemplateError, assign_names, defa
 from .options import SubmitOptions
 from .publisher import Publisher
 from .rerender import EncoderChange, encoder_changes
+from .reuse import output_geometry_of, with_reused_outputs
 from .settings import Limits, Profile, Ratio, UrlRules, parse_ratio
 from .sources import SourceFolder, SourceRoot, check_size, digest_bounded
-from .storage.fsafe import is_plain_file, symlinked_folder
-from .storage.locations import is_s3, object_name_of, object_path_in, object_store_of, store_location_of
-from .storage.objects import ObjectStore
+from .storage.fsafe import symlinked_folder
+from .storage.locations import is_s3, object_path_in, store_location_of
 from .storage.outputs import LocalOutputTarget
 from .stores import bind_store, check_store_apart, chosen_store, location_text
 from .targets import object_bytes, object_present, resolve_out_dir_or_fail
@@ -186,38 +186,6 @@ def submit(
     if batch.is_terminal and not (batch.replayed and manifest_present(batch)):
         write_batch_manifest(batch, ledger.views.items(batch.batch_id))
     return batch
-
-
-def with_reused_outputs(
-    new: NewBatch, profile: Profile, name_usable: Callable[[NewItem], bool] = lambda item: True
-) -> NewBatch:
-    """Mark queued items whose object an earlier run already made as ``succeeded`` (dedup).
-
-    The object must be there with the right media type and dimensions (from its header), and
-    the item's name free or thumbctl's (``name_usable``): an item whose name holds a file
-    thumbctl did not publish stays queued, so its worker decides (``name_taken``) in the
-    publish transaction.
-    """
-    items = tuple(
-        replace(item, state=ItemState.SUCCEEDED, dedup=True, reused=_reused_result(item, profile))
-        if item.state == ItemState.QUEUED and _object_is_valid(item, profile) and name_usable(item)
-        else item
-        for item in new.items
-    )
-    return replace(new, items=items)
-
-
-def _reused_result(item: NewItem, profile: Profile) -> dict[str, object]:
-    """The figures of a reused output the batch counts (no crop, bytes or timings: nothing was rendered)."""
-    geometry = output_geometry(
-        item.source_width or 1, item.source_height or 1, parse_ratio(item.ratio), item.size, profile.upscale
-    )
-    return {
-        "width": geometry.out_w,
-        "height": geometry.out_h,
-        "source_smaller_than_target": geometry.limited,
-        "reused": True,
-    }
 
 
 def _name_usable(publisher: Publisher, item: NewItem) -> bool:
@@ -439,24 +407,25 @@ def _named(items: list[NewItem], stems: dict[str, str], profile: Profile, out: s
     is unsafe or that two items would share rejects the whole batch (65)."""
     to_name = [item for item in items if item.state == ItemState.QUEUED]
     try:
-        names = assign_names(template, [_named_item(item, stems[item.item_id], profile) for item in to_name])
+        names = assign_names(template, [_named_item(item, stems[item.item_id], profile, template) for item in to_name])
     except NameTemplateError as exc:
         raise RejectedError(str(exc), code="bad_name") from None
     paths = {id(item): f"{out}/{name}" for item, name in zip(to_name, names, strict=True)}
     return [replace(item, friendly_path=paths[id(item)]) if id(item) in paths else item for item in items]
 
 
-def _named_item(item: NewItem, path: str, profile: Profile) -> NamedItem:
+def _named_item(item: NewItem, path: str, profile: Profile, template: str) -> NamedItem:
     """The name fields of a queued item: the size asked for, and the produced size as the worker
     computes it, from the upright size the source's header gave and the no-upscale rule."""
     ratio = parse_ratio(item.ratio)
-    geometry = output_geometry(item.source_width or 1, item.source_height or 1, ratio, item.size, profile.upscale)
+    geometry = output_geometry_of(item, profile)
     extension = profile.variant(item.size, item.format).extension
-    fields = NameFields(path, ratio.slug, item.size, geometry.out_w, geometry.out_h, extension)
+    fields = NameFields(path, ratio.slug, item.size, geometry.out_w, geometry.out_h, extension, item.fit)
     several = len(profile.sizes) > 1 or len(profile.formats) > 1
     detail = f"{item.ratio}, {item.size} px, {item.format}" if several else item.ratio
-    label = f"{item.item_id} ({detail})"
-    return NamedItem(label, fields)
+    label = f"{item.item_id} ({detail}{', ' + item.fit if item.fit != 'cover' else ''})"
+    own = default_template(len(profile.sizes), item.fit) if template == default_template(len(profile.sizes)) else None
+    return NamedItem(label, fields, own)
 
 
 @dataclass(frozen=True)
@@ -508,6 +477,8 @@ def _new_item(
         "size": variant.size,
         "format": variant.format,
         "focus": focus,
+        "fit": entry.fit or profile.fit,
+        "alt": entry.alt,
     }
     if inspection.failure is not None or inspection.info is None:
         failure = inspection.failure
@@ -519,7 +490,7 @@ def _new_item(
             error_detail=failure.detail if failure else None,
         )
     info = inspection.info
-    one = profile.variant(variant.size, variant.format)
+    one = replace(profile.variant(variant.size, variant.format), fit=entry.fit or profile.fit)
     key = derivative_key(info.digest, variant.ratio, one, focus)
     return NewItem(
         **common,
@@ -532,24 +503,6 @@ def _new_item(
         derivative_key=key,
         object_path=object_path_in(store, key, one.extension),
     )
-
-
-def _object_is_valid(item: NewItem, profile: Profile) -> bool:
-    """Whether an earlier run already made this item's object (right type and size, from its header)."""
-    if not item.object_path or not item.source_width or not item.source_height:
-        return False
-    ratio = parse_ratio(item.ratio)
-    geometry = output_geometry(item.source_width, item.source_height, ratio, item.size, profile.upscale)
-    if is_s3(item.object_path):
-        store: ObjectStore = object_store_of(item.object_path)
-        problem = store.verify(
-            object_name_of(item.object_path),
-            lambda stream: verify_output(stream, item.format, geometry.out_w, geometry.out_h, full=False),
-        )
-        return problem is None
-    if not is_plain_file(item.object_path):
-        return False
-    return verify_output(Path(item.object_path), item.format, geometry.out_w, geometry.out_h, full=False) is None
 
 
 def _canonical_request(
@@ -573,11 +526,13 @@ def _canonical_request(
             "error": inspection.failure.code if inspection.failure else None,
             "ratios": [str(r) for r in entry.ratios],
             "focus": list(entry.focus) if entry.focus else None,
-        }
+        } | ({"fit": entry.fit} if entry.fit else {})
         if remembered := focus.remembered_for(entry, _digest(inspection)):
             item["remembered_focus"] = remembered
         if entry.clear_focus:
             item["clear_focus"] = True
+        if entry.alt:  # only when given: the request of an item without one stays what it was
+            item["alt"] = entry.alt
         items.append(item)
     return {
         "root": str(root),

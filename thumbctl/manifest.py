@@ -15,11 +15,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .settings import Ratio, SettingError, parse_ratios
+from .settings import Ratio, SettingError, check_fit, parse_ratios
 
 MANIFEST_SUFFIXES = (".json", ".jsonl", ".csv")
-_ITEM_FIELDS = {"id", "source", "ratios", "focus"}
-_CSV_FIELDS = {"id", "source", "ratios", "focus_x", "focus_y"}
+_ITEM_FIELDS = {"id", "source", "ratios", "focus", "fit", "alt"}
+_CSV_FIELDS = {"id", "source", "ratios", "focus_x", "focus_y", "fit", "alt"}
+#: The longest ``alt`` text an item may give, in characters (a description, not an article).
+MAX_ALT = 1000
 #: A manifest nests lists and objects 4 levels deep at most (``{"items": [{"focus": [x, y]}]}``);
 #: deeper ones are refused before anything walks them (the JSON parser itself gives up near 1,000).
 MAX_DEPTH = 8
@@ -37,8 +39,12 @@ class ManifestEntry:
     id: str | None = None
     ratios: tuple[Ratio, ...] | None = None
     focus: tuple[float, float] | None = None
+    #: ``cover`` or ``contain`` for this source alone (None: the batch's ``--fit``).
+    fit: str | None = None
     #: ``"focus": null``: forget the crop fix remembered for the item's ratios.
     clear_focus: bool = False
+    #: The text of the markup's ``alt`` (empty when not given).
+    alt: str = ""
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,9 @@ def _entry_from_object(obj: object, where: str) -> ManifestEntry:
     ratios = _ratios(obj["ratios"], f"{where}: ratios") if "ratios" in obj else None
     focus = _focus(obj["focus"], where) if obj.get("focus") is not None else None
     clear = "focus" in obj and obj["focus"] is None
-    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus, clear_focus=clear)
+    fit = _fit(obj["fit"], where) if obj.get("fit") is not None else None
+    alt = _alt(obj.get("alt", ""), where)
+    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus, fit=fit, clear_focus=clear, alt=alt)
 
 
 def _parse_csv(text: str) -> Manifest:
@@ -151,7 +159,7 @@ def _parse_csv(text: str) -> Manifest:
     except csv.Error as exc:
         raise ManifestError(f"malformed CSV at line {reader.line_num}: {exc}") from exc
     if not rows:
-        raise ManifestError("the CSV manifest is empty: it needs a header id,source[,ratios][,focus_x,focus_y]")
+        raise ManifestError("the CSV manifest is empty: it needs a header id,source[,ratios][,focus_x,focus_y][,fit]")
     _check_text(rows[0], "line 1 (header)")
     header = [name.strip() for name in rows[0]]
     _check_csv_header(header)
@@ -195,7 +203,20 @@ def _entry_from_csv_row(row: dict[str, str], where: str) -> ManifestEntry:
         except ValueError as exc:
             raise ManifestError(f"{where}: focus_x and focus_y must both be numbers in 0..1") from exc
         focus = _focus(numbers, where)
-    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus)
+    fit = _fit(row["fit"].strip(), where) if row.get("fit", "").strip() else None
+    alt = _alt(row.get("alt", ""), where)
+    return ManifestEntry(source=source, id=item_id, ratios=ratios, focus=focus, fit=fit, alt=alt)
+
+
+def _alt(value: object, where: str) -> str:
+    """An item's ``alt`` text: a string of at most :data:`MAX_ALT` characters, spaces trimmed."""
+    if not isinstance(value, str):
+        raise ManifestError(f'{where}: "alt" must be a string')
+    if len(value) > MAX_ALT:
+        raise ManifestError(f'{where}: "alt" is {len(value)} characters long; at most {MAX_ALT} are taken')
+    if "\0" in value:
+        raise ManifestError(f'{where}: "alt" contains a NUL character')
+    return value.strip()
 
 
 def _too_deep(where: str) -> str:
@@ -236,6 +257,13 @@ def _check_text(value: object, where: str, field: str | None = None, depth: int 
 def _ratios(value: object, where: str) -> tuple[Ratio, ...]:
     try:
         return parse_ratios(value)
+    except SettingError as exc:
+        raise ManifestError(f"{where}: {exc}") from exc
+
+
+def _fit(value: object, where: str) -> str:
+    try:
+        return check_fit(value)
     except SettingError as exc:
         raise ManifestError(f"{where}: {exc}") from exc
 

@@ -13,16 +13,27 @@ Rules (README, "Paste-ready markup"):
 - ``srcset`` lists each produced width once per format, narrowest first; when two outputs of
   one format have the same width (sizes that collapse on a small source), the one asked for
   the smaller size is used.
-- ``<source>`` elements come in the order AVIF, WebP; the ``<img>`` is the JPEG set, else the
-  PNG set, else the most widely supported modern one. Its ``src``, ``width`` and ``height``
-  are those of its widest file; ``sizes`` says the image is shown at that width, or the
-  viewport's when narrower (edit it to the page's layout).
-- ``alt`` is the item id (a placeholder to replace with a description), HTML-escaped.
+- The ``<img>`` is the JPEG set, else the PNG set, else the most widely supported modern one.
+  Its ``src``, ``width`` and ``height`` are those of its widest file; ``sizes`` says the image
+  is shown at that width, or the viewport's when narrower (edit it to the page's layout).
+- An AVIF or WebP set is offered as a ``<source>`` only when its files (one per width, as its
+  ``srcset`` lists them) total fewer bytes than the ``<img>``'s set: a browser takes the first
+  ``<source>`` it supports, so a larger modern file would cost the page bytes. The offered
+  ``<source>`` elements come smallest total first. A set whose total cannot be known (a file's
+  size unreadable) is offered as before, after the measured ones, AVIF before WebP.
+- ``alt`` is the manifest item's ``alt`` text, else empty (``alt=""``, which a screen reader
+  skips); never the file name or item id. HTML-escaped.
+- While the files load, the ``<img>`` shows the pair's placeholder as its CSS background, with
+  no script: its dominant colour (``background-color``) under its tiny image, a 16 px WebP
+  ``data:`` URI scaled to cover the box (see ``imaging.placeholder``). Both are absent when the
+  ledger has none for the pair (outputs rendered before placeholders were recorded, and only
+  reused since).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from html import escape
@@ -37,7 +48,8 @@ from .settings import OUTPUT_FORMATS
 from .storage.locations import is_s3, name_in, output_target_at
 from .storage.outputs import json_document
 
-#: Formats offered as ``<source>`` elements, in this order, when they are not the ``<img>``'s.
+#: Formats that may be offered as ``<source>`` elements when they are not the ``<img>``'s (ordered by
+#: their sets' bytes; in this order when those are unknown).
 SOURCE_FORMATS = ("avif", "webp")
 #: Which format's files the ``<img>`` takes, first present wins.
 FALLBACK_FORMATS = ("jpeg", "png", "webp", "avif")
@@ -78,12 +90,43 @@ class OutputFile:
 
 
 @dataclass(frozen=True)
+class Placeholder:
+    """What a page shows while a pair's files load: its dominant colour and tiny image."""
+
+    colour: str
+    lqip: str
+
+    @classmethod
+    def from_result(cls, result: dict[str, object] | None) -> Placeholder | None:
+        """The placeholder a render result records, if it is one that is safe in a style attribute."""
+        colour, lqip = (result or {}).get("dominant_colour"), (result or {}).get("lqip")
+        if (
+            isinstance(colour, str)
+            and HEX_COLOUR.fullmatch(colour)
+            and isinstance(lqip, str)
+            and DATA_URI.fullmatch(lqip)
+        ):
+            return cls(colour, lqip)
+        return None
+
+    def style(self) -> str:
+        return f"background-color:{self.colour};background-image:url({self.lqip});background-size:cover"
+
+
+HEX_COLOUR = re.compile(r"#[0-9a-f]{6}")
+#: A base64 image ``data:`` URI: nothing in it can end the ``url()`` or the attribute.
+DATA_URI = re.compile(r"data:image/(webp|jpeg|png);base64,[A-Za-z0-9+/]+={0,2}")
+
+
+@dataclass(frozen=True)
 class PictureSet:
-    """The published files of one (source, ratio)."""
+    """The published files of one (source, ratio), its ``alt`` text and placeholder."""
 
     item_id: str
     ratio: str
     files: tuple[OutputFile, ...]
+    alt: str = ""
+    placeholder: Placeholder | None = None
 
     def srcsets(self) -> dict[str, str]:
         """Format -> its ``srcset`` string (formats in the order of :meth:`by_format`)."""
@@ -98,7 +141,7 @@ class PictureSet:
 
     def picture(self) -> str | None:
         """The ``<picture>`` element, or None when the pair published nothing."""
-        return picture_html(self.item_id, self.by_format()) if self.files else None
+        return picture_html(self.by_format(), self.alt, self.placeholder) if self.files else None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -106,6 +149,9 @@ class PictureSet:
             "ratio": self.ratio,
             "files": [file.to_json() for file in sorted(self.files, key=_file_order)],
             "srcset": self.srcsets(),
+            "alt": self.alt,
+            "dominant_colour": self.placeholder.colour if self.placeholder else None,
+            "lqip": self.placeholder.lqip if self.placeholder else None,
             "picture": self.picture(),
         }
 
@@ -117,14 +163,24 @@ def _file_order(file: OutputFile) -> tuple[int, int, int, str]:
 
 
 def picture_sets(out_dir: str, items: Iterable[ItemView], header_size: HeaderSize | None = None) -> list[PictureSet]:
-    """One :class:`PictureSet` per (item id, ratio) in ledger order, with its succeeded items' files."""
+    """One :class:`PictureSet` per (item id, ratio) in ledger order, with its succeeded items' files,
+    its ``alt`` text and the placeholder the first of its items that has one recorded."""
     grouped: dict[tuple[str, str], list[OutputFile]] = {}
+    alts: dict[tuple[str, str], str] = {}
+    placeholders: dict[tuple[str, str], Placeholder] = {}
     for item in items:
-        files = grouped.setdefault((item.item_id, item.ratio), [])
+        pair = (item.item_id, item.ratio)
+        files = grouped.setdefault(pair, [])
+        alts.setdefault(pair, item.alt)
         file = output_file(out_dir, item, header_size)
         if file is not None:
             files.append(file)
-    return [PictureSet(item_id, ratio, tuple(files)) for (item_id, ratio), files in grouped.items()]
+            if pair not in placeholders and (placeholder := Placeholder.from_result(item.result)):
+                placeholders[pair] = placeholder
+    return [
+        PictureSet(item_id, ratio, tuple(files), alts[item_id, ratio], placeholders.get((item_id, ratio)))
+        for (item_id, ratio), files in grouped.items()
+    ]
 
 
 def output_file(out_dir: str, item: ItemView, header_size: HeaderSize | None = None) -> OutputFile | None:
@@ -194,23 +250,43 @@ def fallback_format(formats: Iterable[str]) -> str:
     return next(fmt for fmt in (*FALLBACK_FORMATS, *sorted(present)) if fmt in present)
 
 
-def picture_html(item_id: str, by_format: dict[str, list[OutputFile]]) -> str:
-    """The ``<picture>``: a ``<source>`` per modern format, then the fallback ``<img>``."""
+def picture_html(by_format: dict[str, list[OutputFile]], alt: str = "", placeholder: Placeholder | None = None) -> str:
+    """The ``<picture>``: a ``<source>`` per modern format worth offering, then the fallback ``<img>``."""
     img_format = fallback_format(by_format)
     largest = by_format[img_format][-1]
     sizes = f"(max-width: {largest.width}px) 100vw, {largest.width}px"
     lines = ["<picture>"]
-    for fmt in SOURCE_FORMATS:
-        if fmt in by_format and fmt != img_format:
-            lines.append(
-                f'  <source type="{MEDIA_TYPES[fmt]}" srcset="{escape(srcset(by_format[fmt]))}" sizes="{sizes}">'
-            )
+    for fmt in offered_sources(by_format, img_format):
+        lines.append(f'  <source type="{MEDIA_TYPES[fmt]}" srcset="{escape(srcset(by_format[fmt]))}" sizes="{sizes}">')
+    shown = f' style="{escape(placeholder.style())}"' if placeholder is not None else ""
     lines.append(
         f'  <img src="{escape(largest.url)}" srcset="{escape(srcset(by_format[img_format]))}" sizes="{sizes}" '
-        f'width="{largest.width}" height="{largest.height}" alt="{escape(item_id)}" loading="lazy">'
+        f'width="{largest.width}" height="{largest.height}" alt="{escape(alt)}"{shown} loading="lazy">'
     )
     lines.append("</picture>")
     return "\n".join(lines)
+
+
+def offered_sources(by_format: dict[str, list[OutputFile]], img_format: str) -> list[str]:
+    """The modern formats offered as ``<source>`` elements, in order (see the module's rules)."""
+    fallback_total = total_bytes(by_format[img_format])
+    measured: list[tuple[int, int, str]] = []
+    unmeasured: list[str] = []
+    for rank, fmt in enumerate(SOURCE_FORMATS):
+        if fmt not in by_format or fmt == img_format:
+            continue
+        total = total_bytes(by_format[fmt])
+        if total is None or fallback_total is None:
+            unmeasured.append(fmt)
+        elif total < fallback_total:
+            measured.append((total, rank, fmt))
+    return [fmt for _, _, fmt in sorted(measured)] + unmeasured
+
+
+def total_bytes(files: Iterable[OutputFile]) -> int | None:
+    """The bytes of ``files`` together, or None when a file's size is unknown."""
+    sizes = [file.bytes for file in files]
+    return None if any(size is None for size in sizes) else sum(size for size in sizes if size is not None)
 
 
 def snippets(sets: Iterable[PictureSet]) -> str:

@@ -63,6 +63,8 @@ class NewItem:
     error_code: str | None = None
     error_detail: str | None = None
     derivative_key: str | None = None
+    #: How the output frames its source: ``cover`` (a crop) or ``contain`` (the whole photo, padded).
+    fit: str = "cover"
     object_path: str | None = None
     friendly_path: str | None = None
     dedup: bool = False
@@ -72,6 +74,8 @@ class NewItem:
     #: What intake learnt of a reused output (its size, and whether the source was smaller
     #: than asked): the item's ``result``, so the batch's figures count it like a render.
     reused: dict[str, object] | None = None
+    #: The manifest's ``alt`` text for the markup ("" when not given).
+    alt: str = ""
 
 
 @dataclass(frozen=True)
@@ -233,6 +237,8 @@ class ItemView:
     #: The size asked for (longest side, px; ``result`` has the size produced) and the output format.
     size: int | None = None
     format: str | None = None
+    #: The manifest's ``alt`` text ("" when not given).
+    alt: str = ""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -249,6 +255,7 @@ class ItemView:
             "object_path": self.object_path,
             "friendly_path": self.friendly_path,
             "updated_at": self.updated_at,
+            "alt": self.alt,
             "result": self.result,
         }
 
@@ -481,6 +488,8 @@ class PublishedItem:
     output_sha256: str | None = None
     #: Its batch expired; the item is checked because it still owns its name's record.
     expired: bool = False
+    #: ``cover`` or ``contain``: the output's size follows from it.
+    fit: str = "cover"
 
 
 @dataclass(frozen=True)

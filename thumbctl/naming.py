@@ -12,9 +12,12 @@ A template is text with fields in braces, e.g. ``{path}.{ratio}.{size}.{ext}``:
               upright dimensions) and the no-upscale rule, exactly as the worker computes it, so a
               name is known, checked and recorded before anything is rendered
 ``{ext}``     the output's extension (``jpg``, ``webp``, ``avif``, ``png``)
+``{fit}``     how the output frames its source: ``cover`` or ``contain`` (``--fit``, a manifest's ``fit``)
 
 ``{{`` and ``}}`` are literal braces. The default (:func:`default_template`) gives today's names for
-one size: ``{path}.{ratio}.{ext}``; with several sizes it adds ``{size}``.
+one size: ``{path}.{ratio}.{ext}``; with several sizes it adds ``{size}``; for a ``contain`` output
+it adds ``{fit}`` (``sofa.1x1.contain.jpg``), so the two fits of one ratio never share a name, and
+the names of cover outputs stay what they always were.
 
 Rules, checked at submit for every item (a break rejects the whole batch, exit 65, naming the
 problem and the items): a name is a safe relative path inside OUT by the same rules as an item id
@@ -32,7 +35,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-FIELDS = ("path", "stem", "ratio", "size", "width", "height", "ext")
+FIELDS = ("path", "stem", "ratio", "size", "width", "height", "ext", "fit")
 #: A name is one file name per segment: the usual 255-byte limit of a file system.
 MAX_NAME_SEGMENT_BYTES = 255
 #: Folders of OUT that belong to thumbctl itself: a template's own text never leads into them.
@@ -43,10 +46,12 @@ class NameTemplateError(ValueError):
     """A name template that cannot be used; the message says why."""
 
 
-def default_template(sizes_count: int = 1) -> str:
+def default_template(sizes_count: int = 1, fit: str = "cover") -> str:
     """The template used when none is given: today's ``{path}.{ratio}.{ext}`` for one size asked for,
-    and ``{path}.{ratio}.{size}.{ext}`` for several (so the sizes of one source never share a name)."""
-    return "{path}.{ratio}.{ext}" if sizes_count <= 1 else "{path}.{ratio}.{size}.{ext}"
+    and ``{path}.{ratio}.{size}.{ext}`` for several (so the sizes of one source never share a name);
+    ``{fit}`` before the extension for any fit but cover."""
+    base = "{path}.{ratio}" if sizes_count <= 1 else "{path}.{ratio}.{size}"
+    return f"{base}.{{ext}}" if fit == "cover" else f"{base}.{{fit}}.{{ext}}"
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class NameFields:
     width: int
     height: int
     ext: str
+    fit: str = "cover"
 
     @property
     def stem(self) -> str:
@@ -73,6 +79,7 @@ class NameFields:
             "width": self.width,
             "height": self.height,
             "ext": self.ext,
+            "fit": self.fit,
         }
 
 
@@ -155,6 +162,8 @@ class NamedItem:
 
     label: str
     fields: NameFields
+    #: This item's own template, when it differs from the batch's (the default's ``{fit}``).
+    template: str | None = None
 
 
 def assign_names(template: str, items: Iterable[NamedItem]) -> list[str]:
@@ -165,7 +174,7 @@ def assign_names(template: str, items: Iterable[NamedItem]) -> list[str]:
     names: list[str] = []
     seen: dict[str, str] = {}
     for item in items:
-        name = render_name(template, item.fields)
+        name = render_name(item.template or template, item.fields)
         problem = name_problem(name, item.fields.path)
         if problem is not None:
             raise NameTemplateError(f"name template {template!r} gives {item.label} the name {name!r}, which {problem}")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
-from .imaging import output_geometry, verify_output
+from .imaging import fit_geometry, verify_output
 from .ledger import Ledger, iso
 from .ledger.maintenance import stall_reason
 from .models import (
@@ -231,12 +231,13 @@ class ObjectCheck(NamedTuple):
 
 
 def _expected_size(item: PublishedItem) -> tuple[int, int]:
-    geometry = output_geometry(
+    geometry = fit_geometry(
         item.source_width,
         item.source_height,
         parse_ratio(item.ratio),
         item.size,
         bool(item.profile["upscale"]),
+        item.fit,
     )
     return geometry.out_w, geometry.out_h
 

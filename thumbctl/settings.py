@@ -22,6 +22,16 @@ PIPELINE_VERSION = 4
 #: The output size whose decode the crop analysis of a source reads, whatever sizes are asked, so a
 #: source's window per ratio is chosen once and every size shows the same framing.
 ANALYSIS_REFERENCE_SIZE = 512
+#: How an output frames its source: ``cover`` fills the ratio's canvas with a crop (the default),
+#: ``contain`` places the whole photo on it, padded with the background.
+FITS = ("cover", "contain")
+#: ``--background transparent``: contain's padding is left transparent (formats with alpha only).
+TRANSPARENT = "transparent"
+#: Formats whose outputs can be transparent.
+ALPHA_OUTPUTS = frozenset({"png", "webp", "avif"})
+#: ``--trim-tolerance``: how far (largest channel difference, 0..255) a pixel may be from the
+#: border's colour and still count as border.
+DEFAULT_TRIM_TOLERANCE = 24
 
 MAX_RATIO_TERM = 10_000
 _RATIO_RE = re.compile(r"^\s*(\d+)\s*[:xX/]\s*(\d+)\s*$")
@@ -170,6 +180,9 @@ class Profile:
     upscale: bool = False
     background: str = "#ffffff"
     effort: int | Mapping[str, int] | None = None
+    fit: str = "cover"
+    trim: bool = False
+    trim_tolerance: int = DEFAULT_TRIM_TOLERANCE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "size", _one_or_tuple(self.size))
@@ -187,8 +200,16 @@ class Profile:
             object.__setattr__(self, "effort", _per_format(encoders.parse_effort, self.effort))
         except encoders.EncoderSettingError as exc:
             raise SettingError(str(exc)) from None
-        if not re.fullmatch(r"#[0-9a-fA-F]{6}", self.background):
-            raise SettingError(f"background must be #rrggbb, got {self.background!r}")
+        check_background(self.background)
+        check_fit(self.fit)
+        if not 0 <= self.trim_tolerance <= 255:
+            raise SettingError(f"trim tolerance must be 0..255, got {self.trim_tolerance}")
+        opaque = [fmt for fmt in self.formats if fmt not in ALPHA_OUTPUTS]
+        if self.background == TRANSPARENT and opaque:
+            raise SettingError(
+                f"--background transparent needs a format with alpha (png, webp, avif); {opaque[0]} has none",
+                code="transparent_needs_alpha",
+            )
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -238,7 +259,31 @@ class Profile:
             "upscale": self.upscale,
             "background": self.background.lower(),
             "pipeline": PIPELINE_VERSION,
-        }
+        } | self.fit_settings
+
+    @property
+    def fit_settings(self) -> dict[str, object]:
+        """The fit and trim settings, only where they differ from the framing every earlier
+        derivative had (cover, untrimmed), so existing keys stay valid."""
+        settings: dict[str, object] = {}
+        if self.fit != "cover":
+            settings["fit"] = self.fit
+        if self.trim:
+            settings["trim"] = self.trim_tolerance
+        return settings
+
+
+def check_fit(fit: object) -> str:
+    if fit not in FITS:
+        raise SettingError(f"unknown fit {fit!r}: choose one of {', '.join(FITS)}")
+    return str(fit)
+
+
+def check_background(background: str) -> str:
+    """``#rrggbb``, or ``transparent``."""
+    if background != TRANSPARENT and not re.fullmatch(r"#[0-9a-fA-F]{6}", background):
+        raise SettingError(f"background must be #rrggbb or transparent, got {background!r}")
+    return background
 
 
 def _per_format(parse: Callable[[object], dict[str, int]], value: object) -> tuple[tuple[str, int], ...]:

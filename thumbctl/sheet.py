@@ -495,7 +495,9 @@ ul { list-style: none; margin: 0; padding: 0; }
 .tile { margin: 0; min-width: 150px; max-width: 100%; }
 .tile img, .tile .box { display: block; height: 196px; width: auto; max-width: 100%; object-fit: contain;
   border-radius: 3px; outline: 2px solid var(--c); outline-offset: 2px; }
-.tile a { display: block; margin: 4px; }
+.tile a { display: block; margin: 4px; position: relative; width: fit-content; }
+.window.contain { border-style: dashed; } .trimmed { position: absolute; border: 1px dotted var(--c); }
+.placed { position: absolute; outline: 1px dashed var(--c); pointer-events: none; }
 .tile figcaption { width: 0; min-width: calc(100% - 8px); margin: 8px 4px 0; font-size: 12px; color: var(--muted);
   line-height: 1.4; }
 .tile .ratio { font-weight: 650; color: var(--ink); }

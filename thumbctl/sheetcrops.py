@@ -1,5 +1,8 @@
 """The crops on a contact sheet: the windows drawn on the source's frame, one tile per crop
 at its true aspect ratio with its caption, and the command that fixes it.
+
+What each fit kept is drawn: a cover output's window (solid), a contain output's whole photo area
+(dashed) with its padding shaded on the tile, and a trimmed source's box (dotted, once per source).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ def source_frame(
     for item in items:
         distinct.setdefault((item.ratio, crop_box(item)), item)
     windows = "".join(crop_window(item, size, colours[item.ratio]) for item in distinct.values())
+    trims = {box for item in items if (box := result_box(item, "trim")) is not None}
+    windows += "".join(box_span("trimmed", "trimmed box", box, size, "#57534e") for box in sorted(trims))
     picture = (
         f'<img class="photo" src="data:image/jpeg;base64,{base64.b64encode(photo).decode("ascii")}" '
         f'width="{box_w}" height="{box_h}" alt="">'
@@ -52,7 +57,7 @@ def recrop_line(item: ItemView, size: tuple[int, int] | None) -> str | None:
     remembered for the photo's content at this ratio, so every later submit renders it so. None when no
     window was recorded."""
     box = crop_box(item)
-    if box is None or not size:
+    if box is None or not size or fit_of(item) != "cover":
         return None
     left, top, right, bottom = box
     x, y = round((left + right) / 2 / size[0], 3), round((top + bottom) / 2 / size[1], 3)
@@ -63,13 +68,34 @@ def crop_window(item: ItemView, size: tuple[int, int], colour: str) -> str:
     box = crop_box(item)
     if box is None:
         return ""
+    fit = fit_of(item)
+    kind = "window" if fit == "cover" else f"window {fit}"
+    return box_span(kind, item.ratio if fit == "cover" else f"{item.ratio} {fit}", box, size, colour)
+
+
+def box_span(kind: str, title: str, box: tuple[int, int, int, int], size: tuple[int, int], colour: str) -> str:
+    """A box of ``size``'s frame (in its pixels), drawn in percent of it."""
     width, height = size
     left, top, right, bottom = box
     return (
-        f'<span class="window" title="{escape(item.ratio)}" style="--c:{colour};'
+        f'<span class="{kind}" title="{escape(title)}" style="--c:{colour};'
         f"left:{100 * left / width:.2f}%;top:{100 * top / height:.2f}%;"
         f'width:{100 * (right - left) / width:.2f}%;height:{100 * (bottom - top) / height:.2f}%"></span>'
     )
+
+
+def fit_of(item: ItemView) -> str:
+    """``cover`` (what every output without a recorded fit is) or ``contain``."""
+    return str((item.result or {}).get("fit", "cover"))
+
+
+def result_box(item: ItemView, name: str) -> tuple[int, int, int, int] | None:
+    """A box the render recorded under ``name`` (``trim``, ``placed``), if any."""
+    value = (item.result or {}).get(name)
+    if not isinstance(value, list) or len(value) != 4:
+        return None
+    left, top, right, bottom = (int(v) for v in value)
+    return left, top, right, bottom
 
 
 def crop_box(item: ItemView) -> tuple[int, int, int, int] | None:
@@ -99,9 +125,13 @@ def crop_figure(
         if recrop
         else ""
     )
+    placed = result_box(item, "placed")
+    padding = (
+        box_span("placed", "the photo; around it, padding", placed, (out_w, out_h), colour) if placed and out_w else ""
+    )
     return (
         f'<figure class="tile" style="--c:{colour}"><a href="{href}">'
-        f'<img src="{href}" {dims} alt="{alt}"></a>{line}'
+        f'<img src="{href}" {dims} alt="{alt}">{padding}</a>{line}'
         f"<figcaption>{crop_caption(item) if caption is None else caption}</figcaption></figure>"
     )
 
@@ -131,9 +161,16 @@ def crop_text(item: ItemView) -> str:
     if not isinstance(crop, dict) or box is None:
         return '<span class="muted">no crop recorded (output reused)</span>'
     left, top, right, bottom = box
+    trim = result_box(item, "trim")
+    trimmed = f" · trimmed to {trim[2] - trim[0]}×{trim[3] - trim[1]} at {trim[0]},{trim[1]}" if trim else ""
+    placed = result_box(item, "placed")
+    if fit_of(item) == "contain" and placed is not None:
+        at = f"{placed[2] - placed[0]}×{placed[3] - placed[1]} at {placed[0]},{placed[1]}"
+        return f"contain · whole photo {right - left}×{bottom - top}, placed {at}, padded{trimmed}"
     score = crop.get("score")
     score_text = f" {score:.2f}" if isinstance(score, int | float) else ""
-    return f"{escape(str(crop.get('policy', '')))}{score_text} · {right - left}×{bottom - top} at {left},{top}"
+    policy = escape(str(crop.get("policy", "")))
+    return f"{policy}{score_text} · {right - left}×{bottom - top} at {left},{top}{trimmed}"
 
 
 def ratio_css(ratio: str) -> str:

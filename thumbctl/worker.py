@@ -23,7 +23,7 @@ import io
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,30 +32,16 @@ from typing import Any
 
 from .downloads import is_url
 from .downloads.remote import read_verified_url
-from .encoders import recorded_encoder
 from .errors import ItemFailure, LedgerBusy, LedgerFault, LedgerUnavailable, ThumbctlError
 from .faults import Faults
-from .imaging import (
-    ALPHA_FORMATS,
-    ANALYSIS_REFERENCE_SIZE,
-    CropAnalysis,
-    CropChoice,
-    DecodedSource,
-    Geometry,
-    SourceDecoder,
-    decode_scale,
-    encode,
-    output_geometry,
-    preview_jpeg,
-    resample,
-    verify_output,
-)
+from .imaging import CropAnalysis, DecodedSource, SourceDecoder, preview_jpeg, verify_output
 from .ledger import Claim, ClaimedItem, Ledger, is_server_url
 from .models import ItemState
 from .proc import owner_id, owner_is_dead
 from .publisher import Publisher
+from .rendering import Framing, Renderer, Rendering, SharedRender, decoder_background
 from .retrypolicy import Backoff, BusyPolicy
-from .settings import OUTPUT_FORMATS, Limits, UrlRules, parse_ratio
+from .settings import OUTPUT_FORMATS, Limits, UrlRules
 from .sources import read_source
 from .storage.fsafe import OutsideOutput
 from .storage.hosts import check_on_host
@@ -89,12 +75,6 @@ class WorkerConfig:
     s3: S3Options = field(default_factory=S3Options)
 
 
-#: Stands in for the crop, resample and encode of a render: the encoded bytes of an output of
-#: ``geometry`` in ``format``. For benchmarks of the queue only, passed to :func:`run_worker` from
-#: Python; no command or setting reaches it.
-Renderer = Callable[[Geometry, str], bytes]
-
-
 class LeaseLost(Exception):
     """The claim's lease was rescued by someone else; drop the claim."""
 
@@ -121,19 +101,6 @@ class Coordinator:
             self._reported = True
             with contextlib.suppress(OSError):  # the coordinator died meanwhile; gone() says so next
                 self.link.send_bytes(b"c")
-
-
-@dataclass
-class SharedRender:
-    """One derivative key's output, rendered once per claim for every claimed item with that key."""
-
-    geometry: Geometry
-    format: str
-    #: The encoded bytes and the crop they were cut with, once rendered.
-    output: tuple[bytes, CropChoice] | None = None
-    #: The render or its verification failed: every item sharing it fails the same way.
-    error: Exception | None = None
-    verified: bool = False
 
 
 def open_ledger(target: str) -> Ledger:
@@ -290,18 +257,7 @@ class ClaimRun:
         self.source_timings: dict[str, float] = {}
         profile = claim.profile
         self.publisher = Publisher(ledger, self.target, bool(profile.get("overwrite", False)), faults, claim.out_dir)
-        self.geometries = {
-            item.row: output_geometry(
-                claim.source_width,
-                claim.source_height,
-                parse_ratio(item.ratio),
-                item.size,
-                bool(profile["upscale"]),
-            )
-            for item in claim.items
-        }
-        #: The window of each (ratio, focus), chosen once and shared by every size and format.
-        self.choices: dict[tuple[str, tuple[float, float] | None], CropChoice] = {}
+        self.rendering = Rendering(claim, renderer)
 
     def run(self) -> None:
         try:
@@ -312,16 +268,14 @@ class ClaimRun:
                 with self._timed(self.source_timings, "decode_ms"):
                     decoder = self._decode()
                 with self._timed(self.source_timings, "crop_ms"):
-                    w, h = self.claim.source_width, self.claim.source_height
-                    copy = decoder.analysis_copy(decode_scale(w, h, ANALYSIS_REFERENCE_SIZE))
-                    analysis = CropAnalysis(copy, w, h, str(self.claim.profile["crop"]))
+                    analysis = self.rendering.analyse(decoder)
             except ItemFailure as failure:
                 self._fail([i.row for i in self.claim.items], failure.code, failure.detail)
                 return
             self.analysis = analysis
             self.ledger.queue.start_stage(self.claim, [])  # the decode stage is over
             for group in self._by_derivative_key():
-                if self._checkpoint("before_encode") or self._render_and_publish(decoder, analysis, group) == "stop":
+                if self._checkpoint("before_encode") or self._render_and_publish(decoder, group) == "stop":
                     return
         except LeaseLost:
             return
@@ -392,11 +346,11 @@ class ClaimRun:
             data,
             self.claim.source_format,
             max_pixels,
-            background=str(self.claim.profile["background"]),
+            background=decoder_background(self.claim.profile),
             label=self.claim.source,
         )
         for item in self.claim.items:
-            self._decoded_for(decoder, item)
+            self.rendering.decoded_for(decoder, item)
         return decoder
 
     def _read_source(self, max_bytes: int) -> bytes:
@@ -408,12 +362,6 @@ class ClaimRun:
             return read_verified_url(claim.source, claim.source_digest, max_bytes, rules)
         return read_verified_source(claim.source_root, claim.source, claim.source_digest, max_bytes)
 
-    def _decoded_for(self, decoder: SourceDecoder, item: ClaimedItem) -> DecodedSource:
-        """The decode an item's size and format render from: made for that size alone, so the
-        output's bytes are a function of its derivative key."""
-        scale = decode_scale(self.claim.source_width, self.claim.source_height, item.size)
-        return decoder.decoded(scale, keep_alpha=item.format in ALPHA_FORMATS)
-
     def _by_derivative_key(self) -> list[list[ClaimedItem]]:
         """The claim's items grouped by derivative key, in claim order: one render per group."""
         groups: dict[str, list[ClaimedItem]] = {}
@@ -421,25 +369,23 @@ class ClaimRun:
             groups.setdefault(item.derivative_key, []).append(item)
         return list(groups.values())
 
-    def _render_and_publish(self, decoder: SourceDecoder, analysis: CropAnalysis, group: list[ClaimedItem]) -> str:
+    def _render_and_publish(self, decoder: SourceDecoder, group: list[ClaimedItem]) -> str:
         """Render the group's derivative once (a timed stage of its own) and publish it for each item."""
         self.ledger.queue.start_stage(self.claim, [item.row for item in group])
-        decoded = self._decoded_for(decoder, group[0])
-        shared = SharedRender(self.geometries[group[0].row], group[0].format)
+        decoded = self.rendering.decoded_for(decoder, group[0])
+        shared = self.rendering.shared_for(group[0])
         for item in group:
-            if self._publish_item(decoded, analysis, item, shared) == "stop":
+            if self._publish_item(decoded, item, shared) == "stop":
                 return "stop"
         return "next"
 
-    def _publish_item(
-        self, decoded: DecodedSource, analysis: CropAnalysis, item: ClaimedItem, shared: SharedRender
-    ) -> str:
+    def _publish_item(self, decoded: DecodedSource, item: ClaimedItem, shared: SharedRender) -> str:
         geometry = shared.geometry
         temp = None
         timings = dict(self.source_timings)
         reused = shared.output is not None
         try:
-            data, choice = self._rendered(decoded, analysis, item, shared, timings)
+            data, framing = self._rendered(decoded, item, shared, timings)
             with self._timed(timings, "publish_ms"):
                 temp = self._write_verified(data, shared)
             if self._checkpoint("before_publish"):
@@ -447,13 +393,14 @@ class ClaimRun:
             result = {
                 "width": geometry.out_w,
                 "height": geometry.out_h,
-                "crop": choice.to_json(),
+                **framing.to_result(),
                 "source_smaller_than_target": geometry.limited,
                 "source_bytes": self.source_bytes,
                 "output_bytes": len(data),
                 "output_sha256": hashlib.sha256(data).hexdigest(),
                 "shared_render": reused,
                 "timings": timings,
+                **self.rendering.placeholder(framing),
             }
             if preview := self._preview_of(item):
                 result["preview"] = preview
@@ -478,41 +425,10 @@ class ClaimRun:
         return "next"
 
     def _rendered(
-        self,
-        decoded: DecodedSource,
-        analysis: CropAnalysis,
-        item: ClaimedItem,
-        shared: SharedRender,
-        timings: dict[str, float],
-    ) -> tuple[bytes, CropChoice]:
-        """The derivative's bytes and crop: made for the first item of the claim with its key, reused after."""
-        if shared.error is not None:
-            raise shared.error
-        if shared.output is None:
-            try:
-                choice = self._window(analysis, item, shared.geometry)
-                with self._timed(timings, "encode_ms"):
-                    shared.output = self._render(decoded, choice.box, shared), choice
-            except (ItemFailure, OSError) as exc:
-                shared.error = exc
-                raise
-        return shared.output
-
-    def _window(self, analysis: CropAnalysis, item: ClaimedItem, geometry: Geometry) -> CropChoice:
-        """The window of the item's ratio (and focus), chosen once: the window of a ratio depends
-        only on the source, not on the size, so every size shows the same framing."""
-        key = (item.ratio, item.focus)
-        if key not in self.choices:
-            self.choices[key] = analysis.choose(geometry, item.focus)
-        return self.choices[key]
-
-    def _render(self, decoded: DecodedSource, box: tuple[int, int, int, int], shared: SharedRender) -> bytes:
-        geometry = shared.geometry
-        if self.renderer is not None:
-            return self.renderer(geometry, shared.format)
-        image = resample(decoded, box, geometry.out_w, geometry.out_h)
-        quality, effort = recorded_encoder(self.claim.profile, shared.format)
-        return encode(image, shared.format, quality, effort=effort)
+        self, decoded: DecodedSource, item: ClaimedItem, shared: SharedRender, timings: dict[str, float]
+    ) -> tuple[bytes, Framing]:
+        """The derivative's bytes and what they kept (see :mod:`thumbctl.rendering`)."""
+        return self.rendering.rendered(decoded, item, shared, lambda: self._timed(timings, "encode_ms"))
 
     def _write_verified(self, data: bytes, shared: SharedRender) -> str:
         """A temp file of the derivative's verified bytes (they decode, at the exact size, as the
@@ -547,7 +463,7 @@ class ClaimRun:
         verification are already in it)."""
         temps = iter([temp])
         started = time.perf_counter()
-        geometry = self.geometries[item.row]
+        geometry = self.rendering.geometries[item.row]
 
         def staged() -> str:
             nonlocal started

@@ -1,5 +1,6 @@
 """``s3://bucket/key`` sources: read through the S3 client of the storage (the ``s3`` extra), with
-the endpoint, region and credentials of the AWS variables and files, under the byte limit.
+the process's S3 settings (``THUMBCTL_S3_*`` and config keys, else the AWS variables and files),
+under the byte limit.
 
 The object's size and ETag (one HEAD) come first: when they are the ones the stat cache holds,
 the body is not read; the size is checked against the limit before the body is read, and the
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..errors import BucketForbidden, BucketMissing, ItemFailure, StorageUnreachable, UsageError
+from ..storage.locations import current_options
 from ..storage.s3location import S3Location, S3Options, parse_s3
 
 
@@ -59,7 +61,7 @@ def read_object(
         raise ItemFailure("source_http_error", exc.message) from None
     if not location.prefix:
         raise ItemFailure("source_http_error", f"{url} names a bucket, not an object")
-    store = s3client.client(S3Location(location.bucket), options or S3Options())
+    store = s3client.client(S3Location(location.bucket), options or current_options())
     key = location.prefix
     with _as_item_failure(url), s3client.translated(S3Location(location.bucket), key):
         found = s3client.head(store, key)
@@ -88,7 +90,7 @@ def object_names(location: S3Location, options: S3Options | None = None) -> list
         message = "s3:// sources need obstore: pip install 'thumbctl[s3]'"
         raise UsageError(message, code="downloads_unavailable") from None
     bucket = S3Location(location.bucket)
-    store = s3client.client(bucket, options or S3Options())
+    store = s3client.client(bucket, options or current_options())
     prefix = f"{location.prefix}/" if location.prefix else None
     names = []
     with s3client.translated(bucket, location.prefix or "/"):

@@ -7,6 +7,7 @@ from ..settings import ANALYSIS_REFERENCE_SIZE
 from .crop import CropAnalysis, CropChoice, Geometry, decode_scale, focus_box, output_geometry
 from .decode import DecodedSource, SourceDecoder, decode_source, flatten
 from .encode import ALPHA_FORMATS, SRGB_PROFILE, encode, preview_jpeg, resample, verify_output
+from .fit import fit_geometry
 from .formats import (
     PILLOW_FORMATS,
     SNIFF_BYTES,
@@ -16,11 +17,13 @@ from .formats import (
     probe,
     sniff_format,
 )
+from .placeholder import Placeholder, placeholder_of
 
 __all__ = [
     "ALPHA_FORMATS",
     "ANALYSIS_REFERENCE_SIZE",
     "PILLOW_FORMATS",
+    "Placeholder",
     "SNIFF_BYTES",
     "SRGB_PROFILE",
     "CropAnalysis",
@@ -33,10 +36,12 @@ __all__ = [
     "decode_scale",
     "decode_source",
     "encode",
+    "fit_geometry",
     "flatten",
     "focus_box",
     "heif_available",
     "output_geometry",
+    "placeholder_of",
     "preview_jpeg",
     "probe",
     "resample",

@@ -108,9 +108,12 @@ class CropAnalysis:
                 self.saliency = saliency_map(self.small)
 
     def preview(self) -> Image.Image:
-        """The small copy the policies score (made now for a policy that scores none): what the
-        contact sheet draws the crop windows on, so it costs no second decode."""
-        return self.small if self.small is not None else small_copy(self._image)
+        """The small copy the policies score (made once, now, for a policy that scores none): what
+        the contact sheet draws the crop windows on and placeholders are made from, so it costs no
+        second decode."""
+        if self.small is None:
+            self.small = small_copy(self._image)
+        return self.small
 
     def choose(self, geometry: Geometry, focus: tuple[float, float] | None) -> CropChoice:
         if focus is not None:

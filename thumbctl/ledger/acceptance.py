@@ -27,6 +27,10 @@ from .timefmt import iso, parse_iso
 from .transitions import Transitions, chunks
 from .views import BatchViews
 
+#: The fields of a render's result that belong to its source window, not to the one output: the
+#: dominant colour and the tiny image (``imaging.placeholder``).
+PLACEHOLDER_FIELDS = ("dominant_colour", "lqip")
+
 
 def _json_text(value: dict[str, object]) -> str:
     """A JSON column's text, as the batch rows have always been written."""
@@ -127,8 +131,28 @@ class Intake(NameLocks):
             if still_present and any(item.dedup for item in new.items):
                 self.db.serialize_on(OBJECT_STORE)  # gc cannot remove a reused object meanwhile
                 new = _without_vanished_reuse(new, still_present)
+            new = self._with_earlier_placeholders(new)
             check_admission(self._queue_snapshot(now), new.runnable_count, limits)
             return self._insert_batch(new, now, resumes), False
+
+    def _with_earlier_placeholders(self, new: NewBatch) -> NewBatch:
+        """Reused outputs get the placeholder their derivative key's last render recorded (the same
+        window of the same source); outputs rendered before placeholders were recorded get none."""
+        keys = sorted({item.derivative_key for item in new.items if item.dedup and item.derivative_key})
+        found: dict[str, dict[str, object]] = {}
+        for chunk in chunks(keys):
+            for row in self.db.execute(sql.EARLIER_PLACEHOLDERS, chunk, ids=len(chunk)).fetchall():
+                result = json.loads(row["result"])
+                found[row["derivative_key"]] = {name: result[name] for name in PLACEHOLDER_FIELDS if name in result}
+        if not found:
+            return new
+        items = tuple(
+            replace(item, reused={**(item.reused or {}), **found[item.derivative_key]})
+            if item.dedup and item.derivative_key in found
+            else item
+            for item in new.items
+        )
+        return replace(new, items=items)
 
     def _insert_batch(self, new: NewBatch, now: float, resumes: str | None = None) -> str:
         """Insert the batch, its items and their creation events. A resume first takes the key from
@@ -320,6 +344,7 @@ def _recorded_item(row: Row) -> NewItem:
         source_width=row["source_width"],
         source_height=row["source_height"],
         focus=focus,
+        fit=row["fit"] or "cover",
         error_code=None if renderable else row["error_code"],
         error_detail=None if renderable else row["error_detail"],
         derivative_key=row["derivative_key"],
@@ -327,6 +352,7 @@ def _recorded_item(row: Row) -> NewItem:
         friendly_path=row["friendly_path"],
         size=row["size"],
         format=row["format"],
+        alt=row["alt"],
     )
 
 
@@ -335,6 +361,7 @@ def _item_row(batch_id: str, item: NewItem, at: str) -> dict[str, object]:
     return {
         "batch_id": batch_id,
         "result": json.dumps(item.reused) if item.dedup and item.reused else None,
+        "alt": item.alt,
         "item_id": item.item_id,
         "ratio": item.ratio,
         "size": item.size,
@@ -346,6 +373,7 @@ def _item_row(batch_id: str, item: NewItem, at: str) -> dict[str, object]:
         "source_height": item.source_height,
         "focus_x": focus_x,
         "focus_y": focus_y,
+        "fit": item.fit if item.fit != "cover" else None,
         "state": item.state,
         "error_code": item.error_code,
         "error_detail": item.error_detail,

@@ -58,6 +58,7 @@ class Maintenance:
                 r,
                 row=r["id"],
                 profile=json.loads(r["profile"]),
+                fit=r["fit"] or "cover",
                 owns_friendly_name=bool(r["owns"]),
                 expired=bool(r["expired"]),
             )

@@ -172,6 +172,12 @@ _V6 = [
     "ALTER TABLE focus_points ALTER COLUMN focus_y DROP NOT NULL",
 ]
 
+#: How an item frames its source (see the SQLite ledger's migration 13).
+_V7 = [f"ALTER TABLE items ADD COLUMN fit {_TEXT}"]
+
+#: The ``alt`` text a manifest gives an item (see the SQLite ledger's migration 14).
+_V8 = [f"ALTER TABLE items ADD COLUMN alt {_TEXT} NOT NULL DEFAULT ''"]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, _V1),
     (2, _V2),
@@ -179,5 +185,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (4, _V4),
     (5, _V5),
     (6, _V6),
+    (7, _V7),
+    (8, _V8),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

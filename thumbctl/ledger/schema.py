@@ -330,6 +330,16 @@ def _v12_cleared_focus(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE focus_points_v12 RENAME TO focus_points")
 
 
+def _v13_fit(db: sqlite_utils.Database) -> None:
+    """How an item frames its source (``contain``; NULL: ``cover``, as every earlier item did)."""
+    db.execute("ALTER TABLE items ADD COLUMN fit TEXT")
+
+
+def _v14_item_alt(db: sqlite_utils.Database) -> None:
+    """The ``alt`` text a manifest gives an item, for the markup ('' when none is given)."""
+    db.execute("ALTER TABLE items ADD COLUMN alt TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
@@ -343,5 +353,7 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (10, _v10_name_versions),
     (11, _v11_kept_work),
     (12, _v12_cleared_focus),
+    (13, _v13_fit),
+    (14, _v14_item_alt),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

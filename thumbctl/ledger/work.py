@@ -50,6 +50,8 @@ class ClaimedItem:
     focus: tuple[float, float] | None
     size: int = 512
     format: str = "jpeg"
+    #: ``cover`` or ``contain`` (see :mod:`thumbctl.imaging.fit`).
+    fit: str = "cover"
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ def _claimed_item(r: Row) -> ClaimedItem:
         focus,
         r["size"],
         r["format"],
+        r["fit"] or "cover",
     )
 
 

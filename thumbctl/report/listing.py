@@ -34,7 +34,11 @@ def crop_text(result: dict[str, object] | None) -> str:
     left, top, right, bottom = crop["box"]
     text = f"{crop['policy']} {crop['score']:.2f} @ {left},{top} {right - left}x{bottom - top}"
     if result.get("source_smaller_than_target"):
-        text += f", smaller than asked: {result['width']}x{result['height']}"
+        placed = result.get("placed")  # contain: the photo on its canvas is what stayed small
+        if isinstance(placed, list) and len(placed) == 4:
+            text += f", smaller than asked: {placed[2] - placed[0]}x{placed[3] - placed[1]} on the canvas"
+        else:
+            text += f", smaller than asked: {result['width']}x{result['height']}"
     return text
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..states import QUEUED, RUNNING, runnable
+from ..states import QUEUED, RUNNING, SUCCEEDED, runnable
 from . import insert, query
 
 BATCH_COLUMNS = (
@@ -23,6 +23,7 @@ BATCH_COLUMNS = (
 ITEM_COLUMNS = (
     "batch_id",
     "result",
+    "alt",
     "item_id",
     "ratio",
     "size",
@@ -34,6 +35,7 @@ ITEM_COLUMNS = (
     "source_height",
     "focus_x",
     "focus_y",
+    "fit",
     "state",
     "error_code",
     "error_detail",
@@ -61,6 +63,14 @@ CACHE_COLUMNS = (
 
 INSERT_BATCH = insert("batches", BATCH_COLUMNS)
 INSERT_ITEMS = insert("items", ITEM_COLUMNS)
+#: The newest render result of each of these derivative keys that holds a placeholder: an output
+#: reused from it carries the placeholder on (it belongs to the key's source window).
+EARLIER_PLACEHOLDERS = query(
+    "earlier_placeholders",
+    "SELECT derivative_key, result FROM items WHERE id IN (SELECT max(id) FROM items "
+    f"WHERE derivative_key IN ({{ids}}) AND state = {SUCCEEDED} AND result LIKE '%\"lqip\"%' GROUP BY derivative_key)",
+    lists={"ids": ("?", ",")},
+)
 #: A new batch's creation events, one per item row, in one statement.
 INSERT_CREATION_EVENTS = query(
     "insert_creation_events",
@@ -80,7 +90,7 @@ RECORDED_BATCH = query(
 RECORDED_ITEMS = query(
     "recorded_items",
     "SELECT item_id, ratio, size, format, source, source_digest, source_format, source_width, source_height, "
-    "focus_x, focus_y, error_code, error_detail, derivative_key, object_path, friendly_path "
+    "focus_x, focus_y, fit, error_code, error_detail, derivative_key, object_path, friendly_path, alt "
     "FROM items WHERE batch_id = ? ORDER BY id",
 )
 #: A resume takes the key from the cancelled batch only while that batch still holds it.

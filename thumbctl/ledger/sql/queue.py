@@ -100,7 +100,7 @@ TAKE_LEASE = query(
 CLAIMED_ITEMS = query(
     "claimed_items",
     "SELECT id, item_id, ratio, size, format, attempt, derivative_key, object_path, friendly_path, focus_x, focus_y, "
-    "batch_id, source, source_digest, source_format, source_width, source_height FROM items "
+    "fit, batch_id, source, source_digest, source_format, source_width, source_height FROM items "
     "WHERE id IN ({ids}) ORDER BY id",
     lists=IDS,
 )

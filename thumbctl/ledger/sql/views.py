@@ -11,7 +11,7 @@ _BATCH_COLUMNS = (
 )
 _ITEM_VIEW_COLUMNS = (
     "item_id, source, ratio, size, format, state, attempt, error_code, error_detail, derivative_key, "
-    "object_path, friendly_path, updated_at, result"
+    "object_path, friendly_path, updated_at, result, alt"
 )
 
 # -- batch views ---------------------------------------------------------------------------------
