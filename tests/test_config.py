@@ -28,6 +28,7 @@ from thumbctl.config import (
     resolve_ledger_path,
     resolve_settings,
 )
+from thumbctl.encoders import DEFAULT_EFFORT, DEFAULT_QUALITY
 from thumbctl.errors import ConfigError, UsageError
 from thumbctl.options import RunOptions, SubmitOptions, lease_seconds
 from thumbctl.proc import host_id
@@ -67,7 +68,10 @@ PRECEDENCE = [
     ),
     ("size", "size", 100, "200", "300", 100, 200, 300, 512),
     ("format", "fmt", "png", "webp", '"avif"', "png", "webp", "avif", "jpeg"),
-    ("quality", "quality", 50, "60", "70", 50, 60, 70, 85),
+    ("quality", "quality", 50, "60", '"avif:70"', dict.fromkeys(DEFAULT_QUALITY, 50))
+    + (dict.fromkeys(DEFAULT_QUALITY, 60), {**DEFAULT_QUALITY, "avif": 70}, DEFAULT_QUALITY),
+    ("effort", "effort", 3, "webp:5", "{ avif = 6 }", {"webp": 3, "avif": 3}, {**DEFAULT_EFFORT, "webp": 5})
+    + ({**DEFAULT_EFFORT, "avif": 6}, DEFAULT_EFFORT),
     ("crop", "crop", "center", "entropy", '"center"', "center", "entropy", "center", "smart"),
     ("upscale", "upscale", True, "no", "true", True, False, True, False),
     ("background", "background", "#000000", "#111111", '"#222222"', "#000000", "#111111", "#222222", "#ffffff"),
@@ -329,9 +333,9 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 ALLOWED = (
-    "out, ratios, size, format, quality, crop, upscale, background, fit, trim, trim_tolerance, name, attempts, "
-    "deadline, workers, item_timeout, sheet, max_failures, max_pixels, max_bytes, allow_urls, allow_networks, "
-    "download_timeout, max_items, max_runnable, queue_age_objective"
+    "out, ratios, size, format, quality, effort, crop, upscale, background, fit, trim, trim_tolerance, name, "
+    "attempts, deadline, workers, item_timeout, sheet, max_failures, max_pixels, max_bytes, allow_urls, "
+    "allow_networks, download_timeout, max_items, max_runnable, queue_age_objective"
 )
 
 
@@ -473,7 +477,8 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "ratios": {"value": ["1:1", "4:5"], "source": shop},
             "size": {"value": 1024, "source": shop},
             "format": {"value": "webp", "source": shop},
-            "quality": {"value": 70, "source": "env THUMBCTL_QUALITY"},
+            "quality": {"value": {"jpeg": 70, "webp": 70, "avif": 70}, "source": "env THUMBCTL_QUALITY"},
+            "effort": {"value": DEFAULT_EFFORT, "source": "default"},
             "crop": {"value": "smart", "source": "default"},
             "upscale": {"value": False, "source": "default"},
             "background": {"value": "#ffffff", "source": "default"},
@@ -702,7 +707,10 @@ def test_config_takes_the_setting_flags_of_submit_and_shows_them_as_flags(
     assert (settings["ratios"]["value"], settings["ratios"]["source"]) == (["3:2"], "flag")
     assert (settings["max_items"]["value"], settings["max_items"]["source"]) == (7, "flag")
     assert settings["format"]["source"].endswith("[profiles.shop]") and settings["format"]["value"] == "webp"
-    assert (settings["quality"]["value"], settings["quality"]["source"]) == (90, "env THUMBCTL_QUALITY")
+    assert (settings["quality"]["value"], settings["quality"]["source"]) == (
+        {"jpeg": 90, "webp": 90, "avif": 90},
+        "env THUMBCTL_QUALITY",
+    )
 
 
 @pytest.mark.parametrize(

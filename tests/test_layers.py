@@ -31,6 +31,7 @@ FLOORS = {
     "models": CORE,
     "settings": CORE,
     "keys": CORE,
+    "encoders": CORE,
     "faults": CORE,
     "admission": CORE,
     "naming": CORE,
@@ -51,6 +52,7 @@ FLOORS = {
     "options": ADAPTERS,
     # what thumbctl does, composed from the adapters
     "intake": SERVICES,
+    "rerender": SERVICES,
     "focus": SERVICES,
     "entries": SERVICES,
     "publisher": SERVICES,

@@ -101,5 +101,5 @@ def test_profile_rejects_bad_values(kwargs: dict) -> None:
 def test_profile_defaults_match_the_contract() -> None:
     profile = Profile()
     assert [str(r) for r in profile.ratios] == ["1:1", "4:3", "16:9"]
-    assert (profile.size, profile.format, profile.quality, profile.crop) == (512, "jpeg", 85, "smart")
+    assert (profile.size, profile.format, profile.qualities["jpeg"], profile.crop) == (512, "jpeg", 85, "smart")
     assert profile.background == "#ffffff"

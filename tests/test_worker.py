@@ -166,7 +166,7 @@ def test_an_encoded_output_that_does_not_verify_is_never_published(
     src.mkdir()
     make_image(src / "one.jpg", (300, 200), "JPEG")
     encode = rendering.encode
-    monkeypatch.setattr(rendering, "encode", lambda *args: encode(*args)[:-200])  # a truncated JPEG
+    monkeypatch.setattr(rendering, "encode", lambda *args, **kwargs: encode(*args, **kwargs)[:-200])  # a truncated JPEG
     batch = accept(ledger, src, out_dir, max_attempts=2)
     work(ledger)
     view = ledger.views.batch(batch.batch_id)

@@ -118,7 +118,7 @@ class Settings:
         )
 
     def render_profile(self) -> Profile:
-        names = ("ratios", "size", "format", "quality", "crop", "upscale", "background", "fit", "trim")
+        names = ("ratios", "size", "format", "quality", "effort", "crop", "upscale", "background", "fit", "trim")
         names += ("trim_tolerance",)
         try:
             return Profile(**{name: self[name] for name in names})
@@ -299,6 +299,8 @@ def display_value(name: str, value: Any, source: str = "") -> str:
         return "0 (any failure exits 1; work: only when set)"
     if isinstance(value, tuple):
         return " ".join(str(v) for v in value) if value else "none"
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{v}" for k, v in value.items())
     return _shown(str(value))
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .encoders import EncoderSettingError, parse_effort, parse_quality
 from .errors import ConfigError, UsageError
 from .naming import NameTemplateError, check_template
 from .settings import (
@@ -188,6 +189,18 @@ def _profile_list(name: str, convert: Callable[[object], Any]) -> Callable[[obje
     return parse
 
 
+def _per_format(parse: Callable[[object], dict[str, int]]) -> Callable[[object], dict[str, int]]:
+    """A per-format quality or effort (:mod:`thumbctl.encoders`): every format's value."""
+
+    def parsed(raw: object) -> dict[str, int]:
+        try:
+            return parse(raw)
+        except EncoderSettingError as exc:
+            raise SettingError(str(exc)) from None
+
+    return parsed
+
+
 def _name_template(raw: object) -> str:
     try:
         return check_template(_text(raw))
@@ -303,8 +316,16 @@ KEYS: tuple[Key, ...] = (
     Key("format", "--format", _profile_list("format", _text), lambda: _PROFILE.format,
         "Output format; several: webp,jpeg.", RENDER, _FORMATS, complete=complete_list_of(OUTPUT_FORMATS), param="fmt",
         doc="`jpeg`, `webp`, `avif`, `png`; several give every output in each (`formats = [...]`)"),
-    Key("quality", "--quality", _profile_field("quality", _whole), lambda: _PROFILE.quality, "Encoder quality.",
-        RENDER, "1-100"),
+    Key("quality", "--quality", _per_format(parse_quality), lambda: _PROFILE.qualities,
+        "Quality 1-100: one for every format, or per format: jpeg:85,webp:80,avif:55.", RENDER, "Q|FMT:Q[,...]",
+        doc="encoder quality, 1-100: one number for every format, or some formats' (`\"jpeg:85,webp:80\"`, or a "
+            "table `{ webp = 80 }`; the others keep their defaults). PNG has none"),
+    Key("effort", "--effort", _per_format(parse_effort), lambda: _PROFILE.efforts,
+        "Encoder effort, higher = slower and smaller: webp 0-6 (its method), avif 0-10 (libavif speed 10-effort).",
+        RENDER, "E|FMT:E[,...]",
+        doc="encoder effort, higher is slower and smaller: WebP 0-6 (its `method`), AVIF 0-10 (given to libavif "
+            "as `speed = 10 - effort`); one number for both, or per format (`\"webp:6,avif:4\"`). JPEG and PNG "
+            "have none"),
     Key("crop", "--crop", _profile_field("crop", _text), lambda: _PROFILE.crop, "Crop policy.", RENDER,
         "[" + "|".join(CROP_POLICIES) + "]", complete=complete_from(CROP_POLICIES),
         doc="`smart`, `entropy` or `center`"),

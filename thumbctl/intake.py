@@ -34,6 +34,7 @@ from .names import friendly_stems
 from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
 from .options import SubmitOptions
 from .publisher import Publisher
+from .rerender import EncoderChange, encoder_changes
 from .reuse import output_geometry_of, with_reused_outputs
 from .settings import Limits, Profile, Ratio, UrlRules, parse_ratio
 from .sources import SourceFolder, SourceRoot, check_size, digest_bounded
@@ -79,6 +80,8 @@ class IntakeReport:
     derived_key: bool = False
     #: The request came from the ledger (``retry`` of a cancelled batch): no source was read.
     from_ledger: bool = False
+    #: Formats whose published outputs render again only because their encoder settings changed.
+    encoder_changes: list[EncoderChange] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,8 @@ def submit(
     if keyed is None or resume:  # a replay does no image work at all
         name_usable = partial(_name_usable, Publisher.at(ledger, new.out_dir, overwrite))
         new = with_reused_outputs(new, prepared.profile, name_usable)
+        if not prepared.report.from_ledger:
+            prepared.report.encoder_changes = encoder_changes(ledger, new, prepared.profile)
     if resume:
         Faults().hit("before_resume")
 

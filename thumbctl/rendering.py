@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from PIL import Image
 
+from .encoders import recorded_encoder
 from .errors import ItemFailure
 from .imaging import (
     ALPHA_FORMATS,
@@ -208,4 +209,5 @@ class Rendering:
         return self._encode(image, shared.format)
 
     def _encode(self, image: Image.Image, fmt: str) -> bytes:
-        return encode(image, fmt, int(self.claim.profile["quality"]))
+        quality, effort = recorded_encoder(self.claim.profile, fmt)
+        return encode(image, fmt, quality, effort=effort)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
+
+from . import encoders
 
 OUTPUT_FORMATS: dict[str, str] = {"jpeg": "jpg", "webp": "webp", "avif": "avif", "png": "png"}
 #: Crop policy -> version. The version is part of every derivative key, so a
@@ -170,10 +173,13 @@ class Profile:
     ratios: tuple[Ratio, ...] = (Ratio(1, 1), Ratio(4, 3), Ratio(16, 9))
     size: int | tuple[int, ...] = 512
     format: str | tuple[str, ...] = "jpeg"
-    quality: int = 85
+    #: One quality for every format, or some formats' (``{"webp": 80}``; the others keep their
+    #: defaults); held as a quality per format (:mod:`thumbctl.encoders`). Effort likewise.
+    quality: int | Mapping[str, int] | None = None
     crop: str = "smart"
     upscale: bool = False
     background: str = "#ffffff"
+    effort: int | Mapping[str, int] | None = None
     fit: str = "cover"
     trim: bool = False
     trim_tolerance: int = DEFAULT_TRIM_TOLERANCE
@@ -189,8 +195,11 @@ class Profile:
         for size in self.sizes:
             if not 1 <= size <= 16384:
                 raise SettingError(f"size must be 1..16384 px, got {size}")
-        if not 1 <= self.quality <= 100:
-            raise SettingError(f"quality must be 1..100, got {self.quality}")
+        try:
+            object.__setattr__(self, "quality", _per_format(encoders.parse_quality, self.quality))
+            object.__setattr__(self, "effort", _per_format(encoders.parse_effort, self.effort))
+        except encoders.EncoderSettingError as exc:
+            raise SettingError(str(exc)) from None
         check_background(self.background)
         check_fit(self.fit)
         if not 0 <= self.trim_tolerance <= 255:
@@ -210,6 +219,16 @@ class Profile:
     def formats(self) -> tuple[str, ...]:
         return self.format if isinstance(self.format, tuple) else (self.format,)
 
+    @property
+    def qualities(self) -> dict[str, int]:
+        """The quality of each format that has one."""
+        return dict(self.quality)  # type: ignore[arg-type]
+
+    @property
+    def efforts(self) -> dict[str, int]:
+        """The effort of each format that has one (higher: slower and smaller)."""
+        return dict(self.effort)  # type: ignore[arg-type]
+
     def variant(self, size: int, fmt: str) -> Profile:
         """The profile of one derivative: this one at one size in one format."""
         return replace(self, size=size, format=fmt)
@@ -223,11 +242,18 @@ class Profile:
     @cached_property
     def encoder_settings(self) -> dict[str, object]:
         """Everything besides the source and the ratio that changes output bytes (for a set of
-        sizes or formats: the lists, in the order given)."""
+        sizes or formats: the lists, in the order given). One format's holds only its own
+        encoder settings (:func:`thumbctl.encoders.key_settings`); a set's, each of its formats'
+        quality and the efforts that differ from the earlier fixed ones."""
+        if isinstance(self.format, str):
+            encoder = encoders.key_settings(self.format, self.qualities, self.efforts)
+        else:
+            quality = {fmt: q for fmt, q in self.qualities.items() if fmt in self.formats}
+            encoder = {"quality": quality, **encoders.native_settings(self.formats, self.efforts)}
         return {
             "size": list(self.size) if isinstance(self.size, tuple) else self.size,
             "format": list(self.format) if isinstance(self.format, tuple) else self.format,
-            "quality": self.quality,
+            **encoder,
             "crop": self.crop,
             "crop_version": CROP_POLICIES[self.crop],
             "upscale": self.upscale,
@@ -258,6 +284,13 @@ def check_background(background: str) -> str:
     if background != TRANSPARENT and not re.fullmatch(r"#[0-9a-fA-F]{6}", background):
         raise SettingError(f"background must be #rrggbb or transparent, got {background!r}")
     return background
+
+
+def _per_format(parse: Callable[[object], dict[str, int]], value: object) -> tuple[tuple[str, int], ...]:
+    """A per-format setting as a Profile holds it (hashable): its defaults when None, else parsed."""
+    if isinstance(value, tuple):
+        value = dict(value)
+    return tuple(parse({} if value is None else value).items())
 
 
 def _one_or_tuple(value: object) -> object:

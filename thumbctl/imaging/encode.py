@@ -13,6 +13,7 @@ from typing import BinaryIO
 
 from PIL import Image, ImageCms
 
+from ..encoders import EARLIER_EFFORT, avif_speed, webp_method
 from .decode import DecodedSource
 from .formats import DECODE_ERRORS, PILLOW_FORMATS
 
@@ -57,9 +58,13 @@ def resample(
     return image
 
 
-def encode(image: Image.Image, fmt: str, quality: int, *, progressive: bool = True) -> bytes:
+def encode(
+    image: Image.Image, fmt: str, quality: int, *, effort: int | None = None, progressive: bool = True
+) -> bytes:
     """Encode deterministically, with no metadata but the sRGB profile. JPEGs have optimised
-    Huffman tables and are progressive unless ``progressive`` is False."""
+    Huffman tables and are progressive unless ``progressive`` is False. ``effort`` is thumbctl's
+    scale (:mod:`thumbctl.encoders`: higher is slower and smaller); None is the format's earlier
+    fixed effort (WebP method 4, AVIF speed 8). JPEG and PNG take none."""
     buf = io.BytesIO()
     if image.mode == "RGBA" and fmt not in ALPHA_FORMATS:
         raise ValueError(f"{fmt} has no alpha channel; flatten first")
@@ -67,9 +72,11 @@ def encode(image: Image.Image, fmt: str, quality: int, *, progressive: bool = Tr
     if fmt == "jpeg":
         image.save(buf, "JPEG", quality=quality, progressive=progressive, optimize=True, subsampling="4:2:0", **common)
     elif fmt == "webp":
-        image.save(buf, "WEBP", quality=quality, method=4, exact=False, **common)
+        method = webp_method(EARLIER_EFFORT["webp"] if effort is None else effort)
+        image.save(buf, "WEBP", quality=quality, method=method, exact=False, **common)
     elif fmt == "avif":
-        image.save(buf, "AVIF", quality=quality, speed=8, max_threads=1, **common)
+        speed = avif_speed(EARLIER_EFFORT["avif"] if effort is None else effort)
+        image.save(buf, "AVIF", quality=quality, speed=speed, max_threads=1, **common)
     elif fmt == "png":
         image.save(buf, "PNG", compress_level=6, **common)
     else:

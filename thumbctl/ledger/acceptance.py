@@ -248,6 +248,17 @@ class Intake(NameLocks):
                 found[row["path"]] = record(CachedSource, row)
         return found
 
+    def published_keys(self, paths: Iterable[str]) -> dict[str, tuple[str | None, dict[str, object] | None]]:
+        """For each of ``paths`` published before: the derivative key of its recorded object and the
+        recorded profile of the batch that published it (None once that batch's record is gone)."""
+        paths = list(paths)
+        found: dict[str, tuple[str | None, dict[str, object] | None]] = {}
+        for chunk in chunks(paths):
+            for row in self.db.execute(sql.PUBLISHED_KEYS, chunk, paths=len(chunk)).fetchall():
+                profile = json.loads(row["profile"]) if row["profile"] else None
+                found[row["friendly_path"]] = (row["derivative_key"], profile)
+        return found
+
     def remember_sources(self, entries: Iterable[CachedSource]) -> None:
         """Remember what each source held at its stat signature."""
         rows = [asdict(e) for e in entries]

@@ -23,6 +23,10 @@ if TYPE_CHECKING:  # the commands that print these import them; reading commands
 class RunReports(MirrorReports):
     """The reports of ``submit``, ``retry`` and ``work``."""
 
+    #: The submission's outputs that render again because a format's encoder settings changed,
+    #: kept for the JSON of the run's end (``"renders_again"``).
+    renders_again: tuple[dict[str, object], ...] = ()
+
     def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool = True) -> None:
         """``final``: nothing is rendered after this (``--detach``), so this summary is the
         command's result (stdout); else the run follows and ends with its own summary, and this
@@ -32,11 +36,12 @@ class RunReports(MirrorReports):
         if report.store_moved and not self.quiet:
             self.store_moved(*report.store_moved)
         self.replay_notes(batch, report, rendering=not final)
+        self.renders_again = tuple(change.to_json() for change in report.encoder_changes)
         if self.json_mode:
             if batch.resumed_from and not batch.replayed and not self.quiet:
                 self.diagnostics.print(self.resuming_line(batch))
             if final:
-                self.emit_json(batch.to_json())
+                self.emit_json(batch.to_json() | self.renders_again_json())
             return
         line = self.say if final else self.note
         if batch.resumed_from and not batch.replayed:
@@ -58,6 +63,10 @@ class RunReports(MirrorReports):
         reused = batch.counts[ItemState.SUCCEEDED]
         if reused and not batch.replayed:
             line(f"  {plural(reused, 'output')} already existed and {'was' if reused == 1 else 'were'} reused")
+        for change in report.encoder_changes:
+            why = "defaults changed" if change.defaults else "settings changed"
+            again = f"{plural(change.outputs, 'output')} {'renders' if change.outputs == 1 else 'render'} again"
+            line(f"  {change.format}: {again}: {change.format} {why} ({', '.join(change.changes())})")
         if final:
             self.replaced_names_line(batch)
         if batch.replayed and batch.state == BatchState.CANCELLED:
@@ -70,6 +79,10 @@ class RunReports(MirrorReports):
                 f"  [magenta]this batch was cancelled[/] at {batch.cancel_requested_at}; a replay renders nothing. "
                 f"To render the rest, {again} (finished outputs are reused)."
             )
+
+    def renders_again_json(self) -> dict[str, object]:
+        """``{"renders_again": [...]}`` when outputs render again for changed encoder settings."""
+        return {"renders_again": list(self.renders_again)} if self.renders_again else {}
 
     @staticmethod
     def resuming_line(batch: BatchView) -> str:
@@ -141,6 +154,7 @@ class RunReports(MirrorReports):
         (``"mirrored"``)."""
         if self.json_mode:
             extra = ({"sheet": sheet} if sheet else {}) | ({"mirrored": mirrored.to_json()} if mirrored else {})
+            extra |= self.renders_again_json()
             self.emit_json(batch.to_json() | {"max_failures": max_failures} | extra)
             return
         if interrupted:

@@ -120,6 +120,12 @@ OLDEST_WAITING_BATCH = query(
 
 # -- the stat cache ---------------------------------------------------------------------------------
 
+PUBLISHED_KEYS = query(
+    "published_keys",
+    "SELECT n.friendly_path, n.derivative_key, b.profile FROM names n LEFT JOIN batches b ON b.batch_id = n.batch_id "
+    "WHERE n.friendly_path IN ({paths})",
+    lists={"paths": ("?", ",")},
+)
 CACHED_SOURCES = query(
     "cached_sources",
     f"SELECT {', '.join(CACHE_COLUMNS)} FROM stat_cache WHERE path IN ({{ids}})",
