@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -219,6 +220,7 @@ def listing_peak(path: Path, batch_id: str, listing: str, json_mode: bool) -> in
     """Peak bytes Python allocates while listing the batch as the CLI does, into /dev/null."""
     with Ledger(path, read_only=True) as ledger, open(os.devnull, "w") as null:
         reporter = Reporter(json_mode=json_mode, stdout=null, diagnostics=Console(file=io.StringIO()))
+        gc.collect()  # both listings start from no garbage, whatever ran earlier in this process
         tracemalloc.start()
         try:
             if listing == "events":
