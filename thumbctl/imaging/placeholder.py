@@ -100,17 +100,40 @@ def lqip(sample: Image.Image) -> str:
 
 def dominant_colour(image: Image.Image) -> str:
     """The colour covering most of ``image`` (RGB), as ``#rrggbb`` (see the module notes)."""
-    colours = [(count, rgb, (_BIN[rgb[0]], _BIN[rgb[1]], _BIN[rgb[2]])) for count, rgb in _colours(image)]
+    colours: list[_Colour] = []
     bins: dict[tuple[int, int, int], int] = {}
-    for count, _, key in colours:
+    for count, (r, g, b) in _colours(image):
+        key = (_BIN[r], _BIN[g], _BIN[b])
+        colours.append((count, r, g, b, key))
         bins[key] = bins.get(key, 0) + count
     candidates = sorted(bins, key=lambda key: (bins[key], key))[-SEED_CANDIDATES:]
     seed_bin = max(candidates, key=lambda key: (_neighbourhood(bins, key), key))
-    seed = _mean([(count, rgb) for count, rgb, key in colours if key == seed_bin])
+    seed = _mean_near(None, seed_bin, colours)
     for _ in range(2):
-        centre = [to_srgb(v) for v in seed]
-        seed = _mean([(count, rgb) for count, rgb, _ in colours if math.dist(rgb, centre) <= CLUSTER_RADIUS]) or seed
+        seed = _mean_near([to_srgb(v) for v in seed], None, colours) or seed
     return "#" + "".join(f"{to_srgb(v):02x}" for v in seed)
+
+
+#: A colour of the sample: its count, its sRGB codes and its histogram bin.
+_Colour = tuple[int, int, int, int, tuple[int, int, int]]
+
+
+def _mean_near(
+    centre: list[int] | None, seed_bin: tuple[int, int, int] | None, colours: list[_Colour]
+) -> tuple[float, float, float] | None:
+    """The count-weighted mean, in linear light, of the colours within :data:`CLUSTER_RADIUS` of
+    ``centre`` (squared distances of whole numbers: the same test as a Euclidean distance), or of
+    the colours in ``seed_bin``; None for none."""
+    total, lr, lg, lb = 0, 0.0, 0.0, 0.0
+    cr, cg, cb = centre if centre is not None else (0, 0, 0)
+    for count, r, g, b, key in colours:
+        inside = key == seed_bin if centre is None else (r - cr) ** 2 + (g - cg) ** 2 + (b - cb) ** 2 <= _RADIUS_SQUARED
+        if inside:
+            total += count
+            lr += count * _TO_LINEAR[r]
+            lg += count * _TO_LINEAR[g]
+            lb += count * _TO_LINEAR[b]
+    return (lr / total, lg / total, lb / total) if total else None
 
 
 def _colours(image: Image.Image) -> list[tuple[int, tuple[int, int, int]]]:
@@ -119,19 +142,12 @@ def _colours(image: Image.Image) -> list[tuple[int, tuple[int, int, int]]]:
 
 #: An sRGB code's histogram bin.
 _BIN = [code * BINS // 256 for code in range(256)]
+#: A bin and the 26 around it, as offsets.
+_NEIGHBOURS = [(dr, dg, db) for dr in (-1, 0, 1) for dg in (-1, 0, 1) for db in (-1, 0, 1)]
+_RADIUS_SQUARED = CLUSTER_RADIUS**2
 
 
 def _neighbourhood(bins: dict[tuple[int, int, int], int], key: tuple[int, int, int]) -> int:
     r, g, b = key
-    return sum(bins.get((r + dr, g + dg, b + db), 0) for dr in (-1, 0, 1) for dg in (-1, 0, 1) for db in (-1, 0, 1))
-
-
-def _mean(weighted: list[tuple[int, tuple[int, int, int]]]) -> tuple[float, float, float] | None:
-    """The count-weighted mean, in linear light, of sRGB colours (None for none)."""
-    total, r, g, b = 0, 0.0, 0.0, 0.0
-    for count, (cr, cg, cb) in weighted:
-        total += count
-        r += count * _TO_LINEAR[cr]
-        g += count * _TO_LINEAR[cg]
-        b += count * _TO_LINEAR[cb]
-    return (r / total, g / total, b / total) if total else None
+    get = bins.get
+    return sum([get((r + dr, g + dg, b + db), 0) for dr, dg, db in _NEIGHBOURS])
