@@ -51,18 +51,6 @@ ONE_PROCESS_TESTS = {
 }
 
 
-#: Test processes per CPU for ``-n auto``: most tests spend part of their time waiting on a
-#: subprocess, a server or a file lock, so three processes on two CPUs keep both busy (the whole suite
-#: on 2 CPUs: 12 min 12 s with two, 8 min 38 s with three, measured with ``bash .ci/run``).
-PROCESSES_PER_CPU = 1.5
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: :data:`PROCESSES_PER_CPU` test processes per CPU this process may run on."""
-    return max(1, round(len(os.sched_getaffinity(0)) * PROCESSES_PER_CPU))
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """With pytest-xdist's default ``--dist load``: each test is its own unit of work, but the
