@@ -174,12 +174,43 @@ def _timed_write(write: Callable) -> Callable:
     return run
 
 
+def _counted_pipeline(pipeline: Callable) -> Callable:
+    """psycopg's pipeline: the statements sent in it make one round trip (counted at its end)."""
+
+    @contextlib.contextmanager
+    def run(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        PROBE.local.pipelines = getattr(PROBE.local, "pipelines", 0) + 1
+        try:
+            with pipeline(self, *args, **kwargs) as opened:
+                yield opened
+        finally:
+            PROBE.local.pipelines -= 1
+            if not PROBE.local.pipelines:
+                PROBE.statement()
+
+    return run
+
+
+def _counted_trip(method: Callable) -> Callable:
+    """A psycopg statement: a round trip of its own unless it is part of a pipeline."""
+
+    @functools.wraps(method)
+    def run(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        if not getattr(PROBE.local, "pipelines", 0):
+            PROBE.statement()
+        return method(*args, **kwargs)
+
+    return run
+
+
 def install_probe() -> None:
-    """Count every statement of the ledger backends and attribute it to the public queue operation
-    (a method of the queue port) it runs in; time SQLite's write lock. Installed in the host process
-    before it forks its workers, so only the benchmark's own processes are touched."""
+    """Count every round trip to the ledger (PostgreSQL: each statement, or each pipeline of them;
+    SQLite: each statement) and attribute it to the public queue operation (a method of the queue
+    port) it runs in; time SQLite's write lock. Installed in the host process before it forks its
+    workers, so only the benchmark's own processes are touched."""
+    import psycopg
+
     from thumbctl.ledger.connection import LedgerConnection
-    from thumbctl.ledger.postgres import PostgresBackend
     from thumbctl.ledger.sqlite import SqliteBackend
     from thumbctl.ledger.work import Queue
 
@@ -187,12 +218,11 @@ def install_probe() -> None:
         method = getattr(Queue, name)
         if not name.startswith("_") and callable(method) and not getattr(method, "direct", False):
             setattr(Queue, name, _counted_op(name, method))
-    for cls, names in (
-        (PostgresBackend, ("_run", "executemany", "insert")),
-        (LedgerConnection, ("execute", "executemany")),
-    ):
-        for name in names:
-            setattr(cls, name, _counted_statement(getattr(cls, name)))
+    psycopg.Connection.pipeline = _counted_pipeline(psycopg.Connection.pipeline)
+    for name in ("execute", "executemany", "copy"):
+        setattr(psycopg.Cursor, name, _counted_trip(getattr(psycopg.Cursor, name)))
+    for name in ("execute", "executemany"):
+        setattr(LedgerConnection, name, _counted_statement(getattr(LedgerConnection, name)))
     SqliteBackend.write = _timed_write(SqliteBackend.write)
 
 

@@ -41,7 +41,7 @@ from ..errors import (
 from ..retrypolicy import BusyPolicy
 from .backend import Backend, Clock, EventRow, Params, masked
 from .pgschema import MIGRATIONS, SCHEMA_VERSION
-from .sql import POSTGRESQL, Insert, Query
+from .sql import NAMED_LOCKS, POSTGRESQL, Insert, Query
 from .sql.queue import INSERT_EVENTS
 
 #: The most events of a transaction written by statements in the commit's round trip; more go by ``COPY``.
@@ -50,7 +50,7 @@ PIPELINED_EVENTS = 200
 _EVENTS_LOCK = 7419_0001
 _MIGRATE_LOCK = 7419_0002
 _KEY_LOCKS = 7419_0003
-_NAMED_LOCKS = 7419_0004
+_NAMED_LOCKS = NAMED_LOCKS
 
 
 def _driver() -> Any:
