@@ -563,7 +563,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round: only checks that it works")
     args = parser.parse_args()
     if args.smoke:
-        args.items, args.workers, args.sleep, args.repeat = 60, 4, 0.01, 1
+        args.items, args.workers, args.sleep, args.repeat = 30, 2, 0.005, 1
     args.cases = args.cases.split(",")
     if any(case not in CASES for case in args.cases) or args.workers < 2 or args.workers % 2:
         parser.error(f"--cases takes {', '.join(CASES)}; --workers an even number")
