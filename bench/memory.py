@@ -7,7 +7,7 @@ folder, never committed):
   and upscaled (bicubic) to 24 MP.
 * ``png100`` -- 100 MP PNGs (12000 x 8333, just under the default 100 MP pixel limit), RGB,
   made the same way from the photo at half size (smoother, so each file stays under the default
-  100 MiB byte limit); ``png100a`` the same with an alpha channel (a gradient).
+  100 MiB byte limit).
 
 Each run is the real command, ``python -m thumbctl submit FOLDER --out OUT --db LEDGER -w N -q``
 with the default profile, into a fresh ledger, store and OUT. While it runs, every process of its
@@ -35,6 +35,9 @@ Run it from the repository root, with the interpreter that has thumbctl installe
         [--sources 8] [--repeat 3] [--checkout before=../before]
 
 ``--smoke`` makes two small sources per case (1 MP), runs 2 workers once: it checks the script only.
+
+``--decode FILE`` instead decodes one PNG for a 512 px output in a fresh process, whole and in
+bands alternately (``--repeat`` times each), and prints the CPU seconds and the peak RSS each took.
 """
 
 from __future__ import annotations
@@ -56,11 +59,10 @@ from imaging import DEFAULT_CORPUS, REPO, command_line, shown_path
 from PIL import Image
 from throughput import cli_env
 
-#: (width, height, mode, JPEG or PNG) of each case's sources.
-CASES: dict[str, tuple[int, int, str, str]] = {
-    "jpeg24": (6000, 4000, "RGB", "JPEG"),
-    "png100": (12000, 8333, "RGB", "PNG"),
-    "png100a": (12000, 8333, "RGBA", "PNG"),
+#: (width, height, JPEG or PNG) of each case's sources, all RGB.
+CASES: dict[str, tuple[int, int, str]] = {
+    "jpeg24": (6000, 4000, "JPEG"),
+    "png100": (12000, 8333, "PNG"),
 }
 SMOKE_SIZE = (1200, 900)
 MB = 1_000_000
@@ -89,7 +91,7 @@ class RunResult:
 
 def make_sources(corpus: Path, folder: Path, case: str, count: int, smoke: bool, seed: int = 0) -> list[Path]:
     """``count`` distinct sources of ``case``, made from ``corpus/large`` (kept if already there)."""
-    width, height, mode, fmt = CASES[case]
+    width, height, fmt = CASES[case]
     if smoke:
         width, height = SMOKE_SIZE
     folder.mkdir(parents=True, exist_ok=True)
@@ -114,9 +116,6 @@ def make_sources(corpus: Path, folder: Path, case: str, count: int, smoke: bool,
         del photo
         if flip:
             image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-        if mode == "RGBA":
-            alpha = Image.linear_gradient("L").resize((width, height)).point(lambda v: 64 + v * 3 // 4)
-            image.putalpha(alpha)
         partial = path.with_suffix(".partial")
         if fmt == "PNG":
             image.save(partial, "PNG", compress_level=1)
@@ -245,6 +244,35 @@ def table(rows: list[tuple[str, str, int, int, RunResult]]) -> str:
     return "\n".join(lines)
 
 
+DECODE = """
+import resource, sys, time
+from thumbctl.imaging import SourceDecoder, decode_scale, pngstrips, probe
+data = open(sys.argv[1], "rb").read()
+pngstrips.MIN_PIXELS = 0 if sys.argv[2] == "bands" else 10**12
+info = probe(__import__("io").BytesIO(data), data[:32], 100_000_000)
+started = time.process_time()
+SourceDecoder(data, "png", 100_000_000).decoded(decode_scale(info.width, info.height, 512))
+print(time.process_time() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6)
+"""
+
+
+def bench_decode(path: Path, repeat: int) -> None:
+    """CPU seconds and peak RSS of one whole and one banded decode, each in a fresh process."""
+    runs: dict[str, list[tuple[float, float]]] = {"whole": [], "bands": []}
+    for _ in range(repeat):
+        for way in runs:
+            done = subprocess.run([sys.executable, "-c", DECODE, str(path), way], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(done.stderr)
+            cpu, peak = map(float, done.stdout.split())
+            runs[way].append((cpu, peak))
+    print(f"`{command_line()}` (medians of {repeat})\n")
+    print("| decode | CPU s | peak RSS MB |\n|---|---:|---:|")
+    for way, values in runs.items():
+        cpu = statistics.median(v[0] for v in values)
+        print(f"| {way} | {cpu:.2f} | {statistics.median(v[1] for v in values):.0f} |")
+
+
 def parse_checkouts(values: list[str]) -> dict[str, Path]:
     if not values:
         return {"this": REPO}
@@ -268,7 +296,11 @@ def main() -> None:
     parser.add_argument("--checkout", action="append", default=[], help="NAME=DIR: a thumbctl checkout to run")
     parser.add_argument("--cache", type=Path, help="where the generated sources are kept (default: a temp folder)")
     parser.add_argument("--smoke", action="store_true", help="two 1 MP sources per case, 2 workers, one run")
+    parser.add_argument("--decode", type=Path, help="PNG: CPU and peak of its whole and banded decode")
     args = parser.parse_args()
+    if args.decode:
+        bench_decode(args.decode, args.repeat)
+        return
     cases = [c for c in args.cases.split(",") if c]
     unknown = [c for c in cases if c not in CASES]
     if unknown:

@@ -6,8 +6,11 @@ from __future__ import annotations
 import io
 import random
 import struct
+import subprocess
+import sys
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -144,3 +147,43 @@ def test_other_pngs_keep_the_whole_decode():
     assert pngstrips.png_layout(wide.getvalue()) is None
     assert pngstrips.png_layout(bytes(interlaced)) is None
     assert pngstrips.png_layout(b"\xff\xd8\xff" + b"\0" * 64) is None
+
+
+MEASURE = """
+import sys
+from thumbctl.imaging import SourceDecoder, pngstrips
+
+def status(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field))
+
+def decode(data, scale, size):
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # the peak so far forgotten: VmHWM starts again from VmRSS
+    before = status("VmRSS:")
+    assert SourceDecoder(data, "png", 100_000_000).decoded(scale).image.size == size
+    return (status("VmHWM:") - before) // 1024
+
+pngstrips.MIN_PIXELS = int(sys.argv[2])
+decode(open(sys.argv[3], "rb").read(), 0.5, (10, 10))  # modules loaded, caches made
+print(decode(open(sys.argv[1], "rb").read(), 512 / 4000, (572, 572)))
+"""
+
+
+def test_a_banded_decode_adds_well_under_the_whole_image_to_the_peak(tmp_path: Path):
+    """A 16 MP PNG: its whole decode holds 64 MB (4 bytes a pixel), which the same measurement of the
+    whole path shows; the banded one adds about 16 MB (bands of 2 MB, their copies, the allocator's
+    keep), held here to half of the whole."""
+    ramp = Image.linear_gradient("L").resize((4000, 4000))
+    flipped, turned = ramp.transpose(Image.Transpose.FLIP_LEFT_RIGHT), ramp.transpose(Image.Transpose.ROTATE_180)
+    path = tmp_path / "big.png"
+    Image.merge("RGB", (ramp, flipped, turned)).save(path, compress_level=1)
+    Image.new("RGB", (20, 20)).save(tmp_path / "small.png")
+    added = []
+    for min_pixels in (0, 10**12):  # banded, then whole
+        command = [sys.executable, "-c", MEASURE, str(path), str(min_pixels), str(tmp_path / "small.png")]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        added.append(int(done.stdout))
+    banded, whole = added
+    assert whole >= 60 and banded <= whole / 2, (banded, whole)
