@@ -161,16 +161,18 @@ def inside(root: str, path: str) -> bool:
 # -- files in an open folder -----------------------------------------------------------------
 
 
-def write_new(folder: int, name: str, data: bytes) -> None:
-    """Create ``name`` in ``folder`` holding ``data``, durably; on any failure (a full disk,
-    an I/O error) the partial file is removed again, so no temp file is left behind."""
+def write_new(folder: int, name: str, data: bytes, *, durable: bool = True) -> None:
+    """Create ``name`` in ``folder`` holding ``data``, durably (fsynced) unless ``durable`` is False;
+    on any failure (a full disk, an I/O error) the partial file is removed again, so no temp file
+    is left behind."""
     fd = os.open(name, NEW_FILE_FLAGS, 0o644, dir_fd=folder)
     try:
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
     except BaseException:
@@ -296,13 +298,13 @@ def temp_writer(name: str) -> str | None:
     return f"{host_id()}:{match.group(1)}:{ticks}"
 
 
-def write_temp(root: str, tmp_dir: str, data: bytes, extension: str) -> str:
-    """Write ``data`` durably to a new temp file in ``tmp_dir`` (below ``root``) and return its path.
-
-    A write or fsync that fails (``ENOSPC``) removes the temp file before raising."""
+def write_temp(root: str, tmp_dir: str, data: bytes, extension: str, *, durable: bool = True) -> str:
+    """Write ``data`` to a new temp file in ``tmp_dir`` (below ``root``), fsynced unless ``durable``
+    is False, and return its path. A write or fsync that fails (``ENOSPC``) removes the temp file
+    before raising."""
     name = temp_basename(extension)
     with open_folder(root, tmp_dir, create=True) as tmp:
-        write_new(tmp, name, data)
+        write_new(tmp, name, data, durable=durable)
     return f"{tmp_dir}/{name}"
 
 
