@@ -8,6 +8,7 @@ in the order the help shows them, and is the entry point.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Callable
@@ -131,6 +132,8 @@ def app_for(args: list[str]) -> typer.Typer:
 
 def main(argv: list[str] | None = None) -> None:
     """The ``thumbctl`` entry point: Click's usage errors become one line with a stable code too."""
+    if argv is None:  # this process runs one command and ends: what is loaded by now lives as long as it
+        gc.freeze()  # so no collection walks it again, the one as the interpreter ends included
     args = sys.argv[1:] if argv is None else argv
     try:
         code = app_for(args)(args=args, prog_name="thumbctl", standalone_mode=False)
