@@ -2,7 +2,7 @@
 
 The cyclic garbage collector is off while the command line's modules are imported: they make
 long-lived objects only, and collections triggered by their many allocations found nothing to free
-(a fifth of the imports' CPU time, ``docs/benchmarks.md``, "Start-up").
+(``docs/architecture.md``, "Start-up and Typer").
 """
 
 import gc

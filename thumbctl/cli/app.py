@@ -8,7 +8,6 @@ in the order the help shows them, and is the entry point.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from .focus import focus_command
 from .options import CONTEXT_SETTINGS, DbOption, JsonOption, QuietOption, VerboseOption, command
 from .params import ClickException, ClickUsageError, NoArgsIsHelpError, PlainGroup
 from .runs import cancel, retry, submit_command, work
-from .session import reporter_for
+from .session import reporter_for, runs_one_command
 from .upkeep import gc_command, reconcile_command
 from .views import codes_command, config_command, events, sheet, stats, status
 from .watch import watch_command
@@ -132,8 +131,8 @@ def app_for(args: list[str]) -> typer.Typer:
 
 def main(argv: list[str] | None = None) -> None:
     """The ``thumbctl`` entry point: Click's usage errors become one line with a stable code too."""
-    if argv is None:  # this process runs one command and ends: what is loaded by now lives as long as it
-        gc.freeze()  # so no collection walks it again, the one as the interpreter ends included
+    if argv is None:
+        runs_one_command()
     args = sys.argv[1:] if argv is None else argv
     try:
         code = app_for(args)(args=args, prog_name="thumbctl", standalone_mode=False)

@@ -18,6 +18,7 @@ from .resolution import ledger_target, settings_from_context
 from .session import (
     Interrupts,
     existing_ledger,
+    freeze_loaded,
     handled,
     open_ledger,
     parsed,
@@ -219,6 +220,8 @@ def submit_command(
             open_ledger(db_path, existing=False) as ledger,
         ):
             from ..intake import prepare_submission, submit  # Pillow: only the commands that read images import it
+
+            freeze_loaded()  # the workers' modules (imported to fork them), intake's and the ledger's
 
             first_batch = not ledger.views.batches(1)
             settle_store(ledger, reporter, settings)
