@@ -112,8 +112,8 @@ _ROOT_FLAGS = ("--json", "--quiet", "-q", "--verbose", "-v")
 
 def app_for(args: list[str]) -> typer.Typer:
     """The app that runs ``args``: built with only the command they name, when they name one. Typer
-    builds the options of every command it holds before it runs one (most of a short command's
-    time after its imports); the root help, completion, ``--version`` and unknown commands take
+    builds the options of every command it holds before it runs one (``docs/benchmarks.md``,
+    "Start-up", measures it); the root help, completion, ``--version`` and unknown commands take
     the whole :data:`app`, and a command's own help, parsing and errors are the same in both."""
     if "_THUMBCTL_COMPLETE" in os.environ:
         return app
