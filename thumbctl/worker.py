@@ -273,6 +273,7 @@ class ClaimRun:
                     decoder = self._decode()
                 with self._timed(self.source_timings, "crop_ms"):
                     analysis = self.rendering.analyse(decoder)
+                decoder.release()  # every reduction the claim renders from is made
             except ItemFailure as failure:
                 self._fail([i.row for i in self.claim.items], failure.code, failure.detail)
                 return
@@ -353,6 +354,7 @@ class ClaimRun:
             background=decoder_background(self.claim.profile),
             label=self.claim.source,
         )
+        decoder.expect(self.rendering.decode_scales())
         for item in self.claim.items:
             self.rendering.decoded_for(decoder, item)
         return decoder
