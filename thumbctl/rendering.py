@@ -124,6 +124,12 @@ class Rendering:
             self.trimmed_analysis = CropAnalysis(analysis_region(copy, self.trim, w, h), box_w, box_h, policy)
         return self.analysis
 
+    def decode_scales(self) -> set[float]:
+        """Every scale the claim decodes its source at: each item's size, and the analysis copy."""
+        w, h = self.claim.source_width, self.claim.source_height
+        scales = {decode_scale(w, h, item.size) for item in self.claim.items}
+        return scales | {decode_scale(w, h, ANALYSIS_REFERENCE_SIZE)}
+
     def decoded_for(self, decoder: SourceDecoder, item: ClaimedItem) -> DecodedSource:
         """The decode an item's size and format render from: made for that size alone, so the
         output's bytes are a function of its derivative key."""

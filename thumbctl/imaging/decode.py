@@ -14,6 +14,9 @@
 * Transparency is kept (premultiplied for resampling) when the output
   format has alpha, else flattened onto the background once per source.
 * Animated and multi-page files give their first frame.
+* A big 8-bit PNG is decoded a band of rows at a time and reduced as it goes
+  (:mod:`.pngstrips`), never whole; an RGBA decode is premultiplied band by band.
+  Both give the pixels the whole-image steps would.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ import hashlib
 import io
 import math
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from PIL import Image, ImageChops, ImageCms
 
 from ..errors import ItemFailure
+from . import pngstrips
 from .formats import (
     DECODE_ERRORS,
     PILLOW_FORMATS,
@@ -57,6 +62,8 @@ _SRGB = ImageCms.createProfile("sRGB")
 #: DCT scaling keeps at least this many times the resolution the largest output needs,
 #: so the final Lanczos step, not the decoder's block scaling, makes the thumbnail.
 DRAFT_HEADROOM = 2.0
+#: Rows of an RGBA image premultiplied at a time for a reduction (see ``_reduced``).
+PREMULTIPLY_ROWS = 256
 
 
 @dataclass
@@ -113,7 +120,8 @@ def decode_source(
 
 
 #: Test instrumentation: when a list, every DCT decode appends ``("decode", label, (w, h))`` (the
-#: decoded size names the DCT scale) and every analysis copy ``("analysis", label, (w, h))``.
+#: decoded size names the DCT scale), every banded pass ``("bands", label, (w, h))`` and every
+#: analysis copy ``("analysis", label, (w, h))``.
 TRACE: list[tuple[str, str, tuple[int, int]]] | None = None
 
 
@@ -125,6 +133,17 @@ class _Raw:
     stored: tuple[int, int]
     orientation: int
     icc: bytes | None
+
+
+@dataclass
+class _Banded:
+    """A source decoded in bands (:mod:`.pngstrips`): its reductions, by factor, never the whole."""
+
+    layout: pngstrips.PngLayout
+    stored: tuple[int, int]
+    orientation: int
+    icc: bytes | None
+    reductions: dict[int, Image.Image] = field(default_factory=dict)
 
 
 class SourceDecoder:
@@ -145,21 +164,44 @@ class SourceDecoder:
         self.label = label
         self._raw: dict[tuple[int, int], _Raw] = {}
         self._reduced: dict[tuple[tuple[int, int], int, bool], DecodedSource] = {}
+        self._asked: dict[tuple[float, bool, float], DecodedSource] = {}  # what each call was given
         self._analysis: Image.Image | None = None
+        self._expected: set[float] = set()
+        self._banded: _Banded | None | bool = False  # False: not yet looked at; None: decodes whole
+
+    def expect(self, scales: Iterable[float]) -> None:
+        """The scales :meth:`decoded` will be asked for: a source decoded in bands makes all of
+        their reductions in one pass."""
+        self._expected.update(scales)
+
+    def release(self) -> None:
+        """Drop the whole-size decodes once every reduction the claim renders from is made (one
+        asked for later decodes again)."""
+        self._raw.clear()
 
     def decoded(
         self, needed_scale: float, *, keep_alpha: bool = False, headroom: float = DRAFT_HEADROOM
     ) -> DecodedSource:
         """The source reduced for outputs needing ``needed_scale`` of its resolution."""
+        asked = (needed_scale, keep_alpha, headroom)
+        if asked not in self._asked:
+            self._asked[asked] = self._decoded(needed_scale, keep_alpha, headroom)
+        return self._asked[asked]
+
+    def _decoded(self, needed_scale: float, keep_alpha: bool, headroom: float) -> DecodedSource:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
+                banded = self._banded_for(needed_scale)
+                if banded is not None:
+                    return self._from_bands(banded, needed_scale, keep_alpha)
                 raw = self._decode_at(needed_scale * headroom)
-                factor = _shrink_factor(raw.image, *raw.stored, needed_scale)
+                factor = _shrink_factor(raw.image.size, *raw.stored, needed_scale)
                 # Without transparency the reduction is the same whether alpha is kept or not: one serves both.
                 key = (raw.image.size, factor, keep_alpha and raw.image.mode == "RGBA")
                 if key not in self._reduced:
-                    self._reduced[key] = self._reduce(raw, factor, key[2])
+                    reduced = _reduced(raw.image, factor)
+                    self._reduced[key] = self._finish(reduced, raw.stored, raw.orientation, raw.icc, key[2])
                 return self._reduced[key]
         except ItemFailure:
             raise
@@ -201,15 +243,60 @@ class SourceDecoder:
         self._raw[image.size] = raw
         return raw
 
-    def _reduce(self, raw: _Raw, factor: int, keep_alpha: bool) -> DecodedSource:
-        image = _to_srgb(_reduced(raw.image, factor), raw.icc)
-        method = _TRANSPOSE.get(raw.orientation)
+    def _banded_for(self, needed_scale: float) -> _Banded | None:
+        """The banded decode of a big 8-bit PNG whose reductions all shrink it (None otherwise)."""
+        if self._banded is False:
+            self._banded = self._look_for_bands()
+        banded = self._banded
+        if banded is None:
+            return None
+        w, h = banded.stored
+        factors = {_shrink_factor(banded.stored, w, h, s) for s in self._expected | {needed_scale}}
+        missing = factors - set(banded.reductions)
+        if not missing:
+            return banded
+        rows = pngstrips.band_rows(banded.layout, factors) if min(factors) >= 2 else None
+        if rows is None:  # a reduction too small to save anything, or bands too tall: decode whole
+            self._banded = None
+            return None
+        if TRACE is not None:
+            TRACE.append(("bands", self.label, banded.stored))
+        made = pngstrips.reduced_bands(self.data, banded.layout, missing, rows, _normalise_mode)
+        banded.reductions.update(made)
+        return banded
+
+    def _look_for_bands(self) -> _Banded | None:
+        image = self._opened()  # limits first, whatever the path
+        try:
+            if self.fmt != "png" or image.width * image.height < pngstrips.MIN_PIXELS:
+                return None
+            layout = pngstrips.png_layout(self.data)
+            if layout is None or (layout.width, layout.height) != image.size:
+                return None
+            return _Banded(layout, image.size, read_orientation(image), image.info.get("icc_profile"))
+        finally:
+            image.close()
+
+    def _from_bands(self, banded: _Banded, needed_scale: float, keep_alpha: bool) -> DecodedSource:
+        factor = _shrink_factor(banded.stored, *banded.stored, needed_scale)
+        reduced = banded.reductions[factor]
+        key = (banded.stored, factor, keep_alpha and reduced.mode == "RGBA")
+        if key not in self._reduced:
+            self._reduced[key] = self._finish(reduced, banded.stored, banded.orientation, banded.icc, key[2])
+        return self._reduced[key]
+
+    def _finish(
+        self, reduced: Image.Image, stored: tuple[int, int], orientation: int, icc: bytes | None, keep_alpha: bool
+    ) -> DecodedSource:
+        """A reduction in sRGB, upright, flattened unless alpha is kept."""
+        image = _to_srgb(reduced, icc)
+        method = _TRANSPOSE.get(orientation)
         if method is not None:
             image = image.transpose(method)
         if image.mode == "RGBA" and not keep_alpha:
             image = flatten(image, self.background)
-        stored_w, stored_h = raw.stored
-        upright = (stored_h, stored_w) if raw.orientation in SWAPPED_ORIENTATIONS else (stored_w, stored_h)
+        stored_w, stored_h = stored
+        upright = (stored_h, stored_w) if orientation in SWAPPED_ORIENTATIONS else (stored_w, stored_h)
         return DecodedSource(image, *upright)
 
 
@@ -220,20 +307,28 @@ def _draft(image: Image.Image, fmt: str, width: int, height: int, draft_scale: f
     image.draft(image.mode if image.mode in ("CMYK", "L") else "RGB", want)
 
 
-def _shrink_factor(image: Image.Image, stored_w: int, stored_h: int, needed_scale: float) -> int:
+def _shrink_factor(size: tuple[int, int], stored_w: int, stored_h: int, needed_scale: float) -> int:
     """The largest whole factor that keeps the decoded image at least as large as the outputs of
     ``needed_scale`` need (resampling finishes each ratio with Lanczos); 1 for none. Colour
     conversion and orientation then run on fewer pixels."""
-    factor = math.floor(min(image.width / (stored_w * needed_scale), image.height / (stored_h * needed_scale)))
+    width, height = size
+    factor = math.floor(min(width / (stored_w * needed_scale), height / (stored_h * needed_scale)))
     return factor if factor >= 2 else 1
 
 
 def _reduced(image: Image.Image, factor: int) -> Image.Image:
     if factor < 2:
         return image
-    if image.mode == "RGBA":  # average premultiplied colour, or transparent pixels bleed in
-        return image.convert("RGBa").reduce(factor).convert("RGBA")
-    return image.reduce(factor)
+    if image.mode != "RGBA":
+        return image.reduce(factor)
+    # Average premultiplied colour, or transparent pixels bleed in; premultiplied a band of whole
+    # blocks at a time, so no second full-size copy is made (the same pixels as in one go).
+    reduced = Image.new("RGBA", (math.ceil(image.width / factor), math.ceil(image.height / factor)))
+    rows = factor * max(1, PREMULTIPLY_ROWS // factor)
+    for top in range(0, image.height, rows):
+        band = image.crop((0, top, image.width, min(image.height, top + rows)))
+        reduced.paste(band.convert("RGBa").reduce(factor).convert("RGBA"), (0, top // factor))
+    return reduced
 
 
 def _normalise_mode(image: Image.Image) -> Image.Image:
