@@ -222,9 +222,10 @@ def ensure_photos(folder: Path, count: int, seed: int) -> list[Path]:
 
 
 def cli_env(tree: Path | None = None) -> dict[str, str]:
-    """The caller's environment without THUMBCTL_* settings that could change the run; with ``tree``,
-    that checkout's thumbctl first on the path."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("THUMBCTL_")}
+    """The caller's environment without THUMBCTL_* settings that could change the run, with byte-code
+    caching on (as an installed package has its caches: the untimed first run writes them); with
+    ``tree``, that checkout's thumbctl first on the path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THUMBCTL_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["NO_COLOR"] = "1"
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
