@@ -36,7 +36,7 @@ the repository root, with the interpreter that has thumbctl's dependencies::
     python bench/throughput.py [--photos 200] [--workers 1,2] [--repeat 3] [--seed 0] [--keep DIR] [--before DIR]
 
 ``--keep DIR`` writes the photos there and reuses them on later runs (a folder
-that holds other files is refused). ``--smoke`` renders 4 photos once per worker count:
+that holds other files is refused). ``--smoke`` renders 2 photos once per worker count:
 a check that the benchmark works, not a measurement.
 """
 
@@ -371,10 +371,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="seed of the photo generator (default 0)")
     parser.add_argument("--keep", type=Path, help="generate the photos here and keep them, or reuse them")
     parser.add_argument("--before", type=Path, help="an earlier checkout of thumbctl to compare with, run by run")
-    parser.add_argument("--smoke", action="store_true", help="4 photos, one run per worker count: checks the script")
+    parser.add_argument("--smoke", action="store_true", help="2 photos, one run per worker count: checks the script")
     args = parser.parse_args()
     if args.smoke:
-        args.photos, args.repeat = 4, 1
+        args.photos, args.repeat = 2, 1
     if args.photos < 1 or args.repeat < 1:
         parser.error("--photos and --repeat must be at least 1")
     return args
