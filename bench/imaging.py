@@ -341,14 +341,14 @@ def machine_line(core: int, vips: str | None) -> str:
     )
 
 
-def code_version() -> str:
-    """The commit of the checkout, and whether ``thumbctl/`` differs from it."""
+def code_version(tree: Path = REPO) -> str:
+    """The commit of the checkout ``tree``, and whether its ``thumbctl/`` differs from it."""
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+            ["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True, check=True
         ).stdout.strip()
         changed = subprocess.run(
-            ["git", "status", "--porcelain", "--", "thumbctl"], cwd=REPO, capture_output=True, text=True, check=True
+            ["git", "status", "--porcelain", "--", "thumbctl"], cwd=tree, capture_output=True, text=True, check=True
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"

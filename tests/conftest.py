@@ -36,36 +36,63 @@ SAMPLE_IMAGES = REPO / "sample_images"
 
 #: Test modules that must run in one test process, by the name of their group: a costly
 #: module-scoped fixture (ledgers of many items) is then built once, not once per process, and the
-#: restart tests share one throw-away PostgreSQL cluster. Every other test is scheduled alone.
+#: restart tests share one throw-away PostgreSQL cluster. Every other test is scheduled alone (the
+#: two runs of the CLI scenario of tests/test_cli_backends.py in parallel, each in its process).
 ONE_PROCESS_MODULES = {
     "test_ledger_scale.py": "ledger_scale",
     "test_reporter.py": "reporter",
     "test_pgfixtures.py": "pg_cluster",
     "test_pg_restart.py": "pg_cluster",
 }
-#: Tests that must run in one test process, by the name of their group: they check one costly run
-#: that a module-scoped fixture makes once (the CLI scenario of each ledger backend).
-ONE_PROCESS_TESTS = {
-    "test_cli_backends.py::test_every_command_gives_the_documented_json_and_exit_code": "cli_scenario",
-    "test_cli_backends.py::test_both_backends_print_the_same_json": "cli_scenario",
-}
+#: The longest tests (``--durations`` of a whole run on 2 CPUs), longest first, by the start of
+#: their node id (a module, a test, a parametrized case): they are handed out first, so that a run
+#: never ends with one process busy with a long test while the other has nothing left to do.
+LONGEST_FIRST = (
+    "test_docs.py::test_every_documented_command_runs[sellers.md]",
+    "test_cli_backends.py::test_every_command_gives_the_documented_json_and_exit_code[postgres]",
+    "test_cli_backends.py::test_every_command_gives_the_documented_json_and_exit_code[sqlite]",
+    "test_pgfixtures.py",
+    "test_pg_restart.py",
+    "test_docs.py::test_every_documented_command_runs[operations.md]",
+    "test_bench_derivatives.py",
+    "test_bench_backends.py",
+    "test_docs.py::test_every_documented_command_runs[json.md]",
+    "test_ledger_scale.py",
+)
+
+
+def in_tests(nodeid: str) -> str:
+    """``nodeid`` from its module's file name on (``tests/test_x.py::t[a/b]`` -> ``test_x.py::t[a/b]``)."""
+    path, _, rest = nodeid.partition("::")
+    return f"{path.rsplit('/', 1)[-1]}::{rest}"
+
+
+def longest_first_rank(item: pytest.Item) -> int:
+    name = in_tests(item.nodeid)
+    return next((i for i, start in enumerate(LONGEST_FIRST) if name.startswith(start)), len(LONGEST_FIRST))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of :data:`LONGEST_FIRST` first, in its order; every other in collection order."""
+    items.sort(key=longest_first_rank)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """With pytest-xdist's default ``--dist load``: each test is its own unit of work, but the
-    modules of :data:`ONE_PROCESS_MODULES` go to one process as a whole, and so do the tests of each
-    group of :data:`ONE_PROCESS_TESTS` (largest units first).
+    modules of :data:`ONE_PROCESS_MODULES` go to one process as a whole; units are handed out in
+    the order of the collection (:func:`pytest_collection_modifyitems`), not by size.
     ``--dist loadgroup`` cannot do it: with pytest 9.2 it no longer sees the groups."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False  # LoadScopeScheduling would put the largest groups first
+
     class ByTestOrGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            test = nodeid.split("[", 1)[0].rsplit("/", 1)[-1]
-            module = test.split("::", 1)[0]
-            return ONE_PROCESS_MODULES.get(module) or ONE_PROCESS_TESTS.get(test, nodeid)
+            module = in_tests(nodeid).split("::", 1)[0]
+            return ONE_PROCESS_MODULES.get(module, nodeid)
 
     return ByTestOrGroup(config, log)
 

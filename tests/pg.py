@@ -83,7 +83,8 @@ def server_binaries() -> Path | None:
 
 class PgCluster:
     """A throw-away cluster of the tests' own: data and Unix socket in a fresh temporary folder
-    (readable by ``postgres``, which runs it when the tests run as root), trust auth, no fsync."""
+    (readable by ``postgres``, which runs it when the tests run as root), trust auth, no fsync (nor
+    synchronous commits or full-page writes: a test cluster's durability buys nothing)."""
 
     PORT = 5432  # names the socket file only: the folder is this cluster's alone
 
@@ -101,7 +102,7 @@ class PgCluster:
         with open(self.data_dir / "postgresql.conf", "a") as conf:  # the file, not -o: pg_ctl restart keeps it
             conf.write(
                 f"port = {self.PORT}\nlisten_addresses = ''\nunix_socket_directories = '{self.root}'\n"
-                "fsync = off\nmax_connections = 100\n"
+                "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 100\n"
             )
         self.server(self.admin_url).start()
 

@@ -25,7 +25,8 @@ def test_the_end_to_end_benchmark_smoke_case_runs_and_prints_its_tables(tmp_path
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| `")]
-    assert len(rows) == 2 and all("/photos/` | " in row for row in rows) and "/photos/` | 2 |" in rows[0]
+    assert len(rows) == 2 and all("/photos/` | " in row for row in rows) and "/photos/` | 2 (6) | after |" in rows[0]
+    assert "| after |" in rows[1] and "<= 15% | smoke run, no verdict |" in rows[1]
     if shutil.which("vipsthumbnail"):
         assert "smoke run, no verdict" in rows[0]
     else:

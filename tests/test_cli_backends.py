@@ -9,7 +9,9 @@ which must appear in no output, no file under OUT and no ledger row.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import fcntl
 import hashlib
 import json
 import os
@@ -359,10 +361,33 @@ class Scenario:
 
 @pytest.fixture(scope="module")
 def scenarios() -> dict[str, Scenario]:
-    """The scenario's run on each backend, made once per test process by :func:`scenario_on`: the
-    test of each backend checks it and the parity test compares the two (tests/conftest.py keeps
-    these tests in one process)."""
+    """The scenario's run on each backend in this test process, made by :func:`scenario_on`: the
+    test of each backend checks it."""
     return {}
+
+
+@pytest.fixture(scope="session")
+def transcripts_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """Where each backend's normalised transcript is written once its scenario has run, for the
+    parity test: a folder every test process of this run shares (each backend test may run in
+    another process, in parallel), or this process's own when there is one."""
+    if worker_id == "master":
+        return tmp_path_factory.mktemp("transcripts")
+    shared = tmp_path_factory.getbasetemp().parent / f"transcripts-{os.environ['PYTEST_XDIST_TESTRUNUID']}"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
+@contextlib.contextmanager
+def backend_lock(folder: Path, backend: str) -> Iterator[None]:
+    """Held while one process runs (or reads) ``backend``'s scenario: another waits for it, never
+    runs it twice at once."""
+    with open(folder / f"{backend}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="module")
@@ -378,15 +403,34 @@ def scenario_pg_url(pg_admin_url: str | None) -> Iterator[str]:
 def scenario_on(
     scenarios: dict[str, Scenario], backend: str, request: pytest.FixtureRequest, factory: pytest.TempPathFactory
 ) -> Scenario:
-    """The scenario run on ``backend`` (``sqlite`` or ``postgres``), running it if it has not run yet."""
+    """The scenario run on ``backend`` (``sqlite`` or ``postgres``), running it if it has not run in
+    this process yet; its normalised transcript is then written to :func:`transcripts_dir`."""
     if backend not in scenarios:
-        root = factory.mktemp("scenario")  # as long a path on both backends: byte counts compare equal
-        ledger_url = str(root / "ledger.db") if backend == "sqlite" else request.getfixturevalue("scenario_pg_url")
-        db = ledger_target(ledger_url)
-        thumbctl = Thumbctl(db, {**cli_env(root), "THUMBCTL_DB": db})
-        transcript = run_scenario(thumbctl, make_pictures(root), root / "out", root)
-        scenarios[backend] = Scenario(thumbctl, root, ledger_url, transcript)
+        folder = request.getfixturevalue("transcripts_dir")
+        with backend_lock(folder, backend):
+            root = factory.mktemp("scenario")  # as long a path on both backends: byte counts compare equal
+            ledger_url = str(root / "ledger.db") if backend == "sqlite" else request.getfixturevalue("scenario_pg_url")
+            db = ledger_target(ledger_url)
+            thumbctl = Thumbctl(db, {**cli_env(root), "THUMBCTL_DB": db})
+            transcript = run_scenario(thumbctl, make_pictures(root), root / "out", root)
+            scenarios[backend] = Scenario(thumbctl, root, ledger_url, transcript)
+            written = folder / f"{backend}.json.part"
+            written.write_text(json.dumps(normalised_transcript(transcript, root, db)))
+            written.rename(folder / f"{backend}.json")
     return scenarios[backend]
+
+
+def transcript_of(
+    scenarios: dict[str, Scenario], backend: str, request: pytest.FixtureRequest, factory: pytest.TempPathFactory
+) -> list[object]:
+    """``backend``'s normalised transcript: as written by the process that ran its scenario (waiting
+    while one runs it), else from running it here."""
+    folder = request.getfixturevalue("transcripts_dir")
+    with backend_lock(folder, backend):
+        if (folder / f"{backend}.json").exists():
+            return json.loads((folder / f"{backend}.json").read_text())
+    scenario_on(scenarios, backend, request, factory)
+    return json.loads((folder / f"{backend}.json").read_text())
 
 
 @SCENARIO_TIMEOUT
@@ -408,11 +452,7 @@ def test_both_backends_print_the_same_json(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    transcripts = []
-    for backend in ("sqlite", "postgres"):
-        run = scenario_on(scenarios, backend, request, tmp_path_factory)
-        transcripts.append(normalised_transcript(run.transcript, run.root, run.thumbctl.db))
-    sqlite, postgres = transcripts
+    sqlite, postgres = (transcript_of(scenarios, b, request, tmp_path_factory) for b in ("sqlite", "postgres"))
     assert [step[0] for step in sqlite] == [step[0] for step in postgres]
     for left, right in zip(sqlite, postgres, strict=True):
         assert left == right, "\n".join(difflib.unified_diff(shown(left), shown(right), "sqlite", "postgresql"))

@@ -514,3 +514,30 @@ def test_a_url_as_source_points_to_a_manifest(invoke, tmp_path: Path) -> None:
 def test_a_postgresql_url_is_still_a_ledger(invoke) -> None:
     settings = json.loads(invoke("config", "--db", "postgresql://shop@db.example/thumbs", "--json").stdout)["settings"]
     assert settings["db"] == {"value": "postgresql://shop@db.example/thumbs", "source": "flag"}
+
+
+@pytest.mark.parametrize(
+    ("args", "built"),
+    [
+        (["status", "b_1"], ["status"]),
+        (["--db", "x.db", "-q", "--json", "submit", "photos"], ["submit"]),
+        (["--db=x.db", "events", "b_1"], ["events"]),
+        (["--help"], COMMANDS),
+        (["--version"], COMMANDS),
+        (["statu"], COMMANDS),
+        ([], COMMANDS),
+    ],
+)
+def test_a_command_line_builds_only_the_command_it_names(args: list[str], built: list[str]) -> None:
+    from thumbctl.cli.app import app_for
+
+    assert sorted(typer.main.get_command(app_for(args)).commands) == sorted(built)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_command_built_alone_has_the_same_help_as_in_the_whole_app(command: str) -> None:
+    from thumbctl.cli.app import app_for
+
+    alone = CliRunner().invoke(app_for([command]), [command, "--help"], prog_name="thumbctl")
+    whole = CliRunner().invoke(app, [command, "--help"], prog_name="thumbctl")
+    assert (alone.exit_code, alone.output) == (whole.exit_code, whole.output) == (0, whole.output)

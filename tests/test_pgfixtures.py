@@ -77,7 +77,7 @@ def run_fresh_database_test(env: dict[str, str]) -> str:
     """The outcome line of pytest running the fresh-database test under ``env``."""
     node = f"{Path(__file__).name}::test_the_url_keeps_the_server_query"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", node, "-rs", "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", node, "-rs", "-p", "no:cacheprovider", "-n", "0"],  # one test: no workers
         cwd=REPO / "tests",
         env=env,
         capture_output=True,

@@ -260,3 +260,64 @@ def test_items_meeting_a_full_disk_fail_io_error_and_leave_no_temp_file(ledger: 
     retried = [e for e in ledger.views.events(batch.batch_id) if e.to_state == "queued" and e.from_state == "running"]
     assert [e.error_code for e in retried] == ["io_error"] * 4  # transient: retried once, then failed
     assert not (out / ".tmp").exists() and os.listdir(store / ".tmp") == []
+
+
+# -- the thumbnail's copy, made ahead of the publish transaction ------------------------------------
+
+
+class AtCheckpoint(Faults):
+    """Runs ``act`` when the worker reaches ``checkpoint`` (in this process, no fault injected)."""
+
+    def __init__(self, checkpoint: str, act) -> None:
+        super().__init__("")
+        self.checkpoint, self.act = checkpoint, act
+
+    def hit(self, checkpoint: str) -> None:
+        if checkpoint == self.checkpoint:
+            self.act()
+
+
+def test_every_file_a_publish_makes_visible_is_fsynced_before_it_commits(
+    ledger: Ledger, one_photo: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The object and the thumbnail's own file (copied ahead, outside the transaction) each reach
+    the disk before the commit that records them: a power cut after the commit finds them whole."""
+    synced: set[tuple[int, int]] = set()
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        info = os.fstat(fd)
+        synced.add((info.st_dev, info.st_ino))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    batch = accept(ledger, one_photo, out_dir)
+    [item] = ledger.views.items(batch.batch_id)
+    seen: dict[str, bool] = {}
+
+    def before_commit() -> None:  # the name is published; the transaction has not committed
+        for path in (item.object_path, item.friendly_path):
+            info = os.lstat(path)
+            seen[path] = (info.st_dev, info.st_ino) in synced
+
+    config = WorkerConfig(str(ledger.path), backoff=Backoff(base=0.01, cap=0.02), poll_seconds=0.01)
+    run_worker(config, threading.Event(), AtCheckpoint("name_published", before_commit))
+    assert seen == {item.object_path: True, item.friendly_path: True}
+    [item] = ledger.views.items(batch.batch_id)
+    assert item.state == "succeeded" and is_copy_of(item.friendly_path, item.object_path)
+
+
+def test_a_render_cancelled_before_its_publish_leaves_no_copy_or_temp_file(
+    ledger: Ledger, one_photo: Path, out_dir: Path
+) -> None:
+    batch = accept(ledger, one_photo, out_dir)
+    [item] = ledger.views.items(batch.batch_id)
+    config = WorkerConfig(str(ledger.path), backoff=Backoff(base=0.01, cap=0.02), poll_seconds=0.01)
+    run_worker(
+        config, threading.Event(), AtCheckpoint("before_publish", lambda: ledger.intake.request_cancel(batch.batch_id))
+    )
+    [item] = ledger.views.items(batch.batch_id)
+    assert item.state == "cancelled" and not os.path.lexists(item.friendly_path)
+    assert not (out_dir / ".tmp").exists()
+    store_tmp = Path(item.object_path).parent.parent.parent / ".tmp"
+    assert not store_tmp.exists() or list(store_tmp.iterdir()) == []

@@ -581,14 +581,16 @@ def test_a_crash_between_link_and_commit_is_found_repaired_and_finished(env: Env
     assert found.returncode == 1, found.stderr
     doc = json.loads(found.stdout)
     assert doc["clean"] is False and all(set(f) == FINDING_FIELDS for f in doc["findings"])
+    # the thumbnail's own copy, made in OUT/.tmp ahead of the publish, is a dead writer's temp file
     assert [(f["kind"], f["batch_id"], f["repaired"]) for f in doc["findings"]] == [
         ("dead_worker_lease", batch_id, False)
-    ] * 3
+    ] * 3 + [("stale_temp_file", batch_id, False)]
     fixed = env.run("reconcile", "--repair", "--json")
     assert fixed.returncode == 0, fixed.stderr
     assert [(f["kind"], f["repaired"]) for f in json.loads(fixed.stdout)["findings"]] == [
         ("dead_worker_lease", True)
-    ] * 3
+    ] * 3 + [("stale_temp_file", True)]
+    assert not (env.out / ".tmp").exists() or list((env.out / ".tmp").iterdir()) == []
     again = env.run("reconcile", "--json")
     assert (again.returncode, json.loads(again.stdout)["findings"]) == (0, [])
     rescued = [e for e in env.events(batch_id) if e["error_code"] == "worker_crashed"]

@@ -91,14 +91,15 @@ def test_reading_and_cancelling_import_neither_pillow_nor_multiprocessing_nor_sq
     assert report == {"code": 0, "loaded": []}
 
 
-def test_a_ledger_that_needs_its_schema_still_gets_it(tmp_path: Path) -> None:
-    """sqlite-utils is imported where migrations run: a new ledger is created complete."""
+def test_a_new_ledger_is_created_complete_without_sqlite_utils(tmp_path: Path) -> None:
+    """A new ledger is created at the newest schema at once: sqlite-utils is imported only where an
+    old ledger's migrations run (``tests/test_ledger_fresh_schema.py``)."""
     make_image(tmp_path / "one" / "a.jpg", (64, 48), "JPEG")
     db = tmp_path / "fresh.db"
     args = ["submit", str(tmp_path / "one"), "--out", str(tmp_path / "out"), "--db", str(db), "--detach"]
     result = python("-c", DRIVER, *args)
     report = json.loads(result.stderr.strip().splitlines()[-1])
-    assert report["code"] == 0 and "sqlite_utils" in report["loaded"]
+    assert report["code"] == 0 and "sqlite_utils" not in report["loaded"]
     assert cli("status", "--db", str(db), "--json").returncode == 0
 
 

@@ -197,12 +197,19 @@ class Pool:
 
 _FAULT_OF_EXIT = {status: code for code, status in LEDGER_FAULT_EXITS.items()}
 
-#: Imported once by the fork server, before it forks any worker: the worker loop and Pillow with
-#: the codecs it uses. A name that cannot be imported (an optional plugin) is skipped.
+#: Imported once by the fork server (or a submit, :class:`Standby`), before it forks any worker: the
+#: worker loop, the file ledger and the retry it opens, and Pillow with the codecs it uses, including
+#: those ``Image.open`` loads on first use (BMP, GIF, PPM), so a worker imports nothing once its batch
+#: arrives. A name that cannot be imported (an optional plugin) is skipped.
 WORKER_PRELOAD = [
     "thumbctl.workerproc",
+    "thumbctl.ledger.sqlite",
+    "tenacity",
     "PIL.Image",
+    "PIL.BmpImagePlugin",
+    "PIL.GifImagePlugin",
     "PIL.JpegImagePlugin",
+    "PIL.PpmImagePlugin",
     "PIL.PngImagePlugin",
     "PIL.WebPImagePlugin",
 ]

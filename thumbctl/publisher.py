@@ -25,10 +25,17 @@ from .errors import ItemFailure
 from .faults import Faults
 from .ledger import Claim, ClaimedItem, Ledger, Publication
 from .storage.locations import name_in, object_name_of, object_store_of, output_target_at
-from .storage.objects import LocalObjectStore, ObjectStore, Verifier
+from .storage.objects import LocalObjectStore, ObjectStore, Outcome, Verifier
 from .storage.outputs import LocalOutputTarget, OutputTarget, Recorded
 from .storage.publishing import judge_name, publish_data, restore_data
-from .storage.thumbnails import NamePublished, RecordedAt, check_name, publish_name, restore_thumbnail
+from .storage.thumbnails import (
+    NamePublished,
+    RecordedAt,
+    StagedThumbnail,
+    check_name,
+    publish_name,
+    restore_thumbnail,
+)
 
 #: The most bytes read back from the store to publish an object at a name (thumbnails are far smaller).
 OBJECT_READ_LIMIT = 64 << 20
@@ -80,13 +87,16 @@ class Publisher:
         verify: Verifier,
         result: dict[str, object],
         published: Callable[[], None] = lambda: None,
+        thumbnail: StagedThumbnail | None = None,
     ) -> str:
         """Publish a worker's verified render of ``item``: in the ledger's publish transaction (cancel
         flag and lease checked), under the name's lock, check the name (``name_taken`` before the
         object is stored), put the object, publish the name and commit ``succeeded`` with the
         version. ``staged()`` gives the staged object (called again when the ledger runs the
-        transaction again after a lost connection); ``published()`` runs once the name is
-        published. Returns the ledger's outcome (``succeeded``, ``cancelled``, ``late``, ``lost``)."""
+        transaction again after a lost connection); ``thumbnail``, a copy of the staged bytes made
+        in OUT beforehand, is placed at the name when the object holds those bytes (not when an
+        object with other bytes is kept); ``published()`` runs once the name is published. Returns
+        the ledger's outcome (``succeeded``, ``cancelled``, ``late``, ``lost``)."""
 
         if not (isinstance(self.target, LocalOutputTarget) and isinstance(store, LocalObjectStore)):
             return self._publish_through_interfaces(claim, item, store, staged, data, verify, result, published)
@@ -107,6 +117,7 @@ class Publisher:
                     recorded=recorded,
                     overwrite=self.overwrite,
                     approved=approved,
+                    staged=None if stored.outcome == Outcome.KEPT else thumbnail,
                 )
                 self.faults.hit("name_published")
             if named.outcome in ("replaced", "overwritten"):

@@ -24,7 +24,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -53,7 +53,9 @@ from .storage.locations import (
     preview_path_of,
     use_options,
 )
+from .storage.objects import LocalObjectStore
 from .storage.outputs import LocalOutputTarget
+from .storage.thumbnails import StagedThumbnail
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,8 @@ class ClaimRun:
         self.source_timings: dict[str, float] = {}
         profile = claim.profile
         self.publisher = Publisher(ledger, self.target, bool(profile.get("overwrite", False)), faults, claim.out_dir)
+        #: Whether both ends are local folders: the thumbnail's copy is then made ahead of the publish.
+        self._local = isinstance(self.target, LocalOutputTarget) and isinstance(self.store, LocalObjectStore)
         self.rendering = Rendering(claim, renderer)
 
     def run(self) -> None:
@@ -381,13 +385,14 @@ class ClaimRun:
 
     def _publish_item(self, decoded: DecodedSource, item: ClaimedItem, shared: SharedRender) -> str:
         geometry = shared.geometry
-        temp = None
+        temp: Future[str] | None = None
+        thumbnail: Future[StagedThumbnail | None] | None = None
         timings = dict(self.source_timings)
         reused = shared.output is not None
         try:
             data, framing = self._rendered(decoded, item, shared, timings)
             with self._timed(timings, "publish_ms"):
-                temp = self._write_verified(data, shared)
+                temp, thumbnail = self._write_verified(data, shared)
             if self._checkpoint("before_publish"):
                 return "stop"
             result = {
@@ -404,7 +409,7 @@ class ClaimRun:
             }
             if preview := self._preview_of(item):
                 result["preview"] = preview
-            outcome = self._publish(temp, data, item, result)
+            outcome = self._publish(temp, data, item, result, thumbnail)
         except ItemFailure as failure:
             self._fail([item.row], failure.code, failure.detail)
             return "next"
@@ -415,7 +420,8 @@ class ClaimRun:
             self._fail([item.row], "io_error", f"{exc.strerror or exc}")
             return "next"
         finally:
-            self.store.discard(temp)
+            self._discard(temp)
+            drop_thumbnail(thumbnail)
         if outcome == "lost":
             raise LeaseLost
         if outcome == ItemState.CANCELLED:
@@ -430,39 +436,72 @@ class ClaimRun:
         """The derivative's bytes and what they kept (see :mod:`thumbctl.rendering`)."""
         return self.rendering.rendered(decoded, item, shared, lambda: self._timed(timings, "encode_ms"))
 
-    def _write_verified(self, data: bytes, shared: SharedRender) -> str:
+    def _write_verified(
+        self, data: bytes, shared: SharedRender
+    ) -> tuple[Future[str], Future[StagedThumbnail | None] | None]:
         """A temp file of the derivative's verified bytes (they decode, at the exact size, as the
-        media type). The temp file holds exactly these bytes (written whole and fsynced, or
+        media type) being written, and the thumbnail's own copy of them being made in OUT (local
+        folders only). The temp file holds exactly these bytes (written whole and fsynced, or
         removed), so they are verified in memory, on this thread, while the writer thread writes
-        and fsyncs them: the wait for the disk overlaps the decode. Bytes that fail are removed
-        again; the same bytes need no second look."""
+        and fsyncs them, then copies and fsyncs the thumbnail's copy: the waits for the disk overlap
+        the decode and what follows up to the publish, which waits for both before its
+        transaction. Bytes that fail are removed again; the same bytes need no second look."""
         extension = OUTPUT_FORMATS[shared.format]
         if shared.verified:
-            return self.store.stage(data, extension)
+            staged: Future[str] = Future()
+            staged.set_result(self.store.stage(data, extension))
+            return staged, None
         writing = self.writer.submit(self.store.stage, data, extension)
+        thumbnail = self.writer.submit(self._stage_thumbnail, writing, len(data)) if self._local else None
         try:
             problem = verify_output(io.BytesIO(data), shared.format, shared.geometry.out_w, shared.geometry.out_h)
         except BaseException:
             with contextlib.suppress(Exception):
                 self.store.discard(writing.result())
+            drop_thumbnail(thumbnail)
             raise
-        temp = writing.result()
         if problem:
-            self.store.discard(temp)
+            self._discard(writing)
+            drop_thumbnail(thumbnail)
             shared.error = ItemFailure("worker_crashed", f"the encoded output {problem}")
             raise shared.error
         shared.verified = True
-        return temp
+        return writing, thumbnail
 
-    def _publish(self, temp: str, data: bytes, item: ClaimedItem, result: dict[str, Any]) -> str:
+    def _discard(self, temp: Future[str] | None) -> None:
+        """Remove a temp file that was written and not used up (nothing when it never was)."""
+        if temp is not None:
+            with contextlib.suppress(Exception):
+                self.store.discard(temp.result())
+
+    def _stage_thumbnail(self, writing: Future[str], size: int) -> StagedThumbnail | None:
+        """On the writer thread, once the object's temp file is written: the thumbnail's copy of it
+        in OUT's temp folder, fsynced. None when it cannot be made: the publish then copies the
+        object inside its transaction, as it always could, and meets the same error there."""
+        assert isinstance(self.store, LocalObjectStore) and isinstance(self.target, LocalOutputTarget)
+        try:
+            with self.store.read_staged(writing.result()) as fd:
+                return StagedThumbnail(self.target, fd, size)
+        except (OSError, ValueError):
+            return None
+
+    def _publish(
+        self,
+        temp: Future[str],
+        data: bytes,
+        item: ClaimedItem,
+        result: dict[str, Any],
+        thumbnail: Future[StagedThumbnail | None] | None = None,
+    ) -> str:
         """Publish ``item`` through the publisher, inside the ledger's publish transaction. The ledger
         runs the transaction again when the connection was lost before the commit (a server restart):
         the first run used up the temp file (it is always gone after the object is put), so a run
         after the first stages the verified bytes again; the object already there then counts as a
         duplicate delivery. The link time is added to the result's timings (the temp write and
         verification are already in it)."""
-        temps = iter([temp])
         started = time.perf_counter()
+        temps = iter([temp.result()])  # both waited for before the transaction
+        staged_thumbnail = thumbnail.result() if thumbnail is not None else None
         geometry = self.rendering.geometries[item.row]
 
         def staged() -> str:
@@ -484,7 +523,18 @@ class ClaimRun:
             verify=lambda existing: verify_output(existing, item.format, geometry.out_w, geometry.out_h),
             result=result,
             published=published,
+            thumbnail=staged_thumbnail,
         )
+
+
+def drop_thumbnail(thumbnail: Future[StagedThumbnail | None] | None) -> None:
+    """Remove a thumbnail's copy made ahead that was not placed (nothing when it was)."""
+    if thumbnail is None:
+        return
+    with contextlib.suppress(Exception):
+        staged = thumbnail.result()
+        if staged is not None:
+            staged.drop()
 
 
 def read_verified_source(root: str, path: str, digest: str, max_bytes: int) -> bytes:

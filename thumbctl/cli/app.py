@@ -8,6 +8,7 @@ in the order the help shows them, and is the entry point.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Annotated
@@ -21,7 +22,7 @@ from .focus import focus_command
 from .options import CONTEXT_SETTINGS, DbOption, JsonOption, QuietOption, VerboseOption, command
 from .params import ClickException, ClickUsageError, NoArgsIsHelpError, PlainGroup
 from .runs import cancel, retry, submit_command, work
-from .session import reporter_for
+from .session import reporter_for, runs_one_command
 from .upkeep import gc_command, reconcile_command
 from .views import codes_command, config_command, events, sheet, stats, status
 from .watch import watch_command
@@ -31,21 +32,22 @@ ROOT_EPILOG = (
     environment_help() + "\n\n\b\nExit codes:\n" + "\n".join(f"  {int(c):<5}{m}" for c, m in EXIT_CODE_MEANINGS.items())
 )
 
-app = typer.Typer(
-    name="thumbctl",
-    cls=PlainGroup,  # plain values skip Typer's pydantic conversion: see thumbctl.cli.params
-    help=(
+#: The root group's settings, shared by the whole app and the one-command app of :func:`app_for`.
+ROOT = {
+    "name": "thumbctl",
+    "cls": PlainGroup,  # plain values skip Typer's pydantic conversion: see thumbctl.cli.params
+    "help": (
         "Smart-cropped thumbnails in several aspect ratios, through a durable ledger: a SQLite file, or "
         "PostgreSQL for workers on many machines.\n\n"
         "--db, --json, -q and -v go before or after the command name. Shell completion: --install-completion."
     ),
-    epilog=ROOT_EPILOG,
-    context_settings=CONTEXT_SETTINGS,
-    no_args_is_help=True,
-    add_completion=True,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-)
+    "epilog": ROOT_EPILOG,
+    "context_settings": CONTEXT_SETTINGS,
+    "no_args_is_help": True,
+    "add_completion": True,
+    "rich_markup_mode": None,
+    "pretty_exceptions_enable": False,
+}
 
 #: Every setting: what `submit` and `config` take.
 ALL_SETTINGS = tuple(key.name for key in KEYS if key.name != "db" and key.flag)
@@ -61,7 +63,6 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
@@ -91,15 +92,50 @@ COMMANDS: tuple[tuple[Callable[..., None], str, tuple[str, ...]], ...] = (
     (reconcile_command, "reconcile", ("store",)),
     (gc_command, "gc", ("store",)),
 )
-for body, name, settings in COMMANDS:
-    command(app, name, settings=settings)(body)
+
+
+def _app(commands: tuple[tuple[Callable[..., None], str, tuple[str, ...]], ...]) -> typer.Typer:
+    built = typer.Typer(**ROOT)  # type: ignore[arg-type]
+    built.callback()(_root)
+    for body, name, settings in commands:
+        command(built, name, settings=settings)(body)
+    return built
+
+
+app = _app(COMMANDS)
+
+#: Root options that take a value: the word after one is not a command name.
+_ROOT_VALUED = ("--db",)
+#: Root options that may come before the command name and still run one command.
+_ROOT_FLAGS = ("--json", "--quiet", "-q", "--verbose", "-v")
+
+
+def app_for(args: list[str]) -> typer.Typer:
+    """The app that runs ``args``: built with only the command they name, when they name one. Typer
+    builds the options of every command it holds before it runs one (``docs/benchmarks.md``,
+    "Start-up", measures it); the root help, completion, ``--version`` and unknown commands take
+    the whole :data:`app`, and a command's own help, parsing and errors are the same in both."""
+    if "_THUMBCTL_COMPLETE" in os.environ:
+        return app
+    words = iter(args)
+    for word in words:
+        if word in _ROOT_VALUED:
+            next(words, None)
+        elif word.startswith(tuple(f"{option}=" for option in _ROOT_VALUED)) or word in _ROOT_FLAGS:
+            continue
+        else:
+            named = [entry for entry in COMMANDS if entry[1] == word]
+            return _app(tuple(named)) if named else app
+    return app
 
 
 def main(argv: list[str] | None = None) -> None:
     """The ``thumbctl`` entry point: Click's usage errors become one line with a stable code too."""
+    if argv is None:
+        runs_one_command()
     args = sys.argv[1:] if argv is None else argv
     try:
-        code = app(args=args, prog_name="thumbctl", standalone_mode=False)
+        code = app_for(args)(args=args, prog_name="thumbctl", standalone_mode=False)
     except NoArgsIsHelpError as exc:  # bare `thumbctl`: the help, as Click shows it
         exc.show()
         sys.exit(int(ExitCode.USAGE))

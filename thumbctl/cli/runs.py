@@ -11,7 +11,6 @@ import typer
 from ..errors import ExitCode, Interrupted, UsageError
 from ..ledger.home import shown
 from ..models import BatchState, ItemState
-from ..runner import prepare_workers, run_batch, run_work, wait_until_terminal
 from ..settings import URL_NOT_SUPPORTED, SettingError, parse_duration, refuse_url
 from ..sources import ScanRules
 from .options import BatchAlias, StatsIntervalOption, batch_argument, one_batch
@@ -19,6 +18,7 @@ from .resolution import ledger_target, settings_from_context
 from .session import (
     Interrupts,
     existing_ledger,
+    freeze_loaded,
     handled,
     open_ledger,
     parsed,
@@ -91,6 +91,8 @@ def render_in_foreground(
 ) -> NoReturn:
     """Run a batch until it is terminal with live progress, report it, exit by its outcome; then
     (``mirror``) remove what the batch no longer publishes."""
+    from ..runner import run_batch
+
     with reporter.run_progress(batch_id) as bar:
         result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar, standby=standby)
     final = replace(result.batch, replayed=replayed)
@@ -210,12 +212,16 @@ def submit_command(
         run_options = settings.run_options()
         wait = parsed(parse_duration, admission_wait, "--admission-wait")
         db_path = settled(settings.ledger_path)
+        from ..runner import prepare_workers
+
         # The workers fork now, before the ledger is opened, and wait while this process reads the sources.
         with (
             prepare_workers(0 if detach or dry_run else run_options.workers) as standby,
             open_ledger(db_path, existing=False) as ledger,
         ):
             from ..intake import prepare_submission, submit  # Pillow: only the commands that read images import it
+
+            freeze_loaded()  # the workers' modules (imported to fork them), intake's and the ledger's
 
             first_batch = not ledger.views.batches(1)
             settle_store(ledger, reporter, settings)
@@ -280,6 +286,8 @@ def work(
         with open_ledger(settings.ledger_path) as ledger:  # the pool opens its own connections
             settle_store(ledger, reporter, settings)
         with reporter.run_progress(None) as progress:
+            from ..runner import run_work
+
             result = run_work(
                 existing_ledger(settings.ledger_path),  # a cron line with a mistyped --db must not idle on a new ledger
                 settings.run_options(),
@@ -384,5 +392,7 @@ def cancel(
     with handled(reporter), open_ledger(ledger_target(ctx)) as ledger, Interrupts().on_sigint() as interrupts:
         view = ledger.intake.request_cancel(batch)
         if wait:
+            from ..runner import wait_until_terminal
+
             view = wait_until_terminal(ledger, view.batch_id, should_stop=interrupts)
         reporter.cancelled(view)

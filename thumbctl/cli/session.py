@@ -3,6 +3,7 @@ opens and the store bound to it, and Ctrl-C counted rather than raised."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -47,6 +48,25 @@ class RunningCommand:
     reporter: Reporter
     #: The default ledger as settled for this command (see :func:`settled`).
     ledgers: dict[Path, Path] = field(default_factory=dict)
+
+
+#: Whether this process runs one command line and then ends (the console script, ``python -m thumbctl``).
+_ONE_COMMAND: list[bool] = [False]
+
+
+def runs_one_command() -> None:
+    """Note that this process runs one command line and ends, and freeze what it has loaded."""
+    _ONE_COMMAND[0] = True
+    freeze_loaded()
+
+
+def freeze_loaded() -> None:
+    """In a process that runs one command and ends: move every object that exists now out of the
+    cyclic collector's reach (``gc.freeze``). What is loaded by now lives as long as the process, so
+    no collection, the one as the interpreter ends included, walks it again. In-process callers
+    (``main(argv)``, tests) are left as they are."""
+    if _ONE_COMMAND[0]:
+        gc.freeze()
 
 
 RUNNING: ContextVar[RunningCommand | None] = ContextVar("thumbctl_command", default=None)

@@ -11,9 +11,7 @@ import typer
 from ..config import with_recorded_store
 from ..errors import UsageError
 from ..models import ITEM_STATES
-from ..runner import follow_events, watch_batch
 from ..settings import parse_duration
-from ..stores import recorded_store_of
 from .options import COMMON, BatchAlias, StatsIntervalOption, batch_argument, choice_option, one_batch
 from .resolution import ledger_target, settings_from_context
 from .session import Interrupts, handled, open_ledger, parsed, reporter_for, settled
@@ -68,6 +66,8 @@ def status(
 
                 reporter.text(batch_snippets(ledger.views, batch))
             elif watch:
+                from ..runner import watch_batch  # imported only here: status starts without the runner
+
                 batch_id = ledger.views.resolve_batch_id(batch)
                 with (
                     Interrupts().on_sigint() as interrupts,
@@ -106,6 +106,8 @@ def events(
     reporter = reporter_for(json_out, quiet, json_lines=json_lines or (follow and json_out))
     with handled(reporter), open_ledger(ledger_target(ctx), read_only=True) as ledger:
         if follow:
+            from ..runner import follow_events
+
             with Interrupts().on_sigint() as interrupts:
                 reporter.followed_events(follow_events(ledger, batch, item_id=item, should_stop=interrupts))
             return
@@ -159,6 +161,8 @@ def config_command(ctx: typer.Context, json_out: bool = False, quiet: bool = Fal
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
         settings = settings_from_context(ctx)
+        from ..stores import recorded_store_of
+
         reporter.settings(with_recorded_store(settings, recorded_store_of(settings.ledger_path)))
 
 

@@ -9,7 +9,6 @@ import typer
 from ..errors import ExitCode
 from ..settings import parse_duration
 from ..sources import ScanRules
-from ..watch import Watcher, WatchOptions, check_watchable
 from .options import StatsIntervalOption
 from .resolution import settings_from_context
 from .runs import DeleteDroppedOption, DeleteOption, ExcludeOption, IncludeOption, OverwriteOption, mirror_wanted
@@ -60,6 +59,8 @@ def watch_command(
     reporter = reporter_for(json_out, quiet, verbose, stats_interval)
     reporter.json_lines = json_out
     with handled(reporter):
+        from ..watch import Watcher, WatchOptions, check_watchable  # only this command imports the watcher
+
         settings = settings_from_context(ctx)
         root = check_watchable(directory)
         mirror = mirror_wanted(delete, delete_dropped, False)

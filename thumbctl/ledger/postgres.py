@@ -40,7 +40,7 @@ from ..errors import (
 )
 from ..retrypolicy import BusyPolicy
 from .backend import Backend, Clock, EventRow, Params, masked
-from .pgschema import MIGRATIONS, SCHEMA_VERSION
+from .pgschema import MIGRATIONS, NEWEST, SCHEMA_VERSION
 from .sql import POSTGRESQL, Insert, Query
 from .sql.queue import INSERT_EVENTS
 
@@ -294,8 +294,8 @@ class PostgresBackend(Backend):
         return fault_for(code, self.name, detail)  # type: ignore[arg-type]
 
     def _migrate(self) -> None:
-        """Apply the migrations this database lacks, under an advisory lock: two processes that
-        start at once on a new database migrate it once."""
+        """Create the schema in a new database, or apply the migrations an older ledger lacks, under an
+        advisory lock: two processes that start at once on a new database create it once."""
         if self._version() == SCHEMA_VERSION:
             return
         with self.write(durable=True):
@@ -307,10 +307,11 @@ class PostgresBackend(Backend):
                     f"the ledger {self.name} has schema version {version}; this thumbctl knows up to "
                     f"{SCHEMA_VERSION}: upgrade thumbctl"
                 )
-            for target, statements in MIGRATIONS:
-                if target > version:
-                    for statement in statements:
-                        self.conn.execute(statement)
+            # A new ledger is created at the newest schema at once; an older one gets the migrations it lacks.
+            steps = [NEWEST] if version == 0 else [statements for target, statements in MIGRATIONS if target > version]
+            for statements in steps:
+                for statement in statements:
+                    self.conn.execute(statement)
             self._run("DELETE FROM thumbctl_schema")
             self._run("INSERT INTO thumbctl_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
 

@@ -1,10 +1,14 @@
-"""Versioned schema migrations, applied in order inside one write transaction.
+"""The ledger's schema: the newest one, and the versioned migrations that bring an older ledger to it.
 
-Each migration is ``(version, function)``; ``PRAGMA user_version`` records
-the last one applied. Migrations only ever add: a released one is never
-edited, a new one is appended. They run on a ``sqlite_utils.Database`` over the ledger's
-connection, built only when a migration is due: opening an up-to-date ledger does not import
-sqlite-utils.
+A new ledger is created directly at the newest schema (:data:`NEWEST`, one transaction, no
+sqlite-utils); a ledger made by an earlier thumbctl is upgraded by the migrations it lacks, applied
+in order inside one write transaction. Each migration is ``(version, function)``; ``PRAGMA
+user_version`` records the last one applied. Migrations only ever add: a released one is never
+edited, a new one is appended, and :data:`NEWEST` is changed to match it
+(``tests/test_ledger_fresh_schema.py`` proves a created ledger and one migrated from version 1
+hold the same tables, columns, indexes, constraints and triggers). Migrations run on a
+``sqlite_utils.Database`` over the ledger's connection, built only when a migration is due: creating
+a ledger or opening an up-to-date one does not import sqlite-utils.
 """
 
 from __future__ import annotations
@@ -357,3 +361,120 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (14, _v14_item_alt),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+#: The newest schema (version :data:`SCHEMA_VERSION`), written as the migrations leave it: the same
+#: names, column order, types, defaults, constraints and indexes.
+NEWEST: tuple[str, ...] = (
+    """CREATE TABLE batches (
+        batch_id TEXT PRIMARY KEY,
+        idempotency_key TEXT NOT NULL,
+        request_digest TEXT NOT NULL,
+        total INTEGER NOT NULL,
+        source_root TEXT,
+        out_dir TEXT NOT NULL,
+        manifest_path TEXT,
+        profile TEXT,
+        max_attempts INTEGER,
+        limits TEXT,
+        created_at TEXT NOT NULL,
+        deadline_at TEXT,
+        cancel_requested_at TEXT,
+        expired_at TEXT,
+        resumed_from TEXT
+    )""",
+    "CREATE UNIQUE INDEX idx_batches_idempotency_key ON batches (idempotency_key)",
+    "CREATE INDEX idx_batches_created_at ON batches (created_at)",
+    "CREATE UNIQUE INDEX batches_resumed_from ON batches (resumed_from) WHERE resumed_from IS NOT NULL",
+    f"""CREATE TABLE items (
+        id INTEGER PRIMARY KEY,
+        batch_id TEXT NOT NULL REFERENCES batches(batch_id),
+        item_id TEXT NOT NULL,
+        ratio TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        format TEXT NOT NULL,
+        source TEXT NOT NULL,
+        source_digest TEXT,
+        source_format TEXT,
+        source_width INTEGER,
+        source_height INTEGER,
+        focus_x REAL,
+        focus_y REAL,
+        state TEXT NOT NULL CHECK (state IN {ITEM_STATES_SQL}),
+        attempt INTEGER NOT NULL DEFAULT 0,
+        not_before TEXT,
+        error_code TEXT,
+        error_detail TEXT,
+        derivative_key TEXT,
+        object_path TEXT,
+        friendly_path TEXT,
+        dedup INTEGER NOT NULL DEFAULT 0,
+        lease_owner TEXT,
+        lease_token TEXT,
+        lease_expires_at TEXT,
+        result TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        queued_at TEXT,
+        stage_started_at TEXT,
+        name_version TEXT,
+        fit TEXT,
+        alt TEXT NOT NULL DEFAULT '',
+        UNIQUE (batch_id, item_id, ratio, size, format)
+    )""",
+    "CREATE INDEX idx_items_batch_id_state ON items (batch_id, state)",
+    "CREATE INDEX items_runnable ON items (state, not_before)",
+    "CREATE INDEX idx_items_derivative_key ON items (derivative_key)",
+    "CREATE INDEX idx_items_batch_id_source ON items (batch_id, source)",
+    "CREATE INDEX items_friendly_path ON items (friendly_path)",
+    "CREATE INDEX items_queued_keys ON items (batch_id, source, derivative_key) WHERE state = 'queued'",
+    "CREATE INDEX items_queued_by_batch ON items (batch_id, not_before) WHERE state = 'queued'",
+    "CREATE INDEX items_queued_age ON items (batch_id, queued_at, not_before) WHERE state = 'queued'",
+    f"""CREATE TABLE events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        batch_id TEXT NOT NULL REFERENCES batches(batch_id),
+        item_row INTEGER REFERENCES items(id),
+        from_state TEXT,
+        to_state TEXT NOT NULL,
+        attempt INTEGER,
+        worker TEXT,
+        error_code TEXT,
+        detail TEXT,
+        dedup INTEGER NOT NULL DEFAULT 0,
+        CHECK (from_state IS NULL OR from_state IN {ITEM_STATES_SQL})
+    )""",
+    "CREATE INDEX idx_events_batch_id_seq ON events (batch_id, seq)",
+    "CREATE INDEX idx_events_item_row_seq ON events (item_row, seq)",
+    "CREATE INDEX events_at ON events (at)",
+    "CREATE INDEX events_errors ON events (seq) WHERE error_code IS NOT NULL",
+    "CREATE TRIGGER events_append_only BEFORE UPDATE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'events are append-only'); END",
+    """CREATE TABLE stat_cache (
+        path TEXT PRIMARY KEY,
+        dev INTEGER,
+        inode INTEGER,
+        size INTEGER,
+        mtime_ns INTEGER,
+        ctime_ns INTEGER,
+        digest TEXT,
+        format TEXT,
+        width INTEGER,
+        height INTEGER,
+        orientation INTEGER
+    )""",
+    """CREATE TABLE object_checks (
+        object_path TEXT PRIMARY KEY,
+        dev INTEGER,
+        inode INTEGER,
+        size INTEGER,
+        mtime_ns INTEGER,
+        ctime_ns INTEGER
+    )""",
+    "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "INSERT INTO meta (name, value) VALUES ('ledger_id', lower(hex(randomblob(16))))",
+    _V11_NAMES,
+    "CREATE INDEX names_object ON names (object_path)",
+    "CREATE INDEX names_out_root ON names (out_dir, source_root)",
+    _V12_FOCUS.replace("focus_points_v12", "focus_points"),
+)

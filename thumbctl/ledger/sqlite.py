@@ -21,7 +21,7 @@ from ..errors import LedgerBusy, LedgerError, LedgerFault, LedgerUnavailable
 from ..retrypolicy import BusyPolicy
 from .backend import Backend, Clock, Params
 from .connection import LedgerConnection, LedgerCursor, connect, fault_for, file_identity, gone_error
-from .schema import MIGRATIONS, SCHEMA_VERSION
+from .schema import MIGRATIONS, NEWEST, SCHEMA_VERSION
 from .sql import SQLITE, Query
 
 
@@ -153,15 +153,28 @@ class SqliteBackend(Backend):
                 f"{self.path} has schema version {version}; this thumbctl knows up to {SCHEMA_VERSION}: "
                 "upgrade thumbctl"
             )
-        import sqlite_utils  # only here: opening an up-to-date ledger stays light
-
         with self.write(durable=True):
-            version = _schema_version(self.conn)
-            db = sqlite_utils.Database(self.conn)
-            for target, migrate in MIGRATIONS:
-                if target > version:
-                    migrate(db)
-                    self.conn.execute(f"PRAGMA user_version={int(target)}")
+            version = _schema_version(self.conn)  # again: another process may have created or upgraded it
+            if version == 0:
+                self._create()
+            elif version < SCHEMA_VERSION:
+                self._upgrade(version)
+
+    def _create(self) -> None:
+        """A new ledger: the newest schema at once, not every migration replayed."""
+        for statement in NEWEST:
+            self.conn.execute(statement)
+        self.conn.execute(f"PRAGMA user_version={int(SCHEMA_VERSION)}")
+
+    def _upgrade(self, version: int) -> None:
+        """A ledger of an earlier schema: the migrations it lacks, in order."""
+        import sqlite_utils  # only here: creating a ledger or opening an up-to-date one stays light
+
+        db = sqlite_utils.Database(self.conn)
+        for target, migrate in MIGRATIONS:
+            if target > version:
+                migrate(db)
+                self.conn.execute(f"PRAGMA user_version={int(target)}")
 
 
 def _abandon(conn: LedgerConnection) -> None:

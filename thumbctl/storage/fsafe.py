@@ -161,16 +161,18 @@ def inside(root: str, path: str) -> bool:
 # -- files in an open folder -----------------------------------------------------------------
 
 
-def write_new(folder: int, name: str, data: bytes) -> None:
-    """Create ``name`` in ``folder`` holding ``data``, durably; on any failure (a full disk,
-    an I/O error) the partial file is removed again, so no temp file is left behind."""
+def write_new(folder: int, name: str, data: bytes, *, durable: bool = True) -> None:
+    """Create ``name`` in ``folder`` holding ``data``, durably (fsynced) unless ``durable`` is False;
+    on any failure (a full disk, an I/O error) the partial file is removed again, so no temp file
+    is left behind."""
     fd = os.open(name, NEW_FILE_FLAGS, 0o644, dir_fd=folder)
     try:
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
     except BaseException:
@@ -296,13 +298,13 @@ def temp_writer(name: str) -> str | None:
     return f"{host_id()}:{match.group(1)}:{ticks}"
 
 
-def write_temp(root: str, tmp_dir: str, data: bytes, extension: str) -> str:
-    """Write ``data`` durably to a new temp file in ``tmp_dir`` (below ``root``) and return its path.
-
-    A write or fsync that fails (``ENOSPC``) removes the temp file before raising."""
+def write_temp(root: str, tmp_dir: str, data: bytes, extension: str, *, durable: bool = True) -> str:
+    """Write ``data`` to a new temp file in ``tmp_dir`` (below ``root``), fsynced unless ``durable``
+    is False, and return its path. A write or fsync that fails (``ENOSPC``) removes the temp file
+    before raising."""
     name = temp_basename(extension)
     with open_folder(root, tmp_dir, create=True) as tmp:
-        write_new(tmp, name, data)
+        write_new(tmp, name, data, durable=durable)
     return f"{tmp_dir}/{name}"
 
 
@@ -377,9 +379,32 @@ def write_new_name(root: str, tmp_dir: str, folder: str, name: str, data: bytes)
             unlink_quietly(tmp, staging)
 
 
-def staged_copy(root: str, tmp_dir: str, src: int, size: int, place: Callable[[int, str], T]) -> T:
-    """Copy the open file ``src`` into a new temp file in ``tmp_dir``, fsync it, and ``place(tmp, staging)``
-    it at its name; the temp file is gone afterwards. Returns what ``place`` returned."""
+@dataclass
+class HeldTemp:
+    """A temp file written whole and fsynced, reached through its folder (held open) until it is
+    placed at its name or dropped."""
+
+    folder: int
+    name: str
+
+    def drop(self) -> None:
+        """Remove the temp file if it is still there and let its folder go (again: nothing)."""
+        if self.folder < 0:
+            return
+        try:
+            unlink_quietly(self.folder, self.name)
+        finally:
+            os.close(self.folder)
+            self.folder = -1
+
+    @property
+    def held(self) -> bool:
+        return self.folder >= 0
+
+
+def copy_to_temp(root: str, tmp_dir: str, src: int, size: int) -> HeldTemp:
+    """Copy the open file ``src`` (``size`` bytes: a reflink where the filesystem can) into a new temp
+    file in ``tmp_dir``, fsynced; a copy that fails leaves no temp file."""
     for _ in range(3):
         with fresh_tmp(root, tmp_dir) as tmp:
             staging = temp_basename("copy")
@@ -393,10 +418,21 @@ def staged_copy(root: str, tmp_dir: str, src: int, size: int, place: Callable[[i
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-                return place(tmp, staging)
-            finally:
+            except BaseException:
                 unlink_quietly(tmp, staging)
+                raise
+            return HeldTemp(os.dup(tmp), staging)
     raise FileNotFoundError(errno.ENOENT, "the temp folder kept vanishing", tmp_dir)
+
+
+def staged_copy(root: str, tmp_dir: str, src: int, size: int, place: Callable[[int, str], T]) -> T:
+    """Copy the open file ``src`` into a new temp file in ``tmp_dir``, fsync it, and ``place(tmp, staging)``
+    it at its name; the temp file is gone afterwards. Returns what ``place`` returned."""
+    copied = copy_to_temp(root, tmp_dir, src, size)
+    try:
+        return place(copied.folder, copied.name)
+    finally:
+        copied.drop()
 
 
 def write_text_atomically(path: Path, text: str) -> None:

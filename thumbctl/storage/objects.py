@@ -183,6 +183,12 @@ class LocalObjectStore(StoreLayout):
         if staged and not _STAGED.unlink(staged):
             fsafe.discard(staged)
 
+    @contextlib.contextmanager
+    def read_staged(self, staged: str) -> Iterator[int]:
+        """A read descriptor of a staged temp file (still staged afterwards), closed on exit."""
+        with _STAGED.reading(staged, self.root) as fd:
+            yield fd
+
     def read(self, name: str, limit: int) -> bytes:
         with open_object(self.path_of(name)) as (fd, info):
             if info.st_size > limit:
@@ -253,6 +259,26 @@ class StagedFolders:
         finally:
             os.close(folder)
         return True
+
+    @contextlib.contextmanager
+    def reading(self, path: str, root: str) -> Iterator[int]:
+        """A read descriptor of the temp file at ``path`` (through the folder held for it, which stays
+        held), closed on exit; FileNotFoundError when it is gone."""
+        with self._lock:
+            held = self._folders.get(path)
+            folder = None if held is None else os.dup(held)
+        with contextlib.ExitStack() as stack:
+            if folder is None:
+                folder = stack.enter_context(fsafe.open_folder(root, os.path.dirname(path)))
+            else:
+                stack.callback(os.close, folder)
+            fd = fsafe.open_regular_file(folder, os.path.basename(path))
+        if fd is None:
+            raise FileNotFoundError(errno.ENOENT, "the temp file is not a regular file", path)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     @contextlib.contextmanager
     def folder_of(self, path: str, root: str) -> Iterator[int]:

@@ -37,6 +37,41 @@ class NamePublished(NamedTuple):
     version: str | None
 
 
+class StagedThumbnail:
+    """A thumbnail's own file made ahead of its publish: a copy (or reflink) of the object's staged
+    bytes in OUT's temp folder, fsynced and its version known, made outside the ledger's publish
+    transaction, so the transaction only places it (a ``link()`` or a rename). It holds the bytes
+    of the object the render stages; used once, else dropped (:meth:`drop`)."""
+
+    def __init__(self, target: LocalOutputTarget, src: int, size: int) -> None:
+        self._file = fsafe.copy_to_temp(target.root, target.tmp_dir, src, size)
+        try:
+            self.version = version_at(self._file.folder, self._file.name)
+        except BaseException:
+            self._file.drop()
+            raise
+
+    @property
+    def usable(self) -> bool:
+        return self._file.held and self.version is not None
+
+    def place(self, dest: int, name: str, outcome: str) -> str | None:
+        """Put the copy at ``name`` in ``dest`` (see :func:`_place`); its version, None when a file
+        appeared at a free name meanwhile (the copy stays for another try)."""
+        if outcome == "created":
+            try:
+                os.link(self._file.name, name, src_dir_fd=self._file.folder, dst_dir_fd=dest, follow_symlinks=False)
+            except FileExistsError:
+                return None
+        else:
+            os.replace(self._file.name, name, src_dir_fd=self._file.folder, dst_dir_fd=dest)
+        self._file.drop()
+        return self.version
+
+    def drop(self) -> None:
+        self._file.drop()
+
+
 class Approval(NamedTuple):
     """A decision taken before the object was stored, and the file it judged: it stands while
     that very file is at the name."""
@@ -53,11 +88,13 @@ def publish_name(
     recorded: RecordedAt,
     overwrite: bool,
     approved: Approval | None = None,
+    staged: StagedThumbnail | None = None,
 ) -> NamePublished:
     """Publish the thumbnail at its name as its own file (a reflink or a copy of the object), never
     over a file thumbctl did not publish (see the module's docstring). ``approved`` is what
-    :func:`name_outcome` decided before the object was stored. Everything goes through folder
-    descriptors; no symlink is followed."""
+    :func:`name_outcome` decided before the object was stored; ``staged``, a copy of the object's
+    bytes made beforehand (placed instead of copying the object now). Everything goes through
+    folder descriptors; no symlink is followed."""
     folder, name = os.path.split(friendly_path)
     with open_object(object_path) as (src, info), fsafe.open_folder(target.root, folder, create=True) as dest:
         content = functools.partial(os.pread, src, info.st_size + 1, 0)
@@ -65,9 +102,12 @@ def publish_name(
             outcome, _ = name_outcome(dest, name, friendly_path, info, recorded, overwrite, content, approved=approved)
             if outcome == "unchanged":
                 return NamePublished(outcome, version_at(dest, name))
-            placed = fsafe.staged_copy(
-                target.root, target.tmp_dir, src, info.st_size, functools.partial(_place, dest, name, outcome)
-            )
+            if staged is not None and staged.usable:
+                placed = staged.place(dest, name, outcome)
+            else:
+                placed = fsafe.staged_copy(
+                    target.root, target.tmp_dir, src, info.st_size, functools.partial(_place, dest, name, outcome)
+                )
             if placed is not None:
                 return NamePublished(outcome, placed)
     raise FileExistsError(errno.EEXIST, "files kept appearing at the thumbnail's name", friendly_path)
