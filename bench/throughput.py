@@ -23,13 +23,21 @@ saved as JPEG quality 90 (about one in twenty as PNG), all from a seeded RNG.
 Making them is not timed.
 
 Runs are interleaved (1, 2, 1, 2, ...) to spread machine noise over both
-worker counts. Run it from the repository root, with the interpreter that has
-thumbctl installed::
+worker counts. Each run's CPU time is also split into its parts (``bench/cpuparts.py``:
+the CLI before the first claim, its supervising while items render, after the last item;
+the workers), which gives the serial fraction of a 1-worker run and the speed-up Amdahl's
+law allows 2 workers: CPU time moves far less than wall time with other load on the machine.
 
-    python bench/throughput.py [--photos 200] [--workers 1,2] [--repeat 3] [--seed 0] [--keep DIR]
+``--before DIR`` names a checkout of an earlier thumbctl (e.g. ``git worktree add /tmp/before
+main``): every run is then made with both trees, alternated (before 1, after 1, before 2,
+after 2, ...), each as ``python -m thumbctl`` with ``PYTHONPATH`` set to its tree. Run it from
+the repository root, with the interpreter that has thumbctl's dependencies::
+
+    python bench/throughput.py [--photos 200] [--workers 1,2] [--repeat 3] [--seed 0] [--keep DIR] [--before DIR]
 
 ``--keep DIR`` writes the photos there and reuses them on later runs (a folder
-that holds other files is refused).
+that holds other files is refused). ``--smoke`` renders 2 photos once per worker count:
+a check that the benchmark works, not a measurement.
 """
 
 from __future__ import annotations
@@ -51,9 +59,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cpuparts import Parts, Sampler, amdahl_bound, parts_of
 from PIL import Image, ImageEnhance, ImageOps
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_images"
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_images"
 SAMPLE_SUFFIXES = {".jpg", ".jpeg", ".png"}
 RATIOS_PER_SOURCE = 3  # the default profile: 1:1, 4:3, 16:9
 LONG_SIDE = (1600, 2400)
@@ -70,6 +80,8 @@ class Run:
     cpu_seconds: float
     items: int
     sources: int
+    tree: str = "after"
+    parts: Parts | None = None
 
     @property
     def items_per_second(self) -> float:
@@ -80,6 +92,7 @@ class Run:
 class Summary:
     workers: int
     runs: list[Run]
+    tree: str = "after"
 
     @property
     def times(self) -> list[float]:
@@ -100,6 +113,9 @@ class Summary:
     @property
     def median_cpu(self) -> float:
         return statistics.median(r.cpu_seconds for r in self.runs)
+
+    def median_part(self, name: str) -> float:
+        return statistics.median(getattr(r.parts, name) for r in self.runs if r.parts is not None)
 
 
 # -- the photos -----------------------------------------------------------------
@@ -205,10 +221,14 @@ def ensure_photos(folder: Path, count: int, seed: int) -> list[Path]:
 # -- running the CLI ------------------------------------------------------------
 
 
-def cli_env() -> dict[str, str]:
-    """The caller's environment without THUMBCTL_* settings that could change the run."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("THUMBCTL_")}
+def cli_env(tree: Path | None = None) -> dict[str, str]:
+    """The caller's environment without THUMBCTL_* settings that could change the run, with byte-code
+    caching on (as an installed package has its caches: the untimed first run writes them); with
+    ``tree``, that checkout's thumbctl first on the path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THUMBCTL_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["NO_COLOR"] = "1"
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     return env
 
 
@@ -218,17 +238,24 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_cli(args: list[str]) -> tuple[float, float, str]:
-    """Run ``python -m thumbctl ARGS``; return wall seconds, CPU seconds and stdout."""
+def run_cli(args: list[str], tree: Path | None = None, cwd: Path | None = None) -> tuple[float, float, str, Sampler]:
+    """Run ``python -m thumbctl ARGS`` (from ``tree``, in ``cwd``: ``python -m`` puts the working folder
+    first on ``sys.path``); return wall seconds, CPU seconds, stdout and the CPU sampler of the run."""
     command = [sys.executable, "-m", "thumbctl", *args]
     cpu_before = children_cpu_seconds()
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=cli_env())
-    elapsed = time.perf_counter() - started
-    cpu = children_cpu_seconds() - cpu_before
-    if done.returncode != 0:
-        sys.exit(f"FAILED (exit {done.returncode}): {shlex.join(command)}\n{done.stderr}")
-    return elapsed, cpu, done.stdout
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=cli_env(tree), cwd=cwd)
+        sampler = Sampler(proc.pid)
+        sampler.finish()
+        elapsed = time.perf_counter() - started
+        returncode = proc.wait()
+        cpu = children_cpu_seconds() - cpu_before
+        out.seek(0), err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if returncode != 0:
+        sys.exit(f"FAILED (exit {returncode}): {shlex.join(command)}\n{stderr}")
+    return elapsed, cpu, stdout, sampler
 
 
 def check_batch(doc: dict, expected_items: int, store: Path) -> None:
@@ -247,52 +274,77 @@ def check_batch(doc: dict, expected_items: int, store: Path) -> None:
         sys.exit(f"FAILED: {objects} objects in {store / 'objects'} for {expected_items} items")
 
 
-def timed_submit(photos: Path, run_dir: Path, workers: int, sources: int) -> Run:
+def timed_submit(photos: Path, run_dir: Path, workers: int, sources: int, tree: str, trees: dict[str, Path]) -> Run:
     """One foreground submit into a fresh ledger and output folder."""
     run_dir.mkdir(parents=True)
     out, ledger = run_dir / "out", run_dir / "ledger.db"
     args = ["submit", str(photos), "--out", str(out), "--db", str(ledger), "-w", str(workers), "--json"]
-    seconds, cpu, stdout = run_cli(args)
+    seconds, cpu, stdout, sampler = run_cli(args, trees.get(tree), run_dir)
     items = sources * RATIOS_PER_SOURCE
     check_batch(json.loads(stdout), items, ledger.with_suffix(".store"))
-    return Run(workers=workers, seconds=seconds, cpu_seconds=cpu, items=items, sources=sources)
+    parts = parts_of(sampler, ledger)
+    return Run(workers=workers, seconds=seconds, cpu_seconds=cpu, items=items, sources=sources, tree=tree, parts=parts)
 
 
-def run_benchmark(photos: Path, work: Path, sources: int, workers: list[int], repeat: int) -> list[Summary]:
-    run_cli(["codes", "--json"])  # untimed: imports into the page cache
+def run_benchmark(
+    photos: Path, work: Path, sources: int, workers: list[int], repeat: int, trees: dict[str, Path] | None = None
+) -> list[Summary]:
+    """``repeat`` runs per worker count and tree (``trees``: label -> checkout; default this one),
+    alternated; one summary per (tree, worker count)."""
+    trees = trees or {"after": REPO}
+    for tree in trees.values():
+        run_cli(["codes", "--json"], tree, work)  # untimed: imports into the page cache, byte code written
     runs: list[Run] = []
-    schedule = [w for _ in range(repeat) for w in workers]
-    for n, count in enumerate(schedule, start=1):
-        run = timed_submit(photos, work / f"run-{n:02d}", count, sources)
+    schedule = [(t, w) for _ in range(repeat) for w in workers for t in trees]
+    for n, (tree, count) in enumerate(schedule, start=1):
+        run = timed_submit(photos, work / f"run-{n:02d}", count, sources, tree, trees)
         print(
-            f"run {n}/{len(schedule)}: {count} worker(s), {run.seconds:.2f} s, "
+            f"run {n}/{len(schedule)}: {tree}, {count} worker(s), {run.seconds:.2f} s, "
             f"{run.items_per_second:.1f} items/s, CPU {run.cpu_seconds:.2f} s",
             file=sys.stderr,
         )
         runs.append(run)
-    return [Summary(w, [r for r in runs if r.workers == w]) for w in workers]
+    return [Summary(w, [r for r in runs if r.workers == w and r.tree == t], t) for t in trees for w in workers]
 
 
 # -- the report -----------------------------------------------------------------
 
 
 def markdown_table(summaries: list[Summary]) -> str:
-    baseline = next((s for s in summaries if s.workers == 1), None)
     lines = [
-        "| workers | runs | median s | min s | max s | median items/s | median ms per source | speed-up vs 1 worker |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| tree | workers | runs | median s | min s | max s | median items/s | median ms per source | "
+        "speed-up vs 1 worker | median CPU s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in summaries:
+        baseline = next((b for b in summaries if b.workers == 1 and b.tree == s.tree), None)
         speedup = f"{baseline.median / s.median:.2f}x" if baseline else "n/a"
         lines.append(
-            f"| {s.workers} | {len(s.runs)} | {s.median:.2f} | {min(s.times):.2f} | {max(s.times):.2f} | "
-            f"{s.median_items_per_second:.1f} | {s.median_ms_per_source:.0f} | {speedup} |"
+            f"| {s.tree} | {s.workers} | {len(s.runs)} | {s.median:.2f} | {min(s.times):.2f} | {max(s.times):.2f} | "
+            f"{s.median_items_per_second:.1f} | {s.median_ms_per_source:.0f} | {speedup} | {s.median_cpu:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def parts_table(summaries: list[Summary]) -> str:
+    """CPU seconds by part (medians), the serial fraction of the 1-worker runs and its Amdahl bound."""
+    lines = [
+        "| tree | workers | CLI before the first claim | CLI while items render | CLI after the last item | "
+        "workers outside rendering | workers rendering | serial fraction s | Amdahl bound, 2 workers |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in summaries:
+        parts = [s.median_part(name) for name in Parts.__dataclass_fields__]
+        fraction = statistics.median(r.parts.serial_fraction for r in s.runs if r.parts is not None)
+        lines.append(
+            f"| {s.tree} | {s.workers} | " + " | ".join(f"{p:.2f}" for p in parts) + f" | {fraction:.4f} | "
+            f"{amdahl_bound(fraction):.3f}x |"
         )
     return "\n".join(lines)
 
 
 def cpu_line(summaries: list[Summary]) -> str:
-    parts = [f"{s.workers} worker(s) {s.median_cpu:.1f} s" for s in summaries]
+    parts = [f"{s.tree} {s.workers} worker(s) {s.median_cpu:.1f} s" for s in summaries]
     return "CPU time per run (user + system, CLI and workers, median): " + ", ".join(parts)
 
 
@@ -318,7 +370,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="runs per worker count (default 3)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the photo generator (default 0)")
     parser.add_argument("--keep", type=Path, help="generate the photos here and keep them, or reuse them")
+    parser.add_argument("--before", type=Path, help="an earlier checkout of thumbctl to compare with, run by run")
+    parser.add_argument("--smoke", action="store_true", help="2 photos, one run per worker count: checks the script")
     args = parser.parse_args()
+    if args.smoke:
+        args.photos, args.repeat = 2, 1
     if args.photos < 1 or args.repeat < 1:
         parser.error("--photos and --repeat must be at least 1")
     return args
@@ -326,18 +382,21 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    trees = {"after": REPO} if not args.before else {"before": args.before.resolve(), "after": REPO}
     with tempfile.TemporaryDirectory(prefix="thumbctl-throughput-") as tmp:
         work = Path(tmp)
         photos = (args.keep or work / "photos").resolve()
         files = ensure_photos(photos, args.photos, args.seed)
         description = describe_photos(files)
-        summaries = run_benchmark(photos, work, len(files), args.workers, args.repeat)
+        summaries = run_benchmark(photos, work, len(files), args.workers, args.repeat, trees)
 
     print(f"Command: `python {shlex.join(sys.argv)}`")
-    print(f"Machine: {machine()}")
+    print(f"Machine: {machine()}; load average at the end {os.getloadavg()[0]:.1f}")
     print(f"Photos: {description}; x {RATIOS_PER_SOURCE} ratios = {len(files) * RATIOS_PER_SOURCE} items\n")
     print(markdown_table(summaries))
-    print(f"\n{cpu_line(summaries)}")
+    print(f"\n{cpu_line(summaries)}\n")
+    print("CPU seconds by part (medians; bench/cpuparts.py says how the serial fraction is computed):\n")
+    print(parts_table(summaries))
 
 
 if __name__ == "__main__":

@@ -380,17 +380,29 @@ def _build_items(
     focus: FocusPlan,
 ) -> list[NewItem]:
     stems = friendly_stems([e.item_id for e in entries])
+    one_profile = _variant_profiles(profile)
     items = [
-        _new_item(entry, Variant(ratio, size, fmt), inspections[entry.item_id], profile, store, focus)
+        _new_item(entry, Variant(ratio, size, fmt), inspections[entry.item_id], profile, one_profile, store, focus)
         for entry in sorted(entries, key=lambda e: e.item_id)
         for ratio in entry.ratios
         for size in profile.sizes
         for fmt in profile.formats
     ]
-    items = _named(items, stems, profile, out, template)
+    items = _named(items, stems, profile, out, template, one_profile)
     if is_s3(out) and is_s3(store):
         return items
     return _refused_through_symlinks(items, out, store)
+
+
+def _variant_profiles(profile: Profile) -> Callable[[int, str, str], Profile]:
+    """The profile of one (size, format, fit), made once per batch rather than once per item: a
+    profile is checked when it is made, and its encoder settings computed on first use."""
+
+    @cache
+    def one(size: int, fmt: str, fit: str) -> Profile:
+        return replace(profile.variant(size, fmt), fit=fit)
+
+    return one
 
 
 def _refused_through_symlinks(items: list[NewItem], out: str, store: str) -> list[NewItem]:
@@ -402,24 +414,34 @@ def _refused_through_symlinks(items: list[NewItem], out: str, store: str) -> lis
     return [_refused_if_through_symlink(item, layout, symlink_in, symlink_in_store) for item in items]
 
 
-def _named(items: list[NewItem], stems: dict[str, str], profile: Profile, out: str, template: str) -> list[NewItem]:
+def _named(
+    items: list[NewItem],
+    stems: dict[str, str],
+    profile: Profile,
+    out: str,
+    template: str,
+    one_profile: Callable[[int, str, str], Profile],
+) -> list[NewItem]:
     """Give every item that will be rendered its thumbnail's name from ``template``; a name that
     is unsafe or that two items would share rejects the whole batch (65)."""
     to_name = [item for item in items if item.state == ItemState.QUEUED]
+    named = [_named_item(item, stems[item.item_id], profile, template, one_profile) for item in to_name]
     try:
-        names = assign_names(template, [_named_item(item, stems[item.item_id], profile, template) for item in to_name])
+        names = assign_names(template, named)
     except NameTemplateError as exc:
         raise RejectedError(str(exc), code="bad_name") from None
     paths = {id(item): f"{out}/{name}" for item, name in zip(to_name, names, strict=True)}
     return [replace(item, friendly_path=paths[id(item)]) if id(item) in paths else item for item in items]
 
 
-def _named_item(item: NewItem, path: str, profile: Profile, template: str) -> NamedItem:
+def _named_item(
+    item: NewItem, path: str, profile: Profile, template: str, one_profile: Callable[[int, str, str], Profile]
+) -> NamedItem:
     """The name fields of a queued item: the size asked for, and the produced size as the worker
     computes it, from the upright size the source's header gave and the no-upscale rule."""
     ratio = parse_ratio(item.ratio)
     geometry = output_geometry_of(item, profile)
-    extension = profile.variant(item.size, item.format).extension
+    extension = one_profile(item.size, item.format, item.fit).extension
     fields = NameFields(path, ratio.slug, item.size, geometry.out_w, geometry.out_h, extension, item.fit)
     several = len(profile.sizes) > 1 or len(profile.formats) > 1
     detail = f"{item.ratio}, {item.size} px, {item.format}" if several else item.ratio
@@ -467,17 +489,19 @@ def _new_item(
     variant: Variant,
     inspection: Inspection,
     profile: Profile,
+    one_profile: Callable[[int, str, str], Profile],
     store: str,
     focus_plan: FocusPlan,
 ) -> NewItem:
     focus = focus_plan.focus_of(entry, _digest(inspection), variant.ratio)
+    fit = entry.fit or profile.fit
     common = {
         "item_id": entry.item_id,
         "ratio": str(variant.ratio),
         "size": variant.size,
         "format": variant.format,
         "focus": focus,
-        "fit": entry.fit or profile.fit,
+        "fit": fit,
         "alt": entry.alt,
     }
     if inspection.failure is not None or inspection.info is None:
@@ -490,7 +514,7 @@ def _new_item(
             error_detail=failure.detail if failure else None,
         )
     info = inspection.info
-    one = replace(profile.variant(variant.size, variant.format), fit=entry.fit or profile.fit)
+    one = one_profile(variant.size, variant.format, fit)
     key = derivative_key(info.digest, variant.ratio, one, focus)
     return NewItem(
         **common,

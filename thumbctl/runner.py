@@ -17,7 +17,7 @@ from .errors import CannotWrite, Interrupted
 from .ledger import Ledger, iso
 from .markup import manifest_present
 from .markup import write_batch_manifest as write_manifest
-from .models import BatchView, EventView
+from .models import BatchView, EventView, ItemView
 from .options import RunOptions, lease_seconds
 from .proc import owner_is_dead
 from .retrypolicy import Backoff
@@ -77,10 +77,11 @@ def prepare_workers(count: int) -> Standby:
     """Fork ``count`` workers now, before this process opens a ledger: they wait for the batch
     while the caller reads the sources, and :func:`run_batch` hands them the batch (see
     :class:`~thumbctl.pool.Standby`). Use it as a context manager: workers never handed over
-    are ended when it exits."""
+    are ended when it exits. For a command's process (``submit``), which ends with the run:
+    what it imported is frozen out of the collector's sight (``Standby(freeze=True)``)."""
     from .pool import Standby
 
-    return Standby(count)
+    return Standby(count, freeze=True)
 
 
 def run_batch(
@@ -121,10 +122,12 @@ def run_batch(
             )
             observer.finish(ledger)
         view = ledger.views.batch(batch_id)
+        manifest_due = view.is_terminal and (ran or not manifest_present(view))
+        items = ledger.views.items(batch_id) if manifest_due or options.sheet else []  # read once for both
         errors = []
-        if view.is_terminal and (ran or not manifest_present(view)):
-            errors += _manifest_error(ledger, view)
-        sheet_path, sheet_error = _write_sheet(ledger, batch_id) if options.sheet else (None, None)
+        if manifest_due:
+            errors += _manifest_error(ledger, view, items)
+        sheet_path, sheet_error = _write_sheet(ledger, view, items) if options.sheet else (None, None)
         return RunResult(view, supervision, tuple(errors), sheet_path, sheet_error)
 
 
@@ -218,28 +221,29 @@ def watch_batch(
         time.sleep(poll)
 
 
-def _manifest_error(ledger: Ledger, batch: BatchView) -> list[str]:
-    """Write the batch's manifest; a filesystem refusal is returned, not raised: the batch
-    is finished either way, and ``reconcile`` and the next run can write it later."""
+def _manifest_error(ledger: Ledger, batch: BatchView, items: list[ItemView] | None = None) -> list[str]:
+    """Write the batch's manifest (of ``items`` when the caller read them); a filesystem refusal is
+    returned, not raised: the batch is finished either way, and ``reconcile`` and the next run can
+    write it later."""
     if not out_on_host(batch.out_dir, ledger.backend):  # never a fresh local folder of that name
         return [f"{batch.manifest_path}: this host has no output folder {batch.out_dir}"]
     try:
-        write_batch_manifest(ledger, batch)
+        write_manifest(batch, ledger.views.items(batch.batch_id) if items is None else items)
     except OSError as exc:
         return [f"{batch.manifest_path}: {exc.strerror or exc}"]
     return []
 
 
-def _write_sheet(ledger: Ledger, batch_id: str) -> tuple[str | None, str | None]:
-    """Write the batch's contact sheet at its default place: (path, None), or (None, why not).
-    Like the manifest, a sheet that cannot be written leaves the run's outcome alone."""
+def _write_sheet(ledger: Ledger, batch: BatchView, items: list[ItemView]) -> tuple[str | None, str | None]:
+    """Write the batch's contact sheet (of ``batch`` and ``items`` as just read) at its default place:
+    (path, None), or (None, why not). Like the manifest, a sheet that cannot be written leaves the
+    run's outcome alone."""
     from .sheet import write_contact_sheet  # Pillow-free, but only a foreground run needs it
 
-    out_dir = ledger.views.batch(batch_id, with_failures=False).out_dir
-    if not out_on_host(out_dir, ledger.backend):
-        return None, f"this host has no output folder {out_dir}"
+    if not out_on_host(batch.out_dir, ledger.backend):
+        return None, f"this host has no output folder {batch.out_dir}"
     try:
-        return write_contact_sheet(ledger, batch_id).path, None
+        return write_contact_sheet(ledger, batch.batch_id, read=(batch, items)).path, None
     except CannotWrite as exc:
         return None, exc.message
 

@@ -82,14 +82,22 @@ class SheetSummary:
         }
 
 
-def write_contact_sheet(ledger: Ledger, batch: str, path: Path | None = None, *, sort: str = "ledger") -> SheetSummary:
+def write_contact_sheet(
+    ledger: Ledger,
+    batch: str,
+    path: Path | None = None,
+    *,
+    sort: str = "ledger",
+    read: tuple[BatchView, list[ItemView]] | None = None,
+) -> SheetSummary:
     """Write the contact sheet of ``batch`` to ``path`` (default OUT/batches/<batch_id>.html).
 
     The folder of an explicit ``path`` must exist; the default one is created. ``sort``:
-    ``ledger`` (the order of submission) or ``score`` (the lowest crop score first).
+    ``ledger`` (the order of submission) or ``score`` (the lowest crop score first). ``read``: the
+    batch (with its failures) and its items as the caller just read them, so they are not read again.
     """
-    view = ledger.views.batch(batch)
-    items = ledger.views.items(view.batch_id)
+    view, items = read if read is not None else (ledger.views.batch(batch), None)
+    items = ledger.views.items(view.batch_id) if items is None else items
     out = output_target_at(view.out_dir)
     if isinstance(out, LocalOutputTarget):
         target = sheet_target(out, view.batch_id, path)

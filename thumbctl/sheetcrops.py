@@ -8,6 +8,7 @@ What each fit kept is drawn: a cover output's window (solid), a contain output's
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import shlex
 from html import escape
@@ -20,7 +21,18 @@ FRAME_BOX = (196, 160)  # the source's preview fits in this many CSS px
 
 def relative_href(path: str, page_dir: str) -> str:
     """A URL to ``path`` relative to the page, percent-encoded (names may hold ``#``, ``?``, ``%``)."""
-    return quote(os.path.relpath(path, page_dir), safe="/")
+    folder, name = os.path.split(path)
+    if not (os.path.isabs(folder) and os.path.isabs(page_dir)):  # relative to the working folder: not cached
+        return quote(os.path.relpath(path, page_dir), safe="/")
+    relative = _relative_folder(folder, page_dir)
+    return quote(name if relative == "." else f"{relative}/{name}", safe="/")
+
+
+@functools.lru_cache(maxsize=4096)
+def _relative_folder(folder: str, page_dir: str) -> str:
+    """``os.path.relpath`` of an absolute folder, once per folder: a sheet links thousands of files
+    that lie in a few folders."""
+    return os.path.relpath(folder, page_dir)
 
 
 def source_frame(

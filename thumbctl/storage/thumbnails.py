@@ -20,7 +20,7 @@ from typing import NamedTuple
 from ..errors import ItemFailure
 from ..models import ItemState, ItemView
 from . import fsafe
-from .objects import object_holds, open_object
+from .objects import open_object
 from .outputs import LocalOutputTarget, Recorded, is_ours, version_at
 
 #: What :func:`publish_name` did at a thumbnail's name.
@@ -228,17 +228,23 @@ def thumbnail_problem(object_path: str, friendly_path: str) -> str | None:
     if not stat.S_ISREG(info.st_mode):
         return "wrong"
     try:
-        with open_object(object_path) as (_, target):
-            if fsafe.same_inode(info, target):
-                return None
+        with open_object(object_path) as (obj, target):  # opened once: the comparison reads this descriptor
+            return None if fsafe.same_inode(info, target) else _thumbnail_differs(obj, target.st_size, friendly_path)
     except (OSError, ValueError):
         return None
+
+
+def _thumbnail_differs(obj: int, size: int, friendly_path: str) -> str | None:
+    """``wrong`` when the thumbnail cannot be opened, ``modified`` when it does not hold exactly the
+    ``size`` bytes of the open object ``obj`` (or cannot be read), else None."""
     try:
         fd = os.open(friendly_path, fsafe.READ_FLAGS)
     except OSError:
         return "wrong"
     try:
-        return None if object_holds(object_path, fd, os.fstat(fd).st_size) else "modified"
+        return None if os.fstat(fd).st_size == size and fsafe.same_bytes(obj, fd) else "modified"
+    except OSError:
+        return "modified"
     finally:
         os.close(fd)
 
