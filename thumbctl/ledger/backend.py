@@ -11,7 +11,9 @@ Rules every backend keeps:
 * A write transaction serializes with every other write to the rows it touches, and its
   transition events are appended at its end (:meth:`Backend.flush_events`), after every row lock
   it takes, so events are numbered in commit order and a reader that saw event ``n`` never later
-  finds one below ``n``.
+  finds one below ``n``. Writes whose result nobody reads may be deferred to that end too
+  (:meth:`Backend.defer`): they run before the events, in the order given, so a server backend
+  can send them with the commit in one round trip.
 * Rows are mappings from the driver (``sqlite3.Row``, psycopg's ``dict_row``), read by column name.
 * Errors about the ledger itself leave as :class:`~thumbctl.errors.LedgerFault` with a stable code.
 """
@@ -74,6 +76,7 @@ def masked(url: str) -> str:
 class _Deferred(NamedTuple):
     query: Query
     params: Sequence[object]
+    counts: Mapping[str, int] | None = None
 
 
 class Row(Protocol):
@@ -107,6 +110,7 @@ class Backend(ABC):
 
     def __init__(self) -> None:
         self._events: list[EventRow | _Deferred] = []
+        self._writes: list[_Deferred] = []
 
     # -- statements ----------------------------------------------------------------------------
 
@@ -146,6 +150,17 @@ class Backend(ABC):
     @abstractmethod
     def in_transaction(self) -> bool: ...
 
+    def defer(self, query: Query, params: Sequence[object], **counts: int) -> None:
+        """Inside a write transaction: run ``query`` at its end, before its events (a write whose
+        result is not read: the rows it changes are already locked, or it changes no state)."""
+        self._writes.append(_Deferred(query, params, counts))
+
+    def run_deferred(self) -> None:
+        """Run the deferred writes, in order (called first by :meth:`flush_events`)."""
+        pending, self._writes = self._writes, []
+        for entry in pending:
+            self.execute(entry.query, entry.params, **(entry.counts or {}))
+
     def append_event(self, row: EventRow) -> None:
         """Queue a transition event for the end of the current write transaction."""
         self._events.append(row)
@@ -156,7 +171,9 @@ class Backend(ABC):
         self._events.append(_Deferred(query, params))
 
     def flush_events(self) -> None:
-        """Write the queued events, in order, as the transaction's last statements."""
+        """Run the deferred writes, then write the queued events, in order, as the transaction's last
+        statements."""
+        self.run_deferred()
         if not self._events:
             return
         self.before_events()
@@ -173,6 +190,7 @@ class Backend(ABC):
 
     def discard_events(self) -> None:
         self._events = []
+        self._writes = []
 
     def before_events(self) -> None:  # noqa: B027 - a hook: nothing to do by default
         """Called once per transaction before its events are written (PostgreSQL takes the lock

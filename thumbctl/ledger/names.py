@@ -77,8 +77,11 @@ class NameLocks:
             record_name(self.db, row, version, iso(now))
 
 
-def record_name(db: Backend, row: int, version: str | None, at: str) -> None:
+def record_name(db: Backend, row: int, version: str | None, at: str, *, deferred: bool = False) -> None:
     """Inside a write transaction: the name of item ``row`` was published at ``version``. The name's
     own record, which outlives the batch's expiry, now names this item: the newest publisher at a
-    name owns it."""
-    db.execute(sql.RECORD_NAME, (version, at, row))
+    name owns it. ``deferred``: written at the end of the transaction (:meth:`Backend.defer`)."""
+    if deferred:
+        db.defer(sql.RECORD_NAME, (version, at, row))
+    else:
+        db.execute(sql.RECORD_NAME, (version, at, row))

@@ -41,14 +41,16 @@ from ..errors import (
 from ..retrypolicy import BusyPolicy
 from .backend import Backend, Clock, EventRow, Params, masked
 from .pgschema import MIGRATIONS, NEWEST, SCHEMA_VERSION
-from .sql import POSTGRESQL, Insert, Query
+from .sql import NAMED_LOCKS, POSTGRESQL, Insert, Query
 from .sql.queue import INSERT_EVENTS
 
+#: The most events of a transaction written by statements in the commit's round trip; more go by ``COPY``.
+PIPELINED_EVENTS = 200
 #: Advisory lock keys (the first half of two-int keys: one class of lock each).
 _EVENTS_LOCK = 7419_0001
 _MIGRATE_LOCK = 7419_0002
 _KEY_LOCKS = 7419_0003
-_NAMED_LOCKS = 7419_0004
+_NAMED_LOCKS = NAMED_LOCKS
 
 
 def _driver() -> Any:
@@ -75,6 +77,8 @@ class PostgresBackend(Backend):
         self.read_only = read_only
         self._psycopg = _driver()
         self._in_tx = False
+        #: Statements that begin the write transaction, not sent yet (sent with the first statement).
+        self._begin: tuple[str, ...] = ()
         self._streams = 0
         self.conn = self._connect()
         self._migrate()
@@ -89,7 +93,8 @@ class PostgresBackend(Backend):
             conn = self._psycopg.connect(
                 self.url, autocommit=True, row_factory=dict_row, connect_timeout=max(1, int(self.busy.timeout))
             )
-            conn.execute("SET TIME ZONE 'UTC'")
+            # One round trip; a durable write asks for its commit to be flushed (see write()).
+            conn.execute("SET TIME ZONE 'UTC'; SET synchronous_commit TO off")
         except self._psycopg.Error as exc:  # down, starting up, shutting down, or refusing this login
             raise self._refused(exc) or self._unavailable(exc) from None
         return conn
@@ -133,6 +138,7 @@ class PostgresBackend(Backend):
         with contextlib.suppress(Exception):
             self.conn.close()
         self._in_tx = False
+        self._begin = ()
         self.discard_events()
         self.conn = self._connect()
 
@@ -147,14 +153,32 @@ class PostgresBackend(Backend):
         return self._run(query.text(POSTGRESQL, **counts), params, prepare=False if query.plan_each_run else None)
 
     def _run(self, text: str, params: Params = (), *, prepare: bool | None = None) -> Any:
-        """Run a statement written for PostgreSQL (the backend's own: transactions, advisory locks)."""
+        """Run a statement written for PostgreSQL (the backend's own: transactions, advisory locks).
+        The first statement of a write transaction goes in one round trip with its ``BEGIN``."""
         values = params if isinstance(params, Mapping) else (list(params) or None)
         try:
-            return self.conn.execute(text, values, prepare=prepare)
+            if not self._begin:
+                return self.conn.execute(text, values, prepare=prepare)
+            with self.conn.pipeline():
+                self._send_begin()
+                cursor = self.conn.execute(text, values, prepare=prepare)
+            return cursor
         except self._psycopg.Error as exc:
             raise self._translate_error(exc) from exc
 
+    def _send_begin(self) -> None:
+        """Send the pending ``BEGIN`` of the write transaction (in the pipeline of the caller, or alone)."""
+        begin, self._begin = self._begin, ()
+        for statement in begin:
+            self.conn.execute(statement)
+
+    def _begun(self) -> None:
+        """The write transaction begun on the server before a statement that cannot share its round trip."""
+        if self._begin:
+            self._run("SELECT 1")
+
     def executemany(self, query: Query, rows: Iterable[Params]) -> None:
+        self._begun()
         try:
             with self.conn.cursor() as cursor:
                 cursor.executemany(query.text(POSTGRESQL), list(rows))
@@ -164,6 +188,7 @@ class PostgresBackend(Backend):
     def insert(self, insert: Insert, rows: Iterable[Mapping[str, object]]) -> None:
         """Many rows at once through ``COPY``: a 100,000-item batch in one round trip."""
         statement = f"COPY {insert.table} ({', '.join(insert.columns)}) FROM STDIN"
+        self._begun()
         try:
             with self.conn.cursor() as cursor, cursor.copy(statement) as copy:
                 for row in rows:
@@ -172,8 +197,11 @@ class PostgresBackend(Backend):
             raise self._translate_error(exc) from exc
 
     def _insert_events(self, rows: list[EventRow]) -> None:
-        if rows:
+        """A few rows as statements (they can share the commit's round trip), many by ``COPY``."""
+        if len(rows) > PIPELINED_EVENTS:
             self.insert(INSERT_EVENTS, rows)
+        elif rows:
+            self.executemany(INSERT_EVENTS.query, rows)
 
     @staticmethod
     def first_value(row: Any) -> Any:
@@ -216,24 +244,48 @@ class PostgresBackend(Backend):
     @contextmanager
     def write(self, *, durable: bool = False) -> Iterator[float]:
         """``READ COMMITTED`` with explicit row locks; a write that need not be durable does not
-        wait for its commit to reach the disk (as SQLite's ``synchronous=NORMAL``)."""
+        wait for its commit to reach the disk (as SQLite's ``synchronous=NORMAL``: the session's
+        setting), a durable one does.
+
+        Round trips: ``BEGIN`` goes with the first statement, and the deferred writes, the events
+        and ``COMMIT`` go together at the end (:meth:`_commit`); a transaction that only defers its
+        writes is one round trip."""
         if self._in_tx:
             raise RuntimeError("nested ledger write")
-        self._run("BEGIN")
         self._in_tx = True
+        self._begin = ("BEGIN", "SET LOCAL synchronous_commit TO on") if durable else ("BEGIN",)
         try:
-            if not durable:
-                self._run("SET LOCAL synchronous_commit TO off")
             yield self.clock()
-            self.flush_events()
-            self._run("COMMIT")
+            self._commit()
         except BaseException:
             self.discard_events()
-            with contextlib.suppress(Exception):  # the first fault is the one to report
-                self.conn.execute("ROLLBACK")
+            if not self._begin:  # the transaction began on the server
+                with contextlib.suppress(Exception):  # the first fault is the one to report
+                    self.conn.execute("ROLLBACK")
             raise
         finally:
             self._in_tx = False
+            self._begin = ()
+
+    def _commit(self) -> None:
+        """The deferred writes, the events and ``COMMIT`` in one round trip (a pipeline); a
+        transaction that sent nothing has nothing to commit. Many events go by ``COPY``, which
+        cannot join a pipeline: then each step is its own round trip."""
+        if self._begin and not self._writes and not self._events:
+            self._begin = ()
+            return
+        if len(self._events) > PIPELINED_EVENTS:
+            self._begun()
+            self.flush_events()
+            self._run("COMMIT")
+            return
+        try:
+            with self.conn.pipeline():
+                self._send_begin()
+                self.flush_events()
+                self.conn.execute("COMMIT")
+        except self._psycopg.Error as exc:
+            raise self._translate_error(exc) from exc
 
     @contextmanager
     def reading(self) -> Iterator[None]:
@@ -258,6 +310,7 @@ class PostgresBackend(Backend):
     def stream(self, query: Query, params: Params, **counts: int) -> Iterator[Iterator[Any]]:
         """The rows of ``sql`` through a server-side cursor, a few hundred at a time (inside
         :meth:`reading`): a million-row listing never sits in memory."""
+        self._begun()
         self._streams += 1  # each open listing its own cursor: two may be read at once
         cursor = self.conn.cursor(name=f"thumbctl_stream_{self._streams}")
         cursor.itersize = 500

@@ -38,6 +38,7 @@ class SqliteBackend(Backend):
         self.busy = busy
         self.read_only = read_only
         self.conn = self._open_connection()
+        self._synchronous: str | None = None
         self._identity = file_identity(self.path)
         self._migrate()
 
@@ -75,7 +76,10 @@ class SqliteBackend(Backend):
     @contextmanager
     def write(self, *, durable: bool = False) -> Iterator[float]:
         """``BEGIN IMMEDIATE`` on the file still at :attr:`path`; the events come last."""
-        self.conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+        synchronous = "FULL" if durable else "NORMAL"
+        if synchronous != self._synchronous:  # a setting of the connection: set when it changes
+            self.conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._synchronous = synchronous
         self._begin()
         try:
             self.check_file()

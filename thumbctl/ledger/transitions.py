@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from ..errors import is_transient
 from ..models import ItemState
-from .backend import Backend
+from .backend import Backend, Row
 from .sql import Query
 from .sql import queue as sql
 from .states import QUEUED
@@ -84,6 +84,52 @@ class Transitions:
                 _event(at, row["batch_id"], row["id"], from_state, to_state, row["attempt"], worker, error_code, detail)
             )
         return found
+
+    def take(self, at: str, rows: Sequence[int], owner: str, token: str, expires: str) -> list[Row]:
+        """``queued -> running`` under the lease ``token`` of ``owner`` until ``expires``, counting an
+        attempt (a claim; only rows still queued move); one event each. Returns the moved rows with
+        what a claim holds of them, by id."""
+        taken: list[Row] = []
+        for chunk in chunks(rows):
+            params = [at, owner, token, expires, at, *chunk]
+            taken += self.db.execute(sql.TAKE, params, ids=len(chunk)).fetchall()
+        taken.sort(key=lambda r: r["id"])
+        for row in taken:
+            self.db.append_event(
+                _event(
+                    at,
+                    row["batch_id"],
+                    row["id"],
+                    ItemState.QUEUED,
+                    ItemState.RUNNING,
+                    row["attempt"],
+                    owner,
+                    None,
+                    None,
+                )
+            )
+        return taken
+
+    def published(
+        self,
+        at: str,
+        row: int,
+        batch_id: str,
+        attempt: int,
+        token: str,
+        worker: str,
+        *,
+        note: str | None,
+        version: str | None,
+        result: str | None,
+    ) -> None:
+        """``running -> succeeded`` of ``row``, which the caller holds locked under ``token`` (so the
+        move cannot miss it): deferred to the end of the transaction with the version published at its
+        name and the render's ``result``; its event carries ``note``."""
+        self.db.defer(sql.PUBLISHED, (at, version, result, row, token))
+        self.db.append_event(
+            _event(at, batch_id, row, ItemState.RUNNING, ItemState.SUCCEEDED, attempt, worker, None, note)
+        )
 
     def event(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -36,6 +37,12 @@ class Publication(NamedTuple):
 #: are rendered once per claim and published each; the rest stay queued for the next claimer,
 #: so one photo behind thousands of item ids is spread over the workers in slices.
 CLAIM_SHARED_ITEMS = 64
+#: Claimable items of a source read in one statement; a source with more is stepped through key by key.
+CLAIM_PEEK = 2 * (1 + CLAIM_SHARED_ITEMS)
+#: Seconds a lease owner found alive is taken to be alive before its process is looked at again.
+ALIVE_RECHECK = 1.0
+#: Batches whose claim settings a queue keeps read.
+BATCHES_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,19 @@ def _claimed_item(r: Row) -> ClaimedItem:
 
 
 @dataclass(frozen=True)
+class RescueDue:
+    """What a claimer read before its transaction: lease owners found dead, and each owner's earliest
+    lease expiry (owner None: a batch past its deadline with queued items, at its deadline)."""
+
+    dead: frozenset[str]
+    expiries: list[tuple[str | None, str | None]]
+
+    def needed(self, at: str) -> bool:
+        """Whether rescue or deadline work may be due at ``at``."""
+        return bool(self.dead) or any(owner is None or (e is not None and e <= at) for owner, e in self.expiries)
+
+
+@dataclass(frozen=True)
 class QueueState:
     """Live items in a scope (one batch or the whole ledger)."""
 
@@ -112,6 +132,8 @@ class Queue(NameLocks):
     def __init__(self, db: Backend, log: Transitions) -> None:
         self.db = db
         self.log = log
+        self._batches: dict[str, Row] = {}
+        self._alive: dict[Callable[[str], bool], dict[str, float]] = {}
 
     # -- claims and leases ------------------------------------------------------------
 
@@ -130,22 +152,23 @@ class Queue(NameLocks):
         request are never claimed from.
 
         The claimer first rescues expired or dead leases and fails queued items
-        whose batch deadline has passed, so no separate janitor is needed. The claim
-        starts the decode stage: its items are timed from now (``stage_started_at``).
+        whose batch deadline has passed, so no separate janitor is needed; whether there is any
+        to rescue is read before the transaction (:meth:`_rescue_due`), so a claim that finds none
+        does no rescue work. The claim starts the decode stage: its items are timed from now
+        (``stage_started_at``).
         """
-        dead = self._dead_owners(is_dead)
+        due = self._rescue_due(is_dead)
         with self.db.write() as now:
             at = iso(now)
-            if self.db.try_exclusive("rescue"):  # one claimer rescues at a time; the others claim
-                self._rescue(now, dead, delay_for)
+            if due.needed(at) and self.db.try_exclusive("rescue"):  # one claimer rescues at a time
+                self._rescue(now, due.dead, delay_for)
                 self._expire_deadlines(at)
             rows = self._next_claimable(at, batch_id)
             if not rows:
                 return None
             token = secrets.token_hex(12)
-            self.db.execute(sql.TAKE_LEASE, [owner, token, iso(now + lease_seconds), at, *rows], ids=len(rows))
-            self.log.move(at, rows, ItemState.QUEUED, ItemState.RUNNING, worker=owner)
-            return self._load_claim(token, owner, rows)
+            taken = self.log.take(at, rows, owner, token, iso(now + lease_seconds))
+            return self._claim_of(token, owner, taken)
 
     def _next_claimable(self, at: str, batch_id: str | None) -> list[int]:
         """The rows of the next source no other claimer is taking: the source is held exclusively
@@ -153,37 +176,48 @@ class Queue(NameLocks):
         between them (each would decode it); a source another claimer holds is passed over."""
         passed: list[tuple[str, str]] = []
         while (pick := self._next_source(at, batch_id, passed)) is not None:
-            if self.db.try_exclusive(f"source:{pick[0]}/{pick[1]}"):
-                rows = self._claimable_rows(at, *pick)
-                if rows:
-                    return rows
+            rows = self._claimable_rows(at, *pick)
+            if rows:
+                return rows
             passed.append(pick)
         return []
 
     def _next_source(self, at: str, batch_id: str | None, passed: list[tuple[str, str]]) -> tuple[str, str] | None:
         """The source of the next runnable item of a batch without a cancel request (other than the
-        ``passed`` ones): retries that are due first, then the oldest fresh item. Both queries walk
-        an index of queued items without sorting: the ledger's (``items_runnable``) or, for one
-        batch, the batch's own (``items_queued_by_batch``), so a claim scoped to a batch never steps
-        over the queued items of the others. Nothing is locked here: :meth:`_claimable_rows` locks
-        the rows it takes, once the source is held."""
+        ``passed`` ones), held for this transaction: retries that are due first, then the oldest
+        fresh item, in one statement (see :data:`~.sql.queue.NEXT_SOURCE`). Nothing but the source
+        is locked here: :meth:`_claimable_rows` locks the rows it takes."""
         passed_values = [value for pick in passed for value in pick]
         if batch_id:
-            due, fresh, scope = sql.NEXT_DUE_SOURCE_OF_BATCH, sql.NEXT_FRESH_SOURCE_OF_BATCH, [batch_id]
+            query, scope = sql.NEXT_SOURCE_OF_BATCH, [batch_id]
         else:
-            due, fresh, scope = sql.NEXT_DUE_SOURCE, sql.NEXT_FRESH_SOURCE, []
-        for query, params in ((due, [at, *scope, *passed_values]), (fresh, [*scope, *passed_values])):
-            row = self.db.execute(query, params, passed=len(passed)).fetchone()
-            if row is not None:
-                return row["batch_id"], row["source"]
-        return None
+            query, scope = sql.NEXT_SOURCE, []
+        params = [at, *scope, *passed_values, *scope, *passed_values]
+        row = self.db.execute(query, params, passed=len(passed)).fetchone()
+        return None if row is None else (row["batch_id"], row["source"])
 
     def _claimable_rows(self, at: str, batch_id: str, source: str) -> list[int]:
         """The first runnable item of each distinct derivative key of the source, then up to
-        :data:`CLAIM_SHARED_ITEMS` more of those keys. Keys are stepped through on the partial
-        index of queued items (a few seeks per key), so a claim never reads every queued item
-        of a source: about 3 ms with 100,000 items queued on two sources. Items another claimer
-        holds are skipped."""
+        :data:`CLAIM_SHARED_ITEMS` more of those keys; items another claimer holds are skipped.
+        A source of up to :data:`CLAIM_PEEK` claimable items is read in one statement; a larger
+        one (one photo behind thousands of item ids) is stepped through key by key on the
+        partial index of queued items (a few seeks per key), so a claim never reads every
+        queued item of a source: about 3 ms with 100,000 items queued on two sources."""
+        peeked = self.db.execute(sql.CLAIMABLE_OF_SOURCE, (batch_id, source, at, CLAIM_PEEK)).fetchall()
+        if len(peeked) == CLAIM_PEEK:
+            return self._claimable_rows_by_key(at, batch_id, source)
+        firsts: list[int] = []
+        shared: list[int] = []
+        key = None
+        for row in peeked:
+            if row["derivative_key"] != key:
+                key = row["derivative_key"]
+                firsts.append(row["id"])
+            elif len(shared) < CLAIM_SHARED_ITEMS:
+                shared.append(row["id"])
+        return firsts + shared
+
+    def _claimable_rows_by_key(self, at: str, batch_id: str, source: str) -> list[int]:
         firsts: list[int] = []
         shared: list[int] = []
         key = ""
@@ -200,10 +234,9 @@ class Queue(NameLocks):
             firsts += rows[:1]
             shared += rows[1:]
 
-    def _load_claim(self, token: str, owner: str, rows: list[int]) -> Claim:
-        items = self.db.execute(sql.CLAIMED_ITEMS, rows, ids=len(rows)).fetchall()
+    def _claim_of(self, token: str, owner: str, items: list[Row]) -> Claim:
         first = items[0]
-        batch = self.db.execute(sql.CLAIMED_BATCH, (first["batch_id"],)).fetchone()
+        batch = self._batch(first["batch_id"])
         return Claim(
             token=token,
             owner=owner,
@@ -220,6 +253,15 @@ class Queue(NameLocks):
             items=tuple(_claimed_item(r) for r in items),
         )
 
+    def _batch(self, batch_id: str) -> Row:
+        """What a claim needs of its batch (never changed after acceptance), read once per batch."""
+        batch = self._batches.get(batch_id)
+        if batch is None:
+            if len(self._batches) >= BATCHES_KEPT:
+                self._batches.clear()
+            batch = self._batches[batch_id] = self.db.execute(sql.CLAIMED_BATCH, (batch_id,)).fetchone()
+        return batch
+
     def heartbeat(self, token: str, lease_seconds: float = 30.0) -> int:
         """Extend a lease; returns how many of its items it still holds (0: lost)."""
         with self.db.write() as now:
@@ -227,15 +269,13 @@ class Queue(NameLocks):
 
     def start_stage(self, claim: Claim, rows: list[int]) -> None:
         """From now on only ``rows`` of the claim (the items of one render) are timed by
-        ``--item-timeout``; its other running items wait untimed. ``[]``: between stages."""
+        ``--item-timeout``; its other running items wait untimed. ``[]``: between stages.
+        One statement, deferred: nothing is read, so a server ledger takes one round trip."""
         with self.db.write() as now:
-            self.db.execute(sql.STAGE_ENDED, (claim.token,))
             if rows:
-                self.db.execute(sql.STAGE_STARTED, [iso(now), *rows, claim.token], ids=len(rows))
-
-    def _stage_progressed(self, at: str, token: str) -> None:
-        """A publish is progress: the items still waiting in the current stage are timed afresh."""
-        self.db.execute(sql.STAGE_PROGRESSED, (at, token))
+                self.db.defer(sql.STAGE_MOVED, [*rows, iso(now), claim.token, *rows], ids=len(rows))
+            else:
+                self.db.defer(sql.STAGE_ENDED, (claim.token,))
 
     # -- outcomes -----------------------------------------------------------------------
 
@@ -317,22 +357,20 @@ class Queue(NameLocks):
                 )
                 return "late"
             note, version = effect() or Publication()
-            self.log.move(
+            stored = None if result is None else json.dumps(result)
+            self.log.published(
                 at,
-                [item.row],
-                ItemState.RUNNING,
-                ItemState.SUCCEEDED,
-                token=claim.token,
-                worker=claim.owner,
-                detail=note,
+                item.row,
+                claim.batch_id,
+                item.attempt,
+                claim.token,
+                claim.owner,
+                note=note,
+                version=version,
+                result=stored,
             )
-            if note is not None:
-                self.db.execute(sql.CLEAR_NOTE, (item.row,))
-            self.db.execute(sql.SET_NAME_VERSION, (version, item.row))
-            record_name(self.db, item.row, version, at)
-            self._stage_progressed(at, claim.token)
-            if result is not None:
-                self.db.execute(sql.STORE_RESULT, (json.dumps(result), item.row))
+            record_name(self.db, item.row, version, at, deferred=True)
+            self.db.defer(sql.STAGE_PROGRESSED, (at, claim.token))
             return ItemState.SUCCEEDED
 
     def fail(
@@ -393,10 +431,33 @@ class Queue(NameLocks):
             return self._rescue(now, dead, delay_for)
 
     def _dead_owners(self, is_dead: Callable[[str], bool]) -> frozenset[str]:
-        """Owners of running items whose process is gone, asked before the write transaction: no
-        process is looked at while the ledger is locked (an owner that starts meanwhile is live)."""
-        owners = {r["lease_owner"] for r in self.db.execute(sql.RUNNING_OWNERS).fetchall()}
-        return frozenset(owner for owner in owners if is_dead(owner))
+        """Owners of running items whose process is gone, each one looked at now (see :meth:`_rescue_due`)."""
+        return self._rescue_due(is_dead, recheck=0.0).dead
+
+    def _rescue_due(self, is_dead: Callable[[str], bool], recheck: float = ALIVE_RECHECK) -> RescueDue:
+        """What there may be to rescue, read before the write transaction: no process is looked at
+        while the ledger is locked (an owner that starts meanwhile is live). In a claim, an owner
+        found alive is looked at again after ``recheck`` seconds, not at every claim (a claimer beside
+        dozens of workers would otherwise read /proc for each of them before each claim: its items
+        wait that much longer at most; the pool rescues its own dead workers' items at once, through
+        :meth:`rescue_leases`). An owner found dead stays so."""
+        rows = self.db.execute(sql.RESCUE_DUE, (iso(self.db.clock()),)).fetchall()
+        alive = self._alive.setdefault(is_dead, {})
+        now = time.monotonic()
+        dead: set[str] = set()
+        for row in rows:
+            owner = row["owner"]
+            if owner is None or now - alive.get(owner, -recheck - 1) < recheck:
+                continue
+            if is_dead(owner):
+                dead.add(owner)
+            else:
+                alive[owner] = now
+        if len(alive) > 4 * len(rows) + 64:  # owners gone from the ledger are forgotten
+            current = {row["owner"] for row in rows}
+            for owner in [o for o in alive if o not in current]:
+                del alive[owner]
+        return RescueDue(frozenset(dead), [(row["owner"], row["expires"]) for row in rows])
 
     def _rescue(self, now: float, dead: frozenset[str], delay_for: DelayFor) -> int:
         at = iso(now)

@@ -28,12 +28,18 @@ SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
 KINDS = (SQLITE, POSTGRESQL)
 
+#: PostgreSQL's advisory lock class of locks by name (the first half of their two-int keys; the
+#: backend takes them as ``(NAMED_LOCKS, hashtext(name))``).
+NAMED_LOCKS = 7419_0004
+
 #: What differs between the dialects, written for each: a query names these in braces.
 FRAGMENTS: dict[str, dict[str, str]] = {
     SQLITE: {
         # A write transaction there excludes every other writer: no row locks are needed.
         "lock": "",
         "lock_skip_locked": "",
+        # A write transaction excludes every other: a source is never taken by two claimers at once.
+        "try_source": "",
         "lock_i": "",
         "share_b": "",
         # Planner hints: the index a query must walk, and a unary + keeping a column off an index.
@@ -54,6 +60,11 @@ FRAGMENTS: dict[str, dict[str, str]] = {
     POSTGRESQL: {
         "lock": " FOR NO KEY UPDATE",
         "lock_skip_locked": " FOR NO KEY UPDATE SKIP LOCKED",
+        # The source held to the end of the transaction, or passed over when another claimer holds it
+        # (the named lock ``source:<batch>/<source>`` of PostgresBackend.try_exclusive).
+        "try_source": (
+            f" AND pg_try_advisory_xact_lock({NAMED_LOCKS}, hashtext('source:' || batch_id || '/' || source))"
+        ),
         "lock_i": " FOR NO KEY UPDATE OF i",
         "share_b": " FOR SHARE OF b",
         "by_items_runnable": "",
@@ -165,4 +176,16 @@ def insert(table: str, columns: tuple[str, ...]) -> Insert:
     )
 
 
-__all__ = ["FRAGMENTS", "IDS", "KINDS", "POSTGRESQL", "SQLITE", "Insert", "Query", "insert", "query", "scoped"]
+__all__ = [
+    "FRAGMENTS",
+    "IDS",
+    "KINDS",
+    "NAMED_LOCKS",
+    "POSTGRESQL",
+    "SQLITE",
+    "Insert",
+    "Query",
+    "insert",
+    "query",
+    "scoped",
+]

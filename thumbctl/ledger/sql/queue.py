@@ -55,53 +55,61 @@ RELEASED_ATTEMPTS = query(
 
 # -- claims --------------------------------------------------------------------------------------
 
-#: The next source with a retry due (``{by_…}``: the index walked without sorting; see WorkQueue._next_source).
-NEXT_DUE_SOURCE = query(
-    "next_due_source",
-    f"SELECT batch_id, source FROM items {{by_items_runnable}} WHERE state = {QUEUED} AND not_before <= ?{{passed}} "
-    f"AND {_NOT_CANCELLED} ORDER BY not_before LIMIT 1",
+#: What a claimer may have to rescue, read before its transaction: each lease owner with the earliest
+#: expiry of its leases, and a row without an owner for each batch past its deadline with queued items.
+RESCUE_DUE = query(
+    "rescue_due",
+    f"SELECT lease_owner AS owner, min(lease_expires_at) AS expires FROM items WHERE state = {RUNNING} "
+    f"AND lease_owner IS NOT NULL GROUP BY lease_owner UNION ALL SELECT NULL AS owner, b.deadline_at AS expires "
+    f"FROM batches b WHERE b.deadline_at <= ? AND EXISTS (SELECT 1 FROM items i WHERE i.batch_id = b.batch_id "
+    f"AND i.state = {QUEUED})",
+)
+#: The next source to claim from: a retry that is due first, then the oldest fresh item; each half walks
+#: an index of queued items without sorting (``{by_…}``: the ledger's, or for one batch the batch's own,
+#: so a claim scoped to a batch never steps over the queued items of the others). ``{try_source}`` holds
+#: the source for this transaction where claimers run side by side (PostgreSQL: a try-lock, so a source
+#: another claimer is taking is passed over in the same statement).
+_NEXT_SOURCE = (
+    "SELECT batch_id, source FROM (SELECT batch_id, source FROM items {index} WHERE state = {queued} "
+    "AND not_before <= ?{scope}{{passed}} AND {not_cancelled}{{try_source}} ORDER BY not_before LIMIT 1) AS due "
+    "UNION ALL SELECT batch_id, source FROM (SELECT batch_id, source FROM items {index} WHERE state = {queued} "
+    "AND not_before IS NULL{scope}{{passed}} AND {not_cancelled}{{try_source}} ORDER BY id LIMIT 1) AS fresh LIMIT 1"
+)
+NEXT_SOURCE = query(
+    "next_source",
+    _NEXT_SOURCE.format(index="{by_items_runnable}", queued=QUEUED, scope="", not_cancelled=_NOT_CANCELLED),
     lists=_PASSED,
     plan_each_run=True,
 )
-NEXT_FRESH_SOURCE = query(
-    "next_fresh_source",
-    f"SELECT batch_id, source FROM items {{by_items_runnable}} WHERE state = {QUEUED} AND not_before IS NULL{{passed}} "
-    f"AND {_NOT_CANCELLED} ORDER BY id LIMIT 1",
-    lists=_PASSED,
-    plan_each_run=True,
-)
-NEXT_DUE_SOURCE_OF_BATCH = query(
-    "next_due_source_of_batch",
-    f"SELECT batch_id, source FROM items {{by_items_queued_by_batch}} WHERE state = {QUEUED} AND not_before <= ? "
-    f"AND batch_id = ?{{passed}} AND {_NOT_CANCELLED} ORDER BY not_before LIMIT 1",
-    lists=_PASSED,
-    plan_each_run=True,
-)
-NEXT_FRESH_SOURCE_OF_BATCH = query(
-    "next_fresh_source_of_batch",
-    f"SELECT batch_id, source FROM items {{by_items_queued_by_batch}} WHERE state = {QUEUED} AND not_before IS NULL "
-    f"AND batch_id = ?{{passed}} AND {_NOT_CANCELLED} ORDER BY id LIMIT 1",
+NEXT_SOURCE_OF_BATCH = query(
+    "next_source_of_batch",
+    _NEXT_SOURCE.format(
+        index="{by_items_queued_by_batch}", queued=QUEUED, scope=" AND batch_id = ?", not_cancelled=_NOT_CANCELLED
+    ),
     lists=_PASSED,
     plan_each_run=True,
 )
 _OF_SOURCE = f"batch_id = ? AND source = ? AND state = {QUEUED}"
+#: The claimable items of a source in key order, up to a limit: when fewer come back, that is all of them.
+CLAIMABLE_OF_SOURCE = query(
+    "claimable_of_source",
+    f"SELECT id, derivative_key FROM items WHERE {_OF_SOURCE} AND (not_before IS NULL OR not_before <= ?) "
+    "ORDER BY derivative_key, id LIMIT ?{lock_skip_locked}",
+)
 NEXT_KEY = query("next_key", f"SELECT min(derivative_key) FROM items WHERE {_OF_SOURCE} AND derivative_key > ?")
 CLAIMABLE_OF_KEY = query(
     "claimable_of_key",
     f"SELECT id FROM items WHERE {_OF_SOURCE} AND derivative_key = ? "
     "AND (not_before IS NULL OR not_before <= ?) ORDER BY id LIMIT ?{lock_skip_locked}",
 )
-TAKE_LEASE = query(
-    "take_lease",
-    "UPDATE items SET attempt = attempt + 1, lease_owner = ?, lease_token = ?, lease_expires_at = ?, "
-    "stage_started_at = ? WHERE id IN ({ids})",
-    lists=IDS,
-)
-CLAIMED_ITEMS = query(
-    "claimed_items",
-    "SELECT id, item_id, ratio, size, format, attempt, derivative_key, object_path, friendly_path, focus_x, focus_y, "
-    "fit, batch_id, source, source_digest, source_format, source_width, source_height FROM items "
-    "WHERE id IN ({ids}) ORDER BY id",
+#: ``queued -> running`` under a new lease (the attempt counted), returning what the claim holds.
+TAKE = query(
+    "take",
+    f"UPDATE items SET state = {RUNNING}, updated_at = ?, error_code = NULL, error_detail = NULL, not_before = NULL, "
+    "attempt = attempt + 1, lease_owner = ?, lease_token = ?, lease_expires_at = ?, stage_started_at = ? "
+    f"WHERE id IN ({{ids}}) AND {{no_index}}state = {QUEUED} RETURNING id, item_id, ratio, size, format, attempt, "
+    "derivative_key, object_path, friendly_path, focus_x, focus_y, fit, batch_id, source, source_digest, "
+    "source_format, source_width, source_height",
     lists=IDS,
 )
 CLAIMED_BATCH = query("claimed_batch", "SELECT profile, limits, out_dir, source_root FROM batches WHERE batch_id = ?")
@@ -109,6 +117,13 @@ CLAIMED_BATCH = query("claimed_batch", "SELECT profile, limits, out_dir, source_
 # -- leases and stages -----------------------------------------------------------------------------
 
 HEARTBEAT = query("heartbeat", f"UPDATE items SET lease_expires_at = ? WHERE lease_token = ? AND state = {RUNNING}")
+#: The claim's current stage becomes the render of ``{ids}`` (their clock starts), its other items wait.
+STAGE_MOVED = query(
+    "stage_moved",
+    "UPDATE items SET stage_started_at = CASE WHEN id IN ({ids}) THEN ? END WHERE lease_token = ? "
+    f"AND state = {RUNNING} AND (stage_started_at IS NOT NULL OR id IN ({{ids}}))",
+    lists=IDS,
+)
 STAGE_ENDED = query(
     "stage_ended",
     f"UPDATE items SET stage_started_at = NULL WHERE lease_token = ? AND state = {RUNNING} "
@@ -135,6 +150,14 @@ PUBLISHABLE = query(
     "publishable",
     "SELECT i.state, i.lease_token, b.cancel_requested_at, b.deadline_at FROM items i "
     "JOIN batches b USING (batch_id) WHERE i.id = ?{lock_i}{share_b}",
+)
+#: ``running -> succeeded`` of an item whose row the publish holds: the lease ends, the version
+#: publishing returned at its name and the render's result (if any) are recorded.
+PUBLISHED = query(
+    "published",
+    f"UPDATE items SET state = {SUCCEEDED}, updated_at = ?, error_code = NULL, error_detail = NULL, not_before = NULL, "
+    "lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, stage_started_at = NULL, name_version = ?, "
+    f"result = coalesce(?, result) WHERE id = ? AND lease_token = ? AND {{no_index}}state = {RUNNING}",
 )
 #: The version publishing returned at the item's name (None: none known).
 SET_NAME_VERSION = query("set_name_version", "UPDATE items SET name_version = ? WHERE id = ?")
@@ -181,9 +204,6 @@ RETRYABLE = query(
 
 # -- rescue and deadlines -----------------------------------------------------------------------------
 
-RUNNING_OWNERS = query(
-    "running_owners", f"SELECT DISTINCT lease_owner FROM items WHERE state = {RUNNING} AND lease_owner IS NOT NULL"
-)
 LEASES = query("leases", f"SELECT id, lease_owner, lease_expires_at FROM items WHERE state = {RUNNING} ORDER BY id")
 LATE_BATCHES = query("late_batches", "SELECT batch_id FROM batches WHERE deadline_at IS NOT NULL AND deadline_at <= ?")
 QUEUED_OF_BATCH = query("queued_of_batch", f"SELECT id FROM items WHERE batch_id = ? AND state = {QUEUED} ORDER BY id")
