@@ -74,7 +74,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e import thumbctl_env
+from e2e import tree_env
 from imaging import (
     DEFAULT_CORPUS,
     MAX_PIXELS,
@@ -377,7 +377,7 @@ def run_submit(folder: Path, work: Path, items: int) -> tuple[float, float]:
     command = submit_command(folder, run_dir)
     command[0] = sys.executable
     cpu, started = cpu_seconds(), time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=thumbctl_env())
+    done = subprocess.run(command, capture_output=True, text=True, env=tree_env(REPO))
     seconds = time.perf_counter() - started, cpu_seconds() - cpu
     if done.returncode != 0:
         sys.exit(f"FAILED (exit {done.returncode}): {' '.join(command)}\n{done.stderr}")

@@ -88,15 +88,29 @@ def _open_child(parent: int, name: str, path: str, root: str, create: bool) -> i
 
 
 def _open_dir(name: str, parent: int, path: str, root: str) -> int:
-    """Open one folder without following a symlink at its name; a symlink raises OutsideOutput."""
+    """Open one folder without following a symlink at its name; a symlink raises OutsideOutput.
+
+    ``ENOTDIR`` says what the name was at the open; a name that is a folder when looked at again
+    was swapped under us (a symlink put there and taken away), so it is opened again, and a name
+    that keeps changing is treated as the symlink it was."""
+    for _ in range(3):
+        try:
+            return os.open(name, FOLDER_FLAGS, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(name, parent)):
+                raise OutsideOutput(path, root) from None
+            if exc.errno != errno.ENOTDIR:
+                raise
+            if not _is_folder(name, parent):
+                raise NotADirectoryError(errno.ENOTDIR, f"{path} is not a folder", path) from None
+    raise OutsideOutput(path, root)
+
+
+def _is_folder(name: str, parent: int) -> bool:
     try:
-        return os.open(name, FOLDER_FLAGS, dir_fd=parent)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(name, parent)):
-            raise OutsideOutput(path, root) from None
-        if exc.errno == errno.ENOTDIR:
-            raise NotADirectoryError(errno.ENOTDIR, f"{path} is not a folder", path) from None
-        raise
+        return stat.S_ISDIR(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _is_link(name: str, parent: int) -> bool:
