@@ -35,6 +35,7 @@ FLOORS = {
     "faults": CORE,
     "admission": CORE,
     "naming": CORE,
+    "records": CORE,
     # the outside world: the database, files, pixels, the environment
     "ledger": ADAPTERS,
     "storage": ADAPTERS,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from .configkeys import (
 )
 from .errors import UsageError
 from .options import RunOptions, SubmitOptions, default_workers, lease_seconds
+from .records import record
 from .settings import Limits, Profile, Ratio, SettingError, UrlRules
 from .storage.s3location import S3Options, is_s3
 from .userdirs import default_ledger_path, old_default_ledger_path, state_dir
@@ -85,7 +86,7 @@ _STORE = KEYS_BY_NAME["store"]
 _ENVIRONMENT_ONLY = frozenset(key.name for key in ENVIRONMENT_KEYS)
 
 
-@dataclass(frozen=True)
+@record
 class Settings:
     """Every setting resolved, with its source; builds the library's option objects."""
 

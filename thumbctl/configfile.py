@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .configkeys import CONFIG_ENV, KEYS, KEYS_BY_NAME, Setting, parse_value
 from .errors import ConfigError
+from .records import record
 from .userdirs import config_dir
 
 LOCAL_FILE_NAME = "thumbctl.toml"
@@ -27,7 +27,7 @@ FILE_ALIASES = {"sizes": "size", "formats": "format"}
 _LEDGER_WIDE = frozenset(key.name for key in KEYS if not key.in_profiles)
 
 
-@dataclass(frozen=True)
+@record
 class ConfigFile:
     """A loaded, fully validated config file: parsed values per table."""
 
@@ -36,7 +36,7 @@ class ConfigFile:
     profiles: dict[str, dict[str, Any]]
 
 
-@dataclass(frozen=True)
+@record
 class FileLayer:
     """The config file's values that apply: the chosen profile's table over ``[defaults]``, by setting name,
     each with the file and table it came from (what a command-line parser cannot know)."""

@@ -18,13 +18,13 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .encoders import EncoderSettingError, parse_effort, parse_quality
 from .errors import ConfigError, UsageError
 from .naming import NameTemplateError, check_template
+from .records import record
 from .settings import (
     CROP_POLICIES,
     DEFAULT_DOWNLOAD_SECONDS,
@@ -247,7 +247,7 @@ def complete_list_of(choices: Iterable[str]) -> Callable[[str], list[str]]:
     return complete
 
 
-@dataclass(frozen=True)
+@record
 class Key:
     """One setting and its command-line option: the file key is ``name``, the env var ``THUMBCTL_`` + the
     name in upper case, the option ``flag`` (``--x/--no-x`` for a switch), shown under ``panel`` in help.
@@ -460,7 +460,7 @@ DURATION_KEYS = frozenset(
 COUNT_KEYS = frozenset({"max_pixels", "max_bytes"})
 
 
-@dataclass(frozen=True)
+@record
 class Setting:
     """A resolved value and where it came from: ``flag``, ``env THUMBCTL_X``, ``file PATH [TABLE]``, ``default``."""
 

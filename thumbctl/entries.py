@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .downloads import is_url, url_item_id
@@ -18,6 +17,7 @@ from .errors import ItemFailure, RejectedError, UsageError
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .names import UnsafeItemId, check_item_id, escaped_name, unsafe_name_id
 from .options import SubmitOptions
+from .records import record
 from .settings import Limits, Profile, Ratio
 from .sources import Candidate, scan_directory
 from .storage.outputs import looks_like_output_folder
@@ -25,7 +25,7 @@ from .storage.ownership import is_store_folder
 from .storage.s3location import S3Location, parse_s3
 
 
-@dataclass(frozen=True)
+@record
 class SourceEntry:
     """One source to admit: its id, the path as named, and per-item overrides."""
 

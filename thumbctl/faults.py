@@ -41,8 +41,9 @@ import os
 import random
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from .records import record
 
 CHECKPOINTS = (
     "worker_start",
@@ -63,7 +64,7 @@ CHECKPOINTS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class FaultRule:
     action: str
     checkpoint: str

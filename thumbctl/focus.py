@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 
 from .entries import SourceEntry
@@ -21,6 +21,7 @@ from .errors import ItemFailure, UsageError
 from .imaging import SNIFF_BYTES, probe
 from .ledger import Ledger
 from .models import FocusChange, FocusPoint
+from .records import record
 from .settings import Limits, Ratio, SettingError, parse_ratios
 from .sources import SourceFolder, check_size, digest_bounded
 
@@ -30,7 +31,7 @@ Point = tuple[float, float]
 # -- a submission's focus ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class FocusPlan:
     """What a submission renders with: the fix remembered for each (digest, ratio) before it, cleared
     ones included (focus None); and the changes its manifest makes, recorded with the batch (they
@@ -77,7 +78,7 @@ def plan_focus(entries: Iterable[tuple[SourceEntry, str | None]], remembered: It
 # -- thumbctl focus -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class SourceFocus:
     """The crop fixes remembered for one source file's content, and the ratios a command changed."""
 
@@ -112,7 +113,7 @@ def parse_point(text: str) -> Point:
     raise UsageError(f"--at {shown!r}: give X,Y with both in 0..1, e.g. 0.3,0.6", code="bad_focus")
 
 
-@dataclass(frozen=True)
+@record
 class FocusRequest:
     """What ``thumbctl focus`` was asked: show (no point, not clear), set ``point`` or clear, at ``ratios``
     (empty: every ratio)."""
@@ -136,7 +137,7 @@ def focus_request(ratio: str | None, at: str | None, clear: bool) -> FocusReques
     return FocusRequest(ratios, point, clear)
 
 
-@dataclass(frozen=True)
+@record
 class Photo:
     """A photo's real path and content digest, read as a submit reads it."""
 

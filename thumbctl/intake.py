@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import cache, partial
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -34,6 +34,7 @@ from .names import friendly_stems
 from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
 from .options import SubmitOptions
 from .publisher import Publisher
+from .records import record
 from .rerender import EncoderChange, encoder_changes
 from .reuse import output_geometry_of, with_reused_outputs
 from .settings import Limits, Profile, Ratio, UrlRules, parse_ratio
@@ -48,7 +49,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
+@record
 class Inspection:
     """The outcome of resolving and reading one source."""
 
@@ -57,7 +58,7 @@ class Inspection:
     failure: ItemFailure | None = None
 
 
-@dataclass
+@record(frozen=False)
 class IntakeReport:
     """What intake saw, for the user: counts that are not part of the batch."""
 
@@ -84,7 +85,7 @@ class IntakeReport:
     encoder_changes: list[EncoderChange] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@record
 class PreparedSubmission:
     batch: NewBatch
     report: IntakeReport
@@ -450,7 +451,7 @@ def _named_item(
     return NamedItem(label, fields, own)
 
 
-@dataclass(frozen=True)
+@record
 class Variant:
     """One derivative of a source: its ratio, the size asked for and the format; ``named_size`` is
     the size the friendly name carries (set when the batch asks for several sizes)."""

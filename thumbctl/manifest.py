@@ -12,9 +12,9 @@ import io
 import json
 import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
+from .records import record
 from .settings import Ratio, SettingError, check_fit, parse_ratios
 
 MANIFEST_SUFFIXES = (".json", ".jsonl", ".csv")
@@ -31,7 +31,7 @@ class ManifestError(ValueError):
     """The manifest cannot be read as a whole; the message names the place."""
 
 
-@dataclass(frozen=True)
+@record
 class ManifestEntry:
     """One source as a manifest lists it (paths as written, not yet resolved)."""
 
@@ -47,7 +47,7 @@ class ManifestEntry:
     alt: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Manifest:
     entries: tuple[ManifestEntry, ...]
     ratios: tuple[Ratio, ...] | None = None

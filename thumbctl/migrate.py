@@ -43,11 +43,12 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from .faults import Faults
 from .markup import write_batch_manifest
+from .records import record
 from .storage.fsafe import OutsideOutput, open_folder, open_regular_file, same_bytes, staged_copy
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ _OBJECT = re.compile(r"[0-9a-f]{64}\.[a-z0-9]+")
 _PREVIEW = re.compile(r"[0-9a-f]{64}\.preview\.jpg")
 
 
-@dataclass
+@record(frozen=False)
 class MigrationReport:
     """What one migration run did (all zero and empty when there was nothing to migrate)."""
 
@@ -112,7 +113,7 @@ def migrate_legacy_layout(
     return report
 
 
-@dataclass
+@record(frozen=False)
 class _Folder:
     """The state of one output folder's migration."""
 

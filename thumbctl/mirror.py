@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from pathlib import Path
 
 from .errors import UsageError
 from .ledger import Ledger
 from .models import BatchState, NewBatch, PublishedName
+from .records import record
 from .storage.locations import S3Options, name_in, output_target_at
 from .storage.outputs import LocalOutputTarget, NameState, OutputTarget, Recorded
 
@@ -35,7 +36,7 @@ class Reason(StrEnum):
     DROPPED = "dropped"
 
 
-@dataclass(frozen=True)
+@record
 class MirrorReport:
     """What the mirror removed (with ``dry_run``: would remove) and what it left, by friendly path."""
 
@@ -61,7 +62,7 @@ class MirrorReport:
         }
 
 
-@dataclass
+@record(frozen=False)
 class _Outcome:
     removed: list[str] = field(default_factory=list)
     kept_edited: list[str] = field(default_factory=list)

@@ -1,13 +1,13 @@
 """Plain data passed between modules: new batches going in, views coming out.
 
-Views are read-only projections of ledger rows; their ``to_json`` methods
-give the stable JSON shapes of the README.
+Views are read-only projections of ledger rows; their ``to_json`` methods give the stable JSON shapes of the README.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+from .records import record
 
 
 class _State(StrEnum):
@@ -47,7 +47,7 @@ class BatchState(_State):
 TERMINAL_BATCH_STATES = frozenset({BatchState.SUCCEEDED, BatchState.PARTIAL, BatchState.FAILED, BatchState.CANCELLED})
 
 
-@dataclass(frozen=True)
+@record
 class NewItem:
     """One derivative of a source, (ratio, size, format), as intake admits it."""
 
@@ -78,7 +78,7 @@ class NewItem:
     alt: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class NewBatch:
     """A normalized, digested request ready to be accepted by the ledger."""
 
@@ -106,7 +106,7 @@ class NewBatch:
         return sum(1 for item in self.items if item.state == ItemState.QUEUED)
 
 
-@dataclass(frozen=True)
+@record
 class KeyedBatch:
     """The batch an idempotency key names (the newest of its chain) and whether its cancel was requested."""
 
@@ -130,7 +130,7 @@ def batch_state(counts: dict[ItemState, int], total: int, cancel_requested: bool
     return BatchState.SUCCEEDED
 
 
-@dataclass(frozen=True)
+@record
 class FailureView:
     item_id: str
     ratio: str
@@ -150,7 +150,7 @@ class FailureView:
         }
 
 
-@dataclass(frozen=True)
+@record
 class BatchView:
     batch_id: str
     state: BatchState
@@ -219,7 +219,7 @@ class BatchView:
         return doc
 
 
-@dataclass(frozen=True)
+@record
 class ItemView:
     item_id: str
     source: str
@@ -260,7 +260,7 @@ class ItemView:
         }
 
 
-@dataclass(frozen=True)
+@record
 class EventView:
     """One line of the log. ``from_state``/``to_state`` are item states (:class:`ItemState`) on an item's
     event, and on a batch's event what happened to it (``cancel_requested``, ``removed``, ``expired``)."""
@@ -299,7 +299,7 @@ class EventView:
         }
 
 
-@dataclass(frozen=True)
+@record
 class FocusChange:
     """A crop fix to remember for (source content, ratio), or (``focus`` None) to forget."""
 
@@ -308,7 +308,7 @@ class FocusChange:
     focus: tuple[float, float] | None
 
 
-@dataclass(frozen=True)
+@record
 class FocusPoint:
     """A remembered crop fix: every later render of the content at the ratio is centred on ``focus``
     (None: the fix was cleared at ``set_at``); ``batch_id`` is the batch whose manifest set or
@@ -325,7 +325,7 @@ class FocusPoint:
         return {"ratio": self.ratio, "focus": focus, "set_at": self.set_at, "batch_id": self.batch_id}
 
 
-@dataclass(frozen=True)
+@record
 class CachedSource:
     """A stat-cache row: what a file held when it last had this stat signature."""
 
@@ -351,7 +351,7 @@ class CachedSource:
         )
 
 
-@dataclass(frozen=True)
+@record
 class WorkerActivity:
     """What one worker process holds right now: one source, all of its claimed ratios."""
 
@@ -364,7 +364,7 @@ class WorkerActivity:
         return {"worker": self.worker, "item_id": self.item_id, "ratios": list(self.ratios), "since": self.since}
 
 
-@dataclass(frozen=True)
+@record
 class RecentFailure:
     at: str
     item_id: str
@@ -384,7 +384,7 @@ class RecentFailure:
         }
 
 
-@dataclass(frozen=True)
+@record
 class Activity:
     """A live snapshot of one batch (or of every batch) for progress views, read from the ledger."""
 
@@ -431,7 +431,7 @@ FINDING_KINDS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class StalledItem:
     """A live item (``running`` or ``queued``) as reconcile sees it, with its lease."""
 
@@ -446,7 +446,7 @@ class StalledItem:
     cancel_requested_at: str | None
 
 
-@dataclass(frozen=True)
+@record
 class UnsettledName:
     """A ``failed`` item of a live batch with its object and friendly name, whose name no success
     and no recorded name claims: a crash between publishing the name and the commit leaves this."""
@@ -461,7 +461,7 @@ class UnsettledName:
     out_dir: str
 
 
-@dataclass(frozen=True)
+@record
 class PublishedItem:
     """A ``succeeded`` item of a batch that has not expired, with what its object must be."""
 
@@ -492,7 +492,7 @@ class PublishedItem:
     fit: str = "cover"
 
 
-@dataclass(frozen=True)
+@record
 class PublishedName:
     """A published name's record: what thumbctl published there last, kept whatever becomes of the
     batch that published it."""
@@ -508,7 +508,7 @@ class PublishedName:
     item_id: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     """One problem reconcile found; ``repaired`` once a safe repair was applied."""
 
@@ -532,7 +532,7 @@ class Finding:
         }
 
 
-@dataclass(frozen=True)
+@record
 class ObjectStamp:
     """Which file an object path names, and its state: any write, rename or relink changes it."""
 
@@ -543,7 +543,7 @@ class ObjectStamp:
     ctime_ns: int
 
 
-@dataclass(frozen=True)
+@record
 class ReconcileReport:
     findings: tuple[Finding, ...]
     #: Objects of succeeded items checked; of them, how many were decoded and how many were
@@ -573,7 +573,7 @@ class ReconcileReport:
         }
 
 
-@dataclass(frozen=True)
+@record
 class GcReport:
     """What ``gc`` removed (or, with ``dry_run``, would remove)."""
 

@@ -33,7 +33,8 @@ from __future__ import annotations
 import string
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from .records import record
 
 FIELDS = ("path", "stem", "ratio", "size", "width", "height", "ext", "fit")
 #: A name is one file name per segment: the usual 255-byte limit of a file system.
@@ -54,7 +55,7 @@ def default_template(sizes_count: int = 1, fit: str = "cover") -> str:
     return f"{base}.{{ext}}" if fit == "cover" else f"{base}.{{fit}}.{{ext}}"
 
 
-@dataclass(frozen=True)
+@record
 class NameFields:
     """The values a template's fields take for one item."""
 
@@ -156,7 +157,7 @@ def name_problem(name: str, item_path: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@record
 class NamedItem:
     """One item to name: who it is (for messages) and its field values."""
 

@@ -7,10 +7,11 @@ nothing heavy: no Pillow, no multiprocessing.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from .configkeys import DEFAULT_SOURCE, KEYS_BY_NAME, environment_setting
+from .records import record
 from .retrypolicy import Backoff
 from .settings import Limits, Profile, UrlRules
 from .sources import ScanRules
@@ -21,7 +22,7 @@ from .storage.locations import S3Options
 DEFAULT_GRACE = 3600.0
 
 
-@dataclass(frozen=True)
+@record
 class SubmitOptions:
     """Everything a submission needs besides its source."""
 
@@ -66,7 +67,7 @@ def lease_seconds(default: float) -> float:
     return default if setting.source == DEFAULT_SOURCE else setting.value
 
 
-@dataclass(frozen=True)
+@record
 class RunOptions:
     workers: int = field(default_factory=default_workers)
     lease_seconds: float = 30.0

@@ -29,18 +29,18 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 from .errors import ExitCode, LedgerBusy, ThumbctlError
 from .ledger import Ledger
 from .proc import owner_id, owner_is_dead
+from .records import record
 from .worker import WorkerConfig
 from .workerproc import LEDGER_FAULT_EXITS, worker_main
 
 
-@dataclass(frozen=True)
+@record
 class WorkerDeath:
     """A worker process that exited abnormally, and whether it had taken work first."""
 
@@ -417,7 +417,7 @@ def _time_check_period(limit: float) -> float:
     return min(1.0, limit / 4) if limit else 1.0
 
 
-@dataclass(frozen=True)
+@record
 class Supervision:
     """How a supervised run ended."""
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from .errors import ItemFailure
 from .faults import Faults
 from .ledger import Claim, ClaimedItem, Ledger, Publication
+from .records import record
 from .storage.locations import name_in, object_name_of, object_store_of, output_target_at
 from .storage.objects import LocalObjectStore, ObjectStore, Outcome, Verifier
 from .storage.outputs import LocalOutputTarget, OutputTarget, Recorded
@@ -41,7 +42,7 @@ from .storage.thumbnails import (
 OBJECT_READ_LIMIT = 64 << 20
 
 
-@dataclass
+@record(frozen=False)
 class Publisher:
     """Publishes names into one output target for one ledger."""
 

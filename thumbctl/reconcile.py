@@ -20,7 +20,7 @@ import hashlib
 import io
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -38,6 +38,7 @@ from .models import (
 from .options import DEFAULT_GRACE
 from .proc import owner_is_dead
 from .publisher import Publisher
+from .records import record
 from .retrypolicy import Backoff
 from .settings import parse_ratio
 from .storage.fsafe import StoredFile, is_plain_file, remove_file, temp_files, temp_writer
@@ -64,7 +65,7 @@ Fix = Callable[[], bool]
 DEEP_READ_LIMIT = 64 << 20
 
 
-@dataclass(frozen=True)
+@record
 class Problem:
     """A finding and the safe repair for it (None: report only)."""
 
@@ -72,7 +73,7 @@ class Problem:
     fix: Fix | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Scope:
     """What one run looks at: the store it was given (a location; default: the one the ledger
     recorded), and the S3 settings its stores and targets are opened with (None: the process's)."""
@@ -290,7 +291,7 @@ def stored_object_problem(store: ObjectStore, name: str, item: PublishedItem, *,
     return ObjectCheck(verify_output(io.BytesIO(data), item.format, width, height), decoded=True)
 
 
-@dataclass
+@record(frozen=False)
 class _ObjectChecks:
     """Objects checked in one reconcile run: verdicts (an object shared by items is checked once)."""
 

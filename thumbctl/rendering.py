@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 
 from PIL import Image
 
@@ -32,6 +31,7 @@ from .imaging import (
 )
 from .imaging.fit import Box, Placement, analysis_region, canvas_size, fit_geometry, pad, place, trim_box
 from .ledger import Claim, ClaimedItem
+from .records import record
 from .settings import DEFAULT_TRIM_TOLERANCE, TRANSPARENT, parse_ratio
 
 #: Stands in for the crop, resample and encode of a render: the encoded bytes of an output of
@@ -42,7 +42,7 @@ Renderer = Callable[[Geometry, str], bytes]
 Timer = Callable[[], AbstractContextManager[None]]
 
 
-@dataclass(frozen=True)
+@record
 class Framing:
     """What a derivative kept of its source: the crop window (cover) or the placement (contain),
     and the trimmed box when the batch trims."""
@@ -64,7 +64,7 @@ class Framing:
         return result
 
 
-@dataclass
+@record(frozen=False)
 class SharedRender:
     """One derivative key's output, rendered once per claim for every claimed item with that key."""
 

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from . import encoders
 from .keys import derivative_key
 from .ledger import Ledger
 from .models import ItemState, NewBatch, NewItem
+from .records import record
 from .settings import Profile, parse_ratio
 
 #: What a format had when its publishing batch's record is gone: settings before they were per format.
 _EARLIER_DEFAULT: dict[str, object] = {"quality": encoders.PNG_KEY_QUALITY}
 
 
-@dataclass(frozen=True)
+@record
 class EncoderChange:
     """``outputs`` of ``format`` render again because its (quality, effort) went from ``before`` to ``after``."""
 

@@ -8,16 +8,16 @@ The chosen time is persisted as the item's ``not_before``, so a restart keeps it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tenacity import Retrying
 
 from .configkeys import environment_value
+from .records import record
 
 
-@dataclass(frozen=True)
+@record
 class Backoff:
     base: float = 1.0
     cap: float = 60.0
@@ -31,7 +31,7 @@ class Backoff:
         return wait_random_exponential(multiplier=self.base, max=self.cap)(state)
 
 
-@dataclass(frozen=True)
+@record
 class BusyPolicy:
     """The one policy for a ledger whose write lock another process holds.
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -20,6 +19,7 @@ from .markup import write_batch_manifest as write_manifest
 from .models import BatchView, EventView, ItemView
 from .options import RunOptions, lease_seconds
 from .proc import owner_is_dead
+from .records import record
 from .retrypolicy import Backoff
 from .storage.hosts import out_on_host
 
@@ -59,7 +59,7 @@ class SilentObserver:
         pass
 
 
-@dataclass(frozen=True)
+@record
 class RunResult:
     batch: BatchView | None
     supervision: Supervision

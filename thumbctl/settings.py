@@ -8,10 +8,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from functools import cached_property
 
 from . import encoders
+from .records import record
 
 OUTPUT_FORMATS: dict[str, str] = {"jpeg": "jpg", "webp": "webp", "avif": "avif", "png": "png"}
 #: Crop policy -> version. The version is part of every derivative key, so a
@@ -64,7 +65,7 @@ def refuse_url(text: str, must: str = "it must be a local path") -> None:
         )
 
 
-@dataclass(frozen=True, order=True)
+@record(order=True)
 class Ratio:
     """An aspect ratio in lowest terms, e.g. ``Ratio(16, 9)``."""
 
@@ -162,7 +163,7 @@ def _duration_seconds(text: str) -> float:
     return total
 
 
-@dataclass(frozen=True)
+@record
 class Profile:
     """What to render for every source: the part of a request that shapes pixels.
 
@@ -315,7 +316,7 @@ def parse_list(text: object) -> list[object]:
     return [text]
 
 
-@dataclass(frozen=True)
+@record
 class Limits:
     """Per-source, per-request and queue limits (all configurable)."""
 
@@ -361,7 +362,7 @@ def parse_count(text: str) -> int:
 DEFAULT_DOWNLOAD_SECONDS = 60.0
 
 
-@dataclass(frozen=True)
+@record
 class UrlRules:
     """What a URL source may reach and how long its download may take.
 

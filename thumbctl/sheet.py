@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from .errors import CannotWrite
 from .ledger import Ledger
 from .markup import FALLBACK_FORMATS
 from .models import ITEM_STATES, BatchState, BatchView, ItemState, ItemView
+from .records import record
 from .sheetcrops import crop_caption, crop_figure, crop_text, output_size, ratio_css, recrop_line, source_frame
 from .storage.fsafe import is_plain_file
 from .storage.locations import (
@@ -55,7 +55,7 @@ def item_key(item: ItemView) -> ItemKey:
     return item.item_id, item.ratio, item.size, item.format
 
 
-@dataclass(frozen=True)
+@record
 class SheetSummary:
     """What ``thumbctl sheet`` wrote."""
 

@@ -16,19 +16,20 @@ import os
 import stat
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import BinaryIO
 
 from .errors import ItemFailure
 from .names import UnsafeItemId, check_item_id, unsafe_name_id
+from .records import record
 
 IMAGE_EXTENSIONS = frozenset(
     {".jpg", ".jpeg", ".png", ".webp", ".gif", ".tif", ".tiff", ".bmp", ".avif", ".heic", ".heif"}
 )
 
 
-@dataclass(frozen=True)
+@record
 class ScanRules:
     """Which files of a directory are candidates. Content decides the rest.
 
@@ -52,7 +53,7 @@ def _glob_match(pattern: str, rel_path: str, name: str) -> bool:
     return fnmatch.fnmatchcase(rel_path, pattern) or fnmatch.fnmatchcase(name, pattern)
 
 
-@dataclass(frozen=True)
+@record
 class Candidate:
     """A file found by a scan: its id, its path, and whether that path is a symlink.
 
@@ -68,7 +69,7 @@ class Candidate:
     unsafe: str | None = None
 
 
-@dataclass
+@record(frozen=False)
 class ScanResult:
     candidates: list[Candidate] = field(default_factory=list)
     ignored: int = 0

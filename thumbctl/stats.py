@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from .errors import CannotWrite
 from .ledger import CancelTimes, RenderFacts, StatsFacts, iso, parse_iso
+from .records import record
 from .storage.fsafe import write_text_atomically
 
 STAGES = ("decode", "crop", "encode", "publish")
@@ -31,7 +32,7 @@ def percentile(values: list[float], p: float) -> float | None:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-@dataclass(frozen=True)
+@record
 class Distribution:
     count: int
     p50: float | None
@@ -47,7 +48,7 @@ class Distribution:
         return {"count": self.count, "p50": self.p50, "p95": self.p95}
 
 
-@dataclass(frozen=True)
+@record
 class CancelLag:
     """Seconds from a cancel request to the first item that saw it, and to the batch being final."""
 
@@ -65,7 +66,7 @@ class CancelLag:
         }
 
 
-@dataclass(frozen=True)
+@record
 class RatioBytes:
     items: int = 0
     source_bytes: int = 0
@@ -75,7 +76,7 @@ class RatioBytes:
         return {"items": self.items, "source_bytes": self.source_bytes, "output_bytes": self.output_bytes}
 
 
-@dataclass(frozen=True)
+@record
 class StatsReport:
     at: str
     since: str

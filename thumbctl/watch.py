@@ -21,7 +21,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -30,6 +30,7 @@ from .errors import RejectedError, ThumbctlError, UsageError
 from .faults import Faults
 from .ledger import Ledger
 from .options import RunOptions, SubmitOptions
+from .records import record
 from .runner import RunObserver, run_batch
 from .sources import scan_directory
 from .storage.outputs import looks_like_output_folder
@@ -52,7 +53,7 @@ class WakeUp(StrEnum):
     POLL = "poll"
 
 
-@dataclass(frozen=True)
+@record
 class WatchOptions:
     #: Seconds a file's size and modification time must stay the same before a round reads it.
     settle: float = 2.0
@@ -66,7 +67,7 @@ class WatchOptions:
     mirror_dropped: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class Unsettled:
     """A file that changed less than the settle time ago; ``changing_for``: seconds since it was
     first seen changing (a file that never stops growing shows a growing figure)."""
@@ -75,7 +76,7 @@ class Unsettled:
     changing_for: float
 
 
-@dataclass(frozen=True)
+@record
 class Round:
     """One submission of the folder and its run."""
 
@@ -126,7 +127,7 @@ def check_watchable(text: str) -> Path:
 # -- settling --------------------------------------------------------------------------------------
 
 
-@dataclass
+@record(frozen=False)
 class Settling:
     """The folder as seen scan after scan, and whether it is due for a round (pure: the clock is
     given, so the rules are tested without waiting)."""
@@ -183,7 +184,7 @@ class Settling:
 # -- scanning and waking up ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class FolderScan:
     """The files a round would read: submit's scan of the folder, with each file's stat."""
 
@@ -292,7 +293,7 @@ WAITING_EVERY = 5.0
 SCAN_SHARE = 3.0
 
 
-@dataclass
+@record(frozen=False)
 class Watcher:
     """Watch ``root``; each due round submits it with ``options`` into the ledger ``db`` and renders
     it with ``run_options`` (the first Ctrl-C cancels a running round durably, as submit's does,

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -39,6 +39,7 @@ from .ledger import Claim, ClaimedItem, Ledger, is_server_url
 from .models import ItemState
 from .proc import owner_id, owner_is_dead
 from .publisher import Publisher
+from .records import record
 from .rendering import Framing, Renderer, Rendering, SharedRender, decoder_background
 from .retrypolicy import Backoff, BusyPolicy
 from .settings import OUTPUT_FORMATS, Limits, UrlRules
@@ -58,7 +59,7 @@ from .storage.outputs import LocalOutputTarget
 from .storage.thumbnails import StagedThumbnail
 
 
-@dataclass(frozen=True)
+@record
 class WorkerConfig:
     """What every worker process of a pool is told (picklable, for spawn)."""
 

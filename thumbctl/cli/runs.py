@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -11,6 +11,7 @@ import typer
 from ..errors import ExitCode, Interrupted, UsageError
 from ..ledger.home import shown
 from ..models import BatchState, ItemState
+from ..records import record
 from ..settings import URL_NOT_SUPPORTED, SettingError, parse_duration, refuse_url
 from ..sources import ScanRules
 from .options import BatchAlias, StatsIntervalOption, batch_argument, one_batch
@@ -119,7 +120,7 @@ def render_in_foreground(
     raise typer.Exit(int(code))
 
 
-@dataclass(frozen=True)
+@record
 class Mirror:
     """``--delete``: after the batch, remove what it no longer publishes; ``dropped``: also the
     derivatives of sources still there that it no longer asks for (``--delete-dropped``)."""

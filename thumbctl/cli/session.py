@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from ..config import default_ledger_path, old_default_ledger_path
 from ..errors import ExitCode, Interrupted, LedgerMissing, StorageError, ThumbctlError
 from ..ledger import Ledger
 from ..ledger.home import settle_default_ledger
+from ..records import record
 from ..settings import SettingError
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def reporter_for(
     return reporter
 
 
-@dataclass
+@record(frozen=False)
 class RunningCommand:
     """The running command: its reporter, for the notes opening a ledger gives (said once)."""
 

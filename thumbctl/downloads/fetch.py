@@ -23,11 +23,11 @@ import random
 import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from ..errors import ItemFailure, UsageError
+from ..records import record
 from ..settings import UrlRules
 from .addresses import Network, checked_address, networks_of
 
@@ -48,7 +48,7 @@ _READ = 64 * 1024
 _USER_AGENT = "thumbctl"
 
 
-@dataclass(frozen=True)
+@record
 class Download:
     """What a download gave: the body (None when ``unchanged`` said the headers match what is
     known, and the body was not read), the final URL and the validators of the response."""
@@ -129,7 +129,7 @@ def _follow(
     raise ItemFailure("source_http_error", f"{shown_url(url)}: more than {MAX_REDIRECTS} redirects")
 
 
-@dataclass(frozen=True)
+@record
 class Target:
     """One hop's URL, taken apart and checked against the URL rules (not yet the address rule)."""
 

@@ -20,12 +20,12 @@ as the edges allow.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
 
 from PIL import Image, ImageChops, ImageFilter
 
+from ..records import record
 from ..settings import Ratio
 
 ANALYSIS_SIZE = 256
@@ -38,7 +38,7 @@ ENTROPY_STEPS = 32
 _WEIGHTS = (0.5, 0.25, 0.25)
 
 
-@dataclass(frozen=True)
+@record
 class Geometry:
     """Crop window size and output size, in upright source pixels."""
 
@@ -81,7 +81,7 @@ def decode_scale(src_w: int, src_h: int, size: int) -> float:
     return size / max(1, min(src_w, src_h))
 
 
-@dataclass(frozen=True)
+@record
 class CropChoice:
     """The chosen window (upright source pixels), how well it scored, and why."""
 

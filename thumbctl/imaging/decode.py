@@ -26,12 +26,13 @@ import io
 import math
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 
 from PIL import Image, ImageChops, ImageCms
 
 from ..errors import ItemFailure
+from ..records import record
 from . import pngstrips
 from .formats import (
     DECODE_ERRORS,
@@ -66,7 +67,7 @@ DRAFT_HEADROOM = 2.0
 PREMULTIPLY_ROWS = 256
 
 
-@dataclass
+@record(frozen=False)
 class DecodedSource:
     """A source decoded once: upright, RGB or RGBA, possibly reduced by DCT scaling."""
 
@@ -125,7 +126,7 @@ def decode_source(
 TRACE: list[tuple[str, str, tuple[int, int]]] | None = None
 
 
-@dataclass
+@record(frozen=False)
 class _Raw:
     """One decode at one DCT scale, before any reduction: the source's stored orientation."""
 
@@ -135,7 +136,7 @@ class _Raw:
     icc: bytes | None
 
 
-@dataclass
+@record(frozen=False)
 class _Banded:
     """A source decoded in bands (:mod:`.pngstrips`): its reductions, by factor, never the whole."""
 

@@ -20,10 +20,10 @@ large as the untrimmed one would be, its window taken inside the trimmed box.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from PIL import Image, ImageChops
 
+from ..records import record
 from ..settings import TRANSPARENT, Ratio
 from .crop import Geometry, output_geometry
 
@@ -48,7 +48,7 @@ def fit_geometry(src_w: int, src_h: int, ratio: Ratio, size: int, upscale: bool,
     return Geometry(src_w, src_h, out_w, out_h, limited=limited)
 
 
-@dataclass(frozen=True)
+@record
 class Placement:
     """Where a contained photo sits on its canvas: the box kept of the source (upright source
     pixels) and the box it fills on the canvas (output pixels)."""

@@ -27,9 +27,10 @@ from __future__ import annotations
 import base64
 import io
 import math
-from dataclasses import dataclass
 
 from PIL import Image
+
+from ..records import record
 
 #: The longest side of the sample both are computed from, and of the tiny image.
 SAMPLE_SIZE = 16
@@ -58,7 +59,7 @@ def to_srgb(value: float) -> int:
     return math.floor(coded * 255 + 0.5)
 
 
-@dataclass(frozen=True)
+@record
 class Placeholder:
     """A window's dominant colour (``#rrggbb``) and its tiny image (a WebP ``data:`` URI)."""
 

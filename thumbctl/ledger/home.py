@@ -13,14 +13,15 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
+
+from ..records import record
 
 #: Files that belong to a SQLite ledger beside its main file.
 _COMPANIONS = ("-wal", "-shm", "-journal")
 
 
-@dataclass(frozen=True)
+@record
 class Settled:
     """The ledger file to use, and what to tell the user about it once (None: nothing)."""
 

@@ -7,9 +7,10 @@ kept elsewhere, so any process reading the ledger sees the same numbers.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..models import Activity, ItemState
+from ..records import record
 from .follow import Follower
 from .retry import restartable
 from .sql import Query
@@ -18,7 +19,7 @@ from .timefmt import iso
 from .views import BatchViews
 
 
-@dataclass(frozen=True)
+@record
 class CancelTimes:
     """When a batch's cancel was requested, first observed by an item, and fully finalized."""
 
@@ -28,7 +29,7 @@ class CancelTimes:
     finalized_at: str | None
 
 
-@dataclass(frozen=True)
+@record
 class RenderFacts:
     """One succeeded item's render record (the result the worker stored)."""
 
@@ -40,7 +41,7 @@ class RenderFacts:
     result: dict[str, object] | None
 
 
-@dataclass(frozen=True)
+@record
 class StatsFacts:
     """Raw figures of a window ``[since, now]``; :mod:`thumbctl.stats` turns them into a report."""
 

@@ -11,11 +11,11 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..errors import UsageError
 from ..models import ItemState
+from ..records import record
 from .backend import Backend, Row
 from .names import NameLocks, record_name
 from .sql import queue as sql
@@ -45,7 +45,7 @@ ALIVE_RECHECK = 1.0
 BATCHES_KEPT = 64
 
 
-@dataclass(frozen=True)
+@record
 class ClaimedItem:
     row: int
     item_id: str
@@ -61,7 +61,7 @@ class ClaimedItem:
     fit: str = "cover"
 
 
-@dataclass(frozen=True)
+@record
 class Claim:
     """Claimed items of one source of one batch, under one lease: one of each distinct
     derivative key, plus at most :data:`CLAIM_SHARED_ITEMS` more sharing those keys."""
@@ -99,7 +99,7 @@ def _claimed_item(r: Row) -> ClaimedItem:
     )
 
 
-@dataclass(frozen=True)
+@record
 class RescueDue:
     """What a claimer read before its transaction: lease owners found dead, and each owner's earliest
     lease expiry (owner None: a batch past its deadline with queued items, at its deadline)."""
@@ -112,7 +112,7 @@ class RescueDue:
         return bool(self.dead) or any(owner is None or (e is not None and e <= at) for owner, e in self.expiries)
 
 
-@dataclass(frozen=True)
+@record
 class QueueState:
     """Live items in a scope (one batch or the whole ledger)."""
 

@@ -22,11 +22,11 @@ import re
 import secrets
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from ..proc import host_id, start_ticks
+from ..records import record
 
 T = TypeVar("T")
 
@@ -393,7 +393,7 @@ def write_new_name(root: str, tmp_dir: str, folder: str, name: str, data: bytes)
             unlink_quietly(tmp, staging)
 
 
-@dataclass
+@record(frozen=False)
 class HeldTemp:
     """A temp file written whole and fsynced, reached through its folder (held open) until it is
     placed at its name or dropped."""
@@ -515,7 +515,7 @@ def _copy_bytes(src: int, dst: int, size: int) -> None:
 # -- listing and removal ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class StoredFile:
     """A regular file found in a folder: its path, size in bytes and modification time."""
 

@@ -32,7 +32,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -49,6 +49,7 @@ from obstore.store import S3Store
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
 from ..errors import BadS3Settings, BucketForbidden, BucketMissing, StorageUnreachable
+from ..records import record
 from .s3location import S3Location, S3Options
 
 T = TypeVar("T")
@@ -82,7 +83,7 @@ def content_type(name: str) -> str:
 # -- settings ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Settings:
     """What a client of a bucket is made with (hashable: clients are shared by settings)."""
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
+
+from ...records import record
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
@@ -93,7 +95,7 @@ def _placeholders(text: str, kind: str) -> str:
     return _NAMED.sub(r"%(\1)s", text)
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class Query:
     """One named statement, rendered for each backend.
 
@@ -159,7 +161,7 @@ def scoped(condition: str) -> dict[str, tuple[str, ...]]:
     return {"scope": (condition, "")}
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class Insert:
     """Rows of ``table`` inserted from mappings keyed by ``columns`` (SQLite: one statement with
     named parameters; PostgreSQL: ``COPY``)."""
