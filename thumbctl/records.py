@@ -55,6 +55,7 @@ def record(cls: T | None = None, /, *, frozen: bool = True, eq: bool = True, ord
 
 def _make(cls: T, *, frozen: bool, eq: bool, order: bool) -> T:
     own = dict(cls.__dict__)
+    cls.__doc__ = own.get("__doc__") or cls.__name__  # dataclass would write one from inspect.signature
     cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
     cls.__doc__ = own.get("__doc__")
     fields = list(dataclasses.fields(cls))
