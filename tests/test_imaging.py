@@ -6,10 +6,12 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image, PngImagePlugin
 
 from thumbctl.errors import ItemFailure
-from thumbctl.imaging import decode_source, probe, sniff_format
+from thumbctl.imaging import decode_source, encode, probe, sniff_format, verify_output
 from thumbctl.imaging.formats import webp_canvas_size
 
 from conftest import SAMPLE_IMAGES
@@ -254,3 +256,42 @@ def test_a_broken_avif_is_a_corrupt_image_not_a_crash() -> None:
     with pytest.raises(ItemFailure) as info:
         probe(io.BytesIO(data), data[:32], LIMIT)
     assert info.value.code == "corrupt_image" and info.value.detail.startswith("avif header does not decode: ")
+
+
+def full_decode_problem(data: bytes) -> bool:
+    """Whether a whole-size decode of ``data`` fails (what verification decoded before)."""
+    try:
+        with Image.open(io.BytesIO(data), formats=["JPEG"]) as image:
+            image.load()
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def encoded_jpeg() -> bytes:
+    """A thumbnail as thumbctl encodes it (progressive, optimised Huffman tables, 4:2:0), of a real photo."""
+    with Image.open(sorted(SAMPLE_IMAGES.rglob("*.jpg"))[0]) as photo:
+        return encode(photo.convert("RGB").resize((160, 120)), "jpeg", 85)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_jpeg_verification_refuses_exactly_what_a_whole_decode_refuses(encoded_jpeg: bytes, data: st.DataObject):
+    """Verification decodes a JPEG at 1/8 scale; every truncation and flipped byte that a
+    whole-size decode refuses, it refuses, and it passes what a whole-size decode passes."""
+    header_end = encoded_jpeg.index(b"\xff\xda")  # start of the first scan: the header stays readable
+    if data.draw(st.booleans(), label="truncate"):
+        broken = encoded_jpeg[: data.draw(st.integers(header_end + 4, len(encoded_jpeg) - 1), label="length")]
+    else:
+        at = data.draw(st.integers(header_end + 12, len(encoded_jpeg) - 3), label="at")
+        value = data.draw(st.integers(0, 255), label="value")
+        broken = encoded_jpeg[:at] + bytes([value]) + encoded_jpeg[at + 1 :]
+    verdict = verify_output(io.BytesIO(broken), "jpeg", 160, 120)
+    assert (verdict is not None) == full_decode_problem(broken)
+
+
+def test_jpeg_verification_refuses_a_truncated_thumbnail(encoded_jpeg: bytes) -> None:
+    assert verify_output(io.BytesIO(encoded_jpeg), "jpeg", 160, 120) is None
+    verdict = verify_output(io.BytesIO(encoded_jpeg[: len(encoded_jpeg) // 2]), "jpeg", 160, 120)
+    assert verdict is not None and verdict.startswith("does not decode as jpeg")
