@@ -26,6 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from thumbctl import IdempotencyConflict, Ledger, Limits
 from thumbctl.errors import BatchNotFound, ItemNotFound, LedgerBusy, ThumbctlError, UsageError
+from thumbctl.ledger import work
 from thumbctl.ledger.timefmt import iso
 from thumbctl.ledger.work import CLAIM_SHARED_ITEMS
 from thumbctl.models import KeyedBatch, NewBatch, NewItem
@@ -485,6 +486,35 @@ def test_a_dead_owner_on_this_host_is_rescued_at_once(ledger: Ledger) -> None:
     ledger.queue.claim("host:1:dead", lease_seconds=3600)
     fresh = ledger.queue.claim("w2", is_dead=lambda owner: owner == "host:1:dead", delay_for=no_delay)
     assert fresh is not None and [i.attempt for i in fresh.items] == [2, 2]
+
+
+def test_an_owner_found_alive_is_looked_at_again_only_after_the_recheck_time(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claims beside many workers do not read every owner's process each time: one found alive is
+    taken to be alive for ALIVE_RECHECK seconds; when it has died meanwhile, the first claim after
+    that time rescues its items."""
+    ledger.intake.accept_batch(request(sources=2), Limits())
+    ledger.queue.claim("host:1:w1", lease_seconds=3600)
+    looked: list[str] = []
+    dead: set[str] = set()
+
+    def is_dead(owner: str) -> bool:
+        looked.append(owner)
+        return owner in dead
+
+    monotonic = [1000.0]
+    monkeypatch.setattr(work.time, "monotonic", lambda: monotonic[0])
+    assert ledger.queue.claim("w2", lease_seconds=3600, is_dead=is_dead, delay_for=no_delay) is not None
+    assert looked.count("host:1:w1") == 1
+    dead.add("host:1:w1")
+    monotonic[0] += work.ALIVE_RECHECK / 2
+    assert ledger.queue.claim("w3", is_dead=is_dead, delay_for=no_delay) is None
+    assert looked.count("host:1:w1") == 1  # not looked at again yet: its items wait
+    monotonic[0] += work.ALIVE_RECHECK
+    rescued = ledger.queue.claim("w3", is_dead=is_dead, delay_for=no_delay)
+    assert looked.count("host:1:w1") == 2
+    assert rescued is not None and [i.attempt for i in rescued.items] == [2, 2]
 
 
 def test_transient_failures_back_off_with_a_persisted_not_before(ledger: Ledger, clock: Clock, ledger_url: str) -> None:
