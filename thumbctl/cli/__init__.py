@@ -10,9 +10,17 @@ import gc
 _collecting = gc.isenabled()
 gc.disable()
 try:
-    from .app import app, main
+    from .app import main, whole_app
 finally:
     if _collecting:
         gc.enable()
 
+del globals()["app"]  # the submodule's name here: as before, ``thumbctl.cli.app`` read as an attribute is the Typer app
 __all__ = ["app", "main"]
+
+
+def __getattr__(name: str) -> object:
+    """:data:`app`, the whole Typer app, built on first use (a command line builds only its command)."""
+    if name == "app":
+        return whole_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

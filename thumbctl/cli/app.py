@@ -8,6 +8,7 @@ in the order the help shows them, and is the entry point.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -102,7 +103,19 @@ def _app(commands: tuple[tuple[Callable[..., None], str, tuple[str, ...]], ...])
     return built
 
 
-app = _app(COMMANDS)
+@functools.cache
+def whole_app() -> typer.Typer:
+    """The app with every command: built on first use (the root help, completion, ``--version``, an
+    unknown command, and callers such as tests), not at import, since one command line runs one command."""
+    return _app(COMMANDS)
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """:data:`app`, the whole app (:func:`whole_app`), read as a module attribute."""
+    if name == "app":
+        return whole_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Root options that take a value: the word after one is not a command name.
 _ROOT_VALUED = ("--db",)
@@ -114,9 +127,9 @@ def app_for(args: list[str]) -> typer.Typer:
     """The app that runs ``args``: built with only the command they name, when they name one. Typer
     builds the options of every command it holds before it runs one (``docs/benchmarks.md``,
     "Start-up", measures it); the root help, completion, ``--version`` and unknown commands take
-    the whole :data:`app`, and a command's own help, parsing and errors are the same in both."""
+    the whole app (:func:`whole_app`), and a command's own help, parsing and errors are the same in both."""
     if "_THUMBCTL_COMPLETE" in os.environ:
-        return app
+        return whole_app()
     words = iter(args)
     for word in words:
         if word in _ROOT_VALUED:
@@ -125,8 +138,8 @@ def app_for(args: list[str]) -> typer.Typer:
             continue
         else:
             named = [entry for entry in COMMANDS if entry[1] == word]
-            return _app(tuple(named)) if named else app
-    return app
+            return _app(tuple(named)) if named else whole_app()
+    return whole_app()
 
 
 def main(argv: list[str] | None = None) -> None:
