@@ -9,7 +9,6 @@ through the parser of its key in the settings table (:mod:`thumbctl.configkeys`)
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -119,6 +118,8 @@ def _text(path: Path) -> str:
 
 
 def _parsed(path: Path, text: str) -> dict[str, Any]:
+    import tomllib  # only when a config file is there: most commands run without one (start-up time)
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

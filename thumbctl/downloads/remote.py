@@ -11,7 +11,6 @@ body is not read: the cached digest and header stand.
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import io
 from collections.abc import Mapping
@@ -37,6 +36,8 @@ def modified_ns(text: str | None) -> int:
     """``Last-Modified`` as nanoseconds since the epoch (0: none or unreadable)."""
     if not text:
         return 0
+    import email.utils  # only for URL sources (start-up time of every submit)
+
     try:
         return int(email.utils.parsedate_to_datetime(text).timestamp()) * 1_000_000_000
     except (TypeError, ValueError, OverflowError):
