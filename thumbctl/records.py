@@ -4,7 +4,7 @@
 six for a frozen class on Python 3.11 (``__init__``, ``__repr__``, ``__eq__``,
 ``__hash__``, ``__setattr__``, ``__delattr__``). thumbctl declares about a hundred
 records, and those compiles were the largest single part of every command's start-up
-(``docs/architecture.md``, "Start-up").
+(``docs/architecture.md``, "Start-up and Typer").
 
 :func:`record` keeps the dataclass machinery for what it is good at (collecting the
 fields, their defaults and ``field()`` options, inheritance, ``__match_args__``), so
