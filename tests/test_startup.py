@@ -21,16 +21,23 @@ REPO = Path(__file__).resolve().parent.parent
 #: Never imported by ``import thumbctl`` nor by the commands that only read or cancel.
 HEAVY = ("PIL", "multiprocessing", "sqlite_utils")
 
-#: Runs the CLI in-process, then prints which of the heavy modules it imported.
-DRIVER = f"""
+
+
+def driver(watched: tuple[str, ...]) -> str:
+    """Code that runs the CLI in-process, then prints which of ``watched`` it imported."""
+    return f"""
 import json, sys
 from thumbctl.cli import main
 try:
     main(sys.argv[1:])
 except SystemExit as exit:
     code = exit.code
-print(json.dumps({{"code": code, "loaded": sorted(m for m in {HEAVY!r} if m in sys.modules)}}), file=sys.stderr)
+print(json.dumps({{"code": code, "loaded": sorted(m for m in {watched!r} if m in sys.modules)}}), file=sys.stderr)
 """
+
+
+#: Runs the CLI in-process, then prints which of the heavy modules it imported.
+DRIVER = driver(HEAVY)
 
 
 def python(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -101,6 +108,38 @@ def test_a_new_ledger_is_created_complete_without_sqlite_utils(tmp_path: Path) -
     report = json.loads(result.stderr.strip().splitlines()[-1])
     assert report["code"] == 0 and "sqlite_utils" not in report["loaded"]
     assert cli("status", "--db", str(db), "--json").returncode == 0
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("submit", "-q"), ("submit", "--json"), ("status", "--json"), ("cancel", "{batch}", "-q")],
+    ids=["submit-quiet", "submit-json", "status-json", "cancel-quiet"],
+)
+def test_a_command_that_writes_no_line_for_people_never_loads_rich(
+    tmp_path: Path, batch: tuple[Path, str], command: tuple[str, ...]
+) -> None:
+    """Rich's consoles are made when a line for people is first written: with -q or --json a
+    command that has nothing to report never imports Rich (a third of its start)."""
+    db, batch_id = batch
+    name, *rest = (part.format(batch=batch_id) for part in command)
+    where = [str(tmp_path / "one"), "--out", str(tmp_path / "out2"), "-w", "1"] if name == "submit" else []
+    result = python("-c", driver(("rich",)), name, *where, *rest, "--db", str(db))
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    assert report == {"code": 0, "loaded": []}
+    if command == ("submit", "--json"):
+        assert json.loads(result.stdout)["counts"]["succeeded"] == 3
+    elif command[-1] == "--json":
+        assert isinstance(json.loads(result.stdout), dict)
+
+
+def test_a_quiet_run_that_fails_still_says_why_in_one_line(tmp_path: Path) -> None:
+    """-q keeps Rich out until there is something to say: an item that fails is still reported."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    args = ["submit", str(tmp_path / "one"), "--out", str(tmp_path / "out"), "--db", str(tmp_path / "l.db"), "-q"]
+    result = cli(*args)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.strip().splitlines()[-1].startswith("3 of 3 failed (exit 1); thumbctl status b_")
 
 
 def processes_in_group(pgid: int) -> list[str]:

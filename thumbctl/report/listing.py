@@ -6,9 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
-from rich.cells import cell_len
-from rich.markup import escape
-
 from ..models import EventView, ItemState, ItemView
 from ..proc import owner_label
 from .styles import STATE_STYLES, printable
@@ -81,7 +78,11 @@ def event_cells(event: EventView) -> tuple[Cell, ...]:
 
 
 def cell_width(text: str) -> int:
-    return len(text) if text.isascii() else cell_len(text)
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len  # wide characters only: a listing of plain names never loads Rich
+
+    return cell_len(text)
 
 
 def column_widths(columns: Sequence[str], rows: Iterable[Sequence[Cell]]) -> list[int]:
@@ -102,6 +103,8 @@ def plain_line(row: Sequence[Cell], widths: Sequence[int]) -> str:
 
 def markup_line(row: Sequence[Cell], widths: Sequence[int]) -> str:
     """:func:`plain_line` as Rich markup, each cell in its style."""
+    from rich.markup import escape  # on a terminal only, where the console has loaded Rich anyway
+
     parts = []
     for n, (text, style) in enumerate(row):
         pad = " " * (widths[n] - cell_width(text)) if n < len(row) - 1 else ""

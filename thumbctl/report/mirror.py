@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
-
 from .output import Output
-from .styles import plural
+from .styles import escape, plural
 
 if TYPE_CHECKING:
     from ..mirror import MirrorReport

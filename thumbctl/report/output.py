@@ -18,55 +18,25 @@ else does.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Self, TextIO
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
 from ..errors import ThumbctlError
 from ..models import ITEM_STATES, BatchView
 from .listing import WIDTH_SAMPLE, Cell, chunked, column_widths, markup_line, plain_line
-from .styles import styled
+from .styles import escape, styled
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
     from .progress import RunProgress
+    from .runnotes import QuietRun
 
-#: Width of a console whose stream is not a terminal: tables there are not cut to 80 columns.
-PIPE_WIDTH = 200
 ELEMENT_ENCODER = json.JSONEncoder(ensure_ascii=False)
-
-
-class PipeSafeConsole(Console):
-    """A console whose reader may go away (``thumbctl submit … | head``, ``… 2>&1 | head``).
-
-    Rich's default answer to a closed pipe is to exit with status 1 at once, which would
-    abandon a foreground run half-way with its workers stopped. Here the console falls
-    silent instead (its file descriptor now points at the null device) and the command
-    carries on, so its work and its exit code are what they would have been.
-    """
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, self.file.fileno())
-        finally:
-            os.close(devnull)
-
-
-def stream_console(*, stderr: bool) -> PipeSafeConsole:
-    """A console on stdout or stderr that decides for itself whether it is on a terminal: there,
-    colour (unless NO_COLOR) and the terminal's width; elsewhere plain text, :data:`PIPE_WIDTH` wide."""
-    stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else PIPE_WIDTH
-    no_color = bool(os.environ.get("NO_COLOR"))
-    return PipeSafeConsole(stderr=stderr, highlight=False, no_color=no_color, soft_wrap=True, width=width)
 
 
 class Output:
@@ -74,7 +44,8 @@ class Output:
     instead of the results. What each command says is built on these primitives
     (:class:`thumbctl.report.reporter.Reporter`).
 
-    ``stdout`` is a shorthand for a results console writing to that file.
+    ``stdout`` is a shorthand for a results console writing to that file. A console not given is
+    made when first written to (:mod:`.consoles`).
     """
 
     def __init__(
@@ -93,10 +64,11 @@ class Output:
         self.verbose = verbose and not quiet
         #: Seconds between plain progress lines off a terminal.
         self.progress_interval = progress_interval
-        #: Results: stdout.
-        self.results = results or Console(file=stdout, highlight=False, soft_wrap=True)
-        #: Progress, warnings, hints, notices and errors: stderr.
-        self.diagnostics = diagnostics or Console(stderr=True, highlight=False, soft_wrap=True)
+        self._results = results
+        self._diagnostics = diagnostics
+        self._stdout = stdout
+        #: Whether the consoles not given are the process's own streams' (:func:`.consoles.stream_console`).
+        self._on_streams = False
         #: While a JSON listing is being written: what closes its list.
         self._open_list: str | None = None
         #: JSON Lines (``--jsonl``): every document, the error's too, on one line of its own.
@@ -107,32 +79,48 @@ class Output:
         cls, *, json_mode: bool = False, quiet: bool = False, verbose: bool = False, progress_interval: float = 5.0
     ) -> Self:
         """The command line's reporter: results on this process's stdout, diagnostics on its stderr."""
-        return cls(
-            json_mode=json_mode,
-            quiet=quiet,
-            verbose=verbose,
-            progress_interval=progress_interval,
-            results=stream_console(stderr=False),
-            diagnostics=stream_console(stderr=True),
-        )
+        output = cls(json_mode=json_mode, quiet=quiet, verbose=verbose, progress_interval=progress_interval)
+        output._on_streams = True
+        return output
+
+    @property
+    def results(self) -> Console:
+        """Results: stdout."""
+        if self._results is None:
+            self._results = self._console(stderr=False)
+        return self._results
+
+    @property
+    def diagnostics(self) -> Console:
+        """Progress, warnings, hints, notices and errors: stderr."""
+        if self._diagnostics is None:
+            self._diagnostics = self._console(stderr=True)
+        return self._diagnostics
+
+    def _console(self, *, stderr: bool) -> Console:
+        from .consoles import plain_console, stream_console
+
+        if self._on_streams:
+            return stream_console(stderr=stderr)
+        return plain_console(stderr=stderr, file=None if stderr else self._stdout)
 
     @property
     def stdout(self) -> TextIO:
         """The results' stream (JSON and the streamed listings are written to it directly)."""
-        return self.results.file
+        if self._results is not None:
+            return self._results.file
+        return self._stdout or sys.stdout
 
-    def run_progress(self, batch_id: str | None) -> RunProgress:
-        """The live view (stderr a terminal) or plain lines (elsewhere) of a run, on stderr; off
-        with -q or --json."""
+    def run_progress(self, batch_id: str | None) -> RunProgress | QuietRun:
+        """The live view (stderr a terminal) or plain lines (elsewhere) of a run, on stderr; with
+        -q or --json, only the notes a run always gives (:mod:`.runnotes`)."""
+        if self.quiet or self.json_mode:
+            from .runnotes import QuietRun
+
+            return QuietRun(lambda: self.diagnostics)
         from .progress import RunProgress
 
-        return RunProgress(
-            self.diagnostics,
-            batch_id=batch_id,
-            enabled=not (self.quiet or self.json_mode),
-            interval=self.progress_interval,
-            verbose=self.verbose,
-        )
+        return RunProgress(self.diagnostics, batch_id=batch_id, interval=self.progress_interval, verbose=self.verbose)
 
     # -- primitives -----------------------------------------------------------
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
@@ -22,10 +21,8 @@ from rich.text import Text
 from ..ledger import Follower, Ledger, parse_iso
 from ..models import ITEM_STATES, Activity, BatchView, ItemState, RecentFailure
 from ..proc import owner_label
+from .runnotes import RunNotes
 from .styles import STATE_STYLES, format_age, styled
-
-if TYPE_CHECKING:  # `status --watch` follows a run without starting one
-    from ..pool import WorkerDeath
 
 #: How often the ledger is read for the live view; the runner ticks more often than this.
 LIVE_REFRESH_SECONDS = 0.5
@@ -211,7 +208,7 @@ def _ratio_order(ratio: str) -> float:
     return int(width) / int(height) if width.isdigit() and height.isdigit() and int(height) else 0.0
 
 
-class RunProgress:
+class RunProgress(RunNotes):
     """Observer of a foreground batch run (``submit``, ``retry``, ``status --watch``) or of ``work``.
 
     On a terminal: a Rich live view redrawn from the ledger. Elsewhere: a plain
@@ -282,6 +279,9 @@ class RunProgress:
             else:
                 self._print_plain(view, activity, final=True)
 
+    def _stderr(self) -> Console:
+        return self.console
+
     def _read(self, ledger: Ledger) -> tuple[BatchView | None, Activity]:
         """The view and activity as of now, from a follower of the ledger: after its first read
         (which counts the item rows) each read costs only what changed since the last."""
@@ -304,25 +304,3 @@ class RunProgress:
         if not (final and body == self._last_body):
             self.console.print(line, markup=False, highlight=False)
         self._last_body = body
-
-    def cancel_recorded(self, batch: BatchView) -> None:
-        self.console.print(
-            f"[magenta]Cancel recorded[/] for {batch.batch_id} at {batch.cancel_requested_at}; running items stop "
-            "at their next checkpoint. Press Ctrl-C again to quit at once."
-        )
-
-    def stopping(self) -> None:
-        self.console.print("Stopping after the sources in hand. Press Ctrl-C again to quit at once.")
-
-    def worker_died(self, death: WorkerDeath, restarted: bool) -> None:
-        """Shown even with -q or --json (on stderr): a crash is news, and so is a restart."""
-        what = (
-            "after taking work; any items it still held go back to the queue (the attempt counts)"
-            if death.took_work
-            else "before taking any work"
-        )
-        then = "started a replacement" if restarted else "not replaced: the run is stopping"
-        self.console.print(
-            f"[yellow]warning[/] [dim]\\[worker_crashed][/] worker process {death.pid} died ({death.how}) "
-            f"{what}; {then}"
-        )

@@ -6,12 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
-
 from ..errors import ExitCode, UnavailableError
 from ..models import BatchState, BatchView, ItemState
 from .mirror import MirrorReports
-from .styles import plural, printable, styled
+from .styles import escape, plural, printable, styled
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
     from ..intake import IntakeReport
@@ -42,6 +40,8 @@ class RunReports(MirrorReports):
                 self.diagnostics.print(self.resuming_line(batch))
             if final:
                 self.emit_json(batch.to_json() | self.renders_again_json())
+            return
+        if self.quiet:  # every line below is one say or note would drop
             return
         line = self.say if final else self.note
         if batch.resumed_from and not batch.replayed:
@@ -156,6 +156,10 @@ class RunReports(MirrorReports):
             extra = ({"sheet": sheet} if sheet else {}) | ({"mirrored": mirrored.to_json()} if mirrored else {})
             extra |= self.renders_again_json()
             self.emit_json(batch.to_json() | {"max_failures": max_failures} | extra)
+            return
+        if self.quiet:  # the summary is all say lines, dropped; only the mirror's warnings still show
+            if mirrored is not None:
+                self.mirrored(mirrored)
             return
         if interrupted:
             self.say(f"Interrupted: batch {batch.batch_id} is {styled(batch.state)}; the cancel is recorded.")

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..models import BatchState, ItemState
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 STATE_STYLES = {
     ItemState.QUEUED: "cyan",
@@ -58,3 +63,19 @@ def plural(n: int, noun: str) -> str:
 def printable(text: str) -> str:
     """``text`` on one line without control characters."""
     return text if text.isprintable() else text.translate(UNPRINTABLE)
+
+
+def escape(text: str) -> str:
+    """``text`` safe inside Rich markup. Rich is imported here, when a line is about to be
+    printed, not with the reporter: a command that prints nothing (``-q``, ``--json``) never
+    loads it (:mod:`.consoles`)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def bare_table(**options: Any) -> Table:
+    """A Rich table without borders or edge padding, the form every result table takes."""
+    from rich.table import Table
+
+    return Table(box=None, pad_edge=False, **options)

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rich.markup import escape
-
 from ..models import Finding, GcReport, ReconcileReport
 from .output import Output
-from .styles import format_bytes, plural
+from .styles import escape, format_bytes, plural
 
 
 class UpkeepReports(Output):

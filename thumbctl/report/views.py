@@ -6,15 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
-from rich.table import Table
-
 from ..config import Settings, display_value
 from ..errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES
 from ..models import BatchView, EventView, ItemState, ItemView
 from .listing import EVENT_COLUMNS, ITEM_COLUMNS, event_cells, item_cells
 from .output import Output
-from .styles import format_age, format_bytes, format_ms, styled
+from .styles import bare_table, escape, format_age, format_bytes, format_ms, styled
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
     from ..focus import SourceFocus
@@ -51,7 +48,7 @@ class ViewReports(Output):
         if not batches:  # an empty result: stdout stays empty, the hint is a diagnostic
             self.note("No batches yet. Start one with: thumbctl submit FOLDER --out thumbs")
             return
-        table = Table(box=None, pad_edge=False)
+        table = bare_table()
         for column in ("batch", "state", "done", "failed", "created", "source"):
             table.add_column(column)
         for b in batches:
@@ -129,14 +126,14 @@ class ViewReports(Output):
             self.say(f"  Prometheus metrics written to {escape(prometheus_file)}")
 
     def stats_tables(self, report: StatsReport) -> None:
-        stages = Table(box=None, pad_edge=False, title_justify="left")
+        stages = bare_table(title_justify="left")
         for column in ("stage", "count", "p50 ms", "p95 ms"):
             stages.add_column(column, justify="left" if column == "stage" else "right")
         for stage, dist in report.timings_ms.items():
             stages.add_row(stage, str(dist.count), format_ms(dist.p50), format_ms(dist.p95))
         self.table(stages)
         if report.per_ratio:
-            ratios = Table(box=None, pad_edge=False)
+            ratios = bare_table()
             for column in ("ratio", "items", "sources read", "output bytes"):
                 ratios.add_column(column, justify="left" if column == "ratio" else "right")
             for ratio, figures in report.per_ratio.items():
@@ -176,7 +173,7 @@ class ViewReports(Output):
         self.say(f"config file: {escape(str(settings.config_file or 'none found'))}")
         chosen = f"{settings.profile} ({settings.profile_source})" if settings.profile else "none"
         self.say(f"profile: {escape(chosen)}")
-        table = Table(box=None, pad_edge=False)
+        table = bare_table()
         for column in ("setting", "value", "source"):
             table.add_column(column)
         for name, setting in settings.values.items():

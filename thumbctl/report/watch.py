@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
-
 from ..models import ItemState
 from .mirror import MirrorReports
-from .styles import format_age, plural, styled
+from .styles import escape, format_age, plural, styled
 
 if TYPE_CHECKING:
     from pathlib import Path
