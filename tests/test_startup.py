@@ -22,7 +22,6 @@ REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("PIL", "multiprocessing", "sqlite_utils")
 
 
-
 def driver(watched: tuple[str, ...]) -> str:
     """Code that runs the CLI in-process, then prints which of ``watched`` it imported."""
     return f"""
