@@ -131,14 +131,16 @@ def test_a_command_that_writes_no_line_for_people_never_loads_rich(
         assert isinstance(json.loads(result.stdout), dict)
 
 
-def test_a_quiet_run_that_fails_still_says_why_in_one_line(tmp_path: Path) -> None:
-    """-q keeps Rich out until there is something to say: an item that fails is still reported."""
+def test_a_quiet_run_that_fails_says_why_in_one_line_and_nothing_else(tmp_path: Path) -> None:
+    """The consoles are made only when a line is written: with -q, a run whose items fail still
+    says why on stderr, in exactly one line, and writes nothing on stdout."""
     (tmp_path / "one").mkdir()
     (tmp_path / "one" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
     args = ["submit", str(tmp_path / "one"), "--out", str(tmp_path / "out"), "--db", str(tmp_path / "l.db"), "-q"]
     result = cli(*args)
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.strip().splitlines()[-1].startswith("3 of 3 failed (exit 1); thumbctl status b_")
+    [line] = result.stderr.splitlines()
+    assert line.startswith("3 of 3 failed (exit 1); thumbctl status b_")
 
 
 def processes_in_group(pgid: int) -> list[str]:
