@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import email.utils
 import random
 import socket
 import time
@@ -292,6 +291,8 @@ def _retry_after(text: str | None) -> float | None:
     text = text.strip()
     if text.isdigit():
         return float(text)
+    import email.utils  # only for a refused download's HTTP date (start-up time of every submit)
+
     try:
         when = email.utils.parsedate_to_datetime(text)
     except (TypeError, ValueError):
