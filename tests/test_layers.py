@@ -49,6 +49,7 @@ FLOORS = {
     "configfile": ADAPTERS,
     "userdirs": ADAPTERS,
     "proc": ADAPTERS,
+    "heap": ADAPTERS,
     "retrypolicy": ADAPTERS,
     "options": ADAPTERS,
     # what thumbctl does, composed from the adapters

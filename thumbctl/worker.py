@@ -34,6 +34,7 @@ from .downloads import is_url
 from .downloads.remote import read_verified_url
 from .errors import ItemFailure, LedgerBusy, LedgerFault, LedgerUnavailable, ThumbctlError
 from .faults import Faults
+from .heap import release_freed_memory
 from .imaging import CropAnalysis, DecodedSource, SourceDecoder, preview_jpeg, verify_output
 from .ledger import Claim, ClaimedItem, Ledger, is_server_url
 from .models import ItemState
@@ -135,6 +136,7 @@ def run_worker(
     owner = owner_id()
     processed = 0
     waits = idle_waits(config.poll_seconds)
+    rested = True
     with (
         open_ledger(config.db_path) as ledger,
         Heartbeat(config) as heartbeat,
@@ -156,9 +158,13 @@ def run_worker(
                 if idle:
                     break
                 faults.hit("ran_dry")
+                if not rested:  # the heap kept for the next source is not needed while there is none
+                    release_freed_memory()
+                    rested = True
                 stop.wait(next(waits))
                 continue
             waits = idle_waits(config.poll_seconds)
+            rested = False
             coordinator.took_work()
             with heartbeat.tracking(claim.token) as lost:
                 ClaimRun(ledger, claim, faults, config, lost, writer, renderer).run()

@@ -10,6 +10,7 @@ import threading
 from multiprocessing.connection import Connection
 
 from .errors import LedgerFault
+from .heap import keep_freed_memory
 from .worker import Coordinator, WorkerConfig, run_worker
 
 
@@ -22,9 +23,11 @@ def worker_main(
     worker to finish the claim in hand and exit; the handler only sets a flag.
     A worker forked ahead of its batch (``config`` None) first closes the coordinator's
     ends it ``inherited``, then waits for its configuration on ``link``; it exits if the
-    coordinator closes the link instead.
+    coordinator closes the link instead. Its heap keeps freed memory for the next source
+    (:mod:`thumbctl.heap`).
     """
     stop = threading.Event()
+    keep_freed_memory()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
