@@ -17,11 +17,13 @@ gives the median of each figure over them.
 default outputs of the first N sources of the folder, progressive (as thumbctl writes them) and
 baseline, medians per output: what the progressive output the issue keeps costs.
 
-``--smoke`` runs once, with no ``--encodes``: it checks the script only.
+``--tree DIR`` times the thumbctl of another checkout (an earlier one: parts it does not have are
+left out of its table). ``--smoke`` runs once, with no ``--encodes``: it checks the script only.
 
 Run it from the repository root::
 
     python bench/restparts.py [--corpus ../shared/corpus] [--folder photos] [--runs 3] [--core 0] [--encodes 34]
+                              [--tree DIR]
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from imaging import DEFAULT_CORPUS, REPO, code_version, command_line, pin, shown_path, source_files
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_CORPUS = "../shared/corpus"  # relative to the repository root
 
 #: (label, module, attribute, what it is): timed in the worker process.
 WORKER_PARTS = (
@@ -90,13 +93,15 @@ def timed(totals: dict[str, list[float]], label: str, function: Callable[..., An
 
 
 def install(parts: tuple[tuple[str, str, str, str], ...], totals: dict[str, list[float]]) -> None:
+    """Wrap each part's function; a part the checkout does not have (an earlier one) is left out."""
     for label, module_name, attribute, _ in parts:
         owner: Any = importlib.import_module(module_name)
-        name = attribute
-        if "." in attribute:
-            class_name, name = attribute.split(".")
-            owner = getattr(owner, class_name)
-        setattr(owner, name, timed(totals, label, getattr(owner, name)))
+        *classes, name = attribute.split(".")
+        for class_name in classes:
+            owner = getattr(owner, class_name, None)
+        function = getattr(owner, name, None)
+        if callable(function):
+            setattr(owner, name, timed(totals, label, function))
 
 
 def write_record(path: str, process: str, totals: dict[str, list[float]], started: float) -> None:
@@ -116,14 +121,14 @@ def write_record(path: str, process: str, totals: dict[str, list[float]], starte
 def child(record_path: str, argv: list[str]) -> None:
     """Run the CLI on ``argv`` with every part timed; each process appends its totals to ``record_path``."""
     started = time.perf_counter()
+    supervisor: dict[str, list[float]] = {}
+    install(SUPERVISOR_PARTS, supervisor)  # before the CLI is imported: it may bind them by name
+    worker: dict[str, list[float]] = {}
+    install(WORKER_PARTS, worker)
     import thumbctl.cli
     import thumbctl.worker
     import thumbctl.workerproc
 
-    supervisor: dict[str, list[float]] = {}
-    install(SUPERVISOR_PARTS, supervisor)
-    worker: dict[str, list[float]] = {}
-    install(WORKER_PARTS, worker)
     run_worker = thumbctl.worker.run_worker
 
     def timed_worker(*args: Any, **kwargs: Any) -> Any:
@@ -144,10 +149,10 @@ def child(record_path: str, argv: list[str]) -> None:
 # -- the parent: runs and the table ------------------------------------------------------
 
 
-def cli_env() -> dict[str, str]:
+def cli_env(tree: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("THUMBCTL_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["NO_COLOR"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), str(REPO / "bench"), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     return env
 
 
@@ -156,7 +161,7 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def one_run(folder: Path) -> dict[str, Any]:
+def one_run(folder: Path, tree: Path) -> dict[str, Any]:
     """One timed submit into a fresh ledger and OUT: the records of both processes, wall and CPU."""
     work = Path(tempfile.mkdtemp(prefix="thumbctl-rest-"))
     try:
@@ -164,7 +169,7 @@ def one_run(folder: Path) -> dict[str, Any]:
         argv = ["submit", str(folder), "--out", str(work / "out"), "--db", str(work / "ledger.db"), "-w", "1", "-q"]
         cpu, started = children_cpu(), time.perf_counter()
         command = [sys.executable, __file__, "--child", str(records), *argv]
-        done = subprocess.run(command, capture_output=True, text=True, env=cli_env(), cwd=work)
+        done = subprocess.run(command, capture_output=True, text=True, env=cli_env(tree), cwd=work)
         wall, cpu = time.perf_counter() - started, children_cpu() - cpu
         if done.returncode != 0:
             sys.exit(f"FAILED (exit {done.returncode}): {' '.join(argv)}\n{done.stderr}")
@@ -199,7 +204,10 @@ def part_rows(runs: list[dict[str, Any]]) -> list[tuple[str, str, int, float, fl
 def parts_table(runs: list[dict[str, Any]]) -> str:
     lines = ["| process | part | calls | CPU s | wall s | what it is |", "|---|---|---:|---:|---:|---|"]
     for process, label, calls, cpu, wall, note in part_rows(runs):
-        lines.append(f"| {process} | {label} | {calls or ''} | {cpu:.3f} | {wall:.3f} | {note} |")
+        if calls == 0 and not label.startswith("writer"):
+            lines.append(f"| {process} | {label} | | not timed | not timed | {note} (not called by name here) |")
+        else:
+            lines.append(f"| {process} | {label} | {calls or ''} | {cpu:.3f} | {wall:.3f} | {note} |")
     for process in ("worker", "supervisor"):
         cpu = statistics.median(r[process]["cpu"] for r in runs)
         wall = statistics.median(r[process]["wall"] for r in runs)
@@ -215,7 +223,7 @@ def parts_table(runs: list[dict[str, Any]]) -> str:
 
 def encode_costs(files: list[Path], repeat: int = 3) -> str:
     """Median milliseconds per output of the encode and the verification, progressive and baseline."""
-    from imaging import MAX_PIXELS, QUALITY, RATIOS, SIZE
+    from imaging import MAX_PIXELS, QUALITY, RATIOS, SIZE  # bench/imaging.py: this checkout's thumbctl
 
     from thumbctl.imaging import (
         CropAnalysis,
@@ -274,6 +282,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=3, help="timed commands (default 3)")
     parser.add_argument("--core", type=int, default=0, help="CPU core to pin to (default 0)")
     parser.add_argument("--encodes", type=int, default=0, help="also time encodes of this many sources' outputs")
+    parser.add_argument("--tree", type=Path, help="a checkout of thumbctl to time instead of this one")
     parser.add_argument("--smoke", action="store_true", help="one run, no --encodes: checks the script only")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
@@ -288,14 +297,20 @@ def main() -> None:
     if args.child:
         child(args.child, args.argv)
         return
+    from imaging import code_version, command_line, pin, shown_path, source_files
+
     folder = (REPO / args.corpus / args.folder).resolve()
     if not folder.is_dir():
         sys.exit(f"no folder {folder}")
+    tree = (args.tree or REPO).resolve()
+    if not (tree / "thumbctl" / "__init__.py").is_file():
+        sys.exit(f"--tree {tree} is not a checkout of thumbctl")
     pin(args.core)
-    runs = [one_run(folder) for _ in range(1 if args.smoke else args.runs)]
+    runs = [one_run(folder, tree) for _ in range(1 if args.smoke else args.runs)]
     print(f"Command: `{command_line()}`\n")
     print(f"Folder: `{shown_path(folder)}/`, {len(source_files(folder))} sources; pinned to core {args.core}\n")
-    print(f"Date: {time.strftime('%Y-%m-%d %H:%M %Z')}; code: {code_version()}; medians of {len(runs)} run(s)\n")
+    code = code_version(tree)
+    print(f"Date: {time.strftime('%Y-%m-%d %H:%M %Z')}; code: {code}; medians of {len(runs)} run(s)\n")
     print(parts_table(runs) + "\n")
     if args.encodes and not args.smoke:
         print(encode_costs(source_files(folder)[: args.encodes]) + "\n")
