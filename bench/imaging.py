@@ -58,7 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,17 +133,29 @@ class SourceResult:
 
 def run_ours(path: Path) -> list[bytes]:
     """What ``ClaimRun`` does for one source, minus ledger and files."""
+    return [encode(image, "jpeg", QUALITY) for image in resampled_outputs(path)]
+
+
+def resampled_outputs(path: Path) -> Iterator[Image.Image]:
+    """The source read, decoded and analysed as ``ClaimRun`` does, and each ratio's output
+    resampled, ready for its encode (each made as the one before is used)."""
     data = path.read_bytes()
     info = probe(io.BytesIO(data), data[:32], MAX_PIXELS)
     geoms = [output_geometry(info.width, info.height, r, SIZE, False) for r in RATIOS]
     needed = decode_scale(info.width, info.height, SIZE)
     decoded = decode_source(data, info.format, MAX_PIXELS, needed, background="#ffffff", keep_alpha=False)
     analysis = CropAnalysis(decoded.image, decoded.width, decoded.height, "smart")
-    outputs = []
     for g in geoms:
         box = analysis.choose(g, None).box
-        outputs.append(encode(resample(decoded, box, g.out_w, g.out_h), "jpeg", QUALITY))
-    return outputs
+        yield resample(decoded, box, g.out_w, g.out_h)
+
+
+def add_corpus_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--corpus",
+        default=DEFAULT_CORPUS,
+        help=f"corpus folder, relative to the repository root (default {DEFAULT_CORPUS})",
+    )
 
 
 def run_vips(source: Source, out_dir: Path) -> list[Path]:
@@ -453,11 +465,7 @@ def pin(core: int) -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--corpus",
-        default=DEFAULT_CORPUS,
-        help=f"corpus folder, relative to the repository root (default {DEFAULT_CORPUS})",
-    )
+    add_corpus_option(parser)
     parser.add_argument("--folders", default="large,photos", help="sub-folders of the corpus (default large,photos)")
     parser.add_argument("--stages", type=Path, help="time the stages of ours on this one file and profile it instead")
     return parse_timing_args(parser)

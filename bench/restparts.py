@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = "../shared/corpus"  # relative to the repository root
 
 #: (label, module, attribute, what it is): timed in the worker process.
 WORKER_PARTS = (
@@ -223,30 +222,11 @@ def parts_table(runs: list[dict[str, Any]]) -> str:
 
 def encode_costs(files: list[Path], repeat: int = 3) -> str:
     """Median milliseconds per output of the encode and the verification, progressive and baseline."""
-    from imaging import MAX_PIXELS, QUALITY, RATIOS, SIZE  # bench/imaging.py: this checkout's thumbctl
+    from imaging import QUALITY, resampled_outputs  # bench/imaging.py: this checkout's thumbctl
 
-    from thumbctl.imaging import (
-        CropAnalysis,
-        decode_scale,
-        decode_source,
-        encode,
-        output_geometry,
-        probe,
-        resample,
-        verify_output,
-    )
+    from thumbctl.imaging import encode, verify_output
 
-    images = []
-    for path in files:
-        data = path.read_bytes()
-        info = probe(io.BytesIO(data), data[:32], MAX_PIXELS)
-        needed = decode_scale(info.width, info.height, SIZE)
-        decoded = decode_source(data, info.format, MAX_PIXELS, needed, background="#ffffff", keep_alpha=False)
-        analysis = CropAnalysis(decoded.image, decoded.width, decoded.height, "smart")
-        for ratio in RATIOS:
-            geometry = output_geometry(info.width, info.height, ratio, SIZE, False)
-            box = analysis.choose(geometry, None).box
-            images.append(resample(decoded, box, geometry.out_w, geometry.out_h).copy())
+    images = [image for path in files for image in resampled_outputs(path)]
     lines = ["| JPEG | outputs | encode ms per output | verification ms per output | bytes per output |"]
     lines.append("|---|---:|---:|---:|---:|")
     for progressive in (True, False):
@@ -274,29 +254,27 @@ def encode_costs(files: list[Path], repeat: int = 3) -> str:
 
 
 def parse_args() -> argparse.Namespace:
+    from imaging import add_corpus_option
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--corpus", default=DEFAULT_CORPUS, help=f"relative to the repository (default {DEFAULT_CORPUS})"
-    )
+    add_corpus_option(parser)
     parser.add_argument("--folder", default="photos", help="a sub-folder of the corpus (default photos)")
     parser.add_argument("--runs", type=int, default=3, help="timed commands (default 3)")
     parser.add_argument("--core", type=int, default=0, help="CPU core to pin to (default 0)")
     parser.add_argument("--encodes", type=int, default=0, help="also time encodes of this many sources' outputs")
     parser.add_argument("--tree", type=Path, help="a checkout of thumbctl to time instead of this one")
     parser.add_argument("--smoke", action="store_true", help="one run, no --encodes: checks the script only")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args, rest = parser.parse_known_args()
-    args.argv = rest
+    args = parser.parse_args()
     if args.runs < 1 or args.encodes < 0:
         parser.error("--runs must be at least 1 and --encodes not negative")
     return args
 
 
 def main() -> None:
-    args = parse_args()
-    if args.child:
-        child(args.child, args.argv)
+    if sys.argv[1:2] == ["--child"]:  # the timed command: imports nothing but the checkout's thumbctl
+        child(sys.argv[2], sys.argv[3:])
         return
+    args = parse_args()
     from imaging import code_version, command_line, pin, shown_path, source_files
 
     folder = (REPO / args.corpus / args.folder).resolve()

@@ -10,6 +10,8 @@ import random
 import sqlite3
 import stat
 import struct
+import subprocess
+import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -19,6 +21,16 @@ from PIL import Image
 from thumbctl import Ledger
 from thumbctl.ledger.timefmt import iso
 from thumbctl.models import ITEM_STATES, NewBatch, NewItem
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_bench(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python bench/SCRIPT ARGS`` from the repository root, this checkout's thumbctl first on the path."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, f"bench/{script}", *args]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env, timeout=timeout)
+
 
 #: Encoded bytes of every image :func:`make_image` made in this test process, by its arguments:
 #: many tests ask for the same few, and drawing one costs a Python call per pixel and channel.

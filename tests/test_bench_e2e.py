@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-from support import make_image
-
-REPO = Path(__file__).resolve().parent.parent
+from support import make_image, run_bench
 
 
 def test_the_end_to_end_benchmark_smoke_case_runs_and_prints_its_tables(tmp_path: Path):
@@ -20,9 +16,7 @@ def test_the_end_to_end_benchmark_smoke_case_runs_and_prints_its_tables(tmp_path
     make_image(photos / "b.jpg", (480, 640), "JPEG", seed=2)
     make_image(photos / "c.jpg", (900, 700), "JPEG", seed=3)  # the largest: left out by --smoke
     core = str(min(os.sched_getaffinity(0)))
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "bench/e2e.py", "--smoke", "--corpus", str(tmp_path / "corpus"), "--core", core]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
+    done = run_bench("e2e.py", "--smoke", "--corpus", str(tmp_path / "corpus"), "--core", core)
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| `")]
     assert len(rows) == 2 and all("/photos/` | " in row for row in rows) and "/photos/` | 2 (6) | after |" in rows[0]

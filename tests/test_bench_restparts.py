@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from support import make_image
-
-REPO = Path(__file__).resolve().parent.parent
+from support import make_image, run_bench
 
 
 def test_the_parts_of_the_rest_benchmark_times_every_part_of_a_real_submit(tmp_path: Path):
@@ -18,9 +14,7 @@ def test_the_parts_of_the_rest_benchmark_times_every_part_of_a_real_submit(tmp_p
     make_image(photos / "a.jpg", (640, 480), "JPEG", seed=1)
     make_image(photos / "b.png", (480, 640), "PNG", seed=2)
     core = str(min(os.sched_getaffinity(0)))
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "bench/restparts.py", "--smoke", "--corpus", str(tmp_path / "corpus"), "--core", core]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
+    done = run_bench("restparts.py", "--smoke", "--corpus", str(tmp_path / "corpus"), "--core", core)
     assert done.returncode == 0, done.stderr
     rows = {tuple(cell.strip() for cell in line.split("|")[1:4]) for line in done.stdout.splitlines()}
     # two sources, three default ratios each: every part ran as often as the batch needs
