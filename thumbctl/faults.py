@@ -17,8 +17,9 @@ ledger or checks on its coordinator), ``before_decode``, ``before_encode``,
 ``before_publish``, ``after_link`` (object linked, its name checked but not yet linked),
 ``name_published`` (the name linked, the commit recording it not yet made; the name is held
 against other publishers from its check to that commit) and ``after_commit``, and ``ran_dry``
-(a claim came back empty while items in scope are still live; the worker waits before it
-asks again). ``before_encode`` lies between two stages timed by ``--item-timeout`` (a pause
+(a claim came back empty while items in scope are still live, or in a run that does not end
+when idle; the worker has given back the heap it kept and waits before it asks again).
+``before_encode`` lies between two stages timed by ``--item-timeout`` (a pause
 there is not timed); ``before_decode`` is in the decode stage, ``before_publish``,
 ``after_link`` and ``name_published`` in a render's. ``pause:CHECKPOINT:once``
 pauses only the first process to get there.

@@ -157,10 +157,10 @@ def run_worker(
             if claim is None:
                 if idle:
                     break
-                faults.hit("ran_dry")
                 if not rested:  # the heap kept for the next source is not needed while there is none
                     release_freed_memory()
                     rested = True
+                faults.hit("ran_dry")
                 stop.wait(next(waits))
                 continue
             waits = idle_waits(config.poll_seconds)
