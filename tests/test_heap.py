@@ -1,6 +1,7 @@
 """The worker's heap settings: freed image memory is reused without page faults while there is
-work, and given back when the worker runs dry. Each case runs in a fresh interpreter, whose
-heap the settings then govern (the test process's own is left as it is)."""
+work, and given back when the worker runs dry. Each case runs in processes of its own (a fresh
+interpreter, or real worker processes), whose heaps the settings govern; the test process's own
+is left as it is."""
 
 from __future__ import annotations
 

@@ -56,7 +56,8 @@ def keep_freed_memory() -> bool:
     if libc is None:
         return False
     settings = ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD))
-    return all(libc.mallopt(param, value) == 1 for param, value in settings)
+    taken = [libc.mallopt(param, value) == 1 for param, value in settings]  # each tried, whatever the others did
+    return all(taken)
 
 
 def release_freed_memory() -> None:
