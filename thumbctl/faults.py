@@ -14,7 +14,8 @@
 
 Checkpoints: ``worker_start`` (a worker process has started, before it opens the
 ledger or checks on its coordinator), ``before_decode``, ``before_encode``,
-``before_publish``, ``after_link`` (object linked, its name checked but not yet linked),
+``before_publish`` (the render verified and its files written and fsynced, the publish
+transaction not begun), ``after_link`` (object linked, its name checked but not yet linked),
 ``name_published`` (the name linked, the commit recording it not yet made; the name is held
 against other publishers from its check to that commit) and ``after_commit``, and ``ran_dry``
 (a claim came back empty while items in scope are still live, or in a run that does not end

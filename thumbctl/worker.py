@@ -402,22 +402,25 @@ class ClaimRun:
             data, framing = self._rendered(decoded, item, shared, timings)
             with self._timed(timings, "publish_ms"):
                 temp, thumbnail = self._write_verified(data, shared)
+                result = {  # made while the writer thread writes
+                    "width": geometry.out_w,
+                    "height": geometry.out_h,
+                    **framing.to_result(),
+                    "source_smaller_than_target": geometry.limited,
+                    "source_bytes": self.source_bytes,
+                    "output_bytes": len(data),
+                    "output_sha256": hashlib.sha256(data).hexdigest(),
+                    "shared_render": reused,
+                    "timings": timings,
+                    **self.rendering.placeholder(framing),
+                }
+                if preview := self._preview_of(item):
+                    result["preview"] = preview
+                temp.result()  # staged (or raised) before the checkpoint: a pause or crash there finds
+                if thumbnail is not None:  # the render's files written, whatever the writer's pace
+                    thumbnail.result()
             if self._checkpoint("before_publish"):
                 return "stop"
-            result = {
-                "width": geometry.out_w,
-                "height": geometry.out_h,
-                **framing.to_result(),
-                "source_smaller_than_target": geometry.limited,
-                "source_bytes": self.source_bytes,
-                "output_bytes": len(data),
-                "output_sha256": hashlib.sha256(data).hexdigest(),
-                "shared_render": reused,
-                "timings": timings,
-                **self.rendering.placeholder(framing),
-            }
-            if preview := self._preview_of(item):
-                result["preview"] = preview
             outcome = self._publish(temp, data, item, result, thumbnail)
         except ItemFailure as failure:
             self._fail([item.row], failure.code, failure.detail)
