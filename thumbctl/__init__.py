@@ -17,10 +17,36 @@ The steps apart (record now, render later with ``thumbctl work``)::
         batch = submit(ledger, prepared, SubmitOptions().limits)
 """
 
-from __future__ import annotations
+import sys
+from _signal import SIG_BLOCK, SIGINT, pthread_sigmask, raise_signal
 
-import importlib
-from typing import TYPE_CHECKING, Any
+
+def _started_as_the_command() -> bool:
+    """Whether this interpreter was started to run the ``thumbctl`` command: ``python -m thumbctl``
+    (``sys.argv[0]`` is ``-m`` while runpy imports the package) or the console script (the
+    ``__main__`` script named ``thumbctl``). A program that imports the library is neither."""
+    if sys.argv[:1] == ["-m"]:
+        started = sys.orig_argv
+        return "-mthumbctl" in started or started[started.index("-m") + 1 :][:1] == ["thumbctl"]
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    return script is not None and script == sys.argv[0] and script.rsplit("/", 1)[-1] == "thumbctl"
+
+
+# Before anything else the command imports: Ctrl-C is held back (blocked, so it stays pending), not
+# raised in the middle of an import. The command takes it where it can act on it and report it
+# (thumbctl.cli.session.interruptible). ``_signal``, not ``signal``: it is loaded at start, while
+# ``signal`` would first import modules, a window in which a press would end in a traceback.
+try:
+    if _started_as_the_command():
+        pthread_sigmask(SIG_BLOCK, (SIGINT,))
+except KeyboardInterrupt:  # pressed before the mask took hold: pending again, for the command to report
+    if not _started_as_the_command():
+        raise
+    pthread_sigmask(SIG_BLOCK, (SIGINT,))
+    raise_signal(SIGINT)
+
+import importlib  # noqa: E402 - after the Ctrl-C hold above
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 if TYPE_CHECKING:
     from .api import default_ledger, render

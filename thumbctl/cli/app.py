@@ -18,12 +18,12 @@ import typer
 
 from .. import __version__
 from ..config import KEYS, environment_help
-from ..errors import EXIT_CODE_MEANINGS, ExitCode, UsageError
+from ..errors import EXIT_CODE_MEANINGS, ExitCode, Interrupted, UsageError
 from .focus import focus_command
 from .options import CONTEXT_SETTINGS, DbOption, JsonOption, QuietOption, VerboseOption, command
 from .params import ClickException, ClickUsageError, NoArgsIsHelpError, PlainGroup
 from .runs import cancel, retry, submit_command, work
-from .session import reporter_for, runs_one_command
+from .session import held_press, reporter_for, runs_one_command
 from .upkeep import gc_command, reconcile_command
 from .views import codes_command, config_command, events, sheet, stats, status
 from .watch import watch_command
@@ -143,21 +143,39 @@ def app_for(args: list[str]) -> typer.Typer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The ``thumbctl`` entry point: Click's usage errors become one line with a stable code too."""
+    """The ``thumbctl`` entry point: Click's usage errors become one line with a stable code too, and
+    a Ctrl-C at any moment one ``interrupted`` line and exit 130 (see :func:`.session.interruptible`)."""
     if argv is None:
         runs_one_command()
     args = sys.argv[1:] if argv is None else argv
     try:
+        code = _run(args)
+    except (KeyboardInterrupt, typer.Abort):  # a press that reached Click, outside a command's body
+        code = _interrupted()
+    sys.stdout.flush()
+    if held_press():  # pressed as the command ended, or before a command that never let it act
+        code = _interrupted()
+    sys.exit(code)
+
+
+def _run(args: list[str]) -> int:
+    """Run the command line ``args``; its exit code."""
+    try:
         code = app_for(args)(args=args, prog_name="thumbctl", standalone_mode=False)
     except NoArgsIsHelpError as exc:  # bare `thumbctl`: the help, as Click shows it
         exc.show()
-        sys.exit(int(ExitCode.USAGE))
+        return int(ExitCode.USAGE)
     except ClickException as exc:
         reporter = reporter_for("--json" in args)
         hint = exc.ctx.command_path if isinstance(exc, ClickUsageError) and exc.ctx is not None else "thumbctl"
         message = f"{exc.format_message()} (see {hint} --help)"
         reporter.error(UsageError(message))
-        sys.exit(int(ExitCode.USAGE))
-    except typer.Abort:
-        sys.exit(int(ExitCode.INTERRUPTED))
-    sys.exit(code if isinstance(code, int) else 0)
+        return int(ExitCode.USAGE)
+    return code if isinstance(code, int) else 0
+
+
+def _interrupted() -> int:
+    """One ``interrupted`` line on stderr (not a second document on stdout: the command may have
+    written its own); exit 130."""
+    reporter_for(False).error(Interrupted("interrupted"))
+    return int(ExitCode.INTERRUPTED)

@@ -78,7 +78,8 @@ def handled(reporter: Reporter) -> Iterator[None]:
     """The one place where errors become exit codes."""
     token = RUNNING.set(RunningCommand(reporter))
     try:
-        yield
+        with interruptible():
+            yield
     except ThumbctlError as err:
         reporter.error(err)
         raise typer.Exit(int(err.exit_code)) from None
@@ -94,6 +95,39 @@ def handled(reporter: Reporter) -> Iterator[None]:
         raise typer.Exit(int(ExitCode.PARTIAL)) from None
     finally:
         RUNNING.reset(token)
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Ctrl-C acts in here: a press raises KeyboardInterrupt (or is counted, under
+    :meth:`Interrupts.on_sigint`). The command's process holds Ctrl-C back from its first import on
+    (``thumbctl/__init__.py``); a press held back until now is delivered here at once, and one after
+    this ends is held for :func:`held_press`. In a process that does not hold it (a library caller,
+    tests in process), Ctrl-C is left as it is."""
+    held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    if held:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if held:
+            hold_ctrl_c()
+
+
+def hold_ctrl_c() -> None:
+    """Hold Ctrl-C back again; a press that came just before (raised as the mask was set) is made
+    pending again rather than lost."""
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    except KeyboardInterrupt:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        signal.raise_signal(signal.SIGINT)
+
+
+def held_press() -> bool:
+    """Whether a Ctrl-C is held back, pending: pressed after the command's body ended (its output
+    written, its transactions committed or rolled back), or in a command that never let it act."""
+    return signal.SIGINT in signal.sigpending()
 
 
 def silence_broken_pipe() -> None:

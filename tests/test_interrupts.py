@@ -1,0 +1,97 @@
+"""Ctrl-C at any moment of a command, in real processes: from thumbctl's first import on, one
+``interrupted`` line and exit 130, never a traceback and never a half-recorded batch.
+
+Before thumbctl is imported the interpreter is still starting: there, dying by SIGINT (or Python's
+own "Failed to import the site module") is accepted, as long as no thumbctl module is named. The
+workers pause before their first decode, so every moment lands in a live command, never after it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from thumbctl import Ledger
+
+from harness import Thumbctl
+from support import check_invariants, make_image
+
+pytestmark = pytest.mark.timeout(300)
+
+#: 20 moments from 0 to 0.5 s after exec: the interpreter starting, thumbctl's imports, Typer's
+#: parsing, the ledger's opening and migration, the scan.
+MOMENTS = tuple(n * 0.5 / 19 for n in range(20))
+#: The two ways a user starts thumbctl.
+ENTRY_POINTS = {
+    "python-m": [sys.executable, "-m", "thumbctl"],
+    "console-script": [str(Path(sys.executable).with_name("thumbctl"))],
+}
+#: A frame or line of thumbctl's own code in a traceback (not the editable install's finder).
+THUMBCTL_CODE = re.compile(r"thumbctl[/.]")
+
+
+@pytest.fixture
+def photos(tmp_path: Path) -> Path:
+    for n, size in enumerate([(300, 200), (200, 300), (256, 256)]):
+        make_image(tmp_path / "photos" / f"p{n}.jpg", size, "JPEG", seed=n)
+    return tmp_path / "photos"
+
+
+def interrupted_at(entry: list[str], moment: float, photos: Path, run: Path) -> subprocess.CompletedProcess[str]:
+    """``submit`` started with ``entry``, Ctrl-C (SIGINT to its group) ``moment`` seconds after exec."""
+    thumbctl = Thumbctl(run / "ledger.db", faults=run / "faults")
+    proc = subprocess.Popen(
+        [*entry, "submit", str(photos), "--out", str(run / "out"), "-w", "1"],
+        env=thumbctl.environment("pause:before_decode"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    time.sleep(moment)
+    os.killpg(proc.pid, signal.SIGINT)
+    thumbctl.release()
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def check_outcome(done: subprocess.CompletedProcess[str], moment: float) -> None:
+    """Exit 130 with one ``interrupted`` error line at the end; or the interpreter still starting."""
+    where = f"SIGINT at {moment:.3f}s: exit {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}"
+    if done.returncode == 130:
+        lines = done.stderr.splitlines()
+        assert [line for line in lines if line.startswith("error ")] == lines[-1:], where
+        assert lines[-1].startswith("error [interrupted] "), where
+        assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, where
+        return
+    starting = done.returncode == -signal.SIGINT or done.stderr.startswith("Fatal Python error: init_import_site")
+    assert starting and done.stdout == "", where
+    assert not THUMBCTL_CODE.search(done.stderr), where
+
+
+def check_ledger(db: Path) -> None:
+    """No half-recorded batch: each batch in the ledger has all 9 items (3 photos, 3 ratios)."""
+    if not db.exists():
+        return
+    with Ledger(db) as ledger:
+        check_invariants(ledger, outputs=False)
+        assert {batch.total for batch in ledger.views.batches()} <= {9}
+
+
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS), ids=list(ENTRY_POINTS))
+def test_ctrl_c_at_any_moment_of_submit_is_one_line_and_exit_130(entry: str, photos: Path, tmp_path: Path) -> None:
+    codes = []
+    for n, moment in enumerate(MOMENTS):
+        run = tmp_path / f"run{n}"
+        done = interrupted_at(ENTRY_POINTS[entry], moment, photos, run)
+        check_outcome(done, moment)
+        check_ledger(run / "ledger.db")
+        codes.append(done.returncode)
+    assert codes[-1] == 130, codes  # half a second after exec, thumbctl is running
