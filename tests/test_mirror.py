@@ -15,9 +15,10 @@ from typer.testing import CliRunner
 from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
 from thumbctl.cli import app
 from thumbctl.faults import Faults
-from thumbctl.mirror import mirror_batch, plan_mirror
+from thumbctl.mirror import FolderView, mirror_batch, plan_mirror
 from thumbctl.retrypolicy import Backoff
 from thumbctl.settings import Profile, Ratio
+from thumbctl.sources import ScanRules
 from thumbctl.storage.outputs import LocalOutputTarget
 from thumbctl.worker import WorkerConfig, run_worker
 
@@ -46,6 +47,11 @@ def rendered(ledger: Ledger, source: Path, out: Path, profile: Profile = SQUARE,
     run_worker(config, threading.Event(), Faults(""))
     assert ledger.views.batch(batch.batch_id).state == "succeeded"
     return batch.batch_id
+
+
+def seen(source: Path) -> FolderView:
+    """What a scan of ``source`` that read every folder sees (these tests' folders are all readable)."""
+    return FolderView(os.path.realpath(source), ScanRules())
 
 
 def files_in(folder: Path) -> dict[str, str]:
@@ -86,12 +92,12 @@ def test_the_mirror_removes_the_names_of_removed_and_renamed_photos_and_nothing_
     kept = {k: v for k, v in before.items() if str(out_dir / k) not in gone}
 
     ready, _ = prepared(led, photos, out_dir)
-    plan = plan_mirror(led, ready.batch)
+    plan = plan_mirror(led, ready.batch, seen(photos))
     assert (plan.dry_run, sorted(plan.removed), plan.kept_edited, plan.kept_dropped) == (True, gone, (str(edited),), ())
     assert files_in(out_dir) == before  # a dry run removes nothing
 
     batch_id = rendered(led, photos, out_dir)
-    done = mirror_batch(led, batch_id)
+    done = mirror_batch(led, batch_id, seen(photos))
     assert (done.dry_run, sorted(done.removed), done.kept_edited, done.skipped) == (False, gone, (str(edited),), None)
     assert not any(os.path.exists(path) for path in gone)
     now = files_in(out_dir)
@@ -103,13 +109,13 @@ def test_the_mirror_removes_the_names_of_removed_and_renamed_photos_and_nothing_
     )
     assert {code for code, _ in removal_events(led, batch_id)} == {"mirror_source_gone"}
     assert all(led.views.publishes_at(path) == [] for path in gone)  # their records are forgotten
-    assert mirror_batch(led, batch_id).removed == ()  # once is enough
+    assert mirror_batch(led, batch_id, seen(photos)).removed == ()  # once is enough
 
 
 def test_an_emptied_folder_goes_with_its_last_thumbnail(led: Ledger, photos: Path, out_dir: Path) -> None:
     rendered(led, photos, out_dir)
     shutil.rmtree(photos / "rooms")
-    done = mirror_batch(led, rendered(led, photos, out_dir))
+    done = mirror_batch(led, rendered(led, photos, out_dir), seen(photos))
     assert len(done.removed) == 4 and not (out_dir / "rooms").exists()
     assert sorted(os.listdir(out_dir)) == [
         "batches",
@@ -126,11 +132,14 @@ def test_a_dropped_ratio_goes_only_with_delete_dropped(led: Ledger, photos: Path
     four_three = sorted(str(p) for p in out_dir.rglob("*.4x3.jpg"))
     assert len(four_three) == 4
     batch_id = rendered(led, photos, out_dir, square)
-    kept = mirror_batch(led, batch_id)
+    kept = mirror_batch(led, batch_id, seen(photos))
     assert (kept.removed, sorted(kept.kept_dropped)) == ((), four_three)
     assert all(os.path.exists(path) for path in four_three)
-    assert sorted(plan_mirror(led, prepared(led, photos, out_dir, square)[0].batch, dropped=True).removed) == four_three
-    done = mirror_batch(led, batch_id, dropped=True)
+    assert (
+        sorted(plan_mirror(led, prepared(led, photos, out_dir, square)[0].batch, seen(photos), dropped=True).removed)
+        == four_three
+    )
+    done = mirror_batch(led, batch_id, seen(photos), dropped=True)
     assert (sorted(done.removed), done.kept_dropped) == (four_three, ())
     assert not any(os.path.exists(path) for path in four_three)
     assert {code for code, _ in removal_events(led, batch_id)} == {"mirror_dropped"}
@@ -148,7 +157,7 @@ def test_names_a_manifest_in_the_folder_published_under_ids_of_its_own_are_untou
     listing = out_dir / "listing" / "front.1x1.jpg"
     manifest.unlink()
     os.unlink(photos / "coffee.png")
-    done = mirror_batch(led, rendered(led, photos, out_dir))
+    done = mirror_batch(led, rendered(led, photos, out_dir), seen(photos))
     assert sorted(done.removed) == [str(out_dir / "coffee.1x1.jpg"), str(out_dir / "coffee.4x3.jpg")]
     assert listing.is_file()
 
@@ -158,11 +167,14 @@ def test_nothing_is_removed_after_a_batch_that_did_not_succeed(led: Ledger, phot
     os.unlink(photos / "coffee.png")
     (photos / "broken.jpg").write_text("not a photo")
     ready, options = prepared(led, photos, out_dir)
-    assert plan_mirror(led, ready.batch).skipped == "some sources cannot be rendered, so the batch would not succeed"
+    assert (
+        plan_mirror(led, ready.batch, seen(photos)).skipped
+        == "some sources cannot be rendered, so the batch would not succeed"
+    )
     batch = submit(led, ready, options.limits)
     config = WorkerConfig(str(led.path), backoff=Backoff(base=0.001, cap=0.001), poll_seconds=0.01)
     run_worker(config, threading.Event(), Faults(""))
-    done = mirror_batch(led, batch.batch_id)
+    done = mirror_batch(led, batch.batch_id, seen(photos))
     assert (done.removed, done.skipped) == ((), "the batch is partial")
     assert (out_dir / "coffee.1x1.jpg").is_file()
 
@@ -178,12 +190,12 @@ def test_a_removal_the_filesystem_refuses_is_reported_and_the_name_stays(
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(LocalOutputTarget, "remove", refuse)
-    done = mirror_batch(led, batch_id)
+    done = mirror_batch(led, batch_id, seen(photos))
     names = [str(out_dir / "coffee.1x1.jpg"), str(out_dir / "coffee.4x3.jpg")]
     assert (done.removed, done.errors) == ((), tuple(f"{name}: Permission denied" for name in names))
     assert all(os.path.exists(name) and led.views.publishes_at(name) for name in names)
     monkeypatch.undo()
-    assert sorted(mirror_batch(led, batch_id).removed) == names
+    assert sorted(mirror_batch(led, batch_id, seen(photos)).removed) == names
 
 
 # -- the command line ----------------------------------------------------------------------------------
@@ -211,7 +223,9 @@ def test_submit_delete_dry_run_lists_what_delete_then_removes(cli, photos: Path,
             "kept_dropped": [],
             "skipped": None,
             "errors": [],
-        }
+            "kept": [],
+        },
+        "scan_errors": [],
     }
     assert files_in(out_dir) == before
     human = cli("submit", photos, "--out", out_dir, "-r", "1:1", "--delete", "--dry-run")

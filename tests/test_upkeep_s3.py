@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 
 from thumbctl import Ledger
 from thumbctl.cli import app
-from thumbctl.mirror import mirror_batch
+from thumbctl.mirror import FolderView, mirror_batch
+from thumbctl.sources import ScanRules
 from thumbctl.storage.locations import object_store_at, output_target_at, parse_s3
 
 from s3 import get_raw, keys, put_raw, raw_store
@@ -271,7 +272,7 @@ def test_the_mirror_on_an_s3_out_removes_a_gone_sources_name_and_leaves_an_edite
     os.unlink(photos / "garden.jpeg")
     later = render_into_bucket(s3_batch.cli, s3_batch.ledger_url, photos, tmp_path, s3_batch.store, s3_batch.out)
     with Ledger(s3_batch.ledger_url) as ledger:
-        report = mirror_batch(ledger, later)
+        report = mirror_batch(ledger, later, FolderView(os.path.realpath(photos), ScanRules()))
     assert report.to_json() == {
         "dry_run": False,
         "removed": [f"{s3_batch.out}/coffee.1x1.jpg"],
@@ -279,6 +280,7 @@ def test_the_mirror_on_an_s3_out_removes_a_gone_sources_name_and_leaves_an_edite
         "kept_dropped": [],
         "skipped": None,
         "errors": [],
+        "kept": [],
     }
     documents = [f"batches/{batch}.{ext}" for batch in (s3_batch.batch_id, later) for ext in ("html", "json")]
     assert s3_batch.out_names() == sorted(documents) + [

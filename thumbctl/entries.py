@@ -19,7 +19,7 @@ from .names import UnsafeItemId, check_item_id, escaped_name, unsafe_name_id
 from .options import SubmitOptions
 from .records import record
 from .settings import Limits, Profile, Ratio
-from .sources import Candidate, scan_directory
+from .sources import Candidate, ScanResult, scan_directory
 from .storage.outputs import looks_like_output_folder
 from .storage.ownership import is_store_folder
 from .storage.s3location import S3Location, parse_s3
@@ -59,9 +59,10 @@ def check_utf8_path(path: Path, what: str, code: str) -> None:
 
 def collect_entries(
     source: Path | str, options: SubmitOptions, out_dir: Path, outputs: frozenset[str]
-) -> tuple[Path | str, list[SourceEntry], int, list[str]]:
-    """The root and entries of a folder, manifest or ``s3://`` prefix, the files ignored, and the
-    output folders (``outputs``, or anything shaped like one) a folder scan left out."""
+) -> tuple[Path | str, list[SourceEntry], ScanResult]:
+    """The root and entries of a folder, manifest or ``s3://`` prefix, and what the scan saw besides
+    (files ignored, the output folders (``outputs``, or anything shaped like one) it left out, the
+    folders it could not read or did not follow)."""
     if isinstance(source, str):
         return _entries_from_prefix(parse_s3(source), options, outputs)
     if source.is_dir():
@@ -73,7 +74,7 @@ def collect_entries(
     if source.is_file() and is_manifest_path(source):
         root = Path(os.path.realpath(source.parent))
         check_utf8_path(root, "manifest folder", "bad_source")
-        return root, _entries_from_manifest(source, root, options.profile), 0, []
+        return root, _entries_from_manifest(source, root, options.profile), ScanResult()
     if not source.exists():
         raise UsageError(f"source {source} does not exist", code="source_not_found")
     raise UsageError(
@@ -84,7 +85,7 @@ def collect_entries(
 
 def _entries_from_scan(
     root: Path, options: SubmitOptions, outputs: frozenset[str]
-) -> tuple[list[SourceEntry], int, list[str]]:
+) -> tuple[list[SourceEntry], ScanResult]:
     def skip(path: str) -> bool:
         return path in outputs or looks_like_output_folder(path) or is_store_folder(path)
 
@@ -98,13 +99,14 @@ def _entries_from_scan(
             entries.append(SourceEntry(candidate.item_id, candidate.path, ratios, known_real=not candidate.is_link))
     if not entries:
         others = "1 other file" if scan.ignored == 1 else f"{scan.ignored} other files"
-        raise RejectedError(f"no image files found in {root} ({others} ignored)", code="empty_batch")
-    return entries, scan.ignored, scan.skipped
+        unread = "".join(f"; could not read {e.path}: {e.detail}" for e in scan.errors)
+        raise RejectedError(f"no image files found in {root} ({others} ignored{unread})", code="empty_batch")
+    return entries, scan
 
 
 def _entries_from_prefix(
     location: S3Location, options: SubmitOptions, outputs: frozenset[str]
-) -> tuple[str, list[SourceEntry], int, list[str]]:
+) -> tuple[str, list[SourceEntry], ScanResult]:
     """The entries of the objects under an ``s3://`` prefix, chosen as a folder scan chooses files
     (hidden names and output locations left out, image extensions or ``--include``, ``--exclude``)."""
     entries, ignored, skipped = [], 0, set()
@@ -122,7 +124,7 @@ def _entries_from_prefix(
     if not entries:
         others = "1 other object" if ignored == 1 else f"{ignored} other objects"
         raise RejectedError(f"no images found under {location.url} ({others} ignored)", code="empty_batch")
-    return location.url, entries, ignored, sorted(skipped)
+    return location.url, entries, ScanResult(ignored=ignored, skipped=sorted(skipped))
 
 
 def _object_entry(name: str, url: str, ratios: tuple[Ratio, ...]) -> SourceEntry:

@@ -34,6 +34,11 @@ and ``migrate_after_unlink`` (the first old object removed from OUT/objects).
 the outputs to reuse are found, the transaction that records the resuming batch not yet begun).
 ``watch`` has one: ``watch_unsettled`` (a scan of the watched folder found files that changed less
 than the settle time ago; nothing is submitted for them).
+A folder scan has one: ``scan_folder`` (a sub-folder is about to be listed; its parent's listing
+named it).
+The ledger has one: ``after_rescue`` (a rescue of expired or dead leases, by a claim, by ``work``'s
+supervisor, by ``cancel --wait`` or by reconcile, has read its items' batch cancel flags and settled
+them; its transaction is not committed).
 This is a testing aid; with the variable unset every checkpoint is a no-op.
 """
 
@@ -58,6 +63,8 @@ CHECKPOINTS = (
     "ran_dry",
     "before_resume",
     "watch_unsettled",
+    "after_rescue",
+    "scan_folder",
     "migrate_mid_move",
     "migrate_after_move",
     "migrate_after_ledger",

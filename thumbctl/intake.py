@@ -38,7 +38,7 @@ from .records import record
 from .rerender import EncoderChange, encoder_changes
 from .reuse import output_geometry_of, with_reused_outputs
 from .settings import Limits, Profile, Ratio, UrlRules, parse_ratio
-from .sources import SourceFolder, SourceRoot, check_size, digest_bounded
+from .sources import ScanError, SourceFolder, SourceRoot, check_size, digest_bounded
 from .storage.fsafe import symlinked_folder
 from .storage.locations import is_s3, object_path_in, store_location_of
 from .storage.outputs import LocalOutputTarget
@@ -71,6 +71,10 @@ class IntakeReport:
     unlinked_names: list[str] = field(default_factory=list)
     #: Output folders inside the source folder that the scan left out (relative paths).
     skipped_output_folders: list[str] = field(default_factory=list)
+    #: Folders of the source folder the scan could not read: its view of them is incomplete.
+    scan_errors: list[ScanError] = field(default_factory=list)
+    #: Sub-folders that are symlinks, never followed, so not scanned (relative paths).
+    symlinked_folders: list[str] = field(default_factory=list)
     #: On a replay: succeeded items whose object was gone, queued again to be rendered.
     restored_outputs: int = 0
     #: On a replay: succeeded items whose friendly name a newer batch's success took since.
@@ -110,9 +114,14 @@ def prepare_submission(source: Path | str, options: SubmitOptions, ledger: Ledge
     if not is_s3(out) and ledger.backend != "sqlite":
         os.makedirs(out, exist_ok=True)  # so each worker host can tell whether it sees this folder
     outputs = frozenset([out, store_at, *(folder for folder, _ in ledger.upkeep.output_folders())])
-    root, entries, ignored, skipped = collect_entries(source, options, out_dir, outputs)
+    root, entries, scan = collect_entries(source, options, out_dir, outputs)
     report = IntakeReport(
-        sources=len(entries), ignored_files=ignored, skipped_output_folders=skipped, derived_key=options.key is None
+        sources=len(entries),
+        ignored_files=scan.ignored,
+        skipped_output_folders=scan.skipped,
+        scan_errors=scan.errors,
+        symlinked_folders=scan.symlinked,
+        derived_key=options.key is None,
     )
     if previous_store and previous_store != store_at:
         report.store_moved = (previous_store, store_at)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import ItemFailure
+from .faults import Faults
 from .names import UnsafeItemId, check_item_id, unsafe_name_id
 from .records import record
 
@@ -69,35 +70,66 @@ class Candidate:
     unsafe: str | None = None
 
 
+@record
+class ScanError:
+    """A folder (or an entry of one) the scan could not read: what is under it is unknown, not
+    absent. ``code`` is ``source_missing`` for a folder that vanished during the scan, else
+    ``io_error`` (permission denied, an I/O error); ``path`` is absolute."""
+
+    path: str
+    code: str
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "code": self.code, "detail": self.detail}
+
+
+def scan_error(path: str, exc: OSError) -> ScanError:
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return ScanError(path, "source_missing", "it vanished during the scan")
+    return ScanError(path, "io_error", exc.strerror or str(exc))
+
+
 @record(frozen=False)
 class ScanResult:
     candidates: list[Candidate] = field(default_factory=list)
     ignored: int = 0
     #: Sub-folders left out because ``skip`` said so (output folders), relative to the root.
     skipped: list[str] = field(default_factory=list)
+    #: Folders and entries that could not be read: the scan is incomplete there.
+    errors: list[ScanError] = field(default_factory=list)
+    #: Sub-folders that are symlinks, relative to the root: never followed, so not scanned.
+    symlinked: list[str] = field(default_factory=list)
 
 
 def scan_directory(root: Path, rules: ScanRules, skip: Callable[[str], bool] = lambda path: False) -> ScanResult:
     """Candidates under ``root``, recursively, sorted by id.
 
-    Hidden entries are skipped, directory symlinks are not followed, and every
-    sub-folder for which ``skip(path)`` is true (an output folder inside the
-    root) is left out and named in ``skipped``. Non-candidate files are counted
-    in ``ignored``.
+    Hidden entries are skipped, directory symlinks are not followed (named in
+    ``symlinked``), and every sub-folder for which ``skip(path)`` is true (an
+    output folder inside the root) is left out and named in ``skipped``.
+    Non-candidate files are counted in ``ignored``; a folder that cannot be
+    listed (permission, an I/O error, vanished meanwhile) is in ``errors``.
+    The ``scan_folder`` checkpoint is hit before each sub-folder is listed.
     """
     result = ScanResult()
+    faults = Faults()
     pending = [(root, "")]
     while pending:
         folder, prefix = pending.pop()
+        if prefix:
+            faults.hit("scan_folder")
         try:
             entries = list(os.scandir(folder))
-        except OSError:
-            result.ignored += 1
+        except OSError as exc:
+            result.errors.append(scan_error(str(folder), exc))
             continue
         for entry in entries:
             _visit(entry, prefix, rules, skip, pending, result)
     result.candidates.sort(key=lambda c: c.item_id)
     result.skipped.sort()
+    result.symlinked.sort()
+    result.errors.sort(key=lambda e: e.path)
     return result
 
 
@@ -114,23 +146,31 @@ def _visit(
     rel = f"{prefix}{entry.name}"
     try:
         is_dir = entry.is_dir(follow_symlinks=False)
-    except OSError:
-        is_dir = False
+        is_link = entry.is_symlink()
+        plausible = is_link or entry.is_file(follow_symlinks=False)
+    except OSError as exc:
+        result.errors.append(scan_error(entry.path, exc))
+        return
     if is_dir:
         if skip(entry.path):
             result.skipped.append(rel)
         else:
             pending.append((Path(entry.path), rel + "/"))
         return
-    try:
-        is_link = entry.is_symlink()
-        plausible = is_link or entry.is_file(follow_symlinks=False)
-    except OSError:
-        is_link = plausible = False
+    if is_link and _links_to_folder(entry):
+        result.symlinked.append(rel)
+        return
     if plausible and rules.is_candidate(rel, entry.name):
         result.candidates.append(_candidate(rel, entry.path, is_link))
     else:
         result.ignored += 1
+
+
+def _links_to_folder(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:  # a loop, or a target nobody may look at: a file symlink as before
+        return False
 
 
 def _candidate(rel: str, path: str, is_link: bool) -> Candidate:

@@ -65,6 +65,8 @@ class WatchOptions:
     mirror: bool = False
     #: ``--delete-dropped``: the mirror also removes sizes, formats and ratios no longer asked for.
     mirror_dropped: bool = False
+    #: ``--delete-excluded``: the mirror also removes the names of photos ``--include``/``--exclude`` leave out.
+    mirror_excluded: bool = False
 
 
 @record
@@ -426,12 +428,15 @@ def submit_round(watcher: Watcher, number: int) -> Round | None:
         batch = run.batch or batch
     done = Round(number, batch, prepared.report, run)
     if watcher.watch_options.mirror and not done.interrupted:
-        from .mirror import mirror_batch
+        from .mirror import FolderView, mirror_batch
 
+        folder = FolderView.of(str(watcher.root), prepared.report, watcher.options.rules)
+        choices = watcher.watch_options
         with Ledger(watcher.db) as ledger:
-            done = replace(
-                done, mirrored=mirror_batch(ledger, batch.batch_id, dropped=watcher.watch_options.mirror_dropped)
+            mirrored = mirror_batch(
+                ledger, batch.batch_id, folder, dropped=choices.mirror_dropped, excluded=choices.mirror_excluded
             )
+        done = replace(done, mirrored=mirrored)
     watcher.observer.round_finished(done)
     return done
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
@@ -30,10 +31,12 @@ from .session import (
 
 if TYPE_CHECKING:
     from ..intake import IntakeReport
+    from ..mirror import FolderView
     from ..models import BatchView
     from ..options import RunOptions
     from ..pool import Standby
     from ..report.reporter import Reporter
+    from ..sources import ScanError
 
 OverwriteOption = Annotated[
     bool,
@@ -61,13 +64,26 @@ DeleteDroppedOption = Annotated[
         rich_help_panel="Output",
     ),
 ]
+DeleteExcludedOption = Annotated[
+    bool,
+    typer.Option(
+        "--delete-excluded",
+        help="With --delete: also remove thumbnails of photos --include/--exclude leave out.",
+        rich_help_panel="Output",
+    ),
+]
 
 
-def outcome_exit_code(batch: BatchView, interrupted: bool, max_failures: int = 0) -> ExitCode:
+def outcome_exit_code(
+    batch: BatchView, interrupted: bool, max_failures: int = 0, scan_errors: Sequence[ScanError] = ()
+) -> ExitCode:
     """Exit code of a command that ran a batch until it ended: a partial or failed batch exits 1
-    only when more than ``max_failures`` of its items failed."""
+    only when more than ``max_failures`` of its items failed; a scan that could not read some
+    folder (``scan_errors``) exits 1 whatever the batch's state."""
     if interrupted:
         return ExitCode.INTERRUPTED
+    if scan_errors and batch.state != BatchState.CANCELLED:
+        return ExitCode.PARTIAL
     if batch.state in (BatchState.PARTIAL, BatchState.FAILED) and batch.counts[ItemState.FAILED] <= max_failures:
         return ExitCode.OK
     return {
@@ -89,9 +105,11 @@ def render_in_foreground(
     max_failures: int = 0,
     standby: Standby | None = None,
     mirror: Mirror | None = None,
+    scan_errors: Sequence[ScanError] = (),
 ) -> NoReturn:
-    """Run a batch until it is terminal with live progress, report it, exit by its outcome; then
-    (``mirror``) remove what the batch no longer publishes."""
+    """Run a batch until it is terminal with live progress, report it, exit by its outcome
+    (``scan_errors``: the folders its scan could not read); then (``mirror``) remove what the batch
+    no longer publishes."""
     from ..runner import run_batch
 
     with reporter.run_progress(batch_id) as bar:
@@ -99,11 +117,13 @@ def render_in_foreground(
     final = replace(result.batch, replayed=replayed)
     interrupted = result.supervision.interrupted
     mirrored = None
-    if mirror is not None and not interrupted:
+    if mirror is not None and mirror.folder is not None and not interrupted:
         from ..mirror import mirror_batch
 
         with open_ledger(db_path) as ledger:
-            mirrored = mirror_batch(ledger, final.batch_id, dropped=mirror.dropped)
+            mirrored = mirror_batch(
+                ledger, final.batch_id, mirror.folder, dropped=mirror.dropped, excluded=mirror.excluded
+            )
     reporter.manifest_errors(result.manifest_errors)
     reporter.sheet_error(result.sheet_error)
     reporter.finished(
@@ -114,24 +134,31 @@ def render_in_foreground(
         max_failures=max_failures,
         manifest_written=not result.manifest_errors,
         mirrored=mirrored,
+        scan_errors=scan_errors,
     )
-    code = outcome_exit_code(final, interrupted, max_failures)
-    reporter.exit_summary(final, code, max_failures)
+    code = outcome_exit_code(final, interrupted, max_failures, scan_errors)
+    reporter.exit_summary(final, code, max_failures, len(scan_errors))
     raise typer.Exit(int(code))
 
 
 @record
 class Mirror:
     """``--delete``: after the batch, remove what it no longer publishes; ``dropped``: also the
-    derivatives of sources still there that it no longer asks for (``--delete-dropped``)."""
+    derivatives of sources still there that it no longer asks for (``--delete-dropped``);
+    ``excluded``: also the names of sources ``--include``/``--exclude`` leave out
+    (``--delete-excluded``). ``folder``: what the submit's scan saw, set once it has run."""
 
     dropped: bool = False
+    excluded: bool = False
+    folder: FolderView | None = None
 
 
-def mirror_wanted(delete: bool, delete_dropped: bool, dry_run: bool) -> Mirror | None:
+def mirror_wanted(delete: bool, delete_dropped: bool, dry_run: bool, delete_excluded: bool = False) -> Mirror | None:
     if dry_run and not (delete or delete_dropped):
         raise UsageError("--dry-run lists what --delete would remove: give it with --delete or --delete-dropped")
-    return Mirror(dropped=delete_dropped) if delete or delete_dropped else None
+    if delete_excluded and not (delete or delete_dropped):
+        raise UsageError("--delete-excluded widens what --delete removes: give it with --delete or --delete-dropped")
+    return Mirror(dropped=delete_dropped, excluded=delete_excluded) if delete or delete_dropped else None
 
 
 def parse_source(text: str) -> Path | str:
@@ -168,11 +195,12 @@ def submit_command(
     overwrite: OverwriteOption = False,
     delete: DeleteOption = False,
     delete_dropped: DeleteDroppedOption = False,
+    delete_excluded: DeleteExcludedOption = False,
     dry_run: Annotated[
         bool,
         typer.Option(
             "--dry-run",
-            help="With --delete: list what would go; change nothing.",
+            help="With --delete: list what would go and what stays; change nothing.",
             rich_help_panel="Output",
         ),
     ] = False,
@@ -203,7 +231,7 @@ def submit_command(
     with handled(reporter):
         settings = settings_from_context(ctx)
         source_path = parse_source(source)
-        mirror = mirror_wanted(delete, delete_dropped, dry_run)
+        mirror = mirror_wanted(delete, delete_dropped, dry_run, delete_excluded)
         if mirror is not None:
             from ..mirror import check_mirrorable
 
@@ -230,10 +258,17 @@ def submit_command(
                 prepared = prepare_submission(source_path, options, ledger)
             except KeyboardInterrupt:
                 raise Interrupted("interrupted while reading the sources; nothing was recorded") from None
-            if dry_run and mirror is not None:
-                from ..mirror import plan_mirror
+            scan_errors = prepared.report.scan_errors
+            if mirror is not None:
+                from ..mirror import FolderView, plan_mirror
 
-                reporter.mirrored(plan_mirror(ledger, prepared.batch, dropped=mirror.dropped))
+                folder = FolderView.of(prepared.batch.source_root, prepared.report, rules)
+                mirror = replace(mirror, folder=folder)
+            if dry_run and mirror is not None:
+                plan = plan_mirror(ledger, prepared.batch, folder, dropped=mirror.dropped, excluded=mirror.excluded)
+                reporter.mirrored(plan, scan_errors=scan_errors)
+                if scan_errors:
+                    raise typer.Exit(int(ExitCode.PARTIAL))
                 return
             with Interrupts().on_sigint() as interrupts:
                 batch = submit(
@@ -249,6 +284,8 @@ def submit_command(
                     reporter.notice(f"created ledger {shown(db_path) if isinstance(db_path, Path) else ledger.path}")
                 if detach:
                     reporter.submitted(batch, prepared.report)
+                    if scan_errors:
+                        raise typer.Exit(int(ExitCode.PARTIAL))
                     return
                 reporter.submitted(batch, prepared.report, final=False)
                 render_in_foreground(
@@ -261,6 +298,7 @@ def submit_command(
                     max_failures=settings.max_failures,
                     standby=standby,
                     mirror=mirror,
+                    scan_errors=scan_errors,
                 )
 
 

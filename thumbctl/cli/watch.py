@@ -11,7 +11,15 @@ from ..settings import parse_duration
 from ..sources import ScanRules
 from .options import StatsIntervalOption
 from .resolution import settings_from_context
-from .runs import DeleteDroppedOption, DeleteOption, ExcludeOption, IncludeOption, OverwriteOption, mirror_wanted
+from .runs import (
+    DeleteDroppedOption,
+    DeleteExcludedOption,
+    DeleteOption,
+    ExcludeOption,
+    IncludeOption,
+    OverwriteOption,
+    mirror_wanted,
+)
 from .session import Interrupts, handled, open_ledger, parsed, reporter_for, settle_store, settled
 
 #: The shortest --poll-interval: a scan of the whole folder each time.
@@ -28,6 +36,7 @@ def watch_command(
     overwrite: OverwriteOption = False,
     delete: DeleteOption = False,
     delete_dropped: DeleteDroppedOption = False,
+    delete_excluded: DeleteExcludedOption = False,
     settle: Annotated[
         str,
         typer.Option(
@@ -63,7 +72,7 @@ def watch_command(
 
         settings = settings_from_context(ctx)
         root = check_watchable(directory)
-        mirror = mirror_wanted(delete, delete_dropped, False)
+        mirror = mirror_wanted(delete, delete_dropped, False, delete_excluded)
         options = settings.submit_options(
             key=None, rules=ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ())), overwrite=overwrite
         )
@@ -76,6 +85,7 @@ def watch_command(
             poll_seconds=every,
             mirror=mirror is not None,
             mirror_dropped=mirror is not None and mirror.dropped,
+            mirror_excluded=mirror is not None and mirror.excluded,
         )
         db_path = settled(settings.ledger_path)
         with open_ledger(db_path, existing=False) as ledger:

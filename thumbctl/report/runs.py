@@ -12,10 +12,18 @@ from .mirror import MirrorReports
 from .styles import escape, plural, printable, styled
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
+    from collections.abc import Sequence
+
     from ..intake import IntakeReport
     from ..migrate import MigrationReport
     from ..mirror import MirrorReport
     from ..pool import Supervision
+    from ..sources import ScanError
+
+
+def scan_errors_json(errors: Sequence[ScanError]) -> dict[str, object]:
+    """``{"scan_errors": [{path, code, detail}, ...]}``: in the batch object a submit prints."""
+    return {"scan_errors": [error.to_json() for error in errors]}
 
 
 class RunReports(MirrorReports):
@@ -31,6 +39,7 @@ class RunReports(MirrorReports):
         one is a notice on the way (stderr)."""
         if report.unlinked_names:
             self.unlinked_names(report.unlinked_names)
+        self.scan_errors(report.scan_errors)
         if report.store_moved and not self.quiet:
             self.store_moved(*report.store_moved)
         self.replay_notes(batch, report, rendering=not final)
@@ -39,7 +48,7 @@ class RunReports(MirrorReports):
             if batch.resumed_from and not batch.replayed and not self.quiet:
                 self.diagnostics.print(self.resuming_line(batch))
             if final:
-                self.emit_json(batch.to_json() | self.renders_again_json())
+                self.emit_json(batch.to_json() | self.renders_again_json() | scan_errors_json(report.scan_errors))
             return
         if self.quiet:  # every line below is one say or note would drop
             return
@@ -55,6 +64,9 @@ class RunReports(MirrorReports):
         if report.skipped_output_folders:
             folders = ", ".join(report.skipped_output_folders)
             line(f"  output folders left out (thumbnails are never sources): {folders}")
+        if report.symlinked_folders:
+            folders = escape(", ".join(report.symlinked_folders))
+            line(f"  folders not scanned (symlinks to folders are never followed): {folders}")
         if not report.from_ledger:
             line(f"  sources read {report.read}, unchanged (stat cache) {report.cached}")
         self.counts_line(batch, line)
@@ -146,15 +158,17 @@ class RunReports(MirrorReports):
         max_failures: int = 0,
         manifest_written: bool = True,
         mirrored: MirrorReport | None = None,
+        scan_errors: Sequence[ScanError] = (),
     ) -> None:
         """The end of a run: the batch object, or a summary; ``sheet`` is the contact sheet a
         foreground run wrote (its JSON gets ``"sheet"``, its summary the ``file://`` link);
         ``max_failures`` the failed items allowed before the exit is 1 (in the JSON); a manifest
         not written (already warned of) is not named; ``mirrored`` what ``--delete`` removed
-        (``"mirrored"``)."""
+        (``"mirrored"``); ``scan_errors`` the folders the submit's scan could not read
+        (``"scan_errors"``, each named in the summary)."""
         if self.json_mode:
             extra = ({"sheet": sheet} if sheet else {}) | ({"mirrored": mirrored.to_json()} if mirrored else {})
-            extra |= self.renders_again_json()
+            extra |= self.renders_again_json() | scan_errors_json(scan_errors)
             self.emit_json(batch.to_json() | {"max_failures": max_failures} | extra)
             return
         if self.quiet:  # the summary is all say lines, dropped; only the mirror's warnings still show
@@ -181,6 +195,9 @@ class RunReports(MirrorReports):
         if sheet:
             shown = sheet if sheet.startswith("s3://") else Path(sheet).as_uri()  # a bucket's sheet is no file
             self.say(f"  contact sheet {escape(shown)}")
+        for error in scan_errors:
+            where = f"{escape(error.path)} ({escape(error.detail)})"
+            self.say(f"  [yellow]not read[/] {where}: its photos are not in this batch")
         if mirrored is not None:
             self.mirrored(mirrored)
 
@@ -196,7 +213,7 @@ class RunReports(MirrorReports):
                 f"[yellow]warning[/] [dim]\\[io_error][/] batch manifest not written: {escape(error)}"
             )
 
-    def exit_summary(self, batch: BatchView, code: int, max_failures: int = 0) -> None:
+    def exit_summary(self, batch: BatchView, code: int, max_failures: int = 0, scan_errors: int = 0) -> None:
         """With -q, the one line a run ending with a non-zero exit prints (on stderr), so a quiet
         command is never silent about why it failed."""
         if not self.quiet or code == 0:
@@ -207,6 +224,8 @@ class RunReports(MirrorReports):
             line = f"batch cancelled: {batch.counts[ItemState.SUCCEEDED]} of {total} succeeded {where}"
         elif code == ExitCode.INTERRUPTED:
             line = f"interrupted: batch {batch.batch_id} is {batch.state}, its cancel is recorded {where}"
+        elif scan_errors and failed <= max_failures:
+            line = f"{plural(scan_errors, 'folder')} of the source could not be read {where}"
         else:
             over = f", more than --max-failures {max_failures}" if max_failures else ""
             line = f"{failed} of {total} failed{over} {where}"

@@ -45,6 +45,7 @@ class WatchReports(MirrorReports):
     def round_submitted(self, number: int, batch: BatchView, report: IntakeReport) -> None:
         if report.unlinked_names:
             self.unlinked_names(report.unlinked_names)
+        self.scan_errors(report.scan_errors)
         queued = batch.counts[ItemState.QUEUED]
         items = plural(batch.total, "item")
         self.note(f"round {number}: recorded batch [bold]{batch.batch_id}[/], {items}, {queued} to render")
@@ -58,6 +59,7 @@ class WatchReports(MirrorReports):
                 "interrupted": done.interrupted,
                 "sources": {"submitted": report.sources, "read": report.read, "unchanged": report.cached},
                 "batch": batch.to_json(),
+                "scan_errors": [error.to_json() for error in report.scan_errors],
             }
             if done.mirrored is not None:
                 doc["mirrored"] = done.mirrored.to_json()
@@ -72,7 +74,8 @@ class WatchReports(MirrorReports):
         if failed:
             self.failure_summary(batch)
         mirrored = done.mirrored
-        if mirrored is not None and (mirrored.removed or mirrored.kept_edited or mirrored.errors or mirrored.skipped):
+        said = mirrored is not None and (mirrored.removed or mirrored.kept_edited or mirrored.errors or mirrored.kept)
+        if mirrored is not None and (said or mirrored.skipped):
             self.mirrored(mirrored)
 
     def round_refused(self, number: int, error: ThumbctlError) -> None:
