@@ -8,13 +8,16 @@ when a test allows exactly that network (``--allow-network 127.0.0.2/32``), and 
 
 A route is a list of answers served in turn (the last one again and again): an :class:`Answer`
 says the status, headers and body, how to send the body (whole, dripping slowly, chunked without
-a ``Content-Length``), or a redirect.
+a ``Content-Length``), or a redirect; or it drips its headers a byte at a time after the status line.
+The server finds a route as a web server finds a file: by the request's path percent-decoded, with
+its dot-segments removed (``/public/%2e%2e/private/x.jpg`` is ``/private/x.jpg``).
 """
 
 from __future__ import annotations
 
 import gzip
 import itertools
+import posixpath
 import ssl
 import subprocess
 import threading
@@ -23,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import unquote
 
 HOST = "127.0.0.2"
 #: The network a test allows so thumbctl may reach this server.
@@ -40,6 +44,9 @@ class Answer:
     chunked: bool = False
     #: Send this many bytes in all, repeating ``body`` (a body larger than any cap, made on the fly).
     stream_bytes: int = 0
+    #: Seconds between two bytes of a header that never ends, sent after the status line (for two
+    #: minutes, or until the client leaves); 0: the headers at once.
+    header_drip: float = 0.0
 
 
 def redirect(location: str, status: int = 302) -> Answer:
@@ -58,13 +65,16 @@ class Route:
         self.answers = answers
         self.requests = 0
         self.request_headers: list[dict[str, str]] = []
+        #: The request target of each request, as sent (path and query).
+        self.request_targets: list[str] = []
         self._lock = threading.Lock()
 
-    def next_answer(self, headers: dict[str, str]) -> Answer:
+    def next_answer(self, target: str, headers: dict[str, str]) -> Answer:
         with self._lock:
             answer = self.answers[min(self.requests, len(self.answers) - 1)]
             self.requests += 1
             self.request_headers.append(headers)
+            self.request_targets.append(target)
             return answer
 
 
@@ -76,14 +86,17 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        route = self.server.routes.get(self.path.split("?", 1)[0])
+        route = self.server.routes.get(served_path(self.path))
         if route is None:
             self._send(Answer(404, b"no such route"))
             return
-        self._send(route.next_answer(dict(self.headers.items())))
+        self._send(route.next_answer(self.path, dict(self.headers.items())))
 
     def _send(self, answer: Answer) -> None:
         try:
+            if answer.header_drip:
+                self._drip_headers(answer)
+                return
             self.send_response(answer.status)
             for name, value in answer.headers.items():
                 self.send_header(name, value)
@@ -98,6 +111,15 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (the cases a test makes it give up in)
         self.close_connection = True
+
+    def _drip_headers(self, answer: Answer) -> None:
+        self.wfile.write(f"HTTP/1.1 {answer.status} OK\r\nX-Drip: ".encode())
+        self.wfile.flush()
+        ends = time.monotonic() + 120
+        while time.monotonic() < ends:
+            time.sleep(answer.header_drip)
+            self.wfile.write(b"a")
+            self.wfile.flush()
 
     def _body(self, answer: Answer, total: int) -> None:
         if answer.drip:
@@ -125,6 +147,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+def served_path(target: str) -> str:
+    """The file a request target names, as a web server finds it: its path percent-decoded, with
+    its dot-segments removed."""
+    path = posixpath.normpath(unquote(target.split("?", 1)[0]))
+    return "/" + path.lstrip("/")
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     routes: dict[str, Route]
@@ -148,7 +177,7 @@ class HttpServer:
         """A new path ending in ``name`` (unique to this call) answering ``answers`` in turn: its URL and route."""
         path = f"/{next(self._paths)}/{name}"
         route = Route(list(answers))
-        self._server.routes[path] = route
+        self._server.routes[served_path(path)] = route
         return self.url(path), route
 
     def close(self) -> None:

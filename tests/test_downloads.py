@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from thumbctl.downloads import is_url, url_item_id
 from thumbctl.downloads.addresses import address_problem, networks_of
-from thumbctl.downloads.fetch import MAX_REDIRECTS, download, shown_url
+from thumbctl.downloads.fetch import MAX_REDIRECTS, checked_target, download, shown_url
 from thumbctl.errors import ItemFailure, UsageError, is_transient
 from thumbctl.settings import SettingError, UrlRules, parse_networks, parse_url_prefixes
 
-from httpserver import NETWORK, Answer, HttpServer, HttpsServer, gzip_bomb, redirect, tls_files
+from httpserver import NETWORK, Answer, HttpServer, HttpsServer, gzip_bomb, redirect, served_path, tls_files
 
 RULES = UrlRules(allow_networks=(NETWORK,), timeout=10.0)
 CAP = 100_000
@@ -291,3 +291,124 @@ def test_https_connects_to_the_address_checked_and_verifies_the_name(
         assert route.requests == 1  # only the first download's: the second ended in the TLS handshake
     finally:
         server.close()
+
+
+# -- the whole download under one deadline -----------------------------------------------------
+
+
+def test_a_header_drip_ends_as_source_timeout_within_the_deadline_plus_a_second(http_server: HttpServer) -> None:
+    """The status line comes at once, then one header byte every 0.2 s for two minutes: no single
+    read waits long, only the whole download's deadline can end it."""
+    url, route = http_server.route("headers.jpg", Answer(header_drip=0.2))
+    started = time.monotonic()
+    failure = failure_of(url, UrlRules(allow_networks=(NETWORK,), timeout=1.5))
+    elapsed = time.monotonic() - started
+    assert failure.code == "source_timeout", failure
+    assert 1.5 <= elapsed < 2.5, elapsed
+    assert route.requests == 1
+
+
+def test_a_deadline_passed_during_a_redirect_chain_is_a_timeout(http_server: HttpServer) -> None:
+    end, _ = http_server.route("end.jpg", Answer(header_drip=0.2))
+    url, _ = http_server.route("hop.jpg", redirect(end))
+    started = time.monotonic()
+    assert failure_of(url, UrlRules(allow_networks=(NETWORK,), timeout=1.0)).code == "source_timeout"
+    assert time.monotonic() - started < 2.0
+
+
+# -- --allow-url prefixes, compared as the server reads the path -------------------------------
+
+#: Ways out of /public/ that a server decoding the path and removing dot-segments follows.
+ESCAPES = ["%2e%2e", "%2E%2E", ".%2e", "%2e.", "..%2f..", "%2e%2e%2f%2e%2e", "..%5c..", "..\\..", "..;", "%252e%252e"]
+
+
+@pytest.mark.parametrize("escape", ESCAPES)
+def test_an_encoded_dot_segment_cannot_leave_an_allowed_prefix(http_server: HttpServer, escape: str) -> None:
+    secret, route = http_server.route("secret.jpg", Answer(body=b"secret"))
+    inside = http_server.url("/public/")
+    sneaky = f"{inside}{escape}{secret.split(str(http_server.port), 1)[1]}"
+    assert served_path(sneaky.split(str(http_server.port), 1)[1].replace("\\", "/")).endswith("/secret.jpg")
+    failure = failure_of(sneaky, UrlRules(allow_urls=(inside,), allow_networks=(NETWORK,)))
+    assert failure.code == "source_forbidden_address" and "under no allowed URL prefix" in failure.detail
+    assert route.requests == 0
+
+
+def test_a_redirect_to_an_encoded_dot_segment_path_is_refused(http_server: HttpServer) -> None:
+    secret, route = http_server.route("secret.jpg", Answer(body=b"secret"))
+    start, _ = http_server.route(
+        "public/start.jpg", redirect("%2e%2e/%2e%2e" + secret.split(str(http_server.port), 1)[1])
+    )
+    inside = start.rsplit("/", 1)[0] + "/"
+    failure = failure_of(start, UrlRules(allow_urls=(inside,), allow_networks=(NETWORK,)))
+    assert failure.code == "source_forbidden_address" and "under no allowed URL prefix" in failure.detail
+    assert route.requests == 0
+
+
+def test_paths_that_stay_under_the_prefix_are_still_admitted(http_server: HttpServer) -> None:
+    url, route = http_server.route("public/a b.jpg", Answer(body=b"ok"))
+    inside = url.rsplit("/", 1)[0] + "/"
+    rules = UrlRules(allow_urls=(inside,), allow_networks=(NETWORK,))
+    for variant in (
+        url.replace(" ", "%20"),
+        inside + "./a%20b.jpg",
+        inside + "x/../a%20b.jpg",
+        inside + "x/%2e%2e/a%20b.jpg",
+    ):
+        assert download(variant, rules, CAP).data == b"ok", variant
+    assert route.requests == 4
+
+
+PIECES = ["a", ".", "..", "%2e", "%2e%2e", "%2E.", "%2f", "%5c", "\\", "..;", "%252e%252e", "%25252e%25252e", ";", "%"]
+
+
+def readings(path: str) -> list[str]:
+    """What servers make of a request path: decoded once or twice, backslashes as slashes or not,
+    ``..;`` as ``..`` or not, then dot-segments removed."""
+    import posixpath
+    from urllib.parse import unquote
+
+    found = []
+    for decoded in (unquote(path), unquote(unquote(path)), unquote(unquote(unquote(path)))):
+        for text in (decoded, decoded.replace("\\", "/")):
+            for plain in (text, text.replace("..;", "..")):
+                found.append(posixpath.normpath("/" + plain.lstrip("/")) + ("/" if plain.endswith("/") else ""))
+    return found
+
+
+@given(st.lists(st.sampled_from(PIECES), max_size=8), st.sampled_from(["/", ""]))
+def test_no_admitted_path_is_read_outside_the_prefix_by_any_server(pieces: list[str], joiner: str) -> None:
+    path = "/public/" + (joiner or "/").join(pieces) + "/x.jpg"
+    rules = UrlRules(allow_urls=("http://h.example/public/",))
+    try:
+        target = checked_target(f"http://h.example{path}", rules)
+    except ItemFailure as failure:
+        assert failure.code == "source_forbidden_address"
+        return
+    for reading in readings(target.request_uri):
+        assert reading.startswith("/public/"), (path, target.request_uri, reading)
+
+
+# -- secrets of a URL --------------------------------------------------------------------------
+
+
+def test_shown_sources_keep_no_credentials_and_no_signature() -> None:
+    from thumbctl.downloads.redact import redacted_text, shown_source, without_userinfo
+
+    signed = (
+        "https://bucket.s3.amazonaws.com/a.jpg?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F1"
+        "&X-Amz-Security-Token=tok&X-Amz-Signature=deadbeef&w=800"
+    )
+    assert shown_source(signed) == (
+        "https://bucket.s3.amazonaws.com/a.jpg?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=REDACTED"
+        "&X-Amz-Security-Token=REDACTED&X-Amz-Signature=REDACTED&w=800"
+    )
+    assert shown_source("https://u:hunter2@h/a.jpg?sig=s1&Signature=s2&token=t&Key-Pair-Id=k&x-goog-signature=g") == (
+        "https://h/a.jpg?sig=REDACTED&Signature=REDACTED&token=REDACTED&Key-Pair-Id=REDACTED&x-goog-signature=REDACTED"
+    )
+    assert shown_source("https://h/a.jpg#access_token=t") == "https://h/a.jpg#access_token=REDACTED"
+    assert shown_source("photos/a.jpg?token=x") == "photos/a.jpg?token=x"  # a path, not a URL
+    assert without_userinfo("https://u:p@ss@h:8/a?b=c") == "https://h:8/a?b=c"
+    text = "cannot decode https://u:pw@h/a.jpg?sig=abc: truncated; see http://h/b?token=t."
+    assert (
+        redacted_text(text) == "cannot decode https://h/a.jpg?sig=REDACTED: truncated; see http://h/b?token=REDACTED."
+    )

@@ -3,12 +3,16 @@
 * Redirects are followed here, never by urllib3, at most :data:`MAX_REDIRECTS`; every hop's URL
   must be http or https, start with an allowed prefix (when there are some) and name no
   credentials, and its host must pass the address rule (:mod:`thumbctl.downloads.addresses`).
-* The connection goes to the address that was checked: a pool on that IP, with the real name in
-  the ``Host`` header and, for https, as the TLS server name and the name the certificate must
-  carry. Proxy variables are not used.
-* One deadline bounds the whole download (resolving, connecting, every read, every retry and
-  redirect): before each read the socket's timeout is set to the time left, so a slow drip ends
-  at the deadline (``source_timeout``).
+* The connection goes to the address that was checked: a connection to that IP, with the real
+  name in the ``Host`` header and, for https, as the TLS server name and the name the
+  certificate must carry. Proxy variables are not used.
+* An ``--allow-url`` prefix is compared with the URL as the server will read it, percent-decoded
+  and without dot-segments (:mod:`thumbctl.downloads.allowlist`).
+* One deadline bounds the whole download (resolving, connecting, the TLS handshake, the status
+  line, the headers, the body, every retry and redirect). Each socket operation waits no longer
+  than the time left, and a watchdog (:class:`Deadline`) shuts the connection's socket down when
+  the deadline passes, so a server that drips its headers or body a byte at a time is cut off
+  there too (``source_timeout``).
 * ``Accept-Encoding: identity`` and no content decoding: a body sent compressed anyway is
   counted and digested as it came, never inflated. ``Content-Length`` over the byte limit
   fails at once; a body without one is counted as it is read, in bounded reads.
@@ -18,10 +22,13 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
@@ -29,9 +36,12 @@ from ..errors import ItemFailure, UsageError
 from ..records import record
 from ..settings import UrlRules
 from .addresses import Network, checked_address, networks_of
+from .allowlist import Place, is_allowed, place_of
+from .redact import has_userinfo
 
 if TYPE_CHECKING:
-    from urllib3 import BaseHTTPResponse, HTTPConnectionPool
+    from urllib3 import BaseHTTPResponse
+    from urllib3.connection import HTTPConnection
 
 SCHEMES = {"http": 80, "https": 443}
 MAX_REDIRECTS = 5
@@ -79,11 +89,88 @@ def urllib3_module() -> Any:
     return urllib3
 
 
+class Deadline:
+    """The one deadline of a download, kept by a watchdog thread: when it passes, the socket of the
+    connection being used is shut down, so whatever read or write is waiting on it returns at once.
+
+    The watchdog holds a duplicate of that socket (shutting a duplicate down shuts the connection
+    down, and the duplicate is closed only here, under the lock), so it never acts on a descriptor
+    that was closed and reused meanwhile.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+        self._lock = threading.Lock()
+        self._passed = False
+        self._socket: socket.socket | None = None
+        self._done = threading.Event()
+        threading.Thread(target=self._watch, name="download-deadline", daemon=True).start()
+
+    def _watch(self) -> None:
+        if self._done.wait(max(self.seconds, 0.0)):
+            return
+        with self._lock:
+            self._passed = True
+            self._cut()
+
+    def _cut(self) -> None:
+        if self._socket is not None:
+            with suppress(OSError):
+                self._socket.shutdown(socket.SHUT_RDWR)
+
+    def watch(self, sock: socket.socket) -> None:
+        """From now on, the deadline cuts ``sock`` (the connection just made; cut at once when late)."""
+        with self._lock:
+            self._release()
+            self._socket = sock.dup()
+            if self._passed:
+                self._cut()
+
+    def _release(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+    def release(self) -> None:
+        """The watched connection is done with."""
+        with self._lock:
+            self._release()
+
+    def close(self) -> None:
+        """The download is over: the watchdog ends without acting."""
+        self._done.set()
+        self.release()
+
+    def left(self, url: str) -> float:
+        """Seconds left; ``source_timeout`` when none are (or the watchdog has cut the connection)."""
+        left = self.at - time.monotonic()
+        with self._lock:
+            passed = self._passed
+        if passed or left <= 0:
+            raise ItemFailure("source_timeout", f"{shown_url(url)}: the download took longer than its deadline")
+        return left
+
+
 def download(url: str, rules: UrlRules, max_bytes: int, unchanged: Unchanged | None = None) -> Download:
     """Download ``url`` under ``rules`` and the byte limit, or raise :class:`ItemFailure`."""
     urllib3_module()
-    deadline = time.monotonic() + rules.timeout
     allowed = networks_of(rules.allow_networks)
+    deadline = Deadline(rules.timeout)
+    try:
+        return _tried(url, rules, allowed, max_bytes, deadline, unchanged)
+    finally:
+        deadline.close()
+
+
+def _tried(
+    url: str,
+    rules: UrlRules,
+    allowed: tuple[Network, ...],
+    max_bytes: int,
+    deadline: Deadline,
+    unchanged: Unchanged | None,
+) -> Download:
     attempt = 0
     while True:
         attempt += 1
@@ -93,7 +180,7 @@ def download(url: str, rules: UrlRules, max_bytes: int, unchanged: Unchanged | N
             wait = _wait_before(attempt, retry)
             if attempt >= ATTEMPTS:
                 raise ItemFailure("source_unreachable", f"{retry.detail} ({attempt} tries)") from None
-            if time.monotonic() + wait >= deadline:
+            if time.monotonic() + wait >= deadline.at:
                 detail = f"{retry.detail}; no time left for another try before the deadline of {rules.timeout:g} s"
                 raise ItemFailure("source_unreachable", detail) from None
             time.sleep(wait)
@@ -111,11 +198,11 @@ def _follow(
     rules: UrlRules,
     allowed: tuple[Network, ...],
     max_bytes: int,
-    deadline: float,
+    deadline: Deadline,
     unchanged: Unchanged | None,
 ) -> Download:
     for _ in range(MAX_REDIRECTS + 1):
-        pool, response = _request(url, rules, allowed, deadline)
+        connection, response = _request(url, rules, allowed, deadline)
         try:
             location = response.headers.get("Location")
             if response.status in _REDIRECTS and location:
@@ -124,7 +211,8 @@ def _follow(
             return _answer(url, response, max_bytes, deadline, unchanged)
         finally:
             response.close()
-            pool.close()  # one connection per hop, to the address checked for it
+            connection.close()  # one connection per hop, to the address checked for it
+            deadline.release()
     raise ItemFailure("source_http_error", f"{shown_url(url)}: more than {MAX_REDIRECTS} redirects")
 
 
@@ -136,6 +224,8 @@ class Target:
     host: str
     port: int
     request_uri: str
+    #: Where the URL leads, as the server reads it (what ``--allow-url`` prefixes are compared with).
+    place: Place
 
     @property
     def host_header(self) -> str:
@@ -159,12 +249,13 @@ def checked_target(url: str, rules: UrlRules) -> Target:
     scheme = (parts.scheme or "").lower()
     if scheme not in SCHEMES:
         raise ItemFailure("source_forbidden_address", f"{shown_url(url)}: only http and https URLs are downloaded")
-    if parts.auth:
+    if parts.auth or has_userinfo(url):
         raise ItemFailure("source_forbidden_address", f"{shown_url(url)}: a URL with credentials is not downloaded")
     if not parts.host:
         raise ItemFailure("source_http_error", f"{shown_url(url)} names no host")
-    target = Target(scheme, parts.host.strip("[]"), parts.port or SCHEMES[scheme], parts.request_uri)
-    if rules.allow_urls and not any(target.url.startswith(prefix) for prefix in rules.allow_urls):
+    host, port = parts.host.strip("[]"), parts.port or SCHEMES[scheme]
+    target = Target(scheme, host, port, parts.request_uri, place_of(scheme, host, port, parts.path or "/"))
+    if not is_allowed(target.place, rules.allow_urls):
         raise ItemFailure("source_forbidden_address", f"{shown_url(url)} is under no allowed URL prefix")
     return target
 
@@ -181,44 +272,77 @@ def shown_url(url: str) -> str:
     return f"{scheme}://{authority}{slash}{path}"
 
 
-def _remaining(deadline: float, url: str) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise ItemFailure("source_timeout", f"{shown_url(url)}: the download took longer than its deadline")
-    return left
+@functools.cache
+def _connection_classes() -> dict[str, type[HTTPConnection]]:
+    """urllib3's connection classes, each telling the deadline about its socket as soon as it is
+    connected (before a TLS handshake, which the deadline bounds too)."""
+    connection = urllib3_module().connection
+
+    class Watched(connection.HTTPConnection):
+        deadline: Deadline
+
+        def _new_conn(self) -> socket.socket:  # urllib3's hook for making the socket
+            sock = super()._new_conn()
+            self.deadline.watch(sock)
+            return sock
+
+    class WatchedTLS(connection.HTTPSConnection):
+        deadline: Deadline
+
+        def _new_conn(self) -> socket.socket:
+            sock = super()._new_conn()
+            self.deadline.watch(sock)
+            return sock
+
+    return {"http": Watched, "https": WatchedTLS}
+
+
+def _connection(target: Target, address: str, timeout: float, deadline: Deadline) -> HTTPConnection:
+    """A connection (not yet made) to the checked ``address``, each socket operation bounded by ``timeout``."""
+    cls = _connection_classes()[target.scheme]
+    if target.scheme == "https":
+        tls = {"server_hostname": target.host, "assert_hostname": target.host, "cert_reqs": "CERT_REQUIRED"}
+        connection = cls(address, target.port, timeout=timeout, **tls)  # type: ignore[call-arg]
+    else:
+        connection = cls(address, target.port, timeout=timeout)
+    connection.deadline = deadline  # type: ignore[attr-defined]
+    return connection
 
 
 def _request(
-    url: str, rules: UrlRules, allowed: tuple[Network, ...], deadline: float
-) -> tuple[HTTPConnectionPool, BaseHTTPResponse]:
+    url: str, rules: UrlRules, allowed: tuple[Network, ...], deadline: Deadline
+) -> tuple[HTTPConnection, BaseHTTPResponse]:
+    import http.client
+    import ssl
+
+    from urllib3.util.ssl_match_hostname import CertificateError
+
     urllib3 = urllib3_module()
     target = checked_target(url, rules)
     try:
-        address = checked_address(target.host, target.port, allowed, _remaining(deadline, url))
+        address = checked_address(target.host, target.port, allowed, deadline.left(url))
     except ItemFailure as failure:  # name the hop: after a redirect, the host is not the manifest's
         raise ItemFailure(failure.code, f"{shown_url(url)}: {failure.detail}") from None
-    left = _remaining(deadline, url)
-    timeout = urllib3.Timeout(connect=left, read=left)
-    if target.scheme == "https":
-        pool = urllib3.HTTPSConnectionPool(
-            str(address), target.port, timeout=timeout, retries=False, maxsize=1,
-            server_hostname=target.host, assert_hostname=target.host, cert_reqs="CERT_REQUIRED",
-        )  # fmt: skip
-    else:
-        pool = urllib3.HTTPConnectionPool(str(address), target.port, timeout=timeout, retries=False, maxsize=1)
+    connection = _connection(target, str(address), deadline.left(url), deadline)
     headers = {"Host": target.host_header, "Accept-Encoding": "identity", "User-Agent": _USER_AGENT}
     try:
-        return pool, pool.urlopen(
-            "GET", target.request_uri, headers=headers, redirect=False, retries=False,
-            preload_content=False, decode_content=False, assert_same_host=False,
+        connection.request(
+            "GET", target.request_uri, headers=headers, preload_content=False, decode_content=False
         )  # fmt: skip
-    except urllib3.exceptions.SSLError as exc:  # the certificate does not verify: retrying cannot help
-        pool.close()
+        response = connection.getresponse()
+        deadline.left(url)  # headers cut short by the watchdog are no answer
+        return connection, response
+    except (ssl.SSLError, urllib3.exceptions.SSLError, CertificateError) as exc:
+        connection.close()
+        deadline.left(url)  # a handshake the deadline cut is a timeout
         raise ItemFailure("source_http_error", f"{shown_url(url)}: TLS: {_reason(exc)}") from None
-    except urllib3.exceptions.HTTPError as exc:
-        pool.close()
-        _remaining(deadline, url)  # past the deadline: a timeout, not an unreachable source
+    except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+        connection.close()
+        deadline.left(url)  # past the deadline: a timeout, not an unreachable source
         raise _Retry(f"{shown_url(url)}: {_reason(exc)}") from None
+    except BaseException:
+        connection.close()
+        raise
 
 
 def _reason(exc: Exception) -> str:
@@ -227,7 +351,7 @@ def _reason(exc: Exception) -> str:
 
 
 def _answer(
-    url: str, response: BaseHTTPResponse, max_bytes: int, deadline: float, unchanged: Unchanged | None
+    url: str, response: BaseHTTPResponse, max_bytes: int, deadline: Deadline, unchanged: Unchanged | None
 ) -> Download:
     status = response.status
     if status == 429 or status >= 500:
@@ -249,18 +373,17 @@ def _answer(
     return Download(data, url, found.etag, found.last_modified, length)
 
 
-def _read_bounded(url: str, response: BaseHTTPResponse, max_bytes: int, deadline: float) -> bytes:
-    """The body, read in bounded pieces with the socket's timeout set to the time left each time."""
+def _read_bounded(url: str, response: BaseHTTPResponse, max_bytes: int, deadline: Deadline) -> bytes:
+    """The body, read in bounded pieces until it ends, the byte limit or the deadline."""
+    import http.client
+
     import urllib3
 
-    sock = getattr(response.connection, "sock", None)
     chunks = []
     total = 0
     try:
         while True:
-            left = _remaining(deadline, url)
-            if sock is not None:
-                sock.settimeout(left)
+            deadline.left(url)
             chunk = response.read1(min(_READ, max_bytes + 1 - total))
             if not chunk:
                 break
@@ -268,13 +391,14 @@ def _read_bounded(url: str, response: BaseHTTPResponse, max_bytes: int, deadline
             if total > max_bytes:
                 raise ItemFailure("too_large", f"{shown_url(url)}: more than {max_bytes / 1e6:g} MB")
             chunks.append(chunk)
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        _remaining(deadline, url)
+    except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+        deadline.left(url)
         if isinstance(exc, (TimeoutError, socket.timeout, urllib3.exceptions.TimeoutError)):
             raise ItemFailure(
                 "source_timeout", f"{shown_url(url)}: the download took longer than its deadline"
             ) from None
         raise _Retry(f"{shown_url(url)}: the connection broke: {_reason(exc)}") from None
+    deadline.left(url)  # a body the watchdog cut short ends like a whole one: it is not taken
     return b"".join(chunks)
 
 
