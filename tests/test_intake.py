@@ -833,7 +833,7 @@ def test_a_folder_at_a_reused_items_name_leaves_it_to_the_worker(ledger: Ledger,
     done = ledger.views.batch(again.batch_id)
     assert [(f.item_id, f.error_code) for f in done.failures] == [("coffee.png", "name_taken")]
     assert (blocked / "inside").is_dir()  # reconcile reports it against the batch that wrote the name last
-    assert [(f.kind, f.batch_id) for f in find_problems(ledger)] == [("friendly_link_wrong", small.batch_id)]
+    assert [(f.kind, f.batch_id) for f in find_problems(ledger)] == [("thumbnail_modified", small.batch_id)]
 
 
 def test_an_object_gc_removes_between_the_reuse_check_and_acceptance_is_rendered_again(

@@ -163,7 +163,7 @@ def test_a_restored_thumbnail_records_its_new_version(ledger: Ledger, one_photo:
     [item] = ledger.views.items(batch.batch_id)
     before = recorded_version(ledger, item.friendly_path)
     Path(item.friendly_path).write_bytes(b"edited")
-    report = reconcile(ledger, repair=True)
+    report = reconcile(ledger, repair=True, restore_modified=True)
     assert [(f.kind, f.repaired) for f in report.findings] == [("thumbnail_modified", True)]
     target = LocalOutputTarget(str(out_dir))
     after = recorded_version(ledger, item.friendly_path)

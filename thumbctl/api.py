@@ -40,6 +40,7 @@ def render(
     ``batch.failures``."""
     from .intake import prepare_submission, submit
     from .ledger import Ledger
+    from .leftovers import clean_up_after_crashes
     from .runner import run_batch
     from .stores import settle_store
 
@@ -50,6 +51,7 @@ def render(
     with Ledger(db) as ledger:
         settle_store(ledger, options.store_dir)
         prepared = prepare_submission(Path(source), options, ledger)
+        clean_up_after_crashes(ledger, [prepared.batch.out_dir])  # what a crashed earlier run left
         batch = submit(ledger, prepared, options.limits)
     if batch.is_terminal:
         return batch

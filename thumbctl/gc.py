@@ -16,10 +16,11 @@ from collections.abc import Callable
 from functools import partial
 
 from .ledger import Ledger, iso
+from .leftovers import IsDead, Scope, expired_writers, stale_temp_reason
 from .models import GcReport
 from .options import DEFAULT_GRACE
 from .proc import owner_is_dead
-from .reconcile import IsDead, Scope, listed_objects, object_size, object_stores, stale_temp_reason
+from .reconcile import listed_objects, object_size, object_stores
 from .storage.fsafe import remove_file, temp_files
 from .storage.locations import S3Options, is_s3, name_in
 from .storage.objects import LocalObjectStore, ObjectStore, preview_bytes
@@ -124,9 +125,10 @@ def _collect_temps(
     ]
     roots = {f.root for f in folders}
     folders += [s for _, s in object_stores(ledger, scope) if isinstance(s, LocalObjectStore) and s.root not in roots]
+    expired = expired_writers(ledger)
     for layout in folders:
-        for found in temp_files(layout.root, layout.tmp_dir):
-            if stale_temp_reason(found, now, grace, is_dead) is None:
+        for found in temp_files(layout.root, layout.tmp_dir):  # thumbctl's own: a user's file there is never touched
+            if stale_temp_reason(found, now, grace, is_dead, expired) is None:
                 continue
             size = (
                 found.size if dry_run else _removing(found.path, errors, partial(remove_file, layout.root, found.path))

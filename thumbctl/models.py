@@ -423,7 +423,7 @@ FINDING_KINDS = (
     "object_missing",
     "object_invalid",
     "friendly_link_missing",
-    "friendly_link_wrong",
+    "thumbnail_outdated",
     "thumbnail_modified",
     "unrecorded_thumbnail",
     "stale_temp_file",

@@ -24,6 +24,7 @@ from dataclasses import field
 from .errors import ItemFailure
 from .faults import Faults
 from .ledger import Claim, ClaimedItem, Ledger, Publication
+from .naming import lane_problem
 from .records import record
 from .storage.locations import name_in, object_name_of, object_store_of, output_target_at
 from .storage.objects import LocalObjectStore, ObjectStore, Outcome, Verifier
@@ -77,6 +78,24 @@ class Publisher:
 
         return recorded
 
+    def refuse_released(self, friendly_path: str) -> None:
+        """Raise ItemFailure ``name_taken`` for a name ``thumbctl release`` gave to the user, whatever
+        is there now (``--overwrite`` takes it back)."""
+        released = None if self.overwrite else self.ledger.views.released_at(friendly_path)
+        if released is not None:
+            raise ItemFailure(
+                "name_taken",
+                f"{friendly_path} was released to you by `thumbctl release` at {released}; it is left as it is "
+                "(choose another --name, or --overwrite takes it back)",
+            )
+
+    def refuse_out_of_lane(self, friendly_path: str) -> None:
+        """Raise ItemFailure ``bad_name`` for a name in OUT/batches/ or without an image's extension
+        (an item recorded before intake refused such names): nothing is written there."""
+        problem = lane_problem(name_in(self.out, friendly_path))
+        if problem is not None:
+            raise ItemFailure("bad_name", f"{friendly_path} {problem}: nothing is written there; choose another --name")
+
     def publish_render(
         self,
         claim: Claim,
@@ -98,13 +117,14 @@ class Publisher:
         in OUT beforehand, is placed at the name when the object holds those bytes (not when an
         object with other bytes is kept); ``published()`` runs once the name is published. Returns
         the ledger's outcome (``succeeded``, ``cancelled``, ``late``, ``lost``)."""
-
+        self.refuse_out_of_lane(item.friendly_path)
         if not (isinstance(self.target, LocalOutputTarget) and isinstance(store, LocalObjectStore)):
             return self._publish_through_interfaces(claim, item, store, staged, data, verify, result, published)
 
         def effect() -> Publication:
             temp = staged()
             with self.ledger.queue.publishing_name(item.friendly_path):  # held to the commit
+                self.refuse_released(item.friendly_path)
                 recorded = self.recorded_at(item.friendly_path)
                 approved = check_name(
                     self.target, item.friendly_path, data, recorded, overwrite=self.overwrite, own=[item.object_path]
@@ -146,6 +166,7 @@ class Publisher:
         def effect() -> Publication:
             temp = staged()
             with self.ledger.queue.publishing_name(item.friendly_path):  # held to the commit
+                self.refuse_released(item.friendly_path)
                 recorded = self.recorded_at(item.friendly_path)
                 judge_name(self.target, name, item.friendly_path, data, recorded, overwrite=self.overwrite)
                 stored = store.put_staged(temp, object_name_of(item.object_path), verify=verify)
@@ -165,38 +186,45 @@ class Publisher:
         """Publish ``friendly_path`` for a succeeded item of ``batch_id`` whose object exists (a
         submit reusing earlier outputs, or finishing what an interrupted one left), and record the
         version, under the name's lock. Raises ItemFailure ``name_taken`` for a user's file."""
+        self.refuse_out_of_lane(friendly_path)
         with self.ledger.queue.publishing_name(friendly_path):
+            self.refuse_released(friendly_path)
             recorded = self.recorded_at(friendly_path)
             if self._local(object_path):
                 named = publish_name(
-                    self.target, object_path, friendly_path, recorded=recorded, overwrite=self.overwrite
+                    self.target, object_path, friendly_path, recorded=recorded, overwrite=self.overwrite, adopt=False
                 )
             else:
                 name = name_in(self.out, friendly_path)
                 data = self._object_bytes(object_path)
                 named = publish_data(
-                    self.target, name, friendly_path, data, recorded=recorded, overwrite=self.overwrite
+                    self.target, name, friendly_path, data, recorded=recorded, overwrite=self.overwrite, adopt=False
                 )
             self.ledger.queue.record_name_version(batch_id, friendly_path, named.version, named.outcome)
         return named
 
-    def restore(self, row: int, object_path: str, friendly_path: str, code: str, detail: str) -> bool:
-        """Reconcile's repair: put a fresh copy of the object at the name of the item ``row`` (found
-        missing, edited or not a plain file) if the item still owns it, and record the new version
-        with a ``relinked`` event, in one transaction under the name's lock."""
+    def restore(
+        self, row: int, object_path: str, friendly_path: str, code: str, detail: str, *, replace: bool = False
+    ) -> bool:
+        """Reconcile's repair: put a fresh copy of the object at the name of the item ``row`` if the
+        item still owns it, and record the new version with a ``relinked`` event, in one transaction
+        under the name's lock. A missing name is only created while it is free; ``replace`` puts the
+        copy over what is there (an edit restored on request, an earlier version thumbctl published)."""
 
         def link() -> str:
             with self.ledger.queue.publishing_name(friendly_path):
                 if self._local(object_path):
-                    return restore_thumbnail(self.target, object_path, friendly_path)
+                    return restore_thumbnail(self.target, object_path, friendly_path, replace=replace)
                 data = self._object_bytes(object_path)
-                return restore_data(self.target, name_in(self.out, friendly_path), friendly_path, data)
+                name = name_in(self.out, friendly_path)
+                return restore_data(self.target, name, friendly_path, data, replace=replace)
 
         return self.ledger.upkeep.relink_published(row, object_path, friendly_path, code, detail, link)
 
     def name_usable(self, object_path: str, friendly_path: str, content: Callable[[], bytes]) -> bool:
         """Whether publishing at ``friendly_path`` would not fail ``name_taken`` (as things stand now)."""
         try:
+            self.refuse_released(friendly_path)
             if self._local(object_path):
                 check_name(
                     self.target,
@@ -205,6 +233,7 @@ class Publisher:
                     self.recorded_at(friendly_path),
                     overwrite=self.overwrite,
                     own=[object_path],
+                    adopt=False,
                 )
             else:
                 name = name_in(self.out, friendly_path)
@@ -215,6 +244,7 @@ class Publisher:
                     content(),
                     self.recorded_at(friendly_path),
                     overwrite=self.overwrite,
+                    adopt=False,
                 )
         except (ItemFailure, OSError, ValueError):
             return False

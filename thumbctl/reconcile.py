@@ -27,6 +27,17 @@ from typing import NamedTuple
 from .imaging import fit_geometry, verify_output
 from .ledger import Ledger, iso
 from .ledger.maintenance import stall_reason
+from .leftovers import (
+    COMPARE_READ_LIMIT,
+    IsDead,
+    Scope,
+    crash_leftover,
+    expired_writers,
+    holds_object,
+    records_itself,
+    requeued_to_record,
+    stale_temp_reason,
+)
 from .models import (
     Finding,
     ObjectStamp,
@@ -41,28 +52,19 @@ from .publisher import Publisher
 from .records import record
 from .retrypolicy import Backoff
 from .settings import parse_ratio
-from .storage.fsafe import StoredFile, is_plain_file, remove_file, temp_files, temp_writer
-from .storage.locations import (
-    S3Options,
-    is_s3,
-    name_in,
-    object_name_of,
-    object_path_in,
-    object_store_at,
-    output_target_at,
-    store_location_of,
-)
+from .storage.fsafe import StoredFile, is_plain_file, remove_file, temp_files
+from .storage.locations import S3Options, is_s3, name_in, object_path_in
 from .storage.objects import LocalObjectStore, ObjectStore, ObjectTooLarge, object_files, object_stamp
-from .storage.outputs import LocalOutputTarget, OutputTarget, StaleVersion
+from .storage.outputs import LocalOutputTarget, OutputTarget
+from .storage.publishing import restore_data
 from .storage.thumbnails import thumbnail_problem
 from .stores import store_for_ledger
 
-IsDead = Callable[[str], bool]
 Fix = Callable[[], bool]
 
 #: The most a deep check reads of one object: far above any thumbnail, so a runaway object is
 #: reported, never loaded whole.
-DEEP_READ_LIMIT = 64 << 20
+DEEP_READ_LIMIT = COMPARE_READ_LIMIT
 
 
 @record
@@ -71,25 +73,6 @@ class Problem:
 
     finding: Finding
     fix: Fix | None = None
-
-
-@record
-class Scope:
-    """What one run looks at: the store it was given (a location; default: the one the ledger
-    recorded), and the S3 settings its stores and targets are opened with (None: the process's)."""
-
-    store: str | None = None
-    options: S3Options | None = None
-
-    def store_at(self, location: str) -> ObjectStore:
-        return object_store_at(location, self.options)
-
-    def target_at(self, location: str) -> OutputTarget:
-        return output_target_at(location, self.options)
-
-    def object_of(self, object_path: str) -> tuple[ObjectStore, str]:
-        """The store a recorded object path lies in, and the object's name there."""
-        return self.store_at(store_location_of(object_path)), object_name_of(object_path)
 
 
 def find_problems(
@@ -116,15 +99,17 @@ def reconcile(
     delay_for: Callable[[int], float] | None = None,
     store: str | None = None,
     options: S3Options | None = None,
+    restore_modified: bool = False,
 ) -> ReconcileReport:
     """Find problems and, with ``repair``, apply the safe repairs (each audited).
 
     ``deep`` reads and decodes every object, also those a cheaper check finds sound (a local file
     unchanged since it last decoded, a bucket's object of the right size and checksum): it finds
     damage no write made, e.g. a failing disk. ``store`` is the ledger's store (default: the one it
-    recorded); its orphans and temp files are checked too.
+    recorded); its orphans and temp files are checked too. A name a user changed (other bytes, a
+    symlink) is only reported, unless ``restore_modified`` asks for it back.
     """
-    scope = Scope(store, options)
+    scope = Scope(store, options, restore_modified)
     checks = _ObjectChecks(scope, {} if deep else ledger.upkeep.verified_objects(), deep=deep)
     problems = list(_problems(ledger, grace, is_dead, delay_for or Backoff().delay_for, checks, scope))
     findings = tuple(_repaired(p) for p in problems) if repair else tuple(p.finding for p in problems)
@@ -331,7 +316,7 @@ def _output_problems(ledger: Ledger, checks: _ObjectChecks) -> Iterator[Problem]
             target = checks.scope.target_at(item.out_dir)
             link = _thumbnail_problem(ledger, target, item)
             if link is not None:
-                yield _link_finding(ledger, target, checks.scope, item, link)
+                yield from _name_problems(ledger, target, checks.scope, item, link)
     ledger.upkeep.replace_verified_objects(checks.sound)
 
 
@@ -368,89 +353,102 @@ def _expired_object_finding(item: PublishedItem, problem: str) -> Problem:
     return Problem(Finding(kind, item.batch_id, item.item_id, detail, ratio=item.ratio, path=item.object_path))
 
 
-_THUMBNAIL_FINDINGS = {
-    "missing": ("friendly_link_missing", "the thumbnail is missing"),
-    "wrong": ("friendly_link_wrong", "the thumbnail is not a plain file (a symlink or a folder)"),
-    "modified": ("thumbnail_modified", "the thumbnail no longer holds its object's bytes (edited since?)"),
+_RESTORE_ON_REQUEST = (
+    "; left as it is: `thumbctl reconcile --repair --restore-modified` puts thumbctl's copy back, "
+    "`thumbctl release NAME` gives the name to you"
+)
+_USER_CHANGES = {
+    "wrong": "the thumbnail's name holds a symlink or a folder, not thumbctl's file",
+    "modified": "the thumbnail no longer holds its object's bytes (edited since?)",
 }
 
 
-def _link_finding(ledger: Ledger, target: OutputTarget, scope: Scope, item: PublishedItem, problem: str) -> Problem:
-    kind, detail = _THUMBNAIL_FINDINGS[problem]
-    finding = Finding(kind, item.batch_id, item.item_id, detail, ratio=item.ratio, path=item.friendly_path)
+def _name_problems(
+    ledger: Ledger, target: OutputTarget, scope: Scope, item: PublishedItem, problem: str
+) -> Iterator[Problem]:
+    """The finding about a thumbnail that is not what thumbctl published (see :mod:`thumbctl.leftovers`
+    for the rules): a missing one is restored; the bytes of another item that was publishing there
+    are that item's to record; an earlier version of thumbctl's is restored; anything else is the
+    user's, reported and left unless ``--restore-modified`` asks for it back."""
+    at = {"ratio": item.ratio, "path": item.friendly_path}
+    if problem == "missing":
+        finding = Finding("friendly_link_missing", item.batch_id, item.item_id, "the thumbnail is missing", **at)
+        yield _restore(ledger, target, scope, item, finding, replace=False)
+        return
+    leftover = (
+        crash_leftover(ledger, scope, item.row, item.out_dir, item.friendly_path) if problem == "modified" else None
+    )
+    if leftover is None:
+        finding = Finding("thumbnail_modified", item.batch_id, item.item_id, _USER_CHANGES[problem], **at)
+        if scope.restore_modified:
+            yield _restore(ledger, target, scope, item, finding, replace=True)
+        else:
+            yield Problem(replace(finding, detail=finding.detail + _RESTORE_ON_REQUEST))
+    elif requeued_to_record(leftover):
+        yield _unrecorded_problem(ledger, leftover.item)
+    elif not records_itself(leftover):
+        detail = (
+            f"the thumbnail holds an earlier version thumbctl published there ({leftover.item.batch_id}, "
+            f"{leftover.state}); --repair puts the recorded one back"
+        )
+        finding = Finding("thumbnail_outdated", item.batch_id, item.item_id, detail, **at)
+        yield _restore(ledger, target, scope, item, finding, replace=True)
+
+
+def _restore(
+    ledger: Ledger, target: OutputTarget, scope: Scope, item: PublishedItem, finding: Finding, *, replace: bool
+) -> Problem:
+    """The finding, with the repair that puts a copy of the item's object at its name (created only
+    while free, unless ``replace``), recording the version with a ``relinked`` event."""
+    detail = f"reconcile: {finding.detail}"
     if isinstance(target, LocalOutputTarget):
         publisher = Publisher(ledger, target)
 
         def fix() -> bool:
-            return publisher.restore(item.row, item.object_path, item.friendly_path, kind, f"reconcile: {detail}")
+            return publisher.restore(
+                item.row, item.object_path, item.friendly_path, finding.kind, detail, replace=replace
+            )
 
         return Problem(finding, fix)
 
     def link() -> str:  # as the publisher's restore does for a local folder: under the name's lock
         with ledger.queue.publishing_name(item.friendly_path):
-            return _put_again(target, scope, item.object_path, item.out_dir, item.friendly_path)
+            store, object_name = scope.object_of(item.object_path)
+            data = store.read(object_name, DEEP_READ_LIMIT)
+            name = name_in(item.out_dir, item.friendly_path)
+            return restore_data(target, name, item.friendly_path, data, replace=replace)
 
     def fix_through_target() -> bool:
         return ledger.upkeep.relink_published(
-            item.row, item.object_path, item.friendly_path, kind, f"reconcile: {detail}", link
+            item.row, item.object_path, item.friendly_path, finding.kind, detail, link
         )
 
     return Problem(finding, fix_through_target)
-
-
-def _put_again(target: OutputTarget, scope: Scope, object_path: str, out_dir: str, path: str) -> str:
-    """Put the object's bytes at the thumbnail's name through the target's interface: created only
-    if absent, or replaced only while the name holds the version just seen (an edit landing
-    meanwhile is looked at again); returns the new version."""
-    store, object_name = scope.object_of(object_path)
-    data = store.read(object_name, DEEP_READ_LIMIT)
-    name = name_in(out_dir, path)
-    for _ in range(3):
-        seen = target.version_of(name)
-        try:
-            return target.publish(name, data) if seen is None else target.replace(name, data, version=seen)
-        except (StaleVersion, FileExistsError, FileNotFoundError):
-            continue
-    raise StaleVersion(f"{path} kept changing while it was restored")
 
 
 def _unsettled_problems(ledger: Ledger, scope: Scope) -> Iterator[Problem]:
     """A failed item whose name holds exactly its object's bytes: thumbctl published it, and a crash
     lost the commit that would have recorded it. Queued again, its render records the name as it is."""
     for item in ledger.upkeep.unsettled_names():
-        if not _holds_its_object(scope, item):
-            continue
-        detail = (
-            f"the item failed ({item.error_code}) but its thumbnail was published, holding its object's bytes "
-            "(a crash before the commit); --repair queues it again: `thumbctl work` then records it unchanged"
+        if holds_object(scope, item.out_dir, item.object_path, item.friendly_path):
+            yield _unrecorded_problem(ledger, item)
+
+
+def _unrecorded_problem(ledger: Ledger, item: UnsettledName) -> Problem:
+    detail = (
+        f"the item failed ({item.error_code}) but its thumbnail was published, holding its object's bytes "
+        "(a crash before the commit); --repair queues it again: `thumbctl work` then records it unchanged"
+    )
+    finding = Finding(
+        "unrecorded_thumbnail", item.batch_id, item.item_id, detail, ratio=item.ratio, path=item.friendly_path
+    )
+
+    def fix() -> bool:
+        return ledger.upkeep.requeue_unsettled(
+            item.row, item.object_path, item.friendly_path, "unrecorded_thumbnail", f"reconcile: {detail}"
         )
-        finding = Finding(
-            "unrecorded_thumbnail", item.batch_id, item.item_id, detail, ratio=item.ratio, path=item.friendly_path
-        )
 
-        def fix(item: UnsettledName = item, detail: str = detail) -> bool:
-            return ledger.upkeep.requeue_unsettled(
-                item.row, item.object_path, item.friendly_path, "unrecorded_thumbnail", f"reconcile: {detail}"
-            )
-
-        yield Problem(finding, fix)
-
-
-def _holds_its_object(scope: Scope, item: UnsettledName) -> bool:
-    """Whether the item's thumbnail holds exactly its object's bytes (both present)."""
-    target = scope.target_at(item.out_dir)
-    if isinstance(target, LocalOutputTarget):
-        return (
-            is_plain_file(item.object_path)
-            and os.path.isfile(item.friendly_path)
-            and thumbnail_problem(item.object_path, item.friendly_path) is None
-        )
-    store, object_name = scope.object_of(item.object_path)
-    try:
-        data = store.read(object_name, DEEP_READ_LIMIT)
-    except (FileNotFoundError, ObjectTooLarge):
-        return False
-    return target.read(name_in(item.out_dir, item.friendly_path), len(data)) == data
+    return Problem(finding, fix)
 
 
 # -- files nobody accounts for --------------------------------------------------------------------
@@ -487,17 +485,6 @@ def object_size(store: ObjectStore, name: str, listed: int | None) -> int:
     return info.size if info is not None else 0
 
 
-def stale_temp_reason(found: StoredFile, now: float, grace: float, is_dead: IsDead) -> str | None:
-    """Why a temp file may go: its writer is gone (at once), or it is older than ``grace``."""
-    writer = temp_writer(found.name)
-    if writer is not None and is_dead(writer):
-        return f"its writer {writer} is gone"
-    age = now - found.mtime
-    if age > grace:
-        return f"older than the grace period ({age:.0f}s > {grace:.0f}s)" + ("" if writer else "; writer unknown")
-    return None
-
-
 def _temp_problems(
     ledger: Ledger,
     layout: LocalOutputTarget | LocalObjectStore,
@@ -506,8 +493,9 @@ def _temp_problems(
     grace: float,
     is_dead: IsDead,
 ) -> Iterator[Problem]:
+    expired = expired_writers(ledger)
     for found in temp_files(layout.root, layout.tmp_dir):
-        reason = stale_temp_reason(found, now, grace, is_dead)
+        reason = stale_temp_reason(found, now, grace, is_dead, expired)
         if reason is None:
             continue
         finding = Finding("stale_temp_file", batch_id, None, f"a temp file: {reason}", path=found.path)

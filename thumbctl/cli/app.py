@@ -24,7 +24,7 @@ from .options import CONTEXT_SETTINGS, DbOption, JsonOption, QuietOption, Verbos
 from .params import ClickException, ClickUsageError, NoArgsIsHelpError, PlainGroup
 from .runs import cancel, retry, submit_command, work
 from .session import held_press, reporter_for, runs_one_command
-from .upkeep import gc_command, reconcile_command
+from .upkeep import gc_command, reconcile_command, release_command
 from .views import codes_command, config_command, events, sheet, stats, status
 from .watch import watch_command
 
@@ -92,6 +92,7 @@ COMMANDS: tuple[tuple[Callable[..., None], str, tuple[str, ...]], ...] = (
     (focus_command, "focus", ()),
     (reconcile_command, "reconcile", ("store",)),
     (gc_command, "gc", ("store",)),
+    (release_command, "release", ()),
 )
 
 

@@ -19,6 +19,7 @@ from .options import BatchAlias, StatsIntervalOption, batch_argument, one_batch
 from .resolution import ledger_target, settings_from_context
 from .session import (
     Interrupts,
+    clean_up,
     existing_ledger,
     freeze_loaded,
     handled,
@@ -270,6 +271,7 @@ def submit_command(
                 if scan_errors:
                     raise typer.Exit(int(ExitCode.PARTIAL))
                 return
+            clean_up(ledger, reporter, [prepared.batch.out_dir])
             with Interrupts().on_sigint() as interrupts:
                 batch = submit(
                     ledger,
@@ -324,6 +326,7 @@ def work(
         settings = settings_from_context(ctx)
         with open_ledger(settings.ledger_path) as ledger:  # the pool opens its own connections
             settle_store(ledger, reporter, settings)
+            clean_up(ledger, reporter)
         with reporter.run_progress(None) as progress:
             from ..runner import run_work
 
@@ -367,6 +370,7 @@ def retry(
         with open_ledger(db_path) as ledger:
             settle_store(ledger, reporter, settings)
             batch_id = ledger.views.resolve_batch_id(batch)
+            clean_up(ledger, reporter, [ledger.views.batch(batch_id).out_dir])
             from ..resume import resume_if_cancelled  # Pillow: only the commands that read images import it
 
             resumed = resume_if_cancelled(ledger, batch_id, settings.limits())

@@ -180,6 +180,19 @@ def settle_store(ledger: Ledger, reporter: Reporter, settings: Settings) -> None
         reporter.layout_migrated(migrated)
 
 
+def clean_up(ledger: Ledger, reporter: Reporter, out_dirs: list[str] | None = None) -> None:
+    """Before a run: what a crashed earlier run left in these OUTs (default: every one the ledger
+    knows) and the store is cleared (see :func:`thumbctl.leftovers.clean_up_after_crashes`), and said."""
+    from ..leftovers import clean_up_after_crashes
+
+    done = clean_up_after_crashes(ledger, out_dirs)
+    if done.temp_files or done.requeued:
+        reporter.notice(
+            f"cleared what a crashed run left: {done.temp_files} temp file(s) removed, "
+            f"{done.requeued} thumbnail(s) queued to be recorded"
+        )
+
+
 def parsed(parse: Callable[[str], Any], value: str | None, flag: str) -> Any:
     """``value`` parsed; a bad one is a usage error naming ``flag``."""
     if value is None:

@@ -1,4 +1,5 @@
-"""The upkeep commands: ``reconcile`` (findings and audited repairs) and ``gc`` (retention)."""
+"""The upkeep commands: ``reconcile`` (findings and audited repairs), ``gc`` (retention) and ``release``
+(names handed over to the user)."""
 
 from __future__ import annotations
 
@@ -34,13 +35,21 @@ def reconcile_command(
             "since it last decoded; in a bucket, the right size and checksum by HEAD): finds damage no write made.",
         ),
     ] = False,
+    restore_modified: Annotated[
+        bool,
+        typer.Option(
+            "--restore-modified",
+            help="With --repair, also put thumbctl's copy back at names a user changed (other bytes, a symlink); "
+            "without it they are only reported.",
+        ),
+    ] = False,
     grace: GraceOption = "1h",
     json_out: bool = False,
     quiet: bool = False,
 ) -> None:
     """Check the ledger against the outputs (local folders or s3:// prefixes): stalled leases, unfinished
-    cancels, objects, friendly names, orphans, temp files. Live work is never touched. Exit 0 when clean,
-    1 when findings remain (for cron)."""
+    cancels, objects, friendly names, orphans, temp files. Live work is never touched; a name a user
+    changed is reported, never overwritten unless asked. Exit 0 when clean, 1 when findings remain (for cron)."""
     from ..reconcile import reconcile, store_location
 
     reporter = reporter_for(json_out, quiet)
@@ -50,7 +59,14 @@ def reconcile_command(
         with open_ledger(settings.ledger_path) as ledger:
             settle_store(ledger, reporter, settings)
             store = store_location(ledger, settings.store_path)
-            report = reconcile(ledger, repair=repair, deep=deep, grace=grace_seconds, store=store)
+            report = reconcile(
+                ledger,
+                repair=repair,
+                deep=deep,
+                grace=grace_seconds,
+                store=store,
+                restore_modified=repair and restore_modified,
+            )
         reporter.reconciled(report, repair=repair)
     raise typer.Exit(int(ExitCode.OK if report.clean else ExitCode.PARTIAL))
 
@@ -83,3 +99,26 @@ def gc_command(
         reporter.garbage_collected(report)
         if report.errors:
             raise typer.Exit(int(ExitCode.PARTIAL))
+
+
+def release_command(
+    ctx: typer.Context,
+    names: Annotated[
+        list[str], typer.Argument(metavar="NAME...", help="Thumbnail names: paths in OUT, or s3:// URLs.")
+    ],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be released; change nothing.")] = False,
+    json_out: bool = False,
+    quiet: bool = False,
+) -> None:
+    """Hand published names over to you: thumbctl never reports, restores, replaces or removes them again,
+    and a submit to one fails that item name_taken (--overwrite takes it back). The files stay as they are.
+    Exit 1 when a name is not one thumbctl published."""
+    from ..release import release_names
+
+    reporter = reporter_for(json_out, quiet)
+    with handled(reporter):
+        settings = settings_from_context(ctx)
+        with open_ledger(settings.ledger_path) as ledger:
+            report = release_names(ledger, names, dry_run=dry_run)
+        reporter.released(report)
+    raise typer.Exit(int(ExitCode.PARTIAL if report.unknown else ExitCode.OK))

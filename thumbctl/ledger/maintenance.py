@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from ..errors import LedgerUnavailable
 from ..models import ItemState, ObjectStamp, PublishedItem, PublishedName, StalledItem, UnsettledName
@@ -29,6 +29,22 @@ DelayFor = Callable[[int], float]
 IsDead = Callable[[str], bool]
 
 T = TypeVar("T")
+
+
+class Publishing(NamedTuple):
+    """An item other than a name's owner that published, or was publishing, at the name."""
+
+    item: UnsettledName
+    state: ItemState
+    #: Its batch's cancel was requested, or the batch expired: it will never record the name.
+    ended: bool
+
+
+class Release(NamedTuple):
+    """A name handed over to the user: when, and whether it already was before this request."""
+
+    released_at: str
+    already: bool
 
 
 class Maintenance:
@@ -129,8 +145,11 @@ class Maintenance:
             if cancel_at is not None:
                 detail = f"reconcile finalized the cancel requested at {cancel_at}: {why}"
                 self.log.move(at, [row], state, ItemState.CANCELLED, detail=detail, worker=owner)
-                return ItemState.CANCELLED
-            return self.log.settle(now, row, "worker_crashed", f"reconcile: {why}", None, owner, delay_for)
+                outcome = ItemState.CANCELLED
+            else:
+                outcome = self.log.settle(now, row, "worker_crashed", f"reconcile: {why}", None, owner, delay_for)
+            self.log.faults.hit("after_rescue")
+            return outcome
 
     def requeue_published(self, row: int, object_path: str, code: str, detail: str) -> str | None:
         """A succeeded item whose object is missing or damaged goes back to ``queued`` with a
@@ -263,6 +282,49 @@ class Maintenance:
             self.db.execute(sql.FORGET_NAME, (name.friendly_path,))
             self.log.event(iso(now), batch_id, None, None, None, "removed", error_code=code, detail=detail)
             return True
+
+    # -- names a crash may have left, and names handed over to the user -----------------------------
+
+    def publishers_at(self, friendly_path: str, owner_row: int) -> list[Publishing]:
+        """The items other than ``owner_row`` that published, or were publishing, at ``friendly_path``,
+        newest first: a crash before a publish's commit leaves one of their objects' bytes there."""
+        rows = self.db.execute(sql.PUBLISHERS_AT, (friendly_path, owner_row)).fetchall()
+        return [
+            Publishing(
+                record(UnsettledName, r, row=r["id"]),
+                ItemState(r["state"]),
+                r["cancel_requested_at"] is not None or r["expired_at"] is not None,
+            )
+            for r in rows
+        ]
+
+    def release_name(self, friendly_path: str, *, dry_run: bool = False) -> Release | None:
+        """Hand the published name ``friendly_path`` over to the user, under the name's lock: its record
+        says when, and from then on no reconcile, repair, mirror or submit touches the file there (a
+        submit's item fails ``name_taken``). A batch-level ``released`` event is logged on the batch
+        that published it last. None when thumbctl never published there; ``dry_run`` changes nothing."""
+        if dry_run:
+            released = self.db.scalar(sql.NAME_RELEASE, (friendly_path,))
+            if released is not None:
+                return Release(released, True)
+            known = self.db.execute(sql.NAME_OWNER, (friendly_path,)).fetchone() is not None
+            newest = known or self.db.execute(sql.NEWEST_SUCCESS_AT, (friendly_path,)).fetchone() is not None
+            return Release(iso(self.db.clock()), False) if newest else None
+        with self.db.write() as now:
+            self.db.serialize_on(name_key(friendly_path))
+            at = iso(now)
+            released = self.db.scalar(sql.NAME_RELEASE, (friendly_path,))
+            if released is not None:
+                return Release(released, True)
+            if self.db.execute(sql.NAME_OWNER, (friendly_path,)).fetchone() is None:
+                newest = self.db.execute(sql.NEWEST_SUCCESS_AT, (friendly_path,)).fetchone()
+                if newest is None:
+                    return None
+                record_name(self.db, newest["id"], newest["name_version"], at)
+            self.db.execute(sql.RELEASE_NAME, (at, friendly_path))
+            batch_id = self.db.scalar(sql.NAME_BATCH, (friendly_path,))
+            self.log.event(at, batch_id, None, None, None, "released", detail=f"{friendly_path} released to the user")
+            return Release(at, False)
 
 
 class Upkeep(Relocation, Maintenance):

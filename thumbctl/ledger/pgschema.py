@@ -179,6 +179,9 @@ _V7 = [f"ALTER TABLE items ADD COLUMN fit {_TEXT}"]
 #: The ``alt`` text a manifest gives an item (see the SQLite ledger's migration 14).
 _V8 = [f"ALTER TABLE items ADD COLUMN alt {_TEXT} NOT NULL DEFAULT ''"]
 
+#: A name handed over to the user (see the SQLite ledger's migration 15).
+_V9 = [f"ALTER TABLE names ADD COLUMN released_at {_TEXT}"]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, _V1),
     (2, _V2),
@@ -188,6 +191,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (6, _V6),
     (7, _V7),
     (8, _V8),
+    (9, _V9),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -266,4 +270,5 @@ NEWEST: list[str] = [
         batch_id {_TEXT},
         PRIMARY KEY (source_digest, ratio)
     )""",
+    *_V9,
 ]

@@ -344,6 +344,16 @@ def _v14_item_alt(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE items ADD COLUMN alt TEXT NOT NULL DEFAULT ''")
 
 
+#: A name handed over to the user (``thumbctl release``): when (NULL: thumbctl's).
+_V15_RELEASED = "ALTER TABLE names ADD COLUMN released_at TEXT"
+
+
+def _v15_released_names(db: sqlite_utils.Database) -> None:
+    """A published name ``thumbctl release`` gave to the user: from then on it is never reported,
+    restored, replaced or removed, and a submit to it fails ``name_taken``."""
+    db.execute(_V15_RELEASED)
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
@@ -359,6 +369,7 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (12, _v12_cleared_focus),
     (13, _v13_fit),
     (14, _v14_item_alt),
+    (15, _v15_released_names),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -477,4 +488,5 @@ NEWEST: tuple[str, ...] = (
     "CREATE INDEX names_object ON names (object_path)",
     "CREATE INDEX names_out_root ON names (out_dir, source_root)",
     _V12_FOCUS.replace("focus_points_v12", "focus_points"),
+    _V15_RELEASED,
 )

@@ -136,6 +136,11 @@ class BatchViews:
         rows = self.db.execute(sql.PUBLISHES_AT, (friendly_path,)).fetchall()
         return [(r["object_path"], r["name_version"]) for r in rows]
 
+    def released_at(self, friendly_path: str) -> str | None:
+        """When ``thumbctl release`` gave ``friendly_path`` to the user; None while it is thumbctl's
+        (or was never published)."""
+        return self.db.scalar(sql.RELEASED_AT, (friendly_path,))
+
     def failed_since(self, at: str, batch_id: str | None) -> int:
         """How many items (of one batch, or of any) moved to ``failed`` at or after ``at``."""
         scope = [batch_id] if batch_id else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..models import Finding, GcReport, ReconcileReport
+from ..release import ALREADY, UNKNOWN, ReleaseReport
 from .output import Output
 from .styles import escape, format_bytes, plural
 
@@ -37,6 +38,22 @@ class UpkeepReports(Output):
             else "; --repair applies the safe repairs, `thumbctl gc` removes orphan objects"
         )
         self.say(f"{plural(len(report.findings), 'finding')} ({kinds}){tail}")
+
+    def released(self, report: ReleaseReport) -> None:
+        """A line per name: released (or would be), released before, or not a name thumbctl published."""
+        if self.json_mode:
+            self.emit_json(report.to_json())
+            return
+        for name in report.names:
+            if name.state == UNKNOWN:
+                self.diagnostics.print(
+                    f"[yellow]not released[/] {escape(name.name)}: thumbctl published nothing there; nothing changed"
+                )
+            elif name.state == ALREADY:
+                self.say(f"{escape(name.name)}: already yours since {name.released_at}")
+            else:
+                verb = "would release" if report.dry_run else "released"
+                self.say(f"{verb} {escape(name.name)}: thumbctl no longer reports, restores, replaces or removes it")
 
     def garbage_collected(self, report: GcReport) -> None:
         if self.json_mode:

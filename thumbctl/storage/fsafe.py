@@ -297,6 +297,14 @@ def host_tag(host: str | None = None) -> str:
 
 
 _TEMP_NAME = re.compile(r"^(\d+)-(\d+|x)-([0-9a-f]{8})-[0-9a-f]{12}\.")
+#: thumbctl's own temp file names: today's (see :func:`temp_basename`) and the older
+#: ``<pid>-<12 hex>.<ext>``. Anything else in a temp folder is not thumbctl's and is never touched.
+TEMP_NAME_PATTERN = re.compile(r"^\d+-(?:(?:\d+|x)-[0-9a-f]{8}-)?[0-9a-f]{12}\.[a-z0-9]+(?:\.[a-z0-9]+)?$")
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is one thumbctl gives its temp files (:data:`TEMP_NAME_PATTERN`)."""
+    return TEMP_NAME_PATTERN.match(name) is not None
 
 
 def temp_writer(name: str) -> str | None:
@@ -310,6 +318,12 @@ def temp_writer(name: str) -> str | None:
         return None
     ticks = match.group(2).replace("x", "?")
     return f"{host_id()}:{match.group(1)}:{ticks}"
+
+
+def temp_prefix_of(owner: str) -> str:
+    """The start of the temp file names the lease owner ``owner`` (``host-id:pid:ticks``) writes."""
+    host, pid, ticks = owner.rsplit(":", 2)
+    return f"{pid}-{ticks.replace('?', 'x')}-{host_tag(host)}-"
 
 
 def write_temp(root: str, tmp_dir: str, data: bytes, extension: str, *, durable: bool = True) -> str:
@@ -539,10 +553,12 @@ def regular_files(folder: str, *, links: bool = False) -> Iterator[StoredFile]:
 
 
 def temp_files(root: str, tmp_dir: str) -> list[StoredFile]:
-    """The regular files in ``tmp_dir`` (none when it does not exist or is not a real folder)."""
+    """thumbctl's temp files in ``tmp_dir``: the regular files named by :func:`temp_basename`'s
+    pattern (none when it does not exist or is not a real folder). Another file there (a user's)
+    is not listed, so nothing that cleans up temp files ever touches it."""
     if not listable(root, tmp_dir):
         return []
-    return sorted(regular_files(tmp_dir), key=lambda f: f.path)
+    return sorted((f for f in regular_files(tmp_dir) if is_temp_name(f.name)), key=lambda f: f.path)
 
 
 def remove_file(root: str, path: str) -> int:

@@ -14,7 +14,7 @@ import errno
 from collections.abc import Sequence
 
 from ..errors import ItemFailure
-from .outputs import NameState, OutputTarget, Recorded, StaleVersion
+from .outputs import NameState, OutputTarget, Recorded, StaleVersion, put_back, put_back_taken
 from .thumbnails import NamePublished, RecordedAt
 
 #: How many times a publish looks again after losing a race for the name.
@@ -29,14 +29,21 @@ def judge_name(
     recorded: RecordedAt,
     *,
     overwrite: bool,
+    adopt: bool = True,
 ) -> tuple[str, str | None]:
     """What publishing ``data`` at ``name`` would do, and the version it judged (None: free).
-    ``shown`` is the name as a message shows it. Raises ItemFailure ``name_taken``."""
+    ``shown`` is the name as a message shows it. Without ``adopt`` (a publish that cannot have left
+    a copy there itself), the same bytes put back at a name are the user's (:func:`.outputs.put_back`).
+    Raises ItemFailure ``name_taken``."""
     version = target.version_of(name)
     if version is None:
         return "created", None
     if target.read(name, len(data)) == data:
-        return "unchanged", version
+        if adopt or not put_back(version, recorded()):
+            return "unchanged", version
+        if overwrite:
+            return "overwritten", version
+        raise put_back_taken(shown)
     if _ours(target, name, version, recorded()):
         return "replaced", version
     if overwrite:
@@ -63,10 +70,11 @@ def publish_data(
     *,
     recorded: RecordedAt,
     overwrite: bool,
+    adopt: bool = True,
 ) -> NamePublished:
     """Publish ``data`` at ``name`` by the rules above; returns the outcome and the version there after."""
     for _ in range(_ROUNDS):
-        outcome, seen = judge_name(target, name, shown, data, recorded, overwrite=overwrite)
+        outcome, seen = judge_name(target, name, shown, data, recorded, overwrite=overwrite, adopt=adopt)
         try:
             if outcome == "unchanged":
                 return NamePublished(outcome, seen)
@@ -78,9 +86,12 @@ def publish_data(
     raise FileExistsError(errno.EEXIST, "files kept appearing at the thumbnail's name", shown)
 
 
-def restore_data(target: OutputTarget, name: str, shown: str, data: bytes) -> str:
-    """Reconcile's restore: put ``data`` at ``name`` over whatever is there now (found missing or
-    edited); returns the new version."""
+def restore_data(target: OutputTarget, name: str, shown: str, data: bytes, *, replace: bool) -> str:
+    """Reconcile's restore: put ``data`` at ``name``; returns the new version. A missing name
+    (``replace`` False) is only created if absent (FileExistsError when something appeared there);
+    with ``replace``, whatever is there now is replaced while it holds the version just read."""
+    if not replace:
+        return target.publish(name, data)
     for _ in range(_ROUNDS):
         seen = target.version_of(name)
         try:

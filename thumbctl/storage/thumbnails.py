@@ -21,7 +21,7 @@ from ..errors import ItemFailure
 from ..models import ItemState, ItemView
 from . import fsafe
 from .objects import open_object
-from .outputs import LocalOutputTarget, Recorded, is_ours, version_at
+from .outputs import LocalOutputTarget, Recorded, is_ours, put_back, put_back_taken, version_at
 
 #: What :func:`publish_name` did at a thumbnail's name.
 NAME_OUTCOMES = ("created", "unchanged", "relinked", "replaced", "overwritten")
@@ -89,17 +89,21 @@ def publish_name(
     overwrite: bool,
     approved: Approval | None = None,
     staged: StagedThumbnail | None = None,
+    adopt: bool = True,
 ) -> NamePublished:
     """Publish the thumbnail at its name as its own file (a reflink or a copy of the object), never
     over a file thumbctl did not publish (see the module's docstring). ``approved`` is what
     :func:`name_outcome` decided before the object was stored; ``staged``, a copy of the object's
-    bytes made beforehand (placed instead of copying the object now). Everything goes through
+    bytes made beforehand (placed instead of copying the object now); without ``adopt``, a copy of
+    the bytes put back at the name is the user's (see :func:`name_outcome`). Everything goes through
     folder descriptors; no symlink is followed."""
     folder, name = os.path.split(friendly_path)
     with open_object(object_path) as (src, info), fsafe.open_folder(target.root, folder, create=True) as dest:
         content = functools.partial(os.pread, src, info.st_size + 1, 0)
         for _ in range(3):
-            outcome, _ = name_outcome(dest, name, friendly_path, info, recorded, overwrite, content, approved=approved)
+            outcome, _ = name_outcome(
+                dest, name, friendly_path, info, recorded, overwrite, content, approved=approved, adopt=adopt
+            )
             if outcome == "unchanged":
                 return NamePublished(outcome, version_at(dest, name))
             if staged is not None and staged.usable:
@@ -138,13 +142,17 @@ def name_outcome(
     content: Callable[[], bytes],
     own: Iterable[str] = (),
     approved: Approval | None = None,
+    adopt: bool = True,
 ) -> tuple[str, os.stat_result | None]:
     """What publishing at ``name`` (in the folder ``dest``) would do (see :func:`publish_name`),
     and the status of the file it judged (None when the name is free). ``target`` is the
     object's status, None before it exists; ``content()`` its bytes; ``own`` the item's own
     object path (a file holding its bytes, such as the thumbnail of a damaged object about to be
     rendered again, is relinked, not counted); ``approved`` an earlier decision that stands while its
-    file is there. Raises ItemFailure ``name_taken``."""
+    file is there. ``adopt``: a file holding the bytes is thumbctl's even at a version the ledger did
+    not record there (a worker's publish whose commit was lost left it); without it (a submit
+    linking a succeeded item's name) such a file is a copy put back, the user's
+    (:func:`.outputs.put_back`). Raises ItemFailure ``name_taken``."""
     try:
         existing = os.stat(name, dir_fd=dest, follow_symlinks=False)
     except FileNotFoundError:
@@ -154,7 +162,11 @@ def name_outcome(
     if approved is not None and fsafe.same_inode(existing, approved.seen):
         return approved.outcome, existing
     if stat.S_ISREG(existing.st_mode) and _holds(dest, name, existing, content):
-        return ("unchanged" if existing.st_nlink == 1 else "relinked"), existing
+        if adopt or not put_back(version_at(dest, name), recorded()):
+            return ("unchanged" if existing.st_nlink == 1 else "relinked"), existing
+        if overwrite:
+            return "overwritten", existing
+        raise put_back_taken(friendly_path)
     if is_ours(dest, name, existing, [Recorded(None, path) for path in own if path]):
         return "relinked", existing
     if stat.S_ISREG(existing.st_mode) and is_ours(dest, name, existing, recorded()):
@@ -175,6 +187,7 @@ def check_name(
     *,
     overwrite: bool,
     own: Iterable[str] = (),
+    adopt: bool = True,
 ) -> Approval | None:
     """Decide, before the object is stored, what publishing at ``friendly_path`` will do: raise
     ItemFailure ``name_taken`` for a file thumbctl did not publish (without ``overwrite``);
@@ -184,7 +197,9 @@ def check_name(
         return None
     content = data if callable(data) else (lambda: data)
     with fsafe.open_folder(target.root, folder) as dest:
-        outcome, seen = name_outcome(dest, name, friendly_path, None, recorded, overwrite, content, own=own)
+        outcome, seen = name_outcome(
+            dest, name, friendly_path, None, recorded, overwrite, content, own=own, adopt=adopt
+        )
     return None if seen is None else Approval(outcome, seen)
 
 
@@ -202,15 +217,19 @@ def _holds(folder: int, name: str, info: os.stat_result, content: Callable[[], b
         os.close(fd)
 
 
-def restore_thumbnail(target: LocalOutputTarget, object_path: str, friendly_path: str) -> str:
-    """Put a fresh copy of the object at ``friendly_path`` (an atomic rename over whatever is there:
-    the thumbnail was found missing, edited or not a plain file); returns its version."""
+def restore_thumbnail(target: LocalOutputTarget, object_path: str, friendly_path: str, *, replace: bool) -> str:
+    """Put a fresh copy of the object at ``friendly_path``; returns its version. A missing name
+    (``replace`` False) is created only while it is free: a file that appeared there meanwhile
+    is left, and FileExistsError raised. With ``replace`` it is an atomic rename over whatever is
+    there (an edit restored on request, or an earlier version thumbctl published)."""
     folder, name = os.path.split(friendly_path)
+    outcome = "replaced" if replace else "created"
     with open_object(object_path) as (src, info), fsafe.open_folder(target.root, folder, create=True) as dest:
         placed = fsafe.staged_copy(
-            target.root, target.tmp_dir, src, info.st_size, functools.partial(_place, dest, name, "replaced")
+            target.root, target.tmp_dir, src, info.st_size, functools.partial(_place, dest, name, outcome)
         )
-    assert placed is not None
+    if placed is None:
+        raise FileExistsError(errno.EEXIST, "a file appeared at the thumbnail's name; it is left as it is", name)
     return placed
 
 

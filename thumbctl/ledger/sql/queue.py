@@ -38,10 +38,13 @@ MOVE = query(
         "lease": (", lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, stage_started_at = NULL", ""),
     },
 )
+#: The item to settle, locked, and its batch's cancel flag read under a share lock of the batch row
+#: (the row ``cancel`` locks to set the flag): a settle that requeues the item commits before the
+#: cancel (which then cancels it as queued) or after it (and sees the flag).
 SETTLEABLE = query(
     "settleable",
     "SELECT i.attempt, b.max_attempts, b.deadline_at, b.cancel_requested_at FROM items i "
-    f"JOIN batches b USING (batch_id) WHERE i.id = ? AND i.state = {RUNNING}{{lock_i}}",
+    f"JOIN batches b USING (batch_id) WHERE i.id = ? AND i.state = {RUNNING}{{lock_i}}{{share_b}}",
 )
 FRESH_ATTEMPTS = query("fresh_attempts", "UPDATE items SET attempt = 0 WHERE id IN ({ids})", lists=IDS)
 UNCOUNTED_ATTEMPTS = query(
@@ -56,13 +59,15 @@ RELEASED_ATTEMPTS = query(
 # -- claims --------------------------------------------------------------------------------------
 
 #: What a claimer may have to rescue, read before its transaction: each lease owner with the earliest
-#: expiry of its leases, and a row without an owner for each batch past its deadline with queued items.
+#: expiry of its leases, and a row without an owner for each batch with queued items that is past its
+#: deadline or has a cancel request (queued items no claim will ever take).
 RESCUE_DUE = query(
     "rescue_due",
     f"SELECT lease_owner AS owner, min(lease_expires_at) AS expires FROM items WHERE state = {RUNNING} "
-    f"AND lease_owner IS NOT NULL GROUP BY lease_owner UNION ALL SELECT NULL AS owner, b.deadline_at AS expires "
-    f"FROM batches b WHERE b.deadline_at <= ? AND EXISTS (SELECT 1 FROM items i WHERE i.batch_id = b.batch_id "
-    f"AND i.state = {QUEUED})",
+    "AND lease_owner IS NOT NULL GROUP BY lease_owner UNION ALL SELECT NULL AS owner, "
+    "coalesce(b.cancel_requested_at, b.deadline_at) AS expires FROM batches b "
+    "WHERE (b.deadline_at <= ? OR b.cancel_requested_at IS NOT NULL) "
+    f"AND EXISTS (SELECT 1 FROM items i WHERE i.batch_id = b.batch_id AND i.state = {QUEUED})",
 )
 #: The next source to claim from: a retry that is due first, then the oldest fresh item; each half walks
 #: an index of queued items without sorting (``{by_…}``: the ledger's, or for one batch the batch's own,
@@ -142,6 +147,8 @@ STAGE_PROGRESSED = query(
 )
 HELD_ROWS = query("held_rows", f"SELECT id FROM items WHERE lease_token = ? AND state = {RUNNING} ORDER BY id{{lock}}")
 CANCEL_FLAG = query("cancel_flag", "SELECT cancel_requested_at FROM batches WHERE batch_id = ?")
+#: The cancel flag read to decide whether items go back to the queue (see ``{share}``).
+CANCEL_FLAG_SHARED = query("cancel_flag_shared", "SELECT cancel_requested_at FROM batches WHERE batch_id = ?{share}")
 
 # -- outcomes ---------------------------------------------------------------------------------------
 
@@ -183,7 +190,7 @@ RECORD_NAME = query(
     "derivative_key = excluded.derivative_key, name_version = excluded.name_version, "
     "source_root = excluded.source_root, source = excluded.source, ratio = excluded.ratio, size = excluded.size, "
     "format = excluded.format, batch_id = excluded.batch_id, item_row = excluded.item_row, "
-    "published_at = excluded.published_at",
+    "published_at = excluded.published_at, released_at = NULL",
 )
 #: A reused output's publish that replaced other bytes at its name: the flag is merged into what
 #: intake recorded of it (no result, or one marked ``reused``), never into a render's result.
@@ -206,6 +213,13 @@ RETRYABLE = query(
 
 LEASES = query("leases", f"SELECT id, lease_owner, lease_expires_at FROM items WHERE state = {RUNNING} ORDER BY id")
 LATE_BATCHES = query("late_batches", "SELECT batch_id FROM batches WHERE deadline_at IS NOT NULL AND deadline_at <= ?")
+#: Batches whose cancel was requested that still have queued items (put back by a path that read the
+#: flag before the cancel committed, in a ledger written by an older thumbctl).
+UNFINISHED_CANCELS = query(
+    "unfinished_cancels",
+    "SELECT b.batch_id, b.cancel_requested_at FROM batches b WHERE b.cancel_requested_at IS NOT NULL "
+    f"AND EXISTS (SELECT 1 FROM items i WHERE i.batch_id = b.batch_id AND i.state = {QUEUED}) ORDER BY b.batch_id",
+)
 QUEUED_OF_BATCH = query("queued_of_batch", f"SELECT id FROM items WHERE batch_id = ? AND state = {QUEUED} ORDER BY id")
 
 # -- reading the queue --------------------------------------------------------------------------------
@@ -234,6 +248,7 @@ OVERDUE_OWNERS = query(
 )
 OWNER_ITEMS = query(
     "owner_items",
-    "SELECT id, CASE WHEN stage_started_at < ? THEN 1 ELSE 0 END AS late FROM items "
-    f"WHERE state = {RUNNING} AND lease_owner = ? ORDER BY id{{lock}}",
+    "SELECT i.id, CASE WHEN i.stage_started_at < ? THEN 1 ELSE 0 END AS late, b.cancel_requested_at "
+    f"FROM items i JOIN batches b USING (batch_id) WHERE i.state = {RUNNING} AND i.lease_owner = ? "
+    "ORDER BY i.id{lock_i}{share_b}",
 )

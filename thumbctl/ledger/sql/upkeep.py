@@ -9,14 +9,15 @@ _LIVE_BATCH = "b.expired_at IS NULL"
 #: Whether item ``i`` (of batch ``b``) owns its name: it holds the name's record (it published the name
 #: last, whatever became of its batch since), or it never published the name (a reused output whose
 #: name could not be published yet) and is the newest success of a live batch to claim a name nobody
-#: published after it succeeded.
+#: published after it succeeded. A name released to the user is nobody's.
 _OWNS_NAME = (
-    "(EXISTS (SELECT 1 FROM names n WHERE n.friendly_path = i.friendly_path AND n.item_row = i.id) "
+    "(NOT EXISTS (SELECT 1 FROM names r WHERE r.friendly_path = i.friendly_path AND r.released_at IS NOT NULL) "
+    "AND (EXISTS (SELECT 1 FROM names n WHERE n.friendly_path = i.friendly_path AND n.item_row = i.id) "
     f"OR (i.name_version IS NULL AND {_LIVE_BATCH} "
     "AND NOT EXISTS (SELECT 1 FROM names n WHERE n.friendly_path = i.friendly_path AND n.published_at > i.updated_at) "
     "AND NOT EXISTS (SELECT 1 FROM items j JOIN batches c ON c.batch_id = j.batch_id "
     f"WHERE j.friendly_path = i.friendly_path AND j.state = {SUCCEEDED} AND c.expired_at IS NULL "
-    "AND (j.updated_at > i.updated_at OR (j.updated_at = i.updated_at AND j.id > i.id)))))"
+    "AND (j.updated_at > i.updated_at OR (j.updated_at = i.updated_at AND j.id > i.id))))))"
 )
 _EXCLUDING = {"excluding": ("?", ",", " AND b.batch_id NOT IN (", ")")}
 
@@ -86,10 +87,11 @@ OUTPUT_FOLDERS = query(
 # -- repairs ---------------------------------------------------------------------------------------
 
 LEASE_OF_ITEM = query("lease_of_item", "SELECT lease_token, lease_owner FROM items WHERE id = ?")
+#: The item locked, its batch row share-locked as in ``SETTLEABLE``: a rescue and a cancel never miss each other.
 STALLED_ITEM = query(
     "stalled_item",
     "SELECT i.state, i.lease_token, i.lease_owner, i.lease_expires_at, b.cancel_requested_at "
-    "FROM items i JOIN batches b USING (batch_id) WHERE i.id = ?{lock_i}",
+    "FROM items i JOIN batches b USING (batch_id) WHERE i.id = ?{lock_i}{share_b}",
 )
 PUBLISHED_ITEM = query(
     "published_item",
@@ -145,7 +147,7 @@ NAMES_FROM = query(
     "names_from",
     "SELECT n.friendly_path, n.object_path, n.name_version, n.source, n.batch_id, n.item_row, i.item_id "
     "FROM names n LEFT JOIN items i ON i.id = n.item_row WHERE n.out_dir = ? AND n.source_root = ? "
-    "ORDER BY n.friendly_path",
+    "AND n.released_at IS NULL ORDER BY n.friendly_path",
 )
 NAME_OWNER = query("name_owner", "SELECT item_row, name_version FROM names WHERE friendly_path = ?")
 FORGET_NAME = query("forget_name", "DELETE FROM names WHERE friendly_path = ?")
@@ -175,3 +177,23 @@ SET_META = query(
     "set_meta",
     "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
 )
+
+# -- names a crash may have left, and names handed over to the user ------------------------------------
+
+#: The items other than the name's owner that published, or were publishing, at a name: whose bytes
+#: a crash may have left there.
+PUBLISHERS_AT = query(
+    "publishers_at",
+    "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.state, i.error_code, i.object_path, i.friendly_path, "
+    "b.out_dir, b.cancel_requested_at, b.expired_at FROM items i JOIN batches b USING (batch_id) "
+    "WHERE i.friendly_path = ? AND i.id <> ? AND i.object_path IS NOT NULL ORDER BY i.id DESC",
+)
+NAME_RELEASE = query("name_release", "SELECT released_at FROM names WHERE friendly_path = ?{lock}")
+#: The newest success at a name no record holds yet (published before names were recorded).
+NEWEST_SUCCESS_AT = query(
+    "newest_success_at",
+    f"SELECT i.id, i.name_version FROM items i WHERE i.friendly_path = ? AND i.state = {SUCCEEDED} "
+    "AND i.object_path IS NOT NULL ORDER BY i.updated_at DESC, i.id DESC LIMIT 1",
+)
+RELEASE_NAME = query("release_name", "UPDATE names SET released_at = ? WHERE friendly_path = ?")
+NAME_BATCH = query("name_batch", "SELECT batch_id FROM names WHERE friendly_path = ?")

@@ -54,6 +54,7 @@ OWNED_NAMES = query(
 )
 #: The name's own record: it outlives the batch that published the name.
 PUBLISHES_AT = query("publishes_at", "SELECT object_path, name_version FROM names WHERE friendly_path = ?")
+RELEASED_AT = query("released_at", "SELECT released_at FROM names WHERE friendly_path = ?")
 FAILED_SINCE = query(
     "failed_since",
     f"SELECT count(DISTINCT item_row) FROM events WHERE at >= ? AND to_state = {FAILED}{{scope}}",
