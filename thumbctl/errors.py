@@ -253,6 +253,15 @@ class LedgerCorrupt(LedgerDamaged):
     code = "ledger_corrupt"
 
 
+class RowDamaged(LedgerCorrupt):
+    """One stored value the command needs does not parse (JSON cut short, text garbled): the rest of
+    the ledger is sound. Names the table, the row and the column, and the way out."""
+
+    def __init__(self, table: str, row: object, column: str, detail: str, way_out: str) -> None:
+        super().__init__(f"the ledger's {table} row {row} has a damaged {column} ({detail}): {way_out}")
+        self.table, self.row, self.column = table, row, column
+
+
 class LedgerGone(LedgerDamaged):
     """The ledger file was deleted or replaced while this process had it open."""
 
@@ -298,6 +307,11 @@ ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
         "or an output would be written through a symlink in OUT (or above it, swapped in after submit)",
     ),
     "unsafe_name": (False, "the file name cannot be an item id (not UTF-8, control characters, a backslash, too long)"),
+    "bad_name": (
+        False,
+        "the thumbnail's name (from --name and the source's path) lies in OUT/batches/, where the batch documents "
+        "live, or has an extension that is not an image's (.html, .json); nothing is written (choose another --name)",
+    ),
     "name_taken": (
         False,
         "a file thumbctl did not publish is at the thumbnail's name; it is left as it is (--overwrite replaces it)",
@@ -334,6 +348,11 @@ ITEM_ERROR_CODES: dict[str, tuple[bool, str]] = {
     "deadline_exceeded": (False, "the batch deadline passed"),
     "io_error": (True, "permission denied, symlink loop or another OS error"),
     "attempts_exhausted": (False, "every attempt of the retry budget failed"),
+    "ledger_corrupt": (
+        False,
+        "the item's row in the ledger was damaged (a stored value that does not parse); reconcile --repair "
+        "recorded it failed so that retry renders it again",
+    ),
 }
 
 

@@ -22,22 +22,23 @@ from .admission import retry_unavailable
 from .downloads import is_url
 from .downloads.remote import inspect_url
 from .entries import SourceEntry, check_limits, collect_entries
-from .errors import ItemFailure, RejectedError, UnavailableError
+from .errors import ItemFailure, UnavailableError
 from .faults import Faults
 from .focus import FocusPlan, plan_focus
 from .imaging import SNIFF_BYTES, probe
 from .keys import derivative_key, digest_json
+from .lanes import LeftOut, name_items, without_outputs
 from .ledger import Ledger
 from .markup import manifest_present, write_batch_manifest
 from .models import BatchView, CachedSource, ItemState, NewBatch, NewItem
 from .names import friendly_stems
-from .naming import NamedItem, NameFields, NameTemplateError, assign_names, default_template
+from .naming import default_template
 from .options import SubmitOptions
 from .publisher import Publisher
 from .records import record
 from .rerender import EncoderChange, encoder_changes
-from .reuse import output_geometry_of, with_reused_outputs
-from .settings import Limits, Profile, Ratio, UrlRules, parse_ratio
+from .reuse import with_reused_outputs
+from .settings import Limits, Profile, Ratio, UrlRules
 from .sources import ScanError, SourceFolder, SourceRoot, check_size, digest_bounded
 from .storage.fsafe import symlinked_folder
 from .storage.locations import is_s3, object_path_in, store_location_of
@@ -71,6 +72,8 @@ class IntakeReport:
     unlinked_names: list[str] = field(default_factory=list)
     #: Output folders inside the source folder that the scan left out (relative paths).
     skipped_output_folders: list[str] = field(default_factory=list)
+    #: Files thumbctl wrote (thumbnails it published, batch documents) the scan found, never sources.
+    left_out: LeftOut = field(default_factory=LeftOut)
     #: Folders of the source folder the scan could not read: its view of them is incomplete.
     scan_errors: list[ScanError] = field(default_factory=list)
     #: Sub-folders that are symlinks, never followed, so not scanned (relative paths).
@@ -115,8 +118,10 @@ def prepare_submission(source: Path | str, options: SubmitOptions, ledger: Ledge
         os.makedirs(out, exist_ok=True)  # so each worker host can tell whether it sees this folder
     outputs = frozenset([out, store_at, *(folder for folder, _ in ledger.upkeep.output_folders())])
     root, entries, scan = collect_entries(source, options, out_dir, outputs)
+    entries, left_out = without_outputs(str(root), entries, ledger, outputs - {store_at})
     report = IntakeReport(
         sources=len(entries),
+        left_out=left_out,
         ignored_files=scan.ignored,
         skipped_output_folders=scan.skipped,
         scan_errors=scan.errors,
@@ -398,7 +403,7 @@ def _build_items(
         for size in profile.sizes
         for fmt in profile.formats
     ]
-    items = _named(items, stems, profile, out, template, one_profile)
+    items = name_items(items, stems, profile, out, template, one_profile)
     if is_s3(out) and is_s3(store):
         return items
     return _refused_through_symlinks(items, out, store)
@@ -422,42 +427,6 @@ def _refused_through_symlinks(items: list[NewItem], out: str, store: str) -> lis
     symlink_in = cache(partial(symlinked_folder, out))
     symlink_in_store = cache(partial(symlinked_folder, store))
     return [_refused_if_through_symlink(item, layout, symlink_in, symlink_in_store) for item in items]
-
-
-def _named(
-    items: list[NewItem],
-    stems: dict[str, str],
-    profile: Profile,
-    out: str,
-    template: str,
-    one_profile: Callable[[int, str, str], Profile],
-) -> list[NewItem]:
-    """Give every item that will be rendered its thumbnail's name from ``template``; a name that
-    is unsafe or that two items would share rejects the whole batch (65)."""
-    to_name = [item for item in items if item.state == ItemState.QUEUED]
-    named = [_named_item(item, stems[item.item_id], profile, template, one_profile) for item in to_name]
-    try:
-        names = assign_names(template, named)
-    except NameTemplateError as exc:
-        raise RejectedError(str(exc), code="bad_name") from None
-    paths = {id(item): f"{out}/{name}" for item, name in zip(to_name, names, strict=True)}
-    return [replace(item, friendly_path=paths[id(item)]) if id(item) in paths else item for item in items]
-
-
-def _named_item(
-    item: NewItem, path: str, profile: Profile, template: str, one_profile: Callable[[int, str, str], Profile]
-) -> NamedItem:
-    """The name fields of a queued item: the size asked for, and the produced size as the worker
-    computes it, from the upright size the source's header gave and the no-upscale rule."""
-    ratio = parse_ratio(item.ratio)
-    geometry = output_geometry_of(item, profile)
-    extension = one_profile(item.size, item.format, item.fit).extension
-    fields = NameFields(path, ratio.slug, item.size, geometry.out_w, geometry.out_h, extension, item.fit)
-    several = len(profile.sizes) > 1 or len(profile.formats) > 1
-    detail = f"{item.ratio}, {item.size} px, {item.format}" if several else item.ratio
-    label = f"{item.item_id} ({detail}{', ' + item.fit if item.fit != 'cover' else ''})"
-    own = default_template(len(profile.sizes), item.fit) if template == default_template(len(profile.sizes)) else None
-    return NamedItem(label, fields, own)
 
 
 @record

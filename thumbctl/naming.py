@@ -22,14 +22,22 @@ the names of cover outputs stay what they always were.
 Rules, checked at submit for every item (a break rejects the whole batch, exit 65, naming the
 problem and the items): a name is a safe relative path inside OUT by the same rules as an item id
 (not empty, not absolute, no ``.``, ``..`` or empty segment, no control character or backslash,
-not under ``.tmp``), each segment at most 255 bytes, and not under ``objects/`` or ``batches/``
-unless the item's own path put it there; two items of a batch never get the same name (a template
-that maps two items to one name, e.g. ``{stem}.{ext}`` for ``a/x.jpg`` and ``b/x.jpg``, or
-``{width}`` for two sizes a small source collapses to one width, is refused, naming both).
+not under ``.tmp``), each segment at most 255 bytes, and not under ``objects/`` unless the item's
+own path put it there; two items of a batch never get the same name (a template that maps two
+items to one name, e.g. ``{stem}.{ext}`` for ``a/x.jpg`` and ``b/x.jpg``, or ``{width}`` for two
+sizes a small source collapses to one width, is refused, naming both).
+
+A name that stays out of its lane fails only its own items (``bad_name``, :func:`lane_problem`),
+whatever put it there (the template's fields, a source folder named ``batches``): a name in
+``batches/``, where the batch documents live, or one whose extension is a media type other than a
+raster image's (``.html``, ``.json``, ``.gz``), which a web server or a bucket would serve as that
+type. A template whose own text gives every name such an extension (``{path}.html``) is refused
+when it is read (:func:`check_template`).
 """
 
 from __future__ import annotations
 
+import mimetypes
 import string
 import unicodedata
 from collections.abc import Iterable
@@ -41,6 +49,11 @@ FIELDS = ("path", "stem", "ratio", "size", "width", "height", "ext", "fit")
 MAX_NAME_SEGMENT_BYTES = 255
 #: Folders of OUT that belong to thumbctl itself: a template's own text never leads into them.
 RESERVED_FOLDERS = ("objects", "batches", ".tmp")
+#: The folder of OUT that holds the batch documents (``batches/<batch id>.json``, ``.html``).
+DOCUMENTS_FOLDER = "batches"
+#: Python's own table of media types by extension (never the machine's ``/etc/mime.types``), so a
+#: name is judged alike on every host.
+_MEDIA_TYPES = mimetypes.MimeTypes(filenames=())
 
 
 class NameTemplateError(ValueError):
@@ -102,6 +115,10 @@ def check_template(template: str) -> str:
             raise NameTemplateError(f"name template {template!r}: unknown field {{{field}}}; fields: {known}")
         if spec or conversion:
             raise NameTemplateError(f"name template {template!r}: {{{field}}} takes no conversion or format spec")
+    tail = parts[-1][0].rpartition("/")[2] if parts[-1][1] is None else ""  # the literal end of every name
+    problem = extension_problem(f"thumbnail{tail}") if "." in tail else None
+    if problem is not None:
+        raise NameTemplateError(f"name template {template!r}: every name {problem}; end it in .{{ext}}")
     return template
 
 
@@ -152,9 +169,32 @@ def name_problem(name: str, item_path: str) -> str | None:
         return f"has a segment over {MAX_NAME_SEGMENT_BYTES} bytes"
     if segments[0] == ".tmp":
         return "lies in OUT/.tmp/, which thumbctl keeps for itself"
-    if segments[0] in RESERVED_FOLDERS and len(segments) > 1 and not item_path.startswith(f"{segments[0]}/"):
+    own = segments[0] in RESERVED_FOLDERS and segments[0] != DOCUMENTS_FOLDER
+    if own and len(segments) > 1 and not item_path.startswith(f"{segments[0]}/"):
         return f"lies in OUT/{segments[0]}/, which thumbctl keeps for itself"
     return None
+
+
+def lane_problem(name: str) -> str | None:
+    """Why the safe name ``name`` fails its items (``bad_name``) while the rest of the batch goes on,
+    or None: it lies in (or is) OUT/batches/, the batch documents' folder, or its extension is not
+    an image's (see :func:`extension_problem`)."""
+    if name.split("/", 1)[0] == DOCUMENTS_FOLDER:
+        return f"lies in OUT/{DOCUMENTS_FOLDER}/, where thumbctl writes the batch documents"
+    return extension_problem(name.rpartition("/")[2])
+
+
+def extension_problem(file_name: str) -> str | None:
+    """Why a thumbnail may not be called ``file_name``, or None: its extension is one Python's
+    table of media types knows as something else than a raster image (``.html`` is ``text/html``,
+    ``.svg`` a drawing that may hold scripts) or as an encoding (``.gz``). An extension the table
+    does not know (``.1x1``, ``.webp`` on some Pythons) is no claim about the bytes: allowed."""
+    media, encoding = _MEDIA_TYPES.guess_type(file_name, strict=False)
+    if encoding is not None:
+        return f"ends in the extension of an encoding ({encoding}), not a raster image's"
+    if media is None or (media.startswith("image/") and media != "image/svg+xml"):
+        return None
+    return f"has the extension .{file_name.rpartition('.')[2]} ({media}), not a raster image's"
 
 
 @record
@@ -169,7 +209,9 @@ class NamedItem:
 
 def assign_names(template: str, items: Iterable[NamedItem]) -> list[str]:
     """The name of every item, in order; raises NameTemplateError at the first unsafe name or the
-    first two items that would share one (both named in the message)."""
+    first two items that would share one (both named in the message). A name out of its lane
+    (:func:`lane_problem`) is returned as it is, for the caller to fail its item; it is never
+    published, so it shares with no other."""
     check_template(template)
     _check_literal_text(template)
     names: list[str] = []
@@ -179,11 +221,13 @@ def assign_names(template: str, items: Iterable[NamedItem]) -> list[str]:
         problem = name_problem(name, item.fields.path)
         if problem is not None:
             raise NameTemplateError(f"name template {template!r} gives {item.label} the name {name!r}, which {problem}")
+        names.append(name)
+        if lane_problem(name) is not None:
+            continue
         if name in seen:
             other = seen[name]
             raise NameTemplateError(
                 f"name template {template!r} gives two items the same name {name!r}: {other} and {item.label}"
             )
         seen[name] = item.label
-        names.append(name)
     return names

@@ -64,6 +64,10 @@ class RunReports(MirrorReports):
         if report.skipped_output_folders:
             folders = ", ".join(report.skipped_output_folders)
             line(f"  output folders left out (thumbnails are never sources): {folders}")
+        if report.left_out.total:
+            left_out = ((report.left_out.thumbnails, "thumbnail"), (report.left_out.documents, "batch document"))
+            kinds = ", ".join(plural(count, kind) for count, kind in left_out if count)
+            line(f"  left out: {kinds} thumbctl wrote (what thumbctl publishes is never a source)")
         if report.symlinked_folders:
             folders = escape(", ".join(report.symlinked_folders))
             line(f"  folders not scanned (symlinks to folders are never followed): {folders}")

@@ -29,6 +29,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+from ..errors import ItemFailure
 from ..records import record
 from . import fsafe
 from .layout import OutLayout
@@ -51,6 +52,23 @@ class Recorded:
 
     version: str | None
     object_path: str | None = None
+
+
+def put_back(version: str | None, recorded: Sequence[Recorded]) -> bool:
+    """Whether a name holding the very bytes thumbctl publishes there is still someone else's file:
+    the ledger recorded a version at the name and this is not it (the user, or a sync tool, put a
+    copy back). Such a file is never adopted by a publish that cannot have left it there itself."""
+    versions = {r.version for r in recorded if r.version}
+    return bool(versions) and version not in versions
+
+
+def put_back_taken(shown: str) -> ItemFailure:
+    """The failure of publishing at a name a copy was put back at (see :func:`put_back`)."""
+    return ItemFailure(
+        "name_taken",
+        f"{shown} holds the same bytes, but is not the file thumbctl published there (a copy put back); "
+        "it is left as it is and stays yours (--overwrite replaces it)",
+    )
 
 
 class StaleVersion(FileExistsError):

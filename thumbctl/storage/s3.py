@@ -417,8 +417,10 @@ class S3OutputTarget(OutLayout, _S3Place):
 
     def _name_attributes(self, name: str, data: bytes) -> dict[str, str]:
         """A name's attributes, with a fresh publish id: the version is the ETag and this id, so the
-        same bytes put at the name by anyone else (the same ETag) are never taken for ours."""
-        return {**_attributes(name, self.options.cache_control_names, data), _PUBLISH: uuid.uuid4().hex}
+        same bytes put at the name by anyone else (the same ETag) are never taken for ours. Its
+        Content-Type is the image format's, whatever the name's extension says (``--name``)."""
+        attributes = _attributes(name, self.options.cache_control_names, data)
+        return {**attributes, "Content-Type": s3client.image_content_type(data, name), _PUBLISH: uuid.uuid4().hex}
 
     def read(self, name: str, limit: int) -> bytes | None:
         try:

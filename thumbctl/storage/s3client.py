@@ -80,6 +80,15 @@ def content_type(name: str) -> str:
     return CONTENT_TYPES.get(name.rsplit(".", 1)[-1].lower(), "application/octet-stream")
 
 
+def image_content_type(data: bytes, name: str) -> str:
+    """The Content-Type of a thumbnail: its image format's, read from its first bytes (a name's
+    extension is the template's, and may be none); by the name's extension when it is no image."""
+    from ..imaging.formats import SNIFF_BYTES, sniff_format  # only a name's publish needs it
+
+    found = sniff_format(data[:SNIFF_BYTES])
+    return f"image/{found}" if found in ("jpeg", "png", "webp", "avif", "gif") else content_type(name)
+
+
 # -- settings ---------------------------------------------------------------------------------------
 
 
