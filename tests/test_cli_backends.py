@@ -795,3 +795,52 @@ def test_events_follow_prints_each_event_as_it_commits_as_json_lines_until_the_b
     followed = [json.loads(line) for line in lines.rest().splitlines()]
     assert followed == thumbctl("events", batch_id).doc["events"]
     assert [e["to_state"] for e in followed].count("succeeded") == 3
+
+
+def with_query_password(url: str, password: str) -> str:
+    """``url`` with ``password`` given as libpq's ``?password=`` parameter, not in the user part."""
+    return f"{url}{'&' if '?' in url else '?'}password={password}"
+
+
+def test_a_password_given_as_a_query_parameter_is_masked_like_one_in_the_user_part(
+    pg_admin_url: str | None, tmp_path: Path
+) -> None:
+    if pg_admin_url is None:
+        pytest.skip("needs THUMBCTL_TEST_PG")
+    url = with_query_password(pg_admin_url, SECRET)
+    shown = masked(url)
+    assert shown == with_query_password(pg_admin_url, "***")
+    thumbctl = Thumbctl(url, cli_env(tmp_path))
+    assert thumbctl("config").doc["settings"]["db"] == {"value": shown, "source": "flag"}
+    assert shown in thumbctl("config", as_json=False).stdout
+    refused = Thumbctl(
+        with_query_password(with_database(pg_admin_url, "no_such_database_x"), SECRET), cli_env(tmp_path)
+    )
+    run = refused("status")
+    assert run.code == 2 and run.doc["error"]["code"] == "ledger_login_refused"
+    assert "no_such_database_x?" in run.stderr and "password=***" in run.stderr
+    for done in thumbctl.runs + refused.runs:
+        assert SECRET not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("option", ["sslmode=bogus", "target_session_attrs=nowhere"])
+def test_a_connection_option_libpq_refuses_is_a_configuration_error(
+    option: str, pg_admin_url: str | None, tmp_path: Path
+) -> None:
+    """Exit 2, ``bad_ledger_url``: retrying the same URL (as cron would after a 75) can never succeed."""
+    if pg_admin_url is None:
+        pytest.skip("needs THUMBCTL_TEST_PG")
+    url = with_query_password(f"{pg_admin_url}{'&' if '?' in pg_admin_url else '?'}{option}", SECRET)
+    thumbctl = Thumbctl(url, cli_env(tmp_path))
+    for args in (["status"], ["work", "--until-idle"]):
+        run = thumbctl(*args)
+        assert run.code == 2, run.stderr
+        (line,) = run.stderr.splitlines()
+        assert line.startswith(f"error [bad_ledger_url] --db {masked(url)}: a connection option is refused ("), line
+        assert option.split("=")[0] in line and SECRET not in run.stdout + run.stderr
+    assert thumbctl.runs[0].doc["error"] == {
+        "code": "bad_ledger_url",
+        "message": thumbctl.runs[0].stderr.splitlines()[0][len("error [bad_ledger_url] ") :],
+        "transient": False,
+        "exit_code": 2,
+    }

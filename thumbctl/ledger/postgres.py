@@ -25,7 +25,6 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..errors import (
     LedgerConnectionLost,
@@ -39,7 +38,7 @@ from ..errors import (
     UsageError,
 )
 from ..retrypolicy import BusyPolicy
-from .backend import Backend, Clock, EventRow, Params, masked
+from .backend import Backend, Clock, EventRow, Params, masked, url_secrets
 from .pgschema import MIGRATIONS, NEWEST, SCHEMA_VERSION
 from .sql import NAMED_LOCKS, POSTGRESQL, Insert, Query
 from .sql.queue import INSERT_EVENTS
@@ -95,9 +94,17 @@ class PostgresBackend(Backend):
             )
             # One round trip; a durable write asks for its commit to be flushed (see write()).
             conn.execute("SET TIME ZONE 'UTC'; SET synchronous_commit TO off")
-        except self._psycopg.Error as exc:  # down, starting up, shutting down, or refusing this login
-            raise self._refused(exc) or self._unavailable(exc) from None
+        except self._psycopg.Error as exc:  # a bad option; down, starting up, shutting down, or refusing this login
+            raise self._bad_option(exc) or self._refused(exc) or self._unavailable(exc) from None
         return conn
+
+    def _bad_option(self, exc: BaseException) -> UsageError | None:
+        """An option of the URL libpq refuses before it connects (``sslmode=bogus``): a
+        configuration error (exit 2), which retrying the same URL cannot mend."""
+        reason = _masked_text(_first_line(exc), self.url)
+        if not _BAD_OPTION.search(reason):
+            return None
+        return UsageError(f"--db {self.name}: a connection option is refused ({reason})", code="bad_ledger_url")
 
     def _refused(self, exc: BaseException) -> LedgerLoginRefused | None:
         """A login the server refuses for good (the role, its password, the database, pg_hba):
@@ -381,16 +388,20 @@ _LOGIN_REFUSED = re.compile(
 )
 
 
+#: libpq's refusals of an option's value, before any connection is tried.
+_BAD_OPTION = re.compile(
+    r"invalid [\w ]+ value|invalid port number|could not match \d+ (host names|port numbers)"
+    r"|value \S+ invalid when \S+ support is not compiled in"
+)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _masked_text(text: str, url: str) -> str:
-    """``text`` (a driver's message) without the password of ``url`` anywhere in it."""
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        found = re.search(r"://[^/:@]*:([^@]*)@", url)
-        password = found.group(1) if found else None
-    return text.replace(password, "***") if password else text
+    """``text`` (a driver's message) without a secret of ``url`` (see :func:`url_secrets`) anywhere in it."""
+    for secret in url_secrets(url):
+        text = text.replace(secret, "***")
+    return text
