@@ -217,6 +217,57 @@ def run_round(site: Site, *, sources: int, cancel: bool, faults: FaultMix, ratio
     return counts
 
 
+def run_outage_cancel_round(site: Site, *, race: bool) -> tuple[str, Counts]:
+    """A cancel recorded while the store is down, and the leases of a killed host expiring after it:
+    the red-team's stuck batch. The victim holds every item (two sources, two workers paused at
+    ``before_publish``); the survivor runs dry (one worker paused at ``ran_dry``, so it is past its
+    start, which reads the store); the S3 server stops and the victim is killed. Without ``race``
+    the cancel is recorded before the victim's leases expire; with it, while the survivor's rescue
+    of them is paused after reading the cancel flag (``after_rescue``): the cancel waits for the
+    rescue to commit, or commits first. Then the pauses are released, the store comes back and the
+    survivor's ``work --until-idle`` ends. Returns the batch's state as it ended (read before
+    :func:`judge`, whose reconcile would finish a stuck cancel) and the round's counts."""
+    site.renew()
+    site.proxy.set_faults(FaultMix())
+    batch_id = site.submit(2, "1:1")
+    victim, survivor, admin = site.host("victim"), site.host("survivor"), site.host("admin")
+    victim.start(batch_id, fault="pause:before_publish")
+    held = victim.cli.paused("before_publish", 2, process=victim.proc, timeout=180)
+    rescue_pause = ",pause:after_rescue:once" if race else ""
+    survivor.start(batch_id, fault=f"pause:ran_dry:once{rescue_pause}")
+    survivor.cli.paused("ran_dry", 1, process=survivor.proc, timeout=180)
+    site.weed.stop_serving()
+    if not race:
+        assert admin.cli.run("cancel", batch_id).returncode == 0
+    assert victim.proc is not None
+    victim.proc.kill()  # its leases expire LEASE seconds later
+    assert all_gone(held, timeout=10) == [], "the victim's workers outlived kill -9 of its group"
+    if race:
+        survivor.cli.paused("after_rescue", 1, process=survivor.proc, timeout=60)
+        cancel = admin.cli.start("cancel", batch_id)
+        until(lambda: not cancel.running() or waits_for_a_lock(site.pg_url), "the cancel to commit or to wait")
+    survivor.cli.release()
+    if race:
+        code, err = cancel.finish(timeout=60)
+        assert code == 0, err
+    site.weed.serve_again()
+    code, err = survivor.finish()
+    state = site.json("status", batch_id)["state"]
+    counts = judge(site, batch_id)
+    if code != 0 or "Traceback" in err:
+        counts.problems.append(f"the survivor's work exited {code}: {err[-2000:]}")
+    return state, counts
+
+
+def waits_for_a_lock(pg_url: str) -> bool:
+    """Whether a session of the ledger's database waits for a lock another one holds."""
+    import psycopg
+
+    sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        return bool(conn.execute(sql).fetchone()[0])
+
+
 def judge(site: Site, batch_id: str) -> Counts:
     """Count what a finished round broke (see :class:`Counts`)."""
     site.proxy.set_faults(FaultMix())  # the judging itself goes unhindered

@@ -135,7 +135,15 @@ class WeedServer:
     def restart(self) -> None:
         """Stop the server and start it again on the same ports with the same data: an outage of the
         S3 server, as its clients see one (refused connections, then the same objects back)."""
+        self.stop_serving()
+        self.serve_again()
+
+    def stop_serving(self) -> None:
+        """The start of an outage: the server stops, its ports refuse connections, its data is kept."""
         self._end()
+
+    def serve_again(self) -> None:
+        """The end of an outage: the server serves the same data on the same ports again."""
         self.process = self._launch()
         self._wait_ready()
 

@@ -355,7 +355,8 @@ def test_claims_skip_batches_with_a_cancel_request(ledger: Ledger) -> None:
     assert ledger.queue.claim("w1", batch_id=flagged.batch_id) is None
     taken = [ledger.queue.claim(f"w{n}") for n in range(3)]
     assert [c.batch_id if c else None for c in taken] == [other.batch_id, other.batch_id, None]
-    assert ledger.views.batch(flagged.batch_id).counts["queued"] == 4
+    counts = ledger.views.batch(flagged.batch_id).counts  # never taken: the first claim cancelled them
+    assert (counts["queued"], counts["running"], counts["cancelled"]) == (0, 0, 4)
 
 
 def test_a_cancel_recorded_while_no_worker_runs_means_nothing_renders(ledger: Ledger) -> None:
@@ -846,6 +847,124 @@ def test_a_publish_that_starts_after_a_cancel_committed_is_cancelled(ledger: Led
     assert published == [] and ledger.views.batch(batch.batch_id).state == "cancelled"
 
 
+# -- a cancel always finishes ---------------------------------------------------------------------
+
+
+def later(attempt: int) -> float:
+    """A backoff that keeps a requeued item from being claimed again in the test's time."""
+    return 600.0
+
+
+def waiting_or_done(ledger_url: str, thread: threading.Thread) -> bool:
+    """Whether ``thread`` has ended, or waits for a lock another connection holds (see :func:`wait_until_blocked`)."""
+    if not thread.is_alive():
+        return True
+    if not ledger_url.startswith("postgresql://"):
+        return in_timed_sleep(os.getpid(), thread.native_id)
+    import psycopg
+
+    sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    with psycopg.connect(ledger_url, autocommit=True) as conn:
+        return bool(conn.execute(sql).fetchone()[0])
+
+
+@pytest.mark.parametrize("rescuer", ["claim", "work", "reconcile"])
+def test_a_cancel_recorded_while_a_rescue_is_in_flight_ends_the_rescued_items_cancelled(
+    ledger: Ledger,
+    second: Ledger,
+    ledger_url: str,
+    clock: Clock,
+    rescuer: str,
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The batch a red-team run left ``cancel_requested`` for good: a rescue read the cancel flag, the
+    cancel committed, then the rescue put the items back to ``queued``, where no claim takes them. The
+    rescue (a claim's, ``work``'s supervisor's, reconcile's) pauses after reading the flag
+    (``after_rescue``) while another connection records the cancel: the items end ``cancelled``."""
+    monkeypatch.setenv("THUMBCTL_FAULT", "pause:after_rescue")
+    monkeypatch.setenv("THUMBCTL_FAULT_DIR", str(tmp_path))
+    batch = ledger.intake.accept_batch(request(sources=1), Limits())
+    claim = ledger.queue.claim("w1", lease_seconds=30)
+    clock.now += 31
+    with Ledger(ledger_url, clock=clock) as rescuing:
+        rescues: dict[str, Callable[[], object]] = {
+            "claim": lambda: rescuing.queue.claim("w2", delay_for=later),
+            "work": lambda: rescuing.queue.rescue_leases(lambda owner: False, later),
+            "reconcile": lambda: [
+                rescuing.upkeep.rescue_stalled(i.row, claim.token, lambda owner: False, later) for i in claim.items
+            ],
+        }
+        rescue = threading.Thread(target=rescues[rescuer])
+        rescue.start()
+        canceller = threading.Thread(target=lambda: second.intake.request_cancel(batch.batch_id))
+        try:
+            until(lambda: list(tmp_path.glob("paused-after_rescue-*")), "the rescue to pause after reading the flag")
+            canceller.start()
+            until(lambda: waiting_or_done(ledger_url, canceller), "the cancel to commit or wait for the rescue")
+        finally:
+            (tmp_path / "release").touch()
+            rescue.join(60)
+            if canceller.ident is not None:
+                canceller.join(60)
+    view = ledger.views.batch(batch.batch_id)
+    assert (view.state, view.counts["cancelled"]) == ("cancelled", 2), view.counts
+    assert ledger.queue.claim("w3", delay_for=later) is None
+
+
+@pytest.mark.parametrize("rescuer", ["claim", "work", "reconcile"])
+def test_a_lease_expiring_after_the_cancel_ends_its_items_cancelled(ledger: Ledger, clock: Clock, rescuer: str) -> None:
+    batch = ledger.intake.accept_batch(request(sources=2), Limits())
+    claim = ledger.queue.claim("w1", lease_seconds=30)
+    assert ledger.intake.request_cancel(batch.batch_id).state == "cancel_requested"
+    clock.now += 31
+    if rescuer == "claim":
+        assert ledger.queue.claim("w2", delay_for=no_delay) is None
+    elif rescuer == "work":
+        assert ledger.queue.rescue_leases(lambda owner: False, no_delay) == 2
+    else:
+        for item in claim.items:
+            assert ledger.upkeep.rescue_stalled(item.row, claim.token, lambda owner: False, no_delay) == "cancelled"
+    view = ledger.views.batch(batch.batch_id)
+    assert (view.state, view.counts["cancelled"]) == ("cancelled", 4)
+
+
+@pytest.mark.parametrize("finisher", ["claim", "work"])
+def test_queued_items_left_under_a_cancel_are_cancelled_without_reconcile(ledger: Ledger, finisher: str) -> None:
+    """A ledger an older thumbctl left with items put back to ``queued`` after the cancel committed
+    (nothing running): the next claim of any ``work``, or its supervisor's rescue (and ``cancel
+    --wait``'s), ends them ``cancelled``, and the batch with them."""
+    batch = ledger.intake.accept_batch(request(sources=2), Limits())
+    other = ledger.intake.accept_batch(request("other", sources=1), Limits())
+    claim = ledger.queue.claim("w1", batch_id=batch.batch_id)
+    ledger.intake.request_cancel(batch.batch_id)
+    raw_write(
+        ledger,
+        "UPDATE items SET state = 'queued', lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, "
+        "stage_started_at = NULL WHERE lease_token = ?",
+        (claim.token,),
+    )
+    assert ledger.views.batch(batch.batch_id).state == "cancel_requested"
+    if finisher == "claim":
+        taken = ledger.queue.claim("w2")
+        assert taken is not None and taken.batch_id == other.batch_id
+    else:
+        ledger.queue.rescue_leases(lambda owner: False, no_delay)
+    view = ledger.views.batch(batch.batch_id)
+    assert (view.state, view.counts["cancelled"]) == ("cancelled", 4)
+
+
+def test_the_time_limit_under_a_cancel_cancels_the_claims_waiting_items(ledger: Ledger, clock: Clock) -> None:
+    batch = ledger.intake.accept_batch(one_photo(2), Limits())
+    claim = ledger.queue.claim("w1")
+    ledger.queue.start_stage(claim, [claim.items[0].row])
+    ledger.intake.request_cancel(batch.batch_id)
+    clock.now += 11
+    assert ledger.queue.stop_overdue("w1", 10, "timeout", "slow") == 1
+    view = ledger.views.batch(batch.batch_id)
+    assert view.state == "cancelled" and (view.counts["failed"], view.counts["cancelled"]) == (1, 3)
+
+
 def test_a_follower_never_misses_an_event_committed_behind_a_later_one(
     ledger: Ledger, second: Ledger, ledger_url: str, clock: Clock
 ) -> None:
@@ -939,7 +1058,9 @@ def test_a_follower_sees_batches_submitted_and_cancelled_after_it_started(ledger
     assert view is not None and view.counts["queued"] == 6 and view.state == "queued"
 
 
-def test_items_released_back_to_the_queue_of_a_cancelled_batch_are_not_runnable(ledger: Ledger) -> None:
+def test_items_released_under_a_cancel_end_cancelled_not_queued(ledger: Ledger) -> None:
+    """A worker that gives its claim back after the cancel (it lost the ledger for a while): its items
+    end ``cancelled`` and the batch with them; put back to the queue, no claim would ever take them."""
     batch_id = ledger.intake.accept_batch(request("a", sources=2), Limits()).batch_id
     followers = [ledger.views.follow(batch_id), ledger.views.follow(None)]
     claim = ledger.queue.claim("w1")
@@ -947,7 +1068,7 @@ def test_items_released_back_to_the_queue_of_a_cancelled_batch_are_not_runnable(
     ledger.intake.request_cancel(batch_id)
     assert ledger.queue.release(claim, "stopping") == 2
     view = followers[0].read()[0]
-    assert view is not None and view.counts["queued"] == 2 and view.state == "cancel_requested"
+    assert view is not None and view.counts["cancelled"] == 4 and view.state == "cancelled"
     for follower in followers:
         activity = follower.read()[1]
         assert (activity.runnable, activity.delayed, activity.running) == (0, 0, 0)

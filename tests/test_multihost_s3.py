@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import Site, run_round
+from chaos import Site, run_outage_cancel_round, run_round
 from faultproxy import FaultMix, FaultProxy
 from httpserver import HttpServer
 from s3 import WeedServer, s3_env_or_skip, weed_binary
@@ -51,3 +51,14 @@ def test_two_hosts_sharing_only_the_ledger_and_the_bucket_lose_nothing_under_fau
         assert counts.cancelled > 0 and counts.succeeded + counts.cancelled == counts.items
     else:
         assert counts.succeeded == counts.items
+
+
+@pytest.mark.parametrize("race", [False, True], ids=["cancel-then-expiry", "cancel-during-rescue"])
+def test_a_cancel_recorded_while_the_store_is_down_finishes_without_reconcile(site: Site, race: bool) -> None:
+    """The red-team's stuck batch: the store down, a cancel recorded, a dead host's leases expiring
+    (rescued after the cancel, or by a rescue the cancel commits in the middle of), the store back:
+    the batch ends ``cancelled`` by the survivor's ``work`` alone."""
+    state, counts = run_outage_cancel_round(site, race=race)
+    assert state == "cancelled", counts.problems
+    assert (counts.items, counts.cancelled) == (2, 2)
+    assert counts.problems == [] and counts.violations == 0

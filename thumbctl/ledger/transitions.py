@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from ..errors import is_transient
+from ..faults import Faults
 from ..models import ItemState
 from .backend import Backend, Row
 from .sql import Query
@@ -33,6 +34,8 @@ class Transitions:
 
     def __init__(self, db: Backend) -> None:
         self.db = db
+        #: The fault-injection rules of this process (tests): a rescue pauses or dies at ``after_rescue``.
+        self.faults = Faults()
 
     def move(
         self,

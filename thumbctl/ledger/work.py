@@ -151,8 +151,9 @@ class Queue(NameLocks):
         :data:`CLAIM_SHARED_ITEMS` more that share those keys. Batches with a cancel
         request are never claimed from.
 
-        The claimer first rescues expired or dead leases and fails queued items
-        whose batch deadline has passed, so no separate janitor is needed; whether there is any
+        The claimer first rescues expired or dead leases, fails queued items
+        whose batch deadline has passed and cancels queued items of batches with a cancel request
+        (:meth:`_finish_cancels`), so no separate janitor is needed; whether there is any
         to rescue is read before the transaction (:meth:`_rescue_due`), so a claim that finds none
         does no rescue work. The claim starts the decode stage: its items are timed from now
         (``stage_started_at``).
@@ -163,6 +164,7 @@ class Queue(NameLocks):
             if due.needed(at) and self.db.try_exclusive("rescue"):  # one claimer rescues at a time
                 self._rescue(now, due.dead, delay_for)
                 self._expire_deadlines(at)
+                self._finish_cancels(at)
             rows = self._next_claimable(at, batch_id)
             if not rows:
                 return None
@@ -300,9 +302,16 @@ class Queue(NameLocks):
     def release(self, claim: Claim, reason: str) -> int:
         """Give the claim back without counting an attempt: its held items return to ``queued``
         with the attempt number they had before it (the worker could not reach the ledger, not a
-        render that failed). Returns how many items were released."""
+        render that failed), or end ``cancelled`` when the batch's cancel was requested (read under
+        the batch row's share lock: see :data:`~.sql.queue.SETTLEABLE`). Returns how many items
+        were released."""
         with self.db.write() as now:
             rows = self._held_rows(claim)
+            if self.db.scalar(sql.CANCEL_FLAG_SHARED, (claim.batch_id,)) is not None:
+                cancelled = self.log.move(
+                    iso(now), rows, ItemState.RUNNING, ItemState.CANCELLED, token=claim.token, worker=claim.owner
+                )
+                return len(cancelled)
             self.log.set_attempts(rows, sql.RELEASED_ATTEMPTS)
             moved = self.log.move(
                 iso(now),
@@ -428,7 +437,9 @@ class Queue(NameLocks):
         whose owner process is gone; returns how many were rescued."""
         dead = self._dead_owners(is_dead)
         with self.db.write() as now:
-            return self._rescue(now, dead, delay_for)
+            rescued = self._rescue(now, dead, delay_for)
+            self._finish_cancels(iso(now))
+            return rescued
 
     def _dead_owners(self, is_dead: Callable[[str], bool]) -> frozenset[str]:
         """Owners of running items whose process is gone, each one looked at now (see :meth:`_rescue_due`)."""
@@ -471,6 +482,8 @@ class Queue(NameLocks):
         for row, owner in victims:
             why = "its worker process is gone" if owner in dead else "its lease expired"
             rescued += self.log.settle(now, row, "worker_crashed", why, None, owner, delay_for) != "unchanged"
+        if rescued:
+            self.log.faults.hit("after_rescue")
         return rescued
 
     def _expire_deadlines(self, at: str) -> None:
@@ -485,6 +498,16 @@ class Queue(NameLocks):
                 error_code="deadline_exceeded",
                 detail="the batch deadline passed",
             )
+
+    def _finish_cancels(self, at: str) -> None:
+        """Cancel the queued items of batches whose cancel was requested: no claim takes them, so
+        without this their batch would stay ``cancel_requested`` until reconcile. A cancel cancels
+        its batch's queued items itself and every path that puts an item back reads the flag under
+        the batch row's share lock; these are items a ledger written by an older thumbctl left."""
+        for row in self.db.execute(sql.UNFINISHED_CANCELS).fetchall():
+            queued = [r["id"] for r in self.db.execute(sql.QUEUED_OF_BATCH, (row["batch_id"],)).fetchall()]
+            detail = f"the batch's cancel was requested at {row['cancel_requested_at']}"
+            self.log.move(at, queued, ItemState.QUEUED, ItemState.CANCELLED, detail=detail)
 
     # -- reading the queue ----------------------------------------------------------------
 
@@ -513,19 +536,24 @@ class Queue(NameLocks):
     def stop_overdue(self, owner: str, seconds: float, code: str, detail: str) -> int:
         """End ``owner``'s items whose stage has run over ``seconds`` ``failed`` with ``code`` (a
         permanent verdict) and put its other running items back to ``queued`` without spending an
-        attempt (their render never started), all before the worker is stopped. Returns how many
-        failed: 0 when the stage ended meanwhile (then the worker must be left alone)."""
+        attempt (their render never started; ``cancelled`` when their batch's cancel was requested),
+        all before the worker is stopped. Returns how many failed: 0 when the stage ended meanwhile
+        (then the worker must be left alone)."""
         with self.db.write() as now:
             at = iso(now)
             running = self.db.execute(sql.OWNER_ITEMS, (iso(now - seconds), owner)).fetchall()
             overdue = [r["id"] for r in running if r["late"]]
             if not overdue:
                 return 0
-            waiting = [r["id"] for r in running if not r["late"]]
+            waiting = [r for r in running if not r["late"]]
             self.log.move(
                 at, overdue, ItemState.RUNNING, ItemState.FAILED, error_code=code, detail=detail, worker=owner
             )
-            why = f"its worker was stopped ({detail}) before this item's render; the attempt is not counted"
-            moved = self.log.move(at, waiting, ItemState.RUNNING, ItemState.QUEUED, detail=why, worker=owner)
+            why = f"its worker was stopped ({detail}) before this item's render"
+            cancelled = [r["id"] for r in waiting if r["cancel_requested_at"] is not None]
+            self.log.move(at, cancelled, ItemState.RUNNING, ItemState.CANCELLED, detail=why, worker=owner)
+            requeued = [r["id"] for r in waiting if r["cancel_requested_at"] is None]
+            why += "; the attempt is not counted"
+            moved = self.log.move(at, requeued, ItemState.RUNNING, ItemState.QUEUED, detail=why, worker=owner)
             self.log.set_attempts(moved, sql.UNCOUNTED_ATTEMPTS)
             return len(overdue)

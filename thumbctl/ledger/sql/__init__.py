@@ -44,6 +44,7 @@ FRAGMENTS: dict[str, dict[str, str]] = {
         "try_source": "",
         "lock_i": "",
         "share_b": "",
+        "share": "",
         # Planner hints: the index a query must walk, and a unary + keeping a column off an index.
         "by_items_runnable": "INDEXED BY items_runnable",
         "by_items_queued_by_batch": "INDEXED BY items_queued_by_batch",
@@ -69,6 +70,9 @@ FRAGMENTS: dict[str, dict[str, str]] = {
         ),
         "lock_i": " FOR NO KEY UPDATE OF i",
         "share_b": " FOR SHARE OF b",
+        # A batch row read to decide an item's next state: a cancel (which locks the row to set its
+        # flag) waits for the decision to commit, or the read waits for the cancel and sees its flag.
+        "share": " FOR SHARE",
         "by_items_runnable": "",
         "by_items_queued_by_batch": "",
         "by_items_queued_age": "",
