@@ -261,6 +261,12 @@ class RowDamaged(LedgerCorrupt):
         super().__init__(f"the ledger's {table} row {row} has a damaged {column} ({detail}): {way_out}")
         self.table, self.row, self.column = table, row, column
 
+    def to_json(self) -> dict[str, object]:
+        """The error document, with ``damaged_row`` (table, row, column): one row, not the whole ledger."""
+        doc = super().to_json()
+        doc["error"]["damaged_row"] = {"table": self.table, "row": str(self.row), "column": self.column}  # type: ignore[index]
+        return doc
+
 
 class LedgerGone(LedgerDamaged):
     """The ledger file was deleted or replaced while this process had it open."""

@@ -523,6 +523,8 @@ def _raise_ledger_fault(ledger: Ledger, pool: Pool) -> None:
             shm = f"{os.path.basename(ledger.path)}-shm"
             detail = f"a worker process was killed by SIGBUS: its shared-memory file {shm} could not be written"
             raise ledger.fault("ledger_io_error", detail)
+        if code == "ledger_corrupt" and (damaged := ledger.upkeep.batch_document_fault()) is not None:
+            raise damaged
         raise ledger.fault(code, "deleted or replaced" if code == "ledger_gone" else "a worker process met it")
 
 

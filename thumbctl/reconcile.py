@@ -21,11 +21,13 @@ import io
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import field, replace
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
 from .imaging import fit_geometry, verify_output
 from .ledger import Ledger, iso
+from .ledger.damage import BATCH_WAY_OUT, Damage
 from .ledger.maintenance import stall_reason
 from .leftovers import (
     COMPARE_READ_LIMIT,
@@ -162,6 +164,7 @@ def _problems(
     scope: Scope,
 ) -> Iterator[Problem]:
     now = ledger.clock()
+    yield from _damage_problems(ledger)
     for item in ledger.upkeep.stalled_candidates():
         problem = _stalled_problem(ledger, item, iso(now), is_dead, delay_for)
         if problem is not None:
@@ -178,6 +181,33 @@ def _problems(
             yield from _temp_problems(ledger, LocalOutputTarget(out_dir), newest_batch, now, grace, is_dead)
     for found in local_stores:
         yield from _temp_problems(ledger, found, None, now, grace, is_dead)
+
+
+# -- damaged rows ---------------------------------------------------------------------------
+
+
+def _damage_problems(ledger: Ledger) -> Iterator[Problem]:
+    """A stored value that does not parse (``damaged_row``): the rest of the ledger is checked as
+    usual. An item's damaged result is repaired by failing the item ``ledger_corrupt`` (``retry``
+    renders it again); a damaged ratio or batch document is reported only."""
+    for damage in ledger.upkeep.damaged_rows():
+        finding = Finding("damaged_row", damage.batch_id, damage.item_id, _damage_detail(damage))
+        if damage.table == "items" and damage.column == "result":
+            yield Problem(finding, partial(_fail_damaged_item, ledger, int(damage.row)))
+        else:
+            yield Problem(finding)
+
+
+def _damage_detail(damage: Damage) -> str:
+    if damage.table == "items" and damage.column == "result":
+        return f"{damage.describe()}; --repair records the item failed (ledger_corrupt): `thumbctl retry` renders it"
+    if damage.table == "items":
+        return f"{damage.describe()}; the item cannot be rendered again: restore a backup of the ledger"
+    return f"{damage.describe()}; {BATCH_WAY_OUT}"
+
+
+def _fail_damaged_item(ledger: Ledger, row: int) -> bool:
+    return ledger.upkeep.fail_damaged_item(row) is not None
 
 
 # -- leases and cancels ---------------------------------------------------------------------

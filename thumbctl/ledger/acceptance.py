@@ -19,6 +19,7 @@ from ..errors import IdempotencyConflict, LedgerUnavailable, UsageError
 from ..models import BatchView, CachedSource, FocusChange, FocusPoint, ItemState, KeyedBatch, NewBatch, NewItem
 from ..settings import Limits
 from .backend import Backend, Row, record
+from .damage import loose_object, needed_batch_document
 from .names import OBJECT_STORE, NameLocks
 from .retry import Retrier, direct
 from .sql import intake as sql
@@ -74,11 +75,11 @@ class Intake(NameLocks):
             request_digest=batch["request_digest"],
             source_root=batch["source_root"],
             out_dir=batch["out_dir"],
-            profile=json.loads(batch["profile"]),
+            profile=needed_batch_document(batch_id, "profile", batch["profile"]) or {},
             items=items,
             max_attempts=batch["max_attempts"],
             deadline_seconds=parse_iso(deadline) - parse_iso(batch["created_at"]) if deadline else None,
-            limits=json.loads(batch["limits"]) if batch["limits"] else None,
+            limits=needed_batch_document(batch_id, "limits", batch["limits"]),
             manifest_folder=os.path.dirname(batch["manifest_path"]),
         )
 
@@ -142,7 +143,7 @@ class Intake(NameLocks):
         found: dict[str, dict[str, object]] = {}
         for chunk in chunks(keys):
             for row in self.db.execute(sql.EARLIER_PLACEHOLDERS, chunk, ids=len(chunk)).fetchall():
-                result = json.loads(row["result"])
+                result = loose_object(row["result"]) or {}
                 found[row["derivative_key"]] = {name: result[name] for name in PLACEHOLDER_FIELDS if name in result}
         if not found:
             return new
@@ -255,7 +256,7 @@ class Intake(NameLocks):
         found: dict[str, tuple[str | None, dict[str, object] | None]] = {}
         for chunk in chunks(paths):
             for row in self.db.execute(sql.PUBLISHED_KEYS, chunk, paths=len(chunk)).fetchall():
-                profile = json.loads(row["profile"]) if row["profile"] else None
+                profile = loose_object(row["profile"])
                 found[row["friendly_path"]] = (row["derivative_key"], profile)
         return found
 

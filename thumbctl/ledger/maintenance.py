@@ -10,7 +10,6 @@ its batch.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import NamedTuple, TypeVar
@@ -18,6 +17,7 @@ from typing import NamedTuple, TypeVar
 from ..errors import LedgerUnavailable
 from ..models import ItemState, ObjectStamp, PublishedItem, PublishedName, StalledItem, UnsettledName
 from .backend import Backend, record
+from .damage import DamagedRows, published_item
 from .names import OBJECT_STORE, name_key, record_name
 from .relocation import Relocation
 from .sql import queue as queue_sql
@@ -68,18 +68,7 @@ class Maintenance:
         """Succeeded items of batches that have not expired, and of expired ones that still own
         their name's record, with the facts their object is checked against."""
         rows = self.db.execute(sql.PUBLISHED_ITEMS).fetchall()
-        return [
-            record(
-                PublishedItem,
-                r,
-                row=r["id"],
-                profile=json.loads(r["profile"]),
-                fit=r["fit"] or "cover",
-                owns_friendly_name=bool(r["owns"]),
-                expired=bool(r["expired"]),
-            )
-            for r in rows
-        ]
+        return [item for item in map(published_item, rows) if item is not None]
 
     def unsettled_names(self) -> list[UnsettledName]:
         """Failed items of live batches (not cancelled) whose friendly name no success and no recorded name claims."""
@@ -327,7 +316,7 @@ class Maintenance:
             return Release(at, False)
 
 
-class Upkeep(Relocation, Maintenance):
+class Upkeep(Relocation, DamagedRows, Maintenance):
     """The upkeep port: reconcile's findings and repairs, gc's retention, the layout migration,
     and the ledger's own facts about its store."""
 

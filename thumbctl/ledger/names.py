@@ -8,7 +8,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .backend import Backend
+from .damage import loose_object
 from .retry import direct
+from .sql import damage as damage_sql
 from .sql import queue as sql
 from .timefmt import iso
 
@@ -70,11 +72,19 @@ class NameLocks:
     ) -> None:
         self.db.execute(sql.RECORD_NAME_VERSION, (version, batch_id, friendly_path))
         if outcome in NAME_FLAGS:
-            flag = json.dumps({f"name_{outcome}": True})
-            self.db.execute(sql.FLAG_REUSED_NAME, (flag, batch_id, friendly_path, "reused"))
+            self._flag_reused_name(batch_id, friendly_path, f"name_{outcome}")
         row = self.db.scalar(sql.NAMED_ITEM, (batch_id, friendly_path))
         if row is not None:
             record_name(self.db, row, version, iso(now))
+
+    def _flag_reused_name(self, batch_id: str, friendly_path: str, flag: str) -> None:
+        """A reused output's publish that replaced other bytes at its name: the flag is merged into what
+        intake recorded of it (no result, or one marked ``reused``), never into a render's result; a
+        stored result that does not parse is left as it is (reconcile reports it)."""
+        for row in self.db.execute(damage_sql.RESULTS_AT_NAME, (batch_id, friendly_path)).fetchall():
+            stored = loose_object(row["result"])
+            if row["result"] is None or (stored is not None and stored.get("reused") is True):
+                self.db.execute(sql.STORE_RESULT, (json.dumps({**(stored or {}), flag: True}), row["id"]))
 
 
 def record_name(db: Backend, row: int, version: str | None, at: str, *, deferred: bool = False) -> None:

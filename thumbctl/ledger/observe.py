@@ -6,11 +6,11 @@ kept elsewhere, so any process reading the ledger sees the same numbers.
 
 from __future__ import annotations
 
-import json
 from dataclasses import field
 
 from ..models import Activity, ItemState
 from ..records import record
+from .damage import loose_object
 from .follow import Follower
 from .retry import restartable
 from .sql import Query
@@ -136,7 +136,7 @@ class Views(BatchViews):
                 r["ratio"],
                 r["attempt"],
                 bool(r["dedup"]),
-                json.loads(r["result"]) if r["result"] else None,
+                loose_object(r["result"]),
             )
             for r in rows
         ]

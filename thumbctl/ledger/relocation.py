@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from .backend import Backend
+from .damage import loose_object
 from .sql import upkeep as sql
 
 _CHUNK = 500
@@ -61,8 +62,8 @@ def _relocated(object_path: str, result: str | None, moved: dict[str, str]) -> t
     new_path = moved.get(object_path, object_path)
     new_result = result
     if result:
-        doc = json.loads(result)
-        preview = doc.get("preview") if isinstance(doc, dict) else None
+        doc = loose_object(result) or {}
+        preview = doc.get("preview")
         if isinstance(preview, str) and preview in moved:
             doc["preview"] = moved[preview]
             new_result = json.dumps(doc)

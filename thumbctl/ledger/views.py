@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -19,7 +18,9 @@ from ..models import (
     batch_state,
 )
 from .backend import Backend, Row, record
+from .damage import item_view, loose_object
 from .retry import direct
+from .sql import damage as damage_sql
 from .sql import views as sql
 from .timefmt import iso, parse_iso
 
@@ -115,12 +116,14 @@ class BatchViews:
 
     def _flagged(self, batch_id: str, flag: str) -> int:
         """Succeeded items of the batch whose ``result`` carries ``flag``."""
-        return self.db.scalar(sql.FLAGGED, (batch_id, flag))
+        return len(self._flagged_names(batch_id, flag))
 
     def _flagged_names(self, batch_id: str, flag: str) -> tuple[str, ...]:
-        """The names of the succeeded items of the batch whose ``result`` carries ``flag``."""
-        rows = self.db.execute(sql.FLAGGED_NAMES, (batch_id, flag)).fetchall()
-        return tuple(r["friendly_path"] for r in rows)
+        """The names of the succeeded items of the batch whose ``result`` carries ``flag``: the results
+        that mention it, parsed here (a result that does not parse carries no flag; listings mark it)."""
+        patterns = (f'%"{flag}": true%', f'%"{flag}":true%')
+        rows = self.db.execute(damage_sql.FLAG_CANDIDATES, (batch_id, *patterns)).fetchall()
+        return tuple(r["friendly_path"] for r in rows if (loose_object(r["result"]) or {}).get(flag) is True)
 
     def owned_friendly_names(self, batch_id: str) -> list[tuple[str, str]]:
         """(object path, friendly path) of the batch's succeeded items that own their friendly
@@ -154,7 +157,8 @@ class BatchViews:
     def items(self, batch_id: str, *, state: str | None = None) -> list[ItemView]:
         """The items of a batch (or those in ``state``), in the order they were recorded."""
         params = self._items_params(batch_id, state)
-        return [_item_view(row) for row in self.db.execute(sql.ITEMS, params, scope=len(params) - 1).fetchall()]
+        rows = self.db.execute(sql.ITEMS, params, scope=len(params) - 1).fetchall()
+        return [item_view(row, params[0]) for row in rows]
 
     @direct  # the listing is read by the caller's block
     @contextmanager
@@ -164,7 +168,7 @@ class BatchViews:
         with self.db.reading():
             params = self._items_params(batch_id, state)
             with self.db.stream(sql.ITEMS, params, scope=len(params) - 1) as rows:
-                yield map(_item_view, rows)
+                yield (item_view(row, params[0]) for row in rows)
 
     def _items_params(self, batch_id: str, state: str | None) -> list[object]:
         return [self.resolve_batch_id(batch_id), *([state] if state is not None else [])]
@@ -217,11 +221,6 @@ class BatchViews:
             WorkerActivity(r["lease_owner"], r["item_id"], tuple(dict.fromkeys(r["ratios"].split(" "))), r["since"])
             for r in rows
         ]
-
-
-def _item_view(row: Row) -> ItemView:
-    result = json.loads(row["result"]) if row["result"] else None
-    return record(ItemView, row, state=ItemState(row["state"]), result=result)
 
 
 def _event_view(row: Row) -> EventView:

@@ -17,6 +17,7 @@ from ..errors import UsageError
 from ..models import ItemState
 from ..records import record
 from .backend import Backend, Row
+from .damage import needed_batch_document
 from .names import NameLocks, record_name
 from .sql import queue as sql
 from .timefmt import iso
@@ -250,8 +251,8 @@ class Queue(NameLocks):
             source_format=first["source_format"],
             source_width=first["source_width"],
             source_height=first["source_height"],
-            profile=json.loads(batch["profile"]),
-            limits=json.loads(batch["limits"] or "{}"),
+            profile=needed_batch_document(first["batch_id"], "profile", batch["profile"]) or {},
+            limits=needed_batch_document(first["batch_id"], "limits", batch["limits"]) or {},
             items=tuple(_claimed_item(r) for r in items),
         )
 

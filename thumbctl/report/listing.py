@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
+from ..ledger.damage import DamagedItemView
 from ..models import EventView, ItemState, ItemView
 from ..proc import owner_label
 from .styles import STATE_STYLES, printable
@@ -48,7 +49,17 @@ def item_note(item: ItemView) -> str:
 
 
 def item_cells(item: ItemView) -> tuple[Cell, ...]:
-    """A row of ``status BATCH --items``."""
+    """A row of ``status BATCH --items``; an item whose row is damaged is marked ``damaged``, with what."""
+    if isinstance(item, DamagedItemView) and item.damage is not None:
+        return (
+            (printable(item.item_id), None),
+            (item.ratio, None),
+            (item.state, STATE_STYLES.get(item.state)),
+            (str(item.attempt), None),
+            ("damaged", "red"),
+            ("", None),
+            (printable(item.damage.describe()), "red"),
+        )
     return (
         (printable(item.item_id), None),
         (item.ratio, None),

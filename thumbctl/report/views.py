@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..config import Settings, display_value
 from ..errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES
+from ..ledger.damage import Damage, noting_damage
 from ..models import BatchView, EventView, ItemState, ItemView
 from .listing import EVENT_COLUMNS, ITEM_COLUMNS, event_cells, item_cells
 from .output import Output
@@ -63,7 +64,21 @@ class ViewReports(Output):
         self.table(table)
 
     def items(self, batch_id: str, items: Iterable[ItemView]) -> None:
-        """``status BATCH --items``: streamed to stdout, as JSON or as lines."""
+        """``status BATCH --items``: streamed to stdout, as JSON or as lines; each item whose row is
+        damaged is marked there and warned about on stderr once the listing is written."""
+        damaged: list[Damage] = []
+        items = noting_damage(items, damaged)
+        try:
+            self._items(batch_id, items)
+        finally:
+            self.damaged_rows(damaged)
+
+    def damaged_rows(self, damaged: Iterable[Damage]) -> None:
+        """A warning on stderr (even with --json) for each damaged row a listing marked."""
+        for damage in damaged:
+            self.notice(f"warning: {damage.describe()}; `thumbctl reconcile` reports it, `--repair` settles it")
+
+    def _items(self, batch_id: str, items: Iterable[ItemView]) -> None:
         if self.json_mode:
             self.emit_json_list({"batch_id": batch_id}, "items", (i.to_json() for i in items))
         elif not self.quiet:

@@ -1,8 +1,8 @@
 """The ledger's SQL: every statement a named :class:`Query`, written once, rendered per backend at import.
 
 A statement is written once, with ``?`` placeholders (``:name`` where its parameters come from a
-mapping). Where the two dialects really differ (planner hints, an aggregate, row locks, JSON
-access, a join SQLite needs to keep its order), the text names a fragment in braces and
+mapping). Where the two dialects really differ (planner hints, an aggregate, row locks, a
+join SQLite needs to keep its order), the text names a fragment in braces and
 :data:`FRAGMENTS` gives it per backend, side by side. Rendering happens once, when the module
 defining the query is imported: SQLite keeps ``?`` and ``:name``, PostgreSQL gets ``%s`` and
 ``%(name)s``. Nothing is rewritten while the ledger runs.
@@ -55,10 +55,6 @@ FRAGMENTS: dict[str, dict[str, str]] = {
         # SQLite keeps the written order of a CROSS JOIN; PostgreSQL has no CROSS JOIN … USING.
         "ordered_join": "CROSS JOIN",
         "ratios": "group_concat(i.ratio, ' ')",
-        "output_bytes": "json_extract(i.result, '$.output_bytes')",
-        "output_sha256": "json_extract(i.result, '$.output_sha256')",
-        "result_flag": "coalesce(json_extract(result, '$.' || ?) = 1, 0)",
-        "merged_result": "json_patch(coalesce(result, '{}'), ?)",
     },
     POSTGRESQL: {
         "lock": " FOR NO KEY UPDATE",
@@ -81,10 +77,6 @@ FRAGMENTS: dict[str, dict[str, str]] = {
         "no_index": "",
         "ordered_join": "JOIN",
         "ratios": "string_agg(i.ratio, ' ')",
-        "output_bytes": "((i.result)::jsonb ->> 'output_bytes')::bigint",
-        "output_sha256": "(i.result)::jsonb ->> 'output_sha256'",
-        "result_flag": "coalesce((result)::jsonb -> (?::text) = 'true'::jsonb, false)",
-        "merged_result": "(coalesce(result, '{}')::jsonb || (?::text)::jsonb)::text",
     },
 }
 

@@ -192,13 +192,6 @@ RECORD_NAME = query(
     "format = excluded.format, batch_id = excluded.batch_id, item_row = excluded.item_row, "
     "published_at = excluded.published_at, released_at = NULL",
 )
-#: A reused output's publish that replaced other bytes at its name: the flag is merged into what
-#: intake recorded of it (no result, or one marked ``reused``), never into a render's result.
-FLAG_REUSED_NAME = query(
-    "flag_reused_name",
-    f"UPDATE items SET result = {{merged_result}} WHERE batch_id = ? AND friendly_path = ? AND state = {SUCCEEDED} "
-    "AND (result IS NULL OR {result_flag})",
-)
 CLEAR_NOTE = query("clear_note", "UPDATE items SET error_detail = NULL WHERE id = ?")
 STORE_RESULT = query("store_result", "UPDATE items SET result = ? WHERE id = ?")
 RETRY_BATCH = query(

@@ -40,7 +40,7 @@ PUBLISHED_ITEMS = query(
     "published_items",
     "SELECT i.id, i.batch_id, i.item_id, i.ratio, i.size, i.format, i.fit, i.derivative_key, i.object_path, "
     f"i.friendly_path, i.source_width, i.source_height, b.profile, b.out_dir, {_OWNS_NAME} AS owns, "
-    "b.expired_at IS NOT NULL AS expired, {output_bytes} AS output_bytes, {output_sha256} AS output_sha256 "
+    "b.expired_at IS NOT NULL AS expired, i.result "
     f"FROM items i JOIN batches b USING (batch_id) WHERE i.state = {SUCCEEDED} "
     "AND i.object_path IS NOT NULL AND i.friendly_path IS NOT NULL "
     f"AND ({_LIVE_BATCH} OR {_OWNS_NAME}) ORDER BY i.id",

@@ -10,7 +10,7 @@ _BATCH_COLUMNS = (
     "manifest_path, created_at, cancel_requested_at, expired_at, resumed_from"
 )
 _ITEM_VIEW_COLUMNS = (
-    "item_id, source, ratio, size, format, state, attempt, error_code, error_detail, derivative_key, "
+    "id, item_id, source, ratio, size, format, state, attempt, error_code, error_detail, derivative_key, "
     "object_path, friendly_path, updated_at, result, alt"
 )
 
@@ -36,12 +36,6 @@ FAILURES = query(
     "SELECT item_id, ratio, size, format, error_code, error_detail AS detail FROM items "
     f"WHERE batch_id = ? AND state = {FAILED} ORDER BY id",
 )
-#: Succeeded items whose ``result`` carries the flag given as the second parameter.
-FLAGGED_NAMES = query(
-    "flagged_names",
-    f"SELECT friendly_path FROM items WHERE batch_id = ? AND state = {SUCCEEDED} AND {{result_flag}} ORDER BY id",
-)
-FLAGGED = query("flagged", f"SELECT count(*) FROM items WHERE batch_id = ? AND state = {SUCCEEDED} AND {{result_flag}}")
 OWNED_NAMES = query(
     "owned_names",
     "SELECT i.object_path, i.friendly_path FROM items i JOIN batches b USING (batch_id) "

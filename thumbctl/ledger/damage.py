@@ -1,0 +1,221 @@
+"""Damaged rows: a stored value thumbctl parses that does not parse (a JSON document cut short or
+garbled, a ratio that is no ``W:H``), while the rest of the ledger is sound.
+
+The values parsed are :data:`PARSED_COLUMNS`. A command that needs such a value raises
+:class:`~thumbctl.errors.RowDamaged` (``ledger_corrupt``, exit 74) naming the table, row and
+column; a listing shows the other rows and marks the damaged one (:class:`DamagedItemView`); and
+``reconcile`` reports each as a ``damaged_row`` finding, which ``--repair`` settles for an item:
+failed with ``ledger_corrupt`` and its result cleared, logged, so ``retry`` renders it again. A
+batch's own documents cannot be rebuilt from anything else: that is reported, never repaired.
+(Text that is not UTF-8 fails SQLite's fetch of the whole row, before any of this: see
+:func:`~thumbctl.ledger.connection.ledger_fault`.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+
+from ..errors import RowDamaged
+from ..models import ItemState, ItemView, PublishedItem
+from ..records import record
+from ..settings import SettingError, parse_ratio
+from .backend import Backend, Row
+from .backend import record as from_row
+from .sql import damage as sql
+from .timefmt import iso
+from .transitions import Transitions
+
+#: (table, column) of every stored value thumbctl parses: JSON objects and ratios.
+PARSED_COLUMNS = (("batches", "profile"), ("batches", "limits"), ("items", "result"), ("items", "ratio"))
+#: What repairs a batch's own document: nothing in the ledger holds it again.
+BATCH_WAY_OUT = "restore a backup of the ledger, or submit its photos again as a new batch"
+
+
+@record
+class Damage:
+    """One stored value that does not parse: where it is and why."""
+
+    table: str
+    row: str
+    column: str
+    detail: str
+    batch_id: str
+    #: The item's id, for a row of ``items``.
+    item_id: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"table": self.table, "row": self.row, "column": self.column, "detail": self.detail}
+
+    def describe(self) -> str:
+        return f"the ledger's {self.table} row {self.row} has a damaged {self.column} ({self.detail})"
+
+
+@record
+class DamagedItemView(ItemView):
+    """An item listed although a value of its row does not parse: what could be read, marked."""
+
+    damage: Damage | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {**super().to_json(), "damaged": self.damage.to_json() if self.damage else None}
+
+
+def json_object(text: str | None) -> dict[str, object] | None:
+    """The JSON object stored as ``text`` (None when nothing is stored); ValueError saying why not."""
+    if text is None:
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"a JSON {type(doc).__name__}, not an object")
+    return doc
+
+
+def item_way_out(batch_id: str) -> str:
+    return (
+        f"`thumbctl reconcile --repair` records the item failed (ledger_corrupt), then `thumbctl retry {batch_id}` "
+        "renders it again"
+    )
+
+
+def needed_item_result(row: int, batch_id: str, text: str | None) -> dict[str, object] | None:
+    """An item's stored result, which the command cannot do without: RowDamaged when it does not parse."""
+    try:
+        return json_object(text)
+    except ValueError as exc:
+        raise RowDamaged("items", row, "result", str(exc), item_way_out(batch_id)) from None
+
+
+def needed_batch_document(batch_id: str, column: str, text: str | None) -> dict[str, object] | None:
+    """A batch's stored ``profile`` or ``limits``: RowDamaged when it does not parse."""
+    try:
+        return json_object(text)
+    except ValueError as exc:
+        raise RowDamaged("batches", batch_id, column, str(exc), BATCH_WAY_OUT) from None
+
+
+def loose_object(text: str | None) -> dict[str, object] | None:
+    """A stored JSON object, or None when it does not parse (a value only a figure or a hint needs)."""
+    try:
+        return json_object(text)
+    except ValueError:
+        return None
+
+
+def item_view(row: Row, batch_id: str) -> ItemView:
+    """The listed view of an item row (selected with its ``id``): marked when its result does not parse."""
+    state = ItemState(row["state"])
+    try:
+        result = json_object(row["result"])
+    except ValueError as exc:
+        damage = Damage("items", str(row["id"]), "result", str(exc), batch_id, row["item_id"])
+        return from_row(DamagedItemView, row, state=state, result=None, damage=damage)
+    return from_row(ItemView, row, state=state, result=result)
+
+
+def noting_damage(items: Iterable[ItemView], damaged: list[Damage]) -> Iterator[ItemView]:
+    """``items`` as they come, adding the damage of each marked one to ``damaged``."""
+    for item in items:
+        if isinstance(item, DamagedItemView) and item.damage is not None:
+            damaged.append(item.damage)
+        yield item
+
+
+def item_damage(row: Row) -> Damage | None:
+    """What does not parse in an item row (``id``, ``batch_id``, ``item_id``, ``ratio``, ``result``)."""
+    try:
+        json_object(row["result"])
+    except ValueError as exc:
+        return Damage("items", str(row["id"]), "result", str(exc), row["batch_id"], row["item_id"])
+    try:
+        parse_ratio(row["ratio"])
+    except SettingError as exc:
+        return Damage("items", str(row["id"]), "ratio", str(exc), row["batch_id"], row["item_id"])
+    return None
+
+
+def published_item(row: Row) -> PublishedItem | None:
+    """A published item as reconcile checks it, from a row with its batch's ``profile`` and its
+    ``result`` (the recorded size and digest of its object); None when a value of its row does not
+    parse (:meth:`DamagedRows.damaged_rows` reports it)."""
+    try:
+        profile = json_object(row["profile"])
+        result = json_object(row["result"]) or {}
+        parse_ratio(row["ratio"])
+    except (ValueError, SettingError):
+        return None
+    size, digest = result.get("output_bytes"), result.get("output_sha256")
+    return from_row(
+        PublishedItem,
+        row,
+        row=row["id"],
+        profile=profile,
+        fit=row["fit"] or "cover",
+        owns_friendly_name=bool(row["owns"]),
+        expired=bool(row["expired"]),
+        output_bytes=size if isinstance(size, int) else None,
+        output_sha256=digest if isinstance(digest, str) else None,
+    )
+
+
+def batch_damage(row: Row) -> list[Damage]:
+    """What does not parse in a batch row (``batch_id``, ``profile``, ``limits``)."""
+    found = []
+    for column in ("profile", "limits"):
+        try:
+            json_object(row[column])
+        except ValueError as exc:
+            found.append(Damage("batches", row["batch_id"], column, str(exc), row["batch_id"]))
+    return found
+
+
+class DamagedRows:
+    """The upkeep port's half for damaged rows: finding them, and settling a damaged item."""
+
+    db: Backend
+    log: Transitions
+
+    def damaged_rows(self) -> Iterator[Damage]:
+        """Every stored value of :data:`PARSED_COLUMNS` that does not parse: the batches' documents
+        (of batches that have not expired), then every item, in order."""
+        for batch in self.db.execute(sql.BATCH_VALUES).fetchall():
+            yield from batch_damage(batch)
+        with self.db.reading(), self.db.stream(sql.ITEM_VALUES, ()) as rows:
+            found = [damage for damage in map(item_damage, rows) if damage is not None]
+        yield from found
+
+    def batch_document_fault(self) -> RowDamaged | None:
+        """The error naming the first batch document (of a batch that has not expired) that does not
+        parse, if any: what a worker that stopped on ``ledger_corrupt`` most likely met in its claim."""
+        for batch in self.db.execute(sql.BATCH_VALUES).fetchall():
+            for damage in batch_damage(batch):
+                return RowDamaged(damage.table, damage.row, damage.column, damage.detail, BATCH_WAY_OUT)
+        return None
+
+    def fail_damaged_item(self, row: int) -> str | None:
+        """Settle an item whose stored result still does not parse: ``failed`` with ``ledger_corrupt``,
+        its result cleared (what it held is not known any more), logged with what was damaged, so
+        ``retry`` renders it again. Returns the new state, or None when the row is gone or its result
+        parses (a damaged ratio is not settled: rendering it again needs the ratio)."""
+        with self.db.write() as now:
+            found = self.db.execute(sql.ITEM_NOW, (row,)).fetchone()
+            damage = None if found is None else item_damage({**_as_dict(found), "item_id": None})
+            if found is None or damage is None or damage.column != "result":
+                return None
+            state = found["state"]
+            detail = f"reconcile: {damage.describe()}; `thumbctl retry {found['batch_id']}` renders it again"
+            self.db.execute(sql.CLEAR_RESULT, (row,))
+            if state == ItemState.FAILED:
+                self.log.event(
+                    iso(now), found["batch_id"], row, state, None, state, error_code="ledger_corrupt", detail=detail
+                )
+                return state
+            moved = self.log.move(iso(now), [row], state, ItemState.FAILED, error_code="ledger_corrupt", detail=detail)
+            return ItemState.FAILED if moved else None
+
+
+def _as_dict(row: Row) -> dict[str, object]:
+    return {name: row[name] for name in row.keys()}  # noqa: SIM118 - a row has keys(), not iteration by name
