@@ -96,6 +96,16 @@ class FolderView:
         errors = tuple(report.scan_errors)
         return cls(root, rules, errors, absolute(report.symlinked_folders), absolute(report.skipped_output_folders))
 
+    def verdict(self, rel: str, *, excluded: bool = False) -> Reason | tuple[Kept, str]:
+        """Whether the names of the source at ``rel`` (relative to the root), which the batch does
+        not hold, go (and why) or stay (and why); ``excluded``: ``--delete-excluded``."""
+        kept = self.judge(rel)
+        if kept is None:
+            return Reason.SOURCE_GONE
+        if kept[0] == Kept.EXCLUDED and excluded:
+            return Reason.EXCLUDED
+        return kept
+
     def judge(self, rel: str) -> tuple[Kept, str] | None:
         """Why the source at ``rel`` (relative to the root) may not be called gone; None when it is
         known to be gone."""
@@ -233,7 +243,7 @@ def _unwanted(
 ) -> Iterator[tuple[PublishedName, Reason]]:
     """The names to judge for removal, and why; those whose source is not known to be gone go
     to ``outcome.kept`` instead."""
-    verdicts: dict[str, tuple[Kept, str] | None] = {}
+    verdicts: dict[str, Reason | tuple[Kept, str]] = {}
     for name in ledger.upkeep.names_from(out_dir, folder.root):
         if name.friendly_path in wanted or not _named_after_its_source(name, folder.root):
             continue
@@ -241,12 +251,10 @@ def _unwanted(
             yield name, Reason.DROPPED
             continue
         if name.source not in verdicts:
-            verdicts[name.source] = folder.judge(os.path.relpath(name.source, folder.root))
+            verdicts[name.source] = folder.verdict(os.path.relpath(name.source, folder.root), excluded=excluded)
         verdict = verdicts[name.source]
-        if verdict is None:
-            yield name, Reason.SOURCE_GONE
-        elif verdict[0] == Kept.EXCLUDED and excluded:
-            yield name, Reason.EXCLUDED
+        if isinstance(verdict, Reason):
+            yield name, verdict
         else:
             outcome.kept.append(KeptName(name.friendly_path, *verdict))
 
