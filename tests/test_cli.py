@@ -1599,7 +1599,13 @@ def test_an_edited_thumbnail_leaves_the_store_intact_and_reconcile_restores_it(
         ("friendly_link_missing", deleted["friendly_path"], False),
         ("thumbnail_modified", edited["friendly_path"], False),
     ]
-    fixed = cli("reconcile", "--repair", "--json")
+    kept = cli("reconcile", "--repair", "--json")  # the missing one restored, the edited one left
+    assert kept.exit_code == 1
+    assert sorted((f["kind"], f["repaired"]) for f in json.loads(kept.stdout)["findings"]) == [
+        ("friendly_link_missing", True),
+        ("thumbnail_modified", False),
+    ]
+    fixed = cli("reconcile", "--repair", "--restore-modified", "--json")  # the edit undone, on request
     assert fixed.exit_code == 0 and all(f["repaired"] for f in json.loads(fixed.stdout)["findings"])
     assert json.loads(cli("reconcile", "--json").stdout)["findings"] == []
     for item in (edited, deleted):
