@@ -205,11 +205,14 @@ def test_a_thumbnail_gone_from_the_bucket_or_edited_there_is_found_and_published
         ("friendly_link_missing", "coffee.png", f"{s3_batch.out}/coffee.1x1.jpg", False),
         ("thumbnail_modified", "garden.jpeg", f"{s3_batch.out}/garden.1x1.jpg", False),
     ]
-    code, fixed = reconciled(s3_batch, "--repair")
-    assert code == 0 and [(f["kind"], f["repaired"]) for f in fixed["findings"]] == [
+    code, kept = reconciled(s3_batch, "--repair")  # the missing one published again, the edit left
+    assert code == 1 and [(f["kind"], f["repaired"]) for f in kept["findings"]] == [
         ("friendly_link_missing", True),
-        ("thumbnail_modified", True),
+        ("thumbnail_modified", False),
     ]
+    assert get_raw(s3_batch.bucket, f"{out}/garden.1x1.jpg")[0] == b"edited by hand"
+    code, fixed = reconciled(s3_batch, "--repair", "--restore-modified")
+    assert code == 0 and [(f["kind"], f["repaired"]) for f in fixed["findings"]] == [("thumbnail_modified", True)]
     for item in s3_batch.status_items():
         thumbnail, _ = get_raw(s3_batch.bucket, s3_batch.key(item["friendly_path"]))
         assert thumbnail == get_raw(s3_batch.bucket, s3_batch.key(item["object_path"]))[0]
