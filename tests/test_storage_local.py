@@ -171,10 +171,10 @@ def test_restore_thumbnail_puts_a_copy_of_its_own_and_leaves_no_temp(tmp_path: P
     store_object(store, b"A", a)
     store_object(store, b"B", b)
     friendly = f"{layout.root}/rooms/sofa.1x1.jpg"
-    restore_thumbnail(layout, a, friendly)
-    restore_thumbnail(layout, a, friendly)
+    restore_thumbnail(layout, a, friendly, replace=True)
+    restore_thumbnail(layout, a, friendly, replace=True)
     assert Path(friendly).read_bytes() == b"A" and not os.path.samefile(friendly, a)
-    restore_thumbnail(layout, b, friendly)
+    restore_thumbnail(layout, b, friendly, replace=True)
     assert Path(friendly).read_bytes() == b"B"
     assert not os.path.exists(layout.tmp_dir) or os.listdir(layout.tmp_dir) == []
     assert os.stat(a).st_nlink == os.stat(b).st_nlink == os.stat(friendly).st_nlink == 1
@@ -193,7 +193,7 @@ def published_item(tmp_path: Path, state: str = "succeeded") -> ItemView:
     obj = object_at(layout, "ab" + "5" * 62, "jpg")
     store_object(layout, b"pixels", obj)
     friendly = layout.friendly_path("sofa", Ratio(1, 1), "jpg")
-    restore_thumbnail(layout, obj, friendly)
+    restore_thumbnail(layout, obj, friendly, replace=True)
     return ItemView("sofa.jpg", "/src/sofa.jpg", "1:1", state, 1, None, None, "ab", obj, friendly, "t")
 
 
@@ -298,9 +298,9 @@ def test_thumbnail_problem(tmp_path: Path) -> None:
     store_object(layout, b"B", b)
     friendly = str(tmp_path / "x.1x1.jpg")
     assert thumbnail_problem(a, friendly) == "missing"
-    restore_thumbnail(layout, b, friendly)
+    restore_thumbnail(layout, b, friendly, replace=True)
     assert thumbnail_problem(a, friendly) == "modified"
-    restore_thumbnail(layout, a, friendly)
+    restore_thumbnail(layout, a, friendly, replace=True)
     assert thumbnail_problem(a, friendly) is None
     os.unlink(friendly)
     os.symlink(a, friendly)
@@ -316,7 +316,7 @@ def test_removing_an_object_frees_its_bytes_and_leaves_its_thumbnails(tmp_path: 
     obj = store.object_path("ee" + "8" * 62, "jpg")
     store_object(store, b"12345", obj)
     kept = f"{layout.root}/kept.1x1.jpg"
-    restore_thumbnail(layout, obj, kept)
+    restore_thumbnail(layout, obj, kept, replace=True)
     assert remove_object(store, obj) == 5
     assert Path(kept).read_bytes() == b"12345" and not os.path.exists(obj)
     assert remove_stored_file(layout, kept) == 5
@@ -357,7 +357,7 @@ def _publish(layout: LocalOutputTarget) -> None:
 def _link(layout: LocalOutputTarget) -> None:
     obj = object_at(layout, "aa" + "3" * 62, "jpg")
     store_object(layout, b"A", obj)
-    restore_thumbnail(layout, obj, f"{layout.root}/evil/keep.1x1.jpg")
+    restore_thumbnail(layout, obj, f"{layout.root}/evil/keep.1x1.jpg", replace=True)
 
 
 def _remove(layout: LocalOutputTarget) -> None:
@@ -466,7 +466,7 @@ def test_a_symlink_at_the_friendly_name_is_replaced_by_a_copy(tmp_path: Path, vi
     friendly = f"{layout.root}/keep.1x1.jpg"
     os.symlink(victim / "keep.1x1.jpg" if points_to == "victim" else obj, friendly)
     before = tree_snapshot(victim)
-    restore_thumbnail(layout, obj, friendly)
+    restore_thumbnail(layout, obj, friendly, replace=True)
     assert not os.path.islink(friendly) and Path(friendly).read_bytes() == b"A"
     assert os.stat(friendly).st_ino != os.stat(obj).st_ino
     assert tree_snapshot(victim) == before
