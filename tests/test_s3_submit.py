@@ -11,14 +11,17 @@ recorded version, and a bucket that is missing refused before any batch is recor
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 
 import obstore
 import pytest
 
+from thumbctl.storage.locations import S3Options
+
 from harness import Thumbctl
-from s3 import BUCKET, get_raw, put_raw, raw_store
+from s3 import BUCKET, WeedServer, free_ports, get_raw, put_raw, raw_store, weed_binary
 
 ONE_RATIO = ("-r", "1:1", "-w", "1")
 HEAD = f"s3://{BUCKET}/"
@@ -175,3 +178,36 @@ def test_config_shows_the_s3_endpoint_and_region_and_never_a_credential(tmp_path
         "transient": False,
         "exit_code": 2,
     }
+
+
+#: How long a command may take to say that the S3 server cannot be reached: one request's retry
+#: window, as for the OUT probe (S3Options.retry_seconds), and the command's start.
+UNREACHABLE_WITHIN = S3Options().retry_seconds + 10
+
+
+@pytest.fixture(params=["closed-port", "stopped-server"])
+def unreachable(request: pytest.FixtureRequest, s3_env: dict[str, str]) -> dict[str, str]:
+    """The test's AWS variables with an endpoint nothing answers: a loopback port nobody listens
+    on, or a SeaweedFS that served and was stopped."""
+    if request.param == "closed-port":
+        return {**s3_env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_ports(1)[0]}"}
+    server = WeedServer(weed_binary())
+    server.stop()
+    return {**s3_env, **server.env()}
+
+
+@pytest.mark.parametrize("flag", ["--store", "--out"])
+def test_an_unreachable_endpoint_is_storage_unreachable_within_the_retry_window_and_records_nothing(
+    flag: str, unreachable: dict[str, str], photos: Path, tmp_path: Path
+) -> None:
+    """Exit 75 (try again later), for the store as for OUT: the endpoint is no setting to fix (2)."""
+    location = f"s3://{BUCKET}/t-{uuid.uuid4().hex[:12]}"
+    args = ["--out", str(tmp_path / "out"), "--store", location] if flag == "--store" else ["--out", location]
+    cli = Thumbctl(tmp_path / "ledger.db", env=unreachable)
+    started = time.monotonic()
+    refused = cli.json("submit", photos, *args, *ONE_RATIO, codes=None)
+    elapsed = time.monotonic() - started
+    assert refused["error"]["code"] == "storage_unreachable" and refused["error"]["exit_code"] == 75, refused
+    assert "cannot be reached" in refused["error"]["message"]
+    assert elapsed < UNREACHABLE_WITHIN, elapsed
+    assert cli.json("status") == {"batches": []}

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import StoreRequired, StoreTaken, ThumbctlError, UsageError
+from .errors import StorageUnreachable, StoreRequired, StoreTaken, ThumbctlError, UsageError
 from .ledger import Ledger
 from .ledger.backend import is_server_url, masked
 from .migrate import MigrationReport, migrate_legacy_layout, needs_migration
@@ -129,6 +129,8 @@ def bind_store(ledger: Ledger, store: Location, *, move: bool = True) -> ObjectS
     where = _shown_ledger(ledger)
     try:
         owner = claimed_owner(layout, own_id, where)
+    except StorageUnreachable:  # a server down now: transient (75), as for --out, not a setting to fix
+        raise
     except OSError as exc:
         raise UsageError(f"--store {store} cannot be used: {exc.strerror or exc}", code="bad_store") from exc
     if owner[0] != own_id:
