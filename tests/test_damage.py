@@ -1,0 +1,279 @@
+"""A damaged row (a stored value cut short or garbled while the ledger file is sound) is a coded
+error with a way out, never a traceback, on either backend.
+
+Each stored JSON or text value of each table is damaged by hand beside the ledger's API; the
+commands run in this process through Typer's test runner (``Thumbctl.invoke``). Listings show
+the other rows and mark the damaged one (a warning on stderr), a command that needs the value
+exits 74 ``ledger_corrupt`` naming table, row and column, ``reconcile`` reports ``damaged_row``
+and ``--repair`` fails a damaged item ``ledger_corrupt`` so ``retry`` renders it again.
+``bench/damage.py`` runs every command against every damaged column as real processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import strategies as st
+
+from thumbctl import Ledger
+
+from harness import Thumbctl
+from support import raw_rows, raw_write
+
+#: The stored JSON documents and ratios thumbctl parses (thumbctl.ledger.damage.PARSED_COLUMNS).
+PARSED_COLUMNS = (("batches", "profile"), ("batches", "limits"), ("items", "result"), ("items", "ratio"))
+#: Columns that name a file or folder by absolute path: a garbled one is a path elsewhere, which
+#: the commands report as such; they are not swept here.
+PATH_COLUMNS = {("batches", "out_dir"), ("batches", "source_root"), ("batches", "manifest_path"),
+                ("items", "object_path"), ("items", "friendly_path"), ("items", "source"),
+                ("names", "friendly_path"), ("names", "out_dir"), ("names", "object_path"),
+                ("names", "source_root"), ("names", "source"), ("meta", "value"), ("stat_cache", "path"),
+                ("object_checks", "object_path")}  # fmt: skip
+#: Keys: a garbled one is another key (``batch_not_found``, exit 2), which is not damage anyone could see.
+KEY_COLUMNS = {("batches", "batch_id"), ("batches", "idempotency_key"), ("items", "batch_id"), ("items", "item_id"),
+               ("events", "batch_id"), ("names", "batch_id"), ("meta", "name"), ("focus_points", "batch_id"),
+               ("focus_points", "source_digest")}  # fmt: skip
+#: The commands a user runs on a ledger: ``{b}`` is the batch, ``{sheet}`` a page to write.
+COMMANDS = (
+    ("status", "{b}", "--items", "--json"),
+    ("status", "{b}", "--items"),
+    ("status", "{b}", "--json"),
+    ("status", "--json"),
+    ("status", "{b}", "--html"),
+    ("events", "{b}", "--json"),
+    ("stats", "--json"),
+    ("reconcile", "--json"),
+    ("reconcile", "--repair", "--json"),
+    ("sheet", "{b}", "-o", "{sheet}"),
+    ("cancel", "{b}", "--json"),
+    ("retry", "{b}", "--detach", "--json"),
+)
+
+
+def text_columns(db: Path) -> list[tuple[str, str]]:
+    """Every TEXT column of every table of the ledger, but keys and paths."""
+    with sqlite3.connect(db) as raw:
+        tables = [r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        found = [
+            (table, column[1])
+            for table in tables
+            if not table.startswith("sqlite_")
+            for column in raw.execute(f"PRAGMA table_info({table})")
+            if column[2].upper() == "TEXT"
+        ]
+    return [c for c in found if c not in PATH_COLUMNS and c not in KEY_COLUMNS]
+
+
+def truncated(value: str, at: float) -> str:
+    return value[: int(len(value) * at)]
+
+
+def garbled(value: str, at: float, junk: str) -> str:
+    cut = int(len(value) * at)
+    return value[:cut] + junk + value[cut + 1 :]
+
+
+DAMAGES: dict[str, Callable[[str, float, str], str]] = {
+    "truncate": lambda value, at, junk: truncated(value, at),
+    "garble": garbled,
+    "other JSON": lambda value, at, junk: json.dumps([junk]),
+}
+
+
+def damage(ledger: Ledger, table: str, column: str, how: str, at: float, junk: str) -> tuple[str, str] | None:
+    """Damage ``column`` of one row of ``table`` that holds a value; (row key, new value), or None
+    when no row holds one. The events' append-only trigger is lifted for the write (SQLite)."""
+    key = "seq" if table == "events" else "rowid" if ledger.backend == "sqlite" else _pg_key(table)
+    rows = raw_rows(ledger, f"SELECT {key}, {column} FROM {table} WHERE {column} IS NOT NULL ORDER BY 1")
+    if not rows:
+        return None
+    row, value = rows[len(rows) // 2]
+    new = DAMAGES[how](str(value), at, junk)
+    if table == "events":
+        _rewrite_event(ledger, column, new, row)
+    else:
+        raw_write(ledger, f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (new, row))
+    return str(row), new
+
+
+def _pg_key(table: str) -> str:
+    return {"batches": "batch_id", "items": "id", "names": "friendly_path", "meta": "name"}.get(table, "ctid")
+
+
+def _rewrite_event(ledger: Ledger, column: str, new: str, seq: object) -> None:
+    if ledger.backend == "sqlite":
+        with contextlib.closing(sqlite3.connect(ledger.path, isolation_level=None)) as raw:
+            trigger = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'events_append_only'").fetchone()[0]
+            raw.execute("BEGIN")
+            raw.execute("DROP TRIGGER events_append_only")
+            try:
+                raw.execute(f"UPDATE events SET {column} = ? WHERE seq = ?", (new, seq))
+            finally:
+                raw.execute(trigger)
+                raw.execute("COMMIT")
+    else:
+        raw_write(ledger, "ALTER TABLE events DISABLE TRIGGER USER")
+        try:
+            raw_write(ledger, f"UPDATE events SET {column} = ? WHERE seq = ?", (new, seq))
+        finally:
+            raw_write(ledger, "ALTER TABLE events ENABLE TRIGGER USER")
+
+
+def run(thumbctl: Thumbctl, command: tuple[str, ...], batch_id: str, sheet: Path) -> tuple[int, str, str]:
+    args = [part.format(b=batch_id, sheet=sheet) for part in command]
+    done = thumbctl.invoke(*args)
+    stderr = without_exit(done.stderr)
+    assert "Traceback" not in stderr, (args, stderr)
+    return done.returncode, done.stdout, stderr
+
+
+def without_exit(stderr: str) -> str:
+    """``stderr`` less the test runner's own trace of the command's ``SystemExit`` (its exit code)."""
+    lines = stderr.rstrip().splitlines()
+    if lines and lines[-1].startswith("SystemExit:"):
+        return stderr.partition("Traceback (most recent call last):")[0]
+    return stderr
+
+
+@pytest.fixture(scope="module")
+def submitted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A SQLite ledger with one finished batch (photos of three formats, two ratios, a focus
+    point set), made once by a real submit; each example works on a copy of its file."""
+    root = tmp_path_factory.mktemp("damage")
+    photos = root / "photos"
+    photos.mkdir()
+    for name in ("living.jpg", "coffee.png"):
+        shutil.copy(_sample(name), photos / name)
+    (photos / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0" + b"x" * 64)
+    thumbctl = Thumbctl(root / "ledger.db", store=root / "store")
+    done = thumbctl.run("submit", photos, "--out", root / "out", "--ratio", "1:1", "--ratio", "4:3", "--json")
+    assert done.returncode == 1, done.stderr  # partial: broken.jpg fails
+    return root / "ledger.db", json.loads(done.stdout)["batch_id"]
+
+
+def _sample(name: str) -> Path:
+    from conftest import SAMPLE_IMAGES
+
+    return {"living.jpg": SAMPLE_IMAGES / "orientation" / "Landscape_6.jpg"}.get(
+        name, SAMPLE_IMAGES / "public-domain" / "sk-coffee.png"
+    )
+
+
+def ledger_copy(db: Path, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / "ledger.db"
+    for leftover in (copy, folder / "ledger.db-wal", folder / "ledger.db-shm"):
+        leftover.unlink(missing_ok=True)
+    shutil.copy(db, copy)
+    return copy
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_damaged_value_never_ends_in_a_traceback(
+    submitted: tuple[Path, str], tmp_path: Path, data: st.DataObject
+) -> None:
+    db, batch_id = submitted
+    copy = ledger_copy(db, tmp_path / "copy")
+    table, column = data.draw(st.sampled_from(text_columns(copy)), label="column")
+    how = data.draw(st.sampled_from(sorted(DAMAGES)), label="damage")
+    at = data.draw(st.floats(0.0, 0.99), label="where")
+    junk = data.draw(st.sampled_from(['"', "}", "{", "\\", "\ufffd", "\u00e9", ":", " "]), label="junk")
+    command = data.draw(st.sampled_from(COMMANDS), label="command")
+    with Ledger(copy) as ledger:
+        try:
+            damaged = damage(ledger, table, column, how, at, junk)
+        except sqlite3.IntegrityError:
+            reject()  # the schema refuses that value (a CHECK, NOT NULL or UNIQUE constraint)
+    thumbctl = Thumbctl(copy, store=db.parent / "store")
+    code, stdout, stderr = run(thumbctl, command, batch_id, tmp_path / "sheet.html")
+    assert code in (0, 1, 2, 74), (command, code, stderr)
+    if "--json" in command and stdout:
+        json.loads(stdout)
+    if damaged is not None and (table, column) in PARSED_COLUMNS and code == 74:
+        assert f"the ledger's {table} row" in stderr and f"damaged {column}" in stderr, stderr
+
+
+@pytest.mark.parametrize("column", [f"{table}.{column}" for table, column in PARSED_COLUMNS])
+def test_reconcile_reports_each_damaged_column_on_postgresql(column: str, pg_url: str, photos: Path, tmp_path: Path):
+    """On a PostgreSQL ledger: every command runs, and reconcile reports the damaged row."""
+    table, name = column.split(".")
+    thumbctl = Thumbctl(pg_url, store=tmp_path / "store")
+    submitted = thumbctl.run("submit", photos, "--out", tmp_path / "out", "--ratio", "1:1", "--json")
+    assert submitted.returncode == 0, submitted.stderr
+    batch_id = json.loads(submitted.stdout)["batch_id"]
+    with Ledger(pg_url) as ledger:
+        assert damage(ledger, table, name, "truncate", 0.5, "") is not None
+    findings = json.loads(run(thumbctl, ("reconcile", "--json"), batch_id, tmp_path / "s.html")[1])["findings"]
+    assert [(f["kind"], f["batch_id"]) for f in findings] == [("damaged_row", batch_id)]
+    assert f"has a damaged {name}" in findings[0]["detail"]
+    for command in COMMANDS:
+        code, _, _ = run(thumbctl, command, batch_id, tmp_path / "sheet.html")
+        assert code in (0, 1, 74), command
+
+
+def test_a_listing_shows_the_other_items_and_marks_the_damaged_one(ledger_url: str, photos: Path, tmp_path: Path):
+    thumbctl = Thumbctl(ledger_url, store=tmp_path / "store")
+    batch = thumbctl.json("submit", photos, "--out", tmp_path / "out", "--ratio", "1:1")
+    with Ledger(ledger_url) as ledger:
+        row, _ = raw_rows(ledger, "SELECT id, result FROM items ORDER BY id")[1]
+        raw_write(ledger, "UPDATE items SET result = substr(result, 1, 40) WHERE id = ?", (row,))
+    code, stdout, stderr = run(thumbctl, ("status", "{b}", "--items", "--json"), batch["batch_id"], tmp_path)
+    assert code == 0
+    items = json.loads(stdout)["items"]
+    assert len(items) == 4 and [i["state"] for i in items] == ["succeeded"] * 4
+    marked = [i for i in items if "damaged" in i]
+    assert [m["damaged"]["table"] for m in marked] == ["items"] and marked[0]["damaged"]["column"] == "result"
+    assert marked[0]["damaged"]["row"] == str(row)
+    assert f"warning: the ledger's items row {row} has a damaged result" in stderr
+    assert all(i["result"] for i in items if "damaged" not in i)
+    human = run(thumbctl, ("status", "{b}", "--items"), batch["batch_id"], tmp_path)
+    assert human[0] == 0 and human[1].count("damaged") == 2  # the error column and the note
+    assert run(thumbctl, ("status", "{b}"), batch["batch_id"], tmp_path)[0] == 0
+    assert run(thumbctl, ("stats", "--json"), batch["batch_id"], tmp_path)[0] == 0
+
+
+def test_repair_fails_the_damaged_item_and_retry_renders_it_again(ledger_url: str, photos: Path, tmp_path: Path):
+    thumbctl = Thumbctl(ledger_url, store=tmp_path / "store")
+    batch_id = thumbctl.json("submit", photos, "--out", tmp_path / "out", "--ratio", "1:1")["batch_id"]
+    with Ledger(ledger_url) as ledger:
+        row, item_id = raw_rows(ledger, "SELECT id, item_id FROM items ORDER BY id")[2]
+        raw_write(ledger, "UPDATE items SET result = substr(result, 1, 40) WHERE id = ?", (row,))
+    found = json.loads(run(thumbctl, ("reconcile", "--json"), batch_id, tmp_path)[1])["findings"]
+    assert [(f["kind"], f["item_id"], f["repaired"]) for f in found] == [("damaged_row", item_id, False)]
+    code, stdout, _ = run(thumbctl, ("reconcile", "--repair", "--json"), batch_id, tmp_path)
+    assert code == 0 and [f["repaired"] for f in json.loads(stdout)["findings"]] == [True]
+    with Ledger(ledger_url) as ledger:
+        item = next(i for i in ledger.views.items(batch_id) if i.item_id == item_id)
+        assert (item.state, item.error_code, item.result) == ("failed", "ledger_corrupt", None)
+        last = ledger.views.events(batch_id, item_id=item_id)[-1]
+        assert (last.to_state, last.error_code) == ("failed", "ledger_corrupt")
+        assert f"items row {row} has a damaged result" in (last.detail or "")
+    assert json.loads(run(thumbctl, ("reconcile", "--json"), batch_id, tmp_path)[1])["findings"] == []
+    retried = thumbctl.run("retry", batch_id, "--json")
+    assert retried.returncode == 0, retried.stderr
+    with Ledger(ledger_url) as ledger:
+        item = next(i for i in ledger.views.items(batch_id) if i.item_id == item_id)
+        assert item.state == "succeeded" and item.result and item.result["width"]
+
+
+def test_a_run_that_needs_a_damaged_batch_document_exits_74_naming_it(ledger_url: str, photos: Path, tmp_path: Path):
+    thumbctl = Thumbctl(ledger_url, store=tmp_path / "store")
+    batch_id = thumbctl.json("submit", photos, "--out", tmp_path / "out", "--ratio", "1:1")["batch_id"]
+    with Ledger(ledger_url) as ledger:
+        raw_write(ledger, "UPDATE batches SET profile = substr(profile, 1, 30)")
+        raw_write(ledger, "UPDATE items SET state = 'failed', error_code = 'worker_crashed' WHERE id = 1")
+    done = thumbctl.run("retry", batch_id, "--json", "-w", "1")
+    assert done.returncode == 74, done.stderr
+    assert "Traceback" not in done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "ledger_corrupt"
+    assert error["damaged_row"] == {"table": "batches", "row": batch_id, "column": "profile"}
+    assert f"the ledger's batches row {batch_id} has a damaged profile" in done.stderr
