@@ -4,6 +4,8 @@ server (tests/httpserver.py), the good ones rendered, each hostile one failed wi
 from __future__ import annotations
 
 import json
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -180,3 +182,89 @@ def test_s3_sources_use_the_thumbctl_s3_endpoint_over_the_aws_one(
     assert done.returncode == 0, done.stdout + done.stderr
     assert (json.loads(done.stdout)["state"], json.loads(done.stdout)["total"]) == ("succeeded", 1)
     assert (tmp_path / "out" / "coffee.1x1.jpg").is_file()
+
+
+SECRETS = ("hunter2", "SIGSECRET", "CREDSECRET", "TOKSECRET")
+
+
+def every_output(cli: Thumbctl, batch_id: str, out: Path, tmp_path: Path) -> dict[str, str]:
+    """What a user can read of a batch: status and events in every form, the batch manifest, the sheet."""
+    shown = {}
+    for name, args in {
+        "status": ("status",),
+        "status --json": ("status", "--json"),
+        "status --items": ("status", batch_id, "--items"),
+        "status --items --json": ("status", batch_id, "--items", "--json"),
+        "status --html": ("status", batch_id, "--html"),
+        "events": ("events", batch_id),
+        "events --json": ("events", batch_id, "--json"),
+        "stats --json": ("stats", "--json"),
+        "sheet": ("sheet", batch_id, "--output", tmp_path / "sheet.html"),
+    }.items():
+        done = cli.run(*args)
+        shown[name] = done.stdout + done.stderr
+    shown["manifest"] = (out / "batches" / f"{batch_id}.json").read_text()
+    shown["sheet page"] = (tmp_path / "sheet.html").read_text()
+    return shown
+
+
+def test_credentials_are_refused_and_signed_queries_reach_the_server_but_are_never_shown(
+    http_server: HttpServer, tmp_path: Path
+) -> None:
+    """A URL with ``user:password@`` fails ``source_forbidden_address`` and is recorded without the
+    credentials; a signed URL is downloaded with its query at submit and again by the worker, and
+    neither secret appears in anything thumbctl prints or writes for people to read (the worker's
+    decoding failure of a truncated image names its source too)."""
+    plain, _ = http_server.route("a.png", Answer(body=COFFEE))
+    query = "?X-Amz-Credential=CREDSECRET&X-Amz-Signature=SIGSECRET&token=TOKSECRET&w=1"
+    signed, signed_route = http_server.route("b.png", Answer(body=COFFEE))
+    broken, broken_route = http_server.route("c.png", Answer(body=COFFEE[:300]))
+    items = [
+        {"id": "cred", "source": plain.replace("http://", "http://seller:hunter2@")},
+        {"id": "signed", "source": signed + query},
+        {"id": "broken", "source": broken + query},
+    ]
+    out = tmp_path / "out"
+    cli = Thumbctl(tmp_path / "ledger.db")
+    done = cli.run("submit", write_manifest(tmp_path / "m", items), "--out", out, "--json", *URL_FLAGS)
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    failures = {f["item_id"]: f["error_code"] for f in doc["failures"]}
+    assert failures["cred"] == "source_forbidden_address" and "signed" not in failures, failures
+    assert signed_route.requests == 2 and all("X-Amz-Signature=SIGSECRET" in t for t in signed_route.request_targets)
+    assert broken_route.requests >= 1
+    shown = every_output(cli, doc["batch_id"], out, tmp_path)
+    shown["submit"] = done.stdout + done.stderr
+    leaks = [(name, secret) for name, text in shown.items() for secret in SECRETS if secret in text]
+    assert leaks == [], leaks
+    listed = json.loads(shown["status --items --json"])["items"]
+    sources = {item["item_id"]: item["source"] for item in listed}
+    assert sources["cred"] == plain
+    assert sources["signed"] == signed + "?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED&token=REDACTED&w=1"
+    assert b"hunter2" not in (tmp_path / "ledger.db").read_bytes()
+
+
+def test_download_timeout_bounds_a_header_drip_at_submit_and_in_the_worker(
+    http_server: HttpServer, tmp_path: Path
+) -> None:
+    """One source drips its headers at submit, the other only when the worker downloads it again:
+    both end at --download-timeout (2 s), not at --item-timeout (60 s)."""
+    at_intake, _ = http_server.route("intake.png", Answer(header_drip=0.2))
+    in_worker, route = http_server.route("worker.png", Answer(body=COFFEE), Answer(header_drip=0.2))
+    items = [{"id": "intake", "source": at_intake}, {"id": "worker", "source": in_worker}]
+    cli = Thumbctl(tmp_path / "ledger.db")
+    flags = (*URL_FLAGS, "--download-timeout", "2s", "--item-timeout", "60s", "--attempts", "1")
+    started = time.monotonic()
+    done = cli.run("submit", write_manifest(tmp_path / "m", items), "--out", tmp_path / "out", "--json", *flags,
+                   timeout=100)  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    failures = {f["item_id"]: (f["error_code"], f["detail"]) for f in json.loads(done.stdout)["failures"]}
+    assert failures["intake"][0] == "source_timeout", failures
+    worker_code, worker_detail = failures["worker"]
+    assert worker_code == "attempts_exhausted" and worker_detail.startswith("source_timeout"), failures
+    assert route.requests == 2
+    assert elapsed < 12, elapsed
+    events = json.loads(cli.run("events", json.loads(done.stdout)["batch_id"], "--item", "worker", "--json").stdout)
+    at = {e["to_state"]: datetime.fromisoformat(e["at"].replace("Z", "+00:00")) for e in events["events"]}
+    assert (at["failed"] - at["running"]).total_seconds() < 2 + 1, at  # the claim, then the deadline plus a second

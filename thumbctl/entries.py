@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from .downloads import is_url, url_item_id
 from .downloads.fetch import shown_url
 from .downloads.objects import object_names
+from .downloads.redact import has_userinfo, without_userinfo
 from .errors import ItemFailure, RejectedError, UsageError
 from .manifest import ManifestError, is_manifest_path, read_manifest
 from .names import UnsafeItemId, check_item_id, escaped_name, unsafe_name_id
@@ -175,10 +176,22 @@ def _entries_from_manifest(path: Path, root: Path, profile: Profile) -> list[Sou
         else:
             item_id = _url_id(entry.source) if is_url(entry.source) else _default_id(entry.source, root)
         ratios = entry.ratios or default_ratios
+        given, failure = _url_without_credentials(entry.source) if is_url(entry.source) else (entry.source, None)
         entries.append(
-            SourceEntry(item_id, entry.source, ratios, entry.focus, entry.fit, entry.clear_focus, alt=entry.alt)
+            SourceEntry(
+                item_id, given, ratios, entry.focus, entry.fit, entry.clear_focus, alt=entry.alt, failure=failure
+            )
         )
     return entries
+
+
+def _url_without_credentials(url: str) -> tuple[str, ItemFailure | None]:
+    """A URL source as it is recorded: credentials in it (``user:password@``) are never recorded, and
+    its items fail ``source_forbidden_address`` without a connection."""
+    if not has_userinfo(url):
+        return url, None
+    detail = f"{shown_url(url)}: a URL with credentials (user:password@) is not downloaded, and they are not recorded"
+    return without_userinfo(url), ItemFailure("source_forbidden_address", detail)
 
 
 def _default_id(source: str, root: Path) -> str:

@@ -14,6 +14,7 @@ import shlex
 from html import escape
 from urllib.parse import quote
 
+from .downloads.redact import shown_source
 from .models import ItemView
 
 FRAME_BOX = (196, 160)  # the source's preview fits in this many CSS px
@@ -73,7 +74,7 @@ def recrop_line(item: ItemView, size: tuple[int, int] | None) -> str | None:
         return None
     left, top, right, bottom = box
     x, y = round((left + right) / 2 / size[0], 3), round((top + bottom) / 2 / size[1], 3)
-    return f"thumbctl focus {shlex.quote(item.source)} --ratio {item.ratio} --at {x:g},{y:g}"
+    return f"thumbctl focus {shlex.quote(shown_source(item.source))} --ratio {item.ratio} --at {x:g},{y:g}"
 
 
 def crop_window(item: ItemView, size: tuple[int, int], colour: str) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, replace
 
 from ..admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
+from ..downloads.redact import redacted_text
 from ..errors import IdempotencyConflict, LedgerUnavailable, UsageError
 from ..models import BatchView, CachedSource, FocusChange, FocusPoint, ItemState, KeyedBatch, NewBatch, NewItem
 from ..settings import Limits
@@ -377,7 +378,7 @@ def _item_row(batch_id: str, item: NewItem, at: str) -> dict[str, object]:
         "fit": item.fit if item.fit != "cover" else None,
         "state": item.state,
         "error_code": item.error_code,
-        "error_detail": item.error_detail,
+        "error_detail": redacted_text(item.error_detail) if item.error_detail else None,
         "derivative_key": item.derivative_key,
         "object_path": item.object_path,
         "friendly_path": item.friendly_path,

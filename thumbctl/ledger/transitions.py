@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
+from ..downloads.redact import redacted_text
 from ..errors import is_transient
 from ..faults import Faults
 from ..models import ItemState
@@ -53,6 +54,7 @@ class Transitions:
         """Move ``rows`` from ``from_state`` to ``to_state`` (only those still there, and still
         under ``token`` when given) and log one event each. Returns the moved rows."""
         moved: list[int] = []
+        detail = _recorded(detail)
         for chunk in chunks(rows):
             moved += self._move(at, chunk, from_state, to_state, token, error_code, detail, not_before, worker)
         return moved
@@ -147,7 +149,8 @@ class Transitions:
         detail: str | None = None,
     ) -> None:
         """An event that moves no item: a batch's cancel request, expiry, a relink, a removal."""
-        self.db.append_event(_event(at, batch_id, item_row, from_state, to_state, attempt, None, error_code, detail))
+        event = _event(at, batch_id, item_row, from_state, to_state, attempt, None, error_code, _recorded(detail))
+        self.db.append_event(event)
 
     def settle(
         self,
@@ -199,6 +202,12 @@ class Transitions:
         """Run ``update`` (``FRESH_ATTEMPTS``, ``UNCOUNTED_ATTEMPTS``, … of :mod:`.sql.queue`) on ``rows``."""
         for chunk in chunks(rows):
             self.db.execute(update, list(chunk), ids=len(chunk))
+
+
+def _recorded(detail: str | None) -> str | None:
+    """A detail as the ledger records it: a URL in it without credentials or signed-query secrets
+    (details are shown by ``status``, ``events`` and the sheet; see :mod:`thumbctl.downloads.redact`)."""
+    return redacted_text(detail) if detail else detail
 
 
 def _event(

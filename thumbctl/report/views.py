@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..config import Settings, display_value
+from ..downloads.redact import shown_source
 from ..errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES
 from ..ledger.damage import Damage, noting_damage
 from ..models import BatchView, EventView, ItemState, ItemView
@@ -80,7 +81,9 @@ class ViewReports(Output):
 
     def _items(self, batch_id: str, items: Iterable[ItemView]) -> None:
         if self.json_mode:
-            self.emit_json_list({"batch_id": batch_id}, "items", (i.to_json() for i in items))
+            # a URL source is recorded with its signed query (the worker needs it), never shown with it
+            shown = (i.to_json() | {"source": shown_source(i.source)} for i in items)
+            self.emit_json_list({"batch_id": batch_id}, "items", shown)
         elif not self.quiet:
             self.listing(ITEM_COLUMNS, (item_cells(i) for i in items))
 
