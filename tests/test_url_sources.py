@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -268,3 +269,101 @@ def test_download_timeout_bounds_a_header_drip_at_submit_and_in_the_worker(
     events = json.loads(cli.run("events", json.loads(done.stdout)["batch_id"], "--item", "worker", "--json").stdout)
     at = {e["to_state"]: datetime.fromisoformat(e["at"].replace("Z", "+00:00")) for e in events["events"]}
     assert (at["failed"] - at["running"]).total_seconds() < 2 + 1, at  # the claim, then the deadline plus a second
+
+
+SIGNED = "https://cdn.example.com/a.jpg?X-Amz-Credential=CREDSECRET&X-Amz-Signature=SIGSECRET&w=1"
+WITH_CREDENTIALS = "https://seller:hunter2@cdn.example.com/b.jpg"
+
+
+def _old_url_rows(execute: Callable[[str, tuple], object]) -> None:
+    """A batch of an earlier version: an item that failed on its credentials, a queued one with a
+    signed URL, events and a name that hold both, and the stat cache's row of the first."""
+    at = "2024-01-01T00:00:00.000000Z"
+    execute(
+        "INSERT INTO batches (batch_id, idempotency_key, request_digest, total, source_root, out_dir, manifest_path, "
+        "max_attempts, limits, created_at) VALUES ('b_old', 'k', 'd', 2, '/m', '/out', '/out/batches/b_old.json', 3, "
+        "'{}', ?)",
+        (at,),
+    )
+    failed = f"{WITH_CREDENTIALS}: a URL with credentials is not downloaded (was {SIGNED})"
+    for item_id, source, state, detail in (("b", WITH_CREDENTIALS, "failed", failed), ("a", SIGNED, "queued", None)):
+        execute(
+            "INSERT INTO items (batch_id, item_id, ratio, size, format, source, state, error_code, error_detail, "
+            "created_at, updated_at) VALUES ('b_old', ?, '1:1', 320, 'jpeg', ?, ?, ?, ?, ?, ?)",
+            (item_id, source, state, "source_forbidden_address" if detail else None, detail, at, at),
+        )
+        execute(
+            "INSERT INTO events (at, batch_id, item_row, to_state, detail, dedup) "
+            "SELECT ?, 'b_old', id, ?, ?, 0 FROM items WHERE item_id = ?",
+            (at, state, f"{source} then {SIGNED} ends", item_id),
+        )
+    execute(
+        "INSERT INTO names (friendly_path, out_dir, object_path, source, ratio, size, format, batch_id, published_at) "
+        "VALUES ('/out/b.1x1.jpg', '/out', 'o', ?, '1:1', 320, 'jpeg', 'b_old', ?)",
+        (WITH_CREDENTIALS, at),
+    )
+    execute("INSERT INTO stat_cache (path, size) VALUES (?, 1)", (WITH_CREDENTIALS,))
+
+
+def _sqlite_before_url_secrets(path: str) -> str:
+    import sqlite3
+
+    import sqlite_utils
+
+    from thumbctl.ledger.schema import MIGRATIONS, _v16_url_secrets
+
+    mine = next(version for version, migrate in MIGRATIONS if migrate is _v16_url_secrets)
+    conn = sqlite3.connect(path, isolation_level=None)
+    db = sqlite_utils.Database(conn)
+    conn.execute("BEGIN")
+    for version, migrate in MIGRATIONS:
+        if version < mine:
+            migrate(db)
+    _old_url_rows(conn.execute)
+    conn.execute(f"PRAGMA user_version = {mine - 1}")
+    conn.execute("COMMIT")
+    conn.close()
+    return path
+
+
+def _postgres_before_url_secrets(url: str) -> str:
+    import psycopg
+
+    from thumbctl.ledger.pgschema import _V10, MIGRATIONS
+
+    mine = next(version for version, statements in MIGRATIONS if statements is _V10)
+    with psycopg.connect(url, autocommit=False) as conn:
+        for version, statements in MIGRATIONS:
+            for statement in statements if version < mine else ():
+                conn.execute(statement)
+        conn.execute("CREATE TABLE thumbctl_schema (version integer NOT NULL)")
+        conn.execute("INSERT INTO thumbctl_schema (version) VALUES (%s)", (mine - 1,))
+        _old_url_rows(lambda sql, params: conn.execute(sql.replace("?", "%s"), params))
+    return url
+
+
+def test_the_migration_removes_credentials_and_redacts_signed_queries_already_recorded(
+    ledger_url: str, tmp_path: Path
+) -> None:
+    """Both backends: credentials leave every source and detail, a detail's signed query is
+    redacted, and the queued item keeps its signed source, which its worker downloads with."""
+    from thumbctl import Ledger
+
+    from support import raw_rows
+
+    if "://" in ledger_url:
+        _postgres_before_url_secrets(ledger_url)
+    else:
+        _sqlite_before_url_secrets(ledger_url)
+    with Ledger(ledger_url) as ledger:
+        items = dict(raw_rows(ledger, "SELECT item_id, source FROM items"))
+        details = [d for (d,) in raw_rows(ledger, "SELECT error_detail FROM items WHERE error_detail IS NOT NULL")]
+        events = [d for (d,) in raw_rows(ledger, "SELECT detail FROM events ORDER BY seq")]
+        names = [s for (s,) in raw_rows(ledger, "SELECT source FROM names")]
+        cached = raw_rows(ledger, "SELECT path FROM stat_cache")
+    plain = "https://cdn.example.com/b.jpg"
+    shown = "https://cdn.example.com/a.jpg?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED&w=1"
+    assert items == {"b": plain, "a": SIGNED}
+    assert details == [f"{plain}: a URL with credentials is not downloaded (was {shown})"]
+    assert events == [f"{plain} then {shown} ends", f"{shown} then {shown} ends"]
+    assert names == [plain] and cached == []

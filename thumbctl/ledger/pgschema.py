@@ -182,6 +182,39 @@ _V8 = [f"ALTER TABLE items ADD COLUMN alt {_TEXT} NOT NULL DEFAULT ''"]
 #: A name handed over to the user (see the SQLite ledger's migration 15).
 _V9 = [f"ALTER TABLE names ADD COLUMN released_at {_TEXT}"]
 
+#: A URL with credentials (``scheme://user:password@``), in a source or in a message.
+_CREDENTIALS = r"""([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s"'<>`]*@"""
+#: A secret query parameter and its value (the names of :mod:`thumbctl.downloads.redact`).
+_SECRET_PARAMETER = (
+    r"""([?&;#])((?:[^=&;#\s"'<>`]*(?:signature|token|secret|password|credential)[^=&;#\s"'<>`]*"""
+    r"""|sig|policy|key-pair-id|key|apikey|api_key|api-key|auth|code|passwd|pwd))=[^&;#\s"'<>`]*"""
+)
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _without_credentials(column: str) -> str:
+    return f"regexp_replace({column}, {_literal(_CREDENTIALS)}, '\\1', 'g')"
+
+
+def _redacted(column: str) -> str:
+    return f"regexp_replace({_without_credentials(column)}, {_literal(_SECRET_PARAMETER)}, '\\1\\2=REDACTED', 'gi')"
+
+
+#: The secrets of URL sources recorded before (see the SQLite ledger's migration 16): credentials go
+#: from every source, a URL in a detail loses its credentials and signed-query secrets.
+_V10 = [
+    f"UPDATE items SET source = {_without_credentials('source')} WHERE source LIKE '%://%@%'",
+    f"UPDATE names SET source = {_without_credentials('source')} WHERE source LIKE '%://%@%'",
+    "DELETE FROM stat_cache WHERE path LIKE '%://%@%'",
+    f"UPDATE items SET error_detail = {_redacted('error_detail')} WHERE error_detail LIKE '%://%'",
+    "ALTER TABLE events DISABLE TRIGGER events_append_only",
+    f"UPDATE events SET detail = {_redacted('detail')} WHERE detail LIKE '%://%'",
+    "ALTER TABLE events ENABLE TRIGGER events_append_only",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, _V1),
     (2, _V2),
@@ -192,6 +225,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (7, _V7),
     (8, _V8),
     (9, _V9),
+    (10, _V10),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

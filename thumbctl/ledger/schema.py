@@ -354,6 +354,33 @@ def _v15_released_names(db: sqlite_utils.Database) -> None:
     db.execute(_V15_RELEASED)
 
 
+#: The trigger that keeps events append-only (dropped and made again by migration 16).
+_EVENTS_APPEND_ONLY = (
+    "CREATE TRIGGER events_append_only BEFORE UPDATE ON events BEGIN SELECT RAISE(ABORT, 'events are append-only'); END"
+)
+
+
+def _v16_url_secrets(db: sqlite_utils.Database) -> None:
+    """The secrets of URL sources recorded by earlier versions: credentials (``user:password@``) go
+    from every source (items, names, the stat cache's rows go whole); a URL in an item's detail or
+    an event's detail loses its credentials and its signed-query secrets (``REDACTED``). A source's
+    signed query stays in ``items.source``, which is never shown as it is: a queued item's worker
+    downloads with it. Only an item that already failed at submit had credentials (they were never
+    downloaded with), so no item that can still run loses what it needs."""
+    from ..downloads.redact import redacted_text, without_userinfo
+
+    db.conn.create_function("thumbctl_redacted", 1, redacted_text, deterministic=True)
+    db.conn.create_function("thumbctl_without_userinfo", 1, without_userinfo, deterministic=True)
+    has_credentials = "LIKE '%://%@%'"
+    db.execute(f"UPDATE items SET source = thumbctl_without_userinfo(source) WHERE source {has_credentials}")
+    db.execute(f"UPDATE names SET source = thumbctl_without_userinfo(source) WHERE source {has_credentials}")
+    db.execute(f"DELETE FROM stat_cache WHERE path {has_credentials}")
+    db.execute("UPDATE items SET error_detail = thumbctl_redacted(error_detail) WHERE error_detail LIKE '%://%'")
+    db.execute("DROP TRIGGER events_append_only")
+    db.execute("UPDATE events SET detail = thumbctl_redacted(detail) WHERE detail LIKE '%://%'")
+    db.execute(_EVENTS_APPEND_ONLY)
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
@@ -370,6 +397,7 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (13, _v13_fit),
     (14, _v14_item_alt),
     (15, _v15_released_names),
+    (16, _v16_url_secrets),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -459,8 +487,7 @@ NEWEST: tuple[str, ...] = (
     "CREATE INDEX idx_events_item_row_seq ON events (item_row, seq)",
     "CREATE INDEX events_at ON events (at)",
     "CREATE INDEX events_errors ON events (seq) WHERE error_code IS NOT NULL",
-    "CREATE TRIGGER events_append_only BEFORE UPDATE ON events "
-    "BEGIN SELECT RAISE(ABORT, 'events are append-only'); END",
+    _EVENTS_APPEND_ONLY,
     """CREATE TABLE stat_cache (
         path TEXT PRIMARY KEY,
         dev INTEGER,
