@@ -214,16 +214,19 @@ def test_credentials_are_refused_and_signed_queries_reach_the_server_but_are_nev
 ) -> None:
     """A URL with ``user:password@`` fails ``source_forbidden_address`` and is recorded without the
     credentials; a signed URL is downloaded with its query at submit and again by the worker, and
-    neither secret appears in anything thumbctl prints or writes for people to read (the worker's
-    decoding failure of a truncated image names its source too)."""
+    neither secret appears in anything thumbctl prints or writes for people to read, failures at
+    submit and in the worker included."""
     plain, _ = http_server.route("a.png", Answer(body=COFFEE))
     query = "?X-Amz-Credential=CREDSECRET&X-Amz-Signature=SIGSECRET&token=TOKSECRET&w=1"
     signed, signed_route = http_server.route("b.png", Answer(body=COFFEE))
     broken, broken_route = http_server.route("c.png", Answer(body=COFFEE[:300]))
+    other = (SAMPLES.parent / "orientation" / "Landscape_6.jpg").read_bytes()
+    changed, changed_route = http_server.route("d.png", Answer(body=COFFEE), Answer(body=other))
     items = [
         {"id": "cred", "source": plain.replace("http://", "http://seller:hunter2@")},
         {"id": "signed", "source": signed + query},
         {"id": "broken", "source": broken + query},
+        {"id": "changed", "source": changed + query},
     ]
     out = tmp_path / "out"
     cli = Thumbctl(tmp_path / "ledger.db")
@@ -232,6 +235,7 @@ def test_credentials_are_refused_and_signed_queries_reach_the_server_but_are_nev
     doc = json.loads(done.stdout)
     failures = {f["item_id"]: f["error_code"] for f in doc["failures"]}
     assert failures["cred"] == "source_forbidden_address" and "signed" not in failures, failures
+    assert failures["changed"] == "source_changed" and changed_route.requests == 2, failures  # failed in the worker
     assert signed_route.requests == 2 and all("X-Amz-Signature=SIGSECRET" in t for t in signed_route.request_targets)
     assert broken_route.requests >= 1
     shown = every_output(cli, doc["batch_id"], out, tmp_path)
