@@ -217,8 +217,8 @@ def run_round(site: Site, *, sources: int, cancel: bool, faults: FaultMix, ratio
     return counts
 
 
-def run_outage_cancel_round(site: Site, *, race: bool) -> tuple[str, Counts]:
-    """A cancel recorded while the store is down, and the leases of a killed host expiring after it:
+def run_outage_cancel_round(site: Site, *, race: bool, store_down: bool = True) -> tuple[str, Counts]:
+    """A cancel recorded while the store is down (or up), and the leases of a killed host expiring after it:
     the red-team's stuck batch. The victim holds every item (two sources, two workers paused at
     ``before_publish``); the survivor runs dry (one worker paused at ``ran_dry``, so it is past its
     start, which reads the store); the S3 server stops and the victim is killed. Without ``race``
@@ -236,7 +236,8 @@ def run_outage_cancel_round(site: Site, *, race: bool) -> tuple[str, Counts]:
     rescue_pause = ",pause:after_rescue:once" if race else ""
     survivor.start(batch_id, fault=f"pause:ran_dry:once{rescue_pause}")
     survivor.cli.paused("ran_dry", 1, process=survivor.proc, timeout=180)
-    site.weed.stop_serving()
+    if store_down:
+        site.weed.stop_serving()
     if not race:
         assert admin.cli.run("cancel", batch_id).returncode == 0
     assert victim.proc is not None
@@ -250,7 +251,8 @@ def run_outage_cancel_round(site: Site, *, race: bool) -> tuple[str, Counts]:
     if race:
         code, err = cancel.finish(timeout=60)
         assert code == 0, err
-    site.weed.serve_again()
+    if store_down:
+        site.weed.serve_again()
     code, err = survivor.finish()
     state = site.json("status", batch_id)["state"]
     counts = judge(site, batch_id)

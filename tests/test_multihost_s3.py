@@ -5,6 +5,8 @@ into an S3 store and an S3 OUT by two hosts (separate process trees, HOME, TMPDI
 One host is killed with ``kill -9`` while it holds leases, the S3 server is restarted while the
 other works, and a fault proxy answers a share of S3 requests with 500 or 503, or slowly. Nothing
 may be lost or published twice, nothing published after a cancel, and reconcile must be clean.
+A cancel recorded while the S3 server is down, with a dead host's leases expiring after it (or in
+the middle of their rescue), must end the batch ``cancelled`` without reconcile.
 """
 
 from __future__ import annotations
@@ -53,12 +55,18 @@ def test_two_hosts_sharing_only_the_ledger_and_the_bucket_lose_nothing_under_fau
         assert counts.succeeded == counts.items
 
 
-@pytest.mark.parametrize("race", [False, True], ids=["cancel-then-expiry", "cancel-during-rescue"])
-def test_a_cancel_recorded_while_the_store_is_down_finishes_without_reconcile(site: Site, race: bool) -> None:
+@pytest.mark.parametrize(
+    ("race", "store_down"),
+    [(False, True), (True, True), (True, False)],
+    ids=["cancel-then-expiry", "cancel-during-rescue", "cancel-during-rescue-store-up"],
+)
+def test_a_cancel_recorded_while_the_store_is_down_finishes_without_reconcile(
+    site: Site, race: bool, store_down: bool
+) -> None:
     """The red-team's stuck batch: the store down, a cancel recorded, a dead host's leases expiring
     (rescued after the cancel, or by a rescue the cancel commits in the middle of), the store back:
-    the batch ends ``cancelled`` by the survivor's ``work`` alone."""
-    state, counts = run_outage_cancel_round(site, race=race)
+    the batch ends ``cancelled`` by the survivor's ``work`` alone; and the same with the store up."""
+    state, counts = run_outage_cancel_round(site, race=race, store_down=store_down)
     assert state == "cancelled", counts.problems
     assert (counts.items, counts.cancelled) == (2, 2)
     assert counts.problems == [] and counts.violations == 0

@@ -9,6 +9,9 @@ ledger's queries ask for what it needs explicitly (their PostgreSQL text, :mod:`
   lease token) sees what any concurrent transaction committed.
 * The cancel race rule: ``publish`` locks the item, then updates the batch row it checks the cancel
   flag on; ``cancel`` locks the same batch row. One of the two commits first; the other sees it.
+  Whatever puts an item back to ``queued`` (a rescue, a failure, a release) reads the flag with the
+  batch row share-locked (``FOR SHARE``): the cancel waits for it and cancels the item as queued,
+  or it waits for the cancel and sees the flag.
 * Commit order of events: a transaction takes one ledger-wide advisory lock
   (:data:`_EVENTS_LOCK`) right before it writes its events, as its last statements, and holds it
   to its commit; event numbers come from the ``events`` identity after that lock, so they are
