@@ -358,17 +358,33 @@ def test_paths_that_stay_under_the_prefix_are_still_admitted(http_server: HttpSe
     assert route.requests == 4
 
 
-PIECES = ["a", ".", "..", "%2e", "%2e%2e", "%2E.", "%2f", "%5c", "\\", "..;", "%252e%252e", "%25252e%25252e", ";", "%"]
+PIECES = [
+    "a",
+    ".",
+    "..",
+    "%2e",
+    "%2e%2e",
+    "%2E.",
+    "%2f",
+    "%5c",
+    "\\",
+    "..;",
+    "%252e%252e",
+    "%25252e%25252e",
+    ";",
+    "%",
+    "public%2f",
+]
 
 
 def readings(path: str) -> list[str]:
-    """What servers make of a request path: decoded once or twice, backslashes as slashes or not,
+    """What servers make of a request path: decoded not at all or up to three times, backslashes as slashes or not,
     ``..;`` as ``..`` or not, then dot-segments removed."""
     import posixpath
     from urllib.parse import unquote
 
     found = []
-    for decoded in (unquote(path), unquote(unquote(path)), unquote(unquote(unquote(path)))):
+    for decoded in (path, unquote(path), unquote(unquote(path)), unquote(unquote(unquote(path)))):
         for text in (decoded, decoded.replace("\\", "/")):
             for plain in (text, text.replace("..;", "..")):
                 found.append(posixpath.normpath("/" + plain.lstrip("/")) + ("/" if plain.endswith("/") else ""))
