@@ -371,3 +371,28 @@ def test_the_migration_removes_credentials_and_redacts_signed_queries_already_re
     assert details == [f"{plain}: a URL with credentials is not downloaded (was {shown})"]
     assert events == [f"{plain} then {shown} ends", f"{shown} then {shown} ends"]
     assert names == [plain] and cached == []
+
+
+def test_a_detail_is_recorded_without_a_urls_secrets(ledger_url: str) -> None:
+    """Whatever message a failure carries, the ledger records it without credentials or signed-query
+    secrets: at admission, and when a worker fails an item (both backends)."""
+    from dataclasses import replace
+
+    from thumbctl import Ledger, Limits
+
+    from support import new_batch, raw_rows
+
+    said = f"could not read {WITH_CREDENTIALS} nor {SIGNED} here"
+    shown = (
+        "could not read https://cdn.example.com/b.jpg nor "
+        "https://cdn.example.com/a.jpg?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED&w=1 here"
+    )
+    batch = new_batch("k", "d", queued=1, failed=1)
+    items = tuple(replace(item, error_detail=said) if item.error_code else item for item in batch.items)
+    with Ledger(ledger_url) as ledger:
+        ledger.intake.accept_batch(replace(batch, items=items), Limits())
+        claim = ledger.queue.claim("w1")
+        ledger.queue.fail(claim, [i.row for i in claim.items], "corrupt_image", said, lambda attempt: 0.0)
+        details = [d for (d,) in raw_rows(ledger, "SELECT error_detail FROM items ORDER BY id")]
+        events = [d for (d,) in raw_rows(ledger, "SELECT detail FROM events WHERE detail IS NOT NULL")]
+    assert details == [shown, shown] and events and set(events) == {shown}
