@@ -237,7 +237,15 @@ def test_a_listing_shows_the_other_items_and_marks_the_damaged_one(ledger_url: s
     human = run(thumbctl, ("status", "{b}", "--items"), batch["batch_id"], tmp_path)
     assert human[0] == 0 and human[1].count("damaged") == 2  # the error column and the note
     assert run(thumbctl, ("status", "{b}"), batch["batch_id"], tmp_path)[0] == 0
-    assert run(thumbctl, ("stats", "--json"), batch["batch_id"], tmp_path)[0] == 0
+    code, _, stderr = run(thumbctl, ("stats", "--json", "--window", "1d"), batch["batch_id"], tmp_path)
+    assert code == 0 and f"warning: the ledger's items row {row} has a damaged result" in stderr
+    code, stdout, stderr = run(
+        thumbctl, ("sheet", "{b}", "-o", "{sheet}", "--json"), batch["batch_id"], tmp_path / "s.html"
+    )
+    assert code == 0 and f"warning: the ledger's items row {row} has a damaged result" in stderr
+    assert [d["row"] for d in json.loads(stdout)["damaged"]] == [str(row)]
+    page = (tmp_path / "s.html").read_text()
+    assert f"the ledger&#x27;s items row {row} has a damaged result" in page and page.count("ledger_corrupt") == 1
 
 
 def test_repair_fails_the_damaged_item_and_retry_renders_it_again(ledger_url: str, photos: Path, tmp_path: Path):

@@ -279,6 +279,7 @@ def test_sheet_json_names_the_page_and_its_counts(tmp_path: Path, rendered: str,
         "succeeded": 10,
         "failed": 2,
         "missing": 0,
+        "damaged": [],
     }
 
 

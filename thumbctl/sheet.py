@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .errors import CannotWrite
 from .ledger import Ledger
+from .ledger.damage import Damage, DamagedItemView, shown_as_failure
 from .markup import FALLBACK_FORMATS
 from .models import ITEM_STATES, BatchState, BatchView, ItemState, ItemView
 from .records import record
@@ -68,6 +69,8 @@ class SheetSummary:
     failed: int
     #: Succeeded items whose output file is gone (shown as placeholders).
     missing: int
+    #: Items whose row is damaged: shown as a failure row with what is damaged (``ledger_corrupt``).
+    damaged: tuple[Damage, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -79,6 +82,7 @@ class SheetSummary:
             "succeeded": self.succeeded,
             "failed": self.failed,
             "missing": self.missing,
+            "damaged": [damage.to_json() for damage in self.damaged],
         }
 
 
@@ -108,6 +112,9 @@ def write_contact_sheet(
         )
     else:
         target = f"{view.out_dir}/batches/{view.batch_id}.html"
+    listed = items
+    damaged = tuple(i.damage for i in items if isinstance(i, DamagedItemView) and i.damage is not None)
+    items = [shown_as_failure(i) for i in items] if damaged else items
     outputs = [(item, _shown(item, view.out_dir, out)) for item in items]
     shown = {item_key(i): p for i, p in outputs if p}
     sizes = ledger.views.source_sizes(view.batch_id)
@@ -119,7 +126,7 @@ def write_contact_sheet(
             out.write_document(name_in(view.out_dir, target), page.encode("utf-8"))
     except OSError as exc:
         raise CannotWrite(f"cannot write the contact sheet to {target}: {exc.strerror or exc}") from exc
-    succeeded = sum(1 for i in items if i.state == ItemState.SUCCEEDED)
+    succeeded = sum(1 for i in listed if i.state == ItemState.SUCCEEDED)
     return SheetSummary(
         batch_id=view.batch_id,
         state=view.state,
@@ -127,8 +134,9 @@ def write_contact_sheet(
         sources=len({i.item_id for i in items}),
         items=len(items),
         succeeded=succeeded,
-        failed=sum(1 for i in items if i.state == ItemState.FAILED),
+        failed=sum(1 for i in listed if i.state == ItemState.FAILED),
         missing=sum(1 for i, p in outputs if i.state == ItemState.SUCCEEDED and p is None),
+        damaged=damaged,
     )
 
 

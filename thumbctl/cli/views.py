@@ -140,12 +140,14 @@ def stats(
         batch = one_batch(batch, batch_option)
         with open_ledger(ledger_target(ctx), read_only=True) as ledger:
             batch_id = ledger.views.resolve_batch_id(batch) if batch else None
-            report = build_report(ledger.views.stats_facts(ledger.clock() - span, batch_id), batch_id)
+            facts = ledger.views.stats_facts(ledger.clock() - span, batch_id)
+            report = build_report(facts, batch_id)
             # the counters count over everything the ledger holds, not the window
             totals = build_report(ledger.views.stats_facts(0.0, batch_id), batch_id) if prometheus else None
         if prometheus is not None and totals is not None:
             write_prometheus_file(report, totals, prometheus)
         reporter.stats(report, str(prometheus) if prometheus else None)
+        reporter.damaged_rows(facts.damaged)
 
 
 def codes_command(json_out: bool = False, quiet: bool = False) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from ..errors import RowDamaged
 from ..models import ItemState, ItemView, PublishedItem
@@ -114,6 +115,14 @@ def item_view(row: Row, batch_id: str) -> ItemView:
         damage = Damage("items", str(row["id"]), "result", str(exc), batch_id, row["item_id"])
         return from_row(DamagedItemView, row, state=state, result=None, damage=damage)
     return from_row(ItemView, row, state=state, result=result)
+
+
+def shown_as_failure(item: ItemView) -> ItemView:
+    """A page's view of an item: one whose row is damaged as a failure naming what is damaged
+    (what it rendered is not known), any other as it is."""
+    if not isinstance(item, DamagedItemView) or item.damage is None:
+        return item
+    return replace(item, state=ItemState.FAILED, error_code="ledger_corrupt", error_detail=item.damage.describe())
 
 
 def noting_damage(items: Iterable[ItemView], damaged: list[Damage]) -> Iterator[ItemView]:

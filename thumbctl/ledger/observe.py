@@ -10,7 +10,7 @@ from dataclasses import field
 
 from ..models import Activity, ItemState
 from ..records import record
-from .damage import loose_object
+from .damage import Damage, json_object
 from .follow import Follower
 from .retry import restartable
 from .sql import Query
@@ -58,6 +58,8 @@ class StatsFacts:
     retries: dict[str, int]
     cancels: list[CancelTimes] = field(default_factory=list)
     renders: list[RenderFacts] = field(default_factory=list)
+    #: Succeeded items of the window whose stored result does not parse: counted, not measured.
+    damaged: list[Damage] = field(default_factory=list)
 
 
 class Views(BatchViews):
@@ -84,6 +86,7 @@ class Views(BatchViews):
         now = self.db.clock()
         runnable, delayed, running, oldest = self._queue_figures(batch_id, iso(now))
         start = iso(since)
+        damaged: list[Damage] = []
         return StatsFacts(
             now=now,
             since=since,
@@ -100,7 +103,8 @@ class Views(BatchViews):
             },
             retries=self._retries(start, batch_id),
             cancels=self._cancel_times(start, batch_id),
-            renders=self._renders(start, batch_id),
+            renders=self._renders(start, batch_id, damaged),
+            damaged=damaged,
         )
 
     def _count(self, query: Query, start: str, batch_id: str | None, *values: object) -> int:
@@ -126,20 +130,20 @@ class Views(BatchViews):
             for r in rows
         ]
 
-    def _renders(self, start: str, batch_id: str | None) -> list[RenderFacts]:
+    def _renders(self, start: str, batch_id: str | None, damaged: list[Damage]) -> list[RenderFacts]:
+        """The window's succeeded items with their results; one whose result does not parse is
+        added to ``damaged`` and kept without a result (as a reused output is)."""
         scope = _scope(batch_id)
         rows = self.db.execute(sql.RENDERS, [start, *scope], scope=len(scope)).fetchall()
-        return [
-            RenderFacts(
-                r["batch_id"],
-                r["source"],
-                r["ratio"],
-                r["attempt"],
-                bool(r["dedup"]),
-                loose_object(r["result"]),
-            )
-            for r in rows
-        ]
+        renders = []
+        for r in rows:
+            try:
+                result = json_object(r["result"])
+            except ValueError as exc:
+                damaged.append(Damage("items", str(r["id"]), "result", str(exc), r["batch_id"], r["item_id"]))
+                result = None
+            renders.append(RenderFacts(r["batch_id"], r["source"], r["ratio"], r["attempt"], bool(r["dedup"]), result))
+        return renders
 
 
 def _cancel_times(

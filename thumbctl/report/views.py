@@ -199,6 +199,7 @@ class ViewReports(Output):
         self.table(table)
 
     def sheet_written(self, summary: SheetSummary) -> None:
+        self.damaged_rows(summary.damaged)
         if self.json_mode:
             self.emit_json(summary.to_json())
             return

@@ -217,7 +217,7 @@ CANCEL_TIMES = query(
 )
 RENDERS = query(
     "renders",
-    "SELECT i.batch_id, i.source, i.ratio, i.attempt, i.dedup, i.result FROM items i "
+    "SELECT i.id, i.batch_id, i.item_id, i.source, i.ratio, i.attempt, i.dedup, i.result FROM items i "
     f"WHERE i.state = {SUCCEEDED} AND i.updated_at >= ?{{scope}} ORDER BY i.id",
     lists=scoped(" AND i.batch_id = ?"),
 )
