@@ -65,6 +65,8 @@ def test_ctrl_c_records_the_cancel_and_exits_130(env: Env) -> None:
     text = err.rest()
     assert "Traceback" not in text
     batch = env.batch()
+    last = text.strip().splitlines()[-1]
+    assert last.startswith(f"error [interrupted] batch {batch['batch_id']} is cancelled, its cancel is recorded"), text
     assert batch["state"] == "cancelled" and batch["cancel_requested_at"] is not None
     assert batch["counts"]["succeeded"] == 0
     assert [e["to_state"] for e in env.events(batch["batch_id"]) if e["item_id"] is None] == ["cancel_requested"]

@@ -129,7 +129,6 @@ def render_in_foreground(
     reporter.sheet_error(result.sheet_error)
     reporter.finished(
         final,
-        interrupted=interrupted,
         crashes=result.supervision.crashes,
         sheet=result.sheet_path,
         max_failures=max_failures,
@@ -382,7 +381,7 @@ def retry(
         reporter.requeued(batch_id, requeued, final=detach or not requeued)
         budget = settings.max_failures
         if detach or not requeued:
-            reporter.finished(view, interrupted=False, max_failures=budget)
+            reporter.finished(view, max_failures=budget)
             code = outcome_exit_code(view, False, budget) if view.is_terminal else ExitCode.OK
             reporter.exit_summary(view, code, budget)
             raise typer.Exit(int(code))

@@ -206,7 +206,7 @@ class Output:
     def error(self, err: ThumbctlError) -> None:
         """One line naming the stable code, always shown (even with -q or --json); with
         --json, also the error document on stdout."""
-        self.diagnostics.print(f"[bold red]error[/] [dim]\\[{err.code}][/] {escape(err.message)}")
+        self.error_line(err)
         if self.json_mode and self.json_lines:  # a line of its own, after the elements written so far
             self.emit_json(err.to_json())
         elif self.json_mode and self._open_list is not None:  # a listing cut short: its document ends here
@@ -216,6 +216,10 @@ class Output:
             self.stdout.flush()
         elif self.json_mode:
             self.emit_json(err.to_json())
+
+    def error_line(self, err: ThumbctlError) -> None:
+        """The error's one line on stderr, always shown; no document on stdout."""
+        self.diagnostics.print(f"[bold red]error[/] [dim]\\[{err.code}][/] {escape(err.message)}")
 
     # -- pieces ---------------------------------------------------------------
 

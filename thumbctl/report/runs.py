@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ExitCode, UnavailableError
+from ..errors import ExitCode, Interrupted, UnavailableError
 from ..models import BatchState, BatchView, ItemState
 from .mirror import MirrorReports
 from .styles import escape, plural, printable, styled
@@ -156,7 +156,6 @@ class RunReports(MirrorReports):
         self,
         batch: BatchView,
         *,
-        interrupted: bool,
         crashes: int = 0,
         sheet: str | None = None,
         max_failures: int = 0,
@@ -179,10 +178,7 @@ class RunReports(MirrorReports):
             if mirrored is not None:
                 self.mirrored(mirrored)
             return
-        if interrupted:
-            self.say(f"Interrupted: batch {batch.batch_id} is {styled(batch.state)}; the cancel is recorded.")
-        else:
-            self.say(f"Batch [bold]{batch.batch_id}[/] {styled(batch.state)}")
+        self.say(f"Batch [bold]{batch.batch_id}[/] {styled(batch.state)}")
         self.counts_line(batch)
         if crashes:
             self.say(f"  {replaced_workers(crashes)}; each death counted as an attempt of the items it held")
@@ -219,15 +215,20 @@ class RunReports(MirrorReports):
 
     def exit_summary(self, batch: BatchView, code: int, max_failures: int = 0, scan_errors: int = 0) -> None:
         """With -q, the one line a run ending with a non-zero exit prints (on stderr), so a quiet
-        command is never silent about why it failed."""
+        command is never silent about why it failed; a run Ctrl-C ended ends with its
+        ``error [interrupted]`` line in every mode, as every command Ctrl-C ends does."""
+        if code == ExitCode.INTERRUPTED:
+            message = (
+                f"batch {batch.batch_id} is {batch.state}, its cancel is recorded; thumbctl status {batch.batch_id}"
+            )
+            self.error_line(Interrupted(message))
+            return
         if not self.quiet or code == 0:
             return
         where = f"(exit {int(code)}); thumbctl status {batch.batch_id}"
         failed, total = batch.counts[ItemState.FAILED], batch.total
         if code == ExitCode.CANCELLED:
             line = f"batch cancelled: {batch.counts[ItemState.SUCCEEDED]} of {total} succeeded {where}"
-        elif code == ExitCode.INTERRUPTED:
-            line = f"interrupted: batch {batch.batch_id} is {batch.state}, its cancel is recorded {where}"
         elif scan_errors and failed <= max_failures:
             line = f"{plural(scan_errors, 'folder')} of the source could not be read {where}"
         else:
