@@ -24,6 +24,10 @@ class RunNotes:
         raise NotImplementedError
 
     def cancel_recorded(self, batch: BatchView) -> None:
+        """A Ctrl-C's cancel; none is recorded when every item had already settled."""
+        if batch.cancel_requested_at is None:
+            self._stderr().print(f"Batch {batch.batch_id} had already ended ({batch.state}): nothing to cancel.")
+            return
         self._stderr().print(
             f"[magenta]Cancel recorded[/] for {batch.batch_id} at {batch.cancel_requested_at}; running items stop "
             "at their next checkpoint. Press Ctrl-C again to quit at once."

@@ -218,9 +218,8 @@ class RunReports(MirrorReports):
         command is never silent about why it failed; a run Ctrl-C ended ends with its
         ``error [interrupted]`` line in every mode, as every command Ctrl-C ends does."""
         if code == ExitCode.INTERRUPTED:
-            message = (
-                f"batch {batch.batch_id} is {batch.state}, its cancel is recorded; thumbctl status {batch.batch_id}"
-            )
+            recorded = "its cancel is recorded" if batch.cancel_requested_at else "it had ended before the Ctrl-C"
+            message = f"batch {batch.batch_id} is {batch.state}, {recorded}; thumbctl status {batch.batch_id}"
             self.error_line(Interrupted(message))
             return
         if not self.quiet or code == 0:
