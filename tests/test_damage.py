@@ -27,12 +27,19 @@ from thumbctl import Ledger
 from harness import Thumbctl
 from support import raw_rows, raw_write
 
-#: The stored JSON documents and ratios thumbctl parses (thumbctl.ledger.damage.PARSED_COLUMNS).
-PARSED_COLUMNS = (("batches", "profile"), ("batches", "limits"), ("items", "result"), ("items", "ratio"))
+#: The stored JSON documents, ratios and locations thumbctl parses (thumbctl.ledger.damage.PARSED_COLUMNS).
+PARSED_COLUMNS = (
+    ("batches", "profile"),
+    ("batches", "limits"),
+    ("batches", "out_dir"),
+    ("items", "result"),
+    ("items", "ratio"),
+    ("items", "object_path"),
+)
 #: Columns that name a file or folder by absolute path: a garbled one is a path elsewhere, which
 #: the commands report as such; they are not swept here.
-PATH_COLUMNS = {("batches", "out_dir"), ("batches", "source_root"), ("batches", "manifest_path"),
-                ("items", "object_path"), ("items", "friendly_path"), ("items", "source"),
+PATH_COLUMNS = {("batches", "source_root"), ("batches", "manifest_path"),
+                ("items", "friendly_path"), ("items", "source"),
                 ("names", "friendly_path"), ("names", "out_dir"), ("names", "object_path"),
                 ("names", "source_root"), ("names", "source"), ("meta", "value"), ("stat_cache", "path"),
                 ("object_checks", "object_path")}  # fmt: skip
@@ -203,14 +210,16 @@ def test_a_damaged_value_never_ends_in_a_traceback(
 
 @pytest.mark.parametrize("column", [f"{table}.{column}" for table, column in PARSED_COLUMNS])
 def test_reconcile_reports_each_damaged_column_on_postgresql(column: str, pg_url: str, photos: Path, tmp_path: Path):
-    """On a PostgreSQL ledger: every command runs, and reconcile reports the damaged row."""
+    """On a PostgreSQL ledger: every command runs, and reconcile reports the damaged row (a JSON
+    document cut short; a ratio or location replaced by other JSON: half a path is still a path)."""
     table, name = column.split(".")
     thumbctl = Thumbctl(pg_url, store=tmp_path / "store")
     submitted = thumbctl.run("submit", photos, "--out", tmp_path / "out", "--ratio", "1:1", "--json")
     assert submitted.returncode == 0, submitted.stderr
     batch_id = json.loads(submitted.stdout)["batch_id"]
     with Ledger(pg_url) as ledger:
-        assert damage(ledger, table, name, "truncate", 0.5, "") is not None
+        how = "truncate" if name in ("profile", "limits", "result") else "other JSON"
+        assert damage(ledger, table, name, how, 0.5, "") is not None
     findings = json.loads(run(thumbctl, ("reconcile", "--json"), batch_id, tmp_path / "s.html")[1])["findings"]
     assert [(f["kind"], f["batch_id"]) for f in findings] == [("damaged_row", batch_id)]
     assert f"has a damaged {name}" in findings[0]["detail"]

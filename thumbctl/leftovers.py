@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from .ledger import Ledger, iso
+from .ledger.damage import is_location
 from .ledger.maintenance import Publishing
 from .models import ItemState
 from .proc import owner_is_dead
@@ -164,7 +165,9 @@ def _temp_folders(ledger: Ledger, out_dirs: Iterable[str]) -> list[tuple[str, st
     """(root, temp folder, batch id to log on) of the local OUTs ``out_dirs`` and the recorded local store."""
     newest = dict(ledger.upkeep.output_folders())
     folders: list[tuple[str, str, str | None]] = [
-        (out, LocalOutputTarget(out).tmp_dir, newest.get(out)) for out in out_dirs if not is_s3(out)
+        (out, LocalOutputTarget(out).tmp_dir, newest.get(out))
+        for out in out_dirs
+        if is_location(out) and not is_s3(out)  # a damaged one is reported by reconcile
     ]
     store = ledger.upkeep.recorded_store()
     if store is not None and not is_s3(store) and os.path.isdir(store):

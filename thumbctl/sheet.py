@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .errors import CannotWrite
 from .ledger import Ledger
-from .ledger.damage import Damage, DamagedItemView, shown_as_failure
+from .ledger.damage import Damage, DamagedItemView, needed_location, shown_as_failure
 from .markup import FALLBACK_FORMATS
 from .models import ITEM_STATES, BatchState, BatchView, ItemState, ItemView
 from .records import record
@@ -102,7 +102,7 @@ def write_contact_sheet(
     """
     view, items = read if read is not None else (ledger.views.batch(batch), None)
     items = ledger.views.items(view.batch_id) if items is None else items
-    out = output_target_at(view.out_dir)
+    out = output_target_at(needed_location("batches", view.batch_id, "out_dir", view.out_dir))
     if isinstance(out, LocalOutputTarget):
         target = sheet_target(out, view.batch_id, path)
     elif path is not None:

@@ -27,8 +27,16 @@ from .sql import damage as sql
 from .timefmt import iso
 from .transitions import Transitions
 
-#: (table, column) of every stored value thumbctl parses: JSON objects and ratios.
-PARSED_COLUMNS = (("batches", "profile"), ("batches", "limits"), ("items", "result"), ("items", "ratio"))
+#: (table, column) of every stored value thumbctl parses: JSON objects, ratios and the locations of
+#: output folders and objects (an absolute path or an ``s3://`` URL).
+PARSED_COLUMNS = (
+    ("batches", "profile"),
+    ("batches", "limits"),
+    ("batches", "out_dir"),
+    ("items", "result"),
+    ("items", "ratio"),
+    ("items", "object_path"),
+)
 #: What repairs a batch's own document: nothing in the ledger holds it again.
 BATCH_WAY_OUT = "restore a backup of the ledger, or submit its photos again as a new batch"
 
@@ -60,6 +68,24 @@ class DamagedItemView(ItemView):
 
     def to_json(self) -> dict[str, object]:
         return {**super().to_json(), "damaged": self.damage.to_json() if self.damage else None}
+
+
+def is_location(text: str | None) -> bool:
+    """Whether ``text`` can be where thumbctl put something: an absolute path or an ``s3://`` URL."""
+    return text is not None and (text.startswith("/") or text.startswith("s3://"))
+
+
+def is_object_path(text: str | None) -> bool:
+    """Whether ``text`` can name an object of a store (or its preview): ``<store>/objects/<xx>/<name>``."""
+    parts = (text or "").split("/")
+    return is_location(text) and len(parts) >= 4 and parts[-3] == "objects"
+
+
+def needed_location(table: str, row: object, column: str, text: str) -> str:
+    """A stored location the command cannot do without: RowDamaged when it is none."""
+    if not is_location(text):
+        raise RowDamaged(table, row, column, f"{text!r} is no absolute path or s3:// URL", BATCH_WAY_OUT)
+    return text
 
 
 def json_object(text: str | None) -> dict[str, object] | None:
@@ -134,7 +160,8 @@ def noting_damage(items: Iterable[ItemView], damaged: list[Damage]) -> Iterator[
 
 
 def item_damage(row: Row) -> Damage | None:
-    """What does not parse in an item row (``id``, ``batch_id``, ``item_id``, ``ratio``, ``result``)."""
+    """What does not parse in an item row (``id``, ``batch_id``, ``item_id``, ``ratio``, ``result``,
+    ``object_path``)."""
     try:
         json_object(row["result"])
     except ValueError as exc:
@@ -143,6 +170,9 @@ def item_damage(row: Row) -> Damage | None:
         parse_ratio(row["ratio"])
     except SettingError as exc:
         return Damage("items", str(row["id"]), "ratio", str(exc), row["batch_id"], row["item_id"])
+    if row["object_path"] is not None and not is_object_path(row["object_path"]):
+        detail = f"{row['object_path']!r} is no object of a store (<store>/objects/<xx>/<name>)"
+        return Damage("items", str(row["id"]), "object_path", detail, row["batch_id"], row["item_id"])
     return None
 
 
@@ -155,6 +185,8 @@ def published_item(row: Row) -> PublishedItem | None:
         result = json_object(row["result"]) or {}
         parse_ratio(row["ratio"])
     except (ValueError, SettingError):
+        return None
+    if not (is_object_path(row["object_path"]) and is_location(row["out_dir"])):
         return None
     size, digest = result.get("output_bytes"), result.get("output_sha256")
     return from_row(
@@ -171,13 +203,16 @@ def published_item(row: Row) -> PublishedItem | None:
 
 
 def batch_damage(row: Row) -> list[Damage]:
-    """What does not parse in a batch row (``batch_id``, ``profile``, ``limits``)."""
+    """What does not parse in a batch row (``batch_id``, ``profile``, ``limits``, ``out_dir``)."""
     found = []
     for column in ("profile", "limits"):
         try:
             json_object(row[column])
         except ValueError as exc:
             found.append(Damage("batches", row["batch_id"], column, str(exc), row["batch_id"]))
+    if not is_location(row["out_dir"]):
+        detail = f"{row['out_dir']!r} is no absolute path or s3:// URL"
+        found.append(Damage("batches", row["batch_id"], "out_dir", detail, row["batch_id"]))
     return found
 
 

@@ -17,7 +17,7 @@ from typing import NamedTuple, TypeVar
 from ..errors import LedgerUnavailable
 from ..models import ItemState, ObjectStamp, PublishedItem, PublishedName, StalledItem, UnsettledName
 from .backend import Backend, record
-from .damage import DamagedRows, published_item
+from .damage import DamagedRows, is_location, published_item
 from .names import OBJECT_STORE, name_key, record_name
 from .relocation import Relocation
 from .sql import queue as queue_sql
@@ -101,9 +101,10 @@ class Maintenance:
         return {r["object_path"] for r in rows}
 
     def output_folders(self) -> list[tuple[str, str]]:
-        """Every output folder the ledger knows, with the id of its newest batch."""
+        """Every output folder the ledger knows, with the id of its newest batch (a damaged one, which
+        is no location, left out: reconcile reports it)."""
         rows = self.db.execute(sql.OUTPUT_FOLDERS).fetchall()
-        return [(r["out_dir"], r["batch_id"]) for r in rows]
+        return [(r["out_dir"], r["batch_id"]) for r in rows if is_location(r["out_dir"])]
 
     # -- repairs ----------------------------------------------------------------------------
 

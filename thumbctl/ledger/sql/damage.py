@@ -9,13 +9,18 @@ from ..states import SUCCEEDED
 from . import query
 
 #: Every item's parsed values, for reconcile's check of the whole ledger.
-ITEM_VALUES = query("damage_item_values", "SELECT id, batch_id, item_id, ratio, result FROM items ORDER BY id")
+ITEM_VALUES = query(
+    "damage_item_values", "SELECT id, batch_id, item_id, ratio, result, object_path FROM items ORDER BY id"
+)
 #: The stored documents of every batch that has not expired.
 BATCH_VALUES = query(
-    "damage_batch_values", "SELECT batch_id, profile, limits FROM batches WHERE expired_at IS NULL ORDER BY batch_id"
+    "damage_batch_values",
+    "SELECT batch_id, profile, limits, out_dir FROM batches WHERE expired_at IS NULL ORDER BY batch_id",
 )
 #: One item as a repair finds it, inside its write transaction.
-ITEM_NOW = query("damage_item_now", "SELECT id, batch_id, state, ratio, result FROM items WHERE id = ?{lock}")
+ITEM_NOW = query(
+    "damage_item_now", "SELECT id, batch_id, state, ratio, result, object_path FROM items WHERE id = ?{lock}"
+)
 CLEAR_RESULT = query("damage_clear_result", "UPDATE items SET result = NULL WHERE id = ?")
 #: Succeeded items of a batch whose stored result seems to set a flag true (the LIKE patterns of
 #: ``"flag": true`` written with and without the space): a text match that cannot fail, confirmed
