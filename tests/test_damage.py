@@ -294,3 +294,27 @@ def test_a_run_that_needs_a_damaged_batch_document_exits_74_naming_it(ledger_url
     assert error["code"] == "ledger_corrupt"
     assert error["damaged_row"] == {"table": "batches", "row": batch_id, "column": "profile"}
     assert f"the ledger's batches row {batch_id} has a damaged profile" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("table", "column"),
+    [("items", "result"), ("items", "error_detail"), ("items", "source"), ("batches", "profile"), ("events", "detail")],
+)
+def test_bytes_stored_in_a_text_column_are_ledger_corrupt_never_a_traceback(
+    submitted: tuple[Path, str], tmp_path: Path, table: str, column: str
+) -> None:
+    """SQLite keeps a value's storage class: ``SET error_detail = x'c3'`` leaves a BLOB where text is
+    read (it gave tracebacks from status, sheet, cancel and retry)."""
+    db, batch_id = submitted
+    copy = ledger_copy(db, tmp_path / "copy")
+    with sqlite3.connect(copy, isolation_level=None) as raw:
+        raw.execute("DROP TRIGGER events_append_only")
+        last = f"(SELECT max(rowid) FROM {table} WHERE batch_id = ? AND {column} IS NOT NULL)"
+        raw.execute(f"UPDATE {table} SET {column} = x'c3ff' WHERE rowid = {last}", (batch_id,))
+    thumbctl = Thumbctl(copy, store=db.parent / "store")
+    for command in COMMANDS:
+        code, _, stderr = run(thumbctl, command, batch_id, tmp_path / "sheet.html")
+        assert code in (0, 1, 74), (command, code, stderr)
+        if code == 74:
+            text = " ".join(stderr.split())
+            assert "[ledger_corrupt]" in text and "holds bytes (a BLOB), not text" in text, (command, stderr)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -66,6 +67,21 @@ def _undecodable(exc: sqlite3.Error) -> bool:
     """Text in the ledger's pages that is not UTF-8: Python's sqlite3 module raises this while
     fetching a row, with no SQLite result code; only damage (or a foreign writer) puts it there."""
     return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("Could not decode to UTF-8")
+
+
+def checked_rows(path: Path) -> Callable[[sqlite3.Cursor, tuple[object, ...]], sqlite3.Row]:
+    """The ledger's row factory: :class:`sqlite3.Row`, but a BLOB is ``ledger_corrupt`` as text that
+    is not UTF-8 is (see :func:`_undecodable`). No column of the ledger holds bytes; SQLite keeps
+    whatever storage class a value was written with, so only damage or a foreign writer (``SET
+    result = x'ff'``) puts one there, and code reading text must never meet it."""
+
+    def row(cursor: sqlite3.Cursor, values: tuple[object, ...]) -> sqlite3.Row:
+        if bytes in map(type, values):
+            column = next(d[0] for d, v in zip(cursor.description, values, strict=True) if isinstance(v, bytes))
+            raise fault_for("ledger_corrupt", path, f"column {column} holds bytes (a BLOB), not text")
+        return sqlite3.Row(cursor, values)
+
+    return row
 
 
 #: Free space under which an I/O error on the ledger is put down to a full disk: SQLite reports a

@@ -20,7 +20,15 @@ from typing import Any
 from ..errors import LedgerBusy, LedgerError, LedgerFault, LedgerUnavailable
 from ..retrypolicy import BusyPolicy
 from .backend import Backend, Clock, Params
-from .connection import LedgerConnection, LedgerCursor, connect, fault_for, file_identity, gone_error
+from .connection import (
+    LedgerConnection,
+    LedgerCursor,
+    checked_rows,
+    connect,
+    fault_for,
+    file_identity,
+    gone_error,
+)
 from .schema import MIGRATIONS, NEWEST, SCHEMA_VERSION
 from .sql import SQLITE, Query
 
@@ -44,7 +52,7 @@ class SqliteBackend(Backend):
 
     def _open_connection(self) -> LedgerConnection:
         conn = connect(self.path, self.busy.timeout, read_only=self.read_only)
-        conn.row_factory = sqlite3.Row
+        conn.row_factory = checked_rows(self.path)
         if not self.read_only or _schema_version(conn) >= SCHEMA_VERSION:
             return conn
         conn.close()
@@ -56,7 +64,7 @@ class SqliteBackend(Backend):
                 f"({exc.code}): run any thumbctl command once where it is writable",
                 code="ledger_read_only",
             ) from exc
-        conn.row_factory = sqlite3.Row
+        conn.row_factory = checked_rows(self.path)
         return conn
 
     # -- statements ----------------------------------------------------------------------------
