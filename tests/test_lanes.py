@@ -5,6 +5,7 @@ storage matters, an S3 OUT on the test process's SeaweedFS."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -184,3 +185,32 @@ def test_a_replay_never_adopts_a_copy_put_back_at_an_s3_name_and_the_mirror_keep
     after = get_raw(raw, key)
     assert after is not None and after[0] == found[0]
     assert "holds the same bytes, but is not the file thumbctl published there" in replay.stderr
+
+
+def test_the_cron_repair_never_adopts_a_copy_put_back_at_an_s3_name_an_earlier_batch_published(
+    s3_server, s3_env: dict[str, str], s3_url: str, tmp_path: Path
+) -> None:
+    raw = raw_store(s3_server)
+    cli = Thumbctl(tmp_path / "ledger.db", env={"THUMBCTL_STORE": f"{s3_url}/store"})
+    src, out = tmp_path / "src", f"{s3_url}/out"
+    photo(src / "a.jpg")
+    photo(src / "b.jpg", seed=2)
+    photo(src / "raw" / "r.jpg", seed=3)
+    cli.json("submit", src, "--out", out, *ONE_RATIO)
+    cli.json("submit", src, "--out", out, *ONE_RATIO, "--exclude", "raw/*")  # another batch, the same objects
+    key = f"{out}/a.1x1.jpg"[len(HEAD) :]
+    found = get_raw(raw, key)
+    assert found is not None
+    put_raw(raw, key, found[0], "image/jpeg")  # the same bytes uploaded again by the user
+    theirs = get_raw(raw, key)
+
+    repair = cli.run("reconcile", "--repair", "--json")
+    assert repair.returncode == 1, repair.stdout + repair.stderr
+    assert [(f["kind"], f["repaired"]) for f in json.loads(repair.stdout)["findings"]] == [
+        ("thumbnail_modified", False)
+    ]
+    assert get_raw(raw, key) == theirs
+    (src / "a.jpg").unlink()
+    mirror = cli.run("submit", src, "--out", out, *ONE_RATIO, "--exclude", "raw/*", "--delete")
+    assert mirror.returncode == 0, mirror.stderr
+    assert get_raw(raw, key) == theirs

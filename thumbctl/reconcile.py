@@ -28,7 +28,7 @@ from typing import NamedTuple
 from .imaging import fit_geometry, verify_output
 from .ledger import Ledger, iso
 from .ledger.damage import BATCH_WAY_OUT, Damage
-from .ledger.maintenance import stall_reason
+from .ledger.maintenance import Publishing, stall_reason
 from .leftovers import (
     COMPARE_READ_LIMIT,
     IsDead,
@@ -408,7 +408,7 @@ def _name_problems(
     leftover = (
         crash_leftover(ledger, scope, item.row, item.out_dir, item.friendly_path) if problem == "modified" else None
     )
-    if leftover is None:
+    if leftover is None or _put_back(leftover, item):
         finding = Finding("thumbnail_modified", item.batch_id, item.item_id, _USER_CHANGES[problem], **at)
         if scope.restore_modified:
             yield _restore(ledger, target, scope, item, finding, replace=True)
@@ -423,6 +423,17 @@ def _name_problems(
         )
         finding = Finding("thumbnail_outdated", item.batch_id, item.item_id, detail, **at)
         yield _restore(ledger, target, scope, item, finding, replace=True)
+
+
+def _put_back(leftover: Publishing, item: PublishedItem) -> bool:
+    """Whether the name holds the owner's own object under a version thumbctl did not record, and the
+    other item with those bytes finished publishing: a copy put back there (a user's upload of the same
+    bytes), which restoring would adopt as thumbctl's. An item still publishing records its own bytes."""
+    return (
+        leftover.item.object_path == item.object_path
+        and not records_itself(leftover)
+        and not requeued_to_record(leftover)
+    )
 
 
 def _restore(
