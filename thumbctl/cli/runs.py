@@ -69,7 +69,7 @@ DeleteExcludedOption = Annotated[
     bool,
     typer.Option(
         "--delete-excluded",
-        help="With --delete: also remove thumbnails of photos --include/--exclude leave out.",
+        help="With --delete: also what --include/--exclude skip.",
         rich_help_panel="Output",
     ),
 ]
@@ -200,7 +200,7 @@ def submit_command(
         bool,
         typer.Option(
             "--dry-run",
-            help="With --delete: list what would go and what stays; change nothing.",
+            help="With --delete: list what goes or stays; no change.",
             rich_help_panel="Output",
         ),
     ] = False,
