@@ -25,7 +25,10 @@ def test_the_documented_rsync_line_copies_no_temp_file(tmp_path: Path, photos: P
         pytest.skip("rsync is not installed")
     shop, www = tmp_path / "shop", tmp_path / "www"
     th = Thumbctl(tmp_path / "ledger.db")
-    assert th.run("submit", photos, "--out", shop, "--workers", "1", "-q").returncode == 0
+    source = tmp_path / "shop-photos"
+    shutil.copytree(photos, source)
+    shutil.copytree(photos, source / "shoes" / "batches")  # a sub-folder of the shop named batches
+    assert th.run("submit", source, "--out", shop, "--workers", "1", "-q").returncode == 0
     leftover = shop / ".tmp" / "4242-777-0123abcd-0123456789ab.copy"  # what a crashed worker leaves
     leftover.parent.mkdir(exist_ok=True)
     leftover.write_bytes(b"half a thumbnail")
@@ -34,12 +37,14 @@ def test_the_documented_rsync_line_copies_no_temp_file(tmp_path: Path, photos: P
     assert subprocess.run(args, capture_output=True, check=False).returncode == 0
     copied = {p.relative_to(www).as_posix() for p in www.rglob("*")}
     assert not any(part.startswith((".tmp", "batches")) for part in copied), copied
-    assert {p.relative_to(shop).as_posix() for p in shop.rglob("*.jpg")} <= copied
+    thumbnails = {p.relative_to(shop).as_posix() for p in shop.rglob("*.jpg") if "batches/b_" not in p.as_posix()}
+    assert any(name.startswith("shoes/batches/") for name in thumbnails)
+    assert thumbnails <= copied, sorted(thumbnails - copied)
 
 
 def test_every_documented_publish_command_leaves_temp_files_out() -> None:
     syncs = documented("sellers.md", "aws s3 sync ")
     assert syncs and all("--exclude '.tmp/*'" in line for line in syncs)
-    assert all("--exclude .tmp/" in line for line in documented("sellers.md", "rsync "))
+    assert all("--exclude /.tmp/" in line for line in documented("sellers.md", "rsync "))
     ci = (DOCS / "ci.md").read_text()
     assert "!thumbs/.tmp" in ci.split("actions/upload-artifact", 1)[1].split("```", 1)[0]
