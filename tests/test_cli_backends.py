@@ -823,7 +823,29 @@ def test_a_password_given_as_a_query_parameter_is_masked_like_one_in_the_user_pa
         assert SECRET not in done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("option", ["sslmode=bogus", "target_session_attrs=nowhere"])
+@pytest.mark.parametrize("name", ["PASSWORD", "Password", "SSLPassword"])
+def test_a_secret_parameter_in_another_case_is_masked_too(name: str, pg_admin_url: str | None, tmp_path: Path) -> None:
+    """libpq refuses ``?PASSWORD=``; the config listing and the error saying so showed it in clear."""
+    if pg_admin_url is None:
+        pytest.skip("needs THUMBCTL_TEST_PG")
+    url = f"{pg_admin_url}{'&' if '?' in pg_admin_url else '?'}{name}={SECRET}"
+    thumbctl = Thumbctl(url, cli_env(tmp_path))
+    assert thumbctl("config").doc["settings"]["db"]["value"].endswith(f"{name}=***")
+    thumbctl("config", as_json=False)
+    assert thumbctl("status").code == 2
+    for done in thumbctl.runs:
+        assert SECRET not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "sslmode=bogus",
+        "target_session_attrs=nowhere",
+        "options=-c%20statement_timeout%3Dbogus",  # the server refuses it: it was ledger_unavailable, 75
+        "options=-c%20no_such_setting_x%3D1",
+    ],
+)
 def test_a_connection_option_libpq_refuses_is_a_configuration_error(
     option: str, pg_admin_url: str | None, tmp_path: Path
 ) -> None:

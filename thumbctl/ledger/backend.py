@@ -60,10 +60,11 @@ def is_server_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(SERVER_SCHEMES)
 
 
-#: Connection parameters of a PostgreSQL URL's query that hold a secret (libpq's ``?password=``).
+#: Connection parameters of a PostgreSQL URL's query that hold a secret (libpq's ``?password=``), in
+#: any case: libpq refuses ``?PASSWORD=``, and the message saying so shows the URL.
 SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 #: A secret parameter's value in a query string: what :func:`masked` replaces when the URL does not parse.
-_SECRET_VALUE = re.compile(r"([?&](?:ssl)?password=)([^&#]*)")
+_SECRET_VALUE = re.compile(r"([?&](?:ssl)?password=)([^&#]*)", re.IGNORECASE)
 
 
 def masked(url: str) -> str:
@@ -83,7 +84,7 @@ def masked(url: str) -> str:
 
 def _masked_parameter(pair: str) -> str:
     name, equals, _ = pair.partition("=")
-    return f"{name}=***" if equals and unquote_plus(name) in SECRET_PARAMETERS else pair
+    return f"{name}=***" if equals and unquote_plus(name).lower() in SECRET_PARAMETERS else pair
 
 
 def url_secrets(url: str) -> list[str]:

@@ -391,10 +391,12 @@ _LOGIN_REFUSED = re.compile(
 )
 
 
-#: libpq's refusals of an option's value, before any connection is tried.
+#: libpq's refusals of an option's value, before any connection is tried, and the server's of a
+#: setting the URL passes (``?options=-c statement_timeout=bogus``): neither mends on its own.
 _BAD_OPTION = re.compile(
     r"invalid [\w ]+ value|invalid port number|could not match \d+ (host names|port numbers)"
     r"|value \S+ invalid when \S+ support is not compiled in"
+    r"|invalid value for parameter|unrecognized configuration parameter"
 )
 
 
