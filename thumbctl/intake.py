@@ -224,8 +224,8 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, ov
     At acceptance this links the items reused from earlier runs, replacing whatever sat
     at their names; on a replay it finishes what an interrupted submit left undone, and
     counts the names a later batch took (``report.names_taken_by_newer``). A name a later
-    batch took is left to that batch. Names that fail stay for ``reconcile --repair``,
-    which relinks them. A file thumbctl did not publish at a name is left as it is (unless
+    batch took is left to that batch. Names that fail stay for ``reconcile``, whose repair
+    restores a missing one. A file thumbctl did not publish at a name is left as it is (unless
     ``overwrite``) and reported as one of those lines.
     """
     if not batch.counts[ItemState.SUCCEEDED]:

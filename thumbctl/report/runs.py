@@ -148,8 +148,9 @@ class RunReports(MirrorReports):
         self.diagnostics.print(
             f"[yellow]warning[/] [dim]\\[friendly_link_failed][/] {plural(len(failures), 'friendly name')} "
             f"could not be pointed at the batch's outputs (first: {escape(first)}); "
-            "`thumbctl reconcile --repair` relinks them (one whose object is gone is queued again instead: "
-            "then run `thumbctl work`)"
+            "`thumbctl reconcile` says why for each: `--repair` restores a missing one (one whose object is "
+            "gone is queued again: then run `thumbctl work`); one holding a user's file stays theirs unless "
+            "`--repair --restore-modified` takes it back"
         )
 
     def finished(
