@@ -318,3 +318,18 @@ def test_bytes_stored_in_a_text_column_are_ledger_corrupt_never_a_traceback(
         if code == 74:
             text = " ".join(stderr.split())
             assert "[ledger_corrupt]" in text and "holds bytes (a BLOB), not text" in text, (command, stderr)
+
+
+@pytest.mark.parametrize("at", ["later", "2999-01-01T00:00:0", "2999-13-45T99:99:99.999999Z"])
+def test_a_damaged_event_time_never_ends_work_in_a_traceback(submitted: tuple[Path, str], tmp_path: Path, at: str):
+    """``work`` counts the completions of its window from the event log's times: one that sorts into
+    the window but does not parse (``later``, a time cut short) ended it in a traceback."""
+    db, batch_id = submitted
+    copy = ledger_copy(db, tmp_path / "copy")
+    with sqlite3.connect(copy, isolation_level=None) as raw:
+        raw.execute("DROP TRIGGER events_append_only")
+        raw.execute("UPDATE events SET at = '2000-01-01T00:00:00.000000Z'")  # the rest out of the window
+        last = "(SELECT max(seq) FROM events WHERE to_state = 'succeeded')"
+        raw.execute(f"UPDATE events SET at = ? WHERE seq = {last}", (at,))
+    done = Thumbctl(copy, store=db.parent / "store").run("work", "--until-idle", "-w", "1")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -20,7 +20,7 @@ from ..models import Activity, BatchView, ItemState, RecentFailure
 from .backend import Backend
 from .sql import Query
 from .sql import views as sql
-from .timefmt import iso, parse_iso
+from .timefmt import iso, stored_seconds
 from .views import BatchViews
 
 #: States followed per batch when following every batch: only the live ones are shown.
@@ -139,12 +139,13 @@ class Follower:
             default=None,
         )
         done, span = self._window(now)
+        queued_at = stored_seconds(oldest) if oldest else None
         return Activity(
             at=at,
             runnable=queued - delayed,
             delayed=delayed,
             running=sum(counts[ItemState.RUNNING] for counts in self._counts.values()),
-            queue_age_seconds=max(0.0, now - parse_iso(oldest)) if oldest else None,
+            queue_age_seconds=None if queued_at is None else max(0.0, now - queued_at),
             completed_recently=done,
             window_seconds=span,
             workers=tuple(self.views.workers(self.batch_id)),
@@ -169,5 +170,7 @@ class Follower:
             self._recent.popleft()
         inside = [(at, n) for at, n in self._recent if at >= start]  # a clock set back: out of order
         done = sum(n for _, n in inside)
-        span = self.window if not inside else min(self.window, now - parse_iso(min(at for at, _ in inside)))
+        times = (stored_seconds(at) for at, _ in inside)
+        first = min((t for t in times if t is not None), default=None)  # a damaged time is left out
+        span = self.window if first is None else min(self.window, now - first)
         return done, max(span, 1.0)

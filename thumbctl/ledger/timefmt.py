@@ -26,3 +26,12 @@ def parse_iso(text: str) -> float:
         except ValueError:
             pass  # a 13th month, a 30th of February: strptime's reading below
     return datetime.strptime(text, _FORMAT).replace(tzinfo=UTC).timestamp()
+
+
+def stored_seconds(text: str) -> float | None:
+    """:func:`parse_iso` of a time read from the ledger, or None when it does not parse (a damaged row):
+    for a figure that can do without it."""
+    try:
+        return parse_iso(text)
+    except ValueError:
+        return None
