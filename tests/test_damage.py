@@ -333,3 +333,40 @@ def test_a_damaged_event_time_never_ends_work_in_a_traceback(submitted: tuple[Pa
         raw.execute(f"UPDATE events SET at = ? WHERE seq = {last}", (at,))
     done = Thumbctl(copy, store=db.parent / "store").run("work", "--until-idle", "-w", "1")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "value", "detail"),
+    [
+        ("batches", "profile", None, "none is stored"),
+        ("batches", "profile", "{}", "its 'upscale' is missing, not a bool"),
+        ("batches", "profile", '{"upscale": "no", "crop": "smart", "background": "#fff"}', "is a str, not a bool"),
+        ("items", "size", "big", "'big' is no whole number"),
+    ],
+)
+def test_a_value_of_the_wrong_shape_is_a_damaged_row_for_reconcile(
+    submitted: tuple[Path, str], tmp_path: Path, table: str, column: str, value: str | None, detail: str
+) -> None:
+    """A profile that parses but lacks what a render needs, or a number that is text (SQLite keeps
+    any type), ended reconcile in a traceback (exit 1, which cron reads as findings). It is a
+    ``damaged_row`` finding that ``--repair`` leaves as it is: no guessed default re-renders
+    anything, and every other command exits with a code."""
+    db, batch_id = submitted
+    copy = ledger_copy(db, tmp_path / "copy")
+    key = "batch_id" if table == "batches" else "id"
+    with sqlite3.connect(copy, isolation_level=None) as raw:
+        where = "WHERE state = 'succeeded'" if table == "items" else ""
+        row = raw.execute(f"SELECT max({key}) FROM {table} {where}").fetchone()[0]
+        raw.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (value, row))
+    thumbctl = Thumbctl(copy, store=db.parent / "store")
+    for command in (("reconcile", "--json"), ("reconcile", "--repair", "--json")):
+        code, stdout, _ = run(thumbctl, command, batch_id, tmp_path / "sheet.html")
+        damaged = [f for f in json.loads(stdout)["findings"] if f["kind"] == "damaged_row"]
+        assert code == 1 and len(damaged) == 1, (command, stdout)
+        assert f"the ledger's {table} row {row} has a damaged {column}" in damaged[0]["detail"]
+        assert detail in damaged[0]["detail"] and damaged[0]["repaired"] is False
+    with sqlite3.connect(copy) as raw:
+        assert raw.execute("SELECT count(*) FROM items WHERE state = 'queued'").fetchone()[0] == 0
+    for command in COMMANDS:
+        code, _, stderr = run(thumbctl, command, batch_id, tmp_path / "sheet.html")
+        assert code in (0, 1, 74), (command, code, stderr)

@@ -1,5 +1,6 @@
 """Damaged rows: a stored value thumbctl parses that does not parse (a JSON document cut short or
-garbled, a ratio that is no ``W:H``), while the rest of the ledger is sound.
+garbled, a ratio that is no ``W:H``) or parses without what thumbctl needs (a profile without
+``upscale``, a size that is text: SQLite stores any type), while the rest of the ledger is sound.
 
 The values parsed are :data:`PARSED_COLUMNS`. A command that needs such a value raises
 :class:`~thumbctl.errors.RowDamaged` (``ledger_corrupt``, exit 74) naming the table, row and
@@ -37,6 +38,12 @@ PARSED_COLUMNS = (
     ("items", "ratio"),
     ("items", "object_path"),
 )
+#: What a batch's profile must hold, and of which type, for a worker to render its items and for
+#: reconcile to know their sizes: a profile without one is damaged, never read with a guessed default
+#: (a guess could make ``--repair`` replace sound thumbnails).
+PROFILE_NEEDS: dict[str, type] = {"upscale": bool, "crop": str, "background": str}
+#: An item's whole numbers that reconcile's check of its object needs (SQLite stores any type).
+ITEM_NUMBERS = ("size", "source_width", "source_height")
 #: What repairs a batch's own document: nothing in the ledger holds it again.
 BATCH_WAY_OUT = "restore a backup of the ledger, or submit its photos again as a new batch"
 
@@ -101,6 +108,31 @@ def json_object(text: str | None) -> dict[str, object] | None:
     return doc
 
 
+def batch_profile(text: str | None) -> dict[str, object]:
+    """A batch's stored profile: a JSON object with each of :data:`PROFILE_NEEDS`; ValueError saying why not."""
+    doc = json_object(text)
+    if doc is None:
+        raise ValueError("none is stored")
+    for key, kind in PROFILE_NEEDS.items():
+        if not isinstance(doc.get(key), kind):
+            held = "missing" if key not in doc else f"a {type(doc[key]).__name__}"
+            raise ValueError(f"its {key!r} is {held}, not a {kind.__name__}")
+    return doc
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def number_damage(row: Row) -> tuple[str, str] | None:
+    """The first of an item row's :data:`ITEM_NUMBERS` that holds something else than a whole number
+    (or nothing), and what it holds."""
+    for column in ITEM_NUMBERS:
+        if row[column] is not None and not is_number(row[column]):
+            return column, f"{row[column]!r} is no whole number"
+    return None
+
+
 def item_way_out(batch_id: str) -> str:
     return (
         f"`thumbctl reconcile --repair` records the item failed (ledger_corrupt), then `thumbctl retry {batch_id}` "
@@ -119,7 +151,7 @@ def needed_item_result(row: int, batch_id: str, text: str | None) -> dict[str, o
 def needed_batch_document(batch_id: str, column: str, text: str | None) -> dict[str, object] | None:
     """A batch's stored ``profile`` or ``limits``: RowDamaged when it does not parse."""
     try:
-        return json_object(text)
+        return batch_profile(text) if column == "profile" else json_object(text)
     except ValueError as exc:
         raise RowDamaged("batches", batch_id, column, str(exc), BATCH_WAY_OUT) from None
 
@@ -161,7 +193,7 @@ def noting_damage(items: Iterable[ItemView], damaged: list[Damage]) -> Iterator[
 
 def item_damage(row: Row) -> Damage | None:
     """What does not parse in an item row (``id``, ``batch_id``, ``item_id``, ``ratio``, ``result``,
-    ``object_path``)."""
+    ``object_path`` and :data:`ITEM_NUMBERS`)."""
     try:
         json_object(row["result"])
     except ValueError as exc:
@@ -173,6 +205,9 @@ def item_damage(row: Row) -> Damage | None:
     if row["object_path"] is not None and not is_object_path(row["object_path"]):
         detail = f"{row['object_path']!r} is no object of a store (<store>/objects/<xx>/<name>)"
         return Damage("items", str(row["id"]), "object_path", detail, row["batch_id"], row["item_id"])
+    number = number_damage(row)
+    if number is not None:
+        return Damage("items", str(row["id"]), number[0], number[1], row["batch_id"], row["item_id"])
     return None
 
 
@@ -181,10 +216,12 @@ def published_item(row: Row) -> PublishedItem | None:
     ``result`` (the recorded size and digest of its object); None when a value of its row does not
     parse (:meth:`DamagedRows.damaged_rows` reports it)."""
     try:
-        profile = json_object(row["profile"])
+        profile = batch_profile(row["profile"])
         result = json_object(row["result"]) or {}
         parse_ratio(row["ratio"])
     except (ValueError, SettingError):
+        return None
+    if not all(is_number(row[column]) for column in ITEM_NUMBERS):
         return None
     if not (is_object_path(row["object_path"]) and is_location(row["out_dir"])):
         return None
@@ -207,7 +244,7 @@ def batch_damage(row: Row) -> list[Damage]:
     found = []
     for column in ("profile", "limits"):
         try:
-            json_object(row[column])
+            batch_profile(row[column]) if column == "profile" else json_object(row[column])
         except ValueError as exc:
             found.append(Damage("batches", row["batch_id"], column, str(exc), row["batch_id"]))
     if not is_location(row["out_dir"]):
