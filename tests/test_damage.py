@@ -370,3 +370,41 @@ def test_a_value_of_the_wrong_shape_is_a_damaged_row_for_reconcile(
     for command in COMMANDS:
         code, _, stderr = run(thumbctl, command, batch_id, tmp_path / "sheet.html")
         assert code in (0, 1, 74), (command, code, stderr)
+
+
+@pytest.mark.parametrize(
+    ("state", "column", "value"),
+    [
+        ("running", "lease_expires_at", "soon"),
+        ("running", "lease_expires_at", "2999-13-45T99:99:99.999999Z"),
+        ("queued", "not_before", "later"),
+    ],
+)
+def test_a_damaged_time_is_a_finding_and_holds_no_item_for_ever(
+    submitted: tuple[Path, str], tmp_path: Path, state: str, column: str, value: str
+) -> None:
+    """A lease expiry or retry time that does not parse sorts after every real time: its item stayed
+    running (or waiting) for ever, ``work --until-idle`` never ended and reconcile found nothing. It
+    is a ``damaged_row`` finding and counts as passed, so work takes the item up again."""
+    db, batch_id = submitted
+    copy = ledger_copy(db, tmp_path / "copy")
+    with sqlite3.connect(copy, isolation_level=None) as raw:
+        row = raw.execute("SELECT max(id) FROM items WHERE state = 'succeeded'").fetchone()[0]
+        lease = "lease_owner = 'elsewhere:1', lease_token = 't'," if state == "running" else ""
+        raw.execute(
+            f"UPDATE items SET state = ?, {lease} {column} = ?, result = NULL WHERE id = ?", (state, value, row)
+        )
+    thumbctl = Thumbctl(copy, store=db.parent / "store")
+    code, stdout, _ = run(thumbctl, ("reconcile", "--json"), batch_id, tmp_path / "sheet.html")
+    damaged = [f for f in json.loads(stdout)["findings"] if f["kind"] == "damaged_row"]
+    assert code == 1 and len(damaged) == 1, stdout
+    assert f"the ledger's items row {row} has a damaged {column}" in damaged[0]["detail"]
+    done = thumbctl.run("work", "--until-idle", "-w", "1", timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    with sqlite3.connect(copy) as raw:
+        assert raw.execute("SELECT state, result IS NOT NULL FROM items WHERE id = ?", (row,)).fetchone() == (
+            "succeeded",
+            1,
+        )
+    code, stdout, _ = run(thumbctl, ("reconcile", "--json"), batch_id, tmp_path / "sheet.html")
+    assert [f for f in json.loads(stdout)["findings"] if f["kind"] == "damaged_row"] == []

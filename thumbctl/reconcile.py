@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from .imaging import fit_geometry, verify_output
 from .ledger import Ledger, iso
-from .ledger.damage import BATCH_WAY_OUT, Damage
+from .ledger.damage import BATCH_WAY_OUT, ITEM_TIMES, Damage
 from .ledger.maintenance import Publishing, stall_reason
 from .leftovers import (
     COMPARE_READ_LIMIT,
@@ -201,6 +201,8 @@ def _damage_problems(ledger: Ledger) -> Iterator[Problem]:
 def _damage_detail(damage: Damage) -> str:
     if damage.table == "items" and damage.column == "result":
         return f"{damage.describe()}; --repair records the item failed (ledger_corrupt): `thumbctl retry` renders it"
+    if damage.table == "items" and damage.column in ITEM_TIMES:
+        return f"{damage.describe()}; it counts as passed: `thumbctl work` takes the item up again"
     if damage.table == "items":
         return f"{damage.describe()}; the item cannot be rendered again: restore a backup of the ledger"
     return f"{damage.describe()}; {BATCH_WAY_OUT}"

@@ -25,7 +25,7 @@ from ..settings import SettingError, parse_ratio
 from .backend import Backend, Row
 from .backend import record as from_row
 from .sql import damage as sql
-from .timefmt import iso
+from .timefmt import iso, stored_seconds
 from .transitions import Transitions
 
 #: (table, column) of every stored value thumbctl parses: JSON objects, ratios and the locations of
@@ -44,6 +44,9 @@ PARSED_COLUMNS = (
 PROFILE_NEEDS: dict[str, type] = {"upscale": bool, "crop": str, "background": str}
 #: An item's whole numbers that reconcile's check of its object needs (SQLite stores any type).
 ITEM_NUMBERS = ("size", "source_width", "source_height")
+#: An item's stored times that decide when it is taken up again: one that does not parse counts as
+#: passed (:func:`~thumbctl.ledger.timefmt.has_passed`), so it holds no item for ever.
+ITEM_TIMES = ("not_before", "lease_expires_at")
 #: What repairs a batch's own document: nothing in the ledger holds it again.
 BATCH_WAY_OUT = "restore a backup of the ledger, or submit its photos again as a new batch"
 
@@ -193,7 +196,7 @@ def noting_damage(items: Iterable[ItemView], damaged: list[Damage]) -> Iterator[
 
 def item_damage(row: Row) -> Damage | None:
     """What does not parse in an item row (``id``, ``batch_id``, ``item_id``, ``ratio``, ``result``,
-    ``object_path`` and :data:`ITEM_NUMBERS`)."""
+    ``object_path``, :data:`ITEM_NUMBERS` and :data:`ITEM_TIMES`)."""
     try:
         json_object(row["result"])
     except ValueError as exc:
@@ -208,6 +211,10 @@ def item_damage(row: Row) -> Damage | None:
     number = number_damage(row)
     if number is not None:
         return Damage("items", str(row["id"]), number[0], number[1], row["batch_id"], row["item_id"])
+    for column in ITEM_TIMES:
+        if row[column] is not None and stored_seconds(row[column]) is None:
+            detail = f"{row[column]!r} is no time"
+            return Damage("items", str(row["id"]), column, detail, row["batch_id"], row["item_id"])
     return None
 
 

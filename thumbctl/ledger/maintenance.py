@@ -22,7 +22,7 @@ from .names import OBJECT_STORE, name_key, record_name
 from .relocation import Relocation
 from .sql import queue as queue_sql
 from .sql import upkeep as sql
-from .timefmt import iso
+from .timefmt import has_passed, iso, stored_seconds
 from .transitions import Transitions
 
 DelayFor = Callable[[int], float]
@@ -347,6 +347,10 @@ def stall_reason(
         return None
     if owner is not None and is_dead(owner):
         return f"its worker {owner} is gone"
-    if expires is not None and expires <= at:
-        return f"its lease expired at {expires}"
+    if has_passed(expires, at):
+        return (
+            f"its lease expired at {expires}"
+            if stored_seconds(expires) is not None
+            else f"its lease expiry {expires!r} is no time"
+        )
     return None

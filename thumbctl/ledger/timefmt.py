@@ -35,3 +35,10 @@ def stored_seconds(text: str) -> float | None:
         return parse_iso(text)
     except ValueError:
         return None
+
+
+def has_passed(text: str | None, at: str) -> bool:
+    """Whether a stored time (a lease's expiry, a retry's ``not_before``) has come at ``at``, both
+    compared as text as the ledger's queries do. One that does not parse (a damaged row) counts as
+    passed: a time that sorts after every real one (``soon``) would otherwise hold its item for ever."""
+    return text is not None and (text <= at or stored_seconds(text) is None)

@@ -20,7 +20,7 @@ from .backend import Backend, Row
 from .damage import needed_batch_document
 from .names import NameLocks, record_name
 from .sql import queue as sql
-from .timefmt import iso
+from .timefmt import has_passed, iso, stored_seconds
 from .transitions import Transitions
 
 DelayFor = Callable[[int], float]
@@ -107,10 +107,13 @@ class RescueDue:
 
     dead: frozenset[str]
     expiries: list[tuple[str | None, str | None]]
+    #: A queued item's ``not_before`` does not parse (:meth:`Queue._release_damaged_waits`).
+    damaged_wait: bool = False
 
     def needed(self, at: str) -> bool:
         """Whether rescue or deadline work may be due at ``at``."""
-        return bool(self.dead) or any(owner is None or (e is not None and e <= at) for owner, e in self.expiries)
+        expired = any(owner is None or has_passed(e, at) for owner, e in self.expiries)
+        return bool(self.dead) or self.damaged_wait or expired
 
 
 @record
@@ -469,7 +472,9 @@ class Queue(NameLocks):
             current = {row["owner"] for row in rows}
             for owner in [o for o in alive if o not in current]:
                 del alive[owner]
-        return RescueDue(frozenset(dead), [(row["owner"], row["expires"]) for row in rows])
+        latest = self.db.scalar(sql.LATEST_NOT_BEFORE, ())
+        damaged_wait = latest is not None and stored_seconds(latest) is None
+        return RescueDue(frozenset(dead), [(row["owner"], row["expires"]) for row in rows], damaged_wait)
 
     def _rescue(self, now: float, dead: frozenset[str], delay_for: DelayFor) -> int:
         at = iso(now)
@@ -477,7 +482,7 @@ class Queue(NameLocks):
         victims = [
             (r["id"], r["lease_owner"])
             for r in running
-            if r["lease_owner"] in dead or (r["lease_expires_at"] is not None and r["lease_expires_at"] <= at)
+            if r["lease_owner"] in dead or has_passed(r["lease_expires_at"], at)
         ]
         rescued = 0
         for row, owner in victims:
@@ -485,7 +490,15 @@ class Queue(NameLocks):
             rescued += self.log.settle(now, row, "worker_crashed", why, None, owner, delay_for) != "unchanged"
         if rescued:
             self.log.faults.hit("after_rescue")
+        self._release_damaged_waits(at)
         return rescued
+
+    def _release_damaged_waits(self, at: str) -> None:
+        """A queued item whose ``not_before`` does not parse (a damaged row) waits no longer: it is
+        due now, as a lease expiry that does not parse counts as expired."""
+        for row in self.db.execute(sql.WAITING, (at,)).fetchall():
+            if stored_seconds(row["not_before"]) is None:
+                self.db.execute(sql.RELEASE_WAIT, (at, row["id"]))
 
     def _expire_deadlines(self, at: str) -> None:
         late = [r["batch_id"] for r in self.db.execute(sql.LATE_BATCHES, (at,)).fetchall()]

@@ -11,8 +11,8 @@ from . import query
 #: Every item's parsed values, for reconcile's check of the whole ledger.
 ITEM_VALUES = query(
     "damage_item_values",
-    "SELECT id, batch_id, item_id, ratio, result, object_path, size, source_width, source_height "
-    "FROM items ORDER BY id",
+    "SELECT id, batch_id, item_id, ratio, result, object_path, size, source_width, source_height, not_before, "
+    "lease_expires_at FROM items ORDER BY id",
 )
 #: The stored documents of every batch that has not expired.
 BATCH_VALUES = query(
@@ -22,8 +22,8 @@ BATCH_VALUES = query(
 #: One item as a repair finds it, inside its write transaction.
 ITEM_NOW = query(
     "damage_item_now",
-    "SELECT id, batch_id, state, ratio, result, object_path, size, source_width, source_height "
-    "FROM items WHERE id = ?{lock}",
+    "SELECT id, batch_id, state, ratio, result, object_path, size, source_width, source_height, not_before, "
+    "lease_expires_at FROM items WHERE id = ?{lock}",
 )
 CLEAR_RESULT = query("damage_clear_result", "UPDATE items SET result = NULL WHERE id = ?")
 #: Succeeded items of a batch whose stored result seems to set a flag true (the LIKE patterns of

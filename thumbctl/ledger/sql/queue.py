@@ -213,6 +213,12 @@ UNFINISHED_CANCELS = query(
     "SELECT b.batch_id, b.cancel_requested_at FROM batches b WHERE b.cancel_requested_at IS NOT NULL "
     f"AND EXISTS (SELECT 1 FROM items i WHERE i.batch_id = b.batch_id AND i.state = {QUEUED}) ORDER BY b.batch_id",
 )
+#: The latest retry time of a queued item (the runnable index's last entry), and the queued items
+#: that wait past a time: a ``not_before`` that does not parse (a damaged row) sorts after every real
+#: one and no claim would ever take its item.
+LATEST_NOT_BEFORE = query("latest_not_before", f"SELECT max(not_before) FROM items WHERE state = {QUEUED}")
+WAITING = query("waiting", f"SELECT id, not_before FROM items WHERE state = {QUEUED} AND not_before > ? ORDER BY id")
+RELEASE_WAIT = query("release_wait", f"UPDATE items SET not_before = ? WHERE id = ? AND state = {QUEUED}")
 QUEUED_OF_BATCH = query("queued_of_batch", f"SELECT id FROM items WHERE batch_id = ? AND state = {QUEUED} ORDER BY id")
 
 # -- reading the queue --------------------------------------------------------------------------------
