@@ -2,7 +2,8 @@
 ``interrupted`` line and exit 130, never a traceback and never a half-recorded batch.
 
 Before thumbctl is imported the interpreter is still starting: there, dying by SIGINT (or Python's
-own "Failed to import the site module") is accepted, as long as no thumbctl module is named. The
+own failure to import its ``site`` or ``runpy`` module) is accepted, as long as no thumbctl module is
+named. The
 workers pause before their first decode, so every moment lands in a live command, never after it.
 """
 
@@ -33,6 +34,8 @@ ENTRY_POINTS = {
     "python-m": [sys.executable, "-m", "thumbctl"],
     "console-script": [str(Path(sys.executable).with_name("thumbctl"))],
 }
+#: How Python itself reports a SIGINT while it is still starting (before any thumbctl code runs).
+INTERPRETER_STARTING = ("Fatal Python error: init_import_site", "Could not import runpy module")
 #: A frame or line of thumbctl's own code in a traceback (not the editable install's finder).
 THUMBCTL_CODE = re.compile(r"thumbctl[/.]")
 
@@ -72,7 +75,7 @@ def check_outcome(done: subprocess.CompletedProcess[str], moment: float) -> None
         assert [line for line in lines if line.startswith("error ")] == lines[-1:], where
         assert lines[-1].startswith("error [interrupted] "), where
         return
-    starting = done.returncode == -signal.SIGINT or done.stderr.startswith("Fatal Python error: init_import_site")
+    starting = done.returncode == -signal.SIGINT or done.stderr.startswith(INTERPRETER_STARTING)
     assert starting and done.stdout == "", where
     assert not THUMBCTL_CODE.search(done.stderr), where
 
