@@ -49,6 +49,7 @@ ONE_PROCESS_MODULES = {
 #: never ends with one process busy with a long test while the other has nothing left to do.
 LONGEST_FIRST = (
     "test_docs.py::test_every_documented_command_runs[sellers.md]",
+    "test_bench_damage.py",
     "test_cli_backends.py::test_every_command_gives_the_documented_json_and_exit_code[postgres]",
     "test_cli_backends.py::test_every_command_gives_the_documented_json_and_exit_code[sqlite]",
     "test_pgfixtures.py",
