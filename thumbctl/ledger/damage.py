@@ -154,7 +154,7 @@ def needed_item_result(row: int, batch_id: str, text: str | None) -> dict[str, o
 def needed_batch_document(batch_id: str, column: str, text: str | None) -> dict[str, object] | None:
     """A batch's stored ``profile`` or ``limits``: RowDamaged when it does not parse."""
     try:
-        return batch_profile(text) if column == "profile" else json_object(text)
+        return json_object(text)
     except ValueError as exc:
         raise RowDamaged("batches", batch_id, column, str(exc), BATCH_WAY_OUT) from None
 
