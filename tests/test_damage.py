@@ -408,3 +408,52 @@ def test_a_damaged_time_is_a_finding_and_holds_no_item_for_ever(
         )
     code, stdout, _ = run(thumbctl, ("reconcile", "--json"), batch_id, tmp_path / "sheet.html")
     assert [f for f in json.loads(stdout)["findings"] if f["kind"] == "damaged_row"] == []
+
+
+@pytest.mark.parametrize(
+    ("update", "commands", "code", "said"),
+    [
+        (
+            "UPDATE batches SET total = 'ten'",
+            [("status", "{b}"), ("status", "{b}", "--json"), ("status", "--json")],
+            74,
+            "batches row {b} has a damaged total ('ten' is no whole number)",
+        ),
+        (
+            "UPDATE batches SET cancel_requested_at = 'now'",
+            [("stats", "--json"), ("stats", "--prometheus", "{sheet}")],
+            0,
+            "",
+        ),
+        (
+            "UPDATE focus_points SET focus_y = 'x'",
+            [("focus", "{photo}"), ("focus", "{photo}", "--json")],
+            74,
+            "has a damaged focus_y ('x' is no number)",
+        ),
+    ],
+    ids=["total", "cancel_requested_at", "focus_y"],
+)
+def test_a_value_of_the_wrong_type_is_a_coded_error_never_a_traceback(
+    submitted: tuple[Path, str], tmp_path: Path, update: str, commands: list[tuple[str, ...]], code: int, said: str
+) -> None:
+    """SQLite keeps a value of any type in any column: a total, a cancel time or a crop fix's
+    coordinate that is text gave TypeError and ValueError tracebacks from status, stats and focus.
+    A command that needs the value exits 74 naming it; a figure does without it."""
+    db, batch_id = submitted
+    copy = ledger_copy(db, tmp_path / "copy")
+    thumbctl = Thumbctl(copy, store=db.parent / "store")
+    photo = _sample("living.jpg")
+    assert thumbctl.invoke("focus", photo, "--ratio", "1:1", "--at", "0.5,0.5").returncode == 0
+    with sqlite3.connect(copy, isolation_level=None) as raw:
+        raw.execute(update)
+    for command in commands:
+        args = tuple(part.replace("{photo}", str(photo)) for part in command)
+        found, _, stderr = run(thumbctl, args, batch_id, tmp_path / "metrics.prom")
+        assert found == code, (command, stderr)
+        assert "[ledger_corrupt]" in stderr if code == 74 else True
+        assert said.format(b=batch_id) in " ".join(stderr.split()), stderr
+    if "focus_y" in update:
+        cleared = thumbctl.invoke("focus", photo, "--ratio", "1:1", "--clear")
+        assert cleared.returncode == 0, cleared.stderr
+        assert thumbctl.invoke("focus", photo).returncode == 0

@@ -17,7 +17,7 @@ from dataclasses import field, replace
 from pathlib import Path
 
 from .entries import SourceEntry
-from .errors import ItemFailure, UsageError
+from .errors import ItemFailure, RowDamaged, UsageError
 from .imaging import SNIFF_BYTES, probe
 from .ledger import Ledger
 from .models import FocusChange, FocusPoint
@@ -155,7 +155,12 @@ def apply_focus(ledger: Ledger, photo: Photo, request: FocusRequest) -> SourceFo
     """Carry out ``request`` for ``photo`` and return what is remembered for it afterwards. Setting a
     fix as it already is, or clearing one that is not set, changes nothing."""
     wanted = [str(r) for r in request.ratios]
-    known = {p.ratio: p.focus for p in ledger.intake.focus_points([photo.digest]) if p.focus is not None}
+    try:
+        known = {p.ratio: p.focus for p in ledger.intake.focus_points([photo.digest]) if p.focus is not None}
+    except RowDamaged:
+        if request.point is None and not (request.clear and wanted):
+            raise
+        known = {r: None for r in wanted}  # damaged: set or cleared again, whatever it held
     if request.point is not None:
         ledger.intake.change_focus(
             [FocusChange(photo.digest, r, request.point) for r in wanted if known.get(r) != request.point]

@@ -16,7 +16,7 @@ from dataclasses import field
 from pathlib import Path
 
 from .errors import CannotWrite
-from .ledger import CancelTimes, RenderFacts, StatsFacts, iso, parse_iso
+from .ledger import CancelTimes, RenderFacts, StatsFacts, iso, parse_iso, stored_seconds
 from .records import record
 from .storage.fsafe import write_text_atomically
 
@@ -139,7 +139,7 @@ def build_report(facts: StatsFacts, batch_id: str | None = None) -> StatsReport:
             **{f"completed_{state}": n for state, n in facts.completed.items()},
         },
         retries=facts.retries,
-        cancellations=[_cancel_lag(c) for c in facts.cancels],
+        cancellations=[lag for lag in map(_cancel_lag, facts.cancels) if lag is not None],
         bytes_read=sum(_figure(r, "source_bytes") for r in _per_source(renders)),
         bytes_written=sum(_figure(r, "output_bytes") for r in renders),
         per_ratio=_per_ratio(renders),
@@ -159,11 +159,16 @@ def _stage_ms(render: RenderFacts, stage: str) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def _cancel_lag(times: CancelTimes) -> CancelLag:
-    requested = parse_iso(times.requested_at)
+def _cancel_lag(times: CancelTimes) -> CancelLag | None:
+    """How long a cancel took to be seen and to finish; None when its request time does not parse
+    (a damaged row: reconcile reports the ledger's damage, a figure does without it)."""
+    requested = stored_seconds(times.requested_at)
+    if requested is None:
+        return None
 
     def since_request(at: str | None) -> float | None:
-        return None if at is None else round(max(0.0, parse_iso(at) - requested), 3)
+        seconds = None if at is None else stored_seconds(at)
+        return None if seconds is None else round(max(0.0, seconds - requested), 3)
 
     return CancelLag(
         times.batch_id, times.requested_at, since_request(times.observed_at), since_request(times.finalized_at)

@@ -11,7 +11,7 @@ from .core import Ledger
 from .follow import Follower
 from .maintenance import Upkeep
 from .observe import CancelTimes, RenderFacts, StatsFacts, Views
-from .timefmt import iso, parse_iso
+from .timefmt import iso, parse_iso, stored_seconds
 from .work import Claim, ClaimedItem, Publication, Queue, QueueState
 
 __all__ = [
@@ -32,4 +32,5 @@ __all__ = [
     "iso",
     "masked",
     "parse_iso",
+    "stored_seconds",
 ]

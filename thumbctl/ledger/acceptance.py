@@ -16,7 +16,7 @@ from dataclasses import asdict, replace
 
 from ..admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
 from ..downloads.redact import redacted_text
-from ..errors import IdempotencyConflict, LedgerUnavailable, UsageError
+from ..errors import IdempotencyConflict, LedgerUnavailable, RowDamaged, UsageError
 from ..models import BatchView, CachedSource, FocusChange, FocusPoint, ItemState, KeyedBatch, NewBatch, NewItem
 from ..settings import Limits
 from .backend import Backend, Row, record
@@ -206,7 +206,7 @@ class Intake(NameLocks):
         found: list[FocusPoint] = []
         for chunk in chunks(digests):
             for row in self.db.execute(sql.FOCUS_POINTS, chunk, ids=len(chunk)).fetchall():
-                focus = (float(row["focus_x"]), float(row["focus_y"])) if row["focus_x"] is not None else None
+                focus = _stored_focus(row) if row["focus_x"] is not None else None
                 found.append(FocusPoint(row["source_digest"], row["ratio"], focus, row["set_at"], row["batch_id"]))
         return found
 
@@ -387,3 +387,20 @@ def _item_row(batch_id: str, item: NewItem, at: str) -> dict[str, object]:
         "updated_at": at,
         "queued_at": at if item.state == ItemState.QUEUED else None,
     }
+
+
+#: What repairs a remembered crop fix that does not parse: setting or clearing it again.
+FOCUS_WAY_OUT = "`thumbctl focus PHOTO --ratio RATIO --clear` forgets it, `--at X,Y` sets it again"
+
+
+def _stored_focus(row: Row) -> tuple[float, float]:
+    """A remembered crop fix's point: RowDamaged when a coordinate is no number (SQLite stores any type)."""
+    point = []
+    for column in ("focus_x", "focus_y"):
+        try:
+            point.append(float(row[column]))
+        except (TypeError, ValueError):
+            key = f"{row['source_digest']} {row['ratio']}"
+            detail = f"{row[column]!r} is no number"
+            raise RowDamaged("focus_points", key, column, detail, FOCUS_WAY_OUT) from None
+    return point[0], point[1]

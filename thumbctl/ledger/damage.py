@@ -136,6 +136,13 @@ def number_damage(row: Row) -> tuple[str, str] | None:
     return None
 
 
+def needed_number(table: str, row: object, column: str, value: object, way_out: str) -> int:
+    """A stored whole number the command cannot do without: RowDamaged when it is something else."""
+    if not is_number(value):
+        raise RowDamaged(table, row, column, f"{value!r} is no whole number", way_out)
+    return value  # type: ignore[return-value] - is_number checked it
+
+
 def item_way_out(batch_id: str) -> str:
     return (
         f"`thumbctl reconcile --repair` records the item failed (ledger_corrupt), then `thumbctl retry {batch_id}` "

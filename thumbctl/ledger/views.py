@@ -18,7 +18,7 @@ from ..models import (
     batch_state,
 )
 from .backend import Backend, Row, record
-from .damage import item_view, loose_object
+from .damage import BATCH_WAY_OUT, item_view, loose_object, needed_number
 from .retry import direct
 from .sql import damage as damage_sql
 from .sql import views as sql
@@ -78,13 +78,15 @@ class BatchViews:
         oldest_queued = self.oldest_runnable(batch_id, iso(self.db.clock())) if counts[ItemState.QUEUED] else None
         last = self.db.scalar(sql.LAST_EVENT_AT, (batch_id,))
         updated = last or created
-        state = batch_state(counts, row["total"], cancel_at is not None)
+        total = needed_number("batches", batch_id, "total", row["total"], BATCH_WAY_OUT)
+        state = batch_state(counts, total, cancel_at is not None)
         terminal = state in TERMINAL_BATCH_STATES
         runnable = oldest_queued is not None and cancel_at is None
         age = max(0.0, self.db.clock() - parse_iso(oldest_queued)) if runnable else None
         return record(
             BatchView,
             row,
+            total=total,
             state=state,
             counts=counts,
             updated_at=updated,
