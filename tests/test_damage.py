@@ -342,6 +342,7 @@ def test_a_damaged_event_time_never_ends_work_in_a_traceback(submitted: tuple[Pa
         ("batches", "profile", "{}", "its 'upscale' is missing, not a bool"),
         ("batches", "profile", '{"upscale": "no", "crop": "smart", "background": "#fff"}', "is a str, not a bool"),
         ("items", "size", "big", "'big' is no whole number"),
+        ("items", "source_width", "wide", "'wide' is no whole number"),
     ],
 )
 def test_a_value_of_the_wrong_shape_is_a_damaged_row_for_reconcile(

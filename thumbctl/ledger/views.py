@@ -18,7 +18,7 @@ from ..models import (
     batch_state,
 )
 from .backend import Backend, Row, record
-from .damage import BATCH_WAY_OUT, item_view, loose_object, needed_number
+from .damage import BATCH_WAY_OUT, is_number, item_view, loose_object, needed_number
 from .retry import direct
 from .sql import damage as damage_sql
 from .sql import views as sql
@@ -209,10 +209,12 @@ class BatchViews:
             raise ItemNotFound(f"batch {batch_id} has no item {item_id!r} (see `thumbctl status {batch_id} --items`)")
 
     def source_sizes(self, batch_id: str) -> dict[str, tuple[int, int]]:
-        """Item id -> upright (width, height) of its source, for items whose header was read at submit."""
+        """Item id -> upright (width, height) of its source, for items whose header was read at submit
+        (a size that is no whole number, a damaged row reconcile reports, is left out: the page does without)."""
         batch_id = self.resolve_batch_id(batch_id)
         rows = self.db.execute(sql.SOURCE_SIZES, (batch_id,)).fetchall()
-        return {r["item_id"]: (r["source_width"], r["source_height"]) for r in rows}
+        sound = [r for r in rows if is_number(r["source_width"]) and is_number(r["source_height"])]
+        return {r["item_id"]: (r["source_width"], r["source_height"]) for r in sound}
 
     def workers(self, batch_id: str | None) -> list[WorkerActivity]:
         """Each live lease: its owner, first item, its ratios (each once, whatever the sizes and
