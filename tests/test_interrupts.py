@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from thumbctl import Ledger
+from thumbctl.cli.session import interruptible
 
 from harness import Thumbctl
 from support import check_invariants, make_image
@@ -99,3 +100,26 @@ def test_ctrl_c_at_any_moment_of_submit_is_one_line_and_exit_130(entry: str, pho
         check_ledger(run / "ledger.db")
         codes.append(done.returncode)
     assert codes[-1] == 130, codes  # half a second after exec, thumbctl is running
+
+
+class DroppedWithAPress:
+    """An object whose finalizer gets a Ctrl-C, as an import lock's weakref callback can: Python
+    swallows a KeyboardInterrupt raised there ("Exception ignored in …")."""
+
+    def __del__(self) -> None:
+        signal.raise_signal(signal.SIGINT)
+        sum(range(1000))  # the handler runs here, inside the finalizer
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_press_python_swallows_in_a_finalizer_still_ends_the_command() -> None:
+    reached_the_end = False
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # as the command's process holds it
+    try:
+        with pytest.raises(KeyboardInterrupt), interruptible():
+            DroppedWithAPress()
+            reached_the_end = True
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    assert reached_the_end
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -104,14 +104,35 @@ def interruptible() -> Iterator[None]:
     (``thumbctl/__init__.py``); a press held back until now is delivered here at once, and one after
     this ends is held for :func:`held_press`. In a process that does not hold it (a library caller,
     tests in process), Ctrl-C is left as it is."""
-    held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, ())
-    if held:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    try:
+    if signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, ()):
         yield
+        return
+    presses: list[int] = []
+
+    def on_press(signum: int, frame: Any) -> None:
+        """Note the press, then Python's own Ctrl-C (KeyboardInterrupt)."""
+        presses.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    previous = signal.signal(signal.SIGINT, on_press)
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        yield
+    except typer.Exit:
+        raise_if_swallowed(presses)
+        raise
+    else:
+        raise_if_swallowed(presses)
     finally:
-        if held:
-            hold_ctrl_c()
+        signal.signal(signal.SIGINT, previous)
+        hold_ctrl_c()
+
+
+def raise_if_swallowed(presses: list[int]) -> None:
+    """A press whose KeyboardInterrupt Python swallowed (raised inside a weakref callback or a
+    ``__del__``, such as an import lock's: "Exception ignored in …") still ends the command."""
+    if presses:
+        raise KeyboardInterrupt
 
 
 def hold_ctrl_c() -> None:
