@@ -114,7 +114,15 @@ def interruptible() -> Iterator[None]:
         presses.append(signum)
         signal.default_int_handler(signum, frame)
 
+    unraisable = sys.unraisablehook
+
+    def quiet_press(args: Any) -> None:
+        """A press raised where Python cannot raise it is noted already: no "Exception ignored" text."""
+        if not issubclass(args.exc_type, KeyboardInterrupt):
+            unraisable(args)
+
     previous = signal.signal(signal.SIGINT, on_press)
+    sys.unraisablehook = quiet_press
     try:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         yield
@@ -125,12 +133,13 @@ def interruptible() -> Iterator[None]:
         raise_if_swallowed(presses)
     finally:
         signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = unraisable
         hold_ctrl_c()
 
 
 def raise_if_swallowed(presses: list[int]) -> None:
     """A press whose KeyboardInterrupt Python swallowed (raised inside a weakref callback or a
-    ``__del__``, such as an import lock's: "Exception ignored in …") still ends the command."""
+    ``__del__``, such as an import lock's) still ends the command."""
     if presses:
         raise KeyboardInterrupt
 
