@@ -3,7 +3,7 @@
 Cases, each on both backends:
 
 * **Throughput**: claim -> publish -> commit with 1, 2 and 4 worker processes and the no-op render
-  of :mod:`queue_scale` (each worker is handed, through :func:`thumbctl.worker.run_worker`'s
+  of :mod:`queue_scale` (each worker is handed, through :func:`thumbctl.engine.worker.run_worker`'s
   ``renderer`` argument, a pre-encoded valid JPEG of the requested geometry; no command or
   setting reaches it). Everything else is the real worker: claim, source read and hash, decode,
   temp file and its verification, the publish transaction, the heartbeat. Each timed run accepts
@@ -64,8 +64,8 @@ from queue_scale import accept, items, make_sources, noop_render  # noqa: E402
 from resubmit import machine  # noqa: E402
 
 from thumbctl import Ledger, Limits  # noqa: E402
-from thumbctl.models import NewBatch  # noqa: E402
-from thumbctl.worker import WorkerConfig, run_worker  # noqa: E402
+from thumbctl.core.models import NewBatch  # noqa: E402
+from thumbctl.engine.worker import WorkerConfig, run_worker  # noqa: E402
 
 SCALING_TARGET = 1.6
 FLAT_TARGET = 1.25

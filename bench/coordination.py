@@ -2,7 +2,7 @@
 
 Each timed run accepts one batch of ``--items`` items (5,000: sources of three ratios each, tiny
 real JPEGs) into a fresh ledger and runs ``--workers`` worker processes (32) scoped to it until it
-is done. The render is a stand-in handed to :func:`thumbctl.worker.run_worker` through its
+is done. The render is a stand-in handed to :func:`thumbctl.engine.worker.run_worker` through its
 ``renderer`` argument, as :mod:`queue_scale` hands its no-op renderer: it sleeps ``--sleep``
 seconds (0.05) and returns a pre-encoded JPEG of the requested geometry. Everything else is the
 real worker (claim, source read and hash, decode, temp file and verification, the publish
@@ -71,8 +71,8 @@ from queue_scale import accept, make_sources, noop_render  # noqa: E402
 from resubmit import machine  # noqa: E402
 
 from thumbctl import Ledger  # noqa: E402
+from thumbctl.engine.worker import WorkerConfig, run_worker  # noqa: E402
 from thumbctl.imaging import Geometry  # noqa: E402
-from thumbctl.worker import WorkerConfig, run_worker  # noqa: E402
 
 CASES = {"pg": ("PostgreSQL, one host", "postgresql", 1), "pg2": ("PostgreSQL, two hosts", "postgresql", 2)}
 CASES["sqlite"] = ("SQLite, one host", "sqlite", 1)
@@ -211,8 +211,8 @@ def install_probe() -> None:
     import psycopg
 
     from thumbctl.ledger.connection import LedgerConnection
+    from thumbctl.ledger.queue import Queue
     from thumbctl.ledger.sqlite import SqliteBackend
-    from thumbctl.ledger.work import Queue
 
     for name in dir(Queue):
         method = getattr(Queue, name)

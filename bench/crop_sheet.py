@@ -15,8 +15,8 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
+from thumbctl.core.profile import Ratio, parse_ratio
 from thumbctl.imaging import CropAnalysis, decode_scale, decode_source, output_geometry, probe, resample
-from thumbctl.settings import Ratio, parse_ratio
 
 TILE = 150
 LIMIT = 100_000_000

@@ -8,7 +8,7 @@ subprocesses inherit the pinning, as under ``taskset -c CORE``).
 Per source, timed in interleaved rounds (each case once per round):
 
 * ``ours`` -- the library calls a worker makes for one claim of the source's 18
-  items (``ClaimRun`` in ``thumbctl/worker.py``) minus the ledger and the files:
+  items (``ClaimRun`` in ``thumbctl/engine/worker.py``) minus the ledger and the files:
   read the bytes, ``probe``, ``output_geometry`` per item, one ``SourceDecoder``
   asked for each item's decode (``decode_scale`` of its size, alpha kept for
   WebP), so one decode per DCT scale; ``analysis_copy`` at the reference size and
@@ -89,6 +89,7 @@ from imaging import (
 )
 from PIL import Image
 
+from thumbctl.core.profile import Ratio
 from thumbctl.imaging import (
     ALPHA_FORMATS,
     ANALYSIS_REFERENCE_SIZE,
@@ -104,7 +105,6 @@ from thumbctl.imaging import (
     verify_output,
 )
 from thumbctl.imaging.decode import DRAFT_HEADROOM
-from thumbctl.settings import Ratio
 
 REPO = Path(__file__).resolve().parent.parent
 SIZES = (320, 640, 1280)

@@ -65,6 +65,7 @@ from pathlib import Path
 import PIL
 from PIL import Image, ImageOps
 
+from thumbctl.core.profile import Ratio
 from thumbctl.imaging import (
     CropAnalysis,
     Geometry,
@@ -76,7 +77,6 @@ from thumbctl.imaging import (
     probe,
     resample,
 )
-from thumbctl.settings import Ratio
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = "../shared/corpus"  # relative to the repository root

@@ -51,7 +51,7 @@ sys.path.insert(0, str(REPO))
 from resubmit import machine  # noqa: E402
 
 from thumbctl import Ledger, Limits  # noqa: E402
-from thumbctl.models import NewBatch, NewItem  # noqa: E402
+from thumbctl.core.models import NewBatch, NewItem  # noqa: E402
 
 TARGET_RSS_MB = 100.0
 RATIOS = ("1:1", "4:3", "16:9")

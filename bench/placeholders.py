@@ -54,6 +54,7 @@ import PIL
 from PIL import Image
 from placeholder_candidates import blurhash, blurhash_image, thumbhash, thumbhash_image
 
+from thumbctl.core.profile import Ratio
 from thumbctl.imaging import (
     ANALYSIS_REFERENCE_SIZE,
     CropAnalysis,
@@ -65,7 +66,6 @@ from thumbctl.imaging import (
     probe,
     resample,
 )
-from thumbctl.settings import Ratio
 
 DEFAULT_CORPUS = "../shared/corpus"
 RATIOS = (Ratio(1, 1), Ratio(4, 3), Ratio(16, 9))

@@ -16,7 +16,7 @@ install ssimulacra2 pillow``.
 
 Per configuration the table gives the medians over photos of bytes, score and encode ms, and the
 median over photos of its bytes / JPEG q85's bytes of the same photo. The targets, checked at the
-defaults of ``thumbctl.encoders``: median score within 2 points of JPEG q85's; bytes AVIF <= 0.70 x
+defaults of ``thumbctl.core.encoders``: median score within 2 points of JPEG q85's; bytes AVIF <= 0.70 x
 JPEG, WebP <= 0.85 x JPEG; AVIF encode ms <= 2 x WebP's. It also prints the configuration this run
 would choose: per format the smallest median bytes among those within the score target (WebP first,
 then AVIF among those within the time target against that WebP).
@@ -44,9 +44,9 @@ from pathlib import Path
 from imaging import MAX_PIXELS, REPO, code_version, command_line, shown_path, source_files
 from PIL import Image
 
-from thumbctl.encoders import DEFAULT_EFFORT, DEFAULT_QUALITY, EFFORT_RANGES, avif_speed
+from thumbctl.core.encoders import DEFAULT_EFFORT, DEFAULT_QUALITY, EFFORT_RANGES, avif_speed
+from thumbctl.core.profile import parse_ratio
 from thumbctl.imaging import CropAnalysis, decode_scale, decode_source, encode, output_geometry, probe, resample
-from thumbctl.settings import parse_ratio
 
 #: The grid: format -> (qualities, efforts). JPEG q85 is the reference.
 GRID: dict[str, tuple[tuple[int, ...], tuple[int | None, ...]]] = {

@@ -8,7 +8,7 @@ ratios each) and runs ``--workers`` worker processes (1, then 2) scoped to that 
 holds the same number of items in every run. Only the workers are timed; building the ledgers and
 accepting the batch are not.
 
-The render is a no-op: each worker is given, through :func:`thumbctl.worker.run_worker`'s
+The render is a no-op: each worker is given, through :func:`thumbctl.engine.worker.run_worker`'s
 ``renderer`` argument, a renderer that returns a pre-encoded JPEG of exactly the requested
 geometry instead of cropping, resampling and encoding. Everything else is the real worker: the
 claim, reading and hashing the (tiny, real) source, its decode, the temp file and its
@@ -51,10 +51,10 @@ except ImportError:  # run from a checkout without PYTHONPATH
 from resubmit import machine
 
 from thumbctl import Ledger, Limits
+from thumbctl.core.models import NewBatch, NewItem
+from thumbctl.core.profile import Profile
+from thumbctl.engine.worker import WorkerConfig, run_worker
 from thumbctl.imaging import Geometry
-from thumbctl.models import NewBatch, NewItem
-from thumbctl.settings import Profile
-from thumbctl.worker import WorkerConfig, run_worker
 
 RATIOS = ("1:1", "4:3", "16:9")
 SOURCE_SIZE = (64, 48)

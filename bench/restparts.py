@@ -49,25 +49,35 @@ REPO = Path(__file__).resolve().parent.parent
 
 #: (label, module, attribute, what it is): timed in the worker process.
 WORKER_PARTS = (
-    ("decode", "thumbctl.worker", "ClaimRun._decode", "imaging: the source decoded at the scales its outputs need"),
-    ("crop analysis", "thumbctl.rendering", "Rendering.analyse", "imaging"),
-    ("resample and encode", "thumbctl.worker", "ClaimRun._rendered", "imaging"),
-    ("read and digest again", "thumbctl.worker", "read_verified_source", "the source checked against submit's digest"),
-    ("verification", "thumbctl.worker", "verify_output", "every new output decoded"),
-    ("publish", "thumbctl.worker", "ClaimRun._publish", "the publish transaction: object, name, succeeded"),
-    ("placeholders", "thumbctl.rendering", "Rendering.placeholder", "dominant colour and LQIP"),
-    ("checkpoints", "thumbctl.worker", "ClaimRun._checkpoint", "fault point, lease and cancel check"),
-    ("claims", "thumbctl.ledger.work", "Queue.claim", "ledger round trip"),
-    ("stage marks", "thumbctl.ledger.work", "Queue.start_stage", "ledger round trip"),
-    ("preview", "thumbctl.worker", "ClaimRun._write_preview", "the contact sheet's preview of each source"),
+    (
+        "decode",
+        "thumbctl.engine.worker",
+        "ClaimRun._decode",
+        "imaging: the source decoded at the scales its outputs need",
+    ),
+    ("crop analysis", "thumbctl.engine.rendering", "Rendering.analyse", "imaging"),
+    ("resample and encode", "thumbctl.engine.worker", "ClaimRun._rendered", "imaging"),
+    (
+        "read and digest again",
+        "thumbctl.engine.worker",
+        "read_verified_source",
+        "the source checked against submit's digest",
+    ),
+    ("verification", "thumbctl.engine.worker", "verify_output", "every new output decoded"),
+    ("publish", "thumbctl.engine.worker", "ClaimRun._publish", "the publish transaction: object, name, succeeded"),
+    ("placeholders", "thumbctl.engine.rendering", "Rendering.placeholder", "dominant colour and LQIP"),
+    ("checkpoints", "thumbctl.engine.worker", "ClaimRun._checkpoint", "fault point, lease and cancel check"),
+    ("claims", "thumbctl.ledger.queue", "Queue.claim", "ledger round trip"),
+    ("stage marks", "thumbctl.ledger.queue", "Queue.start_stage", "ledger round trip"),
+    ("preview", "thumbctl.engine.worker", "ClaimRun._write_preview", "the contact sheet's preview of each source"),
 )
 #: The same for the command's own process.
 SUPERVISOR_PARTS = (
-    ("worker fork", "thumbctl.runner", "prepare_workers", "the standby worker forked"),
-    ("intake", "thumbctl.intake", "prepare_submission", "scan, read, digest and probe every source"),
-    ("the batch", "thumbctl.runner", "run_batch", "supervising the worker, then manifest and sheet"),
-    ("manifest", "thumbctl.runner", "_manifest_error", "OUT/batches/<batch>.json"),
-    ("contact sheet", "thumbctl.runner", "_write_sheet", "OUT/batches/<batch>.html"),
+    ("worker fork", "thumbctl.engine.runner", "prepare_workers", "the standby worker forked"),
+    ("intake", "thumbctl.intake.submission", "prepare_submission", "scan, read, digest and probe every source"),
+    ("the batch", "thumbctl.engine.runner", "run_batch", "supervising the worker, then manifest and sheet"),
+    ("manifest", "thumbctl.engine.runner", "_manifest_error", "OUT/batches/<batch>.json"),
+    ("contact sheet", "thumbctl.engine.runner", "_write_sheet", "OUT/batches/<batch>.html"),
 )
 #: A part whose time includes another's: shown without it.
 CONTAINS = {"decode": "read and digest again"}
@@ -125,10 +135,10 @@ def child(record_path: str, argv: list[str]) -> None:
     worker: dict[str, list[float]] = {}
     install(WORKER_PARTS, worker)
     import thumbctl.cli
-    import thumbctl.worker
-    import thumbctl.workerproc
+    import thumbctl.engine.worker
+    import thumbctl.engine.workerproc
 
-    run_worker = thumbctl.worker.run_worker
+    run_worker = thumbctl.engine.worker.run_worker
 
     def timed_worker(*args: Any, **kwargs: Any) -> Any:
         begun = time.perf_counter()
@@ -137,7 +147,7 @@ def child(record_path: str, argv: list[str]) -> None:
         finally:
             write_record(record_path, "worker", worker, begun)
 
-    thumbctl.workerproc.run_worker = timed_worker
+    thumbctl.engine.workerproc.run_worker = timed_worker
     sys.argv = ["thumbctl", *argv]
     try:
         thumbctl.cli.main()

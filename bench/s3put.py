@@ -46,7 +46,8 @@ sys.path.insert(0, str(REPO / "tests"))
 import obstore  # noqa: E402
 from obstore.store import S3Store  # noqa: E402
 
-from thumbctl.storage.locations import S3Options, parse_s3  # noqa: E402
+from thumbctl.config.s3location import S3Options  # noqa: E402
+from thumbctl.storage.locations import parse_s3  # noqa: E402
 from thumbctl.storage.s3 import S3ObjectStore  # noqa: E402
 
 from s3 import ACCESS_KEY, BUCKET, REGION, SECRET_KEY, WeedServer, weed_binary  # noqa: E402

@@ -52,8 +52,8 @@ RATIOS = ("1:1", "4:3", "16:9")
 def build(db: Path, items: int) -> None:
     """One batch of ``items`` queued items, ``RATIOS`` per source, accepted in one transaction."""
     from thumbctl import Ledger
-    from thumbctl.models import NewBatch, NewItem
-    from thumbctl.settings import Limits
+    from thumbctl.core.models import NewBatch, NewItem
+    from thumbctl.core.profile import Limits
 
     new = tuple(
         NewItem(
@@ -80,7 +80,7 @@ def move_items(db: str, rate: float, stop_at: float) -> None:
     """Claim and settle items at ``rate`` per second until ``stop_at``: of every 20 claims, one
     fails with a retry (back to the queue after a 2 s backoff), one fails for good, the rest publish."""
     from thumbctl import Ledger
-    from thumbctl.proc import owner_id, owner_is_dead
+    from thumbctl.core.proc import owner_id, owner_is_dead
 
     owner = owner_id()
     with Ledger(Path(db)) as ledger:
@@ -112,7 +112,7 @@ class SimulatedPool:
     def __init__(self, db: str, rate: float, stop_at: float) -> None:
         import multiprocessing
 
-        from thumbctl.worker import WorkerConfig
+        from thumbctl.engine.worker import WorkerConfig
 
         self.config = WorkerConfig(db_path=db, batch_id=None, until_idle=False, item_timeout=300.0)
         self.ctx = multiprocessing.get_context("spawn")
@@ -134,7 +134,7 @@ class SimulatedPool:
         return []
 
     def child_for(self, owner: str):
-        from thumbctl.proc import owner_id
+        from thumbctl.core.proc import owner_id
 
         return next((c for c in self.children if owner_id(c.pid) == owner), None)
 
@@ -200,9 +200,9 @@ def observe(case: str, db: str, seconds: float, rate: float) -> dict[str, float]
     from rich.console import Console
 
     from thumbctl import Ledger
-    from thumbctl.pool import supervise
+    from thumbctl.engine.pool import supervise
+    from thumbctl.engine.runner import watch_batch
     from thumbctl.report.progress import RunProgress
-    from thumbctl.runner import watch_batch
 
     stop_at = time.time() + seconds
     console = Console(file=open(os.devnull, "w"), force_terminal=True, width=120)  # noqa: SIM115

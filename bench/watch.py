@@ -1,7 +1,7 @@
 """Benchmark: what watchfiles gives `thumbctl watch` over polling, on a large idle folder.
 
 A folder of ``--files`` photo names (empty files: only the scan is measured, nothing is rendered)
-in 100 sub-folders. For each way of waking up, the waiter of :mod:`thumbctl.watch` runs in this
+in 100 sub-folders. For each way of waking up, the waiter of :mod:`thumbctl.engine.watch` runs in this
 process:
 
 - idle CPU: the CPU time (user + system, every thread) of ``--idle`` seconds of waiting with
@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from thumbctl.options import SubmitOptions
-from thumbctl.watch import EventWaiter, FolderScan, PollWaiter
+from thumbctl.config.options import SubmitOptions
+from thumbctl.engine.watch import EventWaiter, FolderScan, PollWaiter
 
 
 def make_folder(root: Path, files: int) -> None:

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "docs" / "configuration.md"
 sys.path.insert(0, str(ROOT))
 
-from thumbctl.config import CONFIG_ENV, ENVIRONMENT_KEYS, KEYS, PROFILE_ENV, Key, display_value  # noqa: E402
+from thumbctl.config.resolve import CONFIG_ENV, ENVIRONMENT_KEYS, KEYS, PROFILE_ENV, Key, display_value  # noqa: E402
 
 
 def cell(text: str) -> str:

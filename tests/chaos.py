@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from thumbctl.options import LEASE_ENV
+from thumbctl.config.options import LEASE_ENV
 
 from faultproxy import FaultMix, FaultProxy
 from harness import Background, Thumbctl, all_gone, until

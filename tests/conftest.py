@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from thumbctl import Ledger
-from thumbctl.config import CONFIG_ENV, KEYS, PROFILE_ENV
-from thumbctl.options import LEASE_ENV
-from thumbctl.proc import HOST_ID_ENV
+from thumbctl.config.options import LEASE_ENV
+from thumbctl.config.resolve import CONFIG_ENV, KEYS, PROFILE_ENV
+from thumbctl.core.proc import HOST_ID_ENV
 
 from harness import kill_leftovers
 from httpserver import HttpServer, serving

@@ -1,7 +1,7 @@
 """thumbctl in real processes: the one harness of every test that runs ``python -m thumbctl``.
 
 :class:`Thumbctl` runs commands against one ledger (``THUMBCTL_DB``), optionally one store, host
-identity and fault-injection folder (``THUMBCTL_FAULT_DIR``, see :mod:`thumbctl.faults`), and
+identity and fault-injection folder (``THUMBCTL_FAULT_DIR``, see :mod:`thumbctl.core.faults`), and
 captures their output. :meth:`Thumbctl.start` starts a command in the background in a process
 group of its own (a supervisor, its workers and fork server: one ``killpg`` ends them all); any
 still running when the test ends are killed by the ``leftover_processes`` fixture.
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
-from thumbctl.proc import HOST_ID_ENV
+from thumbctl.core.proc import HOST_ID_ENV
 
 #: Every background process started by a harness in this test process, for the cleanup fixture.
 _STARTED: list[subprocess.Popen[str]] = []

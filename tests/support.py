@@ -19,8 +19,8 @@ from pathlib import Path
 from PIL import Image
 
 from thumbctl import Ledger
+from thumbctl.core.models import ITEM_STATES, NewBatch, NewItem
 from thumbctl.ledger.timefmt import iso
-from thumbctl.models import ITEM_STATES, NewBatch, NewItem
 
 REPO = Path(__file__).resolve().parent.parent
 

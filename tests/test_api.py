@@ -12,7 +12,7 @@ from PIL import Image
 
 import thumbctl
 from thumbctl import IdempotencyConflict, Profile, SubmitOptions, parse_ratios, render
-from thumbctl.errors import StoreRequired
+from thumbctl.core.errors import StoreRequired
 
 
 def test_render_submits_and_renders_every_item(photos: Path, out_dir: Path, ledger_url: str, tmp_path: Path) -> None:
@@ -53,7 +53,8 @@ def test_importing_thumbctl_and_naming_render_loads_neither_pillow_nor_the_pool(
     script = (
         "import sys, thumbctl\n"
         "thumbctl.render\n"
-        "print(sorted(m for m in ('PIL', 'multiprocessing', 'sqlite_utils', 'thumbctl.pool') if m in sys.modules))\n"
+        "heavy = ('PIL', 'multiprocessing', 'sqlite_utils', 'thumbctl.engine.pool')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"

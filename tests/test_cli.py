@@ -1248,7 +1248,7 @@ def test_ctrl_c_while_reading_the_sources_says_nothing_was_recorded(
     def interrupted(*args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("thumbctl.intake.prepare_submission", interrupted)  # submit imports it when it runs
+    monkeypatch.setattr("thumbctl.intake.submission.prepare_submission", interrupted)  # submit imports it when it runs
     result = cli("submit", photos, "--out", out_dir, "--json")
     assert result.exit_code == 130 and json.loads(result.stdout)["error"]["code"] == "interrupted"
     assert result.stderr == "error [interrupted] interrupted while reading the sources; nothing was recorded\n"

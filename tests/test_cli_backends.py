@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from thumbctl.ledger.backend import is_server_url, masked
+from thumbctl.config.ledgerurl import is_server_url, masked
 
 from harness import Lines, until
 from harness import Thumbctl as Harness
@@ -751,7 +751,7 @@ def test_a_batch_id_is_taken_by_a_unique_hex_prefix_without_its_b_and_an_ambiguo
 ) -> None:
     """Like a git short id: ``9450`` names b_9450…, ``94`` is too short, ``9451`` starts two batches."""
     from thumbctl import Ledger, Limits
-    from thumbctl.ledger import acceptance
+    from thumbctl.ledger import intake as acceptance
 
     from support import request
 

@@ -11,8 +11,8 @@ import typer
 from typer.testing import CliRunner
 
 from thumbctl.cli import app, main
-from thumbctl.config import KEYS, KEYS_BY_NAME
-from thumbctl.configkeys import ALL_KEYS
+from thumbctl.config.resolve import KEYS, KEYS_BY_NAME
+from thumbctl.config.settings import ALL_KEYS
 
 from support import make_image
 

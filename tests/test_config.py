@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from thumbctl import Ledger
 from thumbctl.cli import app
-from thumbctl.config import (
+from thumbctl.config.options import RunOptions, SubmitOptions, lease_seconds
+from thumbctl.config.resolve import (
     ENVIRONMENT_KEYS,
     KEYS,
     display_value,
@@ -28,14 +29,14 @@ from thumbctl.config import (
     resolve_ledger_path,
     resolve_settings,
 )
-from thumbctl.encoders import DEFAULT_EFFORT, DEFAULT_QUALITY
-from thumbctl.errors import ConfigError, UsageError
-from thumbctl.options import RunOptions, SubmitOptions, lease_seconds
-from thumbctl.proc import host_id
-from thumbctl.retrypolicy import BusyPolicy
-from thumbctl.settings import Ratio
-from thumbctl.sources import ScanRules
-from thumbctl.userdirs import config_dir, default_ledger_path, old_default_ledger_path, state_dir
+from thumbctl.config.settings import busy_policy
+from thumbctl.config.userdirs import config_dir, default_ledger_path, old_default_ledger_path, state_dir
+from thumbctl.core.encoders import DEFAULT_EFFORT, DEFAULT_QUALITY
+from thumbctl.core.errors import ConfigError, UsageError
+from thumbctl.core.proc import host_id
+from thumbctl.core.profile import Ratio
+from thumbctl.core.retries import BusyPolicy
+from thumbctl.core.scanrules import ScanRules
 
 SHOP_AND_LISTING = """\
 [defaults]
@@ -600,7 +601,7 @@ def test_a_bad_environment_only_setting_is_one_config_error_wherever_it_is_read(
     monkeypatch.setenv(variable, value)
     result = run("config")
     assert result.exit_code == 2 and result.stderr == f"error [config_error] {variable}: {message}\n"
-    read = BusyPolicy.from_env if "BUSY" in variable else (lambda: lease_seconds(30.0))
+    read = busy_policy if "BUSY" in variable else (lambda: lease_seconds(30.0))
     with pytest.raises(ConfigError, match=f"^{variable}: {re.escape(message)}$"):
         read()
 
@@ -608,9 +609,9 @@ def test_a_bad_environment_only_setting_is_one_config_error_wherever_it_is_read(
 def test_the_busy_bound_is_never_shorter_than_one_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THUMBCTL_BUSY_TIMEOUT", "3")
     monkeypatch.setenv("THUMBCTL_BUSY_WAIT", "1")
-    assert BusyPolicy.from_env() == BusyPolicy(timeout=3.0, bound=3.0)
+    assert busy_policy() == BusyPolicy(timeout=3.0, bound=3.0)
     monkeypatch.delenv("THUMBCTL_BUSY_WAIT")
-    assert BusyPolicy.from_env() == BusyPolicy(timeout=3.0, bound=20.0)
+    assert busy_policy() == BusyPolicy(timeout=3.0, bound=20.0)
 
 
 def test_environment_only_settings_are_neither_file_keys_nor_flags(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ from typing import Any
 
 import pytest
 
-from thumbctl.config import ENVIRONMENT_KEYS, KEYS, load_config_file
+from thumbctl.config.resolve import ENVIRONMENT_KEYS, KEYS, load_config_file
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

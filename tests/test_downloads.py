@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thumbctl.downloads import is_url, url_item_id
-from thumbctl.downloads.addresses import address_problem, networks_of
-from thumbctl.downloads.fetch import MAX_REDIRECTS, checked_target, download, shown_url
-from thumbctl.errors import ItemFailure, UsageError, is_transient
-from thumbctl.settings import SettingError, UrlRules, parse_networks, parse_url_prefixes
+from thumbctl.core.errors import ItemFailure, UsageError, is_transient
+from thumbctl.core.profile import SettingError, UrlRules, parse_networks, parse_url_prefixes
+from thumbctl.sources.downloads import is_url, url_item_id
+from thumbctl.sources.downloads.addresses import address_problem, networks_of
+from thumbctl.sources.downloads.fetch import MAX_REDIRECTS, checked_target, download, shown_url
 
 from httpserver import NETWORK, Answer, HttpServer, HttpsServer, gzip_bomb, redirect, served_path, tls_files
 
@@ -260,7 +260,9 @@ def test_without_urllib3_a_download_is_a_coded_error_naming_the_extra(monkeypatc
 
 
 def test_the_local_tool_does_not_import_urllib3() -> None:
-    code = "import sys, thumbctl.intake, thumbctl.worker, thumbctl.cli; print('urllib3' in sys.modules)"
+    code = (
+        "import sys, thumbctl.intake.submission, thumbctl.engine.worker, thumbctl.cli; print('urllib3' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
 
 
@@ -408,7 +410,7 @@ def test_no_admitted_path_is_read_outside_the_prefix_by_any_server(pieces: list[
 
 
 def test_shown_sources_keep_no_credentials_and_no_signature() -> None:
-    from thumbctl.downloads.redact import redacted_text, shown_source, without_userinfo
+    from thumbctl.core.redact import redacted_text, shown_source, without_userinfo
 
     signed = (
         "https://bucket.s3.amazonaws.com/a.jpg?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F1"

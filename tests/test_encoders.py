@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from thumbctl import Ledger
-from thumbctl.encoders import (
+from thumbctl.core.encoders import (
     DEFAULT_EFFORT,
     DEFAULT_QUALITY,
     EFFORT_RANGES,
@@ -22,10 +22,10 @@ from thumbctl.encoders import (
     parse_quality,
     recorded_encoder,
 )
+from thumbctl.core.keys import derivative_key, digest_json
+from thumbctl.core.profile import PIPELINE_VERSION, Profile, Ratio, SettingError
 from thumbctl.imaging import decode_source, resample
 from thumbctl.imaging.encode import SRGB_PROFILE, encode
-from thumbctl.keys import derivative_key, digest_json
-from thumbctl.settings import PIPELINE_VERSION, Profile, Ratio, SettingError
 
 from harness import Thumbctl
 from support import make_image, raw_rows, raw_write

@@ -18,14 +18,14 @@ from typer.testing import CliRunner
 
 from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
 from thumbctl.cli import app
-from thumbctl.faults import Faults
+from thumbctl.core.faults import Faults
+from thumbctl.core.keys import derivative_key
+from thumbctl.core.profile import Ratio, SettingError
+from thumbctl.core.retries import Backoff
+from thumbctl.engine.worker import WorkerConfig, run_worker
 from thumbctl.imaging import ANALYSIS_REFERENCE_SIZE, CropAnalysis, SourceDecoder, decode_scale, encode, resample
 from thumbctl.imaging.crop import output_geometry
 from thumbctl.imaging.fit import canvas_size, fit_geometry, place, trim_box
-from thumbctl.keys import derivative_key
-from thumbctl.retrypolicy import Backoff
-from thumbctl.settings import Ratio, SettingError
-from thumbctl.worker import WorkerConfig, run_worker
 
 DIGEST = "ab" * 32
 #: The object drawn on each product shot: (left, top, right, bottom), right and bottom exclusive.
@@ -356,7 +356,7 @@ def test_profile_checks_fit_settings() -> None:
 
 
 def test_the_contact_sheet_draws_what_each_fit_kept(ledger: Ledger, tmp_path: Path, out_dir: Path) -> None:
-    from thumbctl.sheet import write_contact_sheet
+    from thumbctl.review.sheet import write_contact_sheet
 
     src = tmp_path / "src"
     write_shot(src, "a.jpg")
@@ -373,7 +373,7 @@ def test_the_contact_sheet_draws_what_each_fit_kept(ledger: Ledger, tmp_path: Pa
 
 
 def test_the_default_names_add_fit_only_for_contain() -> None:
-    from thumbctl.naming import default_template
+    from thumbctl.core.naming import default_template
 
     assert default_template(1) == default_template(1, "cover") == "{path}.{ratio}.{ext}"
     assert default_template(3, "cover") == "{path}.{ratio}.{size}.{ext}"

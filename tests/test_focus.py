@@ -14,10 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from thumbctl import Ledger, Limits
-from thumbctl.errors import UsageError
-from thumbctl.focus import parse_point, plan_focus
-from thumbctl.manifest import parse_manifest_text
-from thumbctl.models import FocusChange
+from thumbctl.core.errors import UsageError
+from thumbctl.core.models import FocusChange
+from thumbctl.intake.focus import parse_point, plan_focus
+from thumbctl.sources.manifest import parse_manifest_text
 
 from conftest import SAMPLE_IMAGES
 from harness import Thumbctl
@@ -211,9 +211,9 @@ def test_a_manifest_tells_a_focus_from_null_from_none() -> None:
 
 
 def test_a_manifest_that_sets_and_clears_one_fix_records_the_last_in_item_order() -> None:
-    from thumbctl.entries import SourceEntry
-    from thumbctl.models import FocusPoint
-    from thumbctl.settings import Ratio
+    from thumbctl.core.models import FocusPoint
+    from thumbctl.core.profile import Ratio
+    from thumbctl.sources.entries import SourceEntry
 
     square = (Ratio(1, 1),)
     entries = [

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from thumbctl.heap import MB, TOP_PAD, _glibc
+from thumbctl.engine.heap import MB, TOP_PAD, _glibc
 
 from harness import Thumbctl
 
@@ -27,7 +27,7 @@ pytestmark = [
 #: reductions. Prints the page faults of the last round and the resident size after each step.
 ROUNDS = """
 import json, resource, sys
-from thumbctl import heap
+from thumbctl.engine import heap
 kept = heap.keep_freed_memory() if sys.argv[1] == "keep" else None
 
 def rss():

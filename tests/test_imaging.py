@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image, PngImagePlugin
 
-from thumbctl.errors import ItemFailure
+from thumbctl.core.errors import ItemFailure
 from thumbctl.imaging import decode_source, encode, probe, sniff_format, verify_output
 from thumbctl.imaging.formats import webp_canvas_size
 

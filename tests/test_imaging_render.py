@@ -10,7 +10,8 @@ import pytest
 from icc import wide_gamut_profile
 from PIL import Image, ImageCms, ImageFilter, JpegImagePlugin
 
-from thumbctl.errors import ItemFailure
+from thumbctl.core.errors import ItemFailure
+from thumbctl.core.profile import Ratio
 from thumbctl.imaging import (
     CropAnalysis,
     SourceDecoder,
@@ -20,7 +21,6 @@ from thumbctl.imaging import (
     probe,
     resample,
 )
-from thumbctl.settings import Ratio
 
 from conftest import SAMPLE_IMAGES
 from support import ihdr_png

@@ -13,17 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError, SubmitOptions, settings
-from thumbctl.admission import retry_unavailable
-from thumbctl.errors import AdmissionRefused, Interrupted, ItemFailure, UsageError
-from thumbctl.faults import Faults
-from thumbctl.gc import collect_garbage
-from thumbctl.intake import inspect_source, prepare_submission, submit
-from thumbctl.reconcile import find_problems
-from thumbctl.retrypolicy import Backoff
-from thumbctl.settings import Ratio
-from thumbctl.sources import SourceFolder
-from thumbctl.worker import WorkerConfig, run_worker
+from thumbctl import IdempotencyConflict, Ledger, Limits, Profile, RejectedError, SubmitOptions
+from thumbctl.core import profile as settings
+from thumbctl.core.admission import retry_unavailable
+from thumbctl.core.errors import AdmissionRefused, Interrupted, ItemFailure, UsageError
+from thumbctl.core.faults import Faults
+from thumbctl.core.profile import Ratio
+from thumbctl.core.retries import Backoff
+from thumbctl.engine.worker import WorkerConfig, run_worker
+from thumbctl.intake.submission import inspect_source, prepare_submission, submit
+from thumbctl.sources.scan import SourceFolder
+from thumbctl.upkeep.gc import collect_garbage
+from thumbctl.upkeep.reconcile import find_problems
 
 from support import check_invariants, is_copy_of, make_image, tree_snapshot
 

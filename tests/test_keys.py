@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from thumbctl.keys import derivative_key
-from thumbctl.settings import Profile, Ratio
+from thumbctl.core.keys import derivative_key
+from thumbctl.core.profile import Profile, Ratio
 
 DIGEST = "ab" * 32
 
@@ -58,7 +58,7 @@ def test_only_a_derivative_framed_differently_than_before_gets_a_new_key(
 ) -> None:
     """Objects rendered before sets of sizes were framed on each size's own decode; where the
     framing may now differ, the key differs too, so an old object is never taken for a new one."""
-    from thumbctl.keys import digest_json
+    from thumbctl.core.keys import digest_json
 
     before = digest_json(
         {"source": DIGEST, "ratio": "1:1", "focus": list(focus) if focus else None, "encoder": profile.encoder_settings}

@@ -1,9 +1,11 @@
-"""The layers of thumbctl, read from its source (docs/architecture.md, "Modules").
+"""The layers of thumbctl, read from its source (docs/architecture.md, "Packages").
 
 Every import is read with ``ast``: at the top of a module, under ``if TYPE_CHECKING:`` and inside
-functions alike. A room (the first name under ``thumbctl/``) lives on one floor and imports from its
-own floor or below, never above; there are no import cycles, no module imports another module's
-``_private`` names, and no module is over 600 lines.
+functions alike. A package (the first name under ``thumbctl/``) has a rank and imports only its own
+modules and packages of a lower rank, so there are no cycles between packages; there are no import
+cycles between modules either, no module imports another module's ``_private`` names, no module is
+over 600 lines, at most 12 modules sit directly in ``thumbctl/``, and each package's docstring says
+what it owns and what it imports.
 
 There is no list of exceptions: a new violation fails its test, named with the file and line.
 """
@@ -19,88 +21,34 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "thumbctl"
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 MAX_LINES = 600
+MAX_TOP_LEVEL_MODULES = 12
 
-CORE, ADAPTERS, SERVICES, INTERFACES = range(4)
-FLOOR_NAMES = {CORE: "core", ADAPTERS: "adapters", SERVICES: "services", INTERFACES: "interfaces"}
-
-#: The floor of each room: ``thumbctl/NAME.py`` or ``thumbctl/NAME/``. A new room is given its floor here
-#: and in docs/architecture.md.
-FLOORS = {
-    # plain data and rules: no files, no database, no processes of their own
-    "errors": CORE,
-    "models": CORE,
-    "settings": CORE,
-    "keys": CORE,
-    "encoders": CORE,
-    "faults": CORE,
-    "admission": CORE,
-    "naming": CORE,
-    "records": CORE,
-    # the outside world: the database, files, pixels, the environment
-    "ledger": ADAPTERS,
-    "storage": ADAPTERS,
-    "imaging": ADAPTERS,
-    "sources": ADAPTERS,
-    "manifest": ADAPTERS,
-    "downloads": ADAPTERS,
-    "names": ADAPTERS,
-    "config": ADAPTERS,
-    "configkeys": ADAPTERS,
-    "configfile": ADAPTERS,
-    "userdirs": ADAPTERS,
-    "proc": ADAPTERS,
-    "heap": ADAPTERS,
-    "retrypolicy": ADAPTERS,
-    "options": ADAPTERS,
-    # what thumbctl does, composed from the adapters
-    "intake": SERVICES,
-    "rerender": SERVICES,
-    "focus": SERVICES,
-    "entries": SERVICES,
-    "lanes": SERVICES,
-    "publisher": SERVICES,
-    "stores": SERVICES,
-    "targets": SERVICES,
-    "worker": SERVICES,
-    "rendering": SERVICES,
-    "reuse": SERVICES,
-    "workerproc": SERVICES,
-    "pool": SERVICES,
-    "runner": SERVICES,
-    "engine": SERVICES,
-    "reconcile": SERVICES,
-    "gc": SERVICES,
-    "leftovers": SERVICES,
-    "release": SERVICES,
-    "migrate": SERVICES,
-    "mirror": SERVICES,
-    "upkeep": SERVICES,
-    "sheet": SERVICES,
-    "sheetcrops": SERVICES,
-    "markup": SERVICES,
-    "stats": SERVICES,
-    "review": SERVICES,
-    "resume": SERVICES,
-    "watch": SERVICES,
-    # how people and programs reach it
-    "cli": INTERFACES,
-    "report": INTERFACES,
-    "api": INTERFACES,
-    "__main__": INTERFACES,
-    "thumbctl": INTERFACES,  # the package itself: the library's public names, imported on first use
+#: The rank of each package (``thumbctl/NAME/``) and top-level module (``thumbctl/NAME.py``): a package
+#: imports only packages of a lower rank. A new package is given its rank here and in docs/architecture.md.
+RANKS = {
+    "core": 0,  # plain data and rules: errors, models, profile, digests, retry policies
+    "config": 1,  # the settings table, the config file, resolution
+    "imaging": 2,  # pixels
+    "ledger": 2,  # the database
+    "storage": 3,  # object stores and output targets: folders and buckets
+    "sources": 4,  # scans, manifests, item ids, URL downloads
+    "review": 4,  # the contact sheet, markup, statistics
+    "publishing": 5,  # where the ledger and storage meet
+    "intake": 6,  # a submission recorded and admitted
+    "upkeep": 7,  # reconcile, gc, mirror, release, leftovers, the old-layout migration
+    "engine": 8,  # the pool, workers, the foreground run, watch
+    "report": 9,  # what a command says
+    "testing": 9,  # in-memory ports for callers' unit tests
+    "api": 10,  # the one-call Python API
+    "cli": 10,  # the command line
+    "thumbctl": 11,  # the package itself: the library's public names, imported on first use
+    "__main__": 11,
 }
+INTERFACES = {"report", "cli", "api", "thumbctl", "__main__"}
 
-#: Rooms a room never imports, whatever their floors.
+#: Packages a package never imports, whatever their ranks.
 FORBIDDEN = {
-    "ledger": (
-        {"storage", "stores", "publisher", "markup", "sheet", "report", "cli"},
-        "the ledger and storage never import each other: the publisher composes them",
-    ),
-    "report": ({"cli"}, "the reporter renders views; the command line calls it, never the reverse"),
-    "cli": (
-        {"storage", "imaging", "migrate"},
-        "no SQL, pixels or storage policy in the command line: it calls the library",
-    ),
+    "cli": ({"storage", "imaging"}, "no SQL, pixels or storage policy in the command line: it calls the library"),
 }
 
 
@@ -178,12 +126,13 @@ def edges() -> set[tuple[str, str]]:
 
 
 def room(module: str) -> str:
+    """The package (or top-level module) a module belongs to."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 
 
-def floor(module: str) -> int:
-    return FLOORS[room(module)]
+def rank(module: str) -> int:
+    return RANKS[room(module)]
 
 
 def where(i: Import) -> str:
@@ -225,79 +174,103 @@ def cycles(graph: set[tuple[str, str]]) -> list[list[str]]:
     return found
 
 
-def test_every_room_has_a_floor() -> None:
-    missing = sorted({room(m) for m in modules()} - set(FLOORS))
-    assert not missing, f"give these a floor in FLOORS (and in docs/architecture.md): {missing}"
+def test_every_package_has_a_rank() -> None:
+    missing = sorted({room(m) for m in modules()} - set(RANKS))
+    assert not missing, f"give these a rank in RANKS (and in docs/architecture.md): {missing}"
 
 
-def documented_floors() -> dict[str, int]:
-    """The floor docs/architecture.md gives each room, from the module map under "Modules"."""
+def test_at_most_twelve_modules_sit_at_the_top() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, f"move these into a package named for their concern: {top}"
+
+
+def test_each_package_says_what_it_owns_and_what_it_imports() -> None:
+    silent = []
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        if not doc or "\nImports:" not in doc:
+            silent.append(str(init.relative_to(PACKAGE.parent)))
+    assert not silent, f"a package docstring says what it owns, then 'Imports: ...': {silent}"
+
+
+def documented_ranks() -> dict[str, int]:
+    """The rank docs/architecture.md gives each package, from the map under "Packages"."""
     text = ARCHITECTURE.read_text()
-    block = text[text.index("## Modules") :].split("```text\n", 1)[1].split("```", 1)[0]
+    block = text[text.index("## Packages") :].split("```text\n", 1)[1].split("```", 1)[0]
     found = {}
-    current = None
     for line in block.splitlines():
-        heading = re.match(r"  floor (\d), ", line)
-        entry = re.match(r"  ([A-Za-z_]+)(\.py|/)\s", line)
-        if heading:
-            current = int(heading.group(1))
-        elif entry and current is not None:
-            name = entry.group(1)
-            found["thumbctl" if name == "__init__" else name] = current
+        entry = re.match(r"\s*(\d+)\s+([A-Za-z_]+)(\.py|/)\s", line)
+        if entry:
+            name = entry.group(2)
+            found["thumbctl" if name == "__init__" else name] = int(entry.group(1))
     return found
 
 
-def test_the_architecture_document_shows_each_room_on_its_floor() -> None:
-    documented = documented_floors()
+def test_the_architecture_document_shows_each_package_at_its_rank() -> None:
+    documented = documented_ranks()
     rooms = {room(m) for m in modules()}
-    wrong = {r: (documented.get(r), FLOORS.get(r)) for r in rooms if documented.get(r) != FLOORS.get(r)}
-    assert not wrong, f"docs/architecture.md (Modules) and FLOORS disagree, (documented, declared): {wrong}"
+    wrong = {r: (documented.get(r), RANKS.get(r)) for r in rooms if documented.get(r) != RANKS.get(r)}
+    assert not wrong, f"docs/architecture.md (Packages) and RANKS disagree, (documented, declared): {wrong}"
 
 
 def test_the_reading_finds_the_imports_it_must() -> None:
     """A check of the reader itself: a module-level, a TYPE_CHECKING and a function-local import."""
     found = edges()
     assert ("thumbctl.cli.app", "thumbctl.cli.options") in found  # at the top
-    assert ("thumbctl.report.runs", "thumbctl.intake") in found  # under TYPE_CHECKING
+    assert ("thumbctl.report.runs", "thumbctl.intake.submission") in found  # under TYPE_CHECKING
     assert ("thumbctl.report.output", "thumbctl.report.progress") in found  # inside a method
-    assert ("thumbctl.cli.app", "thumbctl") in found  # ``from .. import __version__``
+    assert ("thumbctl.cli.app", "thumbctl.core.version") in found  # ``from ..core.version import``
 
 
-def test_no_import_cycles() -> None:
+def test_no_import_cycles_between_modules() -> None:
     found = cycles(edges())
     assert not found, f"import cycles (TYPE_CHECKING and function-local imports count): {found}"
 
 
+def test_no_import_cycles_between_packages() -> None:
+    found = cycles({(room(a), room(b)) for a, b in edges() if room(a) != room(b)})
+    assert not found, f"packages that import each other: {found}"
+
+
 def violations() -> dict[tuple[str, str], str]:
-    """Imports that climb a floor or enter a forbidden room, with the rule each breaks."""
+    """Imports of a package of the same or a higher rank, or of a forbidden one, with the rule each breaks."""
     found = {}
     for i in imports():
-        if floor(i.module) > floor(i.importer):
-            up = f"{FLOOR_NAMES[floor(i.importer)]} imports {FLOOR_NAMES[floor(i.module)]}"
-            found.setdefault((i.importer, i.module), f"{where(i)}: {up}")
+        if room(i.module) != room(i.importer) and rank(i.module) >= rank(i.importer):
+            climb = f"{room(i.importer)} (rank {rank(i.importer)}) imports {room(i.module)} (rank {rank(i.module)})"
+            found.setdefault((i.importer, i.module), f"{where(i)}: {climb}")
         rooms, why = FORBIDDEN.get(room(i.importer), (set(), ""))
         if room(i.module) in rooms:
             found.setdefault((i.importer, i.module), f"{where(i)}: {why}")
     return found
 
 
-def test_no_module_imports_a_higher_floor_or_a_forbidden_room() -> None:
+def test_no_package_imports_one_of_its_rank_or_above_or_a_forbidden_one() -> None:
     found = violations()
     assert not found, "\n".join(f"{a} -> {b}  ({rule})" for (a, b), rule in sorted(found.items()))
 
 
-def test_the_core_imports_only_the_core() -> None:
-    upward = [
-        f"{where(i)}: {i.importer} -> {i.module}" for i in imports() if floor(i.importer) == CORE < floor(i.module)
+def test_the_core_imports_only_itself() -> None:
+    outside = [
+        f"{where(i)}: {i.importer} -> {i.module}" for i in imports() if room(i.importer) == "core" != room(i.module)
     ]
-    assert not upward
+    assert not outside
+
+
+def test_configuration_imports_only_the_core() -> None:
+    outside = [
+        f"{where(i)}: {i.importer} -> {i.module}"
+        for i in imports()
+        if room(i.importer) == "config" and room(i.module) not in {"config", "core"}
+    ]
+    assert not outside
 
 
 def test_nothing_below_the_interfaces_imports_them() -> None:
     upward = [
         f"{where(i)}: {i.importer} -> {i.module}"
         for i in imports()
-        if floor(i.importer) < INTERFACES and room(i.module) in {"cli", "report", "api"}
+        if room(i.importer) not in INTERFACES and room(i.module) in INTERFACES
     ]
     assert not upward
 
@@ -364,7 +337,7 @@ def test_only_the_interfaces_write_to_the_terminal() -> None:
     """The library never prints: what a command says goes through the reporter."""
     writes = []
     for module in modules():
-        if floor(module) == INTERFACES:
+        if room(module) in INTERFACES:
             continue
         for node in ast.walk(tree(module)):
             printing = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"

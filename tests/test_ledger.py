@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from thumbctl import Ledger, Limits
-from thumbctl.errors import LedgerError
+from thumbctl.core.errors import LedgerError
+from thumbctl.core.models import ITEM_STATES, batch_state
 from thumbctl.ledger.schema import SCHEMA_VERSION
-from thumbctl.models import ITEM_STATES, batch_state
 
 from support import new_batch, own_sqlite_connection
 

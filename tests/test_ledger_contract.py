@@ -25,12 +25,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from thumbctl import IdempotencyConflict, Ledger, Limits
-from thumbctl.errors import BatchNotFound, ItemNotFound, LedgerBusy, ThumbctlError, UsageError
-from thumbctl.ledger import work
+from thumbctl.core.errors import BatchNotFound, ItemNotFound, LedgerBusy, ThumbctlError, UsageError
+from thumbctl.core.models import KeyedBatch, NewBatch, NewItem
+from thumbctl.core.proc import HOST_ID_ENV, owner_id, owner_is_dead
+from thumbctl.ledger import queue as work
+from thumbctl.ledger.queue import CLAIM_SHARED_ITEMS
 from thumbctl.ledger.timefmt import iso
-from thumbctl.ledger.work import CLAIM_SHARED_ITEMS
-from thumbctl.models import KeyedBatch, NewBatch, NewItem
-from thumbctl.proc import HOST_ID_ENV, owner_id, owner_is_dead
 
 from harness import in_timed_sleep, until
 from support import Clock, check_invariants, failed_with_events_uncommitted, new_batch, raw_rows, raw_write, request
@@ -664,8 +664,8 @@ def test_a_running_item_past_the_deadline_is_not_published(ledger: Ledger, clock
 
 
 def test_cancel_wait_settles_the_items_of_dead_workers(ledger: Ledger) -> None:
-    from thumbctl.proc import host_id
-    from thumbctl.runner import wait_until_terminal
+    from thumbctl.core.proc import host_id
+    from thumbctl.engine.runner import wait_until_terminal
 
     batch = ledger.intake.accept_batch(request(sources=2), Limits())
     ledger.queue.claim(f"{host_id()}:999999999:1", lease_seconds=3600)  # a worker killed by a second Ctrl-C

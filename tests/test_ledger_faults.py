@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from thumbctl import Ledger, Limits
-from thumbctl.errors import (
+from thumbctl.core.errors import (
     EXIT_CODE_MEANINGS,
     ExitCode,
     LedgerBusy,
@@ -31,7 +31,7 @@ from thumbctl.errors import (
     LedgerGone,
     LedgerIOError,
 )
-from thumbctl.retrypolicy import BusyPolicy
+from thumbctl.core.retries import BusyPolicy
 
 from harness import Thumbctl, alive, in_timed_sleep, until
 from support import check_invariants, make_image, own_sqlite_connection, raw_write, request

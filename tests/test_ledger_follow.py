@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from thumbctl import Ledger, Limits
-from thumbctl.errors import ThumbctlError
+from thumbctl.core.errors import ThumbctlError
+from thumbctl.core.models import ITEM_STATES, NewBatch
 from thumbctl.ledger import Follower, iso, parse_iso
-from thumbctl.models import ITEM_STATES, NewBatch
 
 from support import Clock, queued_items, request, vm_steps
 

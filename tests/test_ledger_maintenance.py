@@ -11,10 +11,10 @@ import pytest
 import sqlite_utils
 
 from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
-from thumbctl.faults import Faults
+from thumbctl.core.faults import Faults
+from thumbctl.engine.worker import WorkerConfig, run_worker
 from thumbctl.ledger import iso
 from thumbctl.ledger.schema import MIGRATIONS, SCHEMA_VERSION
-from thumbctl.worker import WorkerConfig, run_worker
 
 from support import check_invariants
 

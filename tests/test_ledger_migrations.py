@@ -10,9 +10,9 @@ import pytest
 import sqlite_utils
 
 from thumbctl import Ledger
+from thumbctl.core.profile import Limits
 from thumbctl.ledger.pgschema import MIGRATIONS as PG_MIGRATIONS
 from thumbctl.ledger.schema import MIGRATIONS
-from thumbctl.settings import Limits
 
 from support import request
 

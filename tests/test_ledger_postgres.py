@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from thumbctl.errors import UsageError
+from thumbctl.core.errors import UsageError
 from thumbctl.ledger import Ledger, is_server_url, masked
 from thumbctl.ledger.pgschema import SCHEMA_VERSION
 
@@ -101,7 +101,7 @@ def test_a_transaction_chosen_as_a_deadlock_victim_is_run_again(pg_url: str) -> 
     the item ends published once."""
     import psycopg
 
-    from thumbctl.settings import Limits
+    from thumbctl.core.profile import Limits
 
     from support import request
 

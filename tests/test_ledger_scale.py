@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from thumbctl import Ledger, Limits
+from thumbctl.core.models import NewBatch, NewItem
 from thumbctl.ledger import Claim
-from thumbctl.models import NewBatch, NewItem
 
 from support import Clock, queued_items, raw_write, vm_steps
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thumbctl.manifest import ManifestEntry, ManifestError, parse_manifest_text, read_manifest
-from thumbctl.settings import Ratio
+from thumbctl.core.profile import Ratio
+from thumbctl.sources.manifest import ManifestEntry, ManifestError, parse_manifest_text, read_manifest
 
 ENTRIES = [
     ManifestEntry(source="a.jpg"),

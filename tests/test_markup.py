@@ -19,8 +19,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from thumbctl.cli import app
-from thumbctl.markup import PictureSet, batch_snippets, picture_html, picture_sets, snippets
-from thumbctl.models import BatchView, ItemView
+from thumbctl.core.models import BatchView, ItemView
+from thumbctl.review.markup import PictureSet, batch_snippets, picture_html, picture_sets, snippets
 
 from support import make_image
 

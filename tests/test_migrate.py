@@ -1,4 +1,4 @@
-"""The one-time migration of ledgers and output folders made by older commits (thumbctl.migrate).
+"""The one-time migration of ledgers and output folders made by older commits (thumbctl.upkeep.migrate).
 
 Every case is a real ledger and two output folders written by the thumbctl of commit 07c431e or
 98391af (tests/fixtures/make_legacy_layouts.py), on SQLite and on PostgreSQL.
@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from thumbctl import Ledger
 from thumbctl.cli import app
-from thumbctl.migrate import MigrationReport, migrate_legacy_layout, needs_migration
+from thumbctl.upkeep.migrate import MigrationReport, migrate_legacy_layout, needs_migration
 
 from legacy import CASES, LegacyCase, replayable, unpack_case
 
@@ -152,7 +152,7 @@ def test_a_migration_killed_at_any_checkpoint_completes_on_the_next_run(
 ) -> None:
     before, pictures = status_docs(case), thumbnails(case)
     code = (
-        "import sys; from thumbctl import Ledger; from thumbctl.migrate import migrate_legacy_layout\n"
+        "import sys; from thumbctl import Ledger; from thumbctl.upkeep.migrate import migrate_legacy_layout\n"
         "with Ledger(sys.argv[1]) as ledger: migrate_legacy_layout(ledger, sys.argv[2])\n"
     )
     env = {**os.environ, "THUMBCTL_FAULT": f"crash:{checkpoint}", "THUMBCTL_FAULT_DIR": str(tmp_path)}
@@ -213,8 +213,8 @@ def test_the_python_api_migrates_as_the_command_line_does(case: LegacyCase) -> N
     """``thumbctl.api.render`` settles the store as every writing command does: a PostgreSQL ledger
     without a store is refused before anything moves, and the old layout moves once."""
     from thumbctl.api import render
-    from thumbctl.errors import StoreRequired
-    from thumbctl.options import SubmitOptions
+    from thumbctl.config.options import SubmitOptions
+    from thumbctl.core.errors import StoreRequired
 
     before, pictures = status_docs(case), thumbnails(case)
     options = SubmitOptions(out_dir=case.root / "out3")
@@ -409,7 +409,7 @@ def test_an_object_missing_before_migration_is_rendered_again_into_the_store(cas
 
 
 def test_a_store_of_another_ledger_is_refused_before_anything_moves(case: LegacyCase, tmp_path: Path) -> None:
-    from thumbctl.stores import bind_store
+    from thumbctl.publishing.stores import bind_store
 
     with Ledger(str(tmp_path / "other.db")) as other:
         bind_store(other, store_of(case))

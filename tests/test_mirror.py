@@ -14,13 +14,13 @@ from typer.testing import CliRunner
 
 from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
 from thumbctl.cli import app
-from thumbctl.faults import Faults
-from thumbctl.mirror import FolderView, mirror_batch, plan_mirror
-from thumbctl.retrypolicy import Backoff
-from thumbctl.settings import Profile, Ratio
-from thumbctl.sources import ScanRules
+from thumbctl.core.faults import Faults
+from thumbctl.core.profile import Profile, Ratio
+from thumbctl.core.retries import Backoff
+from thumbctl.core.scanrules import ScanRules
+from thumbctl.engine.worker import WorkerConfig, run_worker
 from thumbctl.storage.outputs import LocalOutputTarget
-from thumbctl.worker import WorkerConfig, run_worker
+from thumbctl.upkeep.mirror import FolderView, mirror_batch, plan_mirror
 
 from support import check_invariants, is_copy_of, make_image, tree_snapshot
 

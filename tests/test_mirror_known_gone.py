@@ -276,8 +276,9 @@ def test_the_mirror_removes_exactly_the_names_whose_source_is_positively_absent(
     deleted, and a folder may have a sub-folder of the same kind. A name goes exactly when its
     photo is deleted and no folder on its path is unreadable or a symlink, or when its photo is
     there, excluded, and ``delete_excluded``."""
-    from thumbctl.mirror import FolderView, Reason
-    from thumbctl.sources import ScanRules, scan_directory
+    from thumbctl.core.scanrules import ScanRules
+    from thumbctl.sources.scan import scan_directory
+    from thumbctl.upkeep.mirror import FolderView, Reason
 
     base = Path(tempfile.mkdtemp(prefix="thumbctl-mirror-"))
     os.chmod(base, 0o755)

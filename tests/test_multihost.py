@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from thumbctl import Ledger
-from thumbctl.options import LEASE_ENV
-from thumbctl.proc import HOST_ID_ENV, owner_is_dead
+from thumbctl.config.options import LEASE_ENV
+from thumbctl.core.proc import HOST_ID_ENV, owner_is_dead
 
 from conftest import SAMPLE_IMAGES
 from harness import Background, Thumbctl, all_gone, until

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thumbctl.names import (
+from thumbctl.sources.itemids import (
     MAX_SEGMENT_BYTES,
     UNSAFE_PREFIX,
     UnsafeItemId,

@@ -13,8 +13,15 @@ from typer.testing import CliRunner
 
 from thumbctl import Ledger
 from thumbctl.cli import app
-from thumbctl.naming import NamedItem, NameFields, NameTemplateError, assign_names, check_template, default_template
-from thumbctl.reconcile import find_problems
+from thumbctl.core.naming import (
+    NamedItem,
+    NameFields,
+    NameTemplateError,
+    assign_names,
+    check_template,
+    default_template,
+)
+from thumbctl.upkeep.reconcile import find_problems
 
 from support import is_copy_of, make_image
 

@@ -17,7 +17,7 @@ def _project() -> dict:
 def test_the_version_is_written_once_in_the_package() -> None:
     project = _project()
     assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
-    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "thumbctl.__version__"}
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "thumbctl.core.version.__version__"}
     assert thumbctl.__version__.count(".") == 2
 
 

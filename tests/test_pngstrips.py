@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from thumbctl.errors import ItemFailure
+from thumbctl.core.errors import ItemFailure
 from thumbctl.imaging import decode, pngstrips
 from thumbctl.imaging.decode import SourceDecoder
 

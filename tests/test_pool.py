@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
-from thumbctl.pool import Pool, Standby, supervise
-from thumbctl.worker import WorkerConfig
+from thumbctl.engine.pool import Pool, Standby, supervise
+from thumbctl.engine.worker import WorkerConfig
 
 from support import check_invariants, make_image
 

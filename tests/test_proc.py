@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from thumbctl.proc import HOST_ID_ENV, host_id, host_name_of, machine_id, owner_id, owner_is_dead, owner_label
+from thumbctl.core.proc import HOST_ID_ENV, host_id, host_name_of, machine_id, owner_id, owner_is_dead, owner_label
 
 OTHER_MACHINE = "ffffffffffff"
 
@@ -75,7 +75,7 @@ def test_the_host_id_override_replaces_the_whole_identity(monkeypatch: pytest.Mo
 
 def test_worker_processes_take_the_override_from_the_environment(dead_owner: str) -> None:
     """The way the multi-host tests run three "hosts" on one machine."""
-    code = "import sys; from thumbctl.proc import owner_id as o, owner_is_dead as d; print(o(), d(sys.argv[1]))"
+    code = "import sys; from thumbctl.core.proc import owner_id as o, owner_is_dead as d; print(o(), d(sys.argv[1]))"
     env = {**os.environ, HOST_ID_ENV: "host-c"}
     for owner, dead in ((with_host(dead_owner, "host-c"), "True"), (dead_owner, "False")):
         done = subprocess.run([sys.executable, "-c", code, owner], env=env, capture_output=True, text=True, check=True)

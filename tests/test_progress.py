@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from thumbctl import Ledger, Limits
-from thumbctl.models import ItemState, NewBatch, NewItem
+from thumbctl.core.models import ItemState, NewBatch, NewItem
 from thumbctl.report.progress import RunProgress, live_view, plain_line
 
 from support import Clock, request

@@ -15,14 +15,14 @@ import pytest
 from PIL import Image
 
 from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
-from thumbctl.faults import Faults
+from thumbctl.core.faults import Faults
+from thumbctl.core.profile import Ratio
+from thumbctl.core.retries import Backoff
+from thumbctl.engine.worker import WorkerConfig, run_worker
 from thumbctl.imaging import verify_output
-from thumbctl.reconcile import reconcile
-from thumbctl.retrypolicy import Backoff
-from thumbctl.settings import Ratio
 from thumbctl.storage import fsafe
 from thumbctl.storage.outputs import LocalOutputTarget, write_json_atomically, write_page
-from thumbctl.worker import WorkerConfig, run_worker
+from thumbctl.upkeep.reconcile import reconcile
 
 from support import is_copy_of, make_image, tree_snapshot
 

@@ -19,17 +19,17 @@ import pytest
 from test_crash import Env
 
 from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
-from thumbctl.errors import UsageError
-from thumbctl.faults import Faults
-from thumbctl.gc import collect_garbage
-from thumbctl.models import FINDING_KINDS, GcReport, ItemView
-from thumbctl.proc import owner_id
-from thumbctl.reconcile import find_problems, reconcile
-from thumbctl.retrypolicy import Backoff
-from thumbctl.runner import write_batch_manifest
-from thumbctl.sheet import write_contact_sheet
+from thumbctl.core.errors import UsageError
+from thumbctl.core.faults import Faults
+from thumbctl.core.models import FINDING_KINDS, GcReport, ItemView
+from thumbctl.core.proc import owner_id
+from thumbctl.core.retries import Backoff
+from thumbctl.engine.runner import write_batch_manifest
+from thumbctl.engine.worker import WorkerConfig, run_worker
+from thumbctl.review.sheet import write_contact_sheet
 from thumbctl.storage.fsafe import host_tag
-from thumbctl.worker import WorkerConfig, run_worker
+from thumbctl.upkeep.gc import collect_garbage
+from thumbctl.upkeep.reconcile import find_problems, reconcile
 
 from harness import Thumbctl
 from support import check_invariants, is_copy_of, make_image, objects_in, tree_snapshot
@@ -627,7 +627,7 @@ def test_a_repair_the_filesystem_refuses_is_reported_unrepaired(
     work(led)
     item = led.views.items(batch.batch_id)[0]
     os.unlink(item.friendly_path)
-    monkeypatch.setattr("thumbctl.publisher.restore_thumbnail", refuse)
+    monkeypatch.setattr("thumbctl.publishing.publisher.restore_thumbnail", refuse)
     (finding,) = reconcile(led, repair=True).findings
     assert (finding.kind, finding.repaired) == ("friendly_link_missing", False)
     assert finding.detail.endswith("repair failed: Permission denied")

@@ -1,4 +1,4 @@
-"""thumbctl.records: a record behaves as the dataclass it stands for.
+"""thumbctl.core.records: a record behaves as the dataclass it stands for.
 
 Every class shape is declared twice, once with ``dataclasses.dataclass`` and once with
 ``record``, and the two are held to the same answers: the ``__init__`` signature, what an
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thumbctl.records import record
+from thumbctl.core.records import record
 
 # A field: (has a default, default is a factory, in __init__, in repr, compared, hashed)
 FieldSpec = tuple[bool, bool, bool, bool, bool, bool | None]

@@ -18,9 +18,9 @@ import test_reconcile
 from test_reconcile import Clock, accept, kinds, work
 
 from thumbctl import Ledger
-from thumbctl.gc import collect_garbage
-from thumbctl.models import ItemView
-from thumbctl.reconcile import find_problems, reconcile
+from thumbctl.core.models import ItemView
+from thumbctl.upkeep.gc import collect_garbage
+from thumbctl.upkeep.reconcile import find_problems, reconcile
 
 from harness import Thumbctl, all_gone
 from support import is_copy_of
@@ -98,7 +98,7 @@ def test_the_cron_line_reports_an_edit_and_names_the_command_that_restores_it(
 def test_a_released_name_is_never_reported_restored_replaced_or_removed(
     led: Ledger, rendered, photos: Path, out_dir: Path
 ) -> None:
-    from thumbctl.release import ALREADY, RELEASED, UNKNOWN, release_names
+    from thumbctl.upkeep.release import ALREADY, RELEASED, UNKNOWN, release_names
 
     items = led.views.items(rendered.batch_id)
     mine, untouched = items[4], items[1]

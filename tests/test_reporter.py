@@ -12,8 +12,8 @@ import pytest
 from rich.console import Console
 
 from thumbctl import Ledger, Limits
-from thumbctl.errors import LedgerCorrupt
-from thumbctl.models import EventView, ItemView
+from thumbctl.core.errors import LedgerCorrupt
+from thumbctl.core.models import EventView, ItemView
 from thumbctl.report.listing import WIDTH_SAMPLE, WRITE_ROWS, item_note
 from thumbctl.report.reporter import Reporter
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import obstore
 import pytest
 
-from thumbctl.storage.locations import S3Options
+from thumbctl.config.s3location import S3Options
 
 from harness import Thumbctl
 from s3 import BUCKET, WeedServer, free_ports, get_raw, put_raw, raw_store, weed_binary

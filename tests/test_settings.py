@@ -4,15 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thumbctl.settings import (
-    Profile,
-    Ratio,
-    SettingError,
-    parse_count,
-    parse_duration,
-    parse_ratio,
-    parse_ratios,
-)
+from thumbctl.core.profile import Profile, Ratio, SettingError, parse_count, parse_duration, parse_ratio, parse_ratios
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from thumbctl import Ledger
 from thumbctl.cli import app
-from thumbctl.models import BatchView, ItemView
-from thumbctl.sheet import item_key, render_sheet, write_contact_sheet
+from thumbctl.core.models import BatchView, ItemView
+from thumbctl.review.sheet import item_key, render_sheet, write_contact_sheet
 from thumbctl.storage.objects import LocalObjectStore
 
 from conftest import SAMPLE_IMAGES

@@ -10,16 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from thumbctl.errors import ItemFailure
-from thumbctl.sources import (
-    ScanRules,
-    SourceFolder,
-    digest_bounded,
-    open_source,
-    read_source,
-    resolve_source,
-    scan_directory,
-)
+from thumbctl.core.errors import ItemFailure
+from thumbctl.core.scanrules import ScanRules
+from thumbctl.sources.scan import SourceFolder, digest_bounded, open_source, read_source, resolve_source, scan_directory
 
 from support import make_image
 

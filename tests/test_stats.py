@@ -15,7 +15,7 @@ from thumbctl import Ledger, Limits
 from thumbctl.cli import app
 from thumbctl.ledger import RenderFacts, StatsFacts
 from thumbctl.report.reporter import Reporter
-from thumbctl.stats import build_report, percentile, prometheus_text
+from thumbctl.review.stats import build_report, percentile, prometheus_text
 
 from support import Clock, request
 

@@ -11,10 +11,10 @@ from typing import BinaryIO
 import pytest
 from PIL import Image
 
+from thumbctl.core.models import ItemView
+from thumbctl.core.proc import HOST_ID_ENV, host_id, owner_id, owner_is_dead
+from thumbctl.core.profile import Ratio
 from thumbctl.imaging import verify_output
-from thumbctl.models import ItemView
-from thumbctl.proc import HOST_ID_ENV, host_id, owner_id, owner_is_dead
-from thumbctl.settings import Ratio
 from thumbctl.storage import fsafe
 from thumbctl.storage.fsafe import OutsideOutput, host_tag, temp_writer
 from thumbctl.storage.objects import (

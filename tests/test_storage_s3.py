@@ -18,9 +18,10 @@ from typing import BinaryIO
 
 import pytest
 
-from thumbctl.errors import BadS3Settings, BucketForbidden, BucketMissing, ExitCode, StorageUnreachable
+from thumbctl.config.s3location import S3Options
+from thumbctl.core.errors import BadS3Settings, BucketForbidden, BucketMissing, ExitCode, StorageUnreachable
 from thumbctl.storage import s3client
-from thumbctl.storage.locations import S3Options, object_store_at, output_target_at, parse_s3
+from thumbctl.storage.locations import object_store_at, output_target_at, parse_s3
 from thumbctl.storage.objects import Published
 from thumbctl.storage.ownership import LEDGER_ID_FILE, claimed_owner, store_owner
 from thumbctl.storage.s3 import S3ObjectStore, S3OutputTarget

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from thumbctl import Ledger
-from thumbctl.errors import StoreRequired, StoreTaken, UsageError
+from thumbctl.core.errors import StoreRequired, StoreTaken, UsageError
+from thumbctl.publishing.stores import bind_store, default_store_for, resolve_store, store_for_ledger
 from thumbctl.storage.fsafe import clone_file
 from thumbctl.storage.objects import LocalObjectStore
 from thumbctl.storage.ownership import LEDGER_ID_FILE, store_owner
-from thumbctl.stores import bind_store, default_store_for, resolve_store, store_for_ledger
 
 
 @pytest.mark.parametrize(

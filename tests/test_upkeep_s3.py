@@ -22,9 +22,9 @@ from typer.testing import CliRunner
 
 from thumbctl import Ledger
 from thumbctl.cli import app
-from thumbctl.mirror import FolderView, mirror_batch
-from thumbctl.sources import ScanRules
+from thumbctl.core.scanrules import ScanRules
 from thumbctl.storage.locations import object_store_at, output_target_at, parse_s3
+from thumbctl.upkeep.mirror import FolderView, mirror_batch
 
 from s3 import get_raw, keys, put_raw, raw_store
 from support import check_invariants, raw_rows, raw_write

@@ -2,7 +2,7 @@
 
 The settle rules are checked on the library with a clock the test moves (no waiting); the command
 in real processes, where each step waits on something observable: a round's line on stdout, a
-"waiting" line, or the watcher paused at ``watch_unsettled`` (:mod:`thumbctl.faults`). While the
+"waiting" line, or the watcher paused at ``watch_unsettled`` (:mod:`thumbctl.core.faults`). While the
 test changes several files at once the watcher is stopped (SIGSTOP), so it sees them together.
 """
 
@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from thumbctl import Ledger, render
-from thumbctl.options import RunOptions, SubmitOptions
-from thumbctl.runner import SilentObserver
-from thumbctl.settings import Profile, Ratio
-from thumbctl.watch import Settling, Watcher, WatchOptions
+from thumbctl.config.options import RunOptions, SubmitOptions
+from thumbctl.core.profile import Profile, Ratio
+from thumbctl.engine.runner import SilentObserver
+from thumbctl.engine.watch import Settling, Watcher, WatchOptions
 
 from harness import Background, Lines, Thumbctl
 from support import Clock, check_invariants, make_image

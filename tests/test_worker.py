@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
 from thumbctl.cli import app
-from thumbctl.faults import Faults, parse_faults
-from thumbctl.ledger.work import CLAIM_SHARED_ITEMS
-from thumbctl.markup import write_batch_manifest
-from thumbctl.retrypolicy import Backoff
-from thumbctl.settings import Limits, Ratio
-from thumbctl.worker import WorkerConfig, idle_waits, run_worker
+from thumbctl.core.faults import Faults, parse_faults
+from thumbctl.core.profile import Limits, Ratio
+from thumbctl.core.retries import Backoff
+from thumbctl.engine.worker import WorkerConfig, idle_waits, run_worker
+from thumbctl.ledger.queue import CLAIM_SHARED_ITEMS
+from thumbctl.review.markup import write_batch_manifest
 
 from support import check_invariants, is_copy_of, make_image, objects_in, tree_snapshot
 
@@ -160,7 +160,7 @@ def test_an_encoded_output_that_does_not_verify_is_never_published(
 ):
     """Verification reads the encoded bytes in memory while the temp file is written: bytes that
     fail it are removed again, never linked, and each item fails as the crash it is."""
-    import thumbctl.rendering as rendering
+    import thumbctl.engine.rendering as rendering
 
     src = tmp_path / "src"
     src.mkdir()
@@ -283,7 +283,7 @@ def test_a_replay_restores_missing_friendly_names_of_reused_outputs(ledger: Ledg
 def test_a_replay_does_no_image_work(ledger: Ledger, photos: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch):
     accept(ledger, photos, out_dir)
     work(ledger)
-    import thumbctl.reuse as reuse
+    import thumbctl.intake.reuse as reuse
 
     def no_image_work(*args, **kwargs):
         raise AssertionError("a replay must not open outputs")

@@ -50,7 +50,8 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 
 if TYPE_CHECKING:
     from .api import default_ledger, render
-    from .errors import (
+    from .config.options import SubmitOptions
+    from .core.errors import (
         EXIT_CODE_MEANINGS,
         ITEM_ERROR_CODES,
         ExitCode,
@@ -61,14 +62,13 @@ if TYPE_CHECKING:
         UnavailableError,
         UsageError,
     )
-    from .intake import IntakeReport, PreparedSubmission, prepare_submission, submit
+    from .core.models import BatchView, EventView, ItemView
+    from .core.profile import Limits, Profile, Ratio, parse_ratio, parse_ratios
+    from .core.scanrules import ScanRules
+    from .intake.submission import IntakeReport, PreparedSubmission, prepare_submission, submit
     from .ledger import Ledger
-    from .models import BatchView, EventView, ItemView
-    from .options import SubmitOptions
-    from .settings import Limits, Profile, Ratio, parse_ratio, parse_ratios
-    from .sources import ScanRules
 
-__version__ = "0.1.0"
+from .core.version import __version__ as __version__  # noqa: E402
 
 __all__ = [
     "EXIT_CODE_MEANINGS",
@@ -102,32 +102,32 @@ __all__ = [
 #: Where each public name lives. They are imported on first use, so ``import thumbctl`` (and every
 #: command that needs neither Pillow nor the worker pool) stays cheap: see :func:`__getattr__`.
 _EXPORTS = {
-    "EXIT_CODE_MEANINGS": "errors",
-    "ITEM_ERROR_CODES": "errors",
-    "ExitCode": "errors",
-    "IdempotencyConflict": "errors",
-    "ItemFailure": "errors",
-    "RejectedError": "errors",
-    "ThumbctlError": "errors",
-    "UnavailableError": "errors",
-    "UsageError": "errors",
-    "IntakeReport": "intake",
-    "PreparedSubmission": "intake",
-    "SubmitOptions": "options",
-    "prepare_submission": "intake",
-    "submit": "intake",
+    "EXIT_CODE_MEANINGS": "core.errors",
+    "ITEM_ERROR_CODES": "core.errors",
+    "ExitCode": "core.errors",
+    "IdempotencyConflict": "core.errors",
+    "ItemFailure": "core.errors",
+    "RejectedError": "core.errors",
+    "ThumbctlError": "core.errors",
+    "UnavailableError": "core.errors",
+    "UsageError": "core.errors",
+    "IntakeReport": "intake.submission",
+    "PreparedSubmission": "intake.submission",
+    "SubmitOptions": "config.options",
+    "prepare_submission": "intake.submission",
+    "submit": "intake.submission",
     "render": "api",
     "default_ledger": "api",
     "Ledger": "ledger",
-    "BatchView": "models",
-    "EventView": "models",
-    "ItemView": "models",
-    "Limits": "settings",
-    "Profile": "settings",
-    "Ratio": "settings",
-    "parse_ratio": "settings",
-    "parse_ratios": "settings",
-    "ScanRules": "sources",
+    "BatchView": "core.models",
+    "EventView": "core.models",
+    "ItemView": "core.models",
+    "Limits": "core.profile",
+    "Profile": "core.profile",
+    "Ratio": "core.profile",
+    "parse_ratio": "core.profile",
+    "parse_ratios": "core.profile",
+    "ScanRules": "core.scanrules",
 }
 
 

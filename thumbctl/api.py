@@ -8,7 +8,7 @@
     print(batch.state, batch.counts)
 
 It records the batch durably, renders it with the worker pool until it is terminal and returns
-its view; the errors are those of the command (:mod:`thumbctl.errors`: a rejected submission,
+its view; the errors are those of the command (:mod:`thumbctl.core.errors`: a rejected submission,
 an idempotency conflict, a busy or unreachable ledger). Submitting the same request again
 replays the batch and renders only what is missing, as on the command line.
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from .models import BatchView
-from .options import RunOptions, SubmitOptions
+from .config.options import RunOptions, SubmitOptions
+from .core.models import BatchView
 
 
 def render(
@@ -38,11 +38,11 @@ def render(
     a PostgreSQL ledger needs one). Its ``state`` says
     how it ended (``succeeded``, ``partial``, ``failed``, ``cancelled``); failures are in
     ``batch.failures``."""
-    from .intake import prepare_submission, submit
+    from .engine.runner import run_batch
+    from .intake.submission import prepare_submission, submit
     from .ledger import Ledger
-    from .leftovers import clean_up_after_crashes
-    from .runner import run_batch
-    from .stores import settle_store
+    from .upkeep.leftovers import clean_up_after_crashes
+    from .upkeep.migrate import settle_store
 
     options = options or SubmitOptions()
     db = default_ledger() if db is None else db
@@ -63,6 +63,6 @@ def render(
 def default_ledger() -> Path | str:
     """The ledger ``thumbctl`` uses without ``--db``: ``THUMBCTL_DB``, else the config file's
     ``db``, else ``ledger.db`` in the per-user state folder (``~/.local/state/thumbctl`` on Linux)."""
-    from .config import resolve_ledger_path
+    from .config.resolve import resolve_ledger_path
 
     return resolve_ledger_path(None)

@@ -3,6 +3,9 @@
 The cyclic garbage collector is off while the command line's modules are imported: they make
 long-lived objects only, and collections triggered by their many allocations found nothing to free
 (``docs/architecture.md``, "Start-up and Typer").
+
+Imports: anything below it, except :mod:`thumbctl.storage` and :mod:`thumbctl.imaging`: no SQL,
+pixels or storage policy here.
 """
 
 import gc

@@ -16,9 +16,9 @@ from typing import Annotated
 
 import typer
 
-from .. import __version__
-from ..config import KEYS, environment_help
-from ..errors import EXIT_CODE_MEANINGS, ExitCode, Interrupted, UsageError
+from ..config.resolve import KEYS, environment_help
+from ..core.errors import EXIT_CODE_MEANINGS, ExitCode, Interrupted, UsageError
+from ..core.version import __version__
 from .focus import focus_command
 from .options import CONTEXT_SETTINGS, DbOption, JsonOption, QuietOption, VerboseOption, command
 from .params import ClickException, ClickUsageError, NoArgsIsHelpError, PlainGroup

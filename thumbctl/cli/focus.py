@@ -36,7 +36,7 @@ def focus_command(
 ) -> None:
     """Show, set (--at) or clear (--clear) a photo's remembered crop fixes. Every later submit that renders
     the same content at that ratio, from a folder or a manifest, centres the crop there."""
-    from ..focus import apply_focus, focus_request, read_photo
+    from ..intake.focus import apply_focus, focus_request, read_photo
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):

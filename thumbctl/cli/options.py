@@ -1,5 +1,5 @@
 """The command line's option set, declared once: the setting options generated from the settings table
-(:data:`thumbctl.config.KEYS`), the common options (``--db --json -q -v``, also on the root), the options
+(:data:`thumbctl.config.resolve.KEYS`), the common options (``--db --json -q -v``, also on the root), the options
 several commands share, value types that completion can offer, and help grouped in panels. Where each
 value came from is :mod:`thumbctl.cli.resolution`.
 """
@@ -16,8 +16,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperArgument, TyperOption
 
-from ..config import KEYS_BY_NAME, PROFILE_ENV, Key, default_text, file_layer, flag_setting, resolve_key
-from ..errors import UsageError
+from ..config.resolve import KEYS_BY_NAME, PROFILE_ENV, Key, default_text, file_layer, flag_setting, resolve_key
+from ..core.errors import UsageError
 from .params import PlainCommand, ValueType
 from .resolution import ConfigDefaults, typed_value
 

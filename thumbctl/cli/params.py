@@ -27,7 +27,7 @@ from typing import Any, get_args, get_origin
 
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from ..settings import shortened
+from ..core.profile import shortened
 
 try:  # the Click that Typer runs on: recent Typer releases carry their own copy of it
     from typer._click.core import ParameterSource

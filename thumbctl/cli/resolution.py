@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..config import (
+from ..config.resolve import (
     ALL_KEYS,
     KEYS_BY_NAME,
     PROFILE_ENV,
@@ -28,7 +28,7 @@ from ..config import (
     flag_setting,
     resolve_key,
 )
-from ..errors import ThumbctlError
+from ..core.errors import ThumbctlError
 from .params import ParameterSource
 
 
@@ -115,7 +115,7 @@ def settings_from_context(ctx: Any) -> Settings:
     profile_source = {ParameterSource.COMMANDLINE: "flag", ParameterSource.ENVIRONMENT: f"env {PROFILE_ENV}"}
     values = {key.name: setting_of(ctx, key, layer) for key in ALL_KEYS}
     settings = Settings(layer.path, profile, profile_source.get(origin) if profile else None, values)
-    from ..stores import use_s3_options  # the ledger's modules: imported only once settings are read
+    from ..publishing.stores import use_s3_options  # the ledger's modules: imported only once settings are read
 
     use_s3_options(settings.s3_options())
     return settings

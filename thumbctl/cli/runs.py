@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from ..errors import ExitCode, Interrupted, UsageError
+from ..core.errors import ExitCode, Interrupted, UsageError
+from ..core.models import BatchState, ItemState
+from ..core.profile import URL_NOT_SUPPORTED, SettingError, parse_duration, refuse_url
+from ..core.records import record
+from ..core.scanrules import ScanRules
 from ..ledger.home import shown
-from ..models import BatchState, ItemState
-from ..records import record
-from ..settings import URL_NOT_SUPPORTED, SettingError, parse_duration, refuse_url
-from ..sources import ScanRules
 from .options import BatchAlias, StatsIntervalOption, batch_argument, one_batch
 from .resolution import ledger_target, settings_from_context
 from .session import (
@@ -31,13 +31,13 @@ from .session import (
 )
 
 if TYPE_CHECKING:
-    from ..intake import IntakeReport
-    from ..mirror import FolderView
-    from ..models import BatchView
-    from ..options import RunOptions
-    from ..pool import Standby
+    from ..config.options import RunOptions
+    from ..core.models import BatchView
+    from ..engine.pool import Standby
+    from ..intake.submission import IntakeReport
     from ..report.reporter import Reporter
-    from ..sources import ScanError
+    from ..sources.scan import ScanError
+    from ..upkeep.mirror import FolderView
 
 OverwriteOption = Annotated[
     bool,
@@ -111,7 +111,7 @@ def render_in_foreground(
     """Run a batch until it is terminal with live progress, report it, exit by its outcome
     (``scan_errors``: the folders its scan could not read); then (``mirror``) remove what the batch
     no longer publishes."""
-    from ..runner import run_batch
+    from ..engine.runner import run_batch
 
     with reporter.run_progress(batch_id) as bar:
         result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar, standby=standby)
@@ -119,7 +119,7 @@ def render_in_foreground(
     interrupted = result.supervision.interrupted
     mirrored = None
     if mirror is not None and mirror.folder is not None and not interrupted:
-        from ..mirror import mirror_batch
+        from ..upkeep.mirror import mirror_batch
 
         with open_ledger(db_path) as ledger:
             mirrored = mirror_batch(
@@ -233,7 +233,7 @@ def submit_command(
         source_path = parse_source(source)
         mirror = mirror_wanted(delete, delete_dropped, dry_run, delete_excluded)
         if mirror is not None:
-            from ..mirror import check_mirrorable
+            from ..upkeep.mirror import check_mirrorable
 
             check_mirrorable(source_path, detach=detach)
         rules = ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ()))
@@ -241,14 +241,14 @@ def submit_command(
         run_options = settings.run_options()
         wait = parsed(parse_duration, admission_wait, "--admission-wait")
         db_path = settled(settings.ledger_path)
-        from ..runner import prepare_workers
+        from ..engine.runner import prepare_workers
 
         # The workers fork now, before the ledger is opened, and wait while this process reads the sources.
         with (
             prepare_workers(0 if detach or dry_run else run_options.workers) as standby,
             open_ledger(db_path, existing=False) as ledger,
         ):
-            from ..intake import prepare_submission, submit  # Pillow: only the commands that read images import it
+            from ..intake.submission import prepare_submission, submit
 
             freeze_loaded()  # the workers' modules (imported to fork them), intake's and the ledger's
 
@@ -260,7 +260,7 @@ def submit_command(
                 raise Interrupted("interrupted while reading the sources; nothing was recorded") from None
             scan_errors = prepared.report.scan_errors
             if mirror is not None:
-                from ..mirror import FolderView, plan_mirror
+                from ..upkeep.mirror import FolderView, plan_mirror
 
                 folder = FolderView.of(prepared.batch.source_root, prepared.report, rules)
                 mirror = replace(mirror, folder=folder)
@@ -327,7 +327,7 @@ def work(
             settle_store(ledger, reporter, settings)
             clean_up(ledger, reporter)
         with reporter.run_progress(None) as progress:
-            from ..runner import run_work
+            from ..engine.runner import run_work
 
             result = run_work(
                 existing_ledger(settings.ledger_path),  # a cron line with a mistyped --db must not idle on a new ledger
@@ -370,7 +370,7 @@ def retry(
             settle_store(ledger, reporter, settings)
             batch_id = ledger.views.resolve_batch_id(batch)
             clean_up(ledger, reporter, [ledger.views.batch(batch_id).out_dir])
-            from ..resume import resume_if_cancelled  # Pillow: only the commands that read images import it
+            from ..engine.resume import resume_if_cancelled  # Pillow: only the commands that read images import it
 
             resumed = resume_if_cancelled(ledger, batch_id, settings.limits())
             if resumed is None:
@@ -434,7 +434,7 @@ def cancel(
     with handled(reporter), open_ledger(ledger_target(ctx)) as ledger, Interrupts().on_sigint() as interrupts:
         view = ledger.intake.request_cancel(batch)
         if wait:
-            from ..runner import wait_until_terminal
+            from ..engine.runner import wait_until_terminal
 
             view = wait_until_terminal(ledger, view.batch_id, should_stop=interrupts)
         reporter.cancelled(view)

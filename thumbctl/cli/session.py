@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ..config import default_ledger_path, old_default_ledger_path
-from ..errors import ExitCode, Interrupted, LedgerMissing, StorageError, ThumbctlError
+from ..config.resolve import default_ledger_path, old_default_ledger_path
+from ..core.errors import ExitCode, Interrupted, LedgerMissing, StorageError, ThumbctlError
+from ..core.profile import SettingError
+from ..core.records import record
 from ..ledger import Ledger
 from ..ledger.home import settle_default_ledger
-from ..records import record
-from ..settings import SettingError
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from ..config.resolve import Settings
     from ..report.reporter import Reporter
 
 
@@ -201,19 +201,19 @@ def existing_ledger(path: Path | str) -> Path | str:
 
 
 def settle_store(ledger: Ledger, reporter: Reporter, settings: Settings) -> None:
-    """Before a command writes: the store settled with the ledger (see :func:`thumbctl.stores.settle_store`),
+    """Before a command writes: the store settled with the ledger (see :func:`thumbctl.upkeep.migrate.settle_store`),
     and the one-time layout migration, if it ran, reported."""
-    from .. import stores
+    from ..upkeep import migrate
 
-    migrated = stores.settle_store(ledger, settings.store_path)
+    migrated = migrate.settle_store(ledger, settings.store_path)
     if migrated is not None:
         reporter.layout_migrated(migrated)
 
 
 def clean_up(ledger: Ledger, reporter: Reporter, out_dirs: list[str] | None = None) -> None:
     """Before a run: what a crashed earlier run left in these OUTs (default: every one the ledger
-    knows) and the store is cleared (see :func:`thumbctl.leftovers.clean_up_after_crashes`), and said."""
-    from ..leftovers import clean_up_after_crashes
+    knows) and the store is cleared (see :func:`thumbctl.upkeep.leftovers.clean_up_after_crashes`), and said."""
+    from ..upkeep.leftovers import clean_up_after_crashes
 
     done = clean_up_after_crashes(ledger, out_dirs)
     if done.temp_files or done.requeued:

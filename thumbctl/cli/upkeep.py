@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ..errors import ExitCode
-from ..options import DEFAULT_GRACE
-from ..settings import parse_duration
+from ..config.options import DEFAULT_GRACE
+from ..core.errors import ExitCode
+from ..core.profile import parse_duration
 from .resolution import settings_from_context
 from .session import handled, open_ledger, parsed, reporter_for, settle_store
 
@@ -50,7 +50,7 @@ def reconcile_command(
     """Check the ledger against the outputs (local folders or s3:// prefixes): stalled leases, unfinished
     cancels, objects, friendly names, orphans, temp files. Live work is never touched; a name a user
     changed is reported, never overwritten unless asked. Exit 0 when clean, 1 when findings remain (for cron)."""
-    from ..reconcile import reconcile, store_location
+    from ..upkeep.reconcile import reconcile, store_location
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
@@ -83,8 +83,8 @@ def gc_command(
 ) -> None:
     """Retention: expire old terminal batches, then remove objects no remaining batch references (checked
     by derivative key), their expired friendly names, stale temp files and expired batch manifests."""
-    from ..gc import collect_garbage
-    from ..reconcile import store_location
+    from ..upkeep.gc import collect_garbage
+    from ..upkeep.reconcile import store_location
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
@@ -113,7 +113,7 @@ def release_command(
     """Hand published names over to you: thumbctl never reports, restores, replaces or removes them again,
     and a submit to one fails that item name_taken (--overwrite takes it back). The files stay as they are.
     Exit 1 when a name is not one thumbctl published."""
-    from ..release import release_names
+    from ..upkeep.release import release_names
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):

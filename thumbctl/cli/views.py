@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from ..config import with_recorded_store
-from ..errors import UsageError
-from ..models import ITEM_STATES
-from ..settings import parse_duration
+from ..config.resolve import with_recorded_store
+from ..core.errors import UsageError
+from ..core.models import ITEM_STATES
+from ..core.profile import parse_duration
 from .options import COMMON, BatchAlias, StatsIntervalOption, batch_argument, choice_option, one_batch
 from .resolution import ledger_target, settings_from_context
 from .session import Interrupts, handled, open_ledger, parsed, reporter_for, settled
@@ -62,11 +62,11 @@ def status(
                 with ledger.views.streamed_items(batch_id, state=state) as listed:
                     reporter.items(batch_id, listed)
             elif html:
-                from ..markup import batch_snippets
+                from ..review.markup import batch_snippets
 
                 reporter.text(batch_snippets(ledger.views, batch))
             elif watch:
-                from ..runner import watch_batch  # imported only here: status starts without the runner
+                from ..engine.runner import watch_batch  # imported only here: status starts without the runner
 
                 batch_id = ledger.views.resolve_batch_id(batch)
                 with (
@@ -106,7 +106,7 @@ def events(
     reporter = reporter_for(json_out, quiet, json_lines=json_lines or (follow and json_out))
     with handled(reporter), open_ledger(ledger_target(ctx), read_only=True) as ledger:
         if follow:
-            from ..runner import follow_events
+            from ..engine.runner import follow_events
 
             with Interrupts().on_sigint() as interrupts:
                 reporter.followed_events(follow_events(ledger, batch, item_id=item, should_stop=interrupts))
@@ -132,7 +132,7 @@ def stats(
     quiet: bool = False,
 ) -> None:
     """Queue age, admission/claim/completion rates, retries, cancellation lag, bytes, dedup hits, stage timings."""
-    from ..stats import build_report, write_prometheus_file
+    from ..review.stats import build_report, write_prometheus_file
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
@@ -163,13 +163,13 @@ def config_command(ctx: typer.Context, json_out: bool = False, quiet: bool = Fal
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
         settings = settings_from_context(ctx)
-        from ..stores import recorded_store_of
+        from ..publishing.stores import recorded_store_of
 
         reporter.settings(with_recorded_store(settings, recorded_store_of(settings.ledger_path)))
 
 
 class SheetOrder(StrEnum):
-    """``thumbctl sheet --sort`` (see :data:`thumbctl.sheet.SORT_ORDERS`)."""
+    """``thumbctl sheet --sort`` (see :data:`thumbctl.review.sheet.SORT_ORDERS`)."""
 
     ledger = "ledger"
     score = "score"
@@ -204,7 +204,7 @@ def sheet(
     One self-contained HTML page (no network, no JavaScript) with relative links to the
     outputs; open it in a browser to review the crops. Exit 0 once written, whatever the batch's state.
     """
-    from ..sheet import write_contact_sheet
+    from ..review.sheet import write_contact_sheet
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter), open_ledger(ledger_target(ctx), read_only=True) as ledger:

@@ -1,4 +1,4 @@
-"""``thumbctl watch``: submit a folder again whenever its files settle (the loop is :mod:`thumbctl.watch`)."""
+"""``thumbctl watch``: submit a folder again whenever its files settle (the loop is :mod:`thumbctl.engine.watch`)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
-from ..errors import ExitCode
-from ..settings import parse_duration
-from ..sources import ScanRules
+from ..core.errors import ExitCode
+from ..core.profile import parse_duration
+from ..core.scanrules import ScanRules
 from .options import StatsIntervalOption
 from .resolution import settings_from_context
 from .runs import (
@@ -68,7 +68,7 @@ def watch_command(
     reporter = reporter_for(json_out, quiet, verbose, stats_interval)
     reporter.json_lines = json_out
     with handled(reporter):
-        from ..watch import Watcher, WatchOptions, check_watchable  # only this command imports the watcher
+        from ..engine.watch import Watcher, WatchOptions, check_watchable  # only this command imports the watcher
 
         settings = settings_from_context(ctx)
         root = check_watchable(directory)

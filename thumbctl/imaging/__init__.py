@@ -1,22 +1,16 @@
 """All the pixels: sniffing and probing sources, decoding, cropping, resampling, encoding.
 
 Pure functions of bytes and settings; no ledger, no output folder.
+
+Imports: :mod:`thumbctl.core` only.
 """
 
-from ..settings import ANALYSIS_REFERENCE_SIZE
+from ..core.profile import ANALYSIS_REFERENCE_SIZE
 from .crop import CropAnalysis, CropChoice, Geometry, decode_scale, focus_box, output_geometry
 from .decode import DecodedSource, SourceDecoder, decode_source, flatten
 from .encode import ALPHA_FORMATS, SRGB_PROFILE, encode, preview_jpeg, resample, verify_output
 from .fit import fit_geometry
-from .formats import (
-    PILLOW_FORMATS,
-    SNIFF_BYTES,
-    SourceInfo,
-    check_supported,
-    heif_available,
-    probe,
-    sniff_format,
-)
+from .formats import PILLOW_FORMATS, SNIFF_BYTES, SourceInfo, check_supported, heif_available, probe, sniff_format
 from .placeholder import Placeholder, placeholder_of
 
 __all__ = [

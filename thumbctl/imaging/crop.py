@@ -25,8 +25,8 @@ from itertools import accumulate
 
 from PIL import Image, ImageChops, ImageFilter
 
-from ..records import record
-from ..settings import Ratio
+from ..core.profile import Ratio
+from ..core.records import record
 
 ANALYSIS_SIZE = 256
 # Crop analysis of every source runs on the decode a 512 px output (the default size,

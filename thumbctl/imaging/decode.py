@@ -31,8 +31,8 @@ from functools import lru_cache
 
 from PIL import Image, ImageChops, ImageCms
 
-from ..errors import ItemFailure
-from ..records import record
+from ..core.errors import ItemFailure
+from ..core.records import record
 from . import pngstrips
 from .formats import (
     DECODE_ERRORS,
@@ -211,7 +211,7 @@ class SourceDecoder:
 
     def analysis_copy(self, needed_scale: float) -> Image.Image:
         """The copy crop analysis runs on: the decode for ``needed_scale`` (a function of the
-        source alone, see :data:`~thumbctl.settings.ANALYSIS_REFERENCE_SIZE`), upright and flattened; made once."""
+        source alone, see :data:`~thumbctl.core.profile.ANALYSIS_REFERENCE_SIZE`), upright and flattened; made once."""
         if self._analysis is None:
             self._analysis = self.decoded(needed_scale, keep_alpha=False).image
             if TRACE is not None:

@@ -13,7 +13,7 @@ from typing import BinaryIO
 
 from PIL import Image, ImageCms
 
-from ..encoders import EARLIER_EFFORT, avif_speed, webp_method
+from ..core.encoders import EARLIER_EFFORT, avif_speed, webp_method
 from .decode import DecodedSource
 from .formats import DECODE_ERRORS, PILLOW_FORMATS
 
@@ -58,12 +58,10 @@ def resample(
     return image
 
 
-def encode(
-    image: Image.Image, fmt: str, quality: int, *, effort: int | None = None, progressive: bool = True
-) -> bytes:
+def encode(image: Image.Image, fmt: str, quality: int, *, effort: int | None = None, progressive: bool = True) -> bytes:
     """Encode deterministically, with no metadata but the sRGB profile. JPEGs have optimised
     Huffman tables and are progressive unless ``progressive`` is False. ``effort`` is thumbctl's
-    scale (:mod:`thumbctl.encoders`: higher is slower and smaller); None is the format's earlier
+    scale (:mod:`thumbctl.core.encoders`: higher is slower and smaller); None is the format's earlier
     fixed effort (WebP method 4, AVIF speed 8). JPEG and PNG take none."""
     buf = io.BytesIO()
     if image.mode == "RGBA" and fmt not in ALPHA_FORMATS:

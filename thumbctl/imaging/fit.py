@@ -23,8 +23,8 @@ import math
 
 from PIL import Image, ImageChops
 
-from ..records import record
-from ..settings import TRANSPARENT, Ratio
+from ..core.profile import TRANSPARENT, Ratio
+from ..core.records import record
 from .crop import Geometry, output_geometry
 
 Box = tuple[int, int, int, int]

@@ -19,8 +19,8 @@ from typing import BinaryIO
 
 from PIL import Image, PngImagePlugin, UnidentifiedImageError
 
-from ..errors import ItemFailure
-from ..records import record
+from ..core.errors import ItemFailure
+from ..core.records import record
 
 # thumbctl enforces its own pixel limit from the header (Limits.max_pixels),
 # before any decode; Pillow's global guard would only get in the way of it.

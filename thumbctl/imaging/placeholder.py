@@ -30,7 +30,7 @@ import math
 
 from PIL import Image
 
-from ..records import record
+from ..core.records import record
 
 #: The longest side of the sample both are computed from, and of the tiny image.
 SAMPLE_SIZE = 16

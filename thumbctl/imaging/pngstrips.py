@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 
 from PIL import Image
 
-from ..records import record
+from ..core.records import record
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: Sources of at least this many pixels take the banded path (smaller ones decode whole, faster).

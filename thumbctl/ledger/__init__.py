@@ -3,16 +3,18 @@
 A :class:`Ledger` is opened on a file or a server URL and exposes one port per role: ``queue``
 (:class:`Queue`), ``views`` (:class:`Views`), ``upkeep`` (:class:`Upkeep`) and ``intake``
 (:class:`Intake`).
+
+Imports: :mod:`thumbctl.core` and :mod:`thumbctl.config`; never storage, pixels or an interface.
 """
 
-from .acceptance import Intake
-from .backend import is_server_url, masked
+from ..config.ledgerurl import is_server_url, masked
 from .core import Ledger
 from .follow import Follower
-from .maintenance import Upkeep
-from .observe import CancelTimes, RenderFacts, StatsFacts, Views
+from .intake import Intake
+from .queue import Claim, ClaimedItem, Publication, Queue, QueueState
 from .timefmt import iso, parse_iso, stored_seconds
-from .work import Claim, ClaimedItem, Publication, Queue, QueueState
+from .upkeep import Upkeep
+from .views import CancelTimes, RenderFacts, StatsFacts, Views
 
 __all__ = [
     "CancelTimes",

@@ -2,7 +2,7 @@
 
 Every statement of the ledger package, read or write, in the CLI and in worker processes,
 runs on a :class:`LedgerConnection`; any SQLite error it raises that is about the ledger
-file itself (busy, full, unwritable, damaged) leaves as a :class:`~thumbctl.errors.LedgerFault`
+file itself (busy, full, unwritable, damaged) leaves as a :class:`~thumbctl.core.errors.LedgerFault`
 with a stable code, so no command ends in a traceback. Other SQLite errors (a constraint,
 a bug in a statement) pass through unchanged.
 
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from ..errors import (
+from ..core.errors import (
     LedgerBusy,
     LedgerCorrupt,
     LedgerError,

@@ -12,7 +12,7 @@ server, :mod:`.postgres`) and builds four ports on it, each the interface of one
 Rules kept by every port:
 
 * Acceptance, cancellation and retry commit durably; every write is one transaction of its backend.
-* A busy ledger is waited out by one policy (:class:`~thumbctl.retrypolicy.BusyPolicy`), and a
+* A busy ledger is waited out by one policy (:class:`~thumbctl.core.retries.BusyPolicy`), and a
   connection lost to a server restart is reopened and the operation run again, within its bound:
   the retry wraps each port once (:mod:`.retry`); database errors about the ledger become stable
   thumbctl errors in the backends.
@@ -27,15 +27,17 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import LedgerFault
-from ..retrypolicy import BusyPolicy
-from .acceptance import Intake
-from .backend import Backend, Clock, is_server_url
-from .maintenance import Upkeep
-from .observe import Views
+from ..config.ledgerurl import is_server_url
+from ..config.settings import busy_policy
+from ..core.errors import LedgerFault
+from ..core.retries import BusyPolicy
+from .backend import Backend, Clock
+from .intake import Intake
+from .queue import Queue
 from .retry import Retrier, with_retry
 from .transitions import Transitions
-from .work import Queue
+from .upkeep import Upkeep
+from .views import Views
 
 
 def open_backend(target: Path | str, *, clock: Clock, busy: BusyPolicy, read_only: bool) -> Backend:
@@ -70,10 +72,10 @@ class Ledger:
         """Open the ledger at ``target``: a file path, or a ``postgresql://`` URL. ``read_only``
         never writes (for commands that only read; a ledger needing a schema upgrade is upgraded
         first where it is writable). ``busy`` is the busy policy (default:
-        :meth:`BusyPolicy.from_env`); ``busy_timeout`` overrides its timeout."""
+        :func:`~thumbctl.config.settings.busy_policy`); ``busy_timeout`` overrides its timeout."""
         self.clock = clock
         self.read_only = read_only
-        policy = busy or BusyPolicy.from_env()
+        policy = busy or busy_policy()
         if busy_timeout is not None:
             policy = replace(policy, timeout=busy_timeout, bound=max(policy.bound, busy_timeout))
         self.busy = policy

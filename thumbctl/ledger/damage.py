@@ -3,7 +3,7 @@ garbled, a ratio that is no ``W:H``) or parses without what thumbctl needs (a pr
 ``upscale``, a size that is text: SQLite stores any type), while the rest of the ledger is sound.
 
 The values parsed are :data:`PARSED_COLUMNS`. A command that needs such a value raises
-:class:`~thumbctl.errors.RowDamaged` (``ledger_corrupt``, exit 74) naming the table, row and
+:class:`~thumbctl.core.errors.RowDamaged` (``ledger_corrupt``, exit 74) naming the table, row and
 column; a listing shows the other rows and marks the damaged one (:class:`DamagedItemView`); and
 ``reconcile`` reports each as a ``damaged_row`` finding, which ``--repair`` settles for an item:
 failed with ``ledger_corrupt`` and its result cleared, logged, so ``retry`` renders it again. A
@@ -18,10 +18,10 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
-from ..errors import RowDamaged
-from ..models import ItemState, ItemView, PublishedItem
-from ..records import record
-from ..settings import SettingError, parse_ratio
+from ..core.errors import RowDamaged
+from ..core.models import ItemState, ItemView, PublishedItem
+from ..core.profile import SettingError, parse_ratio
+from ..core.records import record
 from .backend import Backend, Row
 from .backend import record as from_row
 from .sql import damage as sql

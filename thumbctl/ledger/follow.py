@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..models import Activity, BatchView, ItemState, RecentFailure
+from ..core.models import Activity, BatchView, ItemState, RecentFailure
 from .backend import Backend
+from .batchviews import BatchViews
 from .sql import Query
 from .sql import views as sql
 from .timefmt import iso, stored_seconds
-from .views import BatchViews
 
 #: States followed per batch when following every batch: only the live ones are shown.
 _LIVE_STATES = (ItemState.QUEUED, ItemState.RUNNING)

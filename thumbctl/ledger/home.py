@@ -15,7 +15,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from ..records import record
+from ..core.records import record
 
 #: Files that belong to a SQLite ledger beside its main file.
 _COMPANIONS = ("-wal", "-shm", "-journal")

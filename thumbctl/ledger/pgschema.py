@@ -184,7 +184,7 @@ _V9 = [f"ALTER TABLE names ADD COLUMN released_at {_TEXT}"]
 
 #: A URL with credentials (``scheme://user:password@``), in a source or in a message.
 _CREDENTIALS = r"""([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s"'<>`]*@"""
-#: A secret query parameter and its value (the names of :mod:`thumbctl.downloads.redact`).
+#: A secret query parameter and its value (the names of :mod:`thumbctl.core.redact`).
 _SECRET_PARAMETER = (
     r"""([?&;#])((?:[^=&;#\s"'<>`]*(?:signature|token|secret|password|credential)[^=&;#\s"'<>`]*"""
     r"""|sig|policy|key-pair-id|key|apikey|api_key|api-key|auth|code|passwd|pwd))=[^&;#\s"'<>`]*"""

@@ -17,7 +17,7 @@ ledger's queries ask for what it needs explicitly (their PostgreSQL text, :mod:`
   to its commit; event numbers come from the ``events`` identity after that lock, so they are
   handed out in commit order, and a reader that saw event ``n`` never later finds one below ``n``.
   The price: commits that write events are serialized (measured in ``bench/backends.py``).
-* A lost connection (a server restart) is :class:`~thumbctl.errors.LedgerConnectionLost`; the
+* A lost connection (a server restart) is :class:`~thumbctl.core.errors.LedgerConnectionLost`; the
   :class:`~.core.Ledger` reconnects and runs the operation again within the busy policy's bound.
 """
 
@@ -29,7 +29,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import (
+from ..config.ledgerurl import masked, url_secrets
+from ..core.errors import (
     LedgerConnectionLost,
     LedgerContention,
     LedgerCorrupt,
@@ -40,8 +41,8 @@ from ..errors import (
     LedgerUnavailable,
     UsageError,
 )
-from ..retrypolicy import BusyPolicy
-from .backend import Backend, Clock, EventRow, Params, masked, url_secrets
+from ..core.retries import BusyPolicy
+from .backend import Backend, Clock, EventRow, Params
 from .pgschema import MIGRATIONS, NEWEST, SCHEMA_VERSION
 from .sql import NAMED_LOCKS, POSTGRESQL, Insert, Query
 from .sql.queue import INSERT_EVENTS

@@ -1,7 +1,7 @@
 """The busy/reconnect retry, applied once to each port of a ledger when the port is built.
 
 A port's public method runs again after a lost connection is reopened (a server restart), or after
-a deadlock was broken, within the busy policy's bound (:class:`~thumbctl.retrypolicy.BusyPolicy`):
+a deadlock was broken, within the busy policy's bound (:class:`~thumbctl.core.retries.BusyPolicy`):
 a caller never sees a restart it could have waited out. :func:`with_retry` wraps a whole port;
 methods that cannot simply run again say so where they are defined:
 
@@ -17,8 +17,8 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from ..errors import LedgerConnectionLost, LedgerContention, LedgerUnavailable
-from ..retrypolicy import BusyPolicy
+from ..core.errors import LedgerConnectionLost, LedgerContention, LedgerUnavailable
+from ..core.retries import BusyPolicy
 from .backend import Backend
 
 T = TypeVar("T")

@@ -367,7 +367,7 @@ def _v16_url_secrets(db: sqlite_utils.Database) -> None:
     signed query stays in ``items.source``, which is never shown as it is: a queued item's worker
     downloads with it. Only an item that already failed at submit had credentials (they were never
     downloaded with), so no item that can still run loses what it needs."""
-    from ..downloads.redact import redacted_text, without_userinfo
+    from ..core.redact import redacted_text, without_userinfo
 
     db.conn.create_function("thumbctl_redacted", 1, redacted_text, deterministic=True)
     db.conn.create_function("thumbctl_without_userinfo", 1, without_userinfo, deterministic=True)

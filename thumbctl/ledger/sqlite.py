@@ -2,7 +2,7 @@
 
 Every write is ``BEGIN IMMEDIATE``: SQLite lets one writer at a time, so a write transaction
 excludes every other and needs no row locks; a busy write lock is waited out by the busy policy
-(:class:`~thumbctl.retrypolicy.BusyPolicy`). SQLite errors about the file become stable thumbctl
+(:class:`~thumbctl.core.retries.BusyPolicy`). SQLite errors about the file become stable thumbctl
 errors in :mod:`.connection`; every write first checks the file is still the one opened.
 """
 
@@ -17,18 +17,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import LedgerBusy, LedgerError, LedgerFault, LedgerUnavailable
-from ..retrypolicy import BusyPolicy
+from ..core.errors import LedgerBusy, LedgerError, LedgerFault, LedgerUnavailable
+from ..core.retries import BusyPolicy
 from .backend import Backend, Clock, Params
-from .connection import (
-    LedgerConnection,
-    LedgerCursor,
-    checked_rows,
-    connect,
-    fault_for,
-    file_identity,
-    gone_error,
-)
+from .connection import LedgerConnection, LedgerCursor, checked_rows, connect, fault_for, file_identity, gone_error
 from .schema import MIGRATIONS, NEWEST, SCHEMA_VERSION
 from .sql import SQLITE, Query
 

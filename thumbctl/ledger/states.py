@@ -1,8 +1,8 @@
-"""Item states in the ledger's SQL: each fragment written once, from :class:`~thumbctl.models.ItemState`."""
+"""Item states in the ledger's SQL: each fragment written once, from :class:`~thumbctl.core.models.ItemState`."""
 
 from __future__ import annotations
 
-from ..models import ItemState
+from ..core.models import ItemState
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (f"'{state.value}'" for state in ItemState)
 

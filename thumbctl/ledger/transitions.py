@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from ..downloads.redact import redacted_text
-from ..errors import is_transient
-from ..faults import Faults
-from ..models import ItemState
+from ..core.errors import is_transient
+from ..core.faults import Faults
+from ..core.models import ItemState
+from ..core.redact import redacted_text
 from .backend import Backend, Row
 from .sql import Query
 from .sql import queue as sql
@@ -206,7 +206,7 @@ class Transitions:
 
 def _recorded(detail: str | None) -> str | None:
     """A detail as the ledger records it: a URL in it without credentials or signed-query secrets
-    (details are shown by ``status``, ``events`` and the sheet; see :mod:`thumbctl.downloads.redact`)."""
+    (details are shown by ``status``, ``events`` and the sheet; see :mod:`thumbctl.core.redact`)."""
     return redacted_text(detail) if detail else detail
 
 

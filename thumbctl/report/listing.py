@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
+from ..core.models import EventView, ItemState, ItemView
+from ..core.proc import owner_label
 from ..ledger.damage import DamagedItemView
-from ..models import EventView, ItemState, ItemView
-from ..proc import owner_label
 from .styles import STATE_STYLES, printable
 
 #: A streamed listing sizes its columns on its first rows; a longer cell further down widens only its own line.

@@ -10,8 +10,8 @@ from .styles import escape, plural
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..mirror import MirrorReport
-    from ..sources import ScanError
+    from ..sources.scan import ScanError
+    from ..upkeep.mirror import MirrorReport
 
 #: How the names kept for a reason that is not one folder's read in a run's summary.
 _KEPT = {

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Self, TextIO
 
-from ..errors import ThumbctlError
-from ..models import ITEM_STATES, BatchView
+from ..core.errors import ThumbctlError
+from ..core.models import ITEM_STATES, BatchView
 from .listing import WIDTH_SAMPLE, Cell, chunked, column_widths, markup_line, plain_line
 from .styles import escape, styled
 

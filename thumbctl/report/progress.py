@@ -18,9 +18,9 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from ..core.models import ITEM_STATES, Activity, BatchView, ItemState, RecentFailure
+from ..core.proc import owner_label
 from ..ledger import Follower, Ledger, parse_iso
-from ..models import ITEM_STATES, Activity, BatchView, ItemState, RecentFailure
-from ..proc import owner_label
 from .runnotes import RunNotes
 from .styles import STATE_STYLES, format_age, styled
 

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..core.models import BatchView
+    from ..engine.pool import WorkerDeath
     from ..ledger import Ledger
-    from ..models import BatchView
-    from ..pool import WorkerDeath
 
 
 class RunNotes:
-    """The notes of a run (a :class:`thumbctl.runner.RunObserver`'s), on the console
+    """The notes of a run (a :class:`thumbctl.engine.runner.RunObserver`'s), on the console
     :meth:`_stderr` gives."""
 
     def _stderr(self) -> Console:

@@ -6,19 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ExitCode, Interrupted, UnavailableError
-from ..models import BatchState, BatchView, ItemState
+from ..core.errors import ExitCode, Interrupted, UnavailableError
+from ..core.models import BatchState, BatchView, ItemState
 from .mirror import MirrorReports
 from .styles import escape, plural, printable, styled
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
     from collections.abc import Sequence
 
-    from ..intake import IntakeReport
-    from ..migrate import MigrationReport
-    from ..mirror import MirrorReport
-    from ..pool import Supervision
-    from ..sources import ScanError
+    from ..engine.pool import Supervision
+    from ..intake.submission import IntakeReport
+    from ..sources.scan import ScanError
+    from ..upkeep.migrate import MigrationReport
+    from ..upkeep.mirror import MirrorReport
 
 
 def scan_errors_json(errors: Sequence[ScanError]) -> dict[str, object]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..models import BatchState, ItemState
+from ..core.models import BatchState, ItemState
 
 if TYPE_CHECKING:
     from rich.table import Table

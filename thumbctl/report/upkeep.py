@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..models import Finding, GcReport, ReconcileReport
-from ..release import ALREADY, UNKNOWN, ReleaseReport
+from ..core.models import Finding, GcReport, ReconcileReport
+from ..upkeep.release import ALREADY, UNKNOWN, ReleaseReport
 from .output import Output
 from .styles import escape, format_bytes, plural
 

@@ -6,19 +6,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..config import Settings, display_value
-from ..downloads.redact import shown_source
-from ..errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES
+from ..config.resolve import Settings, display_value
+from ..core.errors import EXIT_CODE_MEANINGS, ITEM_ERROR_CODES
+from ..core.models import BatchView, EventView, ItemState, ItemView
+from ..core.redact import shown_source
 from ..ledger.damage import Damage, noting_damage
-from ..models import BatchView, EventView, ItemState, ItemView
 from .listing import EVENT_COLUMNS, ITEM_COLUMNS, event_cells, item_cells
 from .output import Output
 from .styles import bare_table, escape, format_age, format_bytes, format_ms, styled
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
-    from ..focus import SourceFocus
-    from ..sheet import SheetSummary
-    from ..stats import StatsReport
+    from ..intake.focus import SourceFocus
+    from ..review.sheet import SheetSummary
+    from ..review.stats import StatsReport
 
 
 class ViewReports(Output):

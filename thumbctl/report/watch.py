@@ -6,17 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..models import ItemState
+from ..core.models import ItemState
 from .mirror import MirrorReports
 from .styles import escape, format_age, plural, styled
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..errors import ThumbctlError
-    from ..intake import IntakeReport
-    from ..models import BatchView
-    from ..watch import Round, Unsettled, WakeUp, WatchOptions
+    from ..core.errors import ThumbctlError
+    from ..core.models import BatchView
+    from ..engine.watch import Round, Unsettled, WakeUp, WatchOptions
+    from ..intake.submission import IntakeReport
 
 #: Files named in a "waiting" line; the rest are counted.
 _NAMED = 3

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from ..proc import host_id, start_ticks
-from ..records import record
+from ..core.proc import host_id, start_ticks
+from ..core.records import record
 
 T = TypeVar("T")
 

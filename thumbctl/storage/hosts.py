@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ItemFailure
+from ..core.errors import ItemFailure
 from .locations import is_s3, store_location_of
 from .ownership import is_store_folder
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..settings import Ratio
+    from ..core.profile import Ratio
 
 
 def object_path_in(store: str, key: str, extension: str) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..config.s3location import S3_SCHEME, BadLocation, S3Location, S3Options, is_s3, parse_s3
 from .layout import object_path_in, preview_path_of
-from .s3location import S3_SCHEME, BadLocation, S3Location, S3Options, is_s3, parse_s3
 
 if TYPE_CHECKING:
     from .objects import ObjectStore

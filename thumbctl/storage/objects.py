@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterator
 from enum import StrEnum
 from typing import BinaryIO, Protocol
 
-from ..models import ObjectStamp
-from ..records import record
+from ..core.models import ObjectStamp
+from ..core.records import record
 from . import fsafe
 from .fsafe import OutsideOutput, StoredFile
 from .layout import StoreLayout

@@ -29,8 +29,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import ItemFailure
-from ..records import record
+from ..core.errors import ItemFailure
+from ..core.records import record
 from . import fsafe
 from .layout import OutLayout
 from .objects import object_holds

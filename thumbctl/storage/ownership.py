@@ -3,7 +3,7 @@
 A store belongs to one ledger: gc removes the objects no batch of *its* ledger references, which
 would be unsafe for the objects of another. The file is created once (create-if-absent) and never
 replaced: a local store links it in, an S3 store puts it with ``If-None-Match: *`` (any store with
-:class:`RootFiles`). Binding a ledger to its store, which needs the ledger, is :mod:`thumbctl.stores`.
+:class:`RootFiles`). Binding a ledger to its store, which needs the ledger, is :mod:`thumbctl.publishing.stores`.
 """
 
 from __future__ import annotations

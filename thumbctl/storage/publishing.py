@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Sequence
 
-from ..errors import ItemFailure
+from ..core.errors import ItemFailure
 from .outputs import NameState, OutputTarget, Recorded, StaleVersion, put_back, put_back_taken
 from .thumbnails import NamePublished, RecordedAt
 

@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING
 import obstore
 from obstore.exceptions import PreconditionError
 
-from ..records import record
+from ..config.s3location import S3Location, S3Options, is_s3, parse_s3
+from ..core.records import record
 from . import s3client
 from .layout import OutLayout, StoreLayout
 from .objects import ObjectInfo, ObjectTooLarge, Outcome, Published, Verifier, open_object
 from .outputs import RESERVED_FOLDERS, NameState, Recorded, StaleVersion
-from .s3location import S3Location, S3Options, is_s3, parse_s3
 
 if TYPE_CHECKING:
     from obstore.store import S3Store

@@ -48,9 +48,9 @@ from obstore.exceptions import (
 from obstore.store import S3Store
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
-from ..errors import BadS3Settings, BucketForbidden, BucketMissing, StorageUnreachable
-from ..records import record
-from .s3location import S3Location, S3Options
+from ..config.s3location import S3Location, S3Options
+from ..core.errors import BadS3Settings, BucketForbidden, BucketMissing, StorageUnreachable
+from ..core.records import record
 
 T = TypeVar("T")
 

@@ -17,8 +17,8 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
-from ..errors import ItemFailure
-from ..models import ItemState, ItemView
+from ..core.errors import ItemFailure
+from ..core.models import ItemState, ItemView
 from . import fsafe
 from .objects import open_object
 from .outputs import LocalOutputTarget, Recorded, is_ours, put_back, put_back_taken, version_at

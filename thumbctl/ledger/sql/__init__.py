@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from functools import lru_cache
 
-from ...records import record
+from ...core.records import record
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"

@@ -1,0 +1,9 @@
+"""The engine: rendering the items a ledger holds, in a pool of worker processes.
+
+Owns the pool and its supervising loop (:mod:`.pool`), one worker (:mod:`.worker`: claim, render,
+publish) and its process (:mod:`.workerproc`, :mod:`.heap`), a derivative's pixels
+(:mod:`.rendering`), the foreground run (:mod:`.runner`), resuming a batch (:mod:`.resume`) and the
+watched folder (:mod:`.watch`).
+
+Imports: everything below it, and :mod:`thumbctl.upkeep` (the mirror after a run).
+"""

@@ -1,0 +1,192 @@
+"""The crops on a contact sheet: the windows drawn on the source's frame, one tile per crop
+at its true aspect ratio with its caption, and the command that fixes it.
+
+What each fit kept is drawn: a cover output's window (solid), a contain output's whole photo area
+(dashed) with its padding shaded on the tile, and a trimmed source's box (dotted, once per source).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import os
+import shlex
+from html import escape
+from urllib.parse import quote
+
+from ..core.models import ItemView
+from ..core.redact import shown_source
+
+FRAME_BOX = (196, 160)  # the source's preview fits in this many CSS px
+
+
+def relative_href(path: str, page_dir: str) -> str:
+    """A URL to ``path`` relative to the page, percent-encoded (names may hold ``#``, ``?``, ``%``)."""
+    folder, name = os.path.split(path)
+    if not (os.path.isabs(folder) and os.path.isabs(page_dir)):  # relative to the working folder: not cached
+        return quote(os.path.relpath(path, page_dir), safe="/")
+    relative = _relative_folder(folder, page_dir)
+    return quote(name if relative == "." else f"{relative}/{name}", safe="/")
+
+
+@functools.lru_cache(maxsize=4096)
+def _relative_folder(folder: str, page_dir: str) -> str:
+    """``os.path.relpath`` of an absolute folder, once per folder: a sheet links thousands of files
+    that lie in a few folders."""
+    return os.path.relpath(folder, page_dir)
+
+
+def source_frame(
+    size: tuple[int, int] | None, items: list[ItemView], colours: dict[str, str], photo: bytes | None = None
+) -> str:
+    """The source scaled down (its preview, or an outline when there is none) with each recorded
+    crop window drawn on it once (the derivatives of a ratio share theirs)."""
+    if not size:
+        return ""
+    width, height = size
+    scale = min(FRAME_BOX[0] / width, FRAME_BOX[1] / height)
+    box_w, box_h = max(1, round(width * scale)), max(1, round(height * scale))
+    distinct: dict[tuple[str, tuple[int, int, int, int] | None], ItemView] = {}
+    for item in items:
+        distinct.setdefault((item.ratio, crop_box(item)), item)
+    windows = "".join(crop_window(item, size, colours[item.ratio]) for item in distinct.values())
+    trims = {box for item in items if (box := result_box(item, "trim")) is not None}
+    windows += "".join(box_span("trimmed", "trimmed box", box, size, "#57534e") for box in sorted(trims))
+    picture = (
+        f'<img class="photo" src="data:image/jpeg;base64,{base64.b64encode(photo).decode("ascii")}" '
+        f'width="{box_w}" height="{box_h}" alt="">'
+        if photo
+        else ""
+    )
+    kind = "frame photo" if photo else "frame"
+    return (
+        f'<div class="{kind}" style="width:{box_w}px;height:{box_h}px" '
+        f'role="img" aria-label="crop windows on the source">{picture}{windows}</div>'
+    )
+
+
+def recrop_line(item: ItemView, size: tuple[int, int] | None) -> str | None:
+    """The ``thumbctl focus`` command that fixes this crop centred where it is now (``--at``, to edit):
+    remembered for the photo's content at this ratio, so every later submit renders it so. None when no
+    window was recorded."""
+    box = crop_box(item)
+    if box is None or not size or fit_of(item) != "cover":
+        return None
+    left, top, right, bottom = box
+    x, y = round((left + right) / 2 / size[0], 3), round((top + bottom) / 2 / size[1], 3)
+    return f"thumbctl focus {shlex.quote(shown_source(item.source))} --ratio {item.ratio} --at {x:g},{y:g}"
+
+
+def crop_window(item: ItemView, size: tuple[int, int], colour: str) -> str:
+    box = crop_box(item)
+    if box is None:
+        return ""
+    fit = fit_of(item)
+    kind = "window" if fit == "cover" else f"window {fit}"
+    return box_span(kind, item.ratio if fit == "cover" else f"{item.ratio} {fit}", box, size, colour)
+
+
+def box_span(kind: str, title: str, box: tuple[int, int, int, int], size: tuple[int, int], colour: str) -> str:
+    """A box of ``size``'s frame (in its pixels), drawn in percent of it."""
+    width, height = size
+    left, top, right, bottom = box
+    return (
+        f'<span class="{kind}" title="{escape(title)}" style="--c:{colour};'
+        f"left:{100 * left / width:.2f}%;top:{100 * top / height:.2f}%;"
+        f'width:{100 * (right - left) / width:.2f}%;height:{100 * (bottom - top) / height:.2f}%"></span>'
+    )
+
+
+def fit_of(item: ItemView) -> str:
+    """``cover`` (what every output without a recorded fit is) or ``contain``."""
+    return str((item.result or {}).get("fit", "cover"))
+
+
+def result_box(item: ItemView, name: str) -> tuple[int, int, int, int] | None:
+    """A box the render recorded under ``name`` (``trim``, ``placed``), if any."""
+    value = (item.result or {}).get(name)
+    if not isinstance(value, list) or len(value) != 4:
+        return None
+    left, top, right, bottom = (int(v) for v in value)
+    return left, top, right, bottom
+
+
+def crop_box(item: ItemView) -> tuple[int, int, int, int] | None:
+    """The crop window the render recorded, if any (outputs reused at submit record none)."""
+    crop = (item.result or {}).get("crop")
+    if not isinstance(crop, dict) or len(crop.get("box") or ()) != 4:
+        return None
+    left, top, right, bottom = (int(v) for v in crop["box"])
+    return left, top, right, bottom
+
+
+def crop_figure(
+    item: ItemView, path: str, page_dir: str, colour: str, recrop: str | None = None, caption: str | None = None
+) -> str:
+    """A crop at its true aspect ratio, linked to the full-size output, with its crop-fix command and
+    ``caption`` (HTML; default :func:`crop_caption`).
+
+    Loaded eagerly: a lazy image off screen stays blank in a printout or a headless screenshot."""
+    href = escape(relative_href(path, page_dir))
+    out_w, out_h = output_size(item)
+    dims = f'width="{out_w}" height="{out_h}"' if out_w else f'style="aspect-ratio:{ratio_css(item.ratio)}"'
+    alt = escape(f"{item.item_id} {item.ratio}")
+    line = (
+        f'<code class="recrop" title="the command that fixes this crop: edit --at (x,y in 0..1), run it, '
+        f'submit the folder again (add your --db if you give one)">'
+        f"{escape(recrop)}</code>"
+        if recrop
+        else ""
+    )
+    placed = result_box(item, "placed")
+    padding = (
+        box_span("placed", "the photo; around it, padding", placed, (out_w, out_h), colour) if placed and out_w else ""
+    )
+    return (
+        f'<figure class="tile" style="--c:{colour}"><a href="{href}">'
+        f'<img src="{href}" {dims} alt="{alt}">{padding}</a>{line}'
+        f"<figcaption>{crop_caption(item) if caption is None else caption}</figcaption></figure>"
+    )
+
+
+def output_size(item: ItemView) -> tuple[int, int] | tuple[None, None]:
+    result = item.result or {}
+    width, height = result.get("width"), result.get("height")
+    if isinstance(width, int) and isinstance(height, int):
+        return width, height
+    return None, None
+
+
+def crop_caption(item: ItemView) -> str:
+    """``1:1 512×512`` then ``smart 0.81 · 1200×1200 at 310,0`` (the window in source pixels)."""
+    out_w, out_h = output_size(item)
+    first = f'<span class="ratio">{escape(item.ratio)}</span> {out_w}×{out_h}' if out_w else escape(item.ratio)
+    second = crop_text(item)
+    if crop_box(item) is not None and (item.result or {}).get("source_smaller_than_target"):
+        second += " · source smaller than asked"
+    return f"{first}<br>{second}"
+
+
+def crop_text(item: ItemView) -> str:
+    """``smart 0.81 · 1200×1200 at 310,0``: the policy, score and window (source pixels) of a render."""
+    crop = (item.result or {}).get("crop")
+    box = crop_box(item)
+    if not isinstance(crop, dict) or box is None:
+        return '<span class="muted">no crop recorded (output reused)</span>'
+    left, top, right, bottom = box
+    trim = result_box(item, "trim")
+    trimmed = f" · trimmed to {trim[2] - trim[0]}×{trim[3] - trim[1]} at {trim[0]},{trim[1]}" if trim else ""
+    placed = result_box(item, "placed")
+    if fit_of(item) == "contain" and placed is not None:
+        at = f"{placed[2] - placed[0]}×{placed[3] - placed[1]} at {placed[0]},{placed[1]}"
+        return f"contain · whole photo {right - left}×{bottom - top}, placed {at}, padded{trimmed}"
+    score = crop.get("score")
+    score_text = f" {score:.2f}" if isinstance(score, int | float) else ""
+    policy = escape(str(crop.get("policy", "")))
+    return f"{policy}{score_text} · {right - left}×{bottom - top} at {left},{top}{trimmed}"
+
+
+def ratio_css(ratio: str) -> str:
+    """``16:9`` -> ``16 / 9`` for CSS ``aspect-ratio``; anything unexpected -> a square."""
+    w, _, h = ratio.partition(":")
+    return f"{int(w)} / {int(h)}" if w.isdigit() and h.isdigit() and int(w) and int(h) else "1 / 1"

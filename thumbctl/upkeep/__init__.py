@@ -1,0 +1,9 @@
+"""Upkeep: what an operator runs from cron, and what a run leaves tidy after itself.
+
+Owns reconcile's findings and repairs (:mod:`.reconcile`), retention (:mod:`.gc`), the mirror mode
+(:mod:`.mirror`), handing names to the user (:mod:`.release`), telling crash leftovers from a
+user's files (:mod:`.leftovers`) and the one-time migration of the old output layout
+(:mod:`.migrate`).
+
+Imports: core, config, ledger, storage, imaging, sources and publishing; never the engine.
+"""
