@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -12,7 +12,6 @@ import typer
 from ..core.errors import ExitCode, Interrupted, UsageError
 from ..core.models import BatchState, ItemState
 from ..core.profile import URL_NOT_SUPPORTED, SettingError, parse_duration, refuse_url
-from ..core.records import record
 from ..core.scanrules import ScanRules
 from ..ledger.home import shown
 from .options import BatchAlias, StatsIntervalOption, batch_argument, one_batch
@@ -141,7 +140,7 @@ def render_in_foreground(
     raise typer.Exit(int(code))
 
 
-@record
+@dataclass(frozen=True)
 class Mirror:
     """``--delete``: after the batch, remove what it no longer publishes; ``dropped``: also the
     derivatives of sources still there that it no longer asks for (``--delete-dropped``);

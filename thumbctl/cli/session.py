@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,6 @@ import typer
 from ..config.resolve import default_ledger_path, old_default_ledger_path
 from ..core.errors import ExitCode, Interrupted, LedgerMissing, StorageError, ThumbctlError
 from ..core.profile import SettingError
-from ..core.records import record
 from ..ledger import Ledger
 from ..ledger.home import settle_default_ledger
 
@@ -42,7 +41,7 @@ def reporter_for(
     return reporter
 
 
-@record(frozen=False)
+@dataclass
 class RunningCommand:
     """The running command: its reporter, for the notes opening a ledger gives (said once)."""
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
-from ..core.records import record
 from .settings import CONFIG_ENV, KEYS, KEYS_BY_NAME, Setting, parse_value
 from .userdirs import config_dir
 
@@ -26,7 +26,7 @@ FILE_ALIASES = {"sizes": "size", "formats": "format"}
 _LEDGER_WIDE = frozenset(key.name for key in KEYS if not key.in_profiles)
 
 
-@record
+@dataclass(frozen=True)
 class ConfigFile:
     """A loaded, fully validated config file: parsed values per table."""
 
@@ -35,7 +35,7 @@ class ConfigFile:
     profiles: dict[str, dict[str, Any]]
 
 
-@record
+@dataclass(frozen=True)
 class FileLayer:
     """The config file's values that apply: the chosen profile's table over ``[defaults]``, by setting name,
     each with the file and table it came from (what a command-line parser cannot know)."""

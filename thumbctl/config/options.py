@@ -7,11 +7,10 @@ nothing heavy: no Pillow, no multiprocessing.
 from __future__ import annotations
 
 import os
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.profile import Limits, Profile, UrlRules
-from ..core.records import record
 from ..core.retries import Backoff
 from ..core.scanrules import ScanRules
 from .s3location import S3Options
@@ -22,7 +21,7 @@ from .settings import DEFAULT_SOURCE, KEYS_BY_NAME, environment_setting
 DEFAULT_GRACE = 3600.0
 
 
-@record
+@dataclass(frozen=True)
 class SubmitOptions:
     """Everything a submission needs besides its source."""
 
@@ -67,7 +66,7 @@ def lease_seconds(default: float) -> float:
     return default if setting.source == DEFAULT_SOURCE else setting.value
 
 
-@record
+@dataclass(frozen=True)
 class RunOptions:
     workers: int = field(default_factory=default_workers)
     lease_seconds: float = 30.0

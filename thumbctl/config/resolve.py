@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import UsageError
 from ..core.profile import Limits, Profile, Ratio, SettingError, UrlRules
-from ..core.records import record
 from .file import LOCAL_FILE_NAME, USER_FILE_NAME, FileLayer, file_layer, find_config_file, load_config_file
 from .options import RunOptions, SubmitOptions, default_workers, lease_seconds
 from .s3location import S3Options, is_s3
@@ -77,16 +76,14 @@ __all__ = [
     "resolve_key",
     "resolve_ledger_path",
     "resolve_settings",
-    "resolve_store_path",
     "state_dir",
 ]
 
 _DB = KEYS_BY_NAME["db"]
-_STORE = KEYS_BY_NAME["store"]
 _ENVIRONMENT_ONLY = frozenset(key.name for key in ENVIRONMENT_KEYS)
 
 
-@record
+@dataclass(frozen=True)
 class Settings:
     """Every setting resolved, with its source; builds the library's option objects."""
 
@@ -207,16 +204,6 @@ def resolve_ledger_path(
     env = os.environ if env is None else env
     flags = {} if flag is None else {_DB.param_name: flag}
     return resolve_key(_DB, flags, env, file_layer(None, env, cwd)).value
-
-
-def resolve_store_path(
-    flag: Path | str | None, env: Mapping[str, str] | None = None, cwd: Path | None = None
-) -> Path | None:
-    """The object store alone (for commands without profiles): --store, THUMBCTL_STORE, the file's
-    [defaults], else None (the default beside the ledger, see :func:`thumbctl.publishing.stores.resolve_store`)."""
-    env = os.environ if env is None else env
-    flags = {} if flag is None else {_STORE.param_name: flag}
-    return resolve_key(_STORE, flags, env, file_layer(None, env, cwd)).value
 
 
 def resolve_key(key: Key, flags: Mapping[str, Any], env: Mapping[str, str], layer: FileLayer) -> Setting:

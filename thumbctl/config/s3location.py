@@ -7,9 +7,9 @@ without importing the factory that imports them.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ..core.errors import UsageError
-from ..core.records import record
 
 S3_SCHEME = "s3://"
 
@@ -25,7 +25,7 @@ class BadLocation(UsageError):
     code = "bad_location"
 
 
-@record
+@dataclass(frozen=True)
 class S3Location:
     """A bucket and a key prefix inside it (no leading or trailing slash; empty for the whole bucket)."""
 
@@ -53,7 +53,7 @@ class S3Location:
         return f"{self.url}/{name}"
 
 
-@record
+@dataclass(frozen=True)
 class S3Options:
     """thumbctl's own S3 settings; each None falls back to the standard AWS variables and files
     (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``, ...)."""

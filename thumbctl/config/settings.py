@@ -18,6 +18,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,6 @@ from ..core.profile import (
     refuse_url,
     shortened,
 )
-from ..core.records import record
 from ..core.retries import BusyPolicy
 from .userdirs import default_ledger_path
 
@@ -248,7 +248,7 @@ def complete_list_of(choices: Iterable[str]) -> Callable[[str], list[str]]:
     return complete
 
 
-@record
+@dataclass(frozen=True)
 class Key:
     """One setting and its command-line option: the file key is ``name``, the env var ``THUMBCTL_`` + the
     name in upper case, the option ``flag`` (``--x/--no-x`` for a switch), shown under ``panel`` in help.
@@ -461,7 +461,7 @@ DURATION_KEYS = frozenset(
 COUNT_KEYS = frozenset({"max_pixels", "max_bytes"})
 
 
-@record
+@dataclass(frozen=True)
 class Setting:
     """A resolved value and where it came from: ``flag``, ``env THUMBCTL_X``, ``file PATH [TABLE]``, ``default``."""
 

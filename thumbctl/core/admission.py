@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from .errors import AdmissionRefused, Interrupted, RejectedError, UnavailableError
 from .profile import Limits
-from .records import record
 
 if TYPE_CHECKING:
     from tenacity import RetryCallState
@@ -24,7 +24,7 @@ T = TypeVar("T")
 WORKER_SEEN_WINDOW = 600.0
 
 
-@record
+@dataclass(frozen=True)
 class QueueSnapshot:
     """What admission looks at, read inside the accepting transaction. The last two are asked only
     when the queue is older than its objective."""

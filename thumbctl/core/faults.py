@@ -48,9 +48,8 @@ import os
 import random
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
-
-from .records import record
 
 CHECKPOINTS = (
     "worker_start",
@@ -73,7 +72,7 @@ CHECKPOINTS = (
 )
 
 
-@record
+@dataclass(frozen=True)
 class FaultRule:
     action: str
     checkpoint: str

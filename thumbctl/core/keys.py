@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import BinaryIO
 
 from .profile import ANALYSIS_REFERENCE_SIZE, Profile, Ratio
 
@@ -23,11 +22,6 @@ def canonical_json(value: object) -> str:
 def digest_json(value: object) -> str:
     """sha256 (hex) of the canonical JSON of ``value``."""
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
-
-
-def digest_stream(stream: BinaryIO) -> str:
-    """sha256 (hex) of everything left in a binary stream."""
-    return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 def derivative_key(

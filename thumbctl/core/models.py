@@ -5,9 +5,8 @@ Views are read-only projections of ledger rows; their ``to_json`` methods give t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
-
-from .records import record
 
 
 class _State(StrEnum):
@@ -47,7 +46,7 @@ class BatchState(_State):
 TERMINAL_BATCH_STATES = frozenset({BatchState.SUCCEEDED, BatchState.PARTIAL, BatchState.FAILED, BatchState.CANCELLED})
 
 
-@record
+@dataclass(frozen=True)
 class NewItem:
     """One derivative of a source, (ratio, size, format), as intake admits it."""
 
@@ -78,7 +77,7 @@ class NewItem:
     alt: str = ""
 
 
-@record
+@dataclass(frozen=True)
 class NewBatch:
     """A normalized, digested request ready to be accepted by the ledger."""
 
@@ -106,7 +105,7 @@ class NewBatch:
         return sum(1 for item in self.items if item.state == ItemState.QUEUED)
 
 
-@record
+@dataclass(frozen=True)
 class KeyedBatch:
     """The batch an idempotency key names (the newest of its chain) and whether its cancel was requested."""
 
@@ -130,7 +129,7 @@ def batch_state(counts: dict[ItemState, int], total: int, cancel_requested: bool
     return BatchState.SUCCEEDED
 
 
-@record
+@dataclass(frozen=True)
 class FailureView:
     item_id: str
     ratio: str
@@ -150,7 +149,7 @@ class FailureView:
         }
 
 
-@record
+@dataclass(frozen=True)
 class BatchView:
     batch_id: str
     state: BatchState
@@ -219,7 +218,7 @@ class BatchView:
         return doc
 
 
-@record
+@dataclass(frozen=True)
 class ItemView:
     item_id: str
     source: str
@@ -260,7 +259,7 @@ class ItemView:
         }
 
 
-@record
+@dataclass(frozen=True)
 class EventView:
     """One line of the log. ``from_state``/``to_state`` are item states (:class:`ItemState`) on an item's
     event, and on a batch's event what happened to it (``cancel_requested``, ``removed``, ``expired``)."""
@@ -299,7 +298,7 @@ class EventView:
         }
 
 
-@record
+@dataclass(frozen=True)
 class FocusChange:
     """A crop fix to remember for (source content, ratio), or (``focus`` None) to forget."""
 
@@ -308,7 +307,7 @@ class FocusChange:
     focus: tuple[float, float] | None
 
 
-@record
+@dataclass(frozen=True)
 class FocusPoint:
     """A remembered crop fix: every later render of the content at the ratio is centred on ``focus``
     (None: the fix was cleared at ``set_at``); ``batch_id`` is the batch whose manifest set or
@@ -325,7 +324,7 @@ class FocusPoint:
         return {"ratio": self.ratio, "focus": focus, "set_at": self.set_at, "batch_id": self.batch_id}
 
 
-@record
+@dataclass(frozen=True)
 class CachedSource:
     """A stat-cache row: what a file held when it last had this stat signature."""
 
@@ -351,7 +350,7 @@ class CachedSource:
         )
 
 
-@record
+@dataclass(frozen=True)
 class WorkerActivity:
     """What one worker process holds right now: one source, all of its claimed ratios."""
 
@@ -364,7 +363,7 @@ class WorkerActivity:
         return {"worker": self.worker, "item_id": self.item_id, "ratios": list(self.ratios), "since": self.since}
 
 
-@record
+@dataclass(frozen=True)
 class RecentFailure:
     at: str
     item_id: str
@@ -384,7 +383,7 @@ class RecentFailure:
         }
 
 
-@record
+@dataclass(frozen=True)
 class Activity:
     """A live snapshot of one batch (or of every batch) for progress views, read from the ledger."""
 
@@ -431,7 +430,7 @@ FINDING_KINDS = (
 )
 
 
-@record
+@dataclass(frozen=True)
 class StalledItem:
     """A live item (``running`` or ``queued``) as reconcile sees it, with its lease."""
 
@@ -446,7 +445,7 @@ class StalledItem:
     cancel_requested_at: str | None
 
 
-@record
+@dataclass(frozen=True)
 class UnsettledName:
     """A ``failed`` item of a live batch with its object and friendly name, whose name no success
     and no recorded name claims: a crash between publishing the name and the commit leaves this."""
@@ -461,7 +460,7 @@ class UnsettledName:
     out_dir: str
 
 
-@record
+@dataclass(frozen=True)
 class PublishedItem:
     """A ``succeeded`` item of a batch that has not expired, with what its object must be."""
 
@@ -492,7 +491,7 @@ class PublishedItem:
     fit: str = "cover"
 
 
-@record
+@dataclass(frozen=True)
 class PublishedName:
     """A published name's record: what thumbctl published there last, kept whatever becomes of the
     batch that published it."""
@@ -508,7 +507,7 @@ class PublishedName:
     item_id: str | None = None
 
 
-@record
+@dataclass(frozen=True)
 class Finding:
     """One problem reconcile found; ``repaired`` once a safe repair was applied."""
 
@@ -532,7 +531,7 @@ class Finding:
         }
 
 
-@record
+@dataclass(frozen=True)
 class ObjectStamp:
     """Which file an object path names, and its state: any write, rename or relink changes it."""
 
@@ -543,7 +542,7 @@ class ObjectStamp:
     ctime_ns: int
 
 
-@record
+@dataclass(frozen=True)
 class ReconcileReport:
     findings: tuple[Finding, ...]
     #: Objects of succeeded items checked; of them, how many were decoded and how many were
@@ -573,7 +572,7 @@ class ReconcileReport:
         }
 
 
-@record
+@dataclass(frozen=True)
 class GcReport:
     """What ``gc`` removed (or, with ``dry_run``, would remove)."""
 

@@ -41,8 +41,7 @@ import mimetypes
 import string
 import unicodedata
 from collections.abc import Iterable
-
-from .records import record
+from dataclasses import dataclass
 
 FIELDS = ("path", "stem", "ratio", "size", "width", "height", "ext", "fit")
 #: A name is one file name per segment: the usual 255-byte limit of a file system.
@@ -68,7 +67,7 @@ def default_template(sizes_count: int = 1, fit: str = "cover") -> str:
     return f"{base}.{{ext}}" if fit == "cover" else f"{base}.{{fit}}.{{ext}}"
 
 
-@record
+@dataclass(frozen=True)
 class NameFields:
     """The values a template's fields take for one item."""
 
@@ -197,7 +196,7 @@ def extension_problem(file_name: str) -> str | None:
     return f"has the extension .{file_name.rpartition('.')[2]} ({media}), not a raster image's"
 
 
-@record
+@dataclass(frozen=True)
 class NamedItem:
     """One item to name: who it is (for messages) and its field values."""
 

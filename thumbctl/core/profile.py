@@ -8,11 +8,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from . import encoders
-from .records import record
 
 OUTPUT_FORMATS: dict[str, str] = {"jpeg": "jpg", "webp": "webp", "avif": "avif", "png": "png"}
 #: Crop policy -> version. The version is part of every derivative key, so a
@@ -65,7 +64,7 @@ def refuse_url(text: str, must: str = "it must be a local path") -> None:
         )
 
 
-@record(order=True)
+@dataclass(frozen=True, order=True)
 class Ratio:
     """An aspect ratio in lowest terms, e.g. ``Ratio(16, 9)``."""
 
@@ -163,7 +162,7 @@ def _duration_seconds(text: str) -> float:
     return total
 
 
-@record
+@dataclass(frozen=True)
 class Profile:
     """What to render for every source: the part of a request that shapes pixels.
 
@@ -316,7 +315,7 @@ def parse_list(text: object) -> list[object]:
     return [text]
 
 
-@record
+@dataclass(frozen=True)
 class Limits:
     """Per-source, per-request and queue limits (all configurable)."""
 
@@ -330,9 +329,6 @@ class Limits:
     #: Admission control: refuse while the oldest runnable item has waited
     #: longer than this (seconds); 0 turns the check off.
     queue_age_objective: float = 24 * 3600.0
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
@@ -362,7 +358,7 @@ def parse_count(text: str) -> int:
 DEFAULT_DOWNLOAD_SECONDS = 60.0
 
 
-@record
+@dataclass(frozen=True)
 class UrlRules:
     """What a URL source may reach and how long its download may take.
 

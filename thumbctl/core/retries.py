@@ -8,15 +8,14 @@ The chosen time is persisted as the item's ``not_before``, so a restart keeps it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tenacity import Retrying
 
-from .records import record
 
-
-@record
+@dataclass(frozen=True)
 class Backoff:
     base: float = 1.0
     cap: float = 60.0
@@ -30,7 +29,7 @@ class Backoff:
         return wait_random_exponential(multiplier=self.base, max=self.cap)(state)
 
 
-@record
+@dataclass(frozen=True)
 class BusyPolicy:
     """The one policy for a ledger whose write lock another process holds.
 

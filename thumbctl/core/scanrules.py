@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import fnmatch
 import os
-
-from .records import record
+from dataclasses import dataclass
 
 IMAGE_EXTENSIONS = frozenset(
     {".jpg", ".jpeg", ".png", ".webp", ".gif", ".tif", ".tiff", ".bmp", ".avif", ".heic", ".heif"}
 )
 
 
-@record
+@dataclass(frozen=True)
 class ScanRules:
     """Which files of a directory are candidates. Content decides the rest.
 

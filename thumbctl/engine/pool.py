@@ -29,18 +29,18 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 from ..core.errors import ExitCode, LedgerBusy, ThumbctlError
 from ..core.proc import owner_id, owner_is_dead
-from ..core.records import record
 from ..ledger import Ledger
 from .worker import WorkerConfig
 from .workerproc import LEDGER_FAULT_EXITS, worker_main
 
 
-@record
+@dataclass(frozen=True)
 class WorkerDeath:
     """A worker process that exited abnormally, and whether it had taken work first."""
 
@@ -355,17 +355,6 @@ def _launching() -> Iterator[None]:
                 _LAUNCHED[name] = pid
 
 
-def start_fork_server() -> None:
-    """Start the fork server now (it imports :data:`WORKER_PRELOAD`), so that its start-up
-    overlaps the caller's own work, e.g. submit's intake. Stopped with the last pool, or when
-    this process exits."""
-    import multiprocessing.forkserver
-
-    multiprocessing.get_context("forkserver").set_forkserver_preload(WORKER_PRELOAD)
-    with _launching():
-        multiprocessing.forkserver.ensure_running()  # type: ignore[attr-defined]
-
-
 def stop_helpers() -> None:
     """Stop the fork server and resource tracker launched here (no others). Each exits once every
     process holding its pipe has closed it, so this waits for any worker still alive."""
@@ -417,7 +406,7 @@ def _time_check_period(limit: float) -> float:
     return min(1.0, limit / 4) if limit else 1.0
 
 
-@record
+@dataclass(frozen=True)
 class Supervision:
     """How a supervised run ended."""
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 
 from PIL import Image
 
 from ..core.encoders import recorded_encoder
 from ..core.errors import ItemFailure
 from ..core.profile import DEFAULT_TRIM_TOLERANCE, TRANSPARENT, parse_ratio
-from ..core.records import record
 from ..imaging import (
     ALPHA_FORMATS,
     ANALYSIS_REFERENCE_SIZE,
@@ -42,7 +42,7 @@ Renderer = Callable[[Geometry, str], bytes]
 Timer = Callable[[], AbstractContextManager[None]]
 
 
-@record
+@dataclass(frozen=True)
 class Framing:
     """What a derivative kept of its source: the crop window (cover) or the placement (contain),
     and the trimmed box when the batch trims."""
@@ -64,7 +64,7 @@ class Framing:
         return result
 
 
-@record(frozen=False)
+@dataclass
 class SharedRender:
     """One derivative key's output, rendered once per claim for every claimed item with that key."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -16,7 +17,6 @@ from ..config.options import RunOptions, lease_seconds
 from ..core.errors import CannotWrite, Interrupted
 from ..core.models import BatchView, EventView, ItemView
 from ..core.proc import owner_is_dead
-from ..core.records import record
 from ..core.retries import Backoff
 from ..ledger import Ledger, iso
 from ..review.markup import manifest_present
@@ -59,7 +59,7 @@ class SilentObserver:
         pass
 
 
-@record
+@dataclass(frozen=True)
 class RunResult:
     batch: BatchView | None
     supervision: Supervision

@@ -21,7 +21,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Protocol
 from ..config.options import RunOptions, SubmitOptions
 from ..core.errors import RejectedError, ThumbctlError, UsageError
 from ..core.faults import Faults
-from ..core.records import record
 from ..ledger import Ledger
 from ..sources.scan import scan_directory
 from ..storage.outputs import looks_like_output_folder
@@ -53,7 +52,7 @@ class WakeUp(StrEnum):
     POLL = "poll"
 
 
-@record
+@dataclass(frozen=True)
 class WatchOptions:
     #: Seconds a file's size and modification time must stay the same before a round reads it.
     settle: float = 2.0
@@ -69,7 +68,7 @@ class WatchOptions:
     mirror_excluded: bool = False
 
 
-@record
+@dataclass(frozen=True)
 class Unsettled:
     """A file that changed less than the settle time ago; ``changing_for``: seconds since it was
     first seen changing (a file that never stops growing shows a growing figure)."""
@@ -78,7 +77,7 @@ class Unsettled:
     changing_for: float
 
 
-@record
+@dataclass(frozen=True)
 class Round:
     """One submission of the folder and its run."""
 
@@ -129,7 +128,7 @@ def check_watchable(text: str) -> Path:
 # -- settling --------------------------------------------------------------------------------------
 
 
-@record(frozen=False)
+@dataclass
 class Settling:
     """The folder as seen scan after scan, and whether it is due for a round (pure: the clock is
     given, so the rules are tested without waiting)."""
@@ -186,7 +185,7 @@ class Settling:
 # -- scanning and waking up ---------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True)
 class FolderScan:
     """The files a round would read: submit's scan of the folder, with each file's stat."""
 
@@ -295,7 +294,7 @@ WAITING_EVERY = 5.0
 SCAN_SHARE = 3.0
 
 
-@record(frozen=False)
+@dataclass
 class Watcher:
     """Watch ``root``; each due round submits it with ``options`` into the ledger ``db`` and renders
     it with ``run_options`` (the first Ctrl-C cancels a running round durably, as submit's does,

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -37,7 +37,6 @@ from ..core.faults import Faults
 from ..core.models import ItemState
 from ..core.proc import owner_id, owner_is_dead
 from ..core.profile import OUTPUT_FORMATS, Limits, UrlRules
-from ..core.records import record
 from ..core.retries import Backoff
 from ..imaging import CropAnalysis, DecodedSource, SourceDecoder, preview_jpeg, verify_output
 from ..ledger import Claim, ClaimedItem, Ledger, is_server_url
@@ -55,7 +54,7 @@ from .heap import release_freed_memory
 from .rendering import Framing, Renderer, Rendering, SharedRender, decoder_background
 
 
-@record
+@dataclass(frozen=True)
 class WorkerConfig:
     """What every worker process of a pool is told (picklable, for spawn)."""
 

@@ -20,13 +20,13 @@ as the edges allow.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
 
 from PIL import Image, ImageChops, ImageFilter
 
 from ..core.profile import Ratio
-from ..core.records import record
 
 ANALYSIS_SIZE = 256
 # Crop analysis of every source runs on the decode a 512 px output (the default size,
@@ -38,7 +38,7 @@ ENTROPY_STEPS = 32
 _WEIGHTS = (0.5, 0.25, 0.25)
 
 
-@record
+@dataclass(frozen=True)
 class Geometry:
     """Crop window size and output size, in upright source pixels."""
 
@@ -81,7 +81,7 @@ def decode_scale(src_w: int, src_h: int, size: int) -> float:
     return size / max(1, min(src_w, src_h))
 
 
-@record
+@dataclass(frozen=True)
 class CropChoice:
     """The chosen window (upright source pixels), how well it scored, and why."""
 

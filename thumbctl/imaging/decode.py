@@ -26,13 +26,12 @@ import io
 import math
 import warnings
 from collections.abc import Iterable
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from PIL import Image, ImageChops, ImageCms
 
 from ..core.errors import ItemFailure
-from ..core.records import record
 from . import pngstrips
 from .formats import (
     DECODE_ERRORS,
@@ -67,7 +66,7 @@ DRAFT_HEADROOM = 2.0
 PREMULTIPLY_ROWS = 256
 
 
-@record(frozen=False)
+@dataclass
 class DecodedSource:
     """A source decoded once: upright, RGB or RGBA, possibly reduced by DCT scaling."""
 
@@ -126,7 +125,7 @@ def decode_source(
 TRACE: list[tuple[str, str, tuple[int, int]]] | None = None
 
 
-@record(frozen=False)
+@dataclass
 class _Raw:
     """One decode at one DCT scale, before any reduction: the source's stored orientation."""
 
@@ -136,7 +135,7 @@ class _Raw:
     icc: bytes | None
 
 
-@record(frozen=False)
+@dataclass
 class _Banded:
     """A source decoded in bands (:mod:`.pngstrips`): its reductions, by factor, never the whole."""
 

@@ -20,11 +20,11 @@ large as the untrimmed one would be, its window taken inside the trimmed box.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from PIL import Image, ImageChops
 
 from ..core.profile import TRANSPARENT, Ratio
-from ..core.records import record
 from .crop import Geometry, output_geometry
 
 Box = tuple[int, int, int, int]
@@ -48,7 +48,7 @@ def fit_geometry(src_w: int, src_h: int, ratio: Ratio, size: int, upscale: bool,
     return Geometry(src_w, src_h, out_w, out_h, limited=limited)
 
 
-@record
+@dataclass(frozen=True)
 class Placement:
     """Where a contained photo sits on its canvas: the box kept of the source (upright source
     pixels) and the box it fills on the canvas (output pixels)."""

@@ -14,13 +14,13 @@ import importlib.util
 import io
 import struct
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from PIL import Image, PngImagePlugin, UnidentifiedImageError
 
 from ..core.errors import ItemFailure
-from ..core.records import record
 
 # thumbctl enforces its own pixel limit from the header (Limits.max_pixels),
 # before any decode; Pillow's global guard would only get in the way of it.
@@ -65,7 +65,7 @@ _MAX_PNG_CHUNKS = 65_536
 _MAX_EXIF_BYTES = 1 << 22
 
 
-@record
+@dataclass(frozen=True)
 class SourceInfo:
     """What a header says about a source: format and upright dimensions."""
 

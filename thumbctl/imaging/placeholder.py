@@ -27,10 +27,9 @@ from __future__ import annotations
 import base64
 import io
 import math
+from dataclasses import dataclass
 
 from PIL import Image
-
-from ..core.records import record
 
 #: The longest side of the sample both are computed from, and of the tiny image.
 SAMPLE_SIZE = 16
@@ -59,7 +58,7 @@ def to_srgb(value: float) -> int:
     return math.floor(coded * 255 + 0.5)
 
 
-@record
+@dataclass(frozen=True)
 class Placeholder:
     """A window's dominant colour (``#rrggbb``) and its tiny image (a WebP ``data:`` URI)."""
 

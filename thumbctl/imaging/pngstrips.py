@@ -19,10 +19,9 @@ import math
 import struct
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from PIL import Image
-
-from ..core.records import record
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: Sources of at least this many pixels take the banded path (smaller ones decode whole, faster).
@@ -35,7 +34,7 @@ _BYTE_MODES = {0: ("L", 1), 2: ("RGB", 3), 3: ("P", 1), 4: ("LA", 2), 6: ("RGBA"
 _FEED = 1 << 20
 
 
-@record
+@dataclass(frozen=True)
 class PngLayout:
     """Where a PNG's rows are, and the chunks a band needs to decode as the source would."""
 

@@ -13,13 +13,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..core.errors import ItemFailure, RowDamaged, UsageError
 from ..core.models import FocusChange, FocusPoint
 from ..core.profile import Limits, Ratio, SettingError, parse_ratios
-from ..core.records import record
 from ..imaging import SNIFF_BYTES, probe
 from ..ledger import Ledger
 from ..sources.entries import SourceEntry
@@ -31,7 +30,7 @@ Point = tuple[float, float]
 # -- a submission's focus ------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True)
 class FocusPlan:
     """What a submission renders with: the fix remembered for each (digest, ratio) before it, cleared
     ones included (focus None); and the changes its manifest makes, recorded with the batch (they
@@ -78,7 +77,7 @@ def plan_focus(entries: Iterable[tuple[SourceEntry, str | None]], remembered: It
 # -- thumbctl focus -------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True)
 class SourceFocus:
     """The crop fixes remembered for one source file's content, and the ratios a command changed."""
 
@@ -113,7 +112,7 @@ def parse_point(text: str) -> Point:
     raise UsageError(f"--at {shown!r}: give X,Y with both in 0..1, e.g. 0.3,0.6", code="bad_focus")
 
 
-@record
+@dataclass(frozen=True)
 class FocusRequest:
     """What ``thumbctl focus`` was asked: show (no point, not clear), set ``point`` or clear, at ``ratios``
     (empty: every ratio)."""
@@ -137,7 +136,7 @@ def focus_request(ratio: str | None, at: str | None, clear: bool) -> FocusReques
     return FocusRequest(ratios, point, clear)
 
 
-@record
+@dataclass(frozen=True)
 class Photo:
     """A photo's real path and content digest, read as a submit reads it."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..core.errors import RejectedError
 from ..core.models import ItemState, NewItem
@@ -30,7 +30,6 @@ from ..core.naming import (
     lane_problem,
 )
 from ..core.profile import Profile, parse_ratio
-from ..core.records import record
 from ..ledger import Ledger
 from ..sources.downloads import is_url
 from ..sources.entries import SourceEntry
@@ -96,7 +95,7 @@ def _named_item(
 # -- sources -----------------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True)
 class LeftOut:
     """The files thumbctl wrote that a submission named, left out of its sources."""
 

@@ -12,20 +12,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..core import encoders
 from ..core.keys import derivative_key
 from ..core.models import ItemState, NewBatch, NewItem
 from ..core.profile import Profile, parse_ratio
-from ..core.records import record
 from ..ledger import Ledger
 
 #: What a format had when its publishing batch's record is gone: settings before they were per format.
 _EARLIER_DEFAULT: dict[str, object] = {"quality": encoders.PNG_KEY_QUALITY}
 
 
-@record
+@dataclass(frozen=True)
 class EncoderChange:
     """``outputs`` of ``format`` render again because its (quality, effort) went from ``before`` to ``after``."""
 

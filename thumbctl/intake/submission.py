@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -26,7 +26,6 @@ from ..core.keys import derivative_key, digest_json
 from ..core.models import BatchView, CachedSource, ItemState, NewBatch, NewItem
 from ..core.naming import default_template
 from ..core.profile import Limits, Profile, Ratio, UrlRules
-from ..core.records import record
 from ..imaging import SNIFF_BYTES, probe
 from ..ledger import Ledger
 from ..publishing.publisher import Publisher
@@ -50,7 +49,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-@record
+@dataclass(frozen=True)
 class Inspection:
     """The outcome of resolving and reading one source."""
 
@@ -59,7 +58,7 @@ class Inspection:
     failure: ItemFailure | None = None
 
 
-@record(frozen=False)
+@dataclass
 class IntakeReport:
     """What intake saw, for the user: counts that are not part of the batch."""
 
@@ -92,7 +91,7 @@ class IntakeReport:
     encoder_changes: list[EncoderChange] = field(default_factory=list)
 
 
-@record
+@dataclass(frozen=True)
 class PreparedSubmission:
     batch: NewBatch
     report: IntakeReport
@@ -429,7 +428,7 @@ def _refused_through_symlinks(items: list[NewItem], out: str, store: str) -> lis
     return [_refused_if_through_symlink(item, layout, symlink_in, symlink_in_store) for item in items]
 
 
-@record
+@dataclass(frozen=True)
 class Variant:
     """One derivative of a source: its ratio, the size asked for and the format; ``named_size`` is
     the size the friendly name carries (set when the batch asks for several sizes)."""

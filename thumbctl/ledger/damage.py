@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..core.errors import RowDamaged
 from ..core.models import ItemState, ItemView, PublishedItem
 from ..core.profile import SettingError, parse_ratio
-from ..core.records import record
 from .backend import Backend, Row
 from .backend import record as from_row
 from .sql import damage as sql
@@ -51,7 +50,7 @@ ITEM_TIMES = ("not_before", "lease_expires_at")
 BATCH_WAY_OUT = "restore a backup of the ledger, or submit its photos again as a new batch"
 
 
-@record
+@dataclass(frozen=True)
 class Damage:
     """One stored value that does not parse: where it is and why."""
 
@@ -70,7 +69,7 @@ class Damage:
         return f"the ledger's {self.table} row {self.row} has a damaged {self.column} ({self.detail})"
 
 
-@record
+@dataclass(frozen=True)
 class DamagedItemView(ItemView):
     """An item listed although a value of its row does not parse: what could be read, marked."""
 

@@ -13,15 +13,14 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
-
-from ..core.records import record
 
 #: Files that belong to a SQLite ledger beside its main file.
 _COMPANIONS = ("-wal", "-shm", "-journal")
 
 
-@record
+@dataclass(frozen=True)
 class Settled:
     """The ledger file to use, and what to tell the user about it once (None: nothing)."""
 

@@ -11,11 +11,11 @@ import json
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..core.errors import UsageError
 from ..core.models import ItemState
-from ..core.records import record
 from .backend import Backend, Row
 from .damage import needed_batch_document
 from .namelocks import NameLocks, record_name
@@ -46,7 +46,7 @@ ALIVE_RECHECK = 1.0
 BATCHES_KEPT = 64
 
 
-@record
+@dataclass(frozen=True)
 class ClaimedItem:
     row: int
     item_id: str
@@ -62,7 +62,7 @@ class ClaimedItem:
     fit: str = "cover"
 
 
-@record
+@dataclass(frozen=True)
 class Claim:
     """Claimed items of one source of one batch, under one lease: one of each distinct
     derivative key, plus at most :data:`CLAIM_SHARED_ITEMS` more sharing those keys."""
@@ -100,7 +100,7 @@ def _claimed_item(r: Row) -> ClaimedItem:
     )
 
 
-@record
+@dataclass(frozen=True)
 class RescueDue:
     """What a claimer read before its transaction: lease owners found dead, and each owner's earliest
     lease expiry (owner None: a batch past its deadline with queued items, at its deadline)."""
@@ -116,7 +116,7 @@ class RescueDue:
         return bool(self.dead) or self.damaged_wait or expired
 
 
-@record
+@dataclass(frozen=True)
 class QueueState:
     """Live items in a scope (one batch or the whole ledger)."""
 

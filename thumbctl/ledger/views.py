@@ -6,10 +6,9 @@ kept elsewhere, so any process reading the ledger sees the same numbers.
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from ..core.models import Activity, ItemState
-from ..core.records import record
 from .batchviews import BatchViews
 from .damage import Damage, json_object
 from .follow import Follower
@@ -19,7 +18,7 @@ from .sql import views as sql
 from .timefmt import iso
 
 
-@record
+@dataclass(frozen=True)
 class CancelTimes:
     """When a batch's cancel was requested, first observed by an item, and fully finalized."""
 
@@ -29,7 +28,7 @@ class CancelTimes:
     finalized_at: str | None
 
 
-@record
+@dataclass(frozen=True)
 class RenderFacts:
     """One succeeded item's render record (the result the worker stored)."""
 
@@ -41,7 +40,7 @@ class RenderFacts:
     result: dict[str, object] | None
 
 
-@record
+@dataclass(frozen=True)
 class StatsFacts:
     """Raw figures of a window ``[since, now]``; :mod:`thumbctl.review.stats` turns them into a report."""
 

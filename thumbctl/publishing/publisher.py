@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from ..core.errors import ItemFailure
 from ..core.faults import Faults
 from ..core.naming import lane_problem
-from ..core.records import record
 from ..ledger import Claim, ClaimedItem, Ledger, Publication
 from ..storage.locations import name_in, object_name_of, object_store_of, output_target_at
 from ..storage.objects import LocalObjectStore, ObjectStore, Outcome, Verifier
@@ -36,7 +35,7 @@ from ..storage.thumbnails import NamePublished, RecordedAt, StagedThumbnail, che
 OBJECT_READ_LIMIT = 64 << 20
 
 
-@record(frozen=False)
+@dataclass
 class Publisher:
     """Publishes names into one output target for one ledger."""
 

@@ -35,12 +35,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from ..core.models import BatchView, ItemState, ItemView
-from ..core.records import record
 
 if TYPE_CHECKING:
     from ..ledger import Views
@@ -61,7 +61,7 @@ FORMAT_BY_EXTENSION = {extension: fmt for fmt, extension in OUTPUT_FORMATS.items
 HeaderSize = Callable[[str, str], tuple[int, int] | None]
 
 
-@record
+@dataclass(frozen=True)
 class OutputFile:
     """One published thumbnail: where it is (relative to OUT), its pixels, format and bytes."""
 
@@ -89,7 +89,7 @@ class OutputFile:
         }
 
 
-@record
+@dataclass(frozen=True)
 class Placeholder:
     """What a page shows while a pair's files load: its dominant colour and tiny image."""
 
@@ -118,7 +118,7 @@ HEX_COLOUR = re.compile(r"#[0-9a-f]{6}")
 DATA_URI = re.compile(r"data:image/(webp|jpeg|png);base64,[A-Za-z0-9+/]+={0,2}")
 
 
-@record
+@dataclass(frozen=True)
 class PictureSet:
     """The published files of one (source, ratio), its ``alt`` text and placeholder."""
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
 from ..core.errors import CannotWrite
 from ..core.models import ITEM_STATES, BatchState, BatchView, ItemState, ItemView
-from ..core.records import record
 from ..ledger import Ledger
 from ..ledger.damage import Damage, DamagedItemView, needed_location, shown_as_failure
 from ..storage.fsafe import is_plain_file
@@ -56,7 +56,7 @@ def item_key(item: ItemView) -> ItemKey:
     return item.item_id, item.ratio, item.size, item.format
 
 
-@record
+@dataclass(frozen=True)
 class SheetSummary:
     """What ``thumbctl sheet`` wrote."""
 

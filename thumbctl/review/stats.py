@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import CannotWrite
-from ..core.records import record
 from ..ledger import CancelTimes, RenderFacts, StatsFacts, iso, parse_iso, stored_seconds
 from ..storage.fsafe import write_text_atomically
 
@@ -32,7 +31,7 @@ def percentile(values: list[float], p: float) -> float | None:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-@record
+@dataclass(frozen=True)
 class Distribution:
     count: int
     p50: float | None
@@ -48,7 +47,7 @@ class Distribution:
         return {"count": self.count, "p50": self.p50, "p95": self.p95}
 
 
-@record
+@dataclass(frozen=True)
 class CancelLag:
     """Seconds from a cancel request to the first item that saw it, and to the batch being final."""
 
@@ -66,7 +65,7 @@ class CancelLag:
         }
 
 
-@record
+@dataclass(frozen=True)
 class RatioBytes:
     items: int = 0
     source_bytes: int = 0
@@ -76,7 +75,7 @@ class RatioBytes:
         return {"items": self.items, "source_bytes": self.source_bytes, "output_bytes": self.output_bytes}
 
 
-@record
+@dataclass(frozen=True)
 class StatsReport:
     at: str
     since: str

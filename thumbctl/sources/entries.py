@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..config.options import SubmitOptions
 from ..config.s3location import S3Location, parse_s3
 from ..core.errors import ItemFailure, RejectedError, UsageError
 from ..core.profile import Limits, Profile, Ratio
-from ..core.records import record
 from ..core.redact import has_userinfo, without_userinfo
 from ..storage.outputs import looks_like_output_folder
 from ..storage.ownership import is_store_folder
@@ -26,7 +26,7 @@ from .manifest import ManifestError, is_manifest_path, read_manifest
 from .scan import Candidate, ScanResult, scan_directory
 
 
-@record
+@dataclass(frozen=True)
 class SourceEntry:
     """One source to admit: its id, the path as named, and per-item overrides."""
 

@@ -12,10 +12,10 @@ import io
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.profile import Ratio, SettingError, check_fit, parse_ratios
-from ..core.records import record
 
 MANIFEST_SUFFIXES = (".json", ".jsonl", ".csv")
 _ITEM_FIELDS = {"id", "source", "ratios", "focus", "fit", "alt"}
@@ -31,7 +31,7 @@ class ManifestError(ValueError):
     """The manifest cannot be read as a whole; the message names the place."""
 
 
-@record
+@dataclass(frozen=True)
 class ManifestEntry:
     """One source as a manifest lists it (paths as written, not yet resolved)."""
 
@@ -47,7 +47,7 @@ class ManifestEntry:
     alt: str = ""
 
 
-@record
+@dataclass(frozen=True)
 class Manifest:
     entries: tuple[ManifestEntry, ...]
     ratios: tuple[Ratio, ...] | None = None

@@ -15,18 +15,17 @@ import os
 import stat
 import threading
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from ..core.errors import ItemFailure
 from ..core.faults import Faults
-from ..core.records import record
 from ..core.scanrules import ScanRules
 from .itemids import UnsafeItemId, check_item_id, unsafe_name_id
 
 
-@record
+@dataclass(frozen=True)
 class Candidate:
     """A file found by a scan: its id, its path, and whether that path is a symlink.
 
@@ -42,7 +41,7 @@ class Candidate:
     unsafe: str | None = None
 
 
-@record
+@dataclass(frozen=True)
 class ScanError:
     """A folder (or an entry of one) the scan could not read: what is under it is unknown, not
     absent. ``code`` is ``source_missing`` for a folder that vanished during the scan, else
@@ -62,7 +61,7 @@ def scan_error(path: str, exc: OSError) -> ScanError:
     return ScanError(path, "io_error", exc.strerror or str(exc))
 
 
-@record(frozen=False)
+@dataclass
 class ScanResult:
     candidates: list[Candidate] = field(default_factory=list)
     ignored: int = 0

@@ -22,11 +22,11 @@ import re
 import secrets
 import stat
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from ..core.proc import host_id, start_ticks
-from ..core.records import record
 
 T = TypeVar("T")
 
@@ -407,7 +407,7 @@ def write_new_name(root: str, tmp_dir: str, folder: str, name: str, data: bytes)
             unlink_quietly(tmp, staging)
 
 
-@record(frozen=False)
+@dataclass
 class HeldTemp:
     """A temp file written whole and fsynced, reached through its folder (held open) until it is
     placed at its name or dropped."""
@@ -529,7 +529,7 @@ def _copy_bytes(src: int, dst: int, size: int) -> None:
 # -- listing and removal ---------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True)
 class StoredFile:
     """A regular file found in a folder: its path, size in bytes and modification time."""
 

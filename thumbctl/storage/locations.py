@@ -36,7 +36,6 @@ __all__ = [
     "object_store_of",
     "preview_path_of",
     "object_of_preview",
-    "shown_location",
 ]
 
 
@@ -75,11 +74,6 @@ def use_options(options: S3Options) -> None:
 def current_options() -> S3Options:
     """The S3 settings this process uses (see :func:`use_options`)."""
     return _OPTIONS[0]
-
-
-def shown_location(location: str) -> str:
-    """A location as a message shows it: a local folder as it is, an S3 one as ``s3://bucket/prefix``."""
-    return parse_s3(location).url if is_s3(location) else location
 
 
 def store_location_of(object_path: str) -> str:

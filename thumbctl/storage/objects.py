@@ -27,11 +27,11 @@ import re
 import stat
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import BinaryIO, Protocol
 
 from ..core.models import ObjectStamp
-from ..core.records import record
 from . import fsafe
 from .fsafe import OutsideOutput, StoredFile
 from .layout import StoreLayout
@@ -52,7 +52,7 @@ class Outcome(StrEnum):
     REPLACED = "replaced"
 
 
-@record
+@dataclass(frozen=True)
 class Published:
     """What :meth:`ObjectStore.put` did: ``created`` the object, found a ``duplicate`` (the same
     bytes), ``kept`` an existing object with other bytes that verifies, or ``replaced`` one that
@@ -75,7 +75,7 @@ class ObjectTooLarge(ValueError):
     """A bounded read met an object larger than its limit."""
 
 
-@record
+@dataclass(frozen=True)
 class ObjectInfo:
     """What :meth:`ObjectStore.stat` knows of an object: its size, an opaque version, and the sha256
     of its bytes as the store knows it without reading them again (None when it does not: an S3
@@ -143,7 +143,7 @@ class ObjectStore(Protocol):
         ...
 
 
-@record
+@dataclass(frozen=True)
 class LocalObjectStore(StoreLayout):
     """The local folder implementation of :class:`ObjectStore`, and its path arithmetic."""
 

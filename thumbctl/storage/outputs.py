@@ -25,12 +25,12 @@ import os
 import re
 import stat
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
 from ..core.errors import ItemFailure
-from ..core.records import record
 from . import fsafe
 from .layout import OutLayout
 from .objects import object_holds
@@ -44,7 +44,7 @@ class NameState(StrEnum):
     TAKEN = "taken"
 
 
-@record
+@dataclass(frozen=True)
 class Recorded:
     """One publish the ledger recorded at a name: the version publishing returned (None for a
     publish recorded before versions existed) and the object published (judged by its bytes
@@ -136,7 +136,7 @@ class OutputTarget(Protocol):
 RESERVED_FOLDERS = ("objects", "batches", ".tmp")
 
 
-@record
+@dataclass(frozen=True)
 class LocalOutputTarget(OutLayout):
     """The local output folder: :class:`OutputTarget`, and OUT's layout (paths are absolute strings)."""
 

@@ -31,13 +31,13 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import obstore
 from obstore.exceptions import PreconditionError
 
 from ..config.s3location import S3Location, S3Options, is_s3, parse_s3
-from ..core.records import record
 from . import s3client
 from .layout import OutLayout, StoreLayout
 from .objects import ObjectInfo, ObjectTooLarge, Outcome, Published, Verifier, open_object
@@ -100,7 +100,7 @@ class _Staged:
 _STAGED = _Staged()
 
 
-@record
+@dataclass(frozen=True)
 class _S3Place:
     location: S3Location
     options: S3Options
@@ -220,7 +220,7 @@ class _S3Place:
             obstore.delete(self._client, key)
 
 
-@record
+@dataclass(frozen=True)
 class S3ObjectStore(StoreLayout, _S3Place):
     """:class:`~.objects.ObjectStore` on a bucket prefix, with the store's layout (:class:`.layout.StoreLayout`)."""
 
@@ -349,7 +349,7 @@ class S3ObjectStore(StoreLayout, _S3Place):
         return e_tag is not None or (uncertain and _holds(self._head(name), data))
 
 
-@record
+@dataclass(frozen=True)
 class S3OutputTarget(OutLayout, _S3Place):
     """:class:`~.outputs.OutputTarget` on a bucket prefix, with OUT's layout (:class:`.layout.OutLayout`).
     A version is the name's ETag and thumbctl's publish id."""

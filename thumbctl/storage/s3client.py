@@ -32,7 +32,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -50,7 +50,6 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_afte
 
 from ..config.s3location import S3Location, S3Options
 from ..core.errors import BadS3Settings, BucketForbidden, BucketMissing, StorageUnreachable
-from ..core.records import record
 
 T = TypeVar("T")
 
@@ -92,7 +91,7 @@ def image_content_type(data: bytes, name: str) -> str:
 # -- settings ---------------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True)
 class Settings:
     """What a client of a bucket is made with (hashable: clients are shared by settings)."""
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from ..config.s3location import S3Options
 from ..core.models import ItemState
 from ..core.proc import owner_is_dead
-from ..core.records import record
 from ..ledger import Ledger, iso
 from ..ledger.damage import is_location
 from ..ledger.upkeep import Publishing
@@ -40,7 +40,7 @@ IsDead = Callable[[str], bool]
 COMPARE_READ_LIMIT = 64 << 20
 
 
-@record
+@dataclass(frozen=True)
 class Scope:
     """What one run looks at: the store it was given (a location; default: the one the ledger
     recorded), the S3 settings its stores and targets are opened with (None: the process's), and
@@ -61,7 +61,7 @@ class Scope:
         return self.store_at(store_location_of(object_path)), object_name_of(object_path)
 
 
-@record
+@dataclass(frozen=True)
 class CleanUp:
     """What :func:`clean_up_after_crashes` did: temp files removed, items queued again to record
     the thumbnail a crash left at their name."""

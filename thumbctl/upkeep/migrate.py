@@ -43,12 +43,11 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..core.errors import StoreRequired, UsageError
 from ..core.faults import Faults
-from ..core.records import record
 from ..publishing.stores import Location, store_for_ledger
 from ..review.markup import write_batch_manifest
 from ..storage.fsafe import OutsideOutput, open_folder, open_regular_file, same_bytes, staged_copy
@@ -61,7 +60,7 @@ _OBJECT = re.compile(r"[0-9a-f]{64}\.[a-z0-9]+")
 _PREVIEW = re.compile(r"[0-9a-f]{64}\.preview\.jpg")
 
 
-@record(frozen=False)
+@dataclass
 class MigrationReport:
     """What one migration run did (all zero and empty when there was nothing to migrate)."""
 
@@ -116,7 +115,7 @@ def migrate_legacy_layout(
     return report
 
 
-@record(frozen=False)
+@dataclass
 class _Folder:
     """The state of one output folder's migration."""
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 from ..config.s3location import S3Options
 from ..core.errors import UsageError
 from ..core.models import BatchState, NewBatch, PublishedName
-from ..core.records import record
 from ..core.scanrules import ScanRules
 from ..ledger import Ledger
 from ..sources.scan import ScanError, is_within
@@ -66,7 +65,7 @@ class Kept(StrEnum):
     PRESENT = "present"
 
 
-@record
+@dataclass(frozen=True)
 class KeptName:
     """A name kept because its source is not known to be gone, and why (``detail`` names the path)."""
 
@@ -78,7 +77,7 @@ class KeptName:
         return {"path": self.path, "reason": str(self.reason), "detail": self.detail}
 
 
-@record
+@dataclass(frozen=True)
 class FolderView:
     """What the batch's scan saw of its folder besides its sources: the evidence the mirror needs
     before it calls a source gone. ``symlinked`` and ``left_out`` are the folders (absolute) the
@@ -146,7 +145,7 @@ class FolderView:
         return Kept.PRESENT, f"{path} is still there (hidden, not a regular file, or new since the scan)"
 
 
-@record
+@dataclass(frozen=True)
 class MirrorReport:
     """What the mirror removed (with ``dry_run``: would remove) and what it left, by friendly path."""
 
@@ -175,7 +174,7 @@ class MirrorReport:
         }
 
 
-@record(frozen=False)
+@dataclass
 class _Outcome:
     removed: list[str] = field(default_factory=list)
     kept_edited: list[str] = field(default_factory=list)

@@ -20,7 +20,7 @@ import hashlib
 import io
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
@@ -30,7 +30,6 @@ from ..config.s3location import S3Options
 from ..core.models import Finding, ObjectStamp, PublishedItem, ReconcileReport, StalledItem, UnsettledName
 from ..core.proc import owner_is_dead
 from ..core.profile import parse_ratio
-from ..core.records import record
 from ..core.retries import Backoff
 from ..imaging import fit_geometry, verify_output
 from ..ledger import Ledger, iso
@@ -63,7 +62,7 @@ Fix = Callable[[], bool]
 DEEP_READ_LIMIT = COMPARE_READ_LIMIT
 
 
-@record
+@dataclass(frozen=True)
 class Problem:
     """A finding and the safe repair for it (None: report only)."""
 
@@ -302,7 +301,7 @@ def stored_object_problem(store: ObjectStore, name: str, item: PublishedItem, *,
     return ObjectCheck(verify_output(io.BytesIO(data), item.format, width, height), decoded=True)
 
 
-@record(frozen=False)
+@dataclass
 class _ObjectChecks:
     """Objects checked in one reconcile run: verdicts (an object shared by items is checked once)."""
 

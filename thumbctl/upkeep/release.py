@@ -8,8 +8,8 @@ restores it, the mirror never removes it, and a submit whose item resolves to it
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-from ..core.records import record
 from ..ledger import Ledger
 from ..storage.locations import is_s3
 
@@ -17,14 +17,14 @@ from ..storage.locations import is_s3
 RELEASED, ALREADY, UNKNOWN = "released", "already_released", "not_published"
 
 
-@record
+@dataclass(frozen=True)
 class NameRelease:
     name: str
     state: str
     released_at: str | None = None
 
 
-@record
+@dataclass(frozen=True)
 class ReleaseReport:
     dry_run: bool
     names: tuple[NameRelease, ...]

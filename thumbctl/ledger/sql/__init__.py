@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import lru_cache
-
-from ...core.records import record
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
@@ -91,7 +89,7 @@ def _placeholders(text: str, kind: str) -> str:
     return _NAMED.sub(r"%(\1)s", text)
 
 
-@record(eq=False)
+@dataclass(frozen=True, eq=False)
 class Query:
     """One named statement, rendered for each backend.
 
@@ -157,7 +155,7 @@ def scoped(condition: str) -> dict[str, tuple[str, ...]]:
     return {"scope": (condition, "")}
 
 
-@record(eq=False)
+@dataclass(frozen=True, eq=False)
 class Insert:
     """Rows of ``table`` inserted from mappings keyed by ``columns`` (SQLite: one statement with
     named parameters; PostgreSQL: ``COPY``)."""

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
-
-from ...core.records import record
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -67,7 +66,7 @@ def readings(path: str, depth: int) -> list[str]:
     return found
 
 
-@record
+@dataclass(frozen=True)
 class Place:
     """A URL taken apart for the comparison: scheme, host and port as given, the path as requested."""
 

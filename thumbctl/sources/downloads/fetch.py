@@ -29,12 +29,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from ...core.errors import ItemFailure, UsageError
 from ...core.profile import UrlRules
-from ...core.records import record
 from ...core.redact import has_userinfo
 from .addresses import Network, checked_address, networks_of
 from .allowlist import Place, is_allowed, place_of
@@ -57,7 +57,7 @@ _READ = 64 * 1024
 _USER_AGENT = "thumbctl"
 
 
-@record
+@dataclass(frozen=True)
 class Download:
     """What a download gave: the body (None when ``unchanged`` said the headers match what is
     known, and the body was not read), the final URL and the validators of the response."""
@@ -216,7 +216,7 @@ def _follow(
     raise ItemFailure("source_http_error", f"{shown_url(url)}: more than {MAX_REDIRECTS} redirects")
 
 
-@record
+@dataclass(frozen=True)
 class Target:
     """One hop's URL, taken apart and checked against the URL rules (not yet the address rule)."""
 

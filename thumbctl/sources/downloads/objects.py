@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from ...config.s3location import S3Location, S3Options, parse_s3
 from ...core.errors import BucketForbidden, BucketMissing, ItemFailure, StorageUnreachable, UsageError
-from ...core.records import record
 from ...storage.locations import current_options
 
 
-@record
+@dataclass(frozen=True)
 class ObjectRead:
     """What reading an object gave: its bytes (None when ``unchanged`` said its size and ETag match
     what is known, and the body was not read), its ETag and size."""
