@@ -114,17 +114,16 @@ def test_a_new_ledger_is_created_complete_without_sqlite_utils(tmp_path: Path) -
     [("submit", "-q"), ("submit", "--json"), ("status", "--json"), ("cancel", "{batch}", "-q")],
     ids=["submit-quiet", "submit-json", "status-json", "cancel-quiet"],
 )
-def test_a_command_that_writes_no_line_for_people_loads_neither_rich_nor_strptime_nor_email(
+def test_a_command_that_writes_no_line_for_people_loads_neither_rich_nor_email(
     tmp_path: Path, batch: tuple[Path, str], command: tuple[str, ...]
 ) -> None:
     """Rich's consoles are made when a line for people is first written: with -q or --json a
-    command that has nothing to report never imports Rich (a third of its start); stored times
-    are read without ``strptime``, whose first use compiles its locale's patterns; HTTP dates
+    command that has nothing to report never imports Rich (a third of its start); HTTP dates
     are parsed (``email.utils``) only for URL sources."""
     db, batch_id = batch
     name, *rest = (part.format(batch=batch_id) for part in command)
     where = [str(tmp_path / "one"), "--out", str(tmp_path / "out2"), "-w", "1"] if name == "submit" else []
-    result = python("-c", driver(("rich", "_strptime", "email.utils")), name, *where, *rest, "--db", str(db))
+    result = python("-c", driver(("rich", "email.utils")), name, *where, *rest, "--db", str(db))
     report = json.loads(result.stderr.strip().splitlines()[-1])
     assert report == {"code": 0, "loaded": []}
     if command == ("submit", "--json"):

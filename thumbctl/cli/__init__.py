@@ -1,22 +1,10 @@
 """The ``thumbctl`` command line (Typer): :func:`main` is the console script, :data:`app` the Typer app.
 
-The cyclic garbage collector is off while the command line's modules are imported: they make
-long-lived objects only, and collections triggered by their many allocations found nothing to free
-(``docs/architecture.md``, "Start-up and Typer").
-
 Imports: anything below it, except :mod:`thumbctl.storage` and :mod:`thumbctl.imaging`: no SQL,
 pixels or storage policy here.
 """
 
-import gc
-
-_collecting = gc.isenabled()
-gc.disable()
-try:
-    from .app import main, whole_app
-finally:
-    if _collecting:
-        gc.enable()
+from .app import main, whole_app
 
 del globals()["app"]  # the submodule's name here: as before, ``thumbctl.cli.app`` read as an attribute is the Typer app
 __all__ = ["app", "main"]
