@@ -125,6 +125,17 @@ class ObjectStoreContract:
         assert store.read_preview(name(), limit=10) is None
         assert list(store.names()) == [name()]  # a preview is no object
 
+    def test_the_listing_names_every_object_and_a_removal_frees_at_least_its_size(self, store: ObjectStore) -> None:
+        keys = ["ab" + "1" * 62, "cd" + "3" * 62]
+        for key in keys:
+            store.put(name(key), b"12345", verify=damaged)
+        listed = dict(store.listing())
+        assert sorted(listed) == sorted(map(name, keys))
+        assert all(size in (None, 5) for size in listed.values())
+        assert store.freed_by_removing(name(keys[0]), listed[name(keys[0])]) == 5
+        assert store.freed_by_removing(name("ef" + "4" * 62), None) == 0
+        assert store.temp_files() == []  # nothing is being written
+
 
 class TestLocalObjectStore(ObjectStoreContract):
     @pytest.fixture

@@ -50,7 +50,8 @@ def reconcile_command(
     """Check the ledger against the outputs (local folders or s3:// prefixes): stalled leases, unfinished
     cancels, objects, friendly names, orphans, temp files. Live work is never touched; a name a user
     changed is reported, never overwritten unless asked. Exit 0 when clean, 1 when findings remain (for cron)."""
-    from ..upkeep.reconcile import reconcile, store_location
+    from ..upkeep.inventory import store_location
+    from ..upkeep.reconcile import reconcile
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
@@ -84,7 +85,7 @@ def gc_command(
     """Retention: expire old terminal batches, then remove objects no remaining batch references (checked
     by derivative key), their expired friendly names, stale temp files and expired batch manifests."""
     from ..upkeep.gc import collect_garbage
-    from ..upkeep.reconcile import store_location
+    from ..upkeep.inventory import store_location
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):

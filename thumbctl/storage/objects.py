@@ -142,6 +142,29 @@ class ObjectStore(Protocol):
         """The preview's bytes when it is a whole JPEG of at most ``limit`` bytes, else None."""
         ...
 
+    @property
+    def root(self) -> str:
+        """The store's location (a folder's absolute path, or ``s3://bucket/prefix``)."""
+        ...
+
+    def listing(self) -> Iterator[tuple[str, int | None]]:
+        """(name, size when the listing gives it) of every object, for gc and reconcile's orphans;
+        a local folder lists a symlink named like an object too (as itself), so gc can remove it."""
+        ...
+
+    def freed_by_removing(self, name: str, listed: int | None) -> int:
+        """What :meth:`remove` would free now (``listed``: the size the listing gave)."""
+        ...
+
+    def temp_files(self) -> list[StoredFile]:
+        """thumbctl's temp files of writers here (STORE/.tmp); none in a bucket, where an object
+        appears whole or not at all."""
+        ...
+
+    def remove_temp(self, path: str) -> int:
+        """Remove one of :meth:`temp_files`; returns the bytes freed."""
+        ...
+
 
 @dataclass(frozen=True)
 class LocalObjectStore(StoreLayout):
@@ -228,6 +251,26 @@ class LocalObjectStore(StoreLayout):
 
     def read_preview(self, name: str, limit: int = _PREVIEW_LIMIT) -> bytes | None:
         return read_preview(self, self.preview_path(self.path_of(name)), limit)
+
+    def listing(self) -> Iterator[tuple[str, int | None]]:
+        for _key, found in object_files(self):
+            yield found.name, found.size
+
+    def freed_by_removing(self, name: str, listed: int | None) -> int:
+        """The object's bytes while this is their last link, and its preview's."""
+        path = self.path_of(name)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return 0
+        own = info.st_size if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 else 0
+        return own + preview_bytes(path)
+
+    def temp_files(self) -> list[StoredFile]:
+        return fsafe.temp_files(self.root, self.tmp_dir)
+
+    def remove_temp(self, path: str) -> int:
+        return fsafe.remove_file(self.root, path)
 
 
 class StagedFolders:

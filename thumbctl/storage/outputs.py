@@ -131,6 +131,24 @@ class OutputTarget(Protocol):
         was already gone). Raises OSError when it cannot be reached safely."""
         ...
 
+    @property
+    def root(self) -> str:
+        """The output location (a folder's absolute path, or ``s3://bucket/prefix``)."""
+        ...
+
+    def temp_files(self) -> list[fsafe.StoredFile]:
+        """thumbctl's temp files of writers here (OUT/.tmp); none in a bucket, where a write appears
+        whole or not at all."""
+        ...
+
+    def remove_temp(self, path: str) -> int:
+        """Remove one of :meth:`temp_files`; returns the bytes freed."""
+        ...
+
+    def remove_empty_tmp(self) -> bool:
+        """Remove the temp folder once it is empty (it exists only while files are being written)."""
+        ...
+
 
 #: Folders of OUT that are never a thumbnail's: ``objects/`` is the store of the earlier layout.
 RESERVED_FOLDERS = ("objects", "batches", ".tmp")
@@ -240,6 +258,12 @@ class LocalOutputTarget(OutLayout):
     def remove_document(self, name: str) -> int:
         return fsafe.remove_file(self.root, self.path_of(name))
 
+    def temp_files(self) -> list[fsafe.StoredFile]:
+        return fsafe.temp_files(self.root, self.tmp_dir)
+
+    def remove_temp(self, path: str) -> int:
+        return fsafe.remove_file(self.root, path)
+
     # -- local helpers ---------------------------------------------------------------------------
 
     def _staged(self, data: bytes, place: _Place) -> str:
@@ -261,7 +285,6 @@ class LocalOutputTarget(OutLayout):
         raise FileNotFoundError(errno.ENOENT, "the temp folder kept vanishing", self.tmp_dir)
 
     def remove_empty_tmp(self) -> bool:
-        """Remove OUT/.tmp once it is empty (it exists only while files are being written)."""
         return fsafe.remove_empty_tmp(self.root, self.tmp_dir)
 
 

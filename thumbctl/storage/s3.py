@@ -39,6 +39,7 @@ from obstore.exceptions import PreconditionError
 
 from ..config.s3location import S3Location, S3Options, is_s3, parse_s3
 from . import s3client
+from .fsafe import StoredFile
 from .layout import OutLayout, StoreLayout
 from .objects import ObjectInfo, ObjectTooLarge, Outcome, Published, Verifier, open_object
 from .outputs import RESERVED_FOLDERS, NameState, Recorded, StaleVersion
@@ -312,6 +313,23 @@ class S3ObjectStore(StoreLayout, _S3Place):
                 found.append(name)
         yield from sorted(found)
 
+    def listing(self) -> Iterator[tuple[str, int | None]]:
+        for name in self.names():
+            yield name, None
+
+    def freed_by_removing(self, name: str, listed: int | None) -> int:
+        """The object's size: the listed one, else a HEAD's (0 when it is gone meanwhile)."""
+        if listed is not None:
+            return listed
+        info = self.stat(name)
+        return info.size if info is not None else 0
+
+    def temp_files(self) -> list[StoredFile]:
+        return []
+
+    def remove_temp(self, path: str) -> int:
+        raise ValueError(f"{path}: a bucket has no temp files")
+
     def remove(self, name: str) -> int:
         freed = 0
         for path in (self._object(name), self._preview(name)):
@@ -453,6 +471,15 @@ class S3OutputTarget(OutLayout, _S3Place):
             return 0
         self._delete(name)
         return found[0]
+
+    def temp_files(self) -> list[StoredFile]:
+        return []
+
+    def remove_temp(self, path: str) -> int:
+        raise ValueError(f"{path}: a bucket has no temp files")
+
+    def remove_empty_tmp(self) -> bool:
+        return False
 
 
 def _object_bytes(object_path: str, size: int, options: S3Options) -> bytes | None:

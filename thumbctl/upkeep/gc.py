@@ -10,8 +10,6 @@ published name keeps its record, and its file, whatever becomes of the batch tha
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable
 from functools import partial
 
@@ -20,12 +18,11 @@ from ..config.s3location import S3Options
 from ..core.models import GcReport
 from ..core.proc import owner_is_dead
 from ..ledger import Ledger, iso
-from ..storage.fsafe import remove_file, temp_files
 from ..storage.locations import is_s3, name_in
-from ..storage.objects import LocalObjectStore, ObjectStore, preview_bytes
-from ..storage.outputs import LocalOutputTarget
+from ..storage.objects import ObjectStore
+from ..storage.outputs import OutputTarget
+from .inventory import listed_objects, object_stores
 from .leftovers import IsDead, Scope, expired_writers, stale_temp_reason
-from .reconcile import listed_objects, object_size, object_stores
 
 
 def collect_garbage(
@@ -85,7 +82,7 @@ def _collect_objects(
             if path in referenced:
                 continue
             if dry_run:
-                objects, freed = objects + 1, freed + _object_bytes(found, name, path, size)
+                objects, freed = objects + 1, freed + found.freed_by_removing(name, size)
                 continue
             try:
                 outcome = ledger.upkeep.remove_if_unreferenced(name.split(".", 1)[0], path, partial(found.remove, name))
@@ -97,19 +94,6 @@ def _collect_objects(
     return objects, freed
 
 
-def _object_bytes(store: ObjectStore, name: str, path: str, listed: int | None) -> int:
-    """What removing an object (with its preview) would free: in a local folder its bytes count
-    while it is their last link; in a bucket, its size."""
-    if not isinstance(store, LocalObjectStore):
-        return object_size(store, name, listed)
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return 0
-    own = info.st_size if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 else 0
-    return own + preview_bytes(path)
-
-
 def _collect_temps(
     ledger: Ledger,
     now: float,
@@ -119,25 +103,25 @@ def _collect_temps(
     errors: list[str],
     scope: Scope,
 ) -> tuple[int, int]:
-    """Stale temp files of the local folders (a bucket has none: an object appears whole or not at all)."""
+    """Stale temp files of the output targets and stores (a bucket has none: an object appears whole
+    or not at all); an output target's emptied temp folder goes too."""
     count = freed = 0
-    folders: list[LocalOutputTarget | LocalObjectStore] = [
-        LocalOutputTarget(out_dir) for out_dir, _ in ledger.upkeep.output_folders() if not is_s3(out_dir)
-    ]
-    roots = {f.root for f in folders}
-    folders += [s for _, s in object_stores(ledger, scope) if isinstance(s, LocalObjectStore) and s.root not in roots]
+    outs = [out_dir for out_dir, _ in ledger.upkeep.output_folders() if not is_s3(out_dir)]  # a bucket has none
+    targets = [scope.target_at(out_dir) for out_dir in outs]
+    roots = {target.root for target in targets}
+    places: list[OutputTarget | ObjectStore] = [*targets]
+    places += [found for _, found in object_stores(ledger, scope) if found.root not in roots]
     expired = expired_writers(ledger)
-    for layout in folders:
-        for found in temp_files(layout.root, layout.tmp_dir):  # thumbctl's own: a user's file there is never touched
+    for place in places:
+        for found in place.temp_files():  # thumbctl's own: a user's file there is never touched
             if stale_temp_reason(found, now, grace, is_dead, expired) is None:
                 continue
-            size = (
-                found.size if dry_run else _removing(found.path, errors, partial(remove_file, layout.root, found.path))
-            )
+            size = found.size if dry_run else _removing(found.path, errors, partial(place.remove_temp, found.path))
             if size >= 0:
                 count, freed = count + 1, freed + size
-        if not dry_run and isinstance(layout, LocalOutputTarget):
-            layout.remove_empty_tmp()
+    if not dry_run:
+        for target in targets:
+            target.remove_empty_tmp()
     return count, freed
 
 

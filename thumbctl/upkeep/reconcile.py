@@ -36,13 +36,13 @@ from ..ledger import Ledger, iso
 from ..ledger.damage import BATCH_WAY_OUT, ITEM_TIMES, Damage
 from ..ledger.upkeep import Publishing, stall_reason
 from ..publishing.publisher import Publisher
-from ..publishing.stores import store_for_ledger
-from ..storage.fsafe import StoredFile, is_plain_file, remove_file, temp_files
-from ..storage.locations import is_s3, name_in, object_path_in
-from ..storage.objects import LocalObjectStore, ObjectStore, ObjectTooLarge, object_files, object_stamp
+from ..storage.fsafe import StoredFile, is_plain_file
+from ..storage.locations import is_s3, name_in
+from ..storage.objects import LocalObjectStore, ObjectStore, ObjectTooLarge, object_stamp
 from ..storage.outputs import LocalOutputTarget, OutputTarget
 from ..storage.publishing import restore_data
 from ..storage.thumbnails import thumbnail_problem
+from .inventory import listed_objects, object_size, object_stores
 from .leftovers import (
     COMPARE_READ_LIMIT,
     IsDead,
@@ -111,31 +111,8 @@ def reconcile(
     if repair:
         for out_dir, _ in ledger.upkeep.output_folders():  # OUT/.tmp exists only while files are being written
             if not is_s3(out_dir):
-                LocalOutputTarget(out_dir).remove_empty_tmp()
+                scope.target_at(out_dir).remove_empty_tmp()
     return ReconcileReport(findings, len(checks.verdicts), checks.decoded, checks.unchanged)
-
-
-def store_location(ledger: Ledger, store: Path | None) -> str:
-    """The location of the store a maintenance run checks: an ``s3://`` store the ledger recorded as
-    it is, else the local store (``store``, else the recorded one) bound for this run only."""
-    recorded = ledger.upkeep.recorded_store() if store is None else None
-    if recorded is not None and is_s3(recorded):
-        return recorded
-    return store_for_ledger(ledger, store, move=False).root
-
-
-def object_stores(ledger: Ledger, scope: Scope) -> list[tuple[str, ObjectStore]]:
-    """(location, store) of the stores whose objects the ledger accounts for: the scope's store
-    (default: the one the ledger recorded), and every local output folder of the earlier layout
-    that still holds ``objects/``."""
-    recorded = ledger.upkeep.recorded_store()
-    roots = [scope.store] if scope.store is not None else [recorded] if recorded else []
-    roots += [
-        out_dir
-        for out_dir, _ in ledger.upkeep.output_folders()
-        if not is_s3(out_dir) and os.path.isdir(f"{out_dir}/objects")
-    ]
-    return [(root, scope.store_at(root)) for root in dict.fromkeys(roots)]
 
 
 def _repaired(problem: Problem) -> Finding:
@@ -168,11 +145,11 @@ def _problems(
     stores = object_stores(ledger, scope)
     for location, found in stores:
         yield from _orphan_problems(location, found, referenced)
-    local_stores = [found for _, found in stores if isinstance(found, LocalObjectStore)]
+    store_roots = {found.root for _, found in stores}
     for out_dir, newest_batch in ledger.upkeep.output_folders():
-        if not is_s3(out_dir) and out_dir not in {found.root for found in local_stores}:
-            yield from _temp_problems(ledger, LocalOutputTarget(out_dir), newest_batch, now, grace, is_dead)
-    for found in local_stores:
+        if not is_s3(out_dir) and out_dir not in store_roots:  # a bucket has no temp files
+            yield from _temp_problems(ledger, scope.target_at(out_dir), newest_batch, now, grace, is_dead)
+    for _, found in stores:
         yield from _temp_problems(ledger, found, None, now, grace, is_dead)
 
 
@@ -500,37 +477,16 @@ def _orphan_problems(location: str, store: ObjectStore, referenced: set[str]) ->
             yield Problem(Finding("orphan_object", None, None, detail, path=path))
 
 
-def listed_objects(location: str, store: ObjectStore) -> Iterator[tuple[str, str, int | None]]:
-    """(name, recorded path, size when the listing gave it) of every object of the store at
-    ``location``, listed by prefix; a local folder lists a symlink named like an object too (as
-    itself), so gc can remove it."""
-    if isinstance(store, LocalObjectStore):
-        for _key, found in object_files(store):
-            yield found.name, found.path, found.size
-        return
-    for name in store.names():
-        key, _, extension = name.partition(".")
-        yield name, object_path_in(location, key, extension), None
-
-
-def object_size(store: ObjectStore, name: str, listed: int | None) -> int:
-    """An object's size: the listed one, else a HEAD's (0 when it is gone meanwhile)."""
-    if listed is not None:
-        return listed
-    info = store.stat(name)
-    return info.size if info is not None else 0
-
-
 def _temp_problems(
     ledger: Ledger,
-    layout: LocalOutputTarget | LocalObjectStore,
+    place: OutputTarget | ObjectStore,
     batch_id: str | None,
     now: float,
     grace: float,
     is_dead: IsDead,
 ) -> Iterator[Problem]:
     expired = expired_writers(ledger)
-    for found in temp_files(layout.root, layout.tmp_dir):
+    for found in place.temp_files():
         reason = stale_temp_reason(found, now, grace, is_dead, expired)
         if reason is None:
             continue
@@ -538,13 +494,13 @@ def _temp_problems(
 
         def fix(found: StoredFile = found, detail: str = finding.detail) -> bool:
             if batch_id is None:  # a temp file of the store: no batch's log to record it in
-                remove_file(layout.root, found.path)
+                place.remove_temp(found.path)
                 return True
             ledger.upkeep.record_file_removal(
                 batch_id,
                 "stale_temp_file",
                 f"reconcile removed {found.path}: {detail}",
-                lambda: remove_file(layout.root, found.path),
+                lambda: place.remove_temp(found.path),
             )
             return True
 
