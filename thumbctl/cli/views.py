@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,6 +15,10 @@ from ..core.profile import parse_duration
 from .options import COMMON, BatchAlias, StatsIntervalOption, batch_argument, choice_option, one_batch
 from .resolution import ledger_target, settings_from_context
 from .session import Interrupts, handled, open_ledger, parsed, reporter_for, settled
+
+if TYPE_CHECKING:
+    from ..ledger import Ledger
+    from ..report.reporter import Reporter
 
 
 def status(
@@ -43,13 +47,8 @@ def status(
     """Show recent batches, or one batch: state, fixed total, counts per state, failures by code."""
     reporter = reporter_for(json_out, quiet, verbose, stats_interval)
     with handled(reporter):
-        if html and (batch is None or items or watch or json_out):
-            raise UsageError("--html prints one batch's markup: give a BATCH and no --items, --state, --watch, --json")
         items = items or state is not None  # `status B --state failed` means the failed items
-        if (items or state or watch) and batch is None:
-            raise UsageError("--items, --state and --watch need a BATCH")
-        if items and watch:
-            raise UsageError("--watch follows a batch's progress; it does not combine with --items or --state")
+        check_status_flags(batch, items=items, watch=watch, html=html, json_out=json_out)
         target = settled(ledger_target(ctx))
         if batch is None and isinstance(target, Path) and not target.exists():
             reporter.batch_list([])  # nothing submitted yet: say so without creating a ledger
@@ -66,17 +65,29 @@ def status(
 
                 reporter.text(batch_snippets(ledger.views, batch))
             elif watch:
-                from ..engine.runner import watch_batch  # imported only here: status starts without the runner
-
-                batch_id = ledger.views.resolve_batch_id(batch)
-                with (
-                    Interrupts().on_sigint() as interrupts,
-                    reporter.run_progress(batch_id) as bar,
-                ):
-                    watch_batch(ledger, batch_id, observer=bar, should_stop=interrupts)
-                reporter.batch_detail(ledger.views.batch(batch_id))
+                watch_live(ledger, reporter, batch)
             else:
                 reporter.batch_detail(ledger.views.batch(batch))
+
+
+def check_status_flags(batch: str | None, *, items: bool, watch: bool, html: bool, json_out: bool) -> None:
+    """The combinations of ``status`` flags that say nothing: a usage error each."""
+    if html and (batch is None or items or watch or json_out):
+        raise UsageError("--html prints one batch's markup: give a BATCH and no --items, --state, --watch, --json")
+    if (items or watch) and batch is None:
+        raise UsageError("--items, --state and --watch need a BATCH")
+    if items and watch:
+        raise UsageError("--watch follows a batch's progress; it does not combine with --items or --state")
+
+
+def watch_live(ledger: Ledger, reporter: Reporter, batch: str) -> None:
+    """``status BATCH --watch``: the batch followed until it is terminal or Ctrl-C, then its detail."""
+    from ..engine.runner import watch_batch  # imported only here: status starts without the runner
+
+    batch_id = ledger.views.resolve_batch_id(batch)
+    with Interrupts().on_sigint() as interrupts, reporter.run_progress(batch_id) as bar:
+        watch_batch(ledger, batch_id, observer=bar, should_stop=interrupts)
+    reporter.batch_detail(ledger.views.batch(batch_id))
 
 
 def events(
