@@ -1,4 +1,5 @@
-"""The one-time migration of ledgers and output folders made by older commits (thumbctl.upkeep.migrate).
+"""The one-time migration of ledgers and output folders made by older commits (thumbctl.upkeep.legacy_layout),
+and the check before each writing command that runs it (thumbctl.upkeep.migrate).
 
 Every case is a real ledger and two output folders written by the thumbctl of commit 07c431e or
 98391af (tests/fixtures/make_legacy_layouts.py), on SQLite and on PostgreSQL.
@@ -19,7 +20,8 @@ from typer.testing import CliRunner
 
 from thumbctl import Ledger
 from thumbctl.cli import app
-from thumbctl.upkeep.migrate import MigrationReport, migrate_legacy_layout, needs_migration
+from thumbctl.upkeep.legacy_layout import MigrationReport, migrate_legacy_layout
+from thumbctl.upkeep.migrate import needs_migration
 
 from legacy import CASES, LegacyCase, replayable, unpack_case
 
@@ -152,7 +154,7 @@ def test_a_migration_killed_at_any_checkpoint_completes_on_the_next_run(
 ) -> None:
     before, pictures = status_docs(case), thumbnails(case)
     code = (
-        "import sys; from thumbctl import Ledger; from thumbctl.upkeep.migrate import migrate_legacy_layout\n"
+        "import sys; from thumbctl import Ledger; from thumbctl.upkeep.legacy_layout import migrate_legacy_layout\n"
         "with Ledger(sys.argv[1]) as ledger: migrate_legacy_layout(ledger, sys.argv[2])\n"
     )
     env = {**os.environ, "THUMBCTL_FAULT": f"crash:{checkpoint}", "THUMBCTL_FAULT_DIR": str(tmp_path)}
@@ -209,6 +211,28 @@ def test_the_first_command_that_writes_migrates_and_says_so_once(case: LegacyCas
     assert not any((out / "objects").exists() for out in case.outs)
 
 
+def test_once_no_old_layout_is_left_the_ledger_records_it_and_writing_commands_look_at_no_folder(
+    case: LegacyCase,
+) -> None:
+    """The check is recorded by the first writing command that finds no output folder in the old
+    layout (not by the one that moved them); from then on a writing command reads that record only:
+    an ``objects/`` folder made in an OUT afterwards is not looked at."""
+    settled = []
+    for _ in range(2):
+        result = writing(case, "gc", "--older-than", "3650d")
+        assert result.exit_code == 0, result.stderr
+        with Ledger(case.db, read_only=True) as ledger:
+            settled.append(ledger.upkeep.layout_settled())
+    assert settled == [False, True]
+
+    (case.outs[0] / "objects" / "ab").mkdir(parents=True)
+    result = writing(case, "gc", "--older-than", "3650d")
+
+    assert result.exit_code == 0, result.stderr
+    assert "one-time layout migration" not in result.stderr
+    assert (case.outs[0] / "objects" / "ab").is_dir()
+
+
 def test_the_python_api_migrates_as_the_command_line_does(case: LegacyCase) -> None:
     """``thumbctl.api.render`` settles the store as every writing command does: a PostgreSQL ledger
     without a store is refused before anything moves, and the old layout moves once."""
@@ -241,6 +265,20 @@ def test_a_symlinked_objects_folder_is_refused_not_followed(case: LegacyCase) ->
     assert (case.outs[1] / "objects").is_symlink()
     assert {str(p): p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == outside
     assert not (case.outs[0] / "objects").exists()
+
+
+def test_a_refused_folder_is_tried_again_by_every_writing_command(case: LegacyCase) -> None:
+    elsewhere = case.root / "elsewhere"
+    (case.outs[1] / "objects").rename(elsewhere)
+    (case.outs[1] / "objects").symlink_to(elsewhere)
+
+    for _ in range(2):
+        result = writing(case, "gc", "--older-than", "3650d")
+        assert result.exit_code == 0, result.stderr
+
+    with Ledger(case.db, read_only=True) as ledger:
+        assert not ledger.upkeep.layout_settled()
+        assert needs_migration(ledger)
 
 
 def test_a_file_named_objects_is_refused(case: LegacyCase) -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from thumbctl import Ledger
+
 from support import make_image
 
 REPO = Path(__file__).resolve().parent.parent
@@ -99,14 +101,18 @@ def test_reading_and_cancelling_import_neither_pillow_nor_multiprocessing_nor_sq
 
 def test_a_new_ledger_is_created_complete_without_sqlite_utils(tmp_path: Path) -> None:
     """A new ledger is created at the newest schema at once: sqlite-utils is imported only where an
-    old ledger's migrations run (``tests/test_ledger_fresh_schema.py``)."""
+    old ledger's migrations run (``tests/test_ledger_fresh_schema.py``). Its first writing command
+    finds no output folder in the old layout and records so: the layout migration is never loaded."""
     make_image(tmp_path / "one" / "a.jpg", (64, 48), "JPEG")
     db = tmp_path / "fresh.db"
     args = ["submit", str(tmp_path / "one"), "--out", str(tmp_path / "out"), "--db", str(db), "--detach"]
-    result = python("-c", DRIVER, *args)
+    result = python("-c", driver((*HEAVY, "thumbctl.upkeep.legacy_layout")), *args)
     report = json.loads(result.stderr.strip().splitlines()[-1])
-    assert report["code"] == 0 and "sqlite_utils" not in report["loaded"]
+    assert report["code"] == 0
+    assert "sqlite_utils" not in report["loaded"] and "thumbctl.upkeep.legacy_layout" not in report["loaded"]
     assert cli("status", "--db", str(db), "--json").returncode == 0
+    with Ledger(db, read_only=True) as ledger:
+        assert ledger.upkeep.layout_settled()
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ there is not timed); ``before_decode`` is in the decode stage, ``before_publish`
 ``after_link`` and ``name_published`` in a render's. ``pause:CHECKPOINT:once``
 pauses only the first process to get there.
 
-The one-time layout migration (:mod:`thumbctl.upkeep.migrate`) has its own, per output folder:
+The one-time layout migration (:mod:`thumbctl.upkeep.legacy_layout`) has its own, per output folder:
 ``migrate_mid_move`` (the first object placed in the store), ``migrate_after_move`` (every
 object placed, the ledger not yet changed), ``migrate_after_ledger`` (object paths rewritten,
 thumbnails still links), ``migrate_after_copy`` (the first thumbnail replaced by its own copy)

@@ -1,4 +1,4 @@
-"""The ledger's part of the one-time layout migration (:mod:`thumbctl.upkeep.migrate`): which object paths
+"""The ledger's part of the one-time layout migration (:mod:`thumbctl.upkeep.legacy_layout`): which object paths
 and thumbnail names an output folder's rows record, and moving object paths in one transaction.
 
 No event is appended: a relocation changes where an object lives, not any item's state.

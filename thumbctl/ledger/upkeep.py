@@ -336,6 +336,16 @@ class Upkeep(Relocation, DamagedRows, Maintenance):
             with self.db.write():
                 self.db.execute(sql.SET_META, ("store", path))
 
+    def layout_settled(self) -> bool:
+        """Whether the ledger recorded that no output folder it knows is in the old layout
+        (``OUT/objects``): see :mod:`thumbctl.upkeep.migrate`."""
+        return self.db.scalar(sql.META, ("layout",)) == "store"
+
+    def record_layout_settled(self) -> None:
+        """Record that no output folder the ledger knows is in the old layout (once: it stays true)."""
+        with self.db.write():
+            self.db.execute(sql.SET_META, ("layout", "store"))
+
 
 def stall_reason(
     state: ItemState, owner: str | None, expires: str | None, cancel_at: str | None, at: str, is_dead: IsDead

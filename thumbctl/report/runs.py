@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # the commands that print these import them; reading commands
     from ..engine.pool import Supervision
     from ..intake.submission import IntakeReport
     from ..sources.scan import ScanError
-    from ..upkeep.migrate import MigrationReport
+    from ..upkeep.legacy_layout import MigrationReport
     from ..upkeep.mirror import MirrorReport
 
 

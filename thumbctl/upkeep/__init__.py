@@ -2,8 +2,8 @@
 
 Owns reconcile's findings and repairs (:mod:`.reconcile`), retention (:mod:`.gc`), the mirror mode
 (:mod:`.mirror`), handing names to the user (:mod:`.release`), telling crash leftovers from a
-user's files (:mod:`.leftovers`) and the one-time migration of the old output layout
-(:mod:`.migrate`).
+user's files (:mod:`.leftovers`), the one-time migration of the old output layout
+(:mod:`.legacy_layout`) and the cheap check before each writing command that runs it (:mod:`.migrate`).
 
 Imports: core, config, ledger, storage, imaging, sources and publishing; never the engine.
 """
