@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,10 +95,17 @@ def rewrite_sqlite(db: Path, root: str) -> None:
                 )
 
 
+def dump_statements(dump: Path) -> str:
+    """The SQL of a plain ``pg_dump --inserts`` file without psql's own lines (``\\restrict``…):
+    one script the server runs as it is, as ``psql -f`` would."""
+    return "".join(line for line in dump.read_text().splitlines(keepends=True) if not line.startswith("\\"))
+
+
 def load_postgres(dump: Path, url: str, root: str) -> None:
     import psycopg
 
-    subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(dump), url], check=True, capture_output=True)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(dump_statements(dump).encode())  # several statements, no parameters: one simple query
     with psycopg.connect(url, autocommit=True) as conn:
         columns = conn.execute(
             "SELECT table_name, column_name FROM information_schema.columns "
