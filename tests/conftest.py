@@ -28,7 +28,7 @@ from pg import (
     server_binaries,
 )
 from s3 import BUCKET, WeedServer, clean_aws_environment, s3_env_or_skip, weed_binary
-from support import check_invariants, make_image
+from support import MEMORY, check_invariants, make_image
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_IMAGES = REPO / "sample_images"
@@ -205,6 +205,37 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "ledger.db")
     return request.getfixturevalue("pg_url")
+
+
+#: What the in-memory ledger cannot do, by the marker of the contract tests that need it: such a
+#: test is skipped on ``[memory]`` with this reason.
+NOT_IN_MEMORY = {
+    "cross_process": "cross-process: an in-memory ledger lives in one process; another process cannot open it",
+    "reads_beside_writes": (
+        "reads beside a write: a read that goes on while another connection's write is open needs SQLite's "
+        "write-ahead log (a file's -wal and -shm); in memory a write and the reads exclude each other"
+    ),
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker, reason in NOT_IN_MEMORY.items():
+        config.addinivalue_line("markers", f"{marker}: a ledger contract case skipped on [memory] ({reason})")
+
+
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
+def contract_ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh ledger for the ledger contract on each backend: ``ledger_url``'s, and ``memory:NAME``,
+    a fresh :class:`~thumbctl.testing.InMemoryLedger` (opened by ``support.open_ledger``). A test
+    marked with a key of :data:`NOT_IN_MEMORY` is skipped on memory."""
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.db")
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_url")
+    for marker, reason in NOT_IN_MEMORY.items():
+        if request.node.get_closest_marker(marker):
+            pytest.skip(reason)
+    return f"{MEMORY}{uuid.uuid4().hex}"
 
 
 @pytest.fixture(scope="session")

@@ -15,14 +15,19 @@ import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from PIL import Image
 
 from thumbctl import Ledger
 from thumbctl.core.models import ITEM_STATES, NewBatch, NewItem
+from thumbctl.ledger.connection import memory_uri
 from thumbctl.ledger.timefmt import iso
+from thumbctl.testing import InMemoryLedger
 
 REPO = Path(__file__).resolve().parent.parent
+#: How the tests name an in-memory ledger in a ``ledger_url``: ``memory:NAME`` (see :func:`open_ledger`).
+MEMORY = "memory:"
 
 
 def run_bench(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -109,7 +114,7 @@ def raw_rows(ledger: Ledger, sql: str, params: Sequence[object] = ()) -> list[tu
     """The rows of ``sql`` (``?`` placeholders) read beside the ledger's API, on either backend: a
     second connection to a SQLite file, the ledger's own autocommit connection on PostgreSQL."""
     if ledger.backend == "sqlite":
-        with contextlib.closing(sqlite3.connect(ledger.path)) as raw:
+        with contextlib.closing(raw_sqlite(ledger)) as raw:
             return [tuple(row) for row in raw.execute(sql, params).fetchall()]
     with _server_cursor(ledger) as cursor:
         return [tuple(row) for row in cursor.execute(_server_sql(sql), params or None).fetchall()]
@@ -118,11 +123,26 @@ def raw_rows(ledger: Ledger, sql: str, params: Sequence[object] = ()) -> list[tu
 def raw_write(ledger: Ledger, sql: str, params: Sequence[object] = ()) -> None:
     """Commit ``sql`` beside the ledger's API (a fault made by hand), on either backend."""
     if ledger.backend == "sqlite":
-        with contextlib.closing(sqlite3.connect(ledger.path)) as raw, raw:
+        with contextlib.closing(raw_sqlite(ledger)) as raw, raw:
             raw.execute(sql, params)
     else:
         with _server_cursor(ledger) as cursor:
             cursor.execute(_server_sql(sql), params or None)
+
+
+def raw_sqlite(ledger: Ledger) -> sqlite3.Connection:
+    """A second, plain connection to a SQLite ledger: to its file, or to its in-memory database."""
+    if isinstance(ledger, InMemoryLedger):
+        return sqlite3.connect(memory_uri(ledger.name), uri=True)
+    return sqlite3.connect(ledger.path)
+
+
+def open_ledger(url: str, **kwargs: Any) -> Ledger:
+    """A :class:`Ledger` on ``url`` (a file, a ``postgresql://`` URL), or on ``memory:NAME``: the
+    :class:`~thumbctl.testing.InMemoryLedger` of that name."""
+    if url.startswith(MEMORY):
+        return InMemoryLedger(url.removeprefix(MEMORY), **kwargs)
+    return Ledger(url, **kwargs)
 
 
 def own_sqlite_connection(ledger: Ledger) -> sqlite3.Connection:

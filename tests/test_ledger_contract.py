@@ -1,11 +1,14 @@
-"""The ledger contract: the same tests on every backend (``[sqlite]`` and ``[postgres]``).
+"""The ledger contract: the same tests on every backend (``[sqlite]``, ``[postgres]`` and
+``[memory]``, :class:`thumbctl.testing.InMemoryLedger`).
 
 Every transition, idempotency, the cancel race rule, leases (expiry, heartbeats, rescue of a dead
 owner on this host and of another host's owner at expiry), retry, deadlines and commit order of
 events, through the :class:`~thumbctl.Ledger` API only. The tests that matter because PostgreSQL
 runs writers side by side use two ``Ledger`` objects (two connections) on one ledger. What is
 specific to one backend (SQLite's file, PRAGMAs, VM steps; PostgreSQL's server) is tested in the
-backend's own modules.
+backend's own modules. A case about other processes, or about a read beside another
+connection's open write (a write-ahead log's), is marked ``cross_process`` or
+``reads_beside_writes`` and skipped on ``[memory]``, saying why (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -33,7 +36,22 @@ from thumbctl.ledger.queue import CLAIM_SHARED_ITEMS
 from thumbctl.ledger.timefmt import iso
 
 from harness import in_timed_sleep, until
-from support import Clock, check_invariants, failed_with_events_uncommitted, new_batch, raw_rows, raw_write, request
+from support import (
+    Clock,
+    check_invariants,
+    failed_with_events_uncommitted,
+    new_batch,
+    open_ledger,
+    raw_rows,
+    raw_write,
+    request,
+)
+
+
+@pytest.fixture
+def ledger_url(contract_ledger_url: str) -> str:
+    """Each backend of the contract: a SQLite file, PostgreSQL, and the in-memory ledger."""
+    return contract_ledger_url
 
 
 @pytest.fixture
@@ -44,7 +62,7 @@ def clock() -> Clock:
 @pytest.fixture
 def ledger(ledger_url: str, clock: Clock) -> Iterator[Ledger]:
     """A fresh ledger on the backend of the test's parameter, on a clock the test moves."""
-    with Ledger(ledger_url, clock=clock) as led:
+    with open_ledger(ledger_url, clock=clock) as led:
         yield led
         check_invariants(led, outputs=False)
 
@@ -52,7 +70,7 @@ def ledger(ledger_url: str, clock: Clock) -> Iterator[Ledger]:
 @pytest.fixture
 def second(ledger: Ledger, ledger_url: str, clock: Clock) -> Iterator[Ledger]:
     """A second connection to the same ledger: another process's view of it."""
-    with Ledger(ledger_url, clock=clock) as led:
+    with open_ledger(ledger_url, clock=clock) as led:
         yield led
 
 
@@ -113,7 +131,7 @@ def wait_until_blocked(ledger_url: str, thread: threading.Thread) -> None:
 
 def test_reopening_keeps_the_data(ledger: Ledger, ledger_url: str) -> None:
     batch_id = ledger.intake.accept_batch(new_batch("k", "d1"), Limits()).batch_id
-    with Ledger(ledger_url) as reopened:
+    with open_ledger(ledger_url) as reopened:
         assert reopened.views.batch(batch_id).total == 3
 
 
@@ -178,6 +196,7 @@ def _accept_in_process(target: str, batch: NewBatch, results: multiprocessing.Qu
         results.put(("error", repr(exc), None))
 
 
+@pytest.mark.cross_process
 @pytest.mark.parametrize("same_request", [True, False], ids=["same-request", "same-key-other-requests"])
 def test_concurrent_submits_with_one_key_create_one_batch(ledger: Ledger, ledger_url: str, same_request: bool) -> None:
     ctx = multiprocessing.get_context("spawn")
@@ -232,6 +251,7 @@ def test_a_streamed_listing_yields_what_the_list_holds(ledger: Ledger, listing: 
     assert streamed == getattr(ledger.views, listing)(batch_id, **kwargs) and streamed
 
 
+@pytest.mark.reads_beside_writes
 def test_a_streamed_listing_is_one_snapshot_while_another_connection_writes(ledger: Ledger, second: Ledger) -> None:
     batch_id = ledger.intake.accept_batch(new_batch("k", "d1", queued=1200), Limits()).batch_id
     with ledger.views.streamed_items(batch_id) as items, ledger.views.streamed_events(batch_id) as events:
@@ -526,7 +546,7 @@ def test_transient_failures_back_off_with_a_persisted_not_before(ledger: Ledger,
     assert ledger.queue.claim("w2") is None  # not before its time
     state = ledger.queue.queue_state(batch.batch_id)
     assert (state.runnable, state.delayed) == (0, 2)
-    with Ledger(ledger_url, clock=clock) as restarted:  # a restart keeps the schedule
+    with open_ledger(ledger_url, clock=clock) as restarted:  # a restart keeps the schedule
         assert restarted.queue.claim("w3") is None
         clock.now += 20
         again = restarted.queue.claim("w3")
@@ -636,6 +656,7 @@ def _claim_many(target: str, name: str, results: multiprocessing.Queue) -> None:
     results.put((claimed, errors))
 
 
+@pytest.mark.cross_process
 def test_four_processes_claiming_at_once_never_double_claim(ledger: Ledger, ledger_url: str) -> None:
     ledger.intake.accept_batch(request(sources=200), Limits())
     ctx = multiprocessing.get_context("spawn")
@@ -887,7 +908,7 @@ def test_a_cancel_recorded_while_a_rescue_is_in_flight_ends_the_rescued_items_ca
     batch = ledger.intake.accept_batch(request(sources=1), Limits())
     claim = ledger.queue.claim("w1", lease_seconds=30)
     clock.now += 31
-    with Ledger(ledger_url, clock=clock) as rescuing:
+    with open_ledger(ledger_url, clock=clock) as rescuing:
         rescues: dict[str, Callable[[], object]] = {
             "claim": lambda: rescuing.queue.claim("w2", delay_for=later),
             "work": lambda: rescuing.queue.rescue_leases(lambda owner: False, later),
@@ -965,6 +986,7 @@ def test_the_time_limit_under_a_cancel_cancels_the_claims_waiting_items(ledger: 
     assert view.state == "cancelled" and (view.counts["failed"], view.counts["cancelled"]) == (1, 3)
 
 
+@pytest.mark.reads_beside_writes
 def test_a_follower_never_misses_an_event_committed_behind_a_later_one(
     ledger: Ledger, second: Ledger, ledger_url: str, clock: Clock
 ) -> None:
@@ -974,7 +996,7 @@ def test_a_follower_never_misses_an_event_committed_behind_a_later_one(
     cancelled = ledger.intake.accept_batch(request("a", sources=1), Limits())
     claimed = ledger.intake.accept_batch(request("b", sources=1), Limits())
     rows = [r for (r,) in raw_rows(ledger, "SELECT id FROM items WHERE batch_id = ?", (cancelled.batch_id,))]
-    with Ledger(ledger_url, clock=clock) as watcher:
+    with open_ledger(ledger_url, clock=clock) as watcher:
         followers = [watcher.views.follow(None), watcher.views.follow(cancelled.batch_id)]
         assert [f.read()[1].runnable for f in followers] == [4, 2]
         holding, go = threading.Event(), threading.Event()
@@ -1103,8 +1125,8 @@ class FreshLedgers:
     def open(self, clock: Clock) -> Ledger:
         self.opened += 1
         if not self.url.startswith("postgresql://"):
-            return Ledger(f"{self.url}.{self.opened}", clock=clock)
-        ledger = Ledger(self.url, clock=clock)
+            return open_ledger(f"{self.url}.{self.opened}", clock=clock)
+        ledger = open_ledger(self.url, clock=clock)
         raw_write(ledger, "TRUNCATE events, items, batches, stat_cache, object_checks RESTART IDENTITY")
         return ledger
 

@@ -236,6 +236,25 @@ def _prepared(conn: LedgerConnection, busy_timeout: float, *, wal: bool) -> Ledg
     return conn
 
 
+def connect_memory(name: str, busy_timeout: float) -> LedgerConnection:
+    """Open the in-memory database ``name`` of this process (:mod:`.memory`): every connection
+    opening the same name shares one database, which goes when the last of them closes. SQLite's
+    ``memdb`` VFS locks it as a file is locked (a busy write lock is ``SQLITE_BUSY``, waited out as
+    a file's is), with a rollback journal in memory: no WAL, no -shm, no file."""
+    return _prepared(_sqlite_connect(memory_path(name), memory_uri(name), uri=True), busy_timeout, wal=False)
+
+
+def memory_uri(name: str) -> str:
+    """The URI of the in-memory database ``name``: a name starting with ``/`` is shared by the
+    connections of this process."""
+    return f"file:/{quote(name, safe='')}?vfs=memdb"
+
+
+def memory_path(name: str) -> Path:
+    """How the in-memory database ``name`` is named in messages (it is no file)."""
+    return Path(f"memory:{name}")
+
+
 def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 

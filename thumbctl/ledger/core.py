@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config.ledgerurl import is_server_url
 from ..config.settings import busy_policy
@@ -39,9 +40,17 @@ from .transitions import Transitions
 from .upkeep import Upkeep
 from .views import Views
 
+if TYPE_CHECKING:
+    from .memory import InMemory
 
-def open_backend(target: Path | str, *, clock: Clock, busy: BusyPolicy, read_only: bool) -> Backend:
-    """The backend for ``target``: a ``postgresql://`` URL opens a server ledger, anything else a file."""
+
+def open_backend(target: Path | str | InMemory, *, clock: Clock, busy: BusyPolicy, read_only: bool) -> Backend:
+    """The backend for ``target``: a ``postgresql://`` URL opens a server ledger, an
+    :class:`~.memory.InMemory` target an in-memory one, any other text or path a file."""
+    if not isinstance(target, str | Path):
+        from .memory import MemoryBackend
+
+        return MemoryBackend(target, clock=clock, busy=busy, read_only=read_only)
     if is_server_url(target):
         from .postgres import PostgresBackend
 
@@ -62,14 +71,15 @@ class Ledger:
 
     def __init__(
         self,
-        target: Path | str,
+        target: Path | str | InMemory,
         *,
         busy_timeout: float | None = None,
         clock: Clock = time.time,
         read_only: bool = False,
         busy: BusyPolicy | None = None,
     ) -> None:
-        """Open the ledger at ``target``: a file path, or a ``postgresql://`` URL. ``read_only``
+        """Open the ledger at ``target``: a file path, a ``postgresql://`` URL, or an
+        :class:`~.memory.InMemory` database (:class:`thumbctl.testing.InMemoryLedger`). ``read_only``
         never writes (for commands that only read; a ledger needing a schema upgrade is upgraded
         first where it is writable). ``busy`` is the busy policy (default:
         :func:`~thumbctl.config.settings.busy_policy`); ``busy_timeout`` overrides its timeout."""

@@ -20,7 +20,16 @@ from typing import Any
 from ..core.errors import LedgerBusy, LedgerError, LedgerFault, LedgerUnavailable
 from ..core.retries import BusyPolicy
 from .backend import Backend, Clock, Params
-from .connection import LedgerConnection, LedgerCursor, checked_rows, connect, fault_for, file_identity, gone_error
+from .connection import (
+    FileIdentity,
+    LedgerConnection,
+    LedgerCursor,
+    checked_rows,
+    connect,
+    fault_for,
+    file_identity,
+    gone_error,
+)
 from .schema import MIGRATIONS, NEWEST, SCHEMA_VERSION
 from .sql import SQLITE, Query
 
@@ -37,12 +46,18 @@ class SqliteBackend(Backend):
         self.clock = clock
         self.busy = busy
         self.read_only = read_only
+        self._identity: FileIdentity | None = None
         self.conn = self._open_connection()
         self._synchronous: str | None = None
-        self._identity = file_identity(self.path)
         self._migrate()
 
     def _open_connection(self) -> LedgerConnection:
+        """The connection to the file, and the identity of the file it opened."""
+        conn = self._connect_file()
+        self._identity = file_identity(self.path)
+        return conn
+
+    def _connect_file(self) -> LedgerConnection:
         conn = connect(self.path, self.busy.timeout, read_only=self.read_only)
         conn.row_factory = checked_rows(self.path)
         if not self.read_only or _schema_version(conn) >= SCHEMA_VERSION:
