@@ -3,12 +3,19 @@
 A new ledger is created directly at the newest schema (:data:`NEWEST`, one transaction, no
 sqlite-utils); a ledger made by an earlier thumbctl is upgraded by the migrations it lacks, applied
 in order inside one write transaction. Each migration is ``(version, function)``; ``PRAGMA
-user_version`` records the last one applied. Migrations only ever add: a released one is never
-edited, a new one is appended, and :data:`NEWEST` is changed to match it
+user_version`` records the last one applied. Migrations only ever add: what a released one makes
+never changes, a new one is appended, and :data:`NEWEST` is changed to match it
 (``tests/test_ledger_fresh_schema.py`` proves a created ledger and one migrated from version 1
-hold the same tables, columns, indexes, constraints and triggers). Migrations run on a
-``sqlite_utils.Database`` over the ledger's connection, built only when a migration is due: creating
-a ledger or opening an up-to-date one does not import sqlite-utils.
+hold the same tables, columns, indexes, constraints and triggers).
+
+Migrations run on a ``sqlite_utils.Database`` over the ledger's connection, built only when a
+migration is due: creating a ledger or opening an up-to-date one does not import sqlite-utils.
+They use it for what it is for: creating plain tables (``create``), adding columns
+(``add_column``), indexing columns (``create_index``) and registering SQL functions. Plain DDL
+stays where sqlite-utils has no word for it: CHECK constraints, table-level UNIQUE constraints,
+partial indexes, triggers, and the table rebuilds of migrations 8 and 12 (``Table.transform``
+cannot change a UNIQUE constraint, and under sqlite-utils 3 it commits the connection's open
+transaction, which would split a migration in two).
 """
 
 from __future__ import annotations
@@ -126,7 +133,7 @@ def _v1_initial(db: sqlite_utils.Database) -> None:
 
 def _v2_batch_expiry(db: sqlite_utils.Database) -> None:
     """Retention (``thumbctl gc``): when a batch expired; friendly names looked up by path."""
-    db.execute("ALTER TABLE batches ADD COLUMN expired_at TEXT")
+    db["batches"].add_column("expired_at", str)
     db["items"].create_index(["friendly_path"], index_name="items_friendly_path")
 
 
@@ -150,7 +157,7 @@ def _v5_claim_stages(db: sqlite_utils.Database) -> None:
     render), not the whole claim, so a running item records when the stage it waits on started
     (NULL: between stages); a claim steps through the distinct derivative keys of a source's
     queued items on a partial index instead of reading every item of the source."""
-    db.execute("ALTER TABLE items ADD COLUMN stage_started_at TEXT")
+    db["items"].add_column("stage_started_at", str)
     db.execute("UPDATE items SET stage_started_at = updated_at WHERE state = 'running'")
     db.execute("CREATE INDEX items_queued_keys ON items (batch_id, source, derivative_key) WHERE state = 'queued'")
 
@@ -237,37 +244,41 @@ def _v8_derivative_items(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
+#: The ledger's stable id, made once: by migration 9, or with a new ledger.
+_NEW_LEDGER_ID = "INSERT INTO meta (name, value) VALUES ('ledger_id', lower(hex(randomblob(16))))"
+
+
 def _v9_meta(db: sqlite_utils.Database) -> None:
     """Facts about the ledger itself: its stable id (a store records the one ledger it belongs to,
     so gc's reference check is never made by a ledger that does not know all of the store's
     objects) and the store it last used."""
-    db.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    db.execute("INSERT INTO meta (name, value) VALUES ('ledger_id', lower(hex(randomblob(16))))")
+    db["meta"].create({"name": str, "value": str}, pk="name", not_null={"value"})
+    db.execute(_NEW_LEDGER_ID)
 
 
 def _v10_name_versions(db: sqlite_utils.Database) -> None:
     """The version publishing returned at an item's name (local: content digest and inode), so
     "ours" is judged by it; NULL on rows published before, which are judged by their bytes."""
-    db.execute("ALTER TABLE items ADD COLUMN name_version TEXT")
+    db["items"].add_column("name_version", str)
 
 
-_V11_NAMES = """
-    CREATE TABLE names (
-        friendly_path TEXT PRIMARY KEY,
-        out_dir TEXT NOT NULL,
-        object_path TEXT NOT NULL,
-        derivative_key TEXT,
-        name_version TEXT,
-        source_root TEXT,
-        source TEXT NOT NULL,
-        ratio TEXT NOT NULL,
-        size INTEGER NOT NULL,
-        format TEXT NOT NULL,
-        batch_id TEXT NOT NULL,
-        item_row INTEGER,
-        published_at TEXT NOT NULL
-    )
-"""
+_V11_NAMES_COLUMNS = {
+    "friendly_path": str,
+    "out_dir": str,
+    "object_path": str,
+    "derivative_key": str,
+    "name_version": str,
+    "source_root": str,
+    "source": str,
+    "ratio": str,
+    "size": int,
+    "format": str,
+    "batch_id": str,
+    "item_row": int,
+    "published_at": str,
+}
+_V11_NAMES_REQUIRED = {"out_dir", "object_path", "source", "ratio", "size", "format", "batch_id", "published_at"}
+#: Plain DDL: sqlite-utils 3 spells ``float`` FLOAT, 4 spells it REAL.
 _V11_FOCUS = """
     CREATE TABLE focus_points (
         source_digest TEXT NOT NULL,
@@ -300,12 +311,12 @@ def _v11_kept_work(db: sqlite_utils.Database) -> None:
     batch that wrote a name expired; it starts with the newest success at each name of a live
     batch. A crop fix is remembered per (source content, ratio). A batch that resumes a cancelled
     one records which (at most one per cancelled batch)."""
-    db.execute(_V11_NAMES)
-    db.execute("CREATE INDEX names_object ON names (object_path)")
-    db.execute("CREATE INDEX names_out_root ON names (out_dir, source_root)")
+    db["names"].create(_V11_NAMES_COLUMNS, pk="friendly_path", not_null=_V11_NAMES_REQUIRED)
+    db["names"].create_index(["object_path"], index_name="names_object")
+    db["names"].create_index(["out_dir", "source_root"], index_name="names_out_root")
     db.execute(_V11_SEED_NAMES)
     db.execute(_V11_FOCUS)
-    db.execute("ALTER TABLE batches ADD COLUMN resumed_from TEXT")
+    db["batches"].add_column("resumed_from", str)
     db.execute("CREATE UNIQUE INDEX batches_resumed_from ON batches (resumed_from) WHERE resumed_from IS NOT NULL")
 
 
@@ -336,22 +347,18 @@ def _v12_cleared_focus(db: sqlite_utils.Database) -> None:
 
 def _v13_fit(db: sqlite_utils.Database) -> None:
     """How an item frames its source (``contain``; NULL: ``cover``, as every earlier item did)."""
-    db.execute("ALTER TABLE items ADD COLUMN fit TEXT")
+    db["items"].add_column("fit", str)
 
 
 def _v14_item_alt(db: sqlite_utils.Database) -> None:
     """The ``alt`` text a manifest gives an item, for the markup ('' when none is given)."""
-    db.execute("ALTER TABLE items ADD COLUMN alt TEXT NOT NULL DEFAULT ''")
-
-
-#: A name handed over to the user (``thumbctl release``): when (NULL: thumbctl's).
-_V15_RELEASED = "ALTER TABLE names ADD COLUMN released_at TEXT"
+    db["items"].add_column("alt", str, not_null_default="")
 
 
 def _v15_released_names(db: sqlite_utils.Database) -> None:
     """A published name ``thumbctl release`` gave to the user: from then on it is never reported,
     restored, replaced or removed, and a submit to it fails ``name_taken``."""
-    db.execute(_V15_RELEASED)
+    db["names"].add_column("released_at", str)
 
 
 #: The trigger that keeps events append-only (dropped and made again by migration 16).
@@ -369,8 +376,8 @@ def _v16_url_secrets(db: sqlite_utils.Database) -> None:
     downloaded with), so no item that can still run loses what it needs."""
     from ..core.redact import redacted_text, without_userinfo
 
-    db.conn.create_function("thumbctl_redacted", 1, redacted_text, deterministic=True)
-    db.conn.create_function("thumbctl_without_userinfo", 1, without_userinfo, deterministic=True)
+    db.register_function(redacted_text, deterministic=True, name="thumbctl_redacted")
+    db.register_function(without_userinfo, deterministic=True, name="thumbctl_without_userinfo")
     has_credentials = "LIKE '%://%@%'"
     db.execute(f"UPDATE items SET source = thumbctl_without_userinfo(source) WHERE source {has_credentials}")
     db.execute(f"UPDATE names SET source = thumbctl_without_userinfo(source) WHERE source {has_credentials}")
@@ -510,10 +517,24 @@ NEWEST: tuple[str, ...] = (
         ctime_ns INTEGER
     )""",
     "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "INSERT INTO meta (name, value) VALUES ('ledger_id', lower(hex(randomblob(16))))",
-    _V11_NAMES,
+    _NEW_LEDGER_ID,
+    """CREATE TABLE names (
+        friendly_path TEXT PRIMARY KEY,
+        out_dir TEXT NOT NULL,
+        object_path TEXT NOT NULL,
+        derivative_key TEXT,
+        name_version TEXT,
+        source_root TEXT,
+        source TEXT NOT NULL,
+        ratio TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        format TEXT NOT NULL,
+        batch_id TEXT NOT NULL,
+        item_row INTEGER,
+        published_at TEXT NOT NULL,
+        released_at TEXT
+    )""",
     "CREATE INDEX names_object ON names (object_path)",
     "CREATE INDEX names_out_root ON names (out_dir, source_root)",
     _V12_FOCUS.replace("focus_points_v12", "focus_points"),
-    _V15_RELEASED,
 )
