@@ -58,6 +58,10 @@ from thumbctl.config.resolve import ENVIRONMENT_KEYS, KEYS, load_config_file
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 README_LIMIT = 8 * 1024
+#: The map of the code and the measured figures describe the current state, briefly; their history is in git.
+CURRENT_STATE_DOCS = ("architecture.md", "benchmarks.md")
+CURRENT_STATE_LIMIT = 500
+HISTORY_NARRATION = re.compile(r"\b(?:issue \d+|(?:first|second|third|fourth|fifth) pass)\b", re.IGNORECASE)
 GUIDES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 NEEDS_POSTGRES = {"scaling-out.md"}
 #: Files whose commands use s3:// locations: run with the AWS variables of the test S3 server.
@@ -528,6 +532,17 @@ def test_the_readme_has_the_three_command_tour() -> None:
     (tour,) = [b for b in blocks(ROOT / "README.md") if b.lang == "console"]
     commands = [line.split()[1] for line in command_lines(tour)]
     assert commands == ["submit", "sheet", "status"]
+
+
+@pytest.mark.parametrize("name", CURRENT_STATE_DOCS)
+def test_architecture_and_benchmarks_stay_under_500_lines_and_tell_no_history(name: str) -> None:
+    text = (DOCS / name).read_text()
+    lines = len(text.splitlines())
+    assert lines <= CURRENT_STATE_LIMIT, (
+        f"docs/{name} is {lines} lines; keep it at most {CURRENT_STATE_LIMIT}: the current state, the history is in git"
+    )
+    narrated = sorted({found.group(0).lower() for found in HISTORY_NARRATION.finditer(text)})
+    assert not narrated, f"docs/{name} tells its history ({narrated}): state the current rule or figure instead"
 
 
 def anchors(path: Path) -> set[str]:

@@ -5,8 +5,8 @@ reductions, the resampled outputs, libjpeg's own. With glibc's defaults the free
 heap goes back to the kernel at once, so the next source touches fresh pages and takes a page
 fault for each 4 KiB of them (about 96,000 in a submit of the corpus' ``photos/``). A worker
 keeps up to :data:`TRIM_THRESHOLD` of freed heap while it has work, with :data:`TOP_PAD` of slack
-on every growth, so the next source reuses warm pages (``docs/benchmarks.md``, "Issue 24 targets:
-fourth pass"), and hands all of it back when it runs dry (:func:`release_freed_memory`), so an
+on every growth, so the next source reuses warm pages (``docs/benchmarks.md``, "A worker's heap kept for
+the next source"), and hands all of it back when it runs dry (:func:`release_freed_memory`), so an
 idle worker holds no more than it needs.
 
 Allocations over :data:`MMAP_THRESHOLD` (a whole 100 MP decode is one of them only when Pillow
