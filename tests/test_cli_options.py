@@ -14,6 +14,7 @@ from thumbctl.cli import app, main
 from thumbctl.config.resolve import KEYS, KEYS_BY_NAME
 from thumbctl.config.settings import ALL_KEYS
 
+from inprocess import render_here
 from support import make_image
 
 GROUP = typer.main.get_command(app)
@@ -36,11 +37,14 @@ def invoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 @pytest.fixture
 def rendered(invoke, photos: Path, tmp_path: Path) -> tuple[Path, str]:
-    """A ledger (not the THUMBCTL_DB one) holding one rendered batch: (its path, the batch id)."""
+    """A ledger (not the THUMBCTL_DB one) holding one rendered batch: (its path, the batch id),
+    rendered in this process."""
     db = tmp_path / "ledger.db"
-    result = invoke("submit", photos, "--out", tmp_path / "out", "--db", db, "-w", "1", "--json", "--no-sheet")
+    result = invoke("submit", photos, "--out", tmp_path / "out", "--db", db, "--detach", "--json")
     assert result.exit_code == 0, result.stderr
-    return db, json.loads(result.stdout)["batch_id"]
+    batch_id = json.loads(result.stdout)["batch_id"]
+    render_here(db, batch_id)
+    return db, batch_id
 
 
 # -- -h and usage lines ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from thumbctl.sources.manifest import parse_manifest_text
 
 from conftest import SAMPLE_IMAGES
 from harness import Thumbctl
+from inprocess import json_here, submit_here
 from support import make_image, request
 
 SMART = "-r", "4:3,1:1", "-w", "1"
@@ -42,7 +43,8 @@ def cli(ledger_url: str, tmp_path: Path) -> Thumbctl:
 
 
 def submit(cli: Thumbctl, source: Path, out: Path, *args: str) -> dict:
-    return cli.json("submit", source, "--out", out, *SMART, *args)
+    """The finished batch's document, recorded and rendered in this process."""
+    return submit_here(cli, source, "--out", out, *SMART, *args)
 
 
 def thumbnails(out: Path) -> dict[str, bytes]:
@@ -55,7 +57,7 @@ def test_a_fix_by_command_survives_later_submits_of_the_folder(cli: Thumbctl, sh
     assert (first["counts"]["succeeded"], first["replaced"]) == (4, 0)
     smart = thumbnails(out)
 
-    fixed = cli.json("focus", shop / "sofa.jpg", "--ratio", "4:3", "--at", "0.05,0.95")
+    fixed = json_here(cli, "focus", shop / "sofa.jpg", "--ratio", "4:3", "--at", "0.05,0.95")
     assert fixed["source"] == str(shop / "sofa.jpg") and fixed["set"] == ["4:3"] and fixed["cleared"] == []
     assert [(p["ratio"], p["focus"], p["batch_id"]) for p in fixed["focus_points"]] == [("4:3", [0.05, 0.95], None)]
 
@@ -73,7 +75,7 @@ def test_a_fix_by_command_survives_later_submits_of_the_folder(cli: Thumbctl, sh
     assert third["replaced"] == 0 and third["counts"]["succeeded"] == 8
     assert thumbnails(out)["sofa.4x3.jpg"] == after_fix["sofa.4x3.jpg"]  # byte-identical: the fix stayed
 
-    cleared = cli.json("focus", shop / "sofa.jpg", "--clear")
+    cleared = json_here(cli, "focus", shop / "sofa.jpg", "--clear")
     assert (cleared["cleared"], cleared["focus_points"]) == (["4:3"], [])
     (shop / "unrelated.jpg").unlink()
     verbose = cli.run("submit", shop, "--out", out, *SMART, "-v")
@@ -93,7 +95,7 @@ def test_a_manifest_focus_is_remembered_and_null_forgets_it(cli: Thumbctl, shop:
     assert fix["replaced"] == 2  # the manifest's focus applies to each ratio of the item
     fixed = thumbnails(out)
     assert fixed["sofa.4x3.jpg"] != smart["sofa.4x3.jpg"] and fixed["sofa.1x1.jpg"] != smart["sofa.1x1.jpg"]
-    shown = cli.json("focus", shop / "sofa.jpg")
+    shown = json_here(cli, "focus", shop / "sofa.jpg")
     assert [(p["ratio"], p["focus"], p["batch_id"]) for p in shown["focus_points"]] == [
         ("1:1", [0.95, 0.05], fix["batch_id"]),
         ("4:3", [0.95, 0.05], fix["batch_id"]),
@@ -110,7 +112,7 @@ def test_a_manifest_focus_is_remembered_and_null_forgets_it(cli: Thumbctl, shop:
     unfix = submit(cli, shop / "unfix.jsonl", out)
     assert (unfix["total"], unfix["replaced"]) == (1, 1)
     assert thumbnails(out)["sofa.4x3.jpg"] == smart["sofa.4x3.jpg"]
-    left = cli.json("focus", shop / "sofa.jpg")
+    left = json_here(cli, "focus", shop / "sofa.jpg")
     assert [p["ratio"] for p in left["focus_points"]] == ["1:1"]  # only the item's ratios were cleared
 
     make_image(shop / "another.jpg", (200, 300), "JPEG", seed=6)
@@ -126,23 +128,23 @@ def test_clearing_or_setting_a_fix_again_is_never_a_replay_of_an_earlier_batch(
     out, sofa = tmp_path / "out", shop / "sofa.jpg"
     first = submit(cli, shop, out)
     smart = thumbnails(out)["sofa.4x3.jpg"]
-    cli.json("focus", sofa, "--ratio", "4:3", "--at", "0.05,0.95")
+    json_here(cli, "focus", sofa, "--ratio", "4:3", "--at", "0.05,0.95")
     fixed = submit(cli, shop, out)
     fixed_bytes = thumbnails(out)["sofa.4x3.jpg"]
     assert fixed["replaced"] == 1 and fixed_bytes != smart
 
-    assert cli.json("focus", sofa, "--clear")["cleared"] == ["4:3"]
+    assert json_here(cli, "focus", sofa, "--clear")["cleared"] == ["4:3"]
     unfixed = submit(cli, shop, out)  # the same folder and settings as the first submit
     assert unfixed["batch_id"] != first["batch_id"] and not unfixed["replayed"]
     assert unfixed["replaced"] == 1 and thumbnails(out)["sofa.4x3.jpg"] == smart
 
-    cli.json("focus", sofa, "--ratio", "4:3", "--at", "0.05,0.95")
+    json_here(cli, "focus", sofa, "--ratio", "4:3", "--at", "0.05,0.95")
     refixed = submit(cli, shop, out)
     assert refixed["batch_id"] != fixed["batch_id"] and refixed["replaced"] == 1
     assert thumbnails(out)["sofa.4x3.jpg"] == fixed_bytes
 
-    same = cli.json("focus", sofa, "--ratio", "4:3", "--at", "0.05,0.95")  # as it is: nothing changes
-    assert same["focus_points"] == cli.json("focus", sofa)["focus_points"]
+    same = json_here(cli, "focus", sofa, "--ratio", "4:3", "--at", "0.05,0.95")  # as it is: nothing changes
+    assert same["focus_points"] == json_here(cli, "focus", sofa)["focus_points"]
     replay = submit(cli, shop, out)
     assert (replay["batch_id"], replay["replayed"], replay["replaced"]) == (refixed["batch_id"], True, 1)
 
@@ -165,21 +167,21 @@ def test_the_command_refuses_with_one_line_and_exit_2(shop: Path, tmp_path: Path
     (shop / "notes.jpg").write_text("not a photo")
     cli = Thumbctl(tmp_path / "ledger.db")
     filled = [a.replace("{photos}", str(shop)) for a in args]
-    done = cli.run("focus", *filled)
+    done = cli.invoke("focus", *filled)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and f"[{code}]" in done.stderr, done.stderr
-    as_json = cli.run("focus", *filled, "--json")
+    as_json = cli.invoke("focus", *filled, "--json")
     assert as_json.returncode == 2 and json.loads(as_json.stdout)["error"]["code"] == code
     assert not (tmp_path / "ledger.db").exists()  # refused before any ledger is opened
 
 
 def test_listing_needs_a_ledger_and_creates_none(shop: Path, tmp_path: Path) -> None:
     cli = Thumbctl(tmp_path / "ledger.db")
-    done = cli.run("focus", shop / "sofa.jpg", "--json")
+    done = cli.invoke("focus", shop / "sofa.jpg", "--json")
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "no_ledger"
     assert not (tmp_path / "ledger.db").exists()
-    assert cli.json("focus", shop / "sofa.jpg", "--ratio", "1:1", "--at", "0,1")["set"] == ["1:1"]
-    human = cli.run("focus", shop / "sofa.jpg")
+    assert json_here(cli, "focus", shop / "sofa.jpg", "--ratio", "1:1", "--at", "0,1")["set"] == ["1:1"]
+    human = cli.invoke("focus", shop / "sofa.jpg")
     assert human.returncode == 0 and "1:1    --at 0,1" in human.stdout and "by thumbctl focus" in human.stdout
 
 
