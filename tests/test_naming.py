@@ -23,6 +23,8 @@ from thumbctl.core.naming import (
 )
 from thumbctl.upkeep.reconcile import find_problems
 
+from harness import Thumbctl
+from inprocess import submit_here
 from support import is_copy_of, make_image
 
 
@@ -130,13 +132,25 @@ def test_two_items_with_one_name_reject_the_template_naming_both(template: str, 
 
 
 def submit(cli, source: Path, out: Path, *extra: str):
+    """A foreground submit, its workers real processes: (its result, its JSON document)."""
     result = cli("submit", source, "--out", out, "-w", "1", "--json", *extra)
     return result, json.loads(result.stdout) if result.stdout.strip() else None
 
 
+def record(cli, source: Path, out: Path, *extra: str):
+    """``submit --detach``: (its result, its JSON document)."""
+    result = cli("submit", source, "--out", out, "--detach", "--json", *extra)
+    return result, json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def render(source: Path, out: Path, *extra: str) -> dict:
+    """The document of a submit that succeeded (a foreground run's exit 0), the batch rendered in
+    this process, on the ledger of THUMBCTL_DB."""
+    return submit_here(Thumbctl(os.environ["THUMBCTL_DB"]), source, "--out", out, "-w", "1", *extra)
+
+
 def test_the_default_names_are_todays(cli, photos: Path, out_dir: Path) -> None:
-    result, batch = submit(cli, photos, out_dir, "-r", "1:1", "-r", "16:9")
-    assert result.exit_code == 0
+    render(photos, out_dir, "-r", "1:1", "-r", "16:9")
     names = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*.jpg") if "objects" not in p.parts)
     assert names == [
         "coffee.16x9.jpg",
@@ -152,15 +166,14 @@ def test_the_default_names_are_todays(cli, photos: Path, out_dir: Path) -> None:
 
 def test_a_template_names_the_thumbnails_and_changes_the_request(cli, photos: Path, out_dir: Path) -> None:
     template = "{ratio}/{stem}-{width}x{height}.{ext}"
-    result, batch = submit(cli, photos, out_dir, "-r", "4:3", "--size", "200", "--name", template)
-    assert result.exit_code == 0
+    batch = render(photos, out_dir, "-r", "4:3", "--size", "200", "--name", template)
     names = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*.jpg") if "objects" not in p.parts)
     assert names == [f"4x3/{stem}-200x150.jpg" for stem in ("coffee", "garden", "kitchen", "living")]
     for name in names:
         with Image.open(out_dir / name) as image:
             assert image.size == (200, 150)
-    again, other = submit(cli, photos, out_dir, "-r", "4:3", "--size", "200")
-    assert again.exit_code == 0 and other["batch_id"] != batch["batch_id"]  # another request, not a replay
+    other = render(photos, out_dir, "-r", "4:3", "--size", "200")
+    assert other["batch_id"] != batch["batch_id"]  # another request, not a replay
 
 
 @pytest.mark.parametrize(
@@ -177,14 +190,14 @@ def test_a_template_that_escapes_or_collides_rejects_the_batch_with_65(
 ) -> None:
     (photos / "more").mkdir()
     make_image(photos / "more" / "kitchen.png", (100, 100), "PNG", seed=4)
-    result, doc = submit(cli, photos, out_dir, "-r", "1:1", "-r", "4:3", "--name", template, "--detach")
+    result, doc = record(cli, photos, out_dir, "-r", "1:1", "-r", "4:3", "--name", template)
     assert result.exit_code == 65 and doc["error"]["code"] == "bad_name"
     assert message in doc["error"]["message"]
     assert not (out_dir / "batches").exists() or not list((out_dir / "batches").iterdir())
 
 
 def test_a_template_with_an_unknown_field_is_a_usage_error(cli, photos: Path, out_dir: Path) -> None:
-    result, _ = submit(cli, photos, out_dir, "--name", "{stem}.{colour}")
+    result, _ = record(cli, photos, out_dir, "--name", "{stem}.{colour}")
     assert result.exit_code == 2 and "unknown field {colour}" in result.stderr
 
 
@@ -236,8 +249,8 @@ def test_overwrite_replaces_a_file_thumbctl_did_not_publish_and_counts_it(cli, p
     mine = out_dir / "garden.1x1.jpg"
     out_dir.mkdir()
     mine.write_bytes(b"my own picture")
-    result, batch = submit(cli, photos, out_dir, "-r", "1:1", "--overwrite")
-    assert (result.exit_code, batch["state"], batch["overwritten"], batch["replaced"]) == (0, "succeeded", 1, 0)
+    batch = render(photos, out_dir, "-r", "1:1", "--overwrite")
+    assert (batch["state"], batch["overwritten"], batch["replaced"]) == ("succeeded", 1, 0)
     with Image.open(mine) as image:
         assert image.size == (200, 200)
 
@@ -261,8 +274,8 @@ def test_a_later_batch_replaces_an_earlier_batchs_thumbnail_and_counts_it(
 def test_reconcile_repair_keeps_each_name_with_the_batch_that_wrote_it_last(
     cli, photos: Path, out_dir: Path, tmp_path: Path
 ) -> None:
-    assert submit(cli, photos, out_dir, "-r", "1:1", "--size", "128")[0].exit_code == 0
-    _, newer = submit(cli, photos, out_dir, "-r", "1:1", "--size", "64")
+    render(photos, out_dir, "-r", "1:1", "--size", "128")
+    newer = render(photos, out_dir, "-r", "1:1", "--size", "64")
     name = out_dir / "coffee.1x1.jpg"
     name.unlink()
     for _ in range(2):  # a second repair finds nothing to flip back
@@ -276,18 +289,16 @@ def test_reconcile_repair_keeps_each_name_with_the_batch_that_wrote_it_last(
 
 
 def test_a_template_without_the_size_for_several_sizes_rejects_the_batch(cli, photos: Path, out_dir: Path) -> None:
-    result, doc = submit(
-        cli, photos, out_dir, "-r", "1:1", "--size", "64,128", "--name", "{path}.{ratio}.{ext}", "--detach"
-    )
+    result, doc = record(cli, photos, out_dir, "-r", "1:1", "--size", "64,128", "--name", "{path}.{ratio}.{ext}")
     assert result.exit_code == 65 and doc["error"]["code"] == "bad_name"
     assert "64 px" in doc["error"]["message"] and "128 px" in doc["error"]["message"]
 
 
 def test_several_sizes_and_formats_are_named_by_a_template_with_their_fields(cli, photos: Path, out_dir: Path) -> None:
-    result, doc = submit(
-        cli, photos, out_dir, "-r", "1:1", "--size", "64,128", "--format", "webp,jpeg", "--name", "{stem}-{size}.{ext}"
+    doc = render(
+        photos, out_dir, "-r", "1:1", "--size", "64,128", "--format", "webp,jpeg", "--name", "{stem}-{size}.{ext}"
     )
-    assert result.exit_code == 0 and doc["total"] == 16
+    assert doc["total"] == 16
     names = sorted(p.name for p in out_dir.rglob("*") if p.is_file() and not {"objects", "batches"} & set(p.parts))
     assert names == sorted(
         f"{stem}-{size}.{ext}"
