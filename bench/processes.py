@@ -4,9 +4,9 @@ A test function is a ``def test_*`` at the top of a ``tests/test_*.py`` module o
 ``Test*`` classes (one function, however many cases it is parametrized into). It **starts a
 process** when its body, or anything it reaches, calls one of:
 
-- ``subprocess.*``, ``os.fork``/``forkpty``/``spawn*``/``exec*``/``posix_spawn*``/``system``/
-  ``popen``, ``pty.spawn``, ``asyncio.create_subprocess_*``, ``multiprocessing.*``,
-  ``ProcessPoolExecutor``;
+- ``subprocess.run``/``Popen``/``call``/``check_*``/``get*output``, ``os.fork``/``forkpty``/
+  ``spawn*``/``exec*``/``posix_spawn*``/``system``/``popen``, ``pty.spawn``,
+  ``asyncio.create_subprocess_*``, ``multiprocessing.*``, ``ProcessPoolExecutor``;
 
 and it **starts a server** when what it reaches builds a ``socketserver``/``http.server`` server
 (or a class of tests/ derived from one): the tests' own HTTP servers run on a thread of the test
@@ -60,7 +60,7 @@ SERVER = "server"
 #: Calls of the standard library that start a process, by module: every callable of the module,
 #: or only the names listed.
 PROCESS_CALLS: dict[str, frozenset[str] | None] = {
-    "subprocess": None,
+    "subprocess": frozenset({"run", "Popen", "call", "check_call", "check_output", "getoutput", "getstatusoutput"}),
     "multiprocessing": None,
     "pty": frozenset({"spawn", "fork"}),
     "asyncio": frozenset({"create_subprocess_exec", "create_subprocess_shell"}),
