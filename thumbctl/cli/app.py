@@ -126,8 +126,8 @@ _ROOT_FLAGS = ("--json", "--quiet", "-q", "--verbose", "-v")
 
 def app_for(args: list[str]) -> typer.Typer:
     """The app that runs ``args``: built with only the command they name, when they name one. Typer
-    builds the options of every command it holds before it runs one (``docs/benchmarks.md``,
-    "Start-up", measures it); the root help, completion, ``--version`` and unknown commands take
+    builds the options of every command it holds before it runs one (``docs/architecture.md``,
+    "Start-up"); the root help, completion, ``--version`` and unknown commands take
     the whole app (:func:`whole_app`), and a command's own help, parsing and errors are the same in both."""
     if "_THUMBCTL_COMPLETE" in os.environ:
         return whole_app()
