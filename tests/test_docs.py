@@ -6,8 +6,10 @@ HOME and the XDG folders inside the workspace, so the default ledger is new):
 
 - ```` ```console ````, ```` ```sh ````, ```` ```shell ```` and ```` ```bash ```` blocks: every line
   ``thumbctl …``, ``$ thumbctl …`` or ``$ VAR=value thumbctl …`` runs in bash (``pipefail``), with
-  ``thumbctl`` being this tree. In ``console`` blocks, ``$`` lines whose first word is a setup
-  command (:data:`SETUP_COMMANDS`: ``echo``, ``mkdir``, …) run too; lines without ``$`` are output.
+  ``thumbctl`` being this tree; so does every ``sqlite-utils …`` line (:data:`TOOLS`: the CLI
+  installed with thumbctl's dependency). In ``console`` blocks, ``$`` lines whose first word is a
+  setup command (:data:`SETUP_COMMANDS`: ``echo``, ``mkdir``, …) run too; lines without ``$`` are
+  output. Any other command (``systemctl``, ``datasette``, ``psql``, …) is shown, not run.
 - ```` ```cron ```` blocks: the command after the five time fields, from ``thumbctl`` on.
 - ```` ```ini ```` blocks (systemd units) are parsed with configparser; an ``ExecStart`` running
   ``thumbctl work`` runs with ``--until-idle`` added (the service itself runs until stopped).
@@ -67,6 +69,9 @@ NEEDS_POSTGRES = {"scaling-out.md"}
 #: Files whose commands use s3:// locations: run with the AWS variables of the test S3 server.
 NEEDS_S3 = {"scaling-out.md"}
 SETUP_COMMANDS = {"echo", "mkdir", "cp", "touch", "printf", "rm", "ls", "cat"}
+#: The commands a documented line may start with to run: thumbctl, and the sqlite-utils CLI it installs.
+TOOLS = ("thumbctl", "sqlite-utils")
+RUNS = re.compile(rf"^([A-Z_][A-Z0-9_]*=\S*\s+)*({'|'.join(map(re.escape, TOOLS))})(\s|$)")
 #: Absolute paths of examples -> folders of the workspace.
 PATH_MAP = {"/mnt/shop/": "mnt/shop/", "/var/lib/node_exporter/textfile/": "textfile/", "/run/": "run/"}
 COMMAND_TIMEOUT = 600
@@ -122,7 +127,7 @@ def command_lines(block: Block) -> list[str]:
             if first in SETUP_COMMANDS:
                 joined.append(line)
                 continue
-        if re.match(r"^([A-Z_][A-Z0-9_]*=\S*\s+)*thumbctl(\s|$)", line):
+        if RUNS.match(line):
             joined.append(line)
     return joined
 
@@ -346,9 +351,10 @@ def make_workspace(tmp_path: Path) -> Workspace:
     home = tmp_path / "home"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    wrapper = bin_dir / "thumbctl"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m thumbctl "$@"\n')
-    wrapper.chmod(0o755)
+    for tool, module in (("thumbctl", "thumbctl"), ("sqlite-utils", "sqlite_utils")):
+        wrapper = bin_dir / tool
+        wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m {module} "$@"\n')
+        wrapper.chmod(0o755)
     env = {key: value for key, value in os.environ.items() if not key.startswith(("THUMBCTL_", "XDG_"))}
     env.update(
         HOME=str(home),
