@@ -7,10 +7,12 @@ Every case is a real ledger and two output folders written by the thumbctl of co
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -231,6 +233,23 @@ def test_once_no_old_layout_is_left_the_ledger_records_it_and_writing_commands_l
     assert result.exit_code == 0, result.stderr
     assert "one-time layout migration" not in result.stderr
     assert (case.outs[0] / "objects" / "ab").is_dir()
+
+
+def test_once_its_note_is_deleted_the_next_writing_command_looks_again(case: LegacyCase) -> None:
+    """Undoing the migration by hand ends by deleting the ledger's note (docs/operations.md): the next
+    writing command looks at the output folders again and moves what it finds."""
+    if case.backend != "sqlite":
+        pytest.skip("the documented statement is run on a SQLite ledger")
+    for _ in range(2):
+        assert writing(case, "gc", "--older-than", "3650d").exit_code == 0
+    (case.outs[0] / "objects" / "ab").mkdir(parents=True)
+
+    with contextlib.closing(sqlite3.connect(case.db)) as db, db:
+        db.execute("DELETE FROM meta WHERE name = 'layout'")
+    result = writing(case, "gc", "--older-than", "3650d")
+
+    assert result.exit_code == 0, result.stderr
+    assert not (case.outs[0] / "objects").exists()
 
 
 def test_the_python_api_migrates_as_the_command_line_does(case: LegacyCase) -> None:
