@@ -4,6 +4,7 @@ and retry a refused submission with capped exponential backoff and full jitter.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,15 +87,6 @@ def retry_unavailable(
     """
     from tenacity import Retrying, retry_if_exception_type, stop_before_delay, wait_random_exponential
 
-    def wait(seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not should_stop():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            sleep(min(0.1, left))
-        raise Interrupted("interrupted while waiting for admission; nothing was recorded")
-
     def announce(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
         if on_retry is not None and isinstance(error, UnavailableError):
@@ -104,8 +96,21 @@ def retry_unavailable(
         retry=retry_if_exception_type(UnavailableError),
         wait=wait_random_exponential(multiplier=0.5, max=max_delay),
         stop=stop_before_delay(max_wait),  # never plans a wait past max_wait
-        sleep=wait,
+        sleep=functools.partial(interruptible_sleep, should_stop=should_stop, sleep=sleep),
         before_sleep=announce,
         reraise=True,
     )
     return retrying(attempt)
+
+
+def interruptible_sleep(seconds: float, *, should_stop: Callable[[], bool], sleep: Callable[[float], None]) -> None:
+    """tenacity's sleep between two tries: ``seconds`` in steps of at most 0.1 s, ended by
+    :class:`Interrupted` as soon as ``should_stop()`` is true. (The CLI's signal handler only counts
+    a Ctrl-C press; a plain sleep would run to its end, as Python resumes it after the handler.)"""
+    deadline = time.monotonic() + seconds
+    while not should_stop():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        sleep(min(0.1, left))
+    raise Interrupted("interrupted while waiting for admission; nothing was recorded")

@@ -9,24 +9,36 @@ The chosen time is persisted as the item's ``not_before``, so a restart keeps it
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from tenacity import Retrying
+    from tenacity import RetryCallState, Retrying, wait_random_exponential
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The state a tenacity wait is called with outside a retry loop: the number of the attempt
+    that failed, the one field of :class:`tenacity.RetryCallState` its exponential waits read."""
+
+    attempt_number: int
 
 
 @dataclass(frozen=True)
 class Backoff:
+    """The wait of a transiently failed item, stored as its ``not_before`` (the worker does not sleep it)."""
+
     base: float = 1.0
     cap: float = 60.0
 
+    def wait(self) -> wait_random_exponential:
+        """The one tenacity wait every stored item delay comes from."""
+        from tenacity import wait_random_exponential  # only where an item fails: start-up stays light
+
+        return wait_random_exponential(multiplier=self.base, max=self.cap)
+
     def delay_for(self, attempt: int) -> float:
         """The wait after failed attempt number ``attempt`` (1-based)."""
-        from tenacity import RetryCallState, wait_random_exponential  # only where an item fails: start-up stays light
-
-        state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
-        state.attempt_number = max(1, attempt)
-        return wait_random_exponential(multiplier=self.base, max=self.cap)(state)
+        return self.wait()(cast("RetryCallState", Attempt(max(1, attempt))))
 
 
 @dataclass(frozen=True)
