@@ -18,6 +18,8 @@ from thumbctl import Ledger, Limits
 from thumbctl.cli import app, main
 
 from conftest import SAMPLE_IMAGES
+from harness import Thumbctl
+from inprocess import render_here, submit_here
 from support import (
     CENTRED_WINDOWS,
     PHOTO_SIZES,
@@ -89,6 +91,18 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
     return invoke
+
+
+def work_here(batch_id: str) -> None:
+    """What ``thumbctl work --until-idle`` renders of a detached batch, rendered in this process
+    (tests/inprocess) on the ledger of THUMBCTL_DB."""
+    render_here(os.environ["THUMBCTL_DB"], batch_id)
+
+
+def render_doc(*args: object) -> dict:
+    """The document of a ``submit ARGS`` that ends with exit 0 (every item succeeded), the batch
+    recorded and rendered in this process (tests/inprocess) on the ledger of THUMBCTL_DB."""
+    return submit_here(Thumbctl(os.environ["THUMBCTL_DB"]), *args)
 
 
 def submit_json(cli, photos: Path, out: Path, *extra: str) -> tuple[int, dict | None, str]:
@@ -492,8 +506,7 @@ def test_listings_are_results_on_stdout_one_line_a_row_and_json_is_the_whole_doc
 ) -> None:
     """DESIGN section 2: the lines of `events` and `status --items` go to stdout (`| grep failed`
     works), nothing to stderr; with --json, the streamed document is the one the whole list makes."""
-    submitted = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "4:3", "--json")
-    batch_id = json.loads(submitted.stdout)["batch_id"]
+    batch_id = render_doc(photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "4:3")["batch_id"]
     with Ledger(Path(os.environ["THUMBCTL_DB"]), read_only=True) as ledger:
         if args[0] == "events":
             item = args[2] if len(args) > 1 else None
@@ -557,7 +570,7 @@ def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli, tmp_path: Path) -> N
 
 def test_reconcile_exits_1_while_findings_remain_and_0_once_repaired(cli, photos: Path, out_dir: Path) -> None:
     _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
-    assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
+    work_here(batch["batch_id"])
     item = json.loads(cli("status", batch["batch_id"], "--items", "--json").stdout)["items"][0]
     os.unlink(item["object_path"])
     finding = {
@@ -588,13 +601,13 @@ def test_reconcile_exits_1_while_findings_remain_and_0_once_repaired(cli, photos
         },
     )
     assert cli("reconcile").exit_code == 0
-    assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
+    work_here(batch["batch_id"])
     assert os.path.exists(item["object_path"]) and cli("reconcile").exit_code == 0
 
 
 def test_gc_expires_batches_and_keeps_every_thumbnail_byte_for_byte(cli, photos: Path, out_dir: Path) -> None:
     _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
-    assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
+    work_here(batch["batch_id"])
     thumbnails = {p: p.read_bytes() for p in out_dir.rglob("*") if p.is_file() and "batches" not in p.parts}
     manifest = out_dir / "batches" / f"{batch['batch_id']}.json"
     assert len(thumbnails) == 4 and manifest.is_file()
@@ -628,7 +641,7 @@ def test_reconcile_and_gc_usage_errors_exit_2(cli, args: list[str], message: str
 
 def test_quiet_reconcile_prints_only_the_findings_that_remain(cli, photos: Path, out_dir: Path) -> None:
     _, doc, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
-    assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
+    work_here(doc["batch_id"])
     clean = cli("reconcile", "--repair", "-q")
     assert (clean.exit_code, clean.stdout, clean.stderr) == (0, "", "")
     store = Path(item_list(cli, doc["batch_id"])[0]["object_path"]).parents[2]  # STORE/objects/<xx>/<object>
@@ -1017,9 +1030,7 @@ def shown_crop(crop: dict) -> str:
 @pytest.mark.parametrize("policy", ["smart", "entropy", "center"])
 def test_every_render_records_its_crop_window_score_and_policy(cli, photos: Path, out_dir: Path, policy: str) -> None:
     ratios = ("-r", "1:1", "-r", "16:9", "-r", "2:3")
-    result = cli("submit", photos, "--out", out_dir, "-w", "1", *ratios, "--size", "128", "--crop", policy, "--json")
-    assert result.exit_code == 0, result.stderr
-    batch_id = json.loads(result.stdout)["batch_id"]
+    batch_id = render_doc(photos, "--out", out_dir, "-w", "1", *ratios, "--size", "128", "--crop", policy)["batch_id"]
     items = items_of(cli, batch_id)
     assert set(items) == set(CENTRED_WINDOWS)
     for (item_id, ratio), item in items.items():
@@ -1043,8 +1054,7 @@ def test_every_render_records_its_crop_window_score_and_policy(cli, photos: Path
 
 
 def test_the_items_table_shows_the_recorded_window_in_source_pixels(cli, photos: Path, out_dir: Path) -> None:
-    result = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "2:3", "--size", "128", "--crop", "center")
-    assert result.exit_code == 0
+    render_doc(photos, "--out", out_dir, "-w", "1", "-r", "2:3", "--size", "128", "--crop", "center")
     (batch,) = json.loads(cli("status", "--json").stdout)["batches"]
     rows = table_rows(cli, batch["batch_id"])
     crop_cells = {item_id: " ".join(row.split()[4:9]) for (item_id, _), row in rows.items()}
@@ -1271,7 +1281,7 @@ def test_output_folders_inside_the_source_are_never_taken_for_sources(
     earlier one out, whether this ledger made it or another one did (it is recognised by
     the batch manifests in its batches/)."""
     first = photos / "thumbs"
-    assert cli("submit", photos, "--out", first, "-q").exit_code == 0
+    render_doc(photos, "--out", first)
     assert len(list(first.rglob("*.jpg"))) == 12 and not (first / "objects").exists()  # thumbnails only
     db = [] if same_ledger else ["--db", tmp_path / "other.db"]
     code, doc, _ = submit_json(cli, photos, photos / "thumbs2", *db)
@@ -1286,7 +1296,8 @@ def test_output_folders_inside_the_source_are_never_taken_for_sources(
 
 def test_the_batch_list_marks_expired_batches(cli, photos: Path, out_dir: Path) -> None:
     code, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
-    assert code == 0 and cli("work", "--until-idle", "-q").exit_code == 0
+    assert code == 0
+    work_here(batch["batch_id"])
     assert f"{batch['batch_id']} succeeded 4/4" in " ".join(cli("status").stdout.split())
     assert cli("gc", "--older-than", "0s", "-q").exit_code == 0
     listed = " ".join(cli("status").stdout.split())
@@ -1325,9 +1336,8 @@ def test_a_bad_lease_setting_is_refused_before_anything_is_recorded(
 
 def test_submit_takes_lists_of_sizes_and_formats(cli, photos: Path, out_dir: Path) -> None:
     sets = ("--size", "64,128", "--format", "webp,jpeg")
-    result = cli("submit", photos, "--out", out_dir, "-w", "1", "--json", "-r", "1:1", *sets)
-    doc = json.loads(result.stdout)
-    assert result.exit_code == 0 and doc["total"] == 4 * 2 * 2 and doc["counts"]["succeeded"] == 16
+    doc = render_doc(photos, "--out", out_dir, "-w", "1", "-r", "1:1", *sets)
+    assert doc["total"] == 4 * 2 * 2 and doc["counts"]["succeeded"] == 16
     items = json.loads(cli("status", doc["batch_id"], "--items", "--json").stdout)["items"]
     assert sorted(Path(i["friendly_path"]).name for i in items if i["item_id"] == "coffee.png") == [
         "coffee.1x1.128.jpg",
@@ -1584,7 +1594,8 @@ def test_an_edited_thumbnail_leaves_the_store_intact_and_reconcile_restores_it(
     cli, photos: Path, out_dir: Path
 ) -> None:
     code, doc, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
-    assert code == 0 and cli("work", "--until-idle", "-q").exit_code == 0
+    assert code == 0
+    work_here(doc["batch_id"])
     edited, deleted = item_list(cli, doc["batch_id"])[:2]
     object_before = sha(edited["object_path"])
     with open(edited["friendly_path"], "r+b") as fh:  # edited in place: same inode, other bytes
@@ -1724,7 +1735,8 @@ def test_gc_removes_an_orphan_object_from_the_store_never_a_referenced_one(
     cli, photos: Path, out_dir: Path, tmp_path: Path
 ) -> None:
     code, doc, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
-    assert code == 0 and cli("work", "--until-idle", "-q").exit_code == 0
+    assert code == 0
+    work_here(doc["batch_id"])
     referenced = {i["object_path"]: sha(i["object_path"]) for i in item_list(cli, doc["batch_id"])}
     orphan = tmp_path / "ledger.store" / "objects" / "ff" / ("f" * 64 + ".jpg")
     orphan.parent.mkdir(parents=True, exist_ok=True)
