@@ -3,6 +3,7 @@ own HTTP server (tests/httpserver.py), hostile answers included."""
 
 from __future__ import annotations
 
+import email.utils
 import ipaddress
 import socket
 import subprocess
@@ -212,6 +213,38 @@ def test_a_retry_after_past_the_deadline_gives_up_at_once(http_server: HttpServe
     failure = failure_of(url, UrlRules(allow_networks=(NETWORK,), timeout=2.0))
     assert failure.code == "source_unreachable" and "no time left" in failure.detail
     assert time.monotonic() - started < 1.0 and route.requests == 1
+
+
+def test_a_retry_after_date_past_the_deadline_gives_up_at_once(http_server: HttpServer) -> None:
+    when = email.utils.formatdate(time.time() + 20, usegmt=True)
+    url, route = http_server.route("dated.jpg", Answer(503, headers={"Retry-After": when}))
+    started = time.monotonic()
+    failure = failure_of(url, UrlRules(allow_networks=(NETWORK,), timeout=2.0))
+    assert failure.code == "source_unreachable" and "no time left" in failure.detail
+    assert time.monotonic() - started < 1.0 and route.requests == 1
+
+
+def test_an_unreadable_retry_after_is_the_backoff(http_server: HttpServer) -> None:
+    url, route = http_server.route("odd.jpg", Answer(503, headers={"Retry-After": "soon"}), Answer(body=b"ok"))
+    started = time.monotonic()
+    assert download(url, RULES, CAP).data == b"ok"
+    assert route.requests == 2 and time.monotonic() - started >= 0.125
+
+
+def test_the_tries_are_spaced_by_the_backoff(http_server: HttpServer) -> None:
+    """Three tries of a 503: at least 0.125 s, then 0.25 s between them (half of 0.25 s, doubling,
+    plus a random part of up to the other half)."""
+    url, route = http_server.route("slow-down.jpg", Answer(503))
+    started = time.monotonic()
+    assert failure_of(url).code == "source_unreachable"
+    assert route.requests == 3 and 0.375 <= time.monotonic() - started < 5.0
+
+
+def test_a_redirect_on_a_second_try_is_checked_like_the_first(http_server: HttpServer) -> None:
+    """A retried download follows its redirects itself too: the hop to a forbidden address is refused."""
+    url, route = http_server.route("flaky-move.jpg", Answer(503), redirect("http://169.254.169.254/latest/meta-data/"))
+    failure = failure_of(url)
+    assert failure.code == "source_forbidden_address" and route.requests == 2
 
 
 def test_5xx_on_every_try_is_unreachable_and_transient(http_server: HttpServer) -> None:

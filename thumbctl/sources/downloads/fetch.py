@@ -16,21 +16,21 @@
 * ``Accept-Encoding: identity`` and no content decoding: a body sent compressed anyway is
   counted and digested as it came, never inflated. ``Content-Length`` over the byte limit
   fails at once; a body without one is counted as it is read, in bounded reads.
-* 429 and 5xx answers and failed connections are tried again with backoff, honouring a
-  ``Retry-After`` up to :data:`MAX_RETRY_AFTER` seconds, within the deadline.
+* 429 and 5xx answers and failed connections are tried again (a tenacity policy, at most
+  :data:`ATTEMPTS` tries) with backoff, honouring a ``Retry-After`` (read by urllib3's ``Retry``)
+  up to :data:`MAX_RETRY_AFTER` seconds; a wait that would end past the deadline is not taken.
 """
 
 from __future__ import annotations
 
 import functools
-import random
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urljoin
 
 from ...core.errors import ItemFailure, UsageError
@@ -40,6 +40,7 @@ from .addresses import Network, checked_address, networks_of
 from .allowlist import Place, is_allowed, place_of
 
 if TYPE_CHECKING:
+    from tenacity import RetryCallState
     from urllib3 import BaseHTTPResponse
     from urllib3.connection import HTTPConnection
 
@@ -171,26 +172,44 @@ def _tried(
     deadline: Deadline,
     unchanged: Unchanged | None,
 ) -> Download:
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            return _follow(url, rules, allowed, max_bytes, deadline, unchanged)
-        except _Retry as retry:
-            wait = _wait_before(attempt, retry)
-            if attempt >= ATTEMPTS:
-                raise ItemFailure("source_unreachable", f"{retry.detail} ({attempt} tries)") from None
-            if time.monotonic() + wait >= deadline.at:
-                detail = f"{retry.detail}; no time left for another try before the deadline of {rules.timeout:g} s"
-                raise ItemFailure("source_unreachable", detail) from None
-            time.sleep(wait)
+    """The download, tried again (tenacity) after a 429, a 5xx or a failed connection: at most
+    :data:`ATTEMPTS` tries, and never a wait that would end past the deadline."""
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_before_delay
+
+    retrying = Retrying(
+        retry=retry_if_exception_type(_Retry),
+        wait=_wait_before,
+        stop=stop_after_attempt(ATTEMPTS) | stop_before_delay(deadline.at - time.monotonic()),
+        retry_error_callback=functools.partial(_given_up, timeout=rules.timeout),
+    )
+    return retrying(_follow, url, rules, allowed, max_bytes, deadline, unchanged)
 
 
-def _wait_before(attempt: int, retry: _Retry) -> float:
-    if retry.retry_after is not None:
-        return min(retry.retry_after, MAX_RETRY_AFTER)
-    step = BACKOFF * 2 ** (attempt - 1)
-    return step / 2 + random.uniform(0, step / 2)
+def _wait_before(state: RetryCallState) -> float:
+    """The wait before the next try: the answer's ``Retry-After`` (at most :data:`MAX_RETRY_AFTER`),
+    else the backoff: half of ``BACKOFF * 2**(n-1)``, plus a random part of up to the other half."""
+    from tenacity import wait_exponential, wait_random_exponential
+
+    retry_after = _retry_of(state).retry_after
+    if retry_after is not None:
+        return min(retry_after, MAX_RETRY_AFTER)
+    backoff = wait_exponential(multiplier=BACKOFF / 2) + wait_random_exponential(multiplier=BACKOFF / 2)
+    return backoff(state)
+
+
+def _given_up(state: RetryCallState, *, timeout: float) -> NoReturn:
+    """The failure of a download whose tries ran out, or whose next wait would pass the deadline."""
+    retry = _retry_of(state)
+    if state.attempt_number >= ATTEMPTS:
+        raise ItemFailure("source_unreachable", f"{retry.detail} ({state.attempt_number} tries)") from None
+    detail = f"{retry.detail}; no time left for another try before the deadline of {timeout:g} s"
+    raise ItemFailure("source_unreachable", detail) from None
+
+
+def _retry_of(state: RetryCallState) -> _Retry:
+    error = state.outcome.exception() if state.outcome is not None else None
+    assert isinstance(error, _Retry)  # only a _Retry is tried again
+    return error
 
 
 def _follow(
@@ -355,7 +374,7 @@ def _answer(
 ) -> Download:
     status = response.status
     if status == 429 or status >= 500:
-        raise _Retry(f"{shown_url(url)}: HTTP {status}", _retry_after(response.headers.get("Retry-After")))
+        raise _Retry(f"{shown_url(url)}: HTTP {status}", _retry_after(response))
     if status in _MISSING:
         raise ItemFailure("source_missing", f"{shown_url(url)}: HTTP {status}")
     if status != 200:
@@ -408,17 +427,13 @@ def _content_length(text: str | None) -> int | None:
     return int(text.strip())
 
 
-def _retry_after(text: str | None) -> float | None:
-    """``Retry-After`` in seconds (a number, or an HTTP date), or None."""
-    if not text:
-        return None
-    text = text.strip()
-    if text.isdigit():
-        return float(text)
-    import email.utils  # only for a refused download's HTTP date (start-up time of every submit)
-
+def _retry_after(response: BaseHTTPResponse) -> float | None:
+    """``Retry-After`` in seconds (a number, or an HTTP date), or None (absent or unreadable), as
+    urllib3's retry policy reads it. Only its reading is used: the tries and waits are
+    :func:`_tried`'s, and redirects stay this module's own (``redirect=False``), checked hop by hop."""
+    urllib3 = urllib3_module()
     try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
+        seconds = urllib3.util.Retry(total=ATTEMPTS - 1, redirect=False).get_retry_after(response)
+    except urllib3.exceptions.InvalidHeader:
         return None
-    return max(0.0, when.timestamp() - time.time())
+    return None if seconds is None else float(seconds)
