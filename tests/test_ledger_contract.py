@@ -31,7 +31,7 @@ from thumbctl import IdempotencyConflict, Ledger, Limits
 from thumbctl.core.errors import BatchNotFound, ItemNotFound, LedgerBusy, ThumbctlError, UsageError
 from thumbctl.core.models import KeyedBatch, NewBatch, NewItem
 from thumbctl.core.proc import HOST_ID_ENV, owner_id, owner_is_dead
-from thumbctl.ledger import queue as work
+from thumbctl.ledger import rescue
 from thumbctl.ledger.queue import CLAIM_SHARED_ITEMS
 from thumbctl.ledger.timefmt import iso
 
@@ -525,14 +525,14 @@ def test_an_owner_found_alive_is_looked_at_again_only_after_the_recheck_time(
         return owner in dead
 
     monotonic = [1000.0]
-    monkeypatch.setattr(work.time, "monotonic", lambda: monotonic[0])
+    monkeypatch.setattr(rescue.time, "monotonic", lambda: monotonic[0])
     assert ledger.queue.claim("w2", lease_seconds=3600, is_dead=is_dead, delay_for=no_delay) is not None
     assert looked.count("host:1:w1") == 1
     dead.add("host:1:w1")
-    monotonic[0] += work.ALIVE_RECHECK / 2
+    monotonic[0] += rescue.ALIVE_RECHECK / 2
     assert ledger.queue.claim("w3", is_dead=is_dead, delay_for=no_delay) is None
     assert looked.count("host:1:w1") == 1  # not looked at again yet: its items wait
-    monotonic[0] += work.ALIVE_RECHECK
+    monotonic[0] += rescue.ALIVE_RECHECK
     rescued = ledger.queue.claim("w3", is_dead=is_dead, delay_for=no_delay)
     assert looked.count("host:1:w1") == 2
     assert rescued is not None and [i.attempt for i in rescued.items] == [2, 2]

@@ -19,8 +19,10 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from thumbctl.cli import app
-from thumbctl.core.models import BatchView, ItemView
+from thumbctl.core.models import ItemView, NewBatch, NewItem
+from thumbctl.core.profile import Limits
 from thumbctl.review.markup import PictureSet, batch_snippets, picture_html, picture_sets, snippets
+from thumbctl.testing import InMemoryLedger
 
 from support import make_image
 
@@ -241,26 +243,42 @@ def test_a_pair_that_published_nothing_has_no_picture_and_its_snippet_says_so(tm
     assert parsed.pictures == [] and parsed.comments == ["bad.jpg · 1:1: no thumbnail"] and parsed.other == []
 
 
-class FakeViews:
-    """The views port, faked: one batch and its items, no ledger."""
+def recorded_batch(ledger: InMemoryLedger, out_dir: Path, published: ItemView, failed: ItemView) -> str:
+    """A batch in ``ledger`` into ``out_dir`` where ``published`` was rendered (its file and
+    result as given) and ``failed`` failed at admission; returns its id."""
 
-    def __init__(self, out_dir: Path, items: list[ItemView]) -> None:
-        self.view = BatchView("b_1", "succeeded", "k", "d", len(items), {}, "t", "t", None, "t", str(out_dir), "", "")
-        self.items_of = {"b_1": items}
+    def admitted(item: ItemView) -> NewItem:
+        state = "failed" if item.state == "failed" else "queued"
+        return NewItem(
+            item.item_id,
+            item.ratio,
+            item.source,
+            state,
+            error_code=item.error_code,
+            error_detail=item.error_detail,
+            derivative_key=item.derivative_key,
+            object_path=item.object_path,
+            friendly_path=item.friendly_path,
+            size=item.size or 64,
+            format=item.format or "jpeg",
+        )
 
-    def batch(self, batch: str, *, with_failures: bool = True) -> BatchView:
-        assert "b_1".startswith(batch)
-        return self.view
-
-    def items(self, batch_id: str, *, state: str | None = None) -> list[ItemView]:
-        return self.items_of[batch_id]
+    new = NewBatch("k", "d", "/src", str(out_dir), {"size": 64}, (admitted(published), admitted(failed)))
+    batch_id = ledger.intake.accept_batch(new, Limits()).batch_id
+    claim = ledger.queue.claim("w1")
+    assert claim is not None
+    assert ledger.queue.publish(claim, claim.items[0], lambda: None, result=published.result) == "succeeded"
+    return batch_id
 
 
 def test_a_batch_s_snippets_are_read_from_the_views_port_alone(tmp_path: Path) -> None:
-    items = [output_item(tmp_path, "a.jpg", "1:1", 64, "jpeg", (64, 64)), failed_item("bad.jpg", "1:1")]
-    parsed = parse(batch_snippets(FakeViews(tmp_path, items), "b_"))  # type: ignore[arg-type] - a fake port
-    assert len(parsed.pictures) == 1 and parsed.comments[-1] == "bad.jpg · 1:1: no thumbnail"
-    assert batch_snippets(FakeViews(tmp_path, items), "b_1") == snippets(picture_sets(str(tmp_path), items))  # type: ignore[arg-type]
+    published = output_item(tmp_path, "a.jpg", "1:1", 64, "jpeg", (64, 64))
+    with InMemoryLedger() as ledger:
+        batch_id = recorded_batch(ledger, tmp_path, published, failed_item("bad.jpg", "1:1"))
+        parsed = parse(batch_snippets(ledger.views, batch_id[:6]))
+        assert len(parsed.pictures) == 1 and parsed.comments[-1] == "bad.jpg · 1:1: no thumbnail"
+        items = ledger.views.items(batch_id)
+        assert batch_snippets(ledger.views, batch_id) == snippets(picture_sets(str(tmp_path), items))
 
 
 @pytest.mark.parametrize(

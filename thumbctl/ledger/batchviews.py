@@ -33,8 +33,6 @@ class BatchViews:
         self.db = db
 
     def resolve_batch_id(self, text: str) -> str:
-        """The full batch id for ``text``: an id, or an unambiguous prefix of one of at least 4
-        characters, with or without its ``b_`` (``9450`` as a git short id: ``b_9450…``)."""
         ids: list[str] = []
         for prefix in _batch_prefixes(text):
             rows = self.db.execute(sql.BATCH_IDS_FROM, (prefix, prefix + "\U0010ffff")).fetchall()
@@ -53,20 +51,15 @@ class BatchViews:
         raise BatchNotFound(f"no batch {text!r} in {self.db.name}")
 
     def batch(self, batch_id: str, *, with_failures: bool = True) -> BatchView:
-        """The current view of one batch, counts derived from its item rows."""
         return self.batch_view(self.batch_row(self.resolve_batch_id(batch_id)), with_failures)
 
     def batch_settled(self, batch_id: str) -> bool:
-        """No item of the batch is queued or running, i.e. the batch is terminal (see
-        :func:`~thumbctl.core.models.batch_state`): a seek on the ``(batch_id, state)`` index, for
-        waiting on a batch without counting its items on every poll."""
         return self.db.execute(sql.BATCH_LIVE_ITEM, (batch_id,)).fetchone() is None
 
     def batch_row(self, batch_id: str) -> Row:
         return self.db.execute(sql.BATCH_ROW, (batch_id,)).fetchone()
 
     def batches(self, limit: int = 20) -> list[BatchView]:
-        """The most recent batches, newest first."""
         rows = self.db.execute(sql.RECENT_BATCHES, (limit,)).fetchall()
         return [self.batch_view(row, False) for row in rows]
 
@@ -100,15 +93,12 @@ class BatchViews:
         )
 
     def state_counts(self, batch_id: str) -> dict[ItemState, int]:
-        """Items of the batch by state, counted on the ``(batch_id, state)`` index."""
         counts: dict[ItemState, int] = dict.fromkeys(ITEM_STATES, 0)
         for row in self.db.execute(sql.STATE_COUNTS, (batch_id,)).fetchall():
             counts[row["state"]] = row["n"]
         return counts
 
     def oldest_runnable(self, batch_id: str, at: str) -> str | None:
-        """When the batch's longest-waiting runnable item was queued (not waiting out a backoff at
-        ``at``): the first such row of the queued-age index, past only the delayed ones before it."""
         row = self.db.execute(sql.OLDEST_RUNNABLE, (batch_id, at)).fetchone()
         return row["queued_at"] if row else None
 
@@ -128,36 +118,25 @@ class BatchViews:
         return tuple(r["friendly_path"] for r in rows if (loose_object(r["result"]) or {}).get(flag) is True)
 
     def owned_friendly_names(self, batch_id: str) -> list[tuple[str, str]]:
-        """(object path, friendly path) of the batch's succeeded items that own their friendly
-        name: no succeeded item of a batch that has not expired claimed it later (the rule
-        ``reconcile`` checks names by). Empty for an expired batch."""
         rows = self.db.execute(sql.OWNED_NAMES, (batch_id,)).fetchall()
         return [(r["object_path"], r["friendly_path"]) for r in rows]
 
     def publishes_at(self, friendly_path: str) -> list[tuple[str, str | None]]:
-        """(object path, name version) of what thumbctl published last at ``friendly_path``, from the
-        name's record (whatever became of the batch that published it since): empty when thumbctl
-        has published nothing there. The version is None for a publish recorded before versions were."""
         rows = self.db.execute(sql.PUBLISHES_AT, (friendly_path,)).fetchall()
         return [(r["object_path"], r["name_version"]) for r in rows]
 
     def released_at(self, friendly_path: str) -> str | None:
-        """When ``thumbctl release`` gave ``friendly_path`` to the user; None while it is thumbctl's
-        (or was never published)."""
         return self.db.scalar(sql.RELEASED_AT, (friendly_path,))
 
     def failed_since(self, at: str, batch_id: str | None) -> int:
-        """How many items (of one batch, or of any) moved to ``failed`` at or after ``at``."""
         scope = [batch_id] if batch_id else []
         return int(self.db.scalar(sql.FAILED_SINCE, [at, *scope], scope=len(scope)))
 
     def batches_touched_since(self, at: str) -> list[str]:
-        """Ids of batches with an event at or after ``at``."""
         rows = self.db.execute(sql.BATCHES_TOUCHED_SINCE, (at,)).fetchall()
         return [r["batch_id"] for r in rows]
 
     def items(self, batch_id: str, *, state: str | None = None) -> list[ItemView]:
-        """The items of a batch (or those in ``state``), in the order they were recorded."""
         params = self._items_params(batch_id, state)
         rows = self.db.execute(sql.ITEMS, params, scope=len(params) - 1).fetchall()
         return [item_view(row, params[0]) for row in rows]
@@ -165,8 +144,6 @@ class BatchViews:
     @direct  # the listing is read by the caller's block
     @contextmanager
     def streamed_items(self, batch_id: str, *, state: str | None = None) -> Iterator[Iterator[ItemView]]:
-        """:meth:`items` as an iterator that reads them as it goes, valid inside the ``with``
-        block: one read transaction, so the listing is one consistent snapshot."""
         with self.db.reading():
             params = self._items_params(batch_id, state)
             with self.db.stream(sql.ITEMS, params, scope=len(params) - 1) as rows:
@@ -176,12 +153,10 @@ class BatchViews:
         return [self.resolve_batch_id(batch_id), *([state] if state is not None else [])]
 
     def events(self, batch_id: str, *, item_id: str | None = None) -> list[EventView]:
-        """The transition log of a batch (or of one item of it), in commit order."""
         params = self._events_params(batch_id, item_id)
         return [_event_view(row) for row in self.db.execute(sql.EVENTS, params, scope=len(params) - 1).fetchall()]
 
     def events_after(self, batch_id: str, seq: int, *, item_id: str | None = None) -> list[EventView]:
-        """The next events (at most 500) of a batch (or one item of it) after event ``seq``."""
         batch_id, *item = self._events_params(batch_id, item_id)
         params = [batch_id, seq, *item]
         return [_event_view(r) for r in self.db.execute(sql.EVENTS_AFTER, params, scope=len(item)).fetchall()]
@@ -189,9 +164,6 @@ class BatchViews:
     @direct  # the listing is read by the caller's block
     @contextmanager
     def streamed_events(self, batch_id: str, *, item_id: str | None = None) -> Iterator[Iterator[EventView]]:
-        """:meth:`events` as an iterator that reads them as it goes, valid inside the ``with``
-        block: one read transaction, so the listing is one consistent snapshot. An unknown
-        batch or item raises on entering, before anything is listed."""
         with self.db.reading():
             params = self._events_params(batch_id, item_id)
             with self.db.stream(sql.EVENTS, params, scope=len(params) - 1) as rows:
@@ -209,16 +181,12 @@ class BatchViews:
             raise ItemNotFound(f"batch {batch_id} has no item {item_id!r} (see `thumbctl status {batch_id} --items`)")
 
     def source_sizes(self, batch_id: str) -> dict[str, tuple[int, int]]:
-        """Item id -> upright (width, height) of its source, for items whose header was read at submit
-        (a size that is no whole number, a damaged row reconcile reports, is left out: the page does without)."""
         batch_id = self.resolve_batch_id(batch_id)
         rows = self.db.execute(sql.SOURCE_SIZES, (batch_id,)).fetchall()
         sound = [r for r in rows if is_number(r["source_width"]) and is_number(r["source_height"])]
         return {r["item_id"]: (r["source_width"], r["source_height"]) for r in sound}
 
     def workers(self, batch_id: str | None) -> list[WorkerActivity]:
-        """Each live lease: its owner, first item, its ratios (each once, whatever the sizes and
-        formats of its derivatives) and since when."""
         scope = [batch_id] if batch_id is not None else []
         rows = self.db.execute(sql.WORKERS, scope, scope=len(scope)).fetchall()
         return [

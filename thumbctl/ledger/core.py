@@ -3,11 +3,16 @@
 Opening a :class:`Ledger` opens its backend (a SQLite file, :mod:`.sqlite`, or a PostgreSQL
 server, :mod:`.postgres`) and builds four ports on it, each the interface of one role:
 
-* ``queue`` (:class:`~.work.Queue`): the workers and the pool: claims, leases, outcomes, rescue;
-* ``views`` (:class:`~.observe.Views`): status, the sheet, progress, stats and the api: batch
+* ``queue`` (:class:`~.queue.QueuePort`): the workers and the pool: claims, leases, outcomes, rescue;
+* ``views`` (:class:`~.views.ViewsPort`): status, the sheet, progress, stats and the api: batch
   views, item and event listings, live following;
-* ``upkeep`` (:class:`~.maintenance.Upkeep`): reconcile, gc and the layout migration;
-* ``intake`` (:class:`~.acceptance.Intake`): submit and cancel: acceptance, the stat cache.
+* ``upkeep`` (:class:`~.upkeep.UpkeepPort`): reconcile, gc, mirror, release and the layout migration;
+* ``intake`` (:class:`~.intake.IntakePort`): submit, cancel and focus: acceptance, the stat cache.
+
+Each port is a :class:`typing.Protocol`, documented once in the module carrying its name, which
+also holds its one implementation over SQL (``Queue``, ``Views``, ``Upkeep``, ``Intake``) for
+every backend: a SQLite file, a PostgreSQL server, or an in-memory SQLite database
+(:class:`thumbctl.testing.InMemoryLedger`). Code using the ledger is typed against the protocols.
 
 Rules kept by every port:
 
@@ -33,12 +38,12 @@ from ..config.settings import busy_policy
 from ..core.errors import LedgerFault
 from ..core.retries import BusyPolicy
 from .backend import Backend, Clock
-from .intake import Intake
-from .queue import Queue
+from .intake import Intake, IntakePort
+from .queue import Queue, QueuePort
 from .retry import Retrier, with_retry
 from .transitions import Transitions
-from .upkeep import Upkeep
-from .views import Views
+from .upkeep import Upkeep, UpkeepPort
+from .views import Views, ViewsPort
 
 if TYPE_CHECKING:
     from .memory import InMemory
@@ -64,10 +69,10 @@ class Ledger:
     """A connection to one ledger: a file (SQLite) or a server URL (PostgreSQL), and its ports
     (``queue``, ``views``, ``upkeep``, ``intake``). Not shared across processes or threads."""
 
-    queue: Queue
-    views: Views
-    upkeep: Upkeep
-    intake: Intake
+    queue: QueuePort
+    views: ViewsPort
+    upkeep: UpkeepPort
+    intake: IntakePort
 
     def __init__(
         self,

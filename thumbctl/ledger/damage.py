@@ -273,8 +273,6 @@ class DamagedRows:
     log: Transitions
 
     def damaged_rows(self) -> Iterator[Damage]:
-        """Every stored value of :data:`PARSED_COLUMNS` that does not parse: the batches' documents
-        (of batches that have not expired), then every item, in order."""
         for batch in self.db.execute(sql.BATCH_VALUES).fetchall():
             yield from batch_damage(batch)
         with self.db.reading(), self.db.stream(sql.ITEM_VALUES, ()) as rows:
@@ -282,18 +280,12 @@ class DamagedRows:
         yield from found
 
     def batch_document_fault(self) -> RowDamaged | None:
-        """The error naming the first batch document (of a batch that has not expired) that does not
-        parse, if any: what a worker that stopped on ``ledger_corrupt`` most likely met in its claim."""
         for batch in self.db.execute(sql.BATCH_VALUES).fetchall():
             for damage in batch_damage(batch):
                 return RowDamaged(damage.table, damage.row, damage.column, damage.detail, BATCH_WAY_OUT)
         return None
 
     def fail_damaged_item(self, row: int) -> str | None:
-        """Settle an item whose stored result still does not parse: ``failed`` with ``ledger_corrupt``,
-        its result cleared (what it held is not known any more), logged with what was damaged, so
-        ``retry`` renders it again. Returns the new state, or None when the row is gone or its result
-        parses (a damaged ratio is not settled: rendering it again needs the ratio)."""
         with self.db.write() as now:
             found = self.db.execute(sql.ITEM_NOW, (row,)).fetchone()
             damage = None if found is None else item_damage({**_as_dict(found), "item_id": None})

@@ -1,9 +1,7 @@
-"""The intake port: what ``submit`` (and ``cancel``) ask of the ledger.
+"""The intake port of the ledger: what ``submit`` (and ``cancel``, ``focus``) ask of it.
 
-Acceptance is one durable transaction: the idempotency check, admission control, the batch row,
-every item row and every creation event commit together. The stat cache lets an unchanged
-folder be submitted again without reading its files. A cancel flags the batch and cancels its
-queued items at once.
+:class:`IntakePort` is the protocol intake is typed against, documented there once;
+:class:`Intake` implements it over SQL, for every backend.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ import os
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, replace
+from typing import Protocol
 
 from ..core.admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
 from ..core.errors import IdempotencyConflict, LedgerUnavailable, RowDamaged, UsageError
@@ -43,8 +42,85 @@ def new_batch_id() -> str:
     return "b_" + secrets.token_hex(8)
 
 
+class IntakePort(Protocol):
+    """The intake port: what ``submit``, ``cancel``, ``focus`` and a resumed ``retry`` ask of the
+    ledger. Implemented over SQL by :class:`Intake`.
+
+    Acceptance is one durable transaction: the idempotency check, admission control, the batch row,
+    every item row and every creation event commit together. The stat cache lets an unchanged
+    folder be submitted again without reading its files. A cancel flags the batch and cancels its
+    queued items at once."""
+
+    def batch_for_key(self, key: str) -> KeyedBatch | None:
+        """The batch an idempotency key names, if any: the newest of its chain."""
+
+    def newest_of_chain(self, batch_id: str) -> str:
+        """The newest batch of ``batch_id``'s chain: the batch itself, or the one that resumed it, and so on."""
+
+    def recorded_request(self, batch_id: str) -> NewBatch:
+        """The request ``batch_id`` recorded, to be accepted again as the batch that resumes it: under
+        its key, every item that was admitted to render queued again, the others failed as they were."""
+
+    def accept_batch(
+        self,
+        new: NewBatch,
+        limits: Limits,
+        still_present: Callable[[str], bool] | None = None,
+        *,
+        resume: bool = False,
+    ) -> BatchView:
+        """Record ``new`` durably, or return the batch its key already names.
+
+        Same key and digest: the original batch, ``replayed=True``. Same key,
+        other digest: :class:`IdempotencyConflict`, nothing changes. A new
+        batch must pass admission control (:class:`AdmissionRefused`).
+
+        With ``resume``, a key naming a batch whose cancel was requested does not replay it:
+        ``new`` is recorded as the next batch of the key's chain (``resumed_from`` that batch)
+        and the key moves to it, in one transaction. Two such submits at once serialize on the
+        key: the second finds the key on the resuming batch and replays it.
+
+        ``still_present(object_path)`` is asked again, inside the write transaction, for
+        every item that reuses an earlier object: gc removes objects inside its own write
+        transaction, so an object present here stays until this batch references it, and
+        one gc removed since intake looked is rendered again instead.
+        """
+
+    def request_cancel(self, batch_id: str) -> BatchView:
+        """Record a cancel: flag the batch and cancel its queued items, at once.
+
+        Idempotent; a terminal batch is left as it is.
+        """
+
+    def focus_points(self, digests: Sequence[str]) -> list[FocusPoint]:
+        """The crop fixes remembered for these source contents, by content and ratio (cleared ones too)."""
+
+    def change_focus(self, changes: Sequence[FocusChange]) -> None:
+        """Remember or forget crop fixes at once (``thumbctl focus``), in one transaction."""
+
+    def cached_sources(self, paths: Iterable[str]) -> dict[str, CachedSource]:
+        """Stat-cache rows for ``paths`` (those that have one)."""
+
+    def published_keys(self, paths: Iterable[str]) -> dict[str, tuple[str | None, dict[str, object] | None]]:
+        """For each of ``paths`` published before: the derivative key of its recorded object and the
+        recorded profile of the batch that published it (None once that batch's record is gone)."""
+
+    def remember_sources(self, entries: Iterable[CachedSource]) -> None:
+        """Remember what each source held at its stat signature."""
+
+    def requeue_missing_objects(self, batch_id: str, present: Callable[[str], bool]) -> int:
+        """On a replay: the batch's succeeded items whose object is not ``present`` go back to
+        ``queued`` with a fresh attempt budget, logged ``succeeded → queued`` with
+        ``object_missing`` (as reconcile's repair does), so the run renders them again.
+
+        Files are checked before the write transaction; inside it only items still succeeded
+        with the same object move. A batch whose cancel was requested, or that expired, is left
+        alone (nothing more is rendered for it). Returns how many items were requeued.
+        """
+
+
 class Intake(NameLocks):
-    """Acceptance, the stat cache and cancel requests of one ledger."""
+    """The intake port over SQL (:class:`IntakePort`), on any backend."""
 
     def __init__(self, db: Backend, log: Transitions, views: BatchViews, retrier: Retrier) -> None:
         self.db = db
@@ -53,19 +129,15 @@ class Intake(NameLocks):
         self._retrier = retrier
 
     def batch_for_key(self, key: str) -> KeyedBatch | None:
-        """The batch an idempotency key names, if any: the newest of its chain."""
         row = self.db.execute(sql.BATCH_OF_KEY, (key,)).fetchone()
         return KeyedBatch(row["batch_id"], row["cancel_requested_at"] is not None) if row else None
 
     def newest_of_chain(self, batch_id: str) -> str:
-        """The newest batch of ``batch_id``'s chain: the batch itself, or the one that resumed it, and so on."""
         while (resumed_by := self.db.scalar(sql.RESUMED_BY, (batch_id,))) is not None:
             batch_id = resumed_by
         return batch_id
 
     def recorded_request(self, batch_id: str) -> NewBatch:
-        """The request ``batch_id`` recorded, to be accepted again as the batch that resumes it: under
-        its key, every item that was admitted to render queued again, the others failed as they were."""
         batch = self.db.execute(sql.RECORDED_BATCH, (batch_id,)).fetchone()
         if batch["expired_at"] is not None:
             raise UsageError(f"batch {batch_id} expired at {batch['expired_at']} (gc); submit again to redo its work")
@@ -93,22 +165,6 @@ class Intake(NameLocks):
         *,
         resume: bool = False,
     ) -> BatchView:
-        """Record ``new`` durably, or return the batch its key already names.
-
-        Same key and digest: the original batch, ``replayed=True``. Same key,
-        other digest: :class:`IdempotencyConflict`, nothing changes. A new
-        batch must pass admission control (:class:`AdmissionRefused`).
-
-        With ``resume``, a key naming a batch whose cancel was requested does not replay it:
-        ``new`` is recorded as the next batch of the key's chain (``resumed_from`` that batch)
-        and the key moves to it, in one transaction. Two such submits at once serialize on the
-        key: the second finds the key on the resuming batch and replays it.
-
-        ``still_present(object_path)`` is asked again, inside the write transaction, for
-        every item that reuses an earlier object: gc removes objects inside its own write
-        transaction, so an object present here stays until this batch references it, and
-        one gc removed since intake looked is rendered again instead.
-        """
         batch_id, replayed = self._retrier.run(self._accept, new, limits, still_present, resume)
         return replace(self._retrier.run(self._views.batch, batch_id), replayed=replayed)
 
@@ -201,7 +257,6 @@ class Intake(NameLocks):
         self.db.execute(sql.SET_FOCUS, row | {"set_at": at, "batch_id": batch_id})
 
     def focus_points(self, digests: Sequence[str]) -> list[FocusPoint]:
-        """The crop fixes remembered for these source contents, by content and ratio (cleared ones too)."""
         digests = sorted(set(digests))
         found: list[FocusPoint] = []
         for chunk in chunks(digests):
@@ -211,7 +266,6 @@ class Intake(NameLocks):
         return found
 
     def change_focus(self, changes: Sequence[FocusChange]) -> None:
-        """Remember or forget crop fixes at once (``thumbctl focus``), in one transaction."""
         if not changes:
             return
         with self.db.write(durable=True) as now:
@@ -242,7 +296,6 @@ class Intake(NameLocks):
         return self.db.scalar(sql.OLDEST_WAITING_BATCH, (at,))
 
     def cached_sources(self, paths: Iterable[str]) -> dict[str, CachedSource]:
-        """Stat-cache rows for ``paths`` (those that have one)."""
         paths = list(paths)
         found: dict[str, CachedSource] = {}
         for chunk in chunks(paths):
@@ -251,8 +304,6 @@ class Intake(NameLocks):
         return found
 
     def published_keys(self, paths: Iterable[str]) -> dict[str, tuple[str | None, dict[str, object] | None]]:
-        """For each of ``paths`` published before: the derivative key of its recorded object and the
-        recorded profile of the batch that published it (None once that batch's record is gone)."""
         paths = list(paths)
         found: dict[str, tuple[str | None, dict[str, object] | None]] = {}
         for chunk in chunks(paths):
@@ -262,7 +313,6 @@ class Intake(NameLocks):
         return found
 
     def remember_sources(self, entries: Iterable[CachedSource]) -> None:
-        """Remember what each source held at its stat signature."""
         rows = [asdict(e) for e in entries]
         if not rows:
             return
@@ -271,14 +321,6 @@ class Intake(NameLocks):
             self.db.executemany(sql.REMEMBER_SOURCE, sorted(rows, key=lambda r: str(r["path"])))
 
     def requeue_missing_objects(self, batch_id: str, present: Callable[[str], bool]) -> int:
-        """On a replay: the batch's succeeded items whose object is not ``present`` go back to
-        ``queued`` with a fresh attempt budget, logged ``succeeded → queued`` with
-        ``object_missing`` (as reconcile's repair does), so the run renders them again.
-
-        Files are checked before the write transaction; inside it only items still succeeded
-        with the same object move. A batch whose cancel was requested, or that expired, is left
-        alone (nothing more is rendered for it). Returns how many items were requeued.
-        """
         missing = {path for path in {p for _, p in self._renderable_successes(batch_id)} if not present(path)}
         if not missing:
             return 0
@@ -299,10 +341,6 @@ class Intake(NameLocks):
 
     @direct  # three steps, each retried
     def request_cancel(self, batch_id: str) -> BatchView:
-        """Record a cancel: flag the batch and cancel its queued items, at once.
-
-        Idempotent; a terminal batch is left as it is.
-        """
         batch_id = self._retrier.run(self._views.resolve_batch_id, batch_id)
         self._retrier.run(self._cancel, batch_id)
         return self._retrier.run(self._views.batch, batch_id)

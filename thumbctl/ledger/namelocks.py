@@ -33,16 +33,6 @@ class NameLocks:
     @direct  # the caller's block runs inside: nothing here can run again
     @contextmanager
     def publishing_name(self, friendly_path: str) -> Iterator[None]:
-        """Hold the thumbnail name ``friendly_path`` (an absolute path: OUT and the name) against
-        every other process publishing at it, from the name check through the link to the commit
-        that records who published it: otherwise two items of different batches (workers on two
-        hosts) can both find the name free, or one can find the other's link before that is
-        recorded and take it for a file thumbctl did not publish.
-
-        Inside a write transaction (a worker's publish) the hold lasts until that transaction
-        ends, whatever this block does; outside one (a submit relinking its names) it is a write
-        transaction of its own. PostgreSQL: a transaction advisory lock on the name. SQLite: the
-        write transaction itself, as it excludes every other writer of the ledger."""
         key = name_key(friendly_path)
         if self.db.in_transaction:
             self.db.serialize_on(key)
@@ -56,11 +46,6 @@ class NameLocks:
     def record_name_version(
         self, batch_id: str, friendly_path: str, version: str | None, outcome: str | None = None
     ) -> None:
-        """Record the version publishing returned at ``friendly_path`` for the batch's succeeded item
-        there, and the name's own record (see :func:`record_name`): inside the write transaction of
-        :meth:`publishing_name` when one is open. An ``outcome`` of ``replaced`` or ``overwritten``
-        (an output reused at a name that showed other bytes) is flagged on the item as a render's is,
-        so the batch counts it."""
         if self.db.in_transaction:
             self._record_name_version(batch_id, friendly_path, version, outcome, self.db.clock())
             return

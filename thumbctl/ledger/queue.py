@@ -1,26 +1,27 @@
-"""The work queue half of the ledger: claims, leases, heartbeats, publish, failure, rescue.
+"""The queue port of the ledger: claims, leases, heartbeats, publish, failure, rescue.
 
-Every method is one ``BEGIN IMMEDIATE`` transaction. Every commit made on
-behalf of a worker is conditional on its lease token, so a worker whose
-lease was rescued can no longer change anything.
+:class:`QueuePort` is the protocol the workers and the pool are typed against, documented there
+once; :class:`Queue` implements it over SQL, for every backend (the rescue a claimer runs first is
+in :mod:`.rescue`, the per-name hold in :mod:`.namelocks`).
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from ..core.errors import UsageError
 from ..core.models import ItemState
 from .backend import Backend, Row
 from .damage import needed_batch_document
 from .namelocks import NameLocks, record_name
+from .rescue import LeaseRescue
 from .sql import queue as sql
-from .timefmt import has_passed, iso, stored_seconds
+from .timefmt import iso
 from .transitions import Transitions
 
 DelayFor = Callable[[int], float]
@@ -40,8 +41,6 @@ class Publication(NamedTuple):
 CLAIM_SHARED_ITEMS = 64
 #: Claimable items of a source read in one statement; a source with more is stepped through key by key.
 CLAIM_PEEK = 2 * (1 + CLAIM_SHARED_ITEMS)
-#: Seconds a lease owner found alive is taken to be alive before its process is looked at again.
-ALIVE_RECHECK = 1.0
 #: Batches whose claim settings a queue keeps read.
 BATCHES_KEPT = 64
 
@@ -101,22 +100,6 @@ def _claimed_item(r: Row) -> ClaimedItem:
 
 
 @dataclass(frozen=True)
-class RescueDue:
-    """What a claimer read before its transaction: lease owners found dead, and each owner's earliest
-    lease expiry (owner None: a batch past its deadline with queued items, at its deadline)."""
-
-    dead: frozenset[str]
-    expiries: list[tuple[str | None, str | None]]
-    #: A queued item's ``not_before`` does not parse (:meth:`Queue._release_damaged_waits`).
-    damaged_wait: bool = False
-
-    def needed(self, at: str) -> bool:
-        """Whether rescue or deadline work may be due at ``at``."""
-        expired = any(owner is None or has_passed(e, at) for owner, e in self.expiries)
-        return bool(self.dead) or self.damaged_wait or expired
-
-
-@dataclass(frozen=True)
 class QueueState:
     """Live items in a scope (one batch or the whole ledger)."""
 
@@ -130,8 +113,137 @@ class QueueState:
         return self.runnable == 0 and self.delayed == 0 and self.running == 0
 
 
-class Queue(NameLocks):
-    """The queue port: the worker-facing transitions of one ledger, for the workers and the pool."""
+class QueuePort(Protocol):
+    """The queue port: the worker-facing transitions of one ledger, for the workers and the pool.
+
+    Every method is one write transaction of the ledger (or one read). Every commit made on behalf
+    of a worker is conditional on its lease token, so a worker whose lease was rescued can no
+    longer change anything. Implemented over SQL by :class:`Queue`, for every backend.
+    """
+
+    def claim(
+        self,
+        owner: str,
+        *,
+        batch_id: str | None = None,
+        lease_seconds: float = 30.0,
+        is_dead: Callable[[str], bool] = ...,
+        delay_for: DelayFor = ...,
+    ) -> Claim | None:
+        """Claim runnable items of the next source, or return None: one of each distinct
+        derivative key (so the source is decoded once for all of them) and at most
+        :data:`CLAIM_SHARED_ITEMS` more that share those keys. Batches with a cancel
+        request are never claimed from.
+
+        The claimer first rescues expired leases and those of owners ``is_dead`` finds gone
+        (``delay_for`` an attempt gives the backoff of a transient failure; by default no owner is
+        taken for dead and no retry waits), fails queued items whose batch deadline has passed and
+        cancels queued items of batches with a cancel request, so no separate janitor is needed;
+        whether there is any to rescue is read before the transaction, so a claim that finds none
+        does no rescue work. The claim starts the decode stage: its items are timed from now
+        (``stage_started_at``).
+        """
+
+    def heartbeat(self, token: str, lease_seconds: float = 30.0) -> int:
+        """Extend a lease; returns how many of its items it still holds (0: lost)."""
+
+    def start_stage(self, claim: Claim, rows: list[int]) -> None:
+        """From now on only ``rows`` of the claim (the items of one render) are timed by
+        ``--item-timeout``; its other running items wait untimed. ``[]``: between stages.
+        One statement, deferred: nothing is read, so a server ledger takes one round trip."""
+
+    def cancel_if_requested(self, claim: Claim) -> bool:
+        """At a checkpoint: if the batch has a cancel request, end the claim's items
+        ``cancelled`` and return True."""
+
+    def release(self, claim: Claim, reason: str) -> int:
+        """Give the claim back without counting an attempt: its held items return to ``queued``
+        with the attempt number they had before it (the worker could not reach the ledger, not a
+        render that failed), or end ``cancelled`` when the batch's cancel was requested (read under
+        the batch row's share lock: see :data:`~.sql.queue.SETTLEABLE`). Returns how many items
+        were released."""
+
+    def publish(
+        self,
+        claim: Claim,
+        item: ClaimedItem,
+        effect: Callable[[], Publication | None],
+        *,
+        result: dict[str, object] | None = None,
+    ) -> str:
+        """The race rule: check the cancel flag and the lease, run ``effect`` (link the
+        object and the friendly name) and mark ``succeeded`` (recording the name and ``result``),
+        all in one write transaction.
+        ``effect`` may return a :class:`Publication`: its note (``object_mismatch: …``) goes into the
+        ``succeeded`` event's detail (the item itself carries no error detail), its version is
+        recorded with the item.
+
+        Returns ``succeeded``, ``cancelled`` (the cancel committed first), ``late`` (the
+        batch deadline passed: the item failed ``deadline_exceeded``) or ``lost`` (the lease
+        was rescued; nothing was published).
+        """
+
+    def fail(self, claim: Claim, rows: list[int], code: str, detail: str, delay_for: DelayFor) -> dict[int, str]:
+        """Settle failed items: transient ones go back to ``queued`` with a persisted
+        ``not_before`` while attempts and the deadline allow; the rest end ``failed``.
+        Returns the new state of each row the claim still held.
+        """
+
+    def retry_failed(self, batch_id: str) -> int:
+        """Put a batch's failed items back to ``queued`` with a fresh attempt budget.
+
+        The one non-monotonic transition, logged like any other. Items that failed at
+        admission (nothing was ever accepted to render: unreadable, outside the root, not an
+        image) are left as they are; submitting again is the way to retry those. Returns how
+        many items were requeued.
+        """
+
+    def rescue_leases(self, is_dead: Callable[[str], bool], delay_for: DelayFor) -> int:
+        """Requeue (or fail, when the attempts are spent) items whose lease expired or
+        whose owner process is gone; returns how many were rescued."""
+
+    def queue_state(self, batch_id: str | None = None) -> QueueState:
+        """Live items in scope: runnable now, delayed by backoff, running."""
+
+    def queue_idle(self, batch_id: str | None = None) -> bool:
+        """No live item in scope (what :attr:`QueueState.idle` says), found without counting:
+        each query stops at the first live item, so a worker whose claim came back empty asks
+        this at the same cost whatever the length of the queue."""
+
+    def overdue_owners(self, seconds: float) -> list[str]:
+        """Lease owners with a running item whose stage (the decode of its source, or its render
+        and publish) started more than ``seconds`` ago."""
+
+    def stop_overdue(self, owner: str, seconds: float, code: str, detail: str) -> int:
+        """End ``owner``'s items whose stage has run over ``seconds`` ``failed`` with ``code`` (a
+        permanent verdict) and put its other running items back to ``queued`` without spending an
+        attempt (their render never started; ``cancelled`` when their batch's cancel was requested),
+        all before the worker is stopped. Returns how many failed: 0 when the stage ended meanwhile
+        (then the worker must be left alone)."""
+
+    def publishing_name(self, friendly_path: str) -> AbstractContextManager[None]:
+        """Hold the thumbnail name ``friendly_path`` (an absolute path: OUT and the name) against
+        every other process publishing at it, from the name check through the link to the commit
+        that records who published it: otherwise two items of different batches (workers on two
+        hosts) can both find the name free, or one can find the other's link before that is
+        recorded and take it for a file thumbctl did not publish.
+
+        Inside a write transaction (a worker's publish) the hold lasts until that transaction
+        ends, whatever this block does; outside one (a submit relinking its names) it is a write
+        transaction of its own. PostgreSQL: a transaction advisory lock on the name. SQLite: the
+        write transaction itself, as it excludes every other writer of the ledger."""
+
+    def record_name_version(
+        self, batch_id: str, friendly_path: str, version: str | None, outcome: str | None = None
+    ) -> None:
+        """Record the version publishing returned at ``friendly_path`` for the batch's succeeded item
+        there, and the name's own record: inside the write transaction of :meth:`publishing_name`
+        when one is open. An ``outcome`` of ``replaced`` or ``overwritten`` (an output reused at a
+        name that showed other bytes) is flagged on the item as a render's is, so the batch counts it."""
+
+
+class Queue(NameLocks, LeaseRescue):
+    """The queue port over SQL (:class:`QueuePort`), on any backend."""
 
     def __init__(self, db: Backend, log: Transitions) -> None:
         self.db = db
@@ -150,18 +262,6 @@ class Queue(NameLocks):
         is_dead: Callable[[str], bool] = lambda owner: False,
         delay_for: DelayFor = lambda attempt: 0.0,
     ) -> Claim | None:
-        """Claim runnable items of the next source, or return None: one of each distinct
-        derivative key (so the source is decoded once for all of them) and at most
-        :data:`CLAIM_SHARED_ITEMS` more that share those keys. Batches with a cancel
-        request are never claimed from.
-
-        The claimer first rescues expired or dead leases, fails queued items
-        whose batch deadline has passed and cancels queued items of batches with a cancel request
-        (:meth:`_finish_cancels`), so no separate janitor is needed; whether there is any
-        to rescue is read before the transaction (:meth:`_rescue_due`), so a claim that finds none
-        does no rescue work. The claim starts the decode stage: its items are timed from now
-        (``stage_started_at``).
-        """
         due = self._rescue_due(is_dead)
         with self.db.write() as now:
             at = iso(now)
@@ -269,14 +369,10 @@ class Queue(NameLocks):
         return batch
 
     def heartbeat(self, token: str, lease_seconds: float = 30.0) -> int:
-        """Extend a lease; returns how many of its items it still holds (0: lost)."""
         with self.db.write() as now:
             return self.db.execute(sql.HEARTBEAT, (iso(now + lease_seconds), token)).rowcount
 
     def start_stage(self, claim: Claim, rows: list[int]) -> None:
-        """From now on only ``rows`` of the claim (the items of one render) are timed by
-        ``--item-timeout``; its other running items wait untimed. ``[]``: between stages.
-        One statement, deferred: nothing is read, so a server ledger takes one round trip."""
         with self.db.write() as now:
             if rows:
                 self.db.defer(sql.STAGE_MOVED, [*rows, iso(now), claim.token, *rows], ids=len(rows))
@@ -286,8 +382,6 @@ class Queue(NameLocks):
     # -- outcomes -----------------------------------------------------------------------
 
     def cancel_if_requested(self, claim: Claim) -> bool:
-        """At a checkpoint: if the batch has a cancel request, end the claim's items
-        ``cancelled`` and return True."""
         if not self._cancel_requested(claim.batch_id):
             return False
         with self.db.write() as now:
@@ -304,11 +398,6 @@ class Queue(NameLocks):
         return [r["id"] for r in self.db.execute(sql.HELD_ROWS, (claim.token,)).fetchall()]
 
     def release(self, claim: Claim, reason: str) -> int:
-        """Give the claim back without counting an attempt: its held items return to ``queued``
-        with the attempt number they had before it (the worker could not reach the ledger, not a
-        render that failed), or end ``cancelled`` when the batch's cancel was requested (read under
-        the batch row's share lock: see :data:`~.sql.queue.SETTLEABLE`). Returns how many items
-        were released."""
         with self.db.write() as now:
             rows = self._held_rows(claim)
             if self.db.scalar(sql.CANCEL_FLAG_SHARED, (claim.batch_id,)) is not None:
@@ -336,17 +425,6 @@ class Queue(NameLocks):
         *,
         result: dict[str, object] | None = None,
     ) -> str:
-        """The race rule: check the cancel flag and the lease, run ``effect`` (link the
-        object and the friendly name) and mark ``succeeded`` (recording the name), all in one write
-        transaction.
-        ``effect`` may return a :class:`Publication`: its note (``object_mismatch: …``) goes into the
-        ``succeeded`` event's detail (the item itself carries no error detail), its version is
-        recorded with the item.
-
-        Returns ``succeeded``, ``cancelled`` (the cancel committed first), ``late`` (the
-        batch deadline passed: the item failed ``deadline_exceeded``) or ``lost`` (the lease
-        was rescued; nothing was published).
-        """
         with self.db.write() as now:
             at = iso(now)
             row = self.db.execute(sql.PUBLISHABLE, (item.row,)).fetchone()
@@ -394,10 +472,6 @@ class Queue(NameLocks):
         detail: str,
         delay_for: DelayFor,
     ) -> dict[int, str]:
-        """Settle failed items: transient ones go back to ``queued`` with a persisted
-        ``not_before`` while attempts and the deadline allow; the rest end ``failed``.
-        Returns the new state of each row the claim still held.
-        """
         with self.db.write() as now:
             held = set(self._held_rows(claim))
             outcome: dict[int, str] = {}
@@ -408,13 +482,6 @@ class Queue(NameLocks):
     # -- explicit retry -------------------------------------------------------------------
 
     def retry_failed(self, batch_id: str) -> int:
-        """Put a batch's failed items back to ``queued`` with a fresh attempt budget.
-
-        The one non-monotonic transition, logged like any other. Items that failed at
-        admission (nothing was ever accepted to render: unreadable, outside the root, not an
-        image) are left as they are; submitting again is the way to retry those. Returns how
-        many items were requeued.
-        """
         with self.db.write(durable=True) as now:
             at = iso(now)
             batch = self.db.execute(sql.RETRY_BATCH, (batch_id,)).fetchone()
@@ -434,125 +501,25 @@ class Queue(NameLocks):
             self.log.set_attempts(moved, sql.FRESH_ATTEMPTS)
             return len(moved)
 
-    # -- rescue and deadlines -----------------------------------------------------------
-
-    def rescue_leases(self, is_dead: Callable[[str], bool], delay_for: DelayFor) -> int:
-        """Requeue (or fail, when the attempts are spent) items whose lease expired or
-        whose owner process is gone; returns how many were rescued."""
-        dead = self._dead_owners(is_dead)
-        with self.db.write() as now:
-            rescued = self._rescue(now, dead, delay_for)
-            self._finish_cancels(iso(now))
-            return rescued
-
-    def _dead_owners(self, is_dead: Callable[[str], bool]) -> frozenset[str]:
-        """Owners of running items whose process is gone, each one looked at now (see :meth:`_rescue_due`)."""
-        return self._rescue_due(is_dead, recheck=0.0).dead
-
-    def _rescue_due(self, is_dead: Callable[[str], bool], recheck: float = ALIVE_RECHECK) -> RescueDue:
-        """What there may be to rescue, read before the write transaction: no process is looked at
-        while the ledger is locked (an owner that starts meanwhile is live). In a claim, an owner
-        found alive is looked at again after ``recheck`` seconds, not at every claim (a claimer beside
-        dozens of workers would otherwise read /proc for each of them before each claim: its items
-        wait that much longer at most; the pool rescues its own dead workers' items at once, through
-        :meth:`rescue_leases`). An owner found dead stays so."""
-        rows = self.db.execute(sql.RESCUE_DUE, (iso(self.db.clock()),)).fetchall()
-        alive = self._alive.setdefault(is_dead, {})
-        now = time.monotonic()
-        dead: set[str] = set()
-        for row in rows:
-            owner = row["owner"]
-            if owner is None or now - alive.get(owner, -recheck - 1) < recheck:
-                continue
-            if is_dead(owner):
-                dead.add(owner)
-            else:
-                alive[owner] = now
-        if len(alive) > 4 * len(rows) + 64:  # owners gone from the ledger are forgotten
-            current = {row["owner"] for row in rows}
-            for owner in [o for o in alive if o not in current]:
-                del alive[owner]
-        latest = self.db.scalar(sql.LATEST_NOT_BEFORE, ())
-        damaged_wait = latest is not None and stored_seconds(latest) is None
-        return RescueDue(frozenset(dead), [(row["owner"], row["expires"]) for row in rows], damaged_wait)
-
-    def _rescue(self, now: float, dead: frozenset[str], delay_for: DelayFor) -> int:
-        at = iso(now)
-        running = self.db.execute(sql.LEASES).fetchall()
-        victims = [
-            (r["id"], r["lease_owner"])
-            for r in running
-            if r["lease_owner"] in dead or has_passed(r["lease_expires_at"], at)
-        ]
-        rescued = 0
-        for row, owner in victims:
-            why = "its worker process is gone" if owner in dead else "its lease expired"
-            rescued += self.log.settle(now, row, "worker_crashed", why, None, owner, delay_for) != "unchanged"
-        if rescued:
-            self.log.faults.hit("after_rescue")
-        self._release_damaged_waits(at)
-        return rescued
-
-    def _release_damaged_waits(self, at: str) -> None:
-        """A queued item whose ``not_before`` does not parse (a damaged row) waits no longer: it is
-        due now, as a lease expiry that does not parse counts as expired."""
-        for row in self.db.execute(sql.WAITING, (at,)).fetchall():
-            if stored_seconds(row["not_before"]) is None:
-                self.db.execute(sql.RELEASE_WAIT, (at, row["id"]))
-
-    def _expire_deadlines(self, at: str) -> None:
-        late = [r["batch_id"] for r in self.db.execute(sql.LATE_BATCHES, (at,)).fetchall()]
-        for batch_id in late:
-            rows = [r["id"] for r in self.db.execute(sql.QUEUED_OF_BATCH, (batch_id,)).fetchall()]
-            self.log.move(
-                at,
-                rows,
-                ItemState.QUEUED,
-                ItemState.FAILED,
-                error_code="deadline_exceeded",
-                detail="the batch deadline passed",
-            )
-
-    def _finish_cancels(self, at: str) -> None:
-        """Cancel the queued items of batches whose cancel was requested: no claim takes them, so
-        without this their batch would stay ``cancel_requested`` until reconcile. A cancel cancels
-        its batch's queued items itself and every path that puts an item back reads the flag under
-        the batch row's share lock; these are items a ledger written by an older thumbctl left."""
-        for row in self.db.execute(sql.UNFINISHED_CANCELS).fetchall():
-            queued = [r["id"] for r in self.db.execute(sql.QUEUED_OF_BATCH, (row["batch_id"],)).fetchall()]
-            detail = f"the batch's cancel was requested at {row['cancel_requested_at']}"
-            self.log.move(at, queued, ItemState.QUEUED, ItemState.CANCELLED, detail=detail)
-
     # -- reading the queue ----------------------------------------------------------------
 
     def queue_state(self, batch_id: str | None = None) -> QueueState:
-        """Live items in scope: runnable now, delayed by backoff, running."""
         at = iso(self.db.clock())
         scope = [batch_id] if batch_id else []
         row = self.db.execute(sql.QUEUE_STATE, [at, at, at, *scope], scope=len(scope)).fetchone()
         return QueueState(row["runnable"], row["delayed"], row["running"], row["next_not_before"])
 
     def queue_idle(self, batch_id: str | None = None) -> bool:
-        """No live item in scope (what :attr:`QueueState.idle` says), found without counting:
-        each query stops at the first live item, so a worker whose claim came back empty asks
-        this at the same cost whatever the length of the queue."""
         scope = [batch_id] if batch_id else []
         live = self.db.scalar(sql.QUEUE_LIVE, [*scope, *scope], scope=len(scope))
         return not live
 
     def overdue_owners(self, seconds: float) -> list[str]:
-        """Lease owners with a running item whose stage (the decode of its source, or its render
-        and publish) started more than ``seconds`` ago."""
         cutoff = iso(self.db.clock() - seconds)
         rows = self.db.execute(sql.OVERDUE_OWNERS, (cutoff,)).fetchall()
         return [r["lease_owner"] for r in rows]
 
     def stop_overdue(self, owner: str, seconds: float, code: str, detail: str) -> int:
-        """End ``owner``'s items whose stage has run over ``seconds`` ``failed`` with ``code`` (a
-        permanent verdict) and put its other running items back to ``queued`` without spending an
-        attempt (their render never started; ``cancelled`` when their batch's cancel was requested),
-        all before the worker is stopped. Returns how many failed: 0 when the stage ended meanwhile
-        (then the worker must be left alone)."""
         with self.db.write() as now:
             at = iso(now)
             running = self.db.execute(sql.OWNER_ITEMS, (iso(now - seconds), owner)).fetchall()

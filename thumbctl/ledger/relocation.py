@@ -22,25 +22,19 @@ class Relocation:
     db: Backend
 
     def object_paths_under(self, folder: str) -> set[str]:
-        """Every object path recorded below ``folder`` (e.g. ``OUT/objects``), by any item of any batch."""
         prefix = folder.rstrip("/") + "/"
         rows = self.db.execute(sql.OBJECT_PATHS_UNDER, (len(prefix), prefix)).fetchall()
         return {r["object_path"] for r in rows}
 
     def names_in(self, out_dir: str) -> list[str]:
-        """Every thumbnail name recorded by an item of a batch into ``out_dir`` (expired batches too)."""
         rows = self.db.execute(sql.NAMES_IN, (out_dir,)).fetchall()
         return [r["friendly_path"] for r in rows]
 
     def live_batches_in(self, out_dir: str) -> list[str]:
-        """Ids of the batches into ``out_dir`` that have not expired, oldest first."""
         rows = self.db.execute(sql.LIVE_BATCHES_IN, (out_dir,)).fetchall()
         return [r["batch_id"] for r in rows]
 
     def relocate_objects(self, folder: str, moved: dict[str, str]) -> int:
-        """In one transaction, point every item whose object (or whose result's ``preview``) is a key
-        of ``moved`` at its value, and forget the object checks of the old paths. ``folder`` is the
-        old objects folder the keys lie in. Returns the number of items changed."""
         prefix = folder.rstrip("/") + "/"
         changed = 0
         with self.db.write():

@@ -1,14 +1,20 @@
-"""Read-only projections for live views and statistics: what is running, how fast, what failed.
+"""The views port of the ledger: batch views, listings, and the read-only projections for live
+views and statistics: what is running, how fast, what failed.
 
-Every figure is derived from item rows and the event log, never from counters
+:class:`ViewsPort` is the protocol its readers are typed against, documented there once;
+:class:`Views` implements it over SQL, for every backend (the batch views and listings in
+:mod:`.batchviews`). Every figure is derived from item rows and the event log, never from counters
 kept elsewhere, so any process reading the ledger sees the same numbers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from ..core.models import Activity, ItemState
+from ..core.models import Activity, BatchView, EventView, ItemState, ItemView, WorkerActivity
 from .batchviews import BatchViews
 from .damage import Damage, json_object
 from .follow import Follower
@@ -61,17 +67,100 @@ class StatsFacts:
     damaged: list[Damage] = field(default_factory=list)
 
 
-class Views(BatchViews):
-    """The views port: batch views and listings, and the live projections of progress and stats."""
+class ViewsPort(Protocol):
+    """The views port: batch views and listings, and the live projections of progress and stats,
+    for status, events, the sheet, markup, progress, stats, the runner and the api. It only reads;
+    every count is derived from item rows. Implemented over SQL by :class:`Views`."""
 
-    @restartable
+    def resolve_batch_id(self, text: str) -> str:
+        """The full batch id for ``text``: an id, or an unambiguous prefix of one of at least 4
+        characters, with or without its ``b_`` (``9450`` as a git short id: ``b_9450…``)."""
+
+    def batch(self, batch_id: str, *, with_failures: bool = True) -> BatchView:
+        """The current view of one batch, counts derived from its item rows."""
+
+    def batch_settled(self, batch_id: str) -> bool:
+        """No item of the batch is queued or running, i.e. the batch is terminal (see
+        :func:`~thumbctl.core.models.batch_state`): a seek on the ``(batch_id, state)`` index, for
+        waiting on a batch without counting its items on every poll."""
+
+    def batches(self, limit: int = 20) -> list[BatchView]:
+        """The most recent batches, newest first."""
+
+    def state_counts(self, batch_id: str) -> dict[ItemState, int]:
+        """Items of the batch by state, counted on the ``(batch_id, state)`` index."""
+
+    def items(self, batch_id: str, *, state: str | None = None) -> list[ItemView]:
+        """The items of a batch (or those in ``state``), in the order they were recorded."""
+
+    def streamed_items(self, batch_id: str, *, state: str | None = None) -> AbstractContextManager[Iterator[ItemView]]:
+        """:meth:`items` as an iterator that reads them as it goes, valid inside the ``with``
+        block: one read transaction, so the listing is one consistent snapshot."""
+
+    def events(self, batch_id: str, *, item_id: str | None = None) -> list[EventView]:
+        """The transition log of a batch (or of one item of it), in commit order."""
+
+    def streamed_events(
+        self, batch_id: str, *, item_id: str | None = None
+    ) -> AbstractContextManager[Iterator[EventView]]:
+        """:meth:`events` as an iterator that reads them as it goes, valid inside the ``with``
+        block: one read transaction, so the listing is one consistent snapshot. An unknown
+        batch or item raises on entering, before anything is listed."""
+
+    def events_after(self, batch_id: str, seq: int, *, item_id: str | None = None) -> list[EventView]:
+        """The next events (at most 500) of a batch (or one item of it) after event ``seq``."""
+
+    def source_sizes(self, batch_id: str) -> dict[str, tuple[int, int]]:
+        """Item id -> upright (width, height) of its source, for items whose header was read at submit
+        (a size that is no whole number, a damaged row reconcile reports, is left out: the page does without)."""
+
+    def owned_friendly_names(self, batch_id: str) -> list[tuple[str, str]]:
+        """(object path, friendly path) of the batch's succeeded items that own their friendly
+        name: no succeeded item of a batch that has not expired claimed it later (the rule
+        ``reconcile`` checks names by). Empty for an expired batch."""
+
+    def publishes_at(self, friendly_path: str) -> list[tuple[str, str | None]]:
+        """(object path, name version) of what thumbctl published last at ``friendly_path``, from the
+        name's record (whatever became of the batch that published it since): empty when thumbctl
+        has published nothing there. The version is None for a publish recorded before versions were."""
+
+    def released_at(self, friendly_path: str) -> str | None:
+        """When ``thumbctl release`` gave ``friendly_path`` to the user; None while it is thumbctl's
+        (or was never published)."""
+
+    def batches_touched_since(self, at: str) -> list[str]:
+        """Ids of batches with an event at or after ``at``."""
+
+    def failed_since(self, at: str, batch_id: str | None) -> int:
+        """How many items (of one batch, or of any) moved to ``failed`` at or after ``at``."""
+
+    def oldest_runnable(self, batch_id: str, at: str) -> str | None:
+        """When the batch's longest-waiting runnable item was queued (not waiting out a backoff at
+        ``at``): the first such row of the queued-age index, past only the delayed ones before it."""
+
+    def workers(self, batch_id: str | None) -> list[WorkerActivity]:
+        """Each live lease: its owner, first item, its ratios (each once, whatever the sizes and
+        formats of its derivatives) and since when."""
+
     def follow(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Follower:
         """A :class:`~thumbctl.ledger.follow.Follower` of one batch (or of every batch) for a live
         view: each of its reads costs what changed since the last, not what the batch holds."""
-        return Follower(self.db, self, batch_id, window=window, failures=failures)
 
     def activity(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Activity:
         """Queue, throughput over the last ``window`` seconds, workers and recent failures, read once."""
+
+    def stats_facts(self, since: float, batch_id: str | None = None) -> StatsFacts:
+        """The raw figures of the window from ``since`` to now, for one batch or all."""
+
+
+class Views(BatchViews):
+    """The views port over SQL (:class:`ViewsPort`), on any backend."""
+
+    @restartable
+    def follow(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Follower:
+        return Follower(self.db, self, batch_id, window=window, failures=failures)
+
+    def activity(self, batch_id: str | None = None, *, window: float = 30.0, failures: int = 3) -> Activity:
         return self.follow(batch_id, window=window, failures=failures).read()[1]
 
     def _queue_figures(self, batch_id: str | None, at: str) -> tuple[int, int, int, str | None]:
@@ -81,7 +170,6 @@ class Views(BatchViews):
         return row["runnable"], row["delayed"], row["running"], row["oldest"]
 
     def stats_facts(self, since: float, batch_id: str | None = None) -> StatsFacts:
-        """The raw figures of the window from ``since`` to now, for one batch or all."""
         now = self.db.clock()
         runnable, delayed, running, oldest = self._queue_figures(batch_id, iso(now))
         start = iso(since)

@@ -43,7 +43,7 @@ from urllib.parse import quote
 from ..core.models import BatchView, ItemState, ItemView
 
 if TYPE_CHECKING:
-    from ..ledger import Views
+    from ..ledger import ViewsPort
 from ..core.profile import OUTPUT_FORMATS
 from ..storage.locations import is_s3, name_in, output_target_at
 from ..storage.outputs import json_document
@@ -306,7 +306,7 @@ def comment_text(text: str) -> str:
     return escape(text, quote=False)
 
 
-def batch_snippets(views: Views, batch: str) -> str:
+def batch_snippets(views: ViewsPort, batch: str) -> str:
     """The snippets of ``batch`` (an id or a unique prefix), read from the ledger's views."""
     view = views.batch(batch, with_failures=False)
     return snippets(picture_sets(view.out_dir, views.items(view.batch_id)))
