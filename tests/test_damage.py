@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from thumbctl import Ledger
 
 from harness import Thumbctl
+from inprocess import submit_here
 from support import raw_rows, raw_write
 
 #: The stored JSON documents, ratios and locations thumbctl parses (thumbctl.ledger.damage.PARSED_COLUMNS).
@@ -152,7 +153,8 @@ def without_exit(stderr: str) -> str:
 @pytest.fixture(scope="module")
 def submitted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A SQLite ledger with one finished batch (photos of three formats, two ratios, a focus
-    point set), made once by a real submit; each example works on a copy of its file."""
+    point set), made once (rendered in this process, tests/inprocess); each example works on a
+    copy of its file."""
     root = tmp_path_factory.mktemp("damage")
     photos = root / "photos"
     photos.mkdir()
@@ -160,9 +162,8 @@ def submitted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         shutil.copy(_sample(name), photos / name)
     (photos / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0" + b"x" * 64)
     thumbctl = Thumbctl(root / "ledger.db", store=root / "store")
-    done = thumbctl.run("submit", photos, "--out", root / "out", "--ratio", "1:1", "--ratio", "4:3", "--json")
-    assert done.returncode == 1, done.stderr  # partial: broken.jpg fails
-    return root / "ledger.db", json.loads(done.stdout)["batch_id"]
+    done = submit_here(thumbctl, photos, "--out", root / "out", "--ratio", "1:1", "--ratio", "4:3", states=("partial",))
+    return root / "ledger.db", done["batch_id"]  # partial: broken.jpg fails
 
 
 def _sample(name: str) -> Path:
@@ -214,9 +215,7 @@ def test_reconcile_reports_each_damaged_column_on_postgresql(column: str, pg_url
     document cut short; a ratio or location replaced by other JSON: half a path is still a path)."""
     table, name = column.split(".")
     thumbctl = Thumbctl(pg_url, store=tmp_path / "store")
-    submitted = thumbctl.run("submit", photos, "--out", tmp_path / "out", "--ratio", "1:1", "--json")
-    assert submitted.returncode == 0, submitted.stderr
-    batch_id = json.loads(submitted.stdout)["batch_id"]
+    batch_id = submit_here(thumbctl, photos, "--out", tmp_path / "out", "--ratio", "1:1")["batch_id"]
     with Ledger(pg_url) as ledger:
         how = "truncate" if name in ("profile", "limits", "result") else "other JSON"
         assert damage(ledger, table, name, how, 0.5, "") is not None
@@ -230,7 +229,7 @@ def test_reconcile_reports_each_damaged_column_on_postgresql(column: str, pg_url
 
 def test_a_listing_shows_the_other_items_and_marks_the_damaged_one(ledger_url: str, photos: Path, tmp_path: Path):
     thumbctl = Thumbctl(ledger_url, store=tmp_path / "store")
-    batch = thumbctl.json("submit", photos, "--out", tmp_path / "out", "--ratio", "1:1")
+    batch = submit_here(thumbctl, photos, "--out", tmp_path / "out", "--ratio", "1:1")
     with Ledger(ledger_url) as ledger:
         row, _ = raw_rows(ledger, "SELECT id, result FROM items ORDER BY id")[1]
         raw_write(ledger, "UPDATE items SET result = substr(result, 1, 40) WHERE id = ?", (row,))
