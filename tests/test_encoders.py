@@ -28,6 +28,7 @@ from thumbctl.imaging import decode_source, resample
 from thumbctl.imaging.encode import SRGB_PROFILE, encode
 
 from harness import Thumbctl
+from inprocess import render_here, submit_here
 from support import make_image, raw_rows, raw_write
 
 DIGEST = "cd" * 32
@@ -201,11 +202,10 @@ def _outputs(out: Path) -> dict[str, bytes]:
 def test_the_worker_encodes_each_format_with_its_own_settings(tmp_path: Path) -> None:
     make_image(tmp_path / "photos" / "square.png", (64, 64), "PNG", seed=3)
     cli = Thumbctl(tmp_path / "ledger.db")
-    done = cli.run(
-        "submit", tmp_path / "photos", "--out", tmp_path / "out", "-r", "1:1", "--size", "64", "--crop", "center",
+    submit_here(
+        cli, tmp_path / "photos", "--out", tmp_path / "out", "-r", "1:1", "--size", "64", "--crop", "center",
         "--format", "webp,avif,jpeg", "--quality", "webp:70,avif:50", "--effort", "webp:6,avif:3", "--workers", "1",
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
     expected = _expected_outputs(
         tmp_path / "photos" / "square.png",
         {
@@ -223,7 +223,7 @@ def test_a_batch_recorded_before_the_upgrade_renders_exactly_as_before(tmp_path:
     make_image(tmp_path / "photos" / "square.png", (64, 64), "PNG", seed=4)
     cli = Thumbctl(tmp_path / "ledger.db")
     args = ("-r", "1:1", "--size", "64", "--crop", "center", "--format", "webp,avif")
-    done = cli.run("submit", tmp_path / "photos", "--out", tmp_path / "out", *args, "--quality", "70", "--detach")
+    done = cli.invoke("submit", tmp_path / "photos", "--out", tmp_path / "out", *args, "--quality", "70", "--detach")
     assert done.returncode == 0, done.stderr
     with Ledger(tmp_path / "ledger.db") as ledger:
         (batch,) = ledger.views.batches()
@@ -232,8 +232,7 @@ def test_a_batch_recorded_before_the_upgrade_renders_exactly_as_before(tmp_path:
             "crop_version": 1, "upscale": False, "background": "#ffffff", "pipeline": PIPELINE_VERSION,
         }  # fmt: skip
         raw_write(ledger, "UPDATE batches SET profile = ? WHERE batch_id = ?", (json.dumps(profile), batch.batch_id))
-    worked = cli.run("work", "--until-idle", "--workers", "1")
-    assert worked.returncode == 0, worked.stderr
+    render_here(tmp_path / "ledger.db", batch.batch_id)  # the worker of now, in this process
     expected = _expected_outputs(
         tmp_path / "photos" / "square.png",
         {"webp": {"quality": 70, "method": 4, "exact": False}, "avif": {"quality": 70, "speed": 8, "max_threads": 1}},
@@ -257,7 +256,7 @@ def test_a_batch_recorded_before_the_upgrade_renders_exactly_as_before(tmp_path:
 )  # fmt: skip
 def test_bad_values_are_one_line_and_exit_2(tmp_path: Path, args: list[str], env: dict, message: str) -> None:
     cli = Thumbctl(tmp_path / "ledger.db", env=env)
-    done = cli.run("submit", tmp_path, "--out", tmp_path / "out", *args, "--json")
+    done = cli.invoke("submit", tmp_path, "--out", tmp_path / "out", *args, "--json")
     code = "config_error" if env else "usage"
     assert (done.returncode, json.loads(done.stdout)["error"]["code"]) == (2, code)
     assert done.stderr == f"error [{code}] {message}\n"
@@ -266,13 +265,13 @@ def test_bad_values_are_one_line_and_exit_2(tmp_path: Path, args: list[str], env
 def test_config_shows_the_effective_values_per_format(tmp_path: Path) -> None:
     (tmp_path / "thumbctl.toml").write_text('[profiles.shop]\nquality = "webp:78"\neffort = { avif = 5 }\n')
     cli = Thumbctl(tmp_path / "ledger.db", env={"THUMBCTL_CONFIG": str(tmp_path / "thumbctl.toml")})
-    shown = cli.run("config", "--profile", "shop")
+    shown = cli.invoke("config", "--profile", "shop")
     assert shown.returncode == 0, shown.stderr
     quality = ",".join(f"{fmt}:{q}" for fmt, q in {**DEFAULT_QUALITY, "webp": 78}.items())
     effort = ",".join(f"{fmt}:{e}" for fmt, e in {**DEFAULT_EFFORT, "avif": 5}.items())
     packed = "".join(shown.stdout.split())  # the table may wrap a long value
     assert f"quality{quality}" in packed and f"effort{effort}" in packed
-    settings = json.loads(cli.run("config", "--profile", "shop", "--json").stdout)["settings"]
+    settings = json.loads(cli.invoke("config", "--profile", "shop", "--json").stdout)["settings"]
     assert settings["quality"]["value"] == {**DEFAULT_QUALITY, "webp": 78}
     assert settings["effort"]["value"] == {**DEFAULT_EFFORT, "avif": 5}
 
