@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -262,6 +263,40 @@ def test_a_conditional_conflict_is_retried(monkeypatch: pytest.MonkeyPatch, s3_u
     monkeypatch.setattr(s3client, "put", put)
     assert store_at(s3_url).put(f"{key(1)}.jpg", b"pixels", verify=sound).outcome == "created"
     assert len(calls) == 2
+
+
+def test_a_conditional_write_whose_first_try_outlasted_the_window_is_still_tried_again() -> None:
+    """The retry window (retry_seconds) runs from the first failure: a first try that hung longer
+    than the window still gets a second one, after the short jitter; a 5xx leaves it uncertain."""
+    from obstore.exceptions import GenericError
+
+    ended: list[float] = []
+
+    def write() -> str:
+        if not ended:
+            time.sleep(0.4)  # a first try slower than the whole window
+        ended.append(time.monotonic())
+        if len(ended) == 1:
+            raise GenericError("Server returned non-2xx status code: 503 Service Unavailable")
+        return "etag"
+
+    assert s3client.conditional(write, retry_seconds=0.2) == ("etag", True)
+    assert len(ended) == 2 and ended[1] - ended[0] >= 0.02
+
+
+def test_a_conditional_write_failing_on_every_try_ends_once_the_window_has_passed() -> None:
+    from obstore.exceptions import GenericError
+
+    tries: list[float] = []
+
+    def write() -> str:
+        tries.append(time.monotonic())
+        raise GenericError("Server returned non-2xx status code: 503 Service Unavailable")
+
+    with pytest.raises(GenericError):
+        s3client.conditional(write, retry_seconds=0.3)
+    ended = time.monotonic()
+    assert len(tries) >= 2 and 0.3 <= ended - tries[0] < 0.3 + 2.0 + 1.0  # the window, one wait (at most 2 s), slack
 
 
 def test_a_publish_over_someone_elses_object_is_refused_even_after_a_lost_answer(

@@ -27,13 +27,12 @@ import contextlib
 import datetime
 import errno
 import os
-import random
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import obstore
@@ -46,7 +45,15 @@ from obstore.exceptions import (
     UnauthenticatedError,
 )
 from obstore.store import S3Store
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential_jitter
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_chain,
+    wait_exponential_jitter,
+    wait_random,
+)
 
 from ..config.s3location import S3Location, S3Options
 from ..core.errors import BadS3Settings, BucketForbidden, BucketMissing, StorageUnreachable
@@ -294,37 +301,54 @@ def _retryable(exc: BaseException) -> bool:
 
 def conditional(write: Callable[[], T], retry_seconds: float) -> tuple[T | BaseException, bool]:
     """Run a conditional write, retrying with backoff (see :func:`_retryable`) for up to
-    ``retry_seconds``. Returns its result
-    or the error that ended it (412 as AlreadyExistsError or PreconditionError; anything else is
-    raised), and whether an earlier try may have been applied (its answer was lost or a 5xx)."""
-    uncertain = False
-
-    def attempt() -> T | BaseException:
-        nonlocal uncertain
-        try:
-            return write()
-        except (AlreadyExistsError, PreconditionError) as exc:
-            if status_of(exc) == 409:
-                raise
-            return exc
-        except BaseError as exc:
-            if _retryable(exc) and status_of(exc) != 409:  # a 409 was refused, never applied
-                uncertain = True
-            raise
-
-    try:  # the first try outside tenacity: its set-up costs more than the rest of a put
-        return attempt(), uncertain
-    except BaseError as exc:
-        if not _retryable(exc):
-            raise
-    time.sleep(random.uniform(0.02, 0.05))  # noqa: S311 - jitter, not a secret
+    ``retry_seconds`` after its first try failed. Returns its result or the error that ended it
+    (412 as AlreadyExistsError or PreconditionError; anything else is raised), and whether an
+    earlier try may have been applied (its answer was lost or a 5xx)."""
+    tries = _ConditionalTries(write)
     retrying = Retrying(
-        stop=stop_after_attempt(_ATTEMPTS - 1) | stop_after_delay(retry_seconds),
-        wait=wait_exponential_jitter(multiplier=0.05, max=_MAX_BACKOFF),
+        stop=stop_after_attempt(_ATTEMPTS) | tries.window(retry_seconds),
+        # a short jitter before the second try, then 0.05 s doubling, plus up to 1 s, at most 2 s
+        wait=wait_chain(wait_random(0.02, 0.05), wait_exponential_jitter(multiplier=0.025, max=_MAX_BACKOFF)),
         retry=retry_if_exception(_retryable),
         reraise=True,
     )
-    return retrying(attempt), uncertain
+    return retrying(tries.attempt), tries.uncertain
+
+
+class _ConditionalTries(Generic[T]):
+    """The tries of one conditional write: whether one may have been applied, and when the first failed."""
+
+    def __init__(self, write: Callable[[], T]) -> None:
+        self.write = write
+        self.uncertain = False
+        self.first_failed: float | None = None
+
+    def attempt(self) -> T | BaseException:
+        try:
+            return self.write()
+        except (AlreadyExistsError, PreconditionError) as exc:
+            if status_of(exc) == 409:
+                self._failed()
+                raise
+            return exc
+        except BaseError as exc:
+            self._failed()
+            if _retryable(exc) and status_of(exc) != 409:  # a 409 was refused, never applied
+                self.uncertain = True
+            raise
+
+    def _failed(self) -> None:
+        if self.first_failed is None:
+            self.first_failed = time.monotonic()
+
+    def window(self, retry_seconds: float) -> Callable[[RetryCallState], bool]:
+        """A tenacity stop: ``retry_seconds`` have passed since the first try failed (a first try
+        that hung until its timeout still gets its retries)."""
+
+        def passed(state: RetryCallState) -> bool:
+            return self.first_failed is not None and time.monotonic() - self.first_failed >= retry_seconds
+
+        return passed
 
 
 def put(store: S3Store, key: str, data: bytes, attributes: dict[str, str], mode: Any) -> str:
