@@ -6,8 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-import subprocess
-import sys
+import os
 from dataclasses import dataclass, field, replace
 from html import escape
 from html.parser import HTMLParser
@@ -24,6 +23,8 @@ from thumbctl.core.profile import Limits
 from thumbctl.review.markup import PictureSet, batch_snippets, picture_html, picture_sets, snippets
 from thumbctl.testing import InMemoryLedger
 
+from harness import Thumbctl
+from inprocess import submit_here
 from support import make_image
 
 REPO = Path(__file__).resolve().parent.parent
@@ -323,10 +324,15 @@ def odd_photos(photos: Path) -> Path:
     return photos
 
 
+def render(*args: object) -> dict:
+    """The document of a ``submit ARGS`` whose batch ends partial (``odd_photos`` holds a file that
+    is not an image), recorded and rendered in this process (tests/inprocess), on THUMBCTL_DB's ledger."""
+    return submit_here(Thumbctl(os.environ["THUMBCTL_DB"]), *args, states=("partial",))
+
+
 def test_the_manifest_lists_every_file_and_picture_of_each_pair(cli, odd_photos: Path, out_dir: Path) -> None:
-    result = cli("submit", odd_photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9", "--json")
-    assert result.exit_code == 1  # partial: notes.jpg is not an image
-    manifest = json.loads(Path(json.loads(result.stdout)["manifest_path"]).read_text())
+    batch = render(odd_photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9")  # notes.jpg is not an image
+    manifest = json.loads(Path(batch["manifest_path"]).read_text())
     pairs = {(p["item_id"], p["ratio"]): p for p in manifest["pictures"]}
     assert set(pairs) == {(i["item_id"], i["ratio"]) for i in manifest["items"]} and len(pairs) == 12
     for (item_id, _ratio), pair in pairs.items():
@@ -351,9 +357,7 @@ def test_the_manifest_lists_every_file_and_picture_of_each_pair(cli, odd_photos:
 
 
 def test_status_html_prints_one_picture_per_pair_and_nothing_else(cli, odd_photos: Path, out_dir: Path) -> None:
-    batch_id = json.loads(cli("submit", odd_photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json").stdout)[
-        "batch_id"
-    ]
+    batch_id = render(odd_photos, "--out", out_dir, "-w", "1", "-r", "1:1")["batch_id"]
     result = cli("status", batch_id[:8], "--html")
     assert result.exit_code == 0 and result.stderr == ""
     manifest = json.loads((out_dir / "batches" / f"{batch_id}.json").read_text())
@@ -379,18 +383,10 @@ def test_status_html_refuses_what_it_cannot_combine_with(cli, photos: Path, out_
 def test_status_html_reads_the_same_from_either_ledger_backend(
     ledger_url: str, photos: Path, out_dir: Path, tmp_path: Path
 ) -> None:
-    env = {"PYTHONPATH": str(REPO), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "PATH": "/usr/bin:/bin"}
-    env["THUMBCTL_STORE"] = str(tmp_path / "store")  # a PostgreSQL ledger has no default store
-
-    def thumbctl(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "thumbctl", *args, "--db", ledger_url]
-        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-
-    submitted = thumbctl("submit", str(photos), "--out", str(out_dir), "-w", "1", "-r", "4:3", "--json")
-    assert submitted.returncode == 0, submitted.stderr
-    batch_id = json.loads(submitted.stdout)["batch_id"]
-    shown = thumbctl("status", batch_id, "--html")
-    assert shown.returncode == 0 and shown.stderr == ""
+    thumbctl = Thumbctl(ledger_url, store=tmp_path / "store")  # a PostgreSQL ledger has no default store
+    batch_id = submit_here(thumbctl, photos, "--out", out_dir, "-w", "1", "-r", "4:3")["batch_id"]
+    shown = CliRunner().invoke(app, ["status", batch_id, "--html", "--db", ledger_url], catch_exceptions=False)
+    assert shown.exit_code == 0 and shown.stderr == ""
     manifest = json.loads((out_dir / "batches" / f"{batch_id}.json").read_text())
     assert shown.stdout == expected_snippets(manifest)
     parsed = parse(shown.stdout)
@@ -504,7 +500,7 @@ def test_alt_and_placeholders_travel_from_the_manifest_to_the_markup_on_either_b
         manifest = photos / "listing.json"  # sources are named relative to the manifest
         items = [{"source": "coffee.png", "id": "cup", "alt": alt}, {"source": "garden.jpeg", "id": "garden"}]
         manifest.write_text(json.dumps({"items": items}))
-        shown = thumbctl("submit", manifest, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
+        shown = submit_here(Thumbctl(ledger_url), manifest, "--out", out_dir, "-w", "1", "-r", "1:1")
         status = thumbctl("status", shown["batch_id"], "--json", "--items")
         return json.loads(Path(shown["manifest_path"]).read_text()), status
 
