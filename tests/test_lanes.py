@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import Thumbctl
+from inprocess import json_here, submit_here
 from s3 import BUCKET, get_raw, put_raw, raw_store
 from support import make_image
 
@@ -59,7 +60,7 @@ def test_a_template_that_leads_some_names_into_batches_fails_only_those(cli: Thu
     src, out = tmp_path / "src", tmp_path / "out"
     photo(src / "batches.jpg")
     photo(src / "sofa.jpg", seed=2)
-    doc = cli.json("submit", src, "--out", out, *ONE_RATIO, "--name", "{stem}/{ratio}.{ext}", codes=(1,))
+    doc = submit_here(cli, src, "--out", out, *ONE_RATIO, "--name", "{stem}/{ratio}.{ext}", states=("partial",))
     assert (doc["state"], doc["counts"]["succeeded"], doc["counts"]["failed"]) == ("partial", 1, 1)
     assert failures_by_id(doc)["batches.jpg"]["error_code"] == "bad_name"
     assert (out / "sofa" / "1x1.jpg").is_file() and not (out / "batches" / "1x1.jpg").exists()
@@ -84,7 +85,7 @@ def test_a_name_whose_source_path_gives_it_a_non_image_extension_fails_bad_name(
     src, out = tmp_path / "src", tmp_path / "out"
     photo(src / "page.html.jpg")
     photo(src / "sofa.jpg", seed=2)
-    doc = cli.json("submit", src, "--out", out, *ONE_RATIO, "--name", "{path}", codes=(1,))
+    doc = submit_here(cli, src, "--out", out, *ONE_RATIO, "--name", "{path}", states=("partial",))
     failure = failures_by_id(doc)["page.html.jpg"]
     assert failure["error_code"] == "bad_name" and "page.html has the extension .html (text/html)" in failure["detail"]
     assert (out / "sofa").is_file() and not (out / "page.html").exists()
@@ -126,8 +127,8 @@ def test_a_scan_of_an_earlier_out_leaves_its_thumbnails_and_documents_out(cli: T
 def test_a_scan_that_finds_only_what_thumbctl_wrote_is_an_empty_batch(cli: Thumbctl, tmp_path: Path) -> None:
     src, out = tmp_path / "src", tmp_path / "out"
     photo(src / "a.jpg")
-    cli.json("submit", src, "--out", out, *ONE_RATIO)
-    refused = cli.json("submit", out, "--out", tmp_path / "out2", *ONE_RATIO, codes=(65,))
+    submit_here(cli, src, "--out", out, *ONE_RATIO)
+    refused = json_here(cli, "submit", out, "--out", tmp_path / "out2", *ONE_RATIO, "--detach", codes=(65,))
     assert refused["error"]["code"] == "empty_batch"
     assert "thumbnails or batch documents thumbctl wrote, which are never sources" in refused["error"]["message"]
 
