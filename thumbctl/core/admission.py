@@ -105,8 +105,10 @@ def retry_unavailable(
 
 def interruptible_sleep(seconds: float, *, should_stop: Callable[[], bool], sleep: Callable[[float], None]) -> None:
     """tenacity's sleep between two tries: ``seconds`` in steps of at most 0.1 s, ended by
-    :class:`Interrupted` as soon as ``should_stop()`` is true. (The CLI's signal handler only counts
-    a Ctrl-C press; a plain sleep would run to its end, as Python resumes it after the handler.)"""
+    :class:`Interrupted` as soon as ``should_stop()`` is true. The CLI's signal handler only counts
+    a Ctrl-C press: a plain sleep would run to its end (Python resumes it after the handler), and a
+    ``threading.Event`` set by the handler (tenacity's ``sleep_using_event``) could deadlock on the
+    event's lock, which the interrupted thread itself may hold."""
     deadline = time.monotonic() + seconds
     while not should_stop():
         left = deadline - time.monotonic()
