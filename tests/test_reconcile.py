@@ -627,7 +627,7 @@ def test_a_repair_the_filesystem_refuses_is_reported_unrepaired(
     work(led)
     item = led.views.items(batch.batch_id)[0]
     os.unlink(item.friendly_path)
-    monkeypatch.setattr("thumbctl.publishing.publisher.restore_thumbnail", refuse)
+    monkeypatch.setattr("thumbctl.publishing.publisher.restore_at", refuse)
     (finding,) = reconcile(led, repair=True).findings
     assert (finding.kind, finding.repaired) == ("friendly_link_missing", False)
     assert finding.detail.endswith("repair failed: Permission denied")

@@ -27,11 +27,8 @@ from thumbctl.storage.objects import (
     remove_object,
 )
 from thumbctl.storage.outputs import LocalOutputTarget, probe_writable, write_json_atomically, write_page
-from thumbctl.storage.thumbnails import (
-    restore_thumbnail,
-    shown_output,
-    thumbnail_problem,
-)
+from thumbctl.storage.publishing import restore_at
+from thumbctl.storage.thumbnails import shown_output, thumbnail_problem
 
 from support import tree_snapshot
 
@@ -47,6 +44,13 @@ def as_store(place: Place) -> LocalObjectStore:
 def object_at(layout: Place, key: str, extension: str) -> str:
     """An object's path in a store rooted where ``layout`` is."""
     return as_store(layout).object_path(key, extension)
+
+
+def restore_thumbnail(layout: LocalOutputTarget, object_path: str, friendly: str, *, replace: bool) -> str:
+    """Reconcile's restore of a thumbnail, through the interfaces: the store gives the object's file,
+    the name rules place a copy of it at the name."""
+    with LocalObjectStore.of_object(object_path).source(os.path.basename(object_path)) as source:
+        return restore_at(layout, os.path.relpath(friendly, layout.root), friendly, source, replace=replace)
 
 
 def write_temp(place: Place, data: bytes, extension: str) -> str:

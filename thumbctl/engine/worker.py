@@ -47,9 +47,7 @@ from ..sources.scan import read_source
 from ..storage.fsafe import OutsideOutput
 from ..storage.hosts import check_on_host
 from ..storage.locations import object_name_of, object_store_of, output_target_at, preview_path_of, use_options
-from ..storage.objects import LocalObjectStore
-from ..storage.outputs import LocalOutputTarget
-from ..storage.thumbnails import StagedThumbnail
+from ..storage.outputs import CopyAhead
 from .heap import release_freed_memory
 from .rendering import Framing, Renderer, Rendering, SharedRender, decoder_background
 
@@ -260,8 +258,6 @@ class ClaimRun:
         self.source_timings: dict[str, float] = {}
         profile = claim.profile
         self.publisher = Publisher(ledger, self.target, bool(profile.get("overwrite", False)), faults, claim.out_dir)
-        #: Whether both ends are local folders: the thumbnail's copy is then made ahead of the publish.
-        self._local = isinstance(self.target, LocalOutputTarget) and isinstance(self.store, LocalObjectStore)
         self.rendering = Rendering(claim, renderer)
 
     def run(self) -> None:
@@ -294,8 +290,7 @@ class ClaimRun:
             rows = [i.row for i in self.claim.items]
             self._fail(rows, "worker_crashed", f"{type(exc).__name__}: {exc}")
         finally:
-            if isinstance(self.target, LocalOutputTarget):
-                self.target.remove_empty_tmp()  # OUT/.tmp exists only while files are being written
+            self.target.remove_empty_tmp()  # OUT/.tmp exists only while files are being written
 
     def _release(self, fault: LedgerFault) -> None:
         """Give the claim back (attempt not counted) if the ledger takes that write; if not, the
@@ -389,7 +384,7 @@ class ClaimRun:
     def _publish_item(self, decoded: DecodedSource, item: ClaimedItem, shared: SharedRender) -> str:
         geometry = shared.geometry
         temp: Future[str] | None = None
-        thumbnail: Future[StagedThumbnail | None] | None = None
+        thumbnail: Future[CopyAhead | None] | None = None
         timings = dict(self.source_timings)
         reused = shared.output is not None
         try:
@@ -442,12 +437,10 @@ class ClaimRun:
         """The derivative's bytes and what they kept (see :mod:`thumbctl.engine.rendering`)."""
         return self.rendering.rendered(decoded, item, shared, lambda: self._timed(timings, "encode_ms"))
 
-    def _write_verified(
-        self, data: bytes, shared: SharedRender
-    ) -> tuple[Future[str], Future[StagedThumbnail | None] | None]:
+    def _write_verified(self, data: bytes, shared: SharedRender) -> tuple[Future[str], Future[CopyAhead | None] | None]:
         """A temp file of the derivative's verified bytes (they decode, at the exact size, as the
-        media type) being written, and the thumbnail's own copy of them being made in OUT (local
-        folders only). The temp file holds exactly these bytes (written whole and fsynced, or
+        media type) being written, and the thumbnail's own copy of them being made in OUT (where the
+        target makes one: a local folder, :meth:`~thumbctl.storage.outputs.OutputTarget.copy_ahead`). The temp file holds exactly these bytes (written whole and fsynced, or
         removed), so they are verified in memory, on this thread, while the writer thread writes
         and fsyncs them, then copies and fsyncs the thumbnail's copy: the waits for the disk overlap
         the decode and what follows up to the publish, which waits for both before its
@@ -458,7 +451,7 @@ class ClaimRun:
             staged.set_result(self.store.stage(data, extension))
             return staged, None
         writing = self.writer.submit(self.store.stage, data, extension)
-        thumbnail = self.writer.submit(self._stage_thumbnail, writing, len(data)) if self._local else None
+        thumbnail = self.writer.submit(self._stage_thumbnail, writing, len(data))
         try:
             problem = verify_output(io.BytesIO(data), shared.format, shared.geometry.out_w, shared.geometry.out_h)
         except BaseException:
@@ -480,14 +473,13 @@ class ClaimRun:
             with contextlib.suppress(Exception):
                 self.store.discard(temp.result())
 
-    def _stage_thumbnail(self, writing: Future[str], size: int) -> StagedThumbnail | None:
+    def _stage_thumbnail(self, writing: Future[str], size: int) -> CopyAhead | None:
         """On the writer thread, once the object's temp file is written: the thumbnail's copy of it
         in OUT's temp folder, fsynced. None when it cannot be made: the publish then copies the
         object inside its transaction, as it always could, and meets the same error there."""
-        assert isinstance(self.store, LocalObjectStore) and isinstance(self.target, LocalOutputTarget)
         try:
             with self.store.read_staged(writing.result()) as fd:
-                return StagedThumbnail(self.target, fd, size)
+                return self.target.copy_ahead(fd, size)
         except (OSError, ValueError):
             return None
 
@@ -497,7 +489,7 @@ class ClaimRun:
         data: bytes,
         item: ClaimedItem,
         result: dict[str, Any],
-        thumbnail: Future[StagedThumbnail | None] | None = None,
+        thumbnail: Future[CopyAhead | None] | None = None,
     ) -> str:
         """Publish ``item`` through the publisher, inside the ledger's publish transaction. The ledger
         runs the transaction again when the connection was lost before the commit (a server restart):
@@ -533,7 +525,7 @@ class ClaimRun:
         )
 
 
-def drop_thumbnail(thumbnail: Future[StagedThumbnail | None] | None) -> None:
+def drop_thumbnail(thumbnail: Future[CopyAhead | None] | None) -> None:
     """Remove a thumbnail's copy made ahead that was not placed (nothing when it was)."""
     if thumbnail is None:
         return

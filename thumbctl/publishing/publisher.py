@@ -8,31 +8,29 @@ never both judge a name free, or one take the other's just-published file for a 
 publish runs inside the ledger's publish transaction, the one that checks the cancel flag and the
 lease (DESIGN section 4's race rule): whichever of publish and cancel commits first wins.
 
-The ledger and storage never import each other; this module composes them. A local object
-published into a local folder takes the local path (a reflink or a copy of the object file, through
-folder descriptors: :mod:`.storage.thumbnails`); every other pairing (an S3 store or OUT) goes
-through the interfaces alone: the object's bytes, then ``publish`` or ``replace`` at the name
-(:mod:`.storage.publishing`), under the same rules.
+The ledger and storage never import each other; this module composes them. Every pairing of a
+store and an output target (local folders, bucket prefixes) publishes the same way: the store gives
+what the name copies (:meth:`~thumbctl.storage.objects.ObjectStore.source`: a local object's file,
+or the verified bytes), and the name rules (:mod:`thumbctl.storage.publishing`) place it at the name
+through the target's slot, where a local folder makes a reflink or a copy of that file.
 """
 
 from __future__ import annotations
 
-import os
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..config.s3location import S3Options
 from ..core.errors import ItemFailure
 from ..core.faults import Faults
 from ..core.naming import lane_problem
 from ..ledger import Claim, ClaimedItem, Ledger, Publication
 from ..storage.locations import name_in, object_name_of, object_store_of, output_target_at
-from ..storage.objects import LocalObjectStore, ObjectStore, Outcome, Verifier
-from ..storage.outputs import LocalOutputTarget, OutputTarget, Recorded
-from ..storage.publishing import judge_name, publish_data, restore_data
-from ..storage.thumbnails import NamePublished, RecordedAt, StagedThumbnail, check_name, publish_name, restore_thumbnail
-
-#: The most bytes read back from the store to publish an object at a name (thumbnails are far smaller).
-OBJECT_READ_LIMIT = 64 << 20
+from ..storage.objects import ObjectStore, Outcome, Verifier
+from ..storage.outputs import CopyAhead, OutputTarget
+from ..storage.publishing import NamePublished, RecordedAt, check_name, publish_at, restore_at
+from ..storage.versions import Recorded
 
 
 @dataclass
@@ -43,11 +41,13 @@ class Publisher:
     target: OutputTarget
     overwrite: bool = False
     faults: Faults = field(default_factory=Faults)
-    #: The output location as the ledger records it (names are paths below it); a local target's root by default.
+    #: The output location as the ledger records it (names are paths below it); the target's root by default.
     out: str = ""
+    #: The S3 settings the stores of recorded objects are opened with (None: the process's).
+    options: S3Options | None = None
 
     def __post_init__(self) -> None:
-        if not self.out and isinstance(self.target, LocalOutputTarget):
+        if not self.out:
             self.out = self.target.root
 
     @classmethod
@@ -55,12 +55,9 @@ class Publisher:
         """The publisher of the output location ``out`` (a folder or ``s3://bucket/prefix``)."""
         return cls(ledger, output_target_at(out), overwrite, faults or Faults(), out)
 
-    def _local(self, object_path: str) -> bool:
-        """Whether the local path applies: a local OUT, and an object that is a local file."""
-        return isinstance(self.target, LocalOutputTarget) and isinstance(object_store_of(object_path), LocalObjectStore)
-
-    def _object_bytes(self, object_path: str) -> bytes:
-        return object_store_of(object_path).read(object_name_of(object_path), OBJECT_READ_LIMIT)
+    def _store_of(self, object_path: str) -> tuple[ObjectStore, str]:
+        """The store a recorded object lies in, and its name there."""
+        return object_store_of(object_path, self.options), object_name_of(object_path)
 
     def recorded_at(self, friendly_path: str) -> RecordedAt:
         """The publishes the ledger recorded at ``friendly_path`` (asked only when needed)."""
@@ -99,7 +96,7 @@ class Publisher:
         verify: Verifier,
         result: dict[str, object],
         published: Callable[[], None] = lambda: None,
-        thumbnail: StagedThumbnail | None = None,
+        thumbnail: CopyAhead | None = None,
     ) -> str:
         """Publish a worker's verified render of ``item``: in the ledger's publish transaction (cancel
         flag and lease checked), under the name's lock, check the name (``name_taken`` before the
@@ -110,8 +107,8 @@ class Publisher:
         object with other bytes is kept); ``published()`` runs once the name is published. Returns
         the ledger's outcome (``succeeded``, ``cancelled``, ``late``, ``lost``)."""
         self.refuse_out_of_lane(item.friendly_path)
-        if not (isinstance(self.target, LocalOutputTarget) and isinstance(store, LocalObjectStore)):
-            return self._publish_through_interfaces(claim, item, store, staged, data, verify, result, published)
+        name = name_in(self.out, item.friendly_path)
+        object_name = object_name_of(item.object_path)
 
         def effect() -> Publication:
             temp = staged()
@@ -119,53 +116,27 @@ class Publisher:
                 self.refuse_released(item.friendly_path)
                 recorded = self.recorded_at(item.friendly_path)
                 approved = check_name(
-                    self.target, item.friendly_path, data, recorded, overwrite=self.overwrite, own=[item.object_path]
-                )
-                stored = store.put_staged(temp, os.path.basename(item.object_path), verify=verify)
-                self.faults.hit("after_link")
-                named = publish_name(
                     self.target,
-                    item.object_path,
+                    name,
                     item.friendly_path,
-                    recorded=recorded,
+                    lambda: data,
+                    recorded,
                     overwrite=self.overwrite,
-                    approved=approved,
-                    staged=None if stored.outcome == Outcome.KEPT else thumbnail,
+                    own=[item.object_path],
                 )
-                self.faults.hit("name_published")
-            if named.outcome in ("replaced", "overwritten"):
-                result[f"name_{named.outcome}"] = True
-            published()
-            return Publication(stored.note, named.version)
-
-        return self.ledger.queue.publish(claim, item, effect, result=result)
-
-    def _publish_through_interfaces(
-        self,
-        claim: Claim,
-        item: ClaimedItem,
-        store: ObjectStore,
-        staged: Callable[[], str],
-        data: bytes,
-        verify: Verifier,
-        result: dict[str, object],
-        published: Callable[[], None],
-    ) -> str:
-        """:meth:`publish_render` where the store or OUT is not a local folder: the same steps, the
-        name published from the verified bytes in hand."""
-        name = name_in(self.out, item.friendly_path)
-
-        def effect() -> Publication:
-            temp = staged()
-            with self.ledger.queue.publishing_name(item.friendly_path):  # held to the commit
-                self.refuse_released(item.friendly_path)
-                recorded = self.recorded_at(item.friendly_path)
-                judge_name(self.target, name, item.friendly_path, data, recorded, overwrite=self.overwrite)
-                stored = store.put_staged(temp, object_name_of(item.object_path), verify=verify)
+                stored = store.put_staged(temp, object_name, verify=verify)
                 self.faults.hit("after_link")
-                named = publish_data(
-                    self.target, name, item.friendly_path, data, recorded=recorded, overwrite=self.overwrite
-                )
+                with store.source(object_name, data) as source:
+                    ahead = None if stored.outcome == Outcome.KEPT else thumbnail
+                    named = publish_at(
+                        self.target,
+                        name,
+                        item.friendly_path,
+                        dataclasses.replace(source, ahead=ahead),
+                        recorded=recorded,
+                        overwrite=self.overwrite,
+                        approved=approved,
+                    )
                 self.faults.hit("name_published")
             if named.outcome in ("replaced", "overwritten"):
                 result[f"name_{named.outcome}"] = True
@@ -182,15 +153,16 @@ class Publisher:
         with self.ledger.queue.publishing_name(friendly_path):
             self.refuse_released(friendly_path)
             recorded = self.recorded_at(friendly_path)
-            if self._local(object_path):
-                named = publish_name(
-                    self.target, object_path, friendly_path, recorded=recorded, overwrite=self.overwrite, adopt=False
-                )
-            else:
-                name = name_in(self.out, friendly_path)
-                data = self._object_bytes(object_path)
-                named = publish_data(
-                    self.target, name, friendly_path, data, recorded=recorded, overwrite=self.overwrite, adopt=False
+            store, object_name = self._store_of(object_path)
+            with store.source(object_name) as source:
+                named = publish_at(
+                    self.target,
+                    name_in(self.out, friendly_path),
+                    friendly_path,
+                    source,
+                    recorded=recorded,
+                    overwrite=self.overwrite,
+                    adopt=False,
                 )
             self.ledger.queue.record_name_version(batch_id, friendly_path, named.version, named.outcome)
         return named
@@ -205,11 +177,11 @@ class Publisher:
 
         def link() -> str:
             with self.ledger.queue.publishing_name(friendly_path):
-                if self._local(object_path):
-                    return restore_thumbnail(self.target, object_path, friendly_path, replace=replace)
-                data = self._object_bytes(object_path)
-                name = name_in(self.out, friendly_path)
-                return restore_data(self.target, name, friendly_path, data, replace=replace)
+                store, object_name = self._store_of(object_path)
+                with store.source(object_name) as source:
+                    return restore_at(
+                        self.target, name_in(self.out, friendly_path), friendly_path, source, replace=replace
+                    )
 
         return self.ledger.upkeep.relink_published(row, object_path, friendly_path, code, detail, link)
 
@@ -217,27 +189,16 @@ class Publisher:
         """Whether publishing at ``friendly_path`` would not fail ``name_taken`` (as things stand now)."""
         try:
             self.refuse_released(friendly_path)
-            if self._local(object_path):
-                check_name(
-                    self.target,
-                    friendly_path,
-                    content,
-                    self.recorded_at(friendly_path),
-                    overwrite=self.overwrite,
-                    own=[object_path],
-                    adopt=False,
-                )
-            else:
-                name = name_in(self.out, friendly_path)
-                judge_name(
-                    self.target,
-                    name,
-                    friendly_path,
-                    content(),
-                    self.recorded_at(friendly_path),
-                    overwrite=self.overwrite,
-                    adopt=False,
-                )
+            check_name(
+                self.target,
+                name_in(self.out, friendly_path),
+                friendly_path,
+                content,
+                self.recorded_at(friendly_path),
+                overwrite=self.overwrite,
+                own=[object_path],
+                adopt=False,
+            )
         except (ItemFailure, OSError, ValueError):
             return False
         return True

@@ -17,8 +17,8 @@ from ..core.errors import UsageError
 from ..sources.entries import check_utf8_path
 from ..storage.fsafe import is_plain_file, symlinked_folder
 from ..storage.locations import is_s3, object_name_of, object_store_of, output_target_at
+from ..storage.objects import OBJECT_READ_LIMIT
 from ..storage.outputs import LocalOutputTarget, OutputTarget, probe_writable, resolve_out_dir
-from .publisher import OBJECT_READ_LIMIT
 from .stores import Location, location_text
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import stat
@@ -86,6 +87,23 @@ class ObjectInfo:
     checksum: str | None = None
 
 
+#: The most bytes read back from a store to publish an object at a name (thumbnails are far smaller).
+OBJECT_READ_LIMIT = 64 << 20
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a name is published from: its bytes (``content()``, read when asked) and, for an object in
+    a local folder, its open file and status, so a local output folder places a reflink or a copy of
+    that very file (and knows a hard link to it) instead of writing the bytes again. ``ahead`` is a
+    copy an output target made of those bytes before the publish (:meth:`.outputs.OutputTarget.copy_ahead`)."""
+
+    content: Callable[[], bytes]
+    fd: int | None = None
+    info: os.stat_result | None = None
+    ahead: object | None = None
+
+
 class ObjectStore(Protocol):
     """Objects by name (``<derivative key>.<ext>``), created only if absent.
 
@@ -145,6 +163,17 @@ class ObjectStore(Protocol):
     @property
     def root(self) -> str:
         """The store's location (a folder's absolute path, or ``s3://bucket/prefix``)."""
+        ...
+
+    def source(self, name: str, data: bytes | None = None) -> contextlib.AbstractContextManager[Source]:
+        """What publishing the object ``name`` at a name copies, open for the block: a local
+        object's file; in a bucket, ``data`` (the verified bytes in hand) or else the object read
+        back (at most :data:`OBJECT_READ_LIMIT` bytes)."""
+        ...
+
+    def read_staged(self, staged: str) -> contextlib.AbstractContextManager[int | None]:
+        """A read descriptor of a staged handle's file, for a copy made ahead of the publish; None
+        where staged data is no file (a bucket's, held in memory)."""
         ...
 
     def listing(self) -> Iterator[tuple[str, int | None]]:
@@ -207,10 +236,16 @@ class LocalObjectStore(StoreLayout):
             fsafe.discard(staged)
 
     @contextlib.contextmanager
-    def read_staged(self, staged: str) -> Iterator[int]:
+    def read_staged(self, staged: str) -> Iterator[int | None]:
         """A read descriptor of a staged temp file (still staged afterwards), closed on exit."""
         with _STAGED.reading(staged, self.root) as fd:
             yield fd
+
+    @contextlib.contextmanager
+    def source(self, name: str, data: bytes | None = None) -> Iterator[Source]:
+        """The object's own file (``data`` is not needed: the file is what is copied)."""
+        with open_object(self.path_of(name)) as (fd, info):
+            yield Source(functools.partial(os.pread, fd, info.st_size + 1, 0), fd, info)
 
     def read(self, name: str, limit: int) -> bytes:
         with open_object(self.path_of(name)) as (fd, info):

@@ -13,7 +13,7 @@ digest and the inode: ``<sha256>:<inode>``). A name is thumbctl's ("ours") while
 version the ledger recorded there; a name recorded before versions existed is ours while it holds
 exactly the bytes of the object published there. Replacing and removing are conditional on the
 version: a user's file is never overwritten or removed through them. The name rules of a publish
-in full (created, unchanged, relinked, replaced, overwritten) are in :mod:`.naming`.
+in full (created, unchanged, relinked, replaced, overwritten) are in :mod:`.publishing`.
 """
 
 from __future__ import annotations
@@ -23,56 +23,69 @@ import errno
 import json
 import os
 import re
-import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from ..core.errors import ItemFailure
 from . import fsafe
 from .layout import OutLayout
-from .objects import object_holds
+from .localslot import LocalSlot, StagedThumbnail
+from .objects import Source
+from .thumbnails import thumbnail_problem
+from .versions import NameState, Recorded, StaleVersion, is_ours, version_at
 
 
-class NameState(StrEnum):
-    """Whose a name is: nobody's (``free``), thumbctl's (``ours``) or someone else's (``taken``)."""
+class CopyAhead(Protocol):
+    """A copy made ahead of a publish (:meth:`OutputTarget.copy_ahead`), dropped when not placed."""
 
-    FREE = "free"
-    OURS = "ours"
-    TAKEN = "taken"
+    def drop(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """One publish the ledger recorded at a name: the version publishing returned (None for a
-    publish recorded before versions existed) and the object published (judged by its bytes
-    when no version was recorded)."""
+class NameSlot(Protocol):
+    """One name of an output target held open for one publish: what the name rules
+    (:mod:`.publishing`) ask of it, and the write there. ``seen`` is what :meth:`look` found (a local
+    file's status, a bucket's version), opaque to the rules. What differs between targets (a local
+    file's inode and links, a copy of an object's file) is the slot's; the rules are the same."""
 
-    version: str | None
-    object_path: str | None = None
+    def look(self) -> Any | None:
+        """What is at the name now; None when it is free."""
+        ...
 
+    def same(self, seen: Any, earlier: object) -> bool:
+        """Whether ``seen`` is the very thing seen ``earlier`` (a decision taken then still stands)."""
+        ...
 
-def put_back(version: str | None, recorded: Sequence[Recorded]) -> bool:
-    """Whether a name holding the very bytes thumbctl publishes there is still someone else's file:
-    the ledger recorded a version at the name and this is not it (the user, or a sync tool, put a
-    copy back). Such a file is never adopted by a publish that cannot have left it there itself."""
-    versions = {r.version for r in recorded if r.version}
-    return bool(versions) and version not in versions
+    def links_to(self, seen: Any, source: Source) -> bool:
+        """Whether ``seen`` is the source's own file (a hard link of the earlier layout)."""
+        ...
 
+    def holds(self, seen: Any, content: Callable[[], bytes]) -> bool:
+        """Whether ``seen`` holds exactly ``content()``."""
+        ...
 
-def put_back_taken(shown: str) -> ItemFailure:
-    """The failure of publishing at a name a copy was put back at (see :func:`put_back`)."""
-    return ItemFailure(
-        "name_taken",
-        f"{shown} holds the same bytes, but is not the file thumbctl published there (a copy put back); "
-        "it is left as it is and stays yours (--overwrite replaces it)",
-    )
+    def version(self, seen: Any) -> str | None:
+        """The version of ``seen``, as the ledger records it."""
+        ...
 
+    def shared(self, seen: Any) -> bool:
+        """Whether ``seen`` is shared with another name (a hard link): it is given a copy of its own."""
+        ...
 
-class StaleVersion(FileExistsError):
-    """The name no longer holds the version a replace or remove was conditional on."""
+    def copy_of(self, seen: Any, object_paths: Sequence[str]) -> bool:
+        """Whether ``seen`` is thumbctl's copy of one of the item's own objects, to be given a fresh one
+        (a local file holding their bytes); a bucket's names are judged by their version alone."""
+        ...
+
+    def ours(self, seen: Any, recorded: Sequence[Recorded]) -> bool:
+        """Whether ``seen`` holds one of the ``recorded`` publishes."""
+        ...
+
+    def place(self, source: Source, seen: Any | None) -> str:
+        """Put a copy of ``source`` at the name, atomically: created only while it is free (``seen``
+        None), else replacing ``seen`` only while it is still there; returns the version placed.
+        FileExistsError (StaleVersion) when the name changed meanwhile: nothing is written."""
+        ...
 
 
 class OutputTarget(Protocol):
@@ -148,6 +161,75 @@ class OutputTarget(Protocol):
     def remove_empty_tmp(self) -> bool:
         """Remove the temp folder once it is empty (it exists only while files are being written)."""
         ...
+
+    def slot(self, name: str, *, create: bool) -> contextlib.AbstractContextManager[NameSlot]:
+        """``name`` held open for one publish (see :class:`.publishing.NameSlot`); ``create`` makes
+        its folder where a target has folders (without it, a missing folder is a free name)."""
+        ...
+
+    def thumbnail_problem(self, name: str, object_path: str, versions: Callable[[], set[str | None]]) -> str | None:
+        """What is wrong with the thumbnail of the object ``object_path`` at ``name``: ``missing``,
+        ``wrong`` (no regular file) or ``modified``; None while it is what thumbctl published
+        there (a local file holding the object's bytes; a bucket's name at one of the ``versions()``
+        the ledger recorded there for this object)."""
+        ...
+
+    def holds_object(self, name: str, object_path: str) -> bool:
+        """Whether ``name`` holds exactly the bytes of the recorded object (both present)."""
+        ...
+
+    def copy_ahead(self, staged: int | None, size: int) -> CopyAhead | None:
+        """A copy of an object's staged file (the open ``staged``, ``size`` bytes) made here ahead of
+        its publish, so the publish only places it: a local folder's; None where none is made."""
+        ...
+
+
+@dataclass(frozen=True)
+class InterfaceSlot:
+    """A :class:`NameSlot` made of the target's own interface alone (a bucket's): what is seen at the
+    name is its version; a name holding a version thumbctl did not record is judged by its bytes."""
+
+    target: OutputTarget
+    name: str
+
+    def look(self) -> str | None:
+        return self.target.version_of(self.name)
+
+    def same(self, seen: str, earlier: object) -> bool:
+        return seen == earlier
+
+    def links_to(self, seen: str, source: Source) -> bool:
+        return False
+
+    def holds(self, seen: str, content: Callable[[], bytes]) -> bool:
+        data = content()
+        return self.target.read(self.name, len(data)) == data
+
+    def version(self, seen: str) -> str | None:
+        return seen
+
+    def shared(self, seen: str) -> bool:
+        return False
+
+    def copy_of(self, seen: str, object_paths: Sequence[str]) -> bool:
+        return False
+
+    def ours(self, seen: str, recorded: Sequence[Recorded]) -> bool:
+        """Its version is one the ledger recorded there; a record from before versions existed is
+        judged by the target (the bytes of the object published)."""
+        if seen in {r.version for r in recorded if r.version}:
+            return True
+        older = [r for r in recorded if r.version is None]
+        return bool(older) and self.target.name_state(self.name, older) == NameState.OURS
+
+    def place(self, source: Source, seen: str | None) -> str:
+        data = source.content()
+        if seen is None:
+            return self.target.publish(self.name, data)
+        try:
+            return self.target.replace(self.name, data, version=seen)
+        except FileNotFoundError:
+            raise StaleVersion(errno.EEXIST, "the name no longer holds the version judged", self.name) from None
 
 
 #: Folders of OUT that are never a thumbnail's: ``objects/`` is the store of the earlier layout.
@@ -287,6 +369,29 @@ class LocalOutputTarget(OutLayout):
     def remove_empty_tmp(self) -> bool:
         return fsafe.remove_empty_tmp(self.root, self.tmp_dir)
 
+    @contextlib.contextmanager
+    def slot(self, name: str, *, create: bool) -> Iterator[LocalSlot]:
+        folder, base = os.path.split(self.path_of(name))
+        if not create and not fsafe.checked_folder(self.root, folder, create=False):
+            yield LocalSlot(self.root, self.tmp_dir, None, base)
+            return
+        with fsafe.open_folder(self.root, folder, create=create) as dest:
+            yield LocalSlot(self.root, self.tmp_dir, dest, base)
+
+    def copy_ahead(self, staged: int | None, size: int) -> StagedThumbnail | None:
+        return None if staged is None else StagedThumbnail(self.root, self.tmp_dir, staged, size)
+
+    def thumbnail_problem(self, name: str, object_path: str, versions: Callable[[], set[str | None]]) -> str | None:
+        return thumbnail_problem(object_path, self.path_of(name))
+
+    def holds_object(self, name: str, object_path: str) -> bool:
+        path = self.path_of(name)
+        return (
+            fsafe.is_plain_file(object_path)
+            and fsafe.is_plain_file(path)
+            and thumbnail_problem(object_path, path) is None
+        )
+
 
 class _Place(Protocol):
     def __call__(self, tmp: int, staging: str, /) -> object: ...
@@ -294,47 +399,6 @@ class _Place(Protocol):
 
 def _link_new(tmp: int, staging: str, dest: int, name: str) -> None:
     os.link(staging, name, src_dir_fd=tmp, dst_dir_fd=dest, follow_symlinks=False)
-
-
-# -- versions and "ours" -----------------------------------------------------------------------------
-
-
-def version_of_file(fd: int) -> str:
-    """The local version of an open regular file: ``<sha256 of its bytes>:<inode>``."""
-    info = os.fstat(fd)
-    return f"{fsafe.file_digest(fd, info.st_size)}:{info.st_ino}"
-
-
-def version_at(folder: int, name: str) -> str | None:
-    """The version of the regular file ``name`` in ``folder``, None when it is missing or no regular file."""
-    try:
-        fd = fsafe.open_regular_file(folder, name)
-    except FileNotFoundError:
-        return None
-    if fd is None:
-        return None
-    try:
-        return version_of_file(fd)
-    finally:
-        os.close(fd)
-
-
-def is_ours(dest: int, name: str, info: os.stat_result, recorded: Sequence[Recorded]) -> bool:
-    """Whether the file ``name`` in ``dest`` (status ``info``) holds one of the ``recorded`` publishes:
-    its version where one was recorded, else exactly the bytes of the object published."""
-    if not recorded or not stat.S_ISREG(info.st_mode):
-        return False
-    fd = fsafe.open_regular_file(dest, name)
-    if fd is None:
-        return False
-    try:
-        versions = {r.version for r in recorded if r.version}
-        if versions and version_of_file(fd) in versions:
-            return True
-        size = os.fstat(fd).st_size
-        return any(object_holds(r.object_path, fd, size) for r in recorded if r.version is None and r.object_path)
-    finally:
-        os.close(fd)
 
 
 # -- OUT as a whole ----------------------------------------------------------------------------------

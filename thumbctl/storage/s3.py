@@ -23,6 +23,8 @@ Each object carries ``Content-Type`` by its extension and ``Cache-Control`` from
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import io
 import itertools
@@ -41,8 +43,8 @@ from ..config.s3location import S3Location, S3Options, is_s3, parse_s3
 from . import s3client
 from .fsafe import StoredFile
 from .layout import OutLayout, StoreLayout
-from .objects import ObjectInfo, ObjectTooLarge, Outcome, Published, Verifier, open_object
-from .outputs import RESERVED_FOLDERS, NameState, Recorded, StaleVersion
+from .objects import OBJECT_READ_LIMIT, ObjectInfo, ObjectTooLarge, Outcome, Published, Source, Verifier, open_object
+from .outputs import RESERVED_FOLDERS, InterfaceSlot, NameState, Recorded, StaleVersion
 
 if TYPE_CHECKING:
     from obstore.store import S3Store
@@ -313,6 +315,16 @@ class S3ObjectStore(StoreLayout, _S3Place):
                 found.append(name)
         yield from sorted(found)
 
+    @contextlib.contextmanager
+    def source(self, name: str, data: bytes | None = None) -> Iterator[Source]:
+        """``data`` when given (the verified bytes in hand), else the object read back once."""
+        read = functools.cache(lambda: self.read(name, OBJECT_READ_LIMIT))
+        yield Source((lambda: data) if data is not None else read)
+
+    @contextlib.contextmanager
+    def read_staged(self, staged: str) -> Iterator[int | None]:
+        yield None
+
     def listing(self) -> Iterator[tuple[str, int | None]]:
         for name in self.names():
             yield name, None
@@ -480,6 +492,23 @@ class S3OutputTarget(OutLayout, _S3Place):
 
     def remove_empty_tmp(self) -> bool:
         return False
+
+    @contextlib.contextmanager
+    def slot(self, name: str, *, create: bool) -> Iterator[InterfaceSlot]:
+        yield InterfaceSlot(self, name)
+
+    def copy_ahead(self, staged: int | None, size: int) -> None:
+        return None
+
+    def thumbnail_problem(self, name: str, object_path: str, versions: Callable[[], set[str | None]]) -> str | None:
+        version = self.version_of(name)
+        if version is None:
+            return "missing"
+        return None if version in versions() else "modified"
+
+    def holds_object(self, name: str, object_path: str) -> bool:
+        found = self._head(name)
+        return found is not None and self._holds_object(name, found[0], object_path)
 
 
 def _object_bytes(object_path: str, size: int, options: S3Options) -> bytes | None:

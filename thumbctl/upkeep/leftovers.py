@@ -28,11 +28,10 @@ from ..core.proc import owner_is_dead
 from ..ledger import Ledger, iso
 from ..ledger.damage import is_location
 from ..ledger.upkeep import Publishing
-from ..storage.fsafe import StoredFile, is_plain_file, remove_file, temp_files, temp_prefix_of, temp_writer
+from ..storage.fsafe import StoredFile, remove_file, temp_files, temp_prefix_of, temp_writer
 from ..storage.locations import is_s3, name_in, object_name_of, object_store_at, output_target_at, store_location_of
-from ..storage.objects import LocalObjectStore, ObjectStore, ObjectTooLarge
+from ..storage.objects import LocalObjectStore, ObjectStore
 from ..storage.outputs import LocalOutputTarget, OutputTarget
-from ..storage.thumbnails import thumbnail_problem
 
 IsDead = Callable[[str], bool]
 
@@ -75,19 +74,7 @@ class CleanUp:
 
 def holds_object(scope: Scope, out_dir: str, object_path: str, friendly_path: str) -> bool:
     """Whether the thumbnail at ``friendly_path`` holds exactly the bytes of ``object_path`` (both present)."""
-    target = scope.target_at(out_dir)
-    if isinstance(target, LocalOutputTarget):
-        return (
-            is_plain_file(object_path)
-            and is_plain_file(friendly_path)
-            and thumbnail_problem(object_path, friendly_path) is None
-        )
-    store, object_name = scope.object_of(object_path)
-    try:
-        data = store.read(object_name, COMPARE_READ_LIMIT)
-    except (FileNotFoundError, ObjectTooLarge):
-        return False
-    return target.read(name_in(out_dir, friendly_path), len(data)) == data
+    return scope.target_at(out_dir).holds_object(name_in(out_dir, friendly_path), object_path)
 
 
 def crash_leftover(ledger: Ledger, scope: Scope, owner_row: int, out_dir: str, friendly_path: str) -> Publishing | None:

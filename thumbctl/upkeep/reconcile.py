@@ -39,9 +39,7 @@ from ..publishing.publisher import Publisher
 from ..storage.fsafe import StoredFile, is_plain_file
 from ..storage.locations import is_s3, name_in
 from ..storage.objects import LocalObjectStore, ObjectStore, ObjectTooLarge, object_stamp
-from ..storage.outputs import LocalOutputTarget, OutputTarget
-from ..storage.publishing import restore_data
-from ..storage.thumbnails import thumbnail_problem
+from ..storage.outputs import OutputTarget
 from .inventory import listed_objects, object_size, object_stores
 from .leftovers import (
     COMPARE_READ_LIMIT,
@@ -323,16 +321,13 @@ def _output_problems(ledger: Ledger, checks: _ObjectChecks) -> Iterator[Problem]
 
 
 def _thumbnail_problem(ledger: Ledger, target: OutputTarget, item: PublishedItem) -> str | None:
-    """``missing``, ``wrong`` or ``modified`` (see :data:`_THUMBNAIL_FINDINGS`), None when the
-    thumbnail is what thumbctl published. Through the interface: the version at the name must be
-    one the ledger recorded there for this object (an S3 name's ETag)."""
-    if isinstance(target, LocalOutputTarget):
-        return thumbnail_problem(item.object_path, item.friendly_path)
-    version = target.version_of(name_in(item.out_dir, item.friendly_path))
-    if version is None:
-        return "missing"
-    recorded = {v for path, v in ledger.views.publishes_at(item.friendly_path) if path == item.object_path}
-    return None if version in recorded else "modified"
+    """``missing``, ``wrong`` or ``modified`` (see :data:`_USER_CHANGES`), None when the thumbnail
+    is what thumbctl published (see :meth:`~thumbctl.storage.outputs.OutputTarget.thumbnail_problem`)."""
+
+    def versions() -> set[str | None]:
+        return {v for path, v in ledger.views.publishes_at(item.friendly_path) if path == item.object_path}
+
+    return target.thumbnail_problem(name_in(item.out_dir, item.friendly_path), item.object_path, versions)
 
 
 def _object_finding(ledger: Ledger, item: PublishedItem, problem: str) -> Problem:
@@ -414,29 +409,12 @@ def _restore(
     """The finding, with the repair that puts a copy of the item's object at its name (created only
     while free, unless ``replace``), recording the version with a ``relinked`` event."""
     detail = f"reconcile: {finding.detail}"
-    if isinstance(target, LocalOutputTarget):
-        publisher = Publisher(ledger, target)
+    publisher = Publisher(ledger, target, out=item.out_dir, options=scope.options)
 
-        def fix() -> bool:
-            return publisher.restore(
-                item.row, item.object_path, item.friendly_path, finding.kind, detail, replace=replace
-            )
+    def fix() -> bool:
+        return publisher.restore(item.row, item.object_path, item.friendly_path, finding.kind, detail, replace=replace)
 
-        return Problem(finding, fix)
-
-    def link() -> str:  # as the publisher's restore does for a local folder: under the name's lock
-        with ledger.queue.publishing_name(item.friendly_path):
-            store, object_name = scope.object_of(item.object_path)
-            data = store.read(object_name, DEEP_READ_LIMIT)
-            name = name_in(item.out_dir, item.friendly_path)
-            return restore_data(target, name, item.friendly_path, data, replace=replace)
-
-    def fix_through_target() -> bool:
-        return ledger.upkeep.relink_published(
-            item.row, item.object_path, item.friendly_path, finding.kind, detail, link
-        )
-
-    return Problem(finding, fix_through_target)
+    return Problem(finding, fix)
 
 
 def _unsettled_problems(ledger: Ledger, scope: Scope) -> Iterator[Problem]:
