@@ -19,8 +19,9 @@ from typing import Any
 
 from PIL import Image
 
-from thumbctl import Ledger
-from thumbctl.core.models import ITEM_STATES, NewBatch, NewItem
+from thumbctl import Ledger, SubmitOptions
+from thumbctl.core.models import ITEM_STATES, BatchView, NewBatch, NewItem
+from thumbctl.engine.session import SubmitSession
 from thumbctl.ledger.connection import memory_uri
 from thumbctl.ledger.timefmt import iso
 from thumbctl.testing import InMemoryLedger
@@ -367,3 +368,13 @@ def is_copy_of(thumbnail: str | Path, object_path: str | Path) -> bool:
         and (thumb.st_dev, thumb.st_ino) != (obj.st_dev, obj.st_ino)
         and Path(thumbnail).read_bytes() == Path(object_path).read_bytes()
     )
+
+
+def accept(ledger: Ledger, source: Path, out: Path, **options: Any) -> BatchView:
+    """The first step of a submit session (:meth:`thumbctl.engine.session.SubmitSession.accept`):
+    ``source`` read and its batch recorded in ``ledger`` with ``SubmitOptions(out_dir=out, **options)``,
+    nothing rendered. A ledger with no store beside it (PostgreSQL) keeps its objects beside OUT,
+    where the tests' SQLite ledger keeps them (``ledger.store``)."""
+    if ledger.backend != "sqlite":
+        options.setdefault("store_dir", out.parent / "ledger.store")
+    return SubmitSession(ledger.path, SubmitOptions(out_dir=out, **options)).accept(ledger, source)

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image, ImageChops, ImageDraw
 from typer.testing import CliRunner
 
-from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
+from thumbctl import Ledger, Profile
 from thumbctl.cli import app
 from thumbctl.core.faults import Faults
 from thumbctl.core.keys import derivative_key
@@ -26,6 +26,8 @@ from thumbctl.engine.worker import WorkerConfig, run_worker
 from thumbctl.imaging import ANALYSIS_REFERENCE_SIZE, CropAnalysis, SourceDecoder, decode_scale, encode, resample
 from thumbctl.imaging.crop import output_geometry
 from thumbctl.imaging.fit import canvas_size, fit_geometry, place, trim_box
+
+from support import accept
 
 DIGEST = "ab" * 32
 #: The object drawn on each product shot: (left, top, right, bottom), right and bottom exclusive.
@@ -56,11 +58,6 @@ def write_shot(folder: Path, name: str = "shoe.jpg", **kwargs) -> Path:
     return path
 
 
-def accept(ledger: Ledger, source: Path, out: Path, **profile):
-    options = SubmitOptions(out_dir=out, profile=Profile(**profile))
-    return submit(ledger, prepare_submission(source, options, ledger), options.limits)
-
-
 def work(ledger: Ledger) -> None:
     config = WorkerConfig(str(ledger.path), backoff=Backoff(base=0.01, cap=0.02), poll_seconds=0.01)
     run_worker(config, threading.Event(), Faults(""))
@@ -86,7 +83,8 @@ def test_trim_finds_the_object_within_one_output_pixel(ledger: Ledger, tmp_path:
     """The trimmed box (source pixels, found on the analysis copy) lies around the drawn object, no
     more than one output pixel away on any side, and never inside it."""
     write_shot(tmp_path / "src")
-    batch = accept(ledger, tmp_path / "src", out_dir, ratios=(Ratio(1, 1),), size=512, fit="contain", trim=True)
+    profile = Profile(ratios=(Ratio(1, 1),), size=512, fit="contain", trim=True)
+    batch = accept(ledger, tmp_path / "src", out_dir, profile=profile)
     work(ledger)
     result = results(ledger, batch.batch_id)["shoe.1x1.contain.jpg"]
     left, top, right, bottom = result["trim"]
@@ -126,7 +124,7 @@ def test_contain_keeps_every_pixel_of_an_object_that_spans_the_photo(
     the placement's factor, inside the canvas of the requested size, padded with white."""
     wide = (0, 250, 1000, 500)
     write_shot(tmp_path / "src", box=wide)
-    batch = accept(ledger, tmp_path / "src", out_dir, ratios=(ratio,), size=400, fit="contain")
+    batch = accept(ledger, tmp_path / "src", out_dir, profile=Profile(ratios=(ratio,), size=400, fit="contain"))
     work(ledger)
     name = f"shoe.{ratio.slug}.contain.jpg"
     result = results(ledger, batch.batch_id)[name]
@@ -144,7 +142,8 @@ def test_contain_keeps_every_pixel_of_an_object_that_spans_the_photo(
 def test_contain_never_enlarges_a_small_source_without_upscale(ledger: Ledger, tmp_path: Path, out_dir: Path) -> None:
     """The canvas keeps the requested size; the photo sits at its own size in the middle."""
     write_shot(tmp_path / "src", size=(300, 200), box=(100, 50, 200, 150))
-    batch = accept(ledger, tmp_path / "src", out_dir, ratios=(Ratio(1, 1),), size=512, fit="contain")
+    profile = Profile(ratios=(Ratio(1, 1),), size=512, fit="contain")
+    batch = accept(ledger, tmp_path / "src", out_dir, profile=profile)
     work(ledger)
     result = results(ledger, batch.batch_id)["shoe.1x1.contain.jpg"]
     assert (result["width"], result["height"]) == (512, 512)
@@ -154,8 +153,7 @@ def test_contain_never_enlarges_a_small_source_without_upscale(ledger: Ledger, t
     assert "contain 1.00 @ 0,0 300x200, smaller than asked: 300x200 on the canvas" in listing
     # reconcile and the reuse of outputs judge the object by the canvas, not by a cover's 200x200
     assert cli_run(str(ledger.path), "reconcile", "--json").exit_code == 0
-    options = SubmitOptions(out_dir=tmp_path / "again", profile=Profile(ratios=(Ratio(1, 1),), size=512, fit="contain"))
-    again = submit(ledger, prepare_submission(tmp_path / "src", options, ledger), options.limits)
+    again = accept(ledger, tmp_path / "src", tmp_path / "again", profile=profile)
     (item,) = ledger.views.items(again.batch_id)
     assert item.state == "succeeded" and item.result["reused"] is True and item.result["fit"] == "contain"
 
@@ -163,10 +161,8 @@ def test_contain_never_enlarges_a_small_source_without_upscale(ledger: Ledger, t
 @pytest.mark.parametrize("fmt", ["png", "webp"])
 def test_transparent_padding_is_transparent(ledger: Ledger, tmp_path: Path, out_dir: Path, fmt: str) -> None:
     write_shot(tmp_path / "src")
-    batch = accept(
-        ledger, tmp_path / "src", out_dir, ratios=(Ratio(16, 9),), size=320, format=fmt, fit="contain",
-        trim=True, background="transparent",
-    )  # fmt: skip
+    profile = Profile(ratios=(Ratio(16, 9),), size=320, format=fmt, fit="contain", trim=True, background="transparent")
+    batch = accept(ledger, tmp_path / "src", out_dir, profile=profile)
     work(ledger)
     name = f"shoe.16x9.contain.{fmt}"
     result = results(ledger, batch.batch_id)[name]
@@ -206,8 +202,7 @@ def test_cover_renders_the_bytes_the_earlier_pipeline_did(
     (tmp_path / "src" / "shoe.jpg").write_bytes(data)
     manifest = tmp_path / "src" / "m.json"
     manifest.write_text(json.dumps([{"source": "shoe.jpg", "focus": list(focus) if focus else None}]))
-    options = SubmitOptions(out_dir=out_dir, profile=Profile(crop=crop, size=(320, 512)))
-    batch = submit(ledger, prepare_submission(manifest, options, ledger), options.limits)
+    batch = accept(ledger, manifest, out_dir, profile=Profile(crop=crop, size=(320, 512)))
     work(ledger)
     w, h = SOURCE_SIZE
     for item in ledger.views.items(batch.batch_id):
@@ -230,7 +225,7 @@ def test_cover_renders_the_bytes_the_earlier_pipeline_did(
 def test_a_trimmed_cover_frames_inside_the_trimmed_box(ledger: Ledger, tmp_path: Path, out_dir: Path) -> None:
     """Cover with --trim takes its window inside the trimmed box, at the size an untrimmed cover has."""
     write_shot(tmp_path / "src")
-    batch = accept(ledger, tmp_path / "src", out_dir, ratios=(Ratio(1, 1),), size=256, trim=True)
+    batch = accept(ledger, tmp_path / "src", out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=256, trim=True))
     work(ledger)
     result = results(ledger, batch.batch_id)["shoe.1x1.jpg"]
     trim, window = result["trim"], result["crop"]["box"]
@@ -287,8 +282,7 @@ def test_a_csv_manifest_has_a_fit_column(ledger: Ledger, tmp_path: Path, out_dir
     write_shot(src, "a.jpg")
     write_shot(src, "b.jpg", seed=3)
     (src / "m.csv").write_text("source,fit\na.jpg,contain\nb.jpg,\n")
-    options = SubmitOptions(out_dir=out_dir, profile=Profile(ratios=(Ratio(16, 9),), size=128))
-    submit(ledger, prepare_submission(src / "m.csv", options, ledger), options.limits)
+    accept(ledger, src / "m.csv", out_dir, profile=Profile(ratios=(Ratio(16, 9),), size=128))
     work(ledger)
     assert sorted(p.name for p in out_dir.glob("*.jpg")) == ["a.16x9.contain.jpg", "b.16x9.jpg"]
 
@@ -362,8 +356,7 @@ def test_the_contact_sheet_draws_what_each_fit_kept(ledger: Ledger, tmp_path: Pa
     write_shot(src, "a.jpg")
     write_shot(src, "b.jpg", seed=4)
     (src / "m.json").write_text(json.dumps([{"source": "a.jpg", "fit": "contain"}, {"source": "b.jpg"}]))
-    options = SubmitOptions(out_dir=out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=128, trim=True))
-    batch = submit(ledger, prepare_submission(src / "m.json", options, ledger), options.limits)
+    batch = accept(ledger, src / "m.json", out_dir, profile=Profile(ratios=(Ratio(1, 1),), size=128, trim=True))
     work(ledger)
     page = Path(write_contact_sheet(ledger, batch.batch_id).path).read_text()
     assert page.count('class="window contain"') == 1 and page.count('class="window"') == 1

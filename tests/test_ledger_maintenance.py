@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
+from thumbctl import Ledger
 from thumbctl.core.faults import Faults
 from thumbctl.engine.worker import WorkerConfig, run_worker
 from thumbctl.ledger import iso
 from thumbctl.ledger.schema import MIGRATIONS, SCHEMA_VERSION
 
-from support import check_invariants
+from support import accept, check_invariants
 
 
 @pytest.fixture
@@ -25,12 +25,6 @@ def ledger(ledger_url: str) -> Iterator[Ledger]:
     with Ledger(ledger_url) as led:
         yield led
         check_invariants(led)
-
-
-def accept(ledger: Ledger, source: Path, out: Path, **kwargs):
-    kwargs.setdefault("store_dir", out.parent / "ledger.store")  # a PostgreSQL ledger has no default store
-    options = SubmitOptions(out_dir=out, **kwargs)
-    return submit(ledger, prepare_submission(source, options, ledger), options.limits)
 
 
 def publish_all(ledger: Ledger) -> None:

@@ -9,12 +9,13 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
+from thumbctl import Ledger, Profile
 from thumbctl.core.faults import Faults
 from thumbctl.core.profile import Ratio
 from thumbctl.core.retries import Backoff
@@ -24,15 +25,15 @@ from thumbctl.storage import fsafe
 from thumbctl.storage.outputs import LocalOutputTarget, write_json_atomically, write_page
 from thumbctl.upkeep.reconcile import reconcile
 
+import support
 from support import is_copy_of, make_image, tree_snapshot
 
 #: One 200x100 source, one 1:1 ratio at size 64: its output is 64x64.
 PROFILE = Profile(ratios=(Ratio(1, 1),), size=64)
 
 
-def accept(ledger: Ledger, photos: Path, out: Path, **kwargs):
-    options = SubmitOptions(out_dir=out, **{"profile": PROFILE, **kwargs})
-    return submit(ledger, prepare_submission(photos, options, ledger), options.limits)
+#: A submission here is of PROFILE unless it names another.
+accept = partial(support.accept, profile=PROFILE)
 
 
 def work(ledger: Ledger) -> None:

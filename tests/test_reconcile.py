@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_crash import Env
 
-from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
+from thumbctl import Ledger
 from thumbctl.core.errors import UsageError
 from thumbctl.core.faults import Faults
 from thumbctl.core.models import FINDING_KINDS, GcReport, ItemView
@@ -32,7 +32,7 @@ from thumbctl.upkeep.gc import collect_garbage
 from thumbctl.upkeep.reconcile import find_problems, reconcile
 
 from harness import Thumbctl
-from support import check_invariants, is_copy_of, make_image, objects_in, tree_snapshot
+from support import accept, check_invariants, is_copy_of, make_image, objects_in, tree_snapshot
 
 DAY = 86400.0
 OTHER_HOST_OWNER = "another-host:4242:777"  # never declared dead here: its leases only expire
@@ -60,12 +60,6 @@ def led(ledger_url: str, clock: Clock):
     with Ledger(ledger_url, clock=clock) as ledger:
         yield ledger
         check_invariants(ledger)
-
-
-def accept(ledger: Ledger, source: Path, out: Path, **kwargs):
-    kwargs.setdefault("store_dir", out.parent / "ledger.store")  # a PostgreSQL ledger has no default store
-    options = SubmitOptions(out_dir=out, **kwargs)
-    return submit(ledger, prepare_submission(source, options, ledger), options.limits)
 
 
 def work(ledger: Ledger) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import test_reconcile
-from test_reconcile import Clock, accept, kinds, work
+from test_reconcile import Clock, kinds, work
 
 from thumbctl import Ledger
 from thumbctl.core.models import ItemView
@@ -23,7 +23,7 @@ from thumbctl.upkeep.gc import collect_garbage
 from thumbctl.upkeep.reconcile import find_problems, reconcile
 
 from harness import Thumbctl, all_gone
-from support import is_copy_of
+from support import accept, is_copy_of
 
 HOUR = 3600.0
 # reconcile's fixtures: a ledger on each backend, moved in time by ``clock``, and a rendered batch

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from thumbctl import Ledger, Profile, SubmitOptions, prepare_submission, submit
+from thumbctl import Ledger, Profile
 from thumbctl.cli import app
 from thumbctl.core.faults import Faults, parse_faults
 from thumbctl.core.profile import Limits, Ratio
@@ -23,12 +23,7 @@ from thumbctl.engine.worker import WorkerConfig, idle_waits, run_worker
 from thumbctl.ledger.queue import CLAIM_SHARED_ITEMS
 from thumbctl.review.markup import write_batch_manifest
 
-from support import check_invariants, is_copy_of, make_image, objects_in, tree_snapshot
-
-
-def accept(ledger: Ledger, source: Path, out: Path, **kwargs):
-    options = SubmitOptions(out_dir=out, **kwargs)
-    return submit(ledger, prepare_submission(source, options, ledger), options.limits)
+from support import accept, check_invariants, is_copy_of, make_image, objects_in, tree_snapshot
 
 
 def work(ledger: Ledger, batch_id: str | None = None) -> int:

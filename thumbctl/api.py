@@ -38,26 +38,14 @@ def render(
     a PostgreSQL ledger needs one). Its ``state`` says
     how it ended (``succeeded``, ``partial``, ``failed``, ``cancelled``); failures are in
     ``batch.failures``."""
-    from .engine.runner import run_batch
-    from .intake.submission import prepare_submission, submit
-    from .ledger import Ledger
-    from .upkeep.leftovers import clean_up_after_crashes
-    from .upkeep.migrate import settle_store
+    from .engine.session import SubmitSession
 
     options = options or SubmitOptions()
     db = default_ledger() if db is None else db
     if store is not None:
         options = replace(options, store_dir=store if isinstance(store, str) and "://" in store else Path(store))
-    with Ledger(db) as ledger:
-        settle_store(ledger, options.store_dir)
-        prepared = prepare_submission(Path(source), options, ledger)
-        clean_up_after_crashes(ledger, [prepared.batch.out_dir])  # what a crashed earlier run left
-        batch = submit(ledger, prepared, options.limits)
-    if batch.is_terminal:
-        return batch
     run = RunOptions() if workers is None else RunOptions(workers=workers)
-    result = run_batch(db, batch.batch_id, run)
-    return result.batch if result.batch is not None else batch
+    return SubmitSession(db, options, run).run(Path(source)).batch
 
 
 def default_ledger() -> Path | str:

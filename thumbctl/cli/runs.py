@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -19,6 +20,7 @@ from .resolution import ledger_target, settings_from_context
 from .session import (
     Interrupts,
     clean_up,
+    crash_cleared,
     existing_ledger,
     freeze_loaded,
     handled,
@@ -30,13 +32,18 @@ from .session import (
 )
 
 if TYPE_CHECKING:
-    from ..config.options import RunOptions
+    from ..config.options import RunOptions, SubmitOptions
+    from ..config.resolve import Settings
+    from ..core.errors import UnavailableError
     from ..core.models import BatchView
-    from ..engine.pool import Standby
+    from ..engine.runner import RunObserver, RunResult
+    from ..engine.session import Admission, Mirror, Outcome, SubmitSession
     from ..intake.submission import IntakeReport
     from ..report.reporter import Reporter
     from ..sources.scan import ScanError
-    from ..upkeep.mirror import FolderView
+    from ..upkeep.leftovers import CleanUp
+    from ..upkeep.migrate import MigrationReport
+    from ..upkeep.mirror import MirrorReport
 
 OverwriteOption = Annotated[
     bool,
@@ -94,70 +101,109 @@ def outcome_exit_code(
     }.get(batch.state, ExitCode.PARTIAL)
 
 
-def render_in_foreground(
+def rendered_exit_code(outcome: Outcome, max_failures: int) -> ExitCode:
+    """Exit code of a session that rendered its batch here."""
+    return outcome_exit_code(outcome.batch, outcome.interrupted, max_failures, outcome.report.scan_errors)
+
+
+class SessionReporter:
+    """A submit session (:class:`thumbctl.engine.session.SubmitSession`) as the command line says it:
+    through the reporter, with Ctrl-C counted from the submission on."""
+
+    def __init__(self, reporter: Reporter, max_failures: int = 0) -> None:
+        self.reporter = reporter
+        self.max_failures = max_failures
+
+    def layout_migrated(self, report: MigrationReport) -> None:
+        self.reporter.layout_migrated(report)
+
+    def crash_cleared(self, done: CleanUp) -> None:
+        crash_cleared(self.reporter, done)
+
+    @contextmanager
+    def reading_sources(self) -> Iterator[None]:
+        try:
+            yield
+        except KeyboardInterrupt:
+            from ..engine.session import SOURCES_INTERRUPTED
+
+            raise Interrupted(SOURCES_INTERRUPTED) from None
+
+    @contextmanager
+    def counting_interrupts(self) -> Iterator[Callable[[], int]]:
+        with Interrupts().on_sigint() as interrupts:
+            yield interrupts.count
+
+    def admission_retry(self, error: UnavailableError, delay: float) -> None:
+        self.reporter.admission_retry(error, delay)
+
+    def ledger_created(self, where: Path | str) -> None:
+        self.reporter.notice(f"created ledger {shown(where) if isinstance(where, Path) else where}")
+
+    def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool) -> None:
+        self.reporter.submitted(batch, report, final=final)
+
+    def requeued(self, batch_id: str, count: int, *, final: bool) -> None:
+        self.reporter.requeued(batch_id, count, final=final)
+
+    def run_progress(self, batch_id: str) -> AbstractContextManager[RunObserver]:
+        return self.reporter.run_progress(batch_id)
+
+    def rendered(self, outcome: Outcome, run: RunResult) -> None:
+        """The end of a run: manifests and the contact sheet, the summary, the exit line."""
+        budget, scan_errors = self.max_failures, outcome.report.scan_errors
+        final = replace(outcome.batch, replayed=outcome.submitted.replayed)
+        self.reporter.manifest_errors(run.manifest_errors)
+        self.reporter.sheet_error(run.sheet_error)
+        self.reporter.finished(
+            final,
+            crashes=run.supervision.crashes,
+            sheet=run.sheet_path,
+            max_failures=budget,
+            manifest_written=not run.manifest_errors,
+            mirrored=outcome.mirrored,
+            scan_errors=scan_errors,
+        )
+        self.reporter.exit_summary(final, rendered_exit_code(outcome, budget), budget, len(scan_errors))
+
+
+def submit_session(
+    settings: Settings,
     reporter: Reporter,
-    db_path: Path | str,
-    batch_id: str,
-    options: RunOptions,
-    interrupts: Interrupts,
+    db: Path | str,
+    options: SubmitOptions,
+    run_options: RunOptions,
+    **choices: Any,
+) -> SubmitSession:
+    """The session a command runs, told through ``reporter``."""
+    from ..engine.session import SubmitSession
+
+    return SubmitSession(db, options, run_options, SessionReporter(reporter, settings.max_failures), **choices)
+
+
+def mirror_wanted(
+    delete: bool,
+    delete_dropped: bool,
+    dry_run: bool,
+    delete_excluded: bool = False,
     *,
-    replayed: bool,
-    max_failures: int = 0,
-    standby: Standby | None = None,
-    mirror: Mirror | None = None,
-    scan_errors: Sequence[ScanError] = (),
-) -> NoReturn:
-    """Run a batch until it is terminal with live progress, report it, exit by its outcome
-    (``scan_errors``: the folders its scan could not read); then (``mirror``) remove what the batch
-    no longer publishes."""
-    from ..engine.runner import run_batch
-
-    with reporter.run_progress(batch_id) as bar:
-        result = run_batch(db_path, batch_id, options, interrupts=interrupts.count, observer=bar, standby=standby)
-    final = replace(result.batch, replayed=replayed)
-    interrupted = result.supervision.interrupted
-    mirrored = None
-    if mirror is not None and mirror.folder is not None and not interrupted:
-        from ..upkeep.mirror import mirror_batch
-
-        with open_ledger(db_path) as ledger:
-            mirrored = mirror_batch(
-                ledger, final.batch_id, mirror.folder, dropped=mirror.dropped, excluded=mirror.excluded
-            )
-    reporter.manifest_errors(result.manifest_errors)
-    reporter.sheet_error(result.sheet_error)
-    reporter.finished(
-        final,
-        crashes=result.supervision.crashes,
-        sheet=result.sheet_path,
-        max_failures=max_failures,
-        manifest_written=not result.manifest_errors,
-        mirrored=mirrored,
-        scan_errors=scan_errors,
-    )
-    code = outcome_exit_code(final, interrupted, max_failures, scan_errors)
-    reporter.exit_summary(final, code, max_failures, len(scan_errors))
-    raise typer.Exit(int(code))
-
-
-@dataclass(frozen=True)
-class Mirror:
-    """``--delete``: after the batch, remove what it no longer publishes; ``dropped``: also the
-    derivatives of sources still there that it no longer asks for (``--delete-dropped``);
-    ``excluded``: also the names of sources ``--include``/``--exclude`` leave out
-    (``--delete-excluded``). ``folder``: what the submit's scan saw, set once it has run."""
-
-    dropped: bool = False
-    excluded: bool = False
-    folder: FolderView | None = None
-
-
-def mirror_wanted(delete: bool, delete_dropped: bool, dry_run: bool, delete_excluded: bool = False) -> Mirror | None:
+    source: Path | str | None = None,
+    detach: bool = False,
+) -> Mirror | None:
+    """The mirror the flags ask for (None: no ``--delete``); with ``source``, checked against submit's SOURCE."""
     if dry_run and not (delete or delete_dropped):
         raise UsageError("--dry-run lists what --delete would remove: give it with --delete or --delete-dropped")
     if delete_excluded and not (delete or delete_dropped):
         raise UsageError("--delete-excluded widens what --delete removes: give it with --delete or --delete-dropped")
-    return Mirror(dropped=delete_dropped, excluded=delete_excluded) if delete or delete_dropped else None
+    if not (delete or delete_dropped):
+        return None
+    if source is not None:
+        from ..upkeep.mirror import check_mirrorable
+
+        check_mirrorable(source, detach=detach)
+    from ..engine.session import Mirror
+
+    return Mirror(dropped=delete_dropped, excluded=delete_excluded)
 
 
 def parse_source(text: str) -> Path | str:
@@ -230,76 +276,49 @@ def submit_command(
     with handled(reporter):
         settings = settings_from_context(ctx)
         source_path = parse_source(source)
-        mirror = mirror_wanted(delete, delete_dropped, dry_run, delete_excluded)
-        if mirror is not None:
-            from ..upkeep.mirror import check_mirrorable
-
-            check_mirrorable(source_path, detach=detach)
+        mirror = mirror_wanted(delete, delete_dropped, dry_run, delete_excluded, source=source_path, detach=detach)
         rules = ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ()))
         options = settings.submit_options(key=key, rules=rules, overwrite=overwrite)
         run_options = settings.run_options()
-        wait = parsed(parse_duration, admission_wait, "--admission-wait")
-        db_path = settled(settings.ledger_path)
-        from ..engine.runner import prepare_workers
+        admission = admission_wanted(retry_admission, admission_wait)
+        db = settled(settings.ledger_path)
+        session = submit_session(
+            settings,
+            reporter,
+            db,
+            options,
+            run_options,
+            admission=admission,
+            mirror=mirror,
+            standby=True,  # forked as the ledger opens for a run (not for --dry-run or --detach)
+            finish_terminal=True,
+        )
+        freeze_loaded()  # the session's modules: intake's, the ledger's, the run's
+        if dry_run:
+            report_plan(reporter, *session.plan(source_path))
+        submit_exit(session.run(source_path, detach=detach), settings.max_failures)
 
-        # The workers fork now, before the ledger is opened, and wait while this process reads the sources.
-        with (
-            prepare_workers(0 if detach or dry_run else run_options.workers) as standby,
-            open_ledger(db_path, existing=False) as ledger,
-        ):
-            from ..intake.submission import prepare_submission, submit
 
-            freeze_loaded()  # the workers' modules (imported to fork them), intake's and the ledger's
+def admission_wanted(retry: bool, wait: str) -> Admission | None:
+    """``--retry-admission`` for ``--admission-wait`` (checked even without ``--retry-admission``)."""
+    from ..engine.session import Admission
 
-            first_batch = not ledger.views.batches(1)
-            settle_store(ledger, reporter, settings)
-            try:
-                prepared = prepare_submission(source_path, options, ledger)
-            except KeyboardInterrupt:
-                raise Interrupted("interrupted while reading the sources; nothing was recorded") from None
-            scan_errors = prepared.report.scan_errors
-            if mirror is not None:
-                from ..upkeep.mirror import FolderView, plan_mirror
+    max_wait = parsed(parse_duration, wait, "--admission-wait")
+    return Admission(max_wait) if retry else None
 
-                folder = FolderView.of(prepared.batch.source_root, prepared.report, rules)
-                mirror = replace(mirror, folder=folder)
-            if dry_run and mirror is not None:
-                plan = plan_mirror(ledger, prepared.batch, folder, dropped=mirror.dropped, excluded=mirror.excluded)
-                reporter.mirrored(plan, scan_errors=scan_errors)
-                if scan_errors:
-                    raise typer.Exit(int(ExitCode.PARTIAL))
-                return
-            clean_up(ledger, reporter, [prepared.batch.out_dir])
-            with Interrupts().on_sigint() as interrupts:
-                batch = submit(
-                    ledger,
-                    prepared,
-                    options.limits,
-                    retry_admission=retry_admission,
-                    max_wait=wait,
-                    should_stop=interrupts,
-                    on_retry=reporter.admission_retry,
-                )
-                if first_batch:  # the ledger's first batch: say where the ledger is, once
-                    reporter.notice(f"created ledger {shown(db_path) if isinstance(db_path, Path) else ledger.path}")
-                if detach:
-                    reporter.submitted(batch, prepared.report)
-                    if scan_errors:
-                        raise typer.Exit(int(ExitCode.PARTIAL))
-                    return
-                reporter.submitted(batch, prepared.report, final=False)
-                render_in_foreground(
-                    reporter,
-                    db_path,
-                    batch.batch_id,
-                    run_options,
-                    interrupts,
-                    replayed=batch.replayed,
-                    max_failures=settings.max_failures,
-                    standby=standby,
-                    mirror=mirror,
-                    scan_errors=scan_errors,
-                )
+
+def submit_exit(outcome: Outcome, max_failures: int) -> NoReturn:
+    """Exit as a submit's session ended (its run reported already): a scan that could not read some
+    folder exits 1, also with ``--detach``."""
+    if outcome.run is None:  # --detach: recorded, rendered by `thumbctl work`
+        raise typer.Exit(int(ExitCode.PARTIAL if outcome.report.scan_errors else ExitCode.OK))
+    raise typer.Exit(int(rendered_exit_code(outcome, max_failures)))
+
+
+def report_plan(reporter: Reporter, report: IntakeReport, plan: MirrorReport) -> NoReturn:
+    """``--dry-run``: what the mirror would remove; exit 1 when the scan could not read some folder."""
+    reporter.mirrored(plan, scan_errors=report.scan_errors)
+    raise typer.Exit(int(ExitCode.PARTIAL if report.scan_errors else ExitCode.OK))
 
 
 def work(
@@ -364,58 +383,20 @@ def retry(
     with handled(reporter):
         settings = settings_from_context(ctx)
         run_options = settings.run_options()
-        db_path = settled(settings.ledger_path)
-        with open_ledger(db_path) as ledger:
-            settle_store(ledger, reporter, settings)
-            batch_id = ledger.views.resolve_batch_id(batch)
-            clean_up(ledger, reporter, [ledger.views.batch(batch_id).out_dir])
-            from ..engine.resume import resume_if_cancelled  # Pillow: only the commands that read images import it
+        db = existing_ledger(settled(settings.ledger_path))
+        from ..config.options import SubmitOptions
 
-            resumed = resume_if_cancelled(ledger, batch_id, settings.limits())
-            if resumed is None:
-                requeued = ledger.queue.retry_failed(batch_id)
-                view = ledger.views.batch(batch_id)
-        if resumed is not None:
-            _render_resumed(reporter, db_path, *resumed, detach, settings.max_failures, run_options)
-        reporter.requeued(batch_id, requeued, final=detach or not requeued)
+        options = SubmitOptions(limits=settings.limits(), store_dir=settings.store_path)
+        outcome = submit_session(settings, reporter, db, options, run_options).retry(batch, detach=detach)
         budget = settings.max_failures
-        if detach or not requeued:
+        if outcome.run is not None:
+            raise typer.Exit(int(rendered_exit_code(outcome, budget)))
+        view = outcome.batch
+        if outcome.requeued is not None:
             reporter.finished(view, max_failures=budget)
-            code = outcome_exit_code(view, False, budget) if view.is_terminal else ExitCode.OK
-            reporter.exit_summary(view, code, budget)
-            raise typer.Exit(int(code))
-        with Interrupts().on_sigint() as interrupts:
-            render_in_foreground(
-                reporter, db_path, batch_id, run_options, interrupts, replayed=False, max_failures=budget
-            )
-
-
-def _render_resumed(
-    reporter: Reporter,
-    db_path: Path | str,
-    batch: BatchView,
-    report: IntakeReport,
-    detach: bool,
-    max_failures: int,
-    run_options: RunOptions,
-) -> NoReturn:
-    """``retry`` of a cancelled batch: say which batch resumes it, then render that one as submit does."""
-    if detach or batch.is_terminal:
-        reporter.submitted(batch, report)
-        code = outcome_exit_code(batch, False, max_failures) if batch.is_terminal else ExitCode.OK
-        reporter.exit_summary(batch, code, max_failures)
+        code = outcome_exit_code(view, False, budget) if view.is_terminal else ExitCode.OK
+        reporter.exit_summary(view, code, budget)
         raise typer.Exit(int(code))
-    reporter.submitted(batch, report, final=False)
-    with Interrupts().on_sigint() as interrupts:
-        render_in_foreground(
-            reporter,
-            db_path,
-            batch.batch_id,
-            run_options,
-            interrupts,
-            replayed=batch.replayed,
-            max_failures=max_failures,
-        )
 
 
 def cancel(

@@ -25,6 +25,7 @@ from ..ledger.home import settle_default_ledger
 if TYPE_CHECKING:
     from ..config.resolve import Settings
     from ..report.reporter import Reporter
+    from ..upkeep.leftovers import CleanUp
 
 
 def reporter_for(
@@ -209,12 +210,16 @@ def settle_store(ledger: Ledger, reporter: Reporter, settings: Settings) -> None
         reporter.layout_migrated(migrated)
 
 
-def clean_up(ledger: Ledger, reporter: Reporter, out_dirs: list[str] | None = None) -> None:
-    """Before a run: what a crashed earlier run left in these OUTs (default: every one the ledger
-    knows) and the store is cleared (see :func:`thumbctl.upkeep.leftovers.clean_up_after_crashes`), and said."""
+def clean_up(ledger: Ledger, reporter: Reporter) -> None:
+    """Before ``work``: what a crashed earlier run left in every OUT the ledger knows and in the store
+    is cleared (see :func:`thumbctl.upkeep.leftovers.clean_up_after_crashes`), and said."""
     from ..upkeep.leftovers import clean_up_after_crashes
 
-    done = clean_up_after_crashes(ledger, out_dirs)
+    crash_cleared(reporter, clean_up_after_crashes(ledger))
+
+
+def crash_cleared(reporter: Reporter, done: CleanUp) -> None:
+    """What clearing a crashed run's leftovers did, said when it did anything."""
     if done.temp_files or done.requeued:
         reporter.notice(
             f"cleared what a crashed run left: {done.temp_files} temp file(s) removed, "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,8 +19,13 @@ from .runs import (
     IncludeOption,
     OverwriteOption,
     mirror_wanted,
+    submit_session,
 )
-from .session import Interrupts, handled, open_ledger, parsed, reporter_for, settle_store, settled
+from .session import Interrupts, handled, parsed, reporter_for, settled
+
+if TYPE_CHECKING:
+    from ..engine.session import Mirror
+    from ..engine.watch import WatchOptions
 
 #: The shortest --poll-interval: a scan of the whole folder each time.
 MIN_POLL_SECONDS = 0.1
@@ -68,7 +73,7 @@ def watch_command(
     reporter = reporter_for(json_out, quiet, verbose, stats_interval)
     reporter.json_lines = json_out
     with handled(reporter):
-        from ..engine.watch import Watcher, WatchOptions, check_watchable  # only this command imports the watcher
+        from ..engine.watch import Watcher, check_watchable  # only this command imports the watcher
 
         settings = settings_from_context(ctx)
         root = check_watchable(directory)
@@ -76,22 +81,29 @@ def watch_command(
         options = settings.submit_options(
             key=None, rules=ScanRules(include=tuple(include or ()), exclude=tuple(exclude or ())), overwrite=overwrite
         )
-        every = parsed(parse_duration, poll_interval, "--poll-interval")
-        if every < MIN_POLL_SECONDS:
-            raise typer.BadParameter(f"at least {MIN_POLL_SECONDS:g}s", param_hint="--poll-interval")
-        watch_options = WatchOptions(
-            settle=parsed(parse_duration, settle, "--settle"),
-            poll=poll,
-            poll_seconds=every,
-            mirror=mirror is not None,
-            mirror_dropped=mirror is not None and mirror.dropped,
-            mirror_excluded=mirror is not None and mirror.excluded,
-        )
-        db_path = settled(settings.ledger_path)
-        with open_ledger(db_path, existing=False) as ledger:
-            settle_store(ledger, reporter, settings)
+        watch_options = watch_options_of(settle, poll, poll_interval, mirror)
+        db = settled(settings.ledger_path)
+        session = submit_session(settings, reporter, db, options, settings.run_options())
+        session.settle_store()  # once: the rounds' sessions leave the store as it is
         with Interrupts().on_sigint() as interrupts:
-            watcher = Watcher(root, db_path, options, settings.run_options(), watch_options, reporter, interrupts.count)
+            watcher = Watcher(root, db, options, session.run_options, watch_options, reporter, interrupts.count)
             watcher.run()
         reporter.watch_stopped(watcher.rounds)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
+
+
+def watch_options_of(settle: str, poll: bool, poll_interval: str, mirror: Mirror | None) -> WatchOptions:
+    """The loop's options from the flags: ``--poll-interval`` at least :data:`MIN_POLL_SECONDS`."""
+    from ..engine.watch import WatchOptions
+
+    every = parsed(parse_duration, poll_interval, "--poll-interval")
+    if every < MIN_POLL_SECONDS:
+        raise typer.BadParameter(f"at least {MIN_POLL_SECONDS:g}s", param_hint="--poll-interval")
+    return WatchOptions(
+        settle=parsed(parse_duration, settle, "--settle"),
+        poll=poll,
+        poll_seconds=every,
+        mirror=mirror is not None,
+        mirror_dropped=mirror is not None and mirror.dropped,
+        mirror_excluded=mirror is not None and mirror.excluded,
+    )

@@ -2,8 +2,9 @@
 
 Owns the pool and its supervising loop (:mod:`.pool`), one worker (:mod:`.worker`: claim, render,
 publish) and its process (:mod:`.workerproc`, :mod:`.heap`), a derivative's pixels
-(:mod:`.rendering`), the foreground run (:mod:`.runner`), resuming a batch (:mod:`.resume`) and the
-watched folder (:mod:`.watch`).
+(:mod:`.rendering`), the foreground run (:mod:`.runner`), the submit session behind ``submit``,
+``retry``, ``watch`` and ``render`` (:mod:`.session`: submit, render, mirror), resuming a batch
+(:mod:`.resume`) and the watched folder (:mod:`.watch`).
 
 Imports: everything below it, and :mod:`thumbctl.upkeep` (the mirror after a run).
 """

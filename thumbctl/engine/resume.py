@@ -2,21 +2,21 @@
 
 The batch's recorded request is accepted again under its key, as the next batch of the key's
 chain (``resumed_from``), reusing every finished output; a batch resumed already gives the
-newest batch of its chain, replayed (or resumed in turn when that one was cancelled too).
+newest batch of its chain, replayed (or resumed in turn when that one was cancelled too). The
+submission itself is :class:`~thumbctl.engine.session.SubmitSession`'s.
 """
 
 from __future__ import annotations
 
-from ..core.models import BatchView
-from ..core.profile import Limits, Profile
-from ..intake.submission import IntakeReport, PreparedSubmission, submit
+from ..core.profile import Profile
+from ..intake.submission import IntakeReport, PreparedSubmission
 from ..ledger import Ledger
 
 
-def resume_if_cancelled(ledger: Ledger, batch_id: str, limits: Limits) -> tuple[BatchView, IntakeReport] | None:
-    """The batch that resumes ``batch_id`` (created now, or the one that did) and what accepting it
-    found (outputs restored, names not linked); None when no cancel of ``batch_id`` was requested
-    or it expired (gc)."""
+def resumption(ledger: Ledger, batch_id: str) -> PreparedSubmission | None:
+    """The submission that resumes ``batch_id``: the request recorded for the newest batch of its
+    chain, read from the ledger (no source is read); None when no cancel of ``batch_id`` was
+    requested or it expired (gc)."""
     view = ledger.views.batch(batch_id)
     if view.cancel_requested_at is None or view.expired_at is not None:
         return None
@@ -25,4 +25,4 @@ def resume_if_cancelled(ledger: Ledger, batch_id: str, limits: Limits) -> tuple[
     sources = len({item.item_id for item in request.items})
     report = IntakeReport(sources=sources, derived_key=True, from_ledger=True)
     profile = Profile(upscale=bool(request.profile.get("upscale", False)))
-    return submit(ledger, PreparedSubmission(request, report, profile), limits), report
+    return PreparedSubmission(request, report, profile)

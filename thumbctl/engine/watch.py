@@ -20,20 +20,20 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..config.options import RunOptions, SubmitOptions
-from ..core.errors import RejectedError, ThumbctlError, UsageError
+from ..core.errors import Interrupted, RejectedError, ThumbctlError, UsageError
 from ..core.faults import Faults
-from ..ledger import Ledger
 from ..sources.scan import scan_directory
 from ..storage.outputs import looks_like_output_folder
 from ..storage.ownership import is_store_folder
-from .runner import RunObserver, run_batch
+from .runner import RunObserver
+from .session import Mirror, SilentSession, SubmitSession
 
 if TYPE_CHECKING:
     from ..core.models import BatchView
@@ -408,36 +408,40 @@ class Watcher:
 
 def submit_round(watcher: Watcher, number: int) -> Round | None:
     """Submit the whole folder as ``submit`` would and render the batch in the foreground; then,
-    with the mirror on, remove what the folder no longer publishes. None when Ctrl-C came while
-    the sources were read (nothing recorded)."""
-    from ..intake.submission import prepare_submission, submit
-
-    with Ledger(watcher.db) as ledger:
-        prepared = prepare_submission(watcher.root, watcher.options, ledger)
-        if watcher.stopped():
-            return None
-        batch = submit(ledger, prepared, watcher.options.limits)
-    watcher.observer.round_submitted(number, batch, prepared.report)
-    run = None
-    if not batch.is_terminal:
-        with watcher.observer.run_progress(batch.batch_id) as progress:
-            run = run_batch(
-                watcher.db, batch.batch_id, watcher.run_options, interrupts=watcher.interrupts, observer=progress
-            )
-        batch = run.batch or batch
-    done = Round(number, batch, prepared.report, run)
-    if watcher.watch_options.mirror and not done.interrupted:
-        from ..upkeep.mirror import FolderView, mirror_batch
-
-        folder = FolderView.of(str(watcher.root), prepared.report, watcher.options.rules)
-        choices = watcher.watch_options
-        with Ledger(watcher.db) as ledger:
-            mirrored = mirror_batch(
-                ledger, batch.batch_id, folder, dropped=choices.mirror_dropped, excluded=choices.mirror_excluded
-            )
-        done = replace(done, mirrored=mirrored)
+    with the mirror on, remove what the folder no longer publishes (a :class:`SubmitSession` whose
+    store ``watch`` settled before its first round). None when Ctrl-C came while the sources were
+    read (nothing recorded)."""
+    choices = watcher.watch_options
+    mirror = Mirror(choices.mirror_dropped, choices.mirror_excluded) if choices.mirror else None
+    observer = RoundObserver(watcher.observer, number, watcher.interrupts)
+    session = SubmitSession(
+        watcher.db, watcher.options, watcher.run_options, observer, mirror=mirror, settle_first=False, clear_first=False
+    )
+    try:
+        outcome = session.run(watcher.root)
+    except Interrupted:
+        return None
+    done = Round(number, outcome.batch, outcome.report, outcome.run, outcome.mirrored)
     watcher.observer.round_finished(done)
     return done
+
+
+class RoundObserver(SilentSession):
+    """A round's session as the watch observer hears it: Ctrl-C counted for the whole watch."""
+
+    def __init__(self, observer: WatchObserver, number: int, interrupts: Callable[[], int]) -> None:
+        self.observer = observer
+        self.number = number
+        self.interrupts = interrupts
+
+    def counting_interrupts(self) -> AbstractContextManager[Callable[[], int]]:
+        return nullcontext(self.interrupts)
+
+    def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool) -> None:
+        self.observer.round_submitted(self.number, batch, report)
+
+    def run_progress(self, batch_id: str) -> AbstractContextManager[RunObserver]:
+        return self.observer.run_progress(batch_id)
 
 
 def _left_out(root: Path, options: SubmitOptions) -> frozenset[str]:
