@@ -26,6 +26,8 @@ from thumbctl.review.sheet import item_key, render_sheet, write_contact_sheet
 from thumbctl.storage.objects import LocalObjectStore
 
 from conftest import SAMPLE_IMAGES
+from harness import Thumbctl
+from inprocess import submit_here
 from support import CENTRED_WINDOWS, PHOTO_SIZES, window_size
 
 #: A file name that is also an HTML injection attempt and a URL with a fragment and a query.
@@ -109,14 +111,19 @@ def invoke(tmp_path: Path, *args: object):
     return runner.invoke(app, [*map(str, args), "--db", str(tmp_path / "ledger.db")], catch_exceptions=False)
 
 
+def render(tmp_path: Path, *args: object, states: tuple[str, ...] = ("succeeded",)) -> dict:
+    """The finished document of ``submit ARGS`` on tmp_path's ledger, recorded and rendered in
+    this process (tests/inprocess); ``succeeded``: what the foreground run's exit 0 says."""
+    return submit_here(Thumbctl(tmp_path / "ledger.db"), *args, states=states)
+
+
 @pytest.fixture
 def rendered(tmp_path: Path, photos: Path, out_dir: Path) -> str:
-    """A batch run for real: four photos, a hostile file name, and a text file named .jpg."""
+    """A batch rendered (in this process): four photos, a hostile file name, and a text file named .jpg."""
     shutil.copy(SAMPLE_IMAGES / "orientation" / "Portrait_8.jpg", photos / HOSTILE_ID)
     (photos / "notes.jpg").write_text("meeting notes, not a photo")
-    result = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9", "--json")
-    assert result.exit_code == 1, result.stderr  # partial: notes.jpg is not an image
-    return json.loads(result.stdout)["batch_id"]
+    args = ("--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9")
+    return render(tmp_path, photos, *args, states=("partial",))["batch_id"]  # notes.jpg is not an image
 
 
 def assert_links_resolve(parser: SheetParser, page_dir: Path) -> None:
@@ -189,10 +196,8 @@ def test_a_sheet_written_elsewhere_links_back_to_the_outputs(tmp_path: Path, ren
 def test_links_keep_to_the_batchs_own_objects_after_a_later_batch_takes_the_names(
     tmp_path: Path, photos: Path, out_dir: Path
 ) -> None:
-    first = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
-    second = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--size", "96", "--json")
-    assert first.exit_code == second.exit_code == 0
-    batch_id = json.loads(first.stdout)["batch_id"]
+    batch_id = render(tmp_path, photos, "--out", out_dir, "-w", "1", "-r", "1:1")["batch_id"]
+    render(tmp_path, photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--size", "96")
     with Ledger(tmp_path / "ledger.db") as ledger:
         page = Path(write_contact_sheet(ledger, batch_id).path)
         items = ledger.views.items(batch_id)
@@ -203,7 +208,7 @@ def test_links_keep_to_the_batchs_own_objects_after_a_later_batch_takes_the_name
 
 
 def test_outputs_reused_at_submit_are_shown_without_a_crop(tmp_path: Path, photos: Path, out_dir: Path) -> None:
-    invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1")
+    render(tmp_path, photos, "--out", out_dir, "-w", "1", "-r", "1:1")
     again = invoke(tmp_path, "submit", photos, "--out", out_dir, "-r", "1:1", "--key", "again", "--detach", "--json")
     batch_id = json.loads(again.stdout)["batch_id"]
     with Ledger(tmp_path / "ledger.db") as ledger:
@@ -286,8 +291,8 @@ def test_sheet_json_names_the_page_and_its_counts(tmp_path: Path, rendered: str,
 def test_sheet_counts_no_output_missing_for_a_batch_of_several_sizes_and_formats(
     tmp_path: Path, photos: Path, out_dir: Path
 ) -> None:
-    args = ("--out", out_dir, "-w", "1", "-r", "1:1", "--size", "64,128", "--format", "webp,jpeg", "--json")
-    batch = json.loads(invoke(tmp_path, "submit", photos, *args).stdout)
+    args = ("--out", out_dir, "-w", "1", "-r", "1:1", "--size", "64,128", "--format", "webp,jpeg")
+    batch = render(tmp_path, photos, *args)
     assert batch["state"] == "succeeded" and batch["total"] > 4
     summary = json.loads(invoke(tmp_path, "sheet", batch["batch_id"], "--json").stdout)
     assert (summary["succeeded"], summary["missing"]) == (batch["total"], 0)
@@ -305,12 +310,10 @@ def test_a_batch_of_several_sizes_and_formats_has_one_tile_per_source_and_ratio(
     tmp_path: Path, photos: Path, out_dir: Path
 ) -> None:
     (photos / "notes.jpg").write_text("meeting notes, not a photo")
-    result = invoke(
-        tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9",
-        "--size", "64,256", "--format", "avif,webp,jpeg", "--json",
-    )  # fmt: skip
-    assert result.exit_code == 1, result.stderr  # partial: notes.jpg
-    batch_id = json.loads(result.stdout)["batch_id"]
+    batch_id = render(
+        tmp_path, photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9",
+        "--size", "64,256", "--format", "avif,webp,jpeg", states=("partial",),  # notes.jpg is not an image
+    )["batch_id"]  # fmt: skip
     with Ledger(tmp_path / "ledger.db") as ledger:
         page = Path(write_contact_sheet(ledger, batch_id).path)
         items = ledger.views.items(batch_id)
@@ -400,12 +403,10 @@ def window_style(box: list[int], size: tuple[int, int]) -> str:
 def test_the_sheet_draws_every_recorded_window_and_captions_it_with_policy_and_score(
     tmp_path: Path, photos: Path, out_dir: Path, policy: str
 ) -> None:
-    result = invoke(
-        tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9", "-r", "2:3",
-        "--size", "128", "--crop", policy, "--json",
-    )  # fmt: skip
-    assert result.exit_code == 0, result.stderr
-    batch_id = json.loads(result.stdout)["batch_id"]
+    batch_id = render(
+        tmp_path, photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9", "-r", "2:3",
+        "--size", "128", "--crop", policy,
+    )["batch_id"]  # fmt: skip
     with Ledger(tmp_path / "ledger.db") as ledger:
         page = Path(write_contact_sheet(ledger, batch_id).path)
         items = ledger.views.items(batch_id)
@@ -424,9 +425,7 @@ def test_the_sheet_draws_every_recorded_window_and_captions_it_with_policy_and_s
 
 
 def test_a_centred_window_is_drawn_where_it_sits_on_the_source(tmp_path: Path, photos: Path, out_dir: Path) -> None:
-    result = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--crop", "center", "--json")
-    assert result.exit_code == 0, result.stderr
-    batch_id = json.loads(result.stdout)["batch_id"]
+    batch_id = render(tmp_path, photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--crop", "center")["batch_id"]
     with Ledger(tmp_path / "ledger.db") as ledger:
         parser = parse(Path(write_contact_sheet(ledger, batch_id).path).read_text(encoding="utf-8"))
     (window,) = parser.windows["coffee.png"]  # 600x400: the 400x400 window at 100,0
