@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import sqlite_utils
+
 REPO = Path(__file__).resolve().parent.parent
 
 COMMANDS = (
@@ -89,15 +91,18 @@ def submit(db: str, work: Path, src: Path) -> str:
 
 
 def text_columns(db: Path) -> list[str]:
-    with sqlite3.connect(db) as raw:
-        tables = [r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    """Every TEXT column of the ledger's own tables, as ``table.column``."""
+    ledger = sqlite_utils.Database(db)
+    try:
         return [
-            f"{table}.{column[1]}"
-            for table in tables
-            if not table.startswith("sqlite_")
-            for column in raw.execute(f"PRAGMA table_info({table})")
-            if column[2].upper() == "TEXT"
+            f"{table.name}.{column.name}"
+            for table in ledger.tables
+            if not table.name.startswith("sqlite_")
+            for column in table.columns
+            if column.type.upper() == "TEXT"
         ]
+    finally:
+        ledger.close()
 
 
 class SqliteLedger:
