@@ -32,8 +32,8 @@ Calls into ``thumbctl`` are not followed, but its entry points that fork workers
 a process (:data:`LIBRARY_PROCESS_CALLS`: ``render``, ``run_batch``, the pool), and so does an
 ``invoke`` (Typer's ``CliRunner`` or the harness's) of a command that renders with the pool
 (:data:`WORKER_COMMANDS`, without ``--detach``, ``--dry-run`` or ``--help``): any call whose
-first argument is such a command's literal name (``cli("submit", ...)`` through a fixture's
-in-process runner) counts. A test that
+first string argument is such a command's literal name (``cli("submit", ...)`` through a
+fixture's in-process runner) counts. A test that
 renders in its own process calls :func:`thumbctl.engine.worker.run_worker` instead.
 
 Run from the repository root::
@@ -135,14 +135,14 @@ def dotted(node: ast.AST) -> str | None:
 
 def forks_workers(call: ast.Call) -> bool:
     """Whether ``call`` runs a command of :data:`WORKER_COMMANDS` without :data:`NO_WORKERS`, judged by
-    its literals: the command is its first argument (``cli("submit", ...)``, ``harness.run(...)``)
-    or starts the list of a Typer ``invoke(app, ["submit", ...])``."""
+    its literals: the command is its first string argument (``cli("submit", ...)``,
+    ``invoke(case, "work", ...)``, ``harness.run(...)``) or starts the list of a Typer
+    ``invoke(app, ["submit", ...])``."""
     words = call.args
     if len(call.args) > 1 and isinstance(call.args[1], ast.List) and getattr(call.func, "attr", "") == "invoke":
         words = call.args[1].elts
-    if not words or not isinstance(words[0], ast.Constant) or words[0].value not in WORKER_COMMANDS:
-        return False
-    return not any(isinstance(w, ast.Constant) and w.value in NO_WORKERS for w in words)
+    texts = [w.value for w in words if isinstance(w, ast.Constant) and isinstance(w.value, str)]
+    return bool(texts) and texts[0] in WORKER_COMMANDS and not NO_WORKERS & set(texts)
 
 
 def fixture_decorator(function: ast.FunctionDef) -> ast.AST | None:
