@@ -9,13 +9,14 @@ never changes, a new one is appended, and :data:`NEWEST` is changed to match it
 hold the same tables, columns, indexes, constraints and triggers).
 
 Migrations run on a ``sqlite_utils.Database`` over the ledger's connection, built only when a
-migration is due: creating a ledger or opening an up-to-date one does not import sqlite-utils.
-They use it for what it is for: creating plain tables (``create``), adding columns
-(``add_column``), indexing columns (``create_index``) and registering SQL functions. Plain DDL
-stays where sqlite-utils has no word for it: CHECK constraints, table-level UNIQUE constraints,
-partial indexes, triggers, and the table rebuilds of migrations 8 and 12 (``Table.transform``
-cannot change a UNIQUE constraint, and under sqlite-utils 3 it commits the connection's open
-transaction, which would split a migration in two).
+migration is due: creating a ledger or opening an up-to-date one does not import sqlite-utils. They
+use it for what it is for: creating plain tables (``create_table``), adding columns
+(``add_column``), indexing columns (``create_index``) and registering SQL functions, in the calls
+that run inside the open transaction on every sqlite-utils the package allows (``Table.create`` of
+sqlite-utils 3 commits it). Plain DDL stays where sqlite-utils has no word for it: CHECK
+constraints, table-level UNIQUE constraints, partial indexes, triggers, and the table rebuilds of
+migrations 8 and 12 (``Table.transform`` cannot change a UNIQUE constraint, and under sqlite-utils
+3 it commits the connection's open transaction, which would split a migration in two).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ ITEM_STATES_SQL = "('queued', 'running', 'succeeded', 'failed', 'cancelled')"
 
 
 def _v1_initial(db: sqlite_utils.Database) -> None:
-    db["batches"].create(
+    db.create_table(
+        "batches",
         {
             "batch_id": str,
             "idempotency_key": str,
@@ -113,7 +115,8 @@ def _v1_initial(db: sqlite_utils.Database) -> None:
         "CREATE TRIGGER events_append_only BEFORE UPDATE ON events "
         "BEGIN SELECT RAISE(ABORT, 'events are append-only'); END"
     )
-    db["stat_cache"].create(
+    db.create_table(
+        "stat_cache",
         {
             "path": str,
             "dev": int,
@@ -146,7 +149,8 @@ def _v3_event_time_indexes(db: sqlite_utils.Database) -> None:
 
 def _v4_object_checks(db: sqlite_utils.Database) -> None:
     """What ``reconcile`` last found decoding: an object whose file is unchanged since is not decoded again."""
-    db["object_checks"].create(
+    db.create_table(
+        "object_checks",
         {"object_path": str, "dev": int, "inode": int, "size": int, "mtime_ns": int, "ctime_ns": int},
         pk="object_path",
     )
@@ -252,7 +256,7 @@ def _v9_meta(db: sqlite_utils.Database) -> None:
     """Facts about the ledger itself: its stable id (a store records the one ledger it belongs to,
     so gc's reference check is never made by a ledger that does not know all of the store's
     objects) and the store it last used."""
-    db["meta"].create({"name": str, "value": str}, pk="name", not_null={"value"})
+    db.create_table("meta", {"name": str, "value": str}, pk="name", not_null={"value"})
     db.execute(_NEW_LEDGER_ID)
 
 
@@ -311,7 +315,7 @@ def _v11_kept_work(db: sqlite_utils.Database) -> None:
     batch that wrote a name expired; it starts with the newest success at each name of a live
     batch. A crop fix is remembered per (source content, ratio). A batch that resumes a cancelled
     one records which (at most one per cancelled batch)."""
-    db["names"].create(_V11_NAMES_COLUMNS, pk="friendly_path", not_null=_V11_NAMES_REQUIRED)
+    db.create_table("names", _V11_NAMES_COLUMNS, pk="friendly_path", not_null=_V11_NAMES_REQUIRED)
     db["names"].create_index(["object_path"], index_name="names_object")
     db["names"].create_index(["out_dir", "source_root"], index_name="names_out_root")
     db.execute(_V11_SEED_NAMES)
