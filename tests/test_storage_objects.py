@@ -136,6 +136,12 @@ class ObjectStoreContract:
         assert store.freed_by_removing(name("ef" + "4" * 62), None) == 0
         assert store.temp_files() == []  # nothing is being written
 
+    def test_a_root_file_is_created_once_and_never_replaced(self, store: ObjectStore) -> None:
+        assert store.read_root_file("ledger-id", 100) is None
+        assert store.create_root_file("ledger-id", b"first\n") is True
+        assert store.create_root_file("ledger-id", b"second\n") is False
+        assert store.read_root_file("ledger-id", 100) == b"first\n"
+
 
 class TestLocalObjectStore(ObjectStoreContract):
     @pytest.fixture

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from thumbctl.core.errors import ItemFailure
 from thumbctl.storage.locations import output_target_at, parse_s3
-from thumbctl.storage.objects import LocalObjectStore
+from thumbctl.storage.objects import LocalObjectStore, Source
 from thumbctl.storage.outputs import LocalOutputTarget, NameState, OutputTarget, Recorded, StaleVersion
+from thumbctl.storage.publishing import NamePublished, publish_at
 
 from s3 import WeedServer, put_raw, raw_store
 
@@ -124,6 +126,28 @@ class OutputTargetContract:
         assert target.document_size("batches/b_1.json") == 5
         assert target.remove_document("batches/b_1.json") == 5
         assert target.document_size("batches/b_1.json") is None and target.read_document("batches/b_1.json", 9) is None
+
+    def test_the_name_rules_are_the_same_on_every_target(self, target: OutputTarget, plant: Plant) -> None:
+        recorded: list[Recorded] = []
+
+        def publish(data: bytes, *, overwrite: bool = False) -> NamePublished:
+            source = Source(lambda: data)
+            return publish_at(target, NAME, NAME, source, recorded=lambda: recorded, overwrite=overwrite)
+
+        first = publish(b"one")
+        assert first.outcome == "created" and target.version_of(NAME) == first.version
+        recorded.append(Recorded(first.version))
+        assert publish(b"one") == NamePublished("unchanged", first.version)
+        second = publish(b"two")
+        assert second.outcome == "replaced" and target.read(NAME, 100) == b"two"
+        recorded.append(Recorded(second.version))
+        plant(NAME, b"a user's edit")
+        with pytest.raises(ItemFailure, match="thumbctl did not publish"):
+            publish(b"three")
+        assert target.read(NAME, 100) == b"a user's edit"
+        assert publish(b"three", overwrite=True).outcome == "overwritten"
+        assert target.read(NAME, 100) == b"three"
+        assert target.occupied(NAME) and not target.occupied("rooms/nothing.1x1.jpg")
 
 
 class TestLocalOutputTarget(OutputTargetContract):

@@ -242,8 +242,7 @@ def _link_owned_names(batch: BatchView, ledger: Ledger, report: IntakeReport, ov
             failures.append(failure.detail)
         except OSError as exc:
             failures.append(f"{friendly_path}: {exc.strerror or exc}")
-    if isinstance(target, LocalOutputTarget):
-        target.remove_empty_tmp()
+    target.remove_empty_tmp()
     return failures
 
 

@@ -171,6 +171,14 @@ class ObjectStore(Protocol):
         back (at most :data:`OBJECT_READ_LIMIT` bytes)."""
         ...
 
+    def read_root_file(self, name: str, limit: int) -> bytes | None:
+        """The bytes of the store's own small file ``name`` (its ledger-id) when at most ``limit``, else None."""
+        ...
+
+    def create_root_file(self, name: str, data: bytes) -> bool:
+        """Create the store's own file ``name`` if absent; False when something is there already."""
+        ...
+
     def read_staged(self, staged: str) -> contextlib.AbstractContextManager[int | None]:
         """A read descriptor of a staged handle's file, for a copy made ahead of the publish; None
         where staged data is no file (a bucket's, held in memory)."""
@@ -303,6 +311,20 @@ class LocalObjectStore(StoreLayout):
 
     def temp_files(self) -> list[StoredFile]:
         return fsafe.temp_files(self.root, self.tmp_dir)
+
+    def read_root_file(self, name: str, limit: int) -> bytes | None:
+        try:
+            with fsafe.open_folder(self.root, self.root) as root:
+                return fsafe.read_small_file(root, name, limit)
+        except FileNotFoundError:
+            return None
+
+    def create_root_file(self, name: str, data: bytes) -> bool:
+        try:
+            fsafe.write_new_name(self.root, self.tmp_dir, self.root, name, data)
+        except FileExistsError:
+            return False
+        return True
 
     def remove_temp(self, path: str) -> int:
         return fsafe.remove_file(self.root, path)

@@ -178,6 +178,11 @@ class OutputTarget(Protocol):
         """Whether ``name`` holds exactly the bytes of the recorded object (both present)."""
         ...
 
+    def occupied(self, name: str) -> bool:
+        """Whether anything is at ``name``, also what has no version (a symlink, a folder: only a
+        local folder has them)."""
+        ...
+
     def copy_ahead(self, staged: int | None, size: int) -> CopyAhead | None:
         """A copy of an object's staged file (the open ``staged``, ``size`` bytes) made here ahead of
         its publish, so the publish only places it: a local folder's; None where none is made."""
@@ -383,6 +388,9 @@ class LocalOutputTarget(OutLayout):
 
     def thumbnail_problem(self, name: str, object_path: str, versions: Callable[[], set[str | None]]) -> str | None:
         return thumbnail_problem(object_path, self.path_of(name))
+
+    def occupied(self, name: str) -> bool:
+        return os.path.lexists(self.path_of(name))
 
     def holds_object(self, name: str, object_path: str) -> bool:
         path = self.path_of(name)

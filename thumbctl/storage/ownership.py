@@ -2,7 +2,7 @@
 
 A store belongs to one ledger: gc removes the objects no batch of *its* ledger references, which
 would be unsafe for the objects of another. The file is created once (create-if-absent) and never
-replaced: a local store links it in, an S3 store puts it with ``If-None-Match: *`` (any store with
+replaced: a local store links it in, an S3 store puts it with ``If-None-Match: *`` (any store, through
 :class:`RootFiles`). Binding a ledger to its store, which needs the ledger, is :mod:`thumbctl.publishing.stores`.
 """
 
@@ -15,9 +15,6 @@ import re
 import stat
 from typing import Protocol
 
-from . import fsafe
-from .objects import LocalObjectStore
-
 #: The file in STORE naming the ledger the store belongs to.
 LEDGER_ID_FILE = "ledger-id"
 #: A ledger id as both backends make it (16 random bytes in hex); anything else in the file is not one.
@@ -27,35 +24,17 @@ _PLACE_CHARS = 300
 
 
 class RootFiles(Protocol):
-    """A store that keeps small files of its own at its root (an S3 store)."""
+    """A store's own small files at its root (:class:`~.objects.ObjectStore` has them)."""
 
     def read_root_file(self, name: str, limit: int) -> bytes | None: ...
 
     def create_root_file(self, name: str, data: bytes) -> bool: ...
 
 
-def _read_owner_file(store: LocalObjectStore | RootFiles) -> bytes | None:
-    if not isinstance(store, LocalObjectStore):
-        return store.read_root_file(LEDGER_ID_FILE, 4096)
-    try:
-        with fsafe.open_folder(store.root, store.root) as root:
-            return fsafe.read_small_file(root, LEDGER_ID_FILE, 4096)
-    except FileNotFoundError:
-        return None
-
-
-def _create_owner_file(store: LocalObjectStore | RootFiles, text: bytes) -> None:
-    if not isinstance(store, LocalObjectStore):
-        store.create_root_file(LEDGER_ID_FILE, text)
-        return
-    with contextlib.suppress(FileExistsError):
-        fsafe.write_new_name(store.root, store.tmp_dir, store.root, LEDGER_ID_FILE, text)
-
-
-def store_owner(store: LocalObjectStore | RootFiles) -> tuple[str, str] | None:
+def store_owner(store: RootFiles) -> tuple[str, str] | None:
     """(ledger id, where that ledger was) recorded in the store, or None when none is yet. A first line that
     is not a ledger id gives an empty id; the place is cut short and shown without control characters."""
-    data = _read_owner_file(store)
+    data = store.read_root_file(LEDGER_ID_FILE, 4096)
     if data is None:
         return None
     lines = data.decode("utf-8", "replace").splitlines()
@@ -66,14 +45,14 @@ def store_owner(store: LocalObjectStore | RootFiles) -> tuple[str, str] | None:
     return (ledger_id if _LEDGER_ID.fullmatch(ledger_id) else "", place)
 
 
-def claimed_owner(store: LocalObjectStore | RootFiles, own_id: str, where: str) -> tuple[str, str]:
+def claimed_owner(store: RootFiles, own_id: str, where: str) -> tuple[str, str]:
     """The store's owner, recording ``own_id`` first when it has none (a create-if-absent link:
     of two ledgers claiming one new store at once, one wins and the other reads its id)."""
     for _ in range(3):
         found = store_owner(store)
         if found is not None and found[0]:
             return found
-        _create_owner_file(store, f"{own_id}\n{where}\n".encode())
+        store.create_root_file(LEDGER_ID_FILE, f"{own_id}\n{where}\n".encode())
     raise OSError(errno.EEXIST, f"{getattr(store, 'root', 'the store')}/{LEDGER_ID_FILE} is not a readable ledger id")
 
 

@@ -506,6 +506,9 @@ class S3OutputTarget(OutLayout, _S3Place):
             return "missing"
         return None if version in versions() else "modified"
 
+    def occupied(self, name: str) -> bool:
+        return self.version_of(name) is not None
+
     def holds_object(self, name: str, object_path: str) -> bool:
         found = self._head(name)
         return found is not None and self._holds_object(name, found[0], object_path)

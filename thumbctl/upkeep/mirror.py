@@ -37,7 +37,7 @@ from ..core.scanrules import ScanRules
 from ..ledger import Ledger
 from ..sources.scan import ScanError, is_within
 from ..storage.locations import name_in, output_target_at
-from ..storage.outputs import LocalOutputTarget, NameState, OutputTarget, Recorded
+from ..storage.outputs import NameState, OutputTarget, Recorded
 
 if TYPE_CHECKING:
     from ..intake.submission import IntakeReport
@@ -308,7 +308,7 @@ def _remove_one(
     current = target.version_of(relative)
     version = _our_version(target, relative, name, current)
     if version is None:
-        if current is not None or _occupied(target, name.friendly_path):
+        if current is not None or target.occupied(relative):
             outcome.kept_edited.append(name.friendly_path)
         elif batch_id is not None:  # already gone: only its record is left to forget
             detail = f"mirror: {name.friendly_path} was already gone"
@@ -330,11 +330,6 @@ _WHY = {
     Reason.DROPPED: "the batch no longer asks for it",
     Reason.EXCLUDED: "its source is left out by --include/--exclude (--delete-excluded)",
 }
-
-
-def _occupied(target: OutputTarget, path: str) -> bool:
-    """Whether something that has no version (a symlink, a folder: only a local folder has them) is at ``path``."""
-    return isinstance(target, LocalOutputTarget) and os.path.lexists(path)
 
 
 def _our_version(target: OutputTarget, relative: str, name: PublishedName, version: str | None) -> str | None:
