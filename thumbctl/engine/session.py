@@ -157,8 +157,9 @@ class SubmitSession:
     recorded (for a process that ends with the run: see :func:`~thumbctl.engine.runner.prepare_workers`).
     ``settle_first``/``clear_first``: settle the store, and clear what a crashed run left in OUT,
     first (``watch`` settles once before its rounds, :meth:`settle_store`, and its rounds clear
-    nothing). ``finish_terminal``: a batch terminal at submit (a replay) is run all the same, which
-    writes a missing manifest and the contact sheet (``submit``); else it is returned as submitted."""
+    nothing). ``finish_terminal``: a batch terminal at submit (a replay, or every output reused) is
+    run all the same, which writes a missing manifest and the contact sheet (``submit``); else it is
+    returned as submitted."""
 
     db: Path | str
     options: SubmitOptions = field(default_factory=SubmitOptions)
@@ -219,6 +220,11 @@ class SubmitSession:
             with self.observer.counting_interrupts() as presses:
                 return self._submit_and_render(ledger, prepared, presses, None, detach=detach, first=False)
 
+    def settle_store(self) -> None:
+        """Only the first step: the store settled with the ledger (``watch``, before its rounds)."""
+        with Ledger(self.db) as ledger:
+            self._settle(ledger)
+
     def read(self, ledger: Ledger, source: Path | str) -> PreparedSubmission:
         """The submission of ``source``: its sources scanned and inspected, nothing recorded."""
         with self.observer.reading_sources():
@@ -230,11 +236,6 @@ class SubmitSession:
         from .runner import prepare_workers
 
         return prepare_workers(count)
-
-    def settle_store(self) -> None:
-        """Only the first step: the store settled with the ledger (``watch``, before its rounds)."""
-        with Ledger(self.db) as ledger:
-            self._settle(ledger)
 
     def _settle(self, ledger: Ledger) -> None:
         if not self.settle_first:
@@ -280,7 +281,7 @@ class SubmitSession:
         run = self._render(batch.batch_id, presses, standby) if renders else None
         outcome = Outcome(batch, prepared.report, run)
         if self.mirror is not None and not detach and not outcome.interrupted:
-            outcome = replace(outcome, mirrored=self._mirror(ledger, prepared, batch.batch_id))
+            outcome = replace(outcome, mirrored=self._mirror(ledger, self.mirror, prepared, batch.batch_id))
         if run is not None:
             self.observer.rendered(outcome, run)
         return outcome
@@ -304,10 +305,9 @@ class SubmitSession:
                 self.db, batch_id, self.run_options, interrupts=presses, observer=progress, standby=standby
             )
 
-    def _mirror(self, ledger: Ledger, prepared: PreparedSubmission, batch_id: str) -> MirrorReport:
+    def _mirror(self, ledger: Ledger, mirror: Mirror, prepared: PreparedSubmission, batch_id: str) -> MirrorReport:
         from ..upkeep.mirror import mirror_batch
 
-        mirror = self.mirror or Mirror()
         folder = self._folder(prepared)
         return mirror_batch(ledger, batch_id, folder, dropped=mirror.dropped, excluded=mirror.excluded)
 
