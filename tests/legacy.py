@@ -132,7 +132,9 @@ def replayable(case: LegacyCase, scratch: Path) -> None:
         args = ["submit", str(case.root / "src"), "--out", str(case.root / out), *ratio_args, "--size", str(case.size)]
         # a fresh scratch ledger each time: one that knew the folder would migrate its old objects/
         db = scratch.with_name(f"{scratch.stem}-{run}{scratch.suffix}")
-        digests.append(Thumbctl(db).json(*args, "--detach", "--db", str(db))["request_digest"])
+        recorded = Thumbctl(db).invoke(*args, "--detach", "--db", str(db), "--json")  # in this process
+        assert recorded.returncode == 0, recorded.stderr
+        digests.append(json.loads(recorded.stdout)["request_digest"])
     from thumbctl import Ledger
 
     with Ledger(case.db) as ledger:

@@ -25,6 +25,8 @@ from thumbctl.cli import app
 from thumbctl.upkeep.legacy_layout import MigrationReport, migrate_legacy_layout
 from thumbctl.upkeep.migrate import needs_migration
 
+from harness import Thumbctl
+from inprocess import render_here, submit_here
 from legacy import CASES, LegacyCase, replayable, unpack_case
 
 CHECKPOINTS = (
@@ -56,6 +58,13 @@ def invoke(case: LegacyCase, *args: str):
 def writing(case: LegacyCase, *args: str):
     """A command that writes; a PostgreSQL ledger names its store (it has no default one)."""
     return invoke(case, *args, *(("--store", str(store_of(case))) if case.backend == "postgres" else ()))
+
+
+def render(case: LegacyCase, *args: object, states: tuple[str, ...]) -> dict:
+    """A writing ``submit ARGS`` (see :func:`writing`) recorded and rendered in this process
+    (tests/inprocess): its finished document."""
+    store = ("--store", store_of(case)) if case.backend == "postgres" else ()
+    return submit_here(Thumbctl(case.db), *args, *store, states=states)
 
 
 def status_docs(case: LegacyCase) -> dict[str, object]:
@@ -417,21 +426,8 @@ def test_after_migration_a_new_batch_into_the_same_folder_never_clobbers(case: L
     mine = case.outs[0] / "photo2.16x9.jpg"
     mine.unlink()
     mine.write_bytes(b"the user's own file")
-    result = writing(
-        case,
-        "submit",
-        str(case.root / "src"),
-        "--out",
-        str(case.outs[0]),
-        "--ratio",
-        "16:9",
-        "--ratio",
-        "1:1",
-        "--size",
-        "48",
-        "--json",
-    )
-    assert result.exit_code == 1, result.stderr
+    args = ("--out", case.outs[0], "--ratio", "16:9", "--ratio", "1:1", "--size", "48")
+    render(case, case.root / "src", *args, states=("partial", "failed"))  # a foreground run exits 1: name_taken
     assert mine.read_bytes() == b"the user's own file"
     assert not (case.outs[0] / "objects").exists()
     for path in thumbnails(case):
@@ -455,8 +451,8 @@ def test_an_object_missing_before_migration_is_rendered_again_into_the_store(cas
     assert repaired.exit_code == 0, repaired.stdout  # every finding repaired: the item is queued again
     kinds = {(f["kind"], f["path"]) for f in json.loads(repaired.stdout)["findings"]}
     assert ("object_missing", str(in_store)) in kinds
-    worked = writing(case, "work", "--until-idle", "--workers", "1")
-    assert worked.exit_code == 0, worked.stderr
+    (batch_id,) = {f["batch_id"] for f in json.loads(repaired.stdout)["findings"] if f["kind"] == "object_missing"}
+    render_here(case.db, batch_id)  # what `work --until-idle` renders, in this process
 
     assert in_store.is_file() and os.lstat(in_store).st_nlink == 1
     assert names and all(p.read_bytes() == in_store.read_bytes() and os.lstat(p).st_nlink == 1 for p in names)
