@@ -212,11 +212,12 @@ def install_probe() -> None:
 
     from thumbctl.ledger.connection import LedgerConnection
     from thumbctl.ledger.queue import Queue
+    from thumbctl.ledger.retry import Call, call_of
     from thumbctl.ledger.sqlite import SqliteBackend
 
     for name in dir(Queue):
         method = getattr(Queue, name)
-        if not name.startswith("_") and callable(method) and not getattr(method, "direct", False):
+        if not name.startswith("_") and callable(method) and call_of(method) is not Call.DIRECT:
             setattr(Queue, name, _counted_op(name, method))
     psycopg.Connection.pipeline = _counted_pipeline(psycopg.Connection.pipeline)
     for name in ("execute", "executemany", "copy"):
