@@ -27,6 +27,10 @@ What a test reaches, followed transitively through the code of ``tests/`` only:
 - the fixtures it requests: its parameters, ``@pytest.mark.usefixtures``, ``request.
   getfixturevalue("name")`` with a literal name, and the autouse fixtures of its module and of
   ``tests/conftest.py``; a module's fixture before conftest's, each fixture's own requests in turn.
+  What a fixture of a wider scope (``module``, ``session``) starts is started once for many tests:
+  it counts, and is also shown apart (a test that starts nothing of its own).
+
+Type annotations reach nothing (``server: HttpServer`` starts no server).
 
 Calls into ``thumbctl`` are not followed, but its entry points that fork workers count as starting
 a process (:data:`LIBRARY_PROCESS_CALLS`: ``render``, ``run_batch``, the pool), and so does an
@@ -56,6 +60,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 PROCESS = "process"
 SERVER = "server"
+SHARED = "shared "
+
+
+def as_shared(kind: str) -> str:
+    """``kind`` started by a fixture of a wider scope: once for many tests."""
+    return kind if kind.startswith(SHARED) else SHARED + kind
+
 
 #: Calls of the standard library that start a process, by module: every callable of the module,
 #: or only the names listed.
@@ -107,6 +118,9 @@ class Node:
     name: str
     kinds: set[str] = field(default_factory=set)
     reaches: list[str] = field(default_factory=list)
+    #: A fixture of a wider scope than the test (module, session): what it starts is started once
+    #: for many tests, and counts for them as shared.
+    shared: bool = False
 
 
 @dataclass
@@ -151,6 +165,26 @@ def fixture_decorator(function: ast.FunctionDef) -> ast.AST | None:
         if dotted(target) in ("pytest.fixture", "fixture"):
             return decorator
     return None
+
+
+def annotations(function: ast.AST) -> set[int]:
+    """The ids of the nodes of ``function``'s type annotations (its parameters', its return's and
+    its annotated names')."""
+    roots: list[ast.AST] = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
+            roots.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
+            roots.append(node.returns)
+    return {id(sub) for root in roots for sub in ast.walk(root)}
+
+
+def is_shared(decorator: ast.AST) -> bool:
+    """Whether a fixture's decorator gives it a scope wider than one test."""
+    return isinstance(decorator, ast.Call) and any(
+        k.arg == "scope" and isinstance(k.value, ast.Constant) and k.value.value != "function"
+        for k in decorator.keywords
+    )
 
 
 def is_autouse(decorator: ast.AST) -> bool:
@@ -404,9 +438,14 @@ class Graph:
             return node
         parts = qualified.split(".")
         own_class = ".".join(parts[:-1]) if len(parts) == 3 else None
-        requests = parts[-1].startswith("test_") or fixture_decorator(definition) is not None  # type: ignore[arg-type]
+        decorator = fixture_decorator(definition)  # type: ignore[arg-type]
+        node.shared = decorator is not None and is_shared(decorator)
+        requests = parts[-1].startswith("test_") or decorator is not None
         known = self.bindings(self.modules[parts[0]], definition, own_class, requests)
+        types = annotations(definition)
         for sub in ast.walk(definition):
+            if id(sub) in types:  # a type names a class; it starts nothing
+                continue
             if isinstance(sub, ast.Call) and (kind := self.primitive(module, sub)):
                 node.kinds.add(kind)
             if isinstance(sub, ast.Name | ast.Attribute) and (name := dotted(sub)):
@@ -450,8 +489,9 @@ class Graph:
             changed = False
             for name, node in self.nodes.items():
                 for target in node.reaches:
-                    if not found[target] <= found[name]:
-                        found[name] |= found[target]
+                    kinds = {as_shared(kind) for kind in found[target]} if self.nodes[target].shared else found[target]
+                    if not kinds <= found[name]:
+                        found[name] |= kinds
                         self.first.setdefault(name, target)
                         changed = True
         return found
@@ -484,12 +524,13 @@ def main() -> None:
     if args.list:
         for test, kinds in starting.items():
             print(f"{test}: {'+'.join(sorted(kinds))} (via {graph.first.get(test, '?')})")
+    own = [kinds for kinds in starting.values() if kinds & {PROCESS, SERVER}]
     processes = sum(PROCESS in kinds for kinds in starting.values())
-    servers = sum(kinds == {SERVER} for kinds in starting.values())
     print(f"test functions: {len(tests)}")
     print(f"start a process or a server: {len(starting)} ({len(starting) / len(tests):.1%})")
-    print(f"  a process: {processes} ({processes / len(tests):.1%})")
-    print(f"  a server only (in this process): {servers}")
+    print(f"  a process of their own: {processes} ({processes / len(tests):.1%})")
+    print(f"  a server but no process of their own: {sum(kinds & {PROCESS, SERVER} == {SERVER} for kinds in own)}")
+    print(f"  only through a module- or session-wide fixture: {len(starting) - len(own)}")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,12 @@ def served():
 @pytest.fixture(autouse=True)
 def quiet():
     yield
+
+@pytest.fixture(scope="session")
+def weed() -> Runner:
+    runner = Runner()
+    runner.run("weed")
+    return runner
 """
 
 HELPER = """
@@ -107,6 +113,12 @@ def test_a_wrapper_running_work(cli):
 def test_the_library_render():
     render("photos")
 
+def test_a_session_wide_server(weed):
+    pass
+
+def test_a_type_starts_nothing(tmp_path: Runner) -> Runner:
+    pass
+
 class Contract:
     def test_uses_the_store(self, store):
         store.put()
@@ -133,6 +145,7 @@ STARTS = {
     "test_x.test_a_foreground_submit_in_process": {"process"},
     "test_x.test_a_wrapper_running_work": {"process"},
     "test_x.test_the_library_render": {"process"},
+    "test_x.test_a_session_wide_server": {"shared process"},
     "test_x.TestRemote.test_uses_the_store": {"process"},
 }
 
@@ -143,7 +156,7 @@ def test_each_rule_of_the_docstring_decides_one_test(processes, tmp_path: Path) 
     graph = processes.Graph(processes.load(tmp_path))
     tests = list(processes.test_functions(graph))
     found = graph.settle(tests)
-    assert len(tests) == 14  # the contract's test once per Test class, never for the contract itself
+    assert len(tests) == 16  # the contract's test once per Test class, never for the contract itself
     assert {test: found[test] for test in tests if found[test]} == STARTS
 
 
