@@ -22,7 +22,7 @@ from thumbctl.engine.worker import WorkerConfig, run_worker
 from thumbctl.storage.outputs import LocalOutputTarget
 from thumbctl.upkeep.mirror import FolderView, mirror_batch, plan_mirror
 
-from support import check_invariants, is_copy_of, make_image, tree_snapshot
+from support import accept, check_invariants, is_copy_of, make_image, tree_snapshot
 
 SQUARE = Profile(ratios=(Ratio(1, 1), Ratio(4, 3)))
 
@@ -41,8 +41,7 @@ def prepared(ledger: Ledger, source: Path, out: Path, profile: Profile = SQUARE,
 
 def rendered(ledger: Ledger, source: Path, out: Path, profile: Profile = SQUARE, key: str | None = None) -> str:
     """Submit ``source`` and render it; returns the batch id."""
-    ready, options = prepared(ledger, source, out, profile, key)
-    batch = submit(ledger, ready, options.limits)
+    batch = accept(ledger, source, out, store_dir=out.parent / "ledger.store", profile=profile, key=key)
     config = WorkerConfig(str(ledger.path), backoff=Backoff(base=0.001, cap=0.001), poll_seconds=0.01)
     run_worker(config, threading.Event(), Faults(""))
     assert ledger.views.batch(batch.batch_id).state == "succeeded"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from thumbctl import Ledger, SubmitOptions, prepare_submission, submit
+from thumbctl import Ledger
 from thumbctl.engine.pool import Pool, Standby, supervise
 from thumbctl.engine.worker import WorkerConfig
 
-from support import check_invariants, make_image
+from support import accept, check_invariants, make_image
 
 
 def in_a_one_thread_child(test: Callable[..., None]) -> Callable[..., None]:
@@ -73,8 +73,7 @@ def test_standby_workers_render_the_batch_they_are_handed(tmp_path: Path) -> Non
     with Standby(2) as standby:
         assert len(standby.waiting) == 2
         with Ledger(tmp_path / "l.db") as ledger:
-            options = SubmitOptions(out_dir=tmp_path / "out")
-            batch = submit(ledger, prepare_submission(tmp_path / "photos", options, ledger), options.limits)
+            batch = accept(ledger, tmp_path / "photos", tmp_path / "out")
             pool = Pool(WorkerConfig(db_path=str(ledger.path), batch_id=batch.batch_id), 2, standby=standby)
             standby_pids = {child.pid for child, _ in standby.waiting}
             supervise(ledger, pool, interrupts=lambda: 0, on_first_interrupt=lambda: None, on_tick=lambda: None)
