@@ -21,6 +21,7 @@ import pytest
 from thumbctl.config.s3location import S3Options
 
 from harness import Thumbctl
+from inprocess import json_here
 from s3 import BUCKET, WeedServer, free_ports, get_raw, put_raw, raw_store, weed_binary
 
 ONE_RATIO = ("-r", "1:1", "-w", "1")
@@ -162,15 +163,17 @@ def test_a_missing_bucket_is_refused_before_any_batch_is_recorded(
 def test_config_shows_the_s3_endpoint_and_region_and_never_a_credential(tmp_path: Path) -> None:
     secret = "wJalrXUtnFEMI-not-shown"
     env = {"THUMBCTL_S3_ENDPOINT": "http://127.0.0.1:8333", "THUMBCTL_S3_REGION": "eu-central-1"}
-    cli = Thumbctl(tmp_path / "ledger.db", env={**env, "AWS_SECRET_ACCESS_KEY": secret, "AWS_ACCESS_KEY_ID": "AKIA1"})
-    shown = cli.json("config")["settings"]
+    credentials = {"AWS_SECRET_ACCESS_KEY": secret, "AWS_ACCESS_KEY_ID": "AKIA1"}
+    cli = Thumbctl(tmp_path / "ledger.db", env={**env, **credentials})
+    shown = json_here(cli, "config")["settings"]
     assert shown["s3_endpoint"] == {"value": "http://127.0.0.1:8333", "source": "env THUMBCTL_S3_ENDPOINT"}
     assert shown["s3_region"] == {"value": "eu-central-1", "source": "env THUMBCTL_S3_REGION"}
-    table = cli.run("config")
+    table = cli.invoke("config")
     assert "http://127.0.0.1:8333" in table.stdout and secret not in table.stdout + table.stderr
     assert "AKIA1" not in table.stdout + table.stderr
 
-    userinfo = cli.run("config", "--json", THUMBCTL_S3_ENDPOINT=f"http://key:{secret}@127.0.0.1:8333")
+    userinfo_env = {**env, **credentials, "THUMBCTL_S3_ENDPOINT": f"http://key:{secret}@127.0.0.1:8333"}
+    userinfo = Thumbctl(tmp_path / "ledger.db", env=userinfo_env).invoke("config", "--json")
     assert userinfo.returncode == 2 and secret not in userinfo.stdout + userinfo.stderr
     assert json.loads(userinfo.stdout)["error"] == {
         "code": "config_error",
