@@ -136,6 +136,13 @@ class ObjectStoreContract:
         assert store.freed_by_removing(name("ef" + "4" * 62), None) == 0
         assert store.temp_files() == []  # nothing is being written
 
+    def test_a_peek_knows_the_size_and_a_stamp_or_a_checksum_without_reading(self, store: ObjectStore) -> None:
+        assert store.peek(name()) is None
+        store.put(name(), b"12345", verify=damaged)
+        peek = store.peek(name())
+        assert peek is not None and peek.size == 5 and peek.plain
+        assert peek.stamp is not None or peek.checksum == hashlib.sha256(b"12345").hexdigest()
+
     def test_a_root_file_is_created_once_and_never_replaced(self, store: ObjectStore) -> None:
         assert store.read_root_file("ledger-id", 100) is None
         assert store.create_root_file("ledger-id", b"first\n") is True

@@ -26,7 +26,6 @@ import functools
 import os
 import re
 import stat
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -36,6 +35,7 @@ from ..core.models import ObjectStamp
 from . import fsafe
 from .fsafe import OutsideOutput, StoredFile
 from .layout import StoreLayout
+from .staging import STAGED
 
 #: Verifies an existing object read from the open file: None when it is sound, else what is wrong.
 Verifier = Callable[[BinaryIO], "str | None"]
@@ -104,6 +104,19 @@ class Source:
     ahead: object | None = None
 
 
+@dataclass(frozen=True)
+class ObjectPeek:
+    """What a store knows of an object without reading it: its size, whether it is a plain object (a
+    local folder may hold a symlink or another kind of file at its name), and either the stamp of a
+    local file (its identity and times: the object changed only if they did) or the sha256 kept
+    with it (a bucket's)."""
+
+    size: int
+    plain: bool = True
+    stamp: ObjectStamp | None = None
+    checksum: str | None = None
+
+
 class ObjectStore(Protocol):
     """Objects by name (``<derivative key>.<ext>``), created only if absent.
 
@@ -137,6 +150,10 @@ class ObjectStore(Protocol):
 
     def stat(self, name: str) -> ObjectInfo | None:
         """The object's size and version, None when it is absent."""
+        ...
+
+    def peek(self, name: str) -> ObjectPeek | None:
+        """What the store knows of the object without reading it; None when it is absent."""
         ...
 
     def verify(self, name: str, check: Verifier) -> str | None:
@@ -226,7 +243,7 @@ class LocalObjectStore(StoreLayout):
         with fsafe.open_folder(self.root, self.tmp_dir, create=True) as tmp:
             fsafe.write_new(tmp, name, data)
             path = f"{self.tmp_dir}/{name}"
-            _STAGED.hold(path, tmp)
+            STAGED.hold(path, tmp)
         return path
 
     def put_staged(self, staged: str, name: str, *, verify: Verifier) -> Published:
@@ -240,13 +257,13 @@ class LocalObjectStore(StoreLayout):
             self.discard(staged)
 
     def discard(self, staged: str | None) -> None:
-        if staged and not _STAGED.unlink(staged):
+        if staged and not STAGED.unlink(staged):
             fsafe.discard(staged)
 
     @contextlib.contextmanager
     def read_staged(self, staged: str) -> Iterator[int | None]:
         """A read descriptor of a staged temp file (still staged afterwards), closed on exit."""
-        with _STAGED.reading(staged, self.root) as fd:
+        with STAGED.reading(staged, self.root) as fd:
             yield fd
 
     @contextlib.contextmanager
@@ -271,6 +288,15 @@ class LocalObjectStore(StoreLayout):
                 return ObjectInfo(info.st_size, f"{digest}:{info.st_ino}", digest)
         except FileNotFoundError:
             return None
+
+    def peek(self, name: str) -> ObjectPeek | None:
+        """The file's ``lstat``: its stamp, and whether it is a regular file."""
+        try:
+            st = os.lstat(self.path_of(name))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        stamp = ObjectStamp(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        return ObjectPeek(st.st_size, stat.S_ISREG(st.st_mode), stamp)
 
     def verify(self, name: str, check: Verifier) -> str | None:
         try:
@@ -330,74 +356,6 @@ class LocalObjectStore(StoreLayout):
         return fsafe.remove_file(self.root, path)
 
 
-class StagedFolders:
-    """The folder each temp file of this process was written in, held open from the write to its
-    use or removal: a temp file is reached through the folder it was written in, never again by
-    its path, so STORE/.tmp renamed or swapped for a symlink meanwhile leaves no temp file behind
-    (and cannot lead a link out of the store)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._folders: dict[str, int] = {}
-
-    def hold(self, path: str, folder: int) -> None:
-        with self._lock:
-            self._folders[path] = os.dup(folder)
-
-    def _take(self, path: str) -> int | None:
-        with self._lock:
-            return self._folders.pop(path, None)
-
-    def unlink(self, path: str) -> bool:
-        """Remove the temp file at ``path`` through its folder; False when none is held for it."""
-        folder = self._take(path)
-        if folder is None:
-            return False
-        try:
-            with contextlib.suppress(OSError):
-                fsafe.unlink_quietly(folder, os.path.basename(path))
-        finally:
-            os.close(folder)
-        return True
-
-    @contextlib.contextmanager
-    def reading(self, path: str, root: str) -> Iterator[int]:
-        """A read descriptor of the temp file at ``path`` (through the folder held for it, which stays
-        held), closed on exit; FileNotFoundError when it is gone."""
-        with self._lock:
-            held = self._folders.get(path)
-            folder = None if held is None else os.dup(held)
-        with contextlib.ExitStack() as stack:
-            if folder is None:
-                folder = stack.enter_context(fsafe.open_folder(root, os.path.dirname(path)))
-            else:
-                stack.callback(os.close, folder)
-            fd = fsafe.open_regular_file(folder, os.path.basename(path))
-        if fd is None:
-            raise FileNotFoundError(errno.ENOENT, "the temp file is not a regular file", path)
-        try:
-            yield fd
-        finally:
-            os.close(fd)
-
-    @contextlib.contextmanager
-    def folder_of(self, path: str, root: str) -> Iterator[int]:
-        """The folder held for the temp file at ``path`` (released on exit), else its folder opened by path."""
-        folder = self._take(path)
-        if folder is None:
-            with fsafe.open_folder(root, os.path.dirname(path)) as opened:
-                yield opened
-            return
-        try:
-            yield folder
-        finally:
-            os.close(folder)
-
-
-_STAGED = StagedFolders()
-os.register_at_fork(after_in_child=_STAGED.__init__)
-
-
 def store_root_of(object_path: str) -> str:
     """The root of the store an object (or its preview) lies in: ``<root>/objects/<xx>/<name>``."""
     shard = os.path.dirname(os.path.abspath(object_path))
@@ -421,7 +379,7 @@ def publish_object(store: LocalObjectStore, temp_path: str, object_path: str, *,
     """
     tmp_dir, temp = os.path.split(temp_path)
     shard_dir, name = os.path.split(object_path)
-    with _STAGED.folder_of(temp_path, store.root) as tmp:
+    with STAGED.folder_of(temp_path, store.root) as tmp:
         try:
             with fsafe.open_folder(store.root, shard_dir, create=True) as shard:
                 return _publish_in(tmp, temp, shard, name, verify)
@@ -494,13 +452,6 @@ def object_holds(object_path: str, fd: int, size: int) -> bool:
             return info.st_size == size and fsafe.same_bytes(obj, fd)
     except (OSError, ValueError):
         return False
-
-
-def object_stamp(object_path: str) -> ObjectStamp:
-    """The object file's identity and times as ``lstat`` gives them (reconcile decodes an object again
-    only when they changed)."""
-    st = os.lstat(object_path)
-    return ObjectStamp(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 # -- listing and removal -----------------------------------------------------------------------------

@@ -43,7 +43,17 @@ from ..config.s3location import S3Location, S3Options, is_s3, parse_s3
 from . import s3client
 from .fsafe import StoredFile
 from .layout import OutLayout, StoreLayout
-from .objects import OBJECT_READ_LIMIT, ObjectInfo, ObjectTooLarge, Outcome, Published, Source, Verifier, open_object
+from .objects import (
+    OBJECT_READ_LIMIT,
+    ObjectInfo,
+    ObjectPeek,
+    ObjectTooLarge,
+    Outcome,
+    Published,
+    Source,
+    Verifier,
+    open_object,
+)
 from .outputs import RESERVED_FOLDERS, InterfaceSlot, NameState, Recorded, StaleVersion
 
 if TYPE_CHECKING:
@@ -324,6 +334,10 @@ class S3ObjectStore(StoreLayout, _S3Place):
     @contextlib.contextmanager
     def read_staged(self, staged: str) -> Iterator[int | None]:
         yield None
+
+    def peek(self, name: str) -> ObjectPeek | None:
+        info = self.stat(name)
+        return None if info is None else ObjectPeek(info.size, checksum=info.checksum)
 
     def listing(self) -> Iterator[tuple[str, int | None]]:
         for name in self.names():

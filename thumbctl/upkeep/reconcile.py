@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
-from pathlib import Path
 from typing import NamedTuple
 
 from ..config.options import DEFAULT_GRACE
@@ -36,9 +34,9 @@ from ..ledger import Ledger, iso
 from ..ledger.damage import BATCH_WAY_OUT, ITEM_TIMES, Damage
 from ..ledger.upkeep import Publishing, stall_reason
 from ..publishing.publisher import Publisher
-from ..storage.fsafe import StoredFile, is_plain_file
+from ..storage.fsafe import StoredFile
 from ..storage.locations import is_s3, name_in
-from ..storage.objects import LocalObjectStore, ObjectStore, ObjectTooLarge, object_stamp
+from ..storage.objects import ObjectStore, ObjectTooLarge
 from ..storage.outputs import OutputTarget
 from .inventory import listed_objects, object_size, object_stores
 from .leftovers import (
@@ -228,39 +226,30 @@ def _expected_size(item: PublishedItem) -> tuple[int, int]:
     return geometry.out_w, geometry.out_h
 
 
-def object_problem(item: PublishedItem, known: ObjectStamp | None = None) -> ObjectCheck:
-    """Check a succeeded item's object in a local folder: present, a plain file, the published
-    size, exact dimensions, decodes.
-
-    The decode, the one costly check, is skipped when the file is exactly as it was when it
-    last decoded without fault (``known``): same inode, size, modification and change times.
-    """
-    if not os.path.lexists(item.object_path):
+def object_problem(
+    store: ObjectStore, name: str, item: PublishedItem, known: ObjectStamp | None, *, deep: bool
+) -> ObjectCheck:
+    """Check a succeeded item's object through its store's interface: present, a plain object, the
+    published size, then by what the store knows without reading it. A local file is decoded
+    again only when it changed since it last decoded without fault (``known``: same inode, size,
+    modification and change times); a bucket's object by the checksum kept with it equal to the
+    published one and, with ``deep``, by reading it (bounded) and decoding it."""
+    peek = store.peek(name)
+    if peek is None:
         return ObjectCheck("is missing")
-    if not is_plain_file(item.object_path):
+    if not peek.plain:
         return ObjectCheck("is not a plain file in the output folder (a symlink or another kind of file)")
-    stamp = object_stamp(item.object_path)
-    if item.output_bytes is not None and stamp.size != item.output_bytes:
-        return ObjectCheck(f"is {stamp.size} bytes, {item.output_bytes} were published")
-    if stamp == known:
-        return ObjectCheck(None, stamp)
-    width, height = _expected_size(item)
-    problem = verify_output(Path(item.object_path), item.format, width, height)
-    return ObjectCheck(problem, None if problem else stamp, decoded=True)
-
-
-def stored_object_problem(store: ObjectStore, name: str, item: PublishedItem, *, deep: bool) -> ObjectCheck:
-    """Check a succeeded item's object through its store's interface: by what the store knows
-    without reading it (present, the published size, the checksum kept with it equal to the
-    published one) and, with ``deep``, by reading it (bounded) and decoding it."""
-    info = store.stat(name)
-    if info is None:
-        return ObjectCheck("is missing")
-    if item.output_bytes is not None and info.size != item.output_bytes:
-        return ObjectCheck(f"is {info.size} bytes, {item.output_bytes} were published")
-    if info.checksum is None:
+    if item.output_bytes is not None and peek.size != item.output_bytes:
+        return ObjectCheck(f"is {peek.size} bytes, {item.output_bytes} were published")
+    if peek.stamp is not None:
+        if peek.stamp == known:
+            return ObjectCheck(None, peek.stamp)
+        width, height = _expected_size(item)
+        problem = store.verify(name, lambda stream: verify_output(stream, item.format, width, height))
+        return ObjectCheck(problem, None if problem else peek.stamp, decoded=True)
+    if peek.checksum is None:
         return ObjectCheck("has no checksum kept with it (thumbctl did not write it)")
-    if item.output_sha256 is not None and info.checksum != item.output_sha256:
+    if item.output_sha256 is not None and peek.checksum != item.output_sha256:
         return ObjectCheck("holds other bytes than were published (its checksum differs)")
     if not deep:
         return ObjectCheck(None)
@@ -270,7 +259,7 @@ def stored_object_problem(store: ObjectStore, name: str, item: PublishedItem, *,
         return ObjectCheck("is missing")
     except ObjectTooLarge:
         return ObjectCheck(f"holds over {DEEP_READ_LIMIT} bytes")
-    if hashlib.sha256(data).hexdigest() != info.checksum:
+    if hashlib.sha256(data).hexdigest() != peek.checksum:
         return ObjectCheck("holds bytes that no longer match the checksum kept with it (damaged)", decoded=True)
     width, height = _expected_size(item)
     return ObjectCheck(verify_output(io.BytesIO(data), item.format, width, height), decoded=True)
@@ -302,9 +291,7 @@ class _ObjectChecks:
 
     def _checked(self, item: PublishedItem, known: ObjectStamp | None) -> ObjectCheck:
         store, name = self.scope.object_of(item.object_path)
-        if isinstance(store, LocalObjectStore):
-            return object_problem(item, known)
-        return stored_object_problem(store, name, item, deep=self.deep)
+        return object_problem(store, name, item, known, deep=self.deep)
 
 
 def _output_problems(ledger: Ledger, checks: _ObjectChecks) -> Iterator[Problem]:
