@@ -8,7 +8,7 @@ subprocesses inherit the pinning, as under ``taskset -c CORE``).
 Per source, timed in interleaved rounds (each case once per round):
 
 * ``ours`` -- the library calls a worker makes for one claim of the source's 18
-  items (``ClaimRun`` in ``thumbctl/engine/worker.py``) minus the ledger and the files:
+  items (``ClaimRun`` in ``thumbctl/engine/claimrun.py``) minus the ledger and the files:
   read the bytes, ``probe``, ``output_geometry`` per item, one ``SourceDecoder``
   asked for each item's decode (``decode_scale`` of its size, alpha kept for
   WebP), so one decode per DCT scale; ``analysis_copy`` at the reference size and
@@ -162,7 +162,7 @@ def render_set(path: Path) -> list[tuple[Image.Image, bytes]]:
     info = probe(io.BytesIO(data), data[:32], MAX_PIXELS)
     items = derivatives_of(info.width, info.height)
     decoder = SourceDecoder(data, info.format, MAX_PIXELS, background="#ffffff", label=path.name)
-    for item in items:  # ClaimRun._decode
+    for item in items:  # decoding.decode_claim
         decoder.decoded(decode_scale(info.width, info.height, item.size), keep_alpha=item.format in ALPHA_FORMATS)
     copy = decoder.analysis_copy(decode_scale(info.width, info.height, ANALYSIS_REFERENCE_SIZE))
     analysis = CropAnalysis(copy, info.width, info.height, "smart")

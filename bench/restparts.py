@@ -51,25 +51,25 @@ REPO = Path(__file__).resolve().parent.parent
 WORKER_PARTS = (
     (
         "decode",
-        "thumbctl.engine.worker",
-        "ClaimRun._decode",
+        "thumbctl.engine.decoding",
+        "decode_claim",
         "imaging: the source decoded at the scales its outputs need",
     ),
     ("crop analysis", "thumbctl.engine.rendering", "Rendering.analyse", "imaging"),
-    ("resample and encode", "thumbctl.engine.worker", "ClaimRun._rendered", "imaging"),
+    ("resample and encode", "thumbctl.engine.claimrun", "ClaimRun._rendered", "imaging"),
     (
         "read and digest again",
-        "thumbctl.engine.worker",
+        "thumbctl.engine.decoding",
         "read_verified_source",
         "the source checked against submit's digest",
     ),
-    ("verification", "thumbctl.engine.worker", "verify_output", "every new output decoded"),
-    ("publish", "thumbctl.engine.worker", "ClaimRun._publish", "the publish transaction: object, name, succeeded"),
+    ("verification", "thumbctl.engine.delivery", "verify_output", "every new output decoded"),
+    ("publish", "thumbctl.engine.delivery", "Delivery.publish", "the publish transaction: object, name, succeeded"),
     ("placeholders", "thumbctl.engine.rendering", "Rendering.placeholder", "dominant colour and LQIP"),
-    ("checkpoints", "thumbctl.engine.worker", "ClaimRun._checkpoint", "fault point, lease and cancel check"),
+    ("checkpoints", "thumbctl.engine.claimrun", "ClaimRun._checkpoint", "fault point, lease and cancel check"),
     ("claims", "thumbctl.ledger.queue", "Queue.claim", "ledger round trip"),
     ("stage marks", "thumbctl.ledger.queue", "Queue.start_stage", "ledger round trip"),
-    ("preview", "thumbctl.engine.worker", "ClaimRun._write_preview", "the contact sheet's preview of each source"),
+    ("preview", "thumbctl.engine.delivery", "Delivery.write_preview", "the contact sheet's preview of each source"),
 )
 #: The same for the command's own process.
 SUPERVISOR_PARTS = (
