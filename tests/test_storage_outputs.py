@@ -127,6 +127,12 @@ class OutputTargetContract:
         assert target.remove_document("batches/b_1.json") == 5
         assert target.document_size("batches/b_1.json") is None and target.read_document("batches/b_1.json", 9) is None
 
+    def test_a_batch_page_goes_to_its_batches_folder_whole(self, target: OutputTarget) -> None:
+        page = target.page_path("b_1", None)
+        assert page == f"{target.root}/batches/b_1.html"
+        target.write_page(page, "<p>sofa</p>", create_folder=True)
+        assert target.read_document("batches/b_1.html", 100) == b"<p>sofa</p>"
+
     def test_the_name_rules_are_the_same_on_every_target(self, target: OutputTarget, plant: Plant) -> None:
         recorded: list[Recorded] = []
 

@@ -27,10 +27,8 @@ from ..core.errors import CannotWrite
 from ..core.models import ITEM_STATES, BatchState, BatchView, ItemState, ItemView
 from ..ledger import Ledger
 from ..ledger.damage import Damage, DamagedItemView, needed_location, shown_as_failure
-from ..storage.fsafe import is_plain_file
 from ..storage.locations import (
     is_s3,
-    name_in,
     object_name_of,
     object_of_preview,
     object_store_of,
@@ -38,8 +36,7 @@ from ..storage.locations import (
     store_location_of,
 )
 from ..storage.objects import LocalObjectStore, read_preview
-from ..storage.outputs import LocalOutputTarget, OutputTarget, write_page
-from ..storage.thumbnails import shown_output
+from ..storage.outputs import OutputTarget
 from .crops import crop_caption, crop_figure, crop_text, output_size, ratio_css, recrop_line, source_frame
 from .markup import FALLBACK_FORMATS
 
@@ -103,27 +100,16 @@ def write_contact_sheet(
     view, items = read if read is not None else (ledger.views.batch(batch), None)
     items = ledger.views.items(view.batch_id) if items is None else items
     out = output_target_at(needed_location("batches", view.batch_id, "out_dir", view.out_dir))
-    if isinstance(out, LocalOutputTarget):
-        target = sheet_target(out, view.batch_id, path)
-    elif path is not None:
-        raise CannotWrite(
-            f"the sheet of a batch published to {view.out_dir} goes to its batches/ folder there (its links are "
-            "relative to it): run thumbctl sheet without --output"
-        )
-    else:
-        target = f"{view.out_dir}/batches/{view.batch_id}.html"
+    target = out.page_path(view.batch_id, path)
     listed = items
     damaged = tuple(i.damage for i in items if isinstance(i, DamagedItemView) and i.damage is not None)
     items = [shown_as_failure(i) for i in items] if damaged else items
-    outputs = [(item, _shown(item, view.out_dir, out)) for item in items]
+    outputs = [(item, _shown(item, out)) for item in items]
     shown = {item_key(i): p for i, p in outputs if p}
     sizes = ledger.views.source_sizes(view.batch_id)
     page = render_sheet(view, items, sizes, shown, os.path.dirname(target), previews(items), sort=sort)
     try:
-        if isinstance(out, LocalOutputTarget):
-            write_page(out, target, page, create_folder=path is None)
-        else:
-            out.write_document(name_in(view.out_dir, target), page.encode("utf-8"))
+        out.write_page(target, page, create_folder=path is None)
     except OSError as exc:
         raise CannotWrite(f"cannot write the contact sheet to {target}: {exc.strerror or exc}") from exc
     succeeded = sum(1 for i in listed if i.state == ItemState.SUCCEEDED)
@@ -140,30 +126,11 @@ def write_contact_sheet(
     )
 
 
-def sheet_target(layout: LocalOutputTarget, batch_id: str, path: Path | None) -> str:
-    """Where the page goes, with its folder resolved so relative links are computed from the real place."""
-    if path is None:
-        return layout.batch_sheet_path(batch_id)
-    folder, name = os.path.split(os.path.abspath(path))
-    target = os.path.join(os.path.realpath(folder), name)
-    batches = os.path.dirname(layout.batch_sheet_path(batch_id))
-    inside = os.path.commonpath([layout.root, target]) == layout.root
-    if inside and os.path.dirname(target) != batches:  # never over an object or a friendly name
-        raise CannotWrite(f"inside the output folder a contact sheet may only go in {batches}, not {target}")
-    return target
-
-
-def _shown(item: ItemView, out_dir: str, out: OutputTarget) -> str | None:
-    """The output a tile links to (see :func:`shown_output`): with a local OUT and store, the
-    thumbnail while it holds the object's bytes, else the object; otherwise the thumbnail while
-    something is at its name (a link from OUT into a bucket store could not be followed)."""
+def _shown(item: ItemView, out: OutputTarget) -> str | None:
+    """The output a tile links to (see :meth:`~thumbctl.storage.outputs.OutputTarget.shown`)."""
     if item.state != ItemState.SUCCEEDED or not item.object_path or not item.friendly_path:
         return None
-    if isinstance(out, LocalOutputTarget):
-        if not is_s3(item.object_path):
-            return shown_output(item)
-        return item.friendly_path if is_plain_file(item.friendly_path) else None
-    return item.friendly_path if out.version_of(name_in(out_dir, item.friendly_path)) is not None else None
+    return out.shown(item.object_path, item.friendly_path)
 
 
 def previews(items: list[ItemView]) -> dict[str, bytes]:

@@ -28,11 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..config.s3location import is_s3
+from ..core.errors import CannotWrite
 from . import fsafe
 from .layout import OutLayout
 from .localslot import LocalSlot, StagedThumbnail
 from .objects import Source
-from .thumbnails import thumbnail_problem
+from .thumbnails import shown_file, thumbnail_problem
 from .versions import NameState, Recorded, StaleVersion, is_ours, version_at
 
 
@@ -176,6 +178,21 @@ class OutputTarget(Protocol):
 
     def holds_object(self, name: str, object_path: str) -> bool:
         """Whether ``name`` holds exactly the bytes of the recorded object (both present)."""
+        ...
+
+    def page_path(self, batch_id: str, path: Path | None) -> str:
+        """Where a batch's contact sheet goes: ``batches/<batch_id>.html`` here, or ``path`` (a file
+        outside the thumbnails, for a local folder only: a page in a bucket links relative to its
+        batches/ folder). Raises CannotWrite for a place the page may not go."""
+        ...
+
+    def write_page(self, path: str, text: str, *, create_folder: bool) -> None:
+        """Write an HTML page at ``path`` (from :meth:`page_path`) whole; ``create_folder`` makes its folder."""
+        ...
+
+    def shown(self, object_path: str, friendly_path: str) -> str | None:
+        """The file a contact sheet's tile links to for a published thumbnail: the thumbnail while it
+        is there (a local one while it holds its object's bytes, else the object), None when gone."""
         ...
 
     def occupied(self, name: str) -> bool:
@@ -391,6 +408,28 @@ class LocalOutputTarget(OutLayout):
 
     def occupied(self, name: str) -> bool:
         return os.path.lexists(self.path_of(name))
+
+    def page_path(self, batch_id: str, path: Path | None) -> str:
+        """A ``path`` given has its folder resolved, so relative links are computed from the real place."""
+        if path is None:
+            return self.batch_sheet_path(batch_id)
+        folder, name = os.path.split(os.path.abspath(path))
+        target = os.path.join(os.path.realpath(folder), name)
+        batches = os.path.dirname(self.batch_sheet_path(batch_id))
+        inside = os.path.commonpath([self.root, target]) == self.root
+        if inside and os.path.dirname(target) != batches:  # never over an object or a friendly name
+            raise CannotWrite(f"inside the output folder a contact sheet may only go in {batches}, not {target}")
+        return target
+
+    def write_page(self, path: str, text: str, *, create_folder: bool) -> None:
+        write_page(self, path, text, create_folder=create_folder)
+
+    def shown(self, object_path: str, friendly_path: str) -> str | None:
+        """With a store in a bucket, the thumbnail while it is a plain file (a link from OUT into a
+        bucket could not be followed)."""
+        if is_s3(object_path):
+            return friendly_path if fsafe.is_plain_file(friendly_path) else None
+        return shown_file(object_path, friendly_path)
 
     def holds_object(self, name: str, object_path: str) -> bool:
         path = self.path_of(name)

@@ -34,12 +34,14 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import obstore
 from obstore.exceptions import PreconditionError
 
 from ..config.s3location import S3Location, S3Options, is_s3, parse_s3
+from ..core.errors import CannotWrite
 from . import s3client
 from .fsafe import StoredFile
 from .layout import OutLayout, StoreLayout
@@ -519,6 +521,21 @@ class S3OutputTarget(OutLayout, _S3Place):
         if version is None:
             return "missing"
         return None if version in versions() else "modified"
+
+    def page_path(self, batch_id: str, path: Path | None) -> str:
+        if path is not None:
+            raise CannotWrite(
+                f"the sheet of a batch published to {self.root} goes to its batches/ folder there (its links are "
+                "relative to it): run thumbctl sheet without --output"
+            )
+        return self.batch_sheet_path(batch_id)
+
+    def write_page(self, path: str, text: str, *, create_folder: bool) -> None:
+        self.write_document(self.name_of(path), text.encode("utf-8"))
+
+    def shown(self, object_path: str, friendly_path: str) -> str | None:
+        """The thumbnail while something is at its name."""
+        return friendly_path if self.version_of(self.name_of(friendly_path)) is not None else None
 
     def occupied(self, name: str) -> bool:
         return self.version_of(name) is not None

@@ -56,6 +56,11 @@ def shown_output(item: ItemView) -> str | None:
     """
     if item.state != ItemState.SUCCEEDED or not item.object_path:
         return None
-    if item.friendly_path and thumbnail_problem(item.object_path, item.friendly_path) is None:
-        return item.friendly_path
-    return item.object_path if fsafe.is_plain_file(item.object_path) else None
+    return shown_file(item.object_path, item.friendly_path)
+
+
+def shown_file(object_path: str, friendly_path: str | None) -> str | None:
+    """The thumbnail while it holds the object's bytes, else the object while it is a plain file, else None."""
+    if friendly_path and thumbnail_problem(object_path, friendly_path) is None:
+        return friendly_path
+    return object_path if fsafe.is_plain_file(object_path) else None
