@@ -22,7 +22,7 @@ from thumbctl.storage.objects import (
     Published,
     Verifier,
     object_files,
-    publish_object,
+    put_object,
     remove_empty_shard,
     remove_object,
 )
@@ -89,7 +89,7 @@ def judged_damaged(existing: BinaryIO) -> str | None:
 
 
 def store_object(layout: Place, data: bytes, obj: str, verify: Verifier = judged_damaged) -> Published:
-    return publish_object(as_store(layout), write_temp(layout, data, "jpg"), obj, verify=verify)
+    return put_object(as_store(layout), write_temp(layout, data, "jpg"), obj, verify=verify)
 
 
 def test_publish_object_is_create_if_absent_and_tolerates_duplicates(tmp_path: Path) -> None:

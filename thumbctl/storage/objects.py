@@ -247,7 +247,7 @@ class LocalObjectStore(StoreLayout):
         return path
 
     def put_staged(self, staged: str, name: str, *, verify: Verifier) -> Published:
-        return publish_object(self, staged, self.path_of(name), verify=verify)
+        return put_object(self, staged, self.path_of(name), verify=verify)
 
     def put(self, name: str, data: bytes, *, verify: Verifier) -> Published:
         staged = self.stage(data, name.rsplit(".", 1)[-1])
@@ -368,7 +368,7 @@ def store_root_of(object_path: str) -> str:
 # -- putting an object ---------------------------------------------------------------------------
 
 
-def publish_object(store: LocalObjectStore, temp_path: str, object_path: str, *, verify: Verifier) -> Published:
+def put_object(store: LocalObjectStore, temp_path: str, object_path: str, *, verify: Verifier) -> Published:
     """Create ``object_path`` from a verified temp file if absent (``link``), never writing
     through a symlink at any folder or at the name.
 
