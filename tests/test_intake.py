@@ -21,7 +21,9 @@ from thumbctl.core.faults import Faults
 from thumbctl.core.profile import Ratio
 from thumbctl.core.retries import Backoff
 from thumbctl.engine.worker import WorkerConfig, run_worker
-from thumbctl.intake.submission import inspect_source, prepare_submission, submit
+from thumbctl.intake.acceptance import submit
+from thumbctl.intake.inspection import inspect_source
+from thumbctl.intake.submission import prepare_submission
 from thumbctl.sources.scan import SourceFolder
 from thumbctl.upkeep.gc import collect_garbage
 from thumbctl.upkeep.reconcile import find_problems

@@ -217,7 +217,7 @@ def test_the_reading_finds_the_imports_it_must() -> None:
     """A check of the reader itself: a module-level, a TYPE_CHECKING and a function-local import."""
     found = edges()
     assert ("thumbctl.cli.app", "thumbctl.cli.options") in found  # at the top
-    assert ("thumbctl.report.runs", "thumbctl.intake.submission") in found  # under TYPE_CHECKING
+    assert ("thumbctl.report.runs", "thumbctl.intake.prepared") in found  # under TYPE_CHECKING
     assert ("thumbctl.report.output", "thumbctl.report.progress") in found  # inside a method
     assert ("thumbctl.cli.app", "thumbctl.core.version") in found  # ``from ..core.version import``
 

@@ -65,7 +65,9 @@ if TYPE_CHECKING:
     from .core.models import BatchView, EventView, ItemView
     from .core.profile import Limits, Profile, Ratio, parse_ratio, parse_ratios
     from .core.scanrules import ScanRules
-    from .intake.submission import IntakeReport, PreparedSubmission, prepare_submission, submit
+    from .intake.acceptance import submit
+    from .intake.prepared import IntakeReport, PreparedSubmission
+    from .intake.submission import prepare_submission
     from .ledger import Ledger
 
 from .core.version import __version__ as __version__  # noqa: E402
@@ -111,11 +113,11 @@ _EXPORTS = {
     "ThumbctlError": "core.errors",
     "UnavailableError": "core.errors",
     "UsageError": "core.errors",
-    "IntakeReport": "intake.submission",
-    "PreparedSubmission": "intake.submission",
+    "IntakeReport": "intake.prepared",
+    "PreparedSubmission": "intake.prepared",
     "SubmitOptions": "config.options",
     "prepare_submission": "intake.submission",
-    "submit": "intake.submission",
+    "submit": "intake.acceptance",
     "render": "api",
     "default_ledger": "api",
     "Ledger": "ledger",

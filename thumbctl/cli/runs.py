@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ..core.models import BatchView
     from ..engine.runner import RunObserver, RunResult
     from ..engine.session import Admission, Mirror, Outcome, SubmitSession
-    from ..intake.submission import IntakeReport
+    from ..intake.prepared import IntakeReport
     from ..report.reporter import Reporter
     from ..sources.scan import ScanError
     from ..upkeep.leftovers import CleanUp

@@ -9,7 +9,7 @@ submission itself is :class:`~thumbctl.engine.session.SubmitSession`'s.
 from __future__ import annotations
 
 from ..core.profile import Profile
-from ..intake.submission import IntakeReport, PreparedSubmission
+from ..intake.prepared import IntakeReport, PreparedSubmission
 from ..ledger import Ledger
 
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Protocol
 from ..config.options import RunOptions, SubmitOptions
 from ..core.errors import Interrupted
 from ..core.models import BatchView
-from ..intake import submission
-from ..intake.submission import IntakeReport, PreparedSubmission
+from ..intake import acceptance, submission
+from ..intake.prepared import IntakeReport, PreparedSubmission
 from ..ledger import Ledger
 from .runner import RunObserver, RunResult, SilentObserver, run_batch
 
@@ -189,7 +189,7 @@ class SubmitSession:
     def accept(self, ledger: Ledger, source: Path | str) -> BatchView:
         """Only the submission: ``source`` read and its batch recorded in ``ledger`` (or replayed),
         as :meth:`run` records it; nothing is rendered, settled or cleared."""
-        return submission.submit(ledger, self.read(ledger, source), self.options.limits)
+        return acceptance.submit(ledger, self.read(ledger, source), self.options.limits)
 
     def plan(self, source: Path | str) -> tuple[IntakeReport, MirrorReport]:
         """``--dry-run``: what the mirror would remove once the batch of ``source`` succeeded; nothing
@@ -265,7 +265,7 @@ class SubmitSession:
         detach: bool,
         first: bool,
     ) -> Outcome:
-        batch = submission.submit(
+        batch = acceptance.submit(
             ledger,
             prepared,
             self.options.limits,

@@ -37,7 +37,7 @@ from .session import Mirror, SilentSession, SubmitSession
 
 if TYPE_CHECKING:
     from ..core.models import BatchView
-    from ..intake.submission import IntakeReport
+    from ..intake.prepared import IntakeReport
     from ..upkeep.mirror import MirrorReport
     from .runner import RunResult
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # the commands that print these import them; reading commands
     from collections.abc import Sequence
 
     from ..engine.pool import Supervision
-    from ..intake.submission import IntakeReport
+    from ..intake.prepared import IntakeReport
     from ..sources.scan import ScanError
     from ..upkeep.legacy_layout import MigrationReport
     from ..upkeep.mirror import MirrorReport

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..core.errors import ThumbctlError
     from ..core.models import BatchView
     from ..engine.watch import Round, Unsettled, WakeUp, WatchOptions
-    from ..intake.submission import IntakeReport
+    from ..intake.prepared import IntakeReport
 
 #: Files named in a "waiting" line; the rest are counted.
 _NAMED = 3

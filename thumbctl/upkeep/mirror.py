@@ -40,7 +40,7 @@ from ..storage.locations import name_in, output_target_at
 from ..storage.outputs import NameState, OutputTarget, Recorded
 
 if TYPE_CHECKING:
-    from ..intake.submission import IntakeReport
+    from ..intake.prepared import IntakeReport
 
 
 class Reason(StrEnum):
