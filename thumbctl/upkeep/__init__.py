@@ -1,6 +1,7 @@
 """Upkeep: what an operator runs from cron, and what a run leaves tidy after itself.
 
-Owns reconcile's findings and repairs (:mod:`.reconcile`), retention (:mod:`.gc`), the mirror mode
+Owns reconcile's findings and repairs (:mod:`.reconcile`), retention (:mod:`.gc`), what the ledger's
+stores hold as both see it (:mod:`.inventory`: gc imports it, never reconcile), the mirror mode
 (:mod:`.mirror`), handing names to the user (:mod:`.release`), telling crash leftovers from a
 user's files (:mod:`.leftovers`), the one-time migration of the old output layout
 (:mod:`.legacy_layout`) and the cheap check before each writing command that runs it (:mod:`.migrate`).
