@@ -19,7 +19,6 @@ from ..core.models import ItemState
 from ..imaging import DecodedSource, SourceDecoder
 from ..ledger import Claim, ClaimedItem, Ledger
 from ..storage.fsafe import OutsideOutput
-from ..storage.hosts import check_on_host
 from .decoding import decode_claim
 from .delivery import Delivery, Staged
 from .rendering import Framing, Renderer, Rendering, SharedRender
@@ -58,9 +57,8 @@ class ClaimRun:
             if self._checkpoint("before_decode"):
                 return
             try:
-                check_on_host(self.claim.out_dir, self.claim.items[0].object_path, self.ledger.backend)
                 with self._timed(self.source_timings, "decode_ms"):
-                    decoder, self.source_bytes = decode_claim(self.claim, self.rendering)
+                    decoder, self.source_bytes = decode_claim(self.claim, self.rendering, self.ledger.backend)
                 with self._timed(self.source_timings, "crop_ms"):
                     analysis = self.rendering.analyse(decoder)
                 decoder.release()  # every reduction the claim renders from is made

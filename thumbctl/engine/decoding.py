@@ -1,6 +1,7 @@
-"""A claimed source read again and decoded for its renders: its bytes checked against the digest
-accepted at submit (from its folder, or downloaded under the batch's URL rules), then decoded once
-per DCT scale the claim's sizes need."""
+"""What a claim's renders start from: a host that sees where the claim's outputs go, and its source
+read again and decoded: its bytes checked against the digest accepted at submit (from its folder,
+or downloaded under the batch's URL rules), then decoded once per DCT scale the claim's sizes need.
+A failure here fails all the claim's items, before any render."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ from ..ledger import Claim
 from ..sources.downloads import is_url
 from ..sources.downloads.remote import read_verified_url
 from ..sources.scan import read_source
+from ..storage.hosts import check_on_host
 from .rendering import Rendering, decoder_background
 
 
-def decode_claim(claim: Claim, rendering: Rendering) -> tuple[SourceDecoder, int]:
+def decode_claim(claim: Claim, rendering: Rendering, backend: str) -> tuple[SourceDecoder, int]:
     """The claim's source decoded at every DCT scale its sizes need, each scale once, and its size
-    in bytes (a source that does not decode fails all the claim's items here, before any render)."""
+    in bytes; first, a ledger of ``backend`` that workers on several hosts share must have given
+    this host the claim's store and OUT folder (``store_not_on_host``, ``out_not_on_host``)."""
+    check_on_host(claim.out_dir, claim.items[0].object_path, backend)
     limits = Limits()
     max_bytes = int(claim.limits.get("max_bytes", limits.max_bytes))
     max_pixels = int(claim.limits.get("max_pixels", limits.max_pixels))
