@@ -2,8 +2,8 @@
 
 The options are declared once, in :mod:`thumbctl.cli.options` (the settings from the settings table); a
 command names the settings it takes and has ``--db``, ``--json``, ``-q``, ``-v`` where they mean something.
-The commands live with their concept (:mod:`.runs`, :mod:`.views`, :mod:`.upkeep`); this module lists them,
-in the order the help shows them, and is the entry point.
+The commands live with their concept (:mod:`.runs`, :mod:`.status`, :mod:`.views`, :mod:`.upkeep`); this module
+lists them, in the order the help shows them, and is the entry point.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from .options import CONTEXT_SETTINGS, DbOption, JsonOption, QuietOption, Verbos
 from .params import ClickException, ClickUsageError, NoArgsIsHelpError, PlainGroup
 from .runs import cancel, retry, submit_command, work
 from .session import held_press, reporter_for, runs_one_command
+from .status import status
 from .upkeep import gc_command, reconcile_command, release_command
-from .views import codes_command, config_command, events, sheet, stats, status
+from .views import codes_command, config_command, events, sheet, stats
 from .watch import watch_command
 
 #: The root help ends with the environment variables and the exit codes (once: not in every command's help).
