@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pickle
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -32,18 +35,9 @@ from support import MEMORY, check_invariants, make_image
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_IMAGES = REPO / "sample_images"
+T = TypeVar("T")
 
 
-#: Test modules that must run in one test process, by the name of their group: a costly
-#: module-scoped fixture (ledgers of many items) is then built once, not once per process, and the
-#: restart tests share one throw-away PostgreSQL cluster. Every other test is scheduled alone (the
-#: two runs of the CLI scenario of tests/test_cli_backends.py in parallel, each in its process).
-ONE_PROCESS_MODULES = {
-    "test_ledger_scale.py": "ledger_scale",
-    "test_reporter.py": "reporter",
-    "test_pgfixtures.py": "pg_cluster",
-    "test_pg_restart.py": "pg_cluster",
-}
 #: The longest tests (``--durations`` of a whole run on 2 CPUs), longest first, by the start of
 #: their node id (a module, a test, a parametrized case): they are handed out first, so that a run
 #: never ends with one process busy with a long test while the other has nothing left to do.
@@ -78,24 +72,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=longest_first_rank)
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """With pytest-xdist's default ``--dist load``: each test is its own unit of work, but the
-    modules of :data:`ONE_PROCESS_MODULES` go to one process as a whole; units are handed out in
-    the order of the collection (:func:`pytest_collection_modifyitems`), not by size.
-    ``--dist loadgroup`` cannot do it: with pytest 9.2 it no longer sees the groups."""
-    if config.getvalue("dist") != "load":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
+@pytest.fixture(scope="session")
+def built_once(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[[Path], T]], T]:
+    """``built_once(name, build)``: what ``build(folder)`` returns, built once for the whole run
+    whichever test process asks first (pytest-xdist's recipe for session data, with a lock in the
+    run's shared temporary folder), for costly data the tests only read or copy."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # every test process's basetemp sits in the run's own folder
 
-    config.option.loadscopereorder = False  # LoadScopeScheduling would put the largest groups first
+    def get(name: str, build: Callable[[Path], T]) -> T:
+        folder, done = shared / f"built-{name}", shared / f"built-{name}.pickle"
+        with (shared / f"built-{name}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not done.exists():
+                folder.mkdir(exist_ok=True)
+                done.write_bytes(pickle.dumps(build(folder)))
+        return pickle.loads(done.read_bytes())
 
-    class ByTestOrGroup(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = in_tests(nodeid).split("::", 1)[0]
-            return ONE_PROCESS_MODULES.get(module, nodeid)
-
-    return ByTestOrGroup(config, log)
+    return get
 
 
 @pytest.fixture(autouse=True)

@@ -45,12 +45,17 @@ class Built:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Built]:
+def built(built_once: Callable[[str, Callable[[Path], dict[int, Built]]], dict[int, Built]]) -> dict[int, Built]:
     """Per size: a ledger holding a bulk batch of that many queued items, then a small batch
-    (``later``, 30 items) and a small batch with a 60 s deadline (``timed``, 30 items)."""
+    (``later``, 30 items) and a small batch with a 60 s deadline (``timed``, 30 items); built once
+    for the run, each test works on a copy."""
+    return built_once("ledger-scale", build_ledgers)
+
+
+def build_ledgers(folder: Path) -> dict[int, Built]:
     ledgers = {}
     for size in SIZES:
-        path = tmp_path_factory.mktemp(f"scale{size}") / "ledger.db"
+        path = folder / f"scale{size}.db"
         with Ledger(path, clock=Clock(START)) as led:
             bulk = led.intake.accept_batch(new_batch("bulk", queued_items(size, "b")), Limits()).batch_id
             later = led.intake.accept_batch(new_batch("later", queued_items(30, "l")), Limits()).batch_id

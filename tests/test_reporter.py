@@ -206,11 +206,15 @@ def test_on_a_terminal_the_lines_are_styled_unless_no_color() -> None:
 
 
 @pytest.fixture(scope="module")
-def ledgers(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[Path, str]]:
-    """Ledgers of one batch of 4,000 and of 20,000 items (two ratios a source)."""
+def ledgers(built_once: Callable[[str, Callable[[Path], dict]], dict]) -> dict[int, tuple[Path, str]]:
+    """Ledgers of one batch of 4,000 and of 20,000 items (two ratios a source), built once for the run."""
+    return built_once("listing-ledgers", build_listing_ledgers)
+
+
+def build_listing_ledgers(folder: Path) -> dict[int, tuple[Path, str]]:
     made = {}
     for sources in (2_000, 10_000):
-        path = tmp_path_factory.mktemp("lists") / "ledger.db"
+        path = folder / f"lists{sources}.db"
         with Ledger(path) as ledger:
             made[2 * sources] = (path, ledger.intake.accept_batch(request(sources=sources), Limits()).batch_id)
     return made
