@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ..report.reporter import Reporter
     from ..sources.scan import ScanError
     from ..upkeep.leftovers import CleanUp
-    from ..upkeep.migrate import MigrationReport
+    from ..upkeep.legacy_layout import MigrationReport
     from ..upkeep.mirror import MirrorReport
 
 OverwriteOption = Annotated[

@@ -27,7 +27,7 @@ from .runner import RunObserver, RunResult, SilentObserver, run_batch
 if TYPE_CHECKING:
     from ..core.errors import UnavailableError
     from ..upkeep.leftovers import CleanUp
-    from ..upkeep.migrate import MigrationReport
+    from ..upkeep.legacy_layout import MigrationReport
     from ..upkeep.mirror import FolderView, MirrorReport
     from .pool import Standby
 
