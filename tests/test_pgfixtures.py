@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import REPO
 from pg import PG_ENV, SKIP_REASON, PgServer
 
 if os.environ.get(PG_ENV):
     import psycopg  # with a server given, a missing driver is an error, not a skip
 else:
     psycopg = pytest.importorskip("psycopg")
+
+#: pytest's own fixture ``pytester``: a pytest session run in this process.
+pytest_plugins = ["pytester"]
 
 SEEN_DATABASES: list[str] = []
 
@@ -73,27 +73,25 @@ def test_a_stopped_server_refuses_until_started(pg_server: PgServer) -> None:
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
-def run_fresh_database_test(env: dict[str, str]) -> str:
-    """The outcome line of pytest running the fresh-database test under ``env``."""
-    node = f"{Path(__file__).name}::test_the_url_keeps_the_server_query"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", node, "-rs", "-p", "no:cacheprovider", "-n", "0"],  # one test: no workers
-        cwd=REPO / "tests",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return done.stdout
+def run_fresh_database_test(pytester: pytest.Pytester) -> str:
+    """The outcome lines of a pytest session (in this process) running the fresh-database test
+    under the environment the test has set."""
+    node = f"{Path(__file__)}::test_the_url_keeps_the_server_query"
+    done = pytester.runpytest_inprocess(node, "-rs", "-p", "no:cacheprovider", "-n", "0")  # one test: no workers
+    return done.stdout.str()
 
 
-def test_postgresql_tests_skip_only_when_the_server_is_unset() -> None:
-    env = {k: v for k, v in os.environ.items() if k != PG_ENV}
-    out = run_fresh_database_test(env)
+def test_postgresql_tests_skip_only_when_the_server_is_unset(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(PG_ENV, raising=False)
+    out = run_fresh_database_test(pytester)
     assert "1 skipped" in out and SKIP_REASON in out
 
 
-def test_an_unreachable_server_is_an_error_not_a_skip(tmp_path: Path) -> None:
-    env = {**os.environ, PG_ENV: f"postgresql://postgres@/postgres?host={tmp_path}&port=1"}
-    out = run_fresh_database_test(env)
+def test_an_unreachable_server_is_an_error_not_a_skip(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(PG_ENV, f"postgresql://postgres@/postgres?host={tmp_path}&port=1")
+    out = run_fresh_database_test(pytester)
     assert "1 error" in out and "skipped" not in out
