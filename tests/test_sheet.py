@@ -475,11 +475,9 @@ def test_the_summary_ends_with_the_thumbnails_folder_and_the_sheets_link(
 def test_windows_are_drawn_on_the_workers_preview_of_the_photo(
     tmp_path: Path, photos: Path, out_dir: Path, policy: str
 ) -> None:
-    result = invoke(
-        tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9", "--crop", policy, "--json"
-    )
-    assert result.exit_code == 0, result.stderr
-    batch_id = json.loads(result.stdout)["batch_id"]
+    args = ("--out", out_dir, "-w", "1", "-r", "1:1", "-r", "16:9", "--crop", policy)
+    batch_id = render(tmp_path, photos, *args)["batch_id"]
+    assert invoke(tmp_path, "sheet", batch_id).exit_code == 0  # the page a foreground run writes at its end
     with Ledger(tmp_path / "ledger.db") as ledger:
         items = ledger.views.items(batch_id)
     parser = parse((out_dir / "batches" / f"{batch_id}.html").read_text(encoding="utf-8"))
