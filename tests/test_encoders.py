@@ -28,7 +28,7 @@ from thumbctl.imaging import decode_source, resample
 from thumbctl.imaging.encode import SRGB_PROFILE, encode
 
 from harness import Thumbctl
-from inprocess import render_here, submit_here
+from inprocess import json_here, render_here, submit_here
 from support import make_image, raw_rows, raw_write
 
 DIGEST = "cd" * 32
@@ -256,7 +256,8 @@ def test_a_batch_recorded_before_the_upgrade_renders_exactly_as_before(tmp_path:
 )  # fmt: skip
 def test_bad_values_are_one_line_and_exit_2(tmp_path: Path, args: list[str], env: dict, message: str) -> None:
     cli = Thumbctl(tmp_path / "ledger.db", env=env)
-    done = cli.invoke("submit", tmp_path, "--out", tmp_path / "out", *args, "--json")
+    # refused before anything is recorded: with --detach (no workers started) the refusal is the same
+    done = cli.invoke("submit", tmp_path, "--out", tmp_path / "out", *args, "--detach", "--json")
     code = "config_error" if env else "usage"
     assert (done.returncode, json.loads(done.stdout)["error"]["code"]) == (2, code)
     assert done.stderr == f"error [{code}] {message}\n"
@@ -287,33 +288,46 @@ def _recorded_before_per_format_settings(db: str, batch_id: str) -> None:
         raw_write(ledger, "UPDATE batches SET profile = ? WHERE batch_id = ?", (json.dumps(profile), batch_id))
 
 
+def submit_rendered(cli: Thumbctl, *args: object) -> dict:
+    """The JSON summary of ``submit ARGS`` (its ``renders_again``) recorded with ``--detach`` in this
+    process, with the counts of its batch once rendered here (as a foreground run's summary has)."""
+    done = cli.invoke("submit", *args, "--detach")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    render_here(cli.db, summary["batch_id"])
+    return summary | {"counts": json_here(cli, "status", summary["batch_id"])["counts"]}
+
+
 def test_the_summary_says_which_formats_render_again_and_why(ledger_url: str, tmp_path: Path) -> None:
     make_image(tmp_path / "photos" / "a.png", (80, 60), "PNG", seed=5)
     make_image(tmp_path / "photos" / "b.png", (60, 80), "PNG", seed=6)
     cli = Thumbctl(ledger_url, store=tmp_path / "store")
     args = ("--out", tmp_path / "out", "-r", "1:1", "--size", "48", "--format", "webp,avif,jpeg,png", "--json")
-    first = cli.run("submit", tmp_path / "photos", *args, "--quality", "85", "--effort", "webp:4,avif:2")
-    assert first.returncode == 0, first.stderr
-    assert "renders_again" not in json.loads(first.stdout)
-    _recorded_before_per_format_settings(ledger_url, json.loads(first.stdout)["batch_id"])
+    first = submit_rendered(cli, tmp_path / "photos", *args, "--quality", "85", "--effort", "webp:4,avif:2")
+    assert "renders_again" not in first
+    _recorded_before_per_format_settings(ledger_url, first["batch_id"])
 
-    again = cli.run("submit", tmp_path / "photos", *args, "--quality", "webp:71,avif:85,jpeg:85", "--effort", "avif:2")
-    assert again.returncode == 0, again.stderr
-    summary = json.loads(again.stdout)
+    summary = submit_rendered(
+        cli, tmp_path / "photos", *args, "--quality", "webp:71,avif:85,jpeg:85", "--effort", "avif:2"
+    )
     changes = [{"format": "webp", "outputs": 2, "reason": "settings_changed"}]
     changes[0] |= {"before": {"quality": 85, "effort": 4}, "after": {"quality": 71, "effort": DEFAULT_EFFORT["webp"]}}
     assert summary["renders_again"] == changes
     assert summary["counts"]["succeeded"] == 8  # avif, jpeg and png were reused
 
     pinned = ("--quality", "webp:73,avif:85", "--effort", "avif:2")
-    shown = cli.run("submit", tmp_path / "photos", *args[:-1], *pinned, "--detach")
+    shown = cli.invoke("submit", tmp_path / "photos", *args[:-1], *pinned, "--detach")
     assert shown.returncode == 0, shown.stderr
     assert "  webp: 2 outputs render again: webp settings changed (quality 71 -> 73)\n" in shown.stdout
-    assert "avif:" not in shown.stdout and cli.run("work", "--until-idle").returncode == 0
+    assert "avif:" not in shown.stdout
+    with Ledger(ledger_url) as ledger:
+        (latest,) = ledger.views.batches(1)
+    render_here(ledger_url, latest.batch_id)
+    assert json_here(cli, "status", latest.batch_id)["state"] == "succeeded"
 
     # every format at its defaults: those that differ from the earlier ones (whose objects the first
     # batch made) render again
-    upgraded = json.loads(cli.run("submit", tmp_path / "photos", *args).stdout)
+    upgraded = submit_rendered(cli, tmp_path / "photos", *args)
     earlier = {"webp": (73, DEFAULT_EFFORT["webp"]), "avif": (85, 2)}
     expected = [
         {"format": fmt, "outputs": 2, "reason": "defaults_changed"}

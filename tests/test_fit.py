@@ -334,7 +334,9 @@ def test_transparent_jpeg_has_its_own_code(tmp_path: Path) -> None:
 def test_a_manifest_with_an_unknown_fit_is_refused(tmp_path: Path) -> None:
     write_shot(tmp_path / "src")
     (tmp_path / "src" / "m.json").write_text(json.dumps([{"source": "shoe.jpg", "fit": "stretch"}]))
-    result = cli_run(str(tmp_path / "l.db"), "submit", tmp_path / "src" / "m.json", "--out", tmp_path / "o", "--json")
+    # refused before anything is recorded: with --detach (no workers started) the refusal is the same
+    args = ("submit", tmp_path / "src" / "m.json", "--out", tmp_path / "o", "--detach", "--json")
+    result = cli_run(str(tmp_path / "l.db"), *args)
     error = json.loads(result.stdout)["error"]
     assert (
         result.exit_code == 65 and error["code"] == "malformed_manifest" and "item 1: unknown fit" in error["message"]
