@@ -3,10 +3,9 @@ to temp files when the output folder's disk is full."""
 
 from __future__ import annotations
 
+import ctypes
 import io
 import os
-import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from functools import partial
@@ -196,22 +195,24 @@ def test_a_name_holding_the_recorded_version_is_replaced_and_a_copy_put_back_is_
 # -- a full disk under OUT ---------------------------------------------------------------------
 
 
+#: The C library's mount(2) and umount2(2): the small disk is mounted by a system call of this process.
+LIBC = ctypes.CDLL(None, use_errno=True)
+MNT_DETACH = 2  # umount -l
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs mounted at tmp_path/small (needs root and mount permission)."""
     folder = tmp_path / "small"
     folder.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
+    if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True, text=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here: {mounted.stderr.strip()}")
+    if LIBC.mount(b"tmpfs", bytes(folder), b"tmpfs", 0, b"size=1m") != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {os.strerror(ctypes.get_errno())}")
     try:
         yield folder
     finally:
-        subprocess.run(["umount", "-l", str(folder)], check=True)
+        assert LIBC.umount2(bytes(folder), MNT_DETACH) == 0, os.strerror(ctypes.get_errno())
 
 
 def fill(disk: Path) -> None:
