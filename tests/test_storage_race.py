@@ -14,20 +14,24 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
-import json
 import os
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from thumbctl import Ledger
+from thumbctl.core.faults import Faults
+from thumbctl.core.retries import Backoff
+from thumbctl.engine.worker import WorkerConfig, run_worker
 
 from harness import Thumbctl
+from inprocess import json_here
 from support import check_invariants, make_image
 
 pytestmark = pytest.mark.timeout(180)
@@ -111,15 +115,8 @@ def test_a_folder_swapped_for_a_symlink_mid_run_never_leads_a_write_outside(
     env.pop("THUMBCTL_FAULT", None)
     cli = [sys.executable, "-m", "thumbctl"]
     ratio_args = [arg for ratio in RATIOS for arg in ("--ratio", ratio)]
-    submitted = subprocess.run(
-        [*cli, "submit", str(photos), "--out", str(out), *ratio_args, "--size", "24", "--detach", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert submitted.returncode == 0, submitted.stderr
-    batch_id = json.loads(submitted.stdout)["batch_id"]
+    args = ("--out", out, *ratio_args, "--size", "24", "--detach")
+    batch_id = json_here(Thumbctl(db), "submit", photos, *args)["batch_id"]
     with Ledger(db) as ledger:
         shards = Counter(Path(item.object_path).parent for item in ledger.views.items(batch_id))
     store = tmp_path / "ledger.store"
@@ -154,25 +151,37 @@ def test_a_folder_swapped_for_a_symlink_mid_run_never_leads_a_write_outside(
     assert files_under(store / ".tmp") == []  # every temp file removed on the way out, whatever the swaps
 
 
+class AtCheckpoint(Faults):
+    """Runs ``act`` when the worker reaches ``checkpoint`` (in this process, no fault injected)."""
+
+    def __init__(self, checkpoint: str, act: Callable[[], None]) -> None:
+        super().__init__("")
+        self.checkpoint, self.act = checkpoint, act
+
+    def hit(self, checkpoint: str) -> None:
+        if checkpoint == self.checkpoint:
+            self.act()
+
+
 def test_a_store_temp_folder_swapped_for_a_symlink_after_staging_leaves_no_temp_file(tmp_path: Path) -> None:
     """The temp file was written in STORE/.tmp before the swap: the worker reaches it through the
     folder it wrote it in, never through the symlink, and it is gone when the run ends."""
     photos, out, outside = tmp_path / "photos", tmp_path / "out", tmp_path / "outside"
     make_image(photos / "p.png", (64, 48), "PNG", seed=1)
     outside.mkdir()
-    cli = Thumbctl(tmp_path / "ledger.db", faults=tmp_path / "faults")
-    submitted = cli.run("submit", photos, "--out", out, "--ratio", "1:1", "--size", "24", "--detach", "--json")
-    assert submitted.returncode == 0, submitted.stderr
-    batch_id = json.loads(submitted.stdout)["batch_id"]
-    work = cli.start("work", "--batch", batch_id, "--workers", "1", "--until-idle", "-q", fault="pause:before_publish")
-    cli.paused("before_publish", process=work)  # the render is staged in STORE/.tmp
+    cli = Thumbctl(tmp_path / "ledger.db")
+    batch_id = json_here(cli, "submit", photos, "--out", out, "--ratio", "1:1", "--size", "24", "--detach")["batch_id"]
     tmp, moved = tmp_path / "ledger.store" / ".tmp", tmp_path / "ledger.store" / ".tmp-moved"
-    assert len(files_under(tmp)) == 1
-    tmp.rename(moved)
-    tmp.symlink_to(outside, target_is_directory=True)
-    cli.release()
-    code, stderr = work.finish()
-    assert code == 0, stderr
+    staged: list[list[str]] = []
+
+    def swap() -> None:  # the render is staged in STORE/.tmp
+        staged.append(files_under(tmp))
+        tmp.rename(moved)
+        tmp.symlink_to(outside, target_is_directory=True)
+
+    config = WorkerConfig(str(cli.db), batch_id=batch_id, backoff=Backoff(base=0.001, cap=0.001), poll_seconds=0.01)
+    run_worker(config, threading.Event(), AtCheckpoint("before_publish", swap))
+    assert [len(files) for files in staged] == [1]
     assert files_under(moved) == [] and files_under(outside) == []
-    status = json.loads(cli.run("status", batch_id, "--json").stdout)
+    status = json_here(cli, "status", batch_id)
     assert status["counts"]["succeeded"] == 1
