@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -1028,11 +1026,16 @@ def test_a_follower_never_misses_an_event_committed_behind_a_later_one(
 
 
 def dead_owner() -> str:
-    """The owner id of a real process of this host that has exited."""
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-    owner = owner_id(child.pid)
-    child.communicate(b"")
-    return owner
+    """The owner id of a real task of this host that has exited: a thread of this process, whose id
+    (its own entry in /proc, start time and all) is, to the liveness check, a pid no process has any more."""
+    owners: list[str] = []
+    thread = threading.Thread(target=lambda: owners.append(owner_id(threading.get_native_id())))
+    thread.start()
+    thread.join()
+    gone = f"/proc/self/task/{owners[0].rsplit(':', 2)[1]}"
+    until(lambda: not os.path.exists(gone), "the thread's task to be gone")  # join returns just before
+    assert owners[0].rsplit(":", 1)[1] != "?"  # its start time was read while it ran
+    return owners[0]
 
 
 def test_a_dead_owner_of_this_host_is_rescued_at_once_another_hosts_only_at_expiry(
