@@ -13,6 +13,10 @@ from PIL import Image
 import thumbctl
 from thumbctl import IdempotencyConflict, Profile, SubmitOptions, parse_ratios, render
 from thumbctl.core.errors import StoreRequired
+from thumbctl.core.models import BatchView
+from thumbctl.engine.session import SubmitSession
+
+from inprocess import render_here
 
 
 def test_render_submits_and_renders_every_item(photos: Path, out_dir: Path, ledger_url: str, tmp_path: Path) -> None:
@@ -35,16 +39,26 @@ def test_render_submits_and_renders_every_item(photos: Path, out_dir: Path, ledg
             assert max(image.size) == 96
 
 
+def rendered_here(source: Path, options: SubmitOptions, db: Path) -> BatchView:
+    """What ``render(source, options, db=db)`` records (its session, detached), rendered in this
+    process; the finished batch."""
+    batch = SubmitSession(db, options).run(source, detach=True).batch
+    render_here(db, batch.batch_id)
+    with thumbctl.Ledger(db) as ledger:
+        return ledger.views.batch(batch.batch_id)
+
+
 def test_render_again_replays_the_batch_without_rendering_anything(photos: Path, out_dir: Path, tmp_path: Path) -> None:
     options = SubmitOptions(out_dir=out_dir, profile=Profile(size=64))
-    first = render(photos, options, db=tmp_path / "l.db", workers=1)
-    again = render(photos, options, db=tmp_path / "l.db", workers=1)
+    first = rendered_here(photos, options, tmp_path / "l.db")
+    assert first.state == "succeeded"
+    again = render(photos, options, db=tmp_path / "l.db", workers=1)  # terminal already: no worker is started
     assert again.batch_id == first.batch_id and again.replayed and again.state == "succeeded"
 
 
 def test_render_raises_the_documented_errors(photos: Path, out_dir: Path, tmp_path: Path) -> None:
-    render(photos, SubmitOptions(out_dir=out_dir, key="K", profile=Profile(size=64)), db=tmp_path / "l.db", workers=1)
-    with pytest.raises(IdempotencyConflict) as caught:
+    rendered_here(photos, SubmitOptions(out_dir=out_dir, key="K", profile=Profile(size=64)), tmp_path / "l.db")
+    with pytest.raises(IdempotencyConflict) as caught:  # refused before any worker is started
         render(photos, SubmitOptions(out_dir=out_dir, key="K", profile=Profile(size=80)), db=tmp_path / "l.db")
     assert caught.value.exit_code == 3
 
