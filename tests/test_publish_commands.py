@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import Thumbctl
+from inprocess import submit_here
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -31,7 +32,8 @@ def test_the_documented_rsync_line_copies_no_temp_file(tmp_path: Path, photos: P
     source = tmp_path / "shop-photos"
     shutil.copytree(photos, source)
     shutil.copytree(photos, source / "shoes" / "batches")  # a sub-folder of the shop named batches
-    assert th.run("submit", source, "--out", shop, "--workers", "1", "-q").returncode == 0
+    batch_id = submit_here(th, source, "--out", shop, "--workers", "1")["batch_id"]
+    assert th.invoke("sheet", batch_id).returncode == 0  # OUT as a foreground run leaves it, its page too
     leftover = shop / ".tmp" / "4242-777-0123abcd-0123456789ab.copy"  # what a crashed worker leaves
     leftover.parent.mkdir(exist_ok=True)
     leftover.write_bytes(b"half a thumbnail")
