@@ -283,7 +283,8 @@ class Thumbctl:
         env.update(self.environment())
         result = CliRunner().invoke(app, [str(a) for a in args], env=env, prog_name="thumbctl")
         stderr = result.stderr
-        if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+        # exc_info is kept for every exit, an exit 0 included; an exception only for an error
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
             stderr += "".join(traceback.format_exception(*result.exc_info))
         return subprocess.CompletedProcess(self.command(*args), result.exit_code, result.stdout, stderr)
 
