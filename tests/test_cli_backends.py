@@ -1,6 +1,7 @@
 """Every command through the real CLI on both ledger backends: the same JSON, exit codes and errors.
 
-The scenario runs ``python -m thumbctl … --db LEDGER`` in subprocesses on real photos, once on a
+The scenario runs ``thumbctl … --db LEDGER`` in this process (Typer's runner, the worker pool of a
+foreground run forked from it as a command's process forks it) on real photos, once on a
 SQLite file and once on a fresh PostgreSQL database (``ledger_url``; the PostgreSQL cases skip only
 when ``THUMBCTL_TEST_PG`` is unset), asserts each command's exit code and document, and compares the
 two transcripts after ids, times and paths are normalised. The PostgreSQL URL carries a password,
@@ -75,10 +76,13 @@ class Run:
 
 
 class Thumbctl(Harness):
-    """``python -m thumbctl`` in a subprocess with this tree on the path, every run kept for checks."""
+    """thumbctl in this process (:meth:`Harness.invoke`), every run kept for checks; with
+    ``fresh``, ``python -m thumbctl`` in a new interpreter instead, for an environment whose
+    ``PYTHONPATH`` changes what imports (a ``psycopg`` that is missing)."""
 
-    def __init__(self, db: str, env: dict[str, str]) -> None:
+    def __init__(self, db: str, env: dict[str, str], *, fresh: bool = False) -> None:
         super().__init__(db, base=env)
+        self.fresh = fresh
         self.runs: list[Run] = []
 
     def environment(self, fault: str | None = None, **extra: str | None) -> dict[str, str]:
@@ -93,7 +97,7 @@ class Thumbctl(Harness):
         if as_json and argv[0] in JSON_COMMANDS:
             argv.append("--json")
         started = time.monotonic()
-        done = self.run(*argv, timeout=timeout)
+        done = self.run(*argv, timeout=timeout) if self.fresh else self.invoke(*argv)
         run = Run(argv, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
         self.runs.append(run)
         assert "Traceback" not in run.stderr, run.stderr
@@ -344,8 +348,8 @@ def normalised_transcript(transcript: list[tuple[str, int, object]], root: Path,
 # -- every command on each backend ---------------------------------------------------------------
 
 
-#: The scenarios run some forty commands, each its own process: more than the suite's per-test guard
-#: on a loaded 2-core machine, though nothing in them waits on time.
+#: The scenarios run some forty commands (those that render fork a worker pool): more than the suite's
+#: per-test guard on a loaded 2-core machine, though nothing in them waits on time.
 SCENARIO_TIMEOUT = pytest.mark.timeout(480)
 
 
@@ -544,7 +548,7 @@ def test_a_postgresql_url_without_the_driver_is_one_line_naming_the_extra(
     args: list[str], without_driver: Path, pictures: Path, tmp_path: Path
 ) -> None:
     url = f"postgresql://shop:{SECRET}@db.example/thumbs"
-    thumbctl = Thumbctl(url, cli_env(tmp_path, without_driver))
+    thumbctl = Thumbctl(url, cli_env(tmp_path, without_driver), fresh=True)
     argv = [a.format(photos=pictures, out=tmp_path / "out") for a in args]
     human = thumbctl(*argv, "-q", as_json=False)
     assert human.code == 2 and human.stdout == ""
@@ -567,7 +571,7 @@ def test_a_postgresql_url_without_the_driver_is_one_line_naming_the_extra(
 
 def test_config_shows_a_postgresql_url_masked_even_without_the_driver(without_driver: Path, tmp_path: Path) -> None:
     url = f"postgresql://shop:{SECRET}@db.example/thumbs"
-    doc = Thumbctl(url, cli_env(tmp_path, without_driver))("config").doc
+    doc = Thumbctl(url, cli_env(tmp_path, without_driver), fresh=True)("config").doc
     assert doc["settings"]["db"] == {"value": "postgresql://shop:***@db.example/thumbs", "source": "flag"}
 
 
