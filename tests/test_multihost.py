@@ -33,7 +33,8 @@ from support import make_image, objects_in
 pytestmark = pytest.mark.timeout(300)
 
 #: The lease of every host's workers in these runs (seconds): a dead host's items wait this long.
-LEASE = 5
+#: Live workers beat every second (a third of it), so only a stall of two seconds would lose one.
+LEASE = 3
 HOSTS = ("host-a", "host-b", "host-c")
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
