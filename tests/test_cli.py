@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,10 @@ def render_doc(*args: object, states: tuple[str, ...] = ("succeeded",)) -> dict:
     (tests/inprocess) on the ledger of THUMBCTL_DB; ``succeeded``: the foreground run's exit 0,
     ``partial`` or ``failed``: its exit 1."""
     return submit_here(Thumbctl(os.environ["THUMBCTL_DB"]), *args, states=states)
+
+
+#: The states of a batch whose foreground run exits 1 (``--max-failures`` 0): some or all of it failed.
+EXIT_1 = ("partial", "failed")
 
 
 def submit_json(cli, photos: Path, out: Path, *extra: str) -> tuple[int, dict | None, str]:
@@ -370,16 +375,18 @@ def test_retry_requeues_failed_renders_only_and_renders_them(cli, photos: Path, 
     _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
     batch_id = batch["batch_id"]
     (photos / "garden.jpeg").write_bytes(original[:-10] + b"0123456789")  # changed after submit
-    assert cli("work", "--until-idle", "-w", "1", "-q").exit_code == 0
+    work_here(batch_id)
     failed = json.loads(cli("status", batch_id, "--json").stdout)["failures"]
     assert {(f["item_id"], f["error_code"]) for f in failed} == {
         ("garden.jpeg", "source_changed"),
         ("notes.jpg", "unsupported_format"),
     }
     (photos / "garden.jpeg").write_bytes(original)
-    result = cli("retry", batch_id, "-w", "1", "--json")
-    assert result.exit_code == 1  # partial: the refused source stays failed
-    doc = json.loads(result.stdout)
+    result = cli("retry", batch_id, "-w", "1", "--detach", "--json")
+    assert result.exit_code == 0, result.stderr
+    work_here(batch_id)
+    doc = json.loads(cli("status", batch_id, "--json").stdout)
+    assert doc["state"] in EXIT_1  # partial: the refused source stays failed
     assert doc["counts"] == {"queued": 0, "running": 0, "succeeded": 4, "failed": 1, "cancelled": 0}
     events = json.loads(cli("events", batch_id, "--json").stdout)["events"]
     retried = [e for e in events if e["from_state"] == "failed" and e["to_state"] == "queued"]
@@ -666,9 +673,7 @@ STATS_FIELDS = {
 
 def test_every_json_command_prints_one_document_of_its_documented_shape(cli, photos: Path, out_dir: Path) -> None:
     (photos / "notes.jpg").write_text("not a photo")
-    submitted = cli("submit", photos, "--out", out_dir, "-w", "1", "--json")
-    assert submitted.exit_code == 1
-    batch = json.loads(submitted.stdout)
+    batch = render_doc(photos, "--out", out_dir, "-w", "1", states=EXIT_1)
     bid = batch["batch_id"]
     assert set(batch) >= BATCH_FIELDS and batch["failures"][0]["error_code"] == "unsupported_format"
     assert set(batch["failures"][0]) == {"item_id", "ratio", "size", "format", "error_code", "detail"}
@@ -819,9 +824,7 @@ def copy_to_bytes_name(source: Path, folder: Path, name: bytes) -> None:
 def test_odd_file_names_fail_alone_and_the_rest_of_the_folder_renders(cli, photos: Path, out_dir: Path) -> None:
     for name in (b"bad\xffname.jpg", b"tab\tname.jpg", b"new\nline.jpg", b"back\\slash.jpg"):
         copy_to_bytes_name(photos / "coffee.png", photos, name)
-    result = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
-    assert result.exit_code == 1 and "Traceback" not in result.stderr
-    doc = json.loads(result.stdout)
+    doc = render_doc(photos, "--out", out_dir, "-w", "1", "-r", "1:1", states=EXIT_1)
     assert (doc["state"], doc["counts"]["succeeded"], doc["counts"]["failed"]) == ("partial", 4, 4)
     assert doc["failures"] == [
         {
@@ -871,15 +874,30 @@ def reused_submit(cli, source: Path, out: Path, *extra: str):
     return cli("submit", source, "--out", out, "-w", "1", "-r", "1:1", "--json", *extra)
 
 
+def reused_here(
+    cli, source: Path, out: Path, *extra: str, states: tuple[str, ...] = ("succeeded",)
+) -> tuple[dict, str]:
+    """What :func:`reused_submit` leaves, the batch recorded by ``submit --detach`` and rendered in
+    this process (tests/inprocess): its finished document (with the submit's ``replayed``), whose
+    state is one of ``states`` (``succeeded``: the foreground run's exit 0; :data:`EXIT_1`: its
+    exit 1), and the submit's stderr."""
+    recorded = cli("submit", source, "--out", out, "-w", "1", "-r", "1:1", "--detach", "--json", *extra)
+    assert recorded.exit_code == 0, recorded.stderr
+    submitted = json.loads(recorded.stdout)
+    work_here(submitted["batch_id"])
+    finished = {**json.loads(cli("status", submitted["batch_id"], "--json").stdout), "replayed": submitted["replayed"]}
+    assert finished["state"] in states, finished
+    return finished, recorded.stderr
+
+
 def test_a_submit_that_reuses_outputs_takes_their_friendly_names_back(cli, tmp_path: Path, out_dir: Path) -> None:
     source = tmp_path / "src"
     make_image(source / "Portrait_0.jpg", (600, 800), "JPEG", seed=3)
-    assert reused_submit(cli, source, out_dir, "--size", "512").exit_code == 0
-    assert reused_submit(cli, source, out_dir, "--size", "256").exit_code == 0
-    result = reused_submit(cli, source, out_dir, "--size", "512", "--key", "again")
-    doc = json.loads(result.stdout)
-    assert (result.exit_code, doc["state"], doc["replayed"], doc["counts"]["succeeded"]) == (0, "succeeded", False, 1)
-    assert result.stderr == ""
+    reused_here(cli, source, out_dir, "--size", "512")
+    reused_here(cli, source, out_dir, "--size", "256")
+    doc, stderr = reused_here(cli, source, out_dir, "--size", "512", "--key", "again")
+    assert (doc["state"], doc["replayed"], doc["counts"]["succeeded"]) == ("succeeded", False, 1)
+    assert stderr == ""
     item = json.loads(cli("status", doc["batch_id"], "--items", "--json").stdout)["items"][0]
     assert item["friendly_path"] == str(out_dir / "Portrait_0.1x1.jpg")
     assert is_copy_of(item["friendly_path"], item["object_path"])
@@ -900,20 +918,21 @@ def test_a_folder_at_a_thumbnails_name_fails_that_item_name_taken_until_it_is_go
 ) -> None:
     source = tmp_path / "src"
     make_image(source / "Portrait_0.jpg", (600, 800), "JPEG", seed=3)
-    assert reused_submit(cli, source, out_dir, "--size", "512").exit_code == 0
-    assert reused_submit(cli, source, out_dir, "--size", "256").exit_code == 0
+    reused_here(cli, source, out_dir, "--size", "512")
+    reused_here(cli, source, out_dir, "--size", "256")
     blocked = out_dir / "Portrait_0.1x1.jpg"
     blocked.unlink()
     (blocked / "inside").mkdir(parents=True)
-    result = reused_submit(cli, source, out_dir, "--size", "512", "--key", "again")
-    batch = json.loads(result.stdout)
-    assert (result.exit_code, batch["state"], batch["counts"]["failed"]) == (1, "failed", 1)
+    batch, _ = reused_here(cli, source, out_dir, "--size", "512", "--key", "again", states=EXIT_1)
+    assert (batch["state"], batch["counts"]["failed"]) == ("failed", 1)
     assert [(f["ratio"], f["error_code"], f["detail"]) for f in batch["failures"]] == [
         ("1:1", "name_taken", f"{blocked} {NOT_PUBLISHED}")
     ]
     assert (blocked / "inside").is_dir()
     shutil.rmtree(blocked)
-    assert cli("retry", batch["batch_id"], "-q").exit_code == 0
+    assert cli("retry", batch["batch_id"], "--detach", "-q").exit_code == 0
+    work_here(batch["batch_id"])
+    assert json.loads(cli("status", batch["batch_id"], "--json").stdout)["state"] == "succeeded"
     with Image.open(blocked) as image:
         assert image.size == (512, 512)
 
@@ -963,13 +982,13 @@ def test_a_replay_after_out_was_removed_restores_the_thumbnails_from_the_store(
 def test_a_detached_replay_after_the_objects_were_removed_says_to_run_work(
     cli, photos: Path, out_dir: Path, tmp_path: Path
 ) -> None:
-    assert reused_submit(cli, photos, out_dir).exit_code == 0
+    reused_here(cli, photos, out_dir)
     shutil.rmtree(out_dir)
     shutil.rmtree(tmp_path / "ledger.store" / "objects")
     code, doc, err = submit_json(cli, photos, out_dir, "-r", "1:1")
     assert (code, doc["replayed"], doc["state"], doc["counts"]["queued"], doc["total"]) == (0, True, "queued", 4, 4)
     assert "4 outputs of this batch were missing; queued again: run `thumbctl work` to render them" in err
-    assert cli("work", "--until-idle", "-w", "1").exit_code == 0
+    work_here(doc["batch_id"])
     assert json.loads(cli("status", doc["batch_id"], "--json").stdout)["state"] == "succeeded"
     assert cli("reconcile").exit_code == 0
 
@@ -1402,14 +1421,16 @@ def old_ledger_with_a_commit_in_its_wal(home: Path, photos: Path, out_dir: Path)
         app, ["submit", str(photos), "--out", str(out_dir), "--detach", "--json", "--db", str(old)]
     )
     batch_id = json.loads(made.stdout)["batch_id"]
-    writer = (
-        "import os, sqlite3, sys\n"
-        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-        "c.execute('PRAGMA wal_autocheckpoint = 0')\n"
-        "c.execute(\"UPDATE batches SET idempotency_key = 'moved-with-its-wal'\")\n"
-        "os._exit(0)\n"
-    )
-    subprocess.run([sys.executable, "-c", writer, str(old)], check=True)
+    files = [old, Path(f"{old}-wal"), Path(f"{old}-shm")]
+    writer = sqlite3.connect(old, isolation_level=None)
+    try:
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("UPDATE batches SET idempotency_key = 'moved-with-its-wal'")
+        left = {path: path.read_bytes() for path in files}  # the files as the writer's death leaves them
+    finally:
+        writer.close()  # the last connection checkpoints and removes the -wal: put back what a death leaves
+    for path, content in left.items():
+        path.write_bytes(content)
     assert Path(f"{old}-wal").stat().st_size > 0
     return batch_id
 
@@ -1570,7 +1591,8 @@ def sha(path: str | Path) -> str:
 
 def test_cp_r_of_out_copies_each_thumbnail_once(cli, photos: Path, out_dir: Path, tmp_path: Path) -> None:
     code, doc, _ = submit_json(cli, photos, out_dir, "--size", "96,128", "--format", "webp,jpeg")
-    assert code == 0 and cli("work", "--until-idle", "-q").exit_code == 0
+    assert code == 0
+    work_here(doc["batch_id"])
     items = item_list(cli, doc["batch_id"])
     store = tmp_path / "ledger.store"  # the default: beside the ledger
     assert len(items) == 48 and all(i["object_path"].startswith(f"{store}/objects/") for i in items)
@@ -1626,17 +1648,17 @@ def test_an_edited_thumbnail_leaves_the_store_intact_and_reconcile_restores_it(
 def test_a_later_batch_never_overwrites_an_edited_thumbnail_unless_asked(cli, tmp_path: Path, out_dir: Path) -> None:
     source = tmp_path / "src"
     make_image(source / "sofa.jpg", (600, 400), "JPEG", seed=3)
-    assert reused_submit(cli, source, out_dir, "--size", "128").exit_code == 0
+    reused_here(cli, source, out_dir, "--size", "128")
     thumb = out_dir / "sofa.1x1.jpg"
     with open(thumb, "r+b") as fh:
         fh.seek(50)
         fh.write(b"\xff" * 8)
     edited = thumb.read_bytes()
-    taken = reused_submit(cli, source, out_dir, "--size", "96")
-    assert taken.exit_code == 1 and thumb.read_bytes() == edited
-    assert json.loads(taken.stdout)["failures"][0]["error_code"] == "name_taken"
-    forced = reused_submit(cli, source, out_dir, "--size", "64", "--overwrite")
-    assert forced.exit_code == 0 and json.loads(forced.stdout)["overwritten"] == 1
+    taken, _ = reused_here(cli, source, out_dir, "--size", "96", states=EXIT_1)
+    assert thumb.read_bytes() == edited
+    assert taken["failures"][0]["error_code"] == "name_taken"
+    forced, _ = reused_here(cli, source, out_dir, "--size", "64", "--overwrite")
+    assert forced["overwritten"] == 1
     with Image.open(thumb) as image:
         assert image.size == (64, 64)
 
