@@ -496,7 +496,7 @@ def test_an_s3_location_that_names_no_bucket_prefix_is_refused_and_no_local_fold
     invoke, photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str, url: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    result = invoke("submit", photos, flag, url, "--db", tmp_path / "l.db", "--json")
+    result = invoke("submit", photos, flag, url, "--db", tmp_path / "l.db", "--detach", "--json")
     assert result.exit_code == 2, result.output
     error = json.loads(result.stdout)["error"]
     assert (error["code"], error["exit_code"]) == ("bad_location", 2)
@@ -505,7 +505,7 @@ def test_an_s3_location_that_names_no_bucket_prefix_is_refused_and_no_local_fold
 
 
 def test_a_url_as_source_points_to_a_manifest(invoke, tmp_path: Path) -> None:
-    result = invoke("submit", "https://example.com/a.jpg", "--db", tmp_path / "l.db", "--json")
+    result = invoke("submit", "https://example.com/a.jpg", "--db", tmp_path / "l.db", "--detach", "--json")
     assert result.exit_code == 2 and json.loads(result.stdout)["error"] == {
         "code": "url_not_supported",
         "message": "SOURCE: 'https://example.com/a.jpg' is a URL; list URL sources in a manifest (.json, .jsonl, "
