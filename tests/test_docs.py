@@ -14,7 +14,10 @@ HOME and the XDG folders inside the workspace, so the default ledger is new):
 - ```` ```ini ```` blocks (systemd units) are parsed with configparser; an ``ExecStart`` running
   ``thumbctl work`` runs with ``--until-idle`` added (the service itself runs until stopped).
 - ``thumbctl watch`` (in any of these) runs until its first round's line on stdout, then gets
-  Ctrl-C and must exit 130 (or the code of a ``# exit N`` comment).
+  Ctrl-C and must exit 130 (or the code of a ``# exit N`` comment). It runs with ``--settle
+  0.1s`` added unless the line sets ``--settle``: the files of the workspace are not being written,
+  so the first round only waits out the settle time (2 s by default; ``tests/test_watch.py`` tests
+  the rule).
 - ```` ```yaml ```` blocks (the CI job) are parsed by :func:`parse_yaml`, a small parser of the
   block-style subset the docs use (no PyYAML dependency); the job's structure is checked and each
   ``run:`` line starting with ``thumbctl`` runs with the job's ``env``.
@@ -27,7 +30,8 @@ HOME and the XDG folders inside the workspace, so the default ledger is new):
 - ```` ```python ```` blocks run as scripts in the workspace.
 
 Placeholders and expectations: ``BATCH`` is replaced by the newest batch of the ledger the line
-uses (its ``--db``, else ``THUMBCTL_DB``, else the default), looked up with ``status --json``. A
+uses (its ``--db``, else ``THUMBCTL_DB``, else the default), looked up with ``status --json`` run in
+this process (Typer's test runner, in the workspace's folder and environment). A
 line passes when it exits 0, or the code named by a trailing ``# exit N`` comment. Absolute example
 paths (:data:`PATH_MAP`) are mapped into the workspace. Files in :data:`NEEDS_POSTGRES` run with
 ``THUMBCTL_DB`` set to a fresh database on ``THUMBCTL_TEST_PG`` and are skipped without it; files in
@@ -37,6 +41,7 @@ paths (:data:`PATH_MAP`) are mapped into the workspace. Files in :data:`NEEDS_PO
 from __future__ import annotations
 
 import configparser
+import contextlib
 import csv
 import importlib.util
 import io
@@ -54,7 +59,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from thumbctl.cli.app import app
 from thumbctl.config.resolve import ENVIRONMENT_KEYS, KEYS, load_config_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +82,7 @@ RUNS = re.compile(rf"^([A-Z_][A-Z0-9_]*=\S*\s+)*({'|'.join(map(re.escape, TOOLS)
 #: Absolute paths of examples -> folders of the workspace.
 PATH_MAP = {"/mnt/shop/": "mnt/shop/", "/var/lib/node_exporter/textfile/": "textfile/", "/run/": "run/"}
 COMMAND_TIMEOUT = 600
+WATCH_SETTLE = "0.1s"
 QUICK_START = [
     "python3 -m venv .venv && . .venv/bin/activate && pip install -q . && thumbctl submit sample_images --out thumbs",
     "python3 -m venv .venv && . .venv/bin/activate && pip install -q '.[test]' && pytest",
@@ -293,6 +301,9 @@ class Workspace:
     def run_watch(self, line: str, env: dict[str, str], where: str) -> None:
         """``thumbctl watch`` runs until stopped: here until its first round's line on stdout, then
         Ctrl-C, after which it exits 130 (or the code the docs name)."""
+        if "--settle" not in line:
+            command, _, comment = line.partition(" #")
+            line = f"{command} --settle {WATCH_SETTLE}" + (f" #{comment}" if comment else "")
         proc = subprocess.Popen(
             ["bash", "-o", "pipefail", "-c", f"exec {line}"],
             cwd=self.root,
@@ -328,10 +339,11 @@ class Workspace:
     def newest_batch(self, line: str, extra_env: dict[str, str] | None) -> str:
         tokens = shlex.split(line.split(" #")[0])
         db = tokens[tokens.index("--db") + 1] if "--db" in tokens else None
-        args = ["thumbctl", "status", "--json", *(["--db", db] if db else [])]
-        done = subprocess.run(
-            args, cwd=self.root, env={**self.env, **(extra_env or {})}, capture_output=True, text=True, check=True
-        )
+        env: dict[str, str | None] = {name: None for name in os.environ}
+        env.update({**self.env, **(extra_env or {})})
+        with contextlib.chdir(self.root):
+            done = CliRunner().invoke(app, ["status", "--json", *(["--db", db] if db else [])], env=env)
+        assert done.exit_code == 0, f"`status --json` for `{line}` exited {done.exit_code}: {done.stderr}"
         batches = json.loads(done.stdout)["batches"]
         assert batches, f"`{line}` needs a BATCH but the ledger has none"
         return max(batches, key=lambda batch: batch["created_at"])["batch_id"]
