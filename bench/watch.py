@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     if args.smoke:
-        args.files, args.idle, args.changes = 300, 1.0, 2
+        args.files, args.idle, args.changes = 300, 1.0, 1
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         make_folder(root, args.files)
