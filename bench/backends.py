@@ -494,7 +494,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round: only checks that it works")
     args = parser.parse_args()
     if args.smoke:
-        args.small, args.large, args.items, args.submit, args.repeat, args.workers = 120, 240, 30, 300, 1, "1,2"
+        args.small, args.large, args.items, args.submit, args.repeat, args.workers = 120, 240, 10, 300, 1, "1,2"
     args.workers = [int(w) for w in args.workers.split(",")]
     if not 0 < args.items < args.small <= args.large:
         parser.error("need 0 < --items < --small <= --large")

@@ -38,7 +38,7 @@ def test_the_backends_benchmark_smoke_case_runs_prints_its_tables_and_drops_its_
                 assert f"| {label} | {workers} | {queued} | " in done.stdout
     for backend in ("sqlite", "postgresql"):
         assert f"| accept_batch of 300 items | {backend} | " in done.stdout
-        assert f"| `status BATCH --json`, 210 items | {backend} | " in done.stdout
+        assert f"| `status BATCH --json`, 230 items | {backend} | " in done.stdout
     assert "- PostgreSQL, 120 queued: 2 workers / 1 = " in done.stdout
     assert "- events lock, 2 worker(s), 240 queued: " in done.stdout
     assert "| PostgreSQL sessions: share of samples |" in done.stdout
