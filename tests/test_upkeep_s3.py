@@ -26,6 +26,7 @@ from thumbctl.core.scanrules import ScanRules
 from thumbctl.storage.locations import object_store_at, output_target_at, parse_s3
 from thumbctl.upkeep.mirror import FolderView, mirror_batch
 
+from inprocess import render_here
 from s3 import get_raw, keys, put_raw, raw_store
 from support import check_invariants, raw_rows, raw_write
 
@@ -107,12 +108,15 @@ def move_to_bucket(ledger_url: str, store_dir: Path, out_dir: Path, store: str, 
 
 
 def render_into_bucket(cli, ledger_url: str, photos: Path, tmp_path: Path, store: str, out: str) -> str:
-    """Submit ``photos`` (1:1), render it and move its state into the bucket; returns the batch id."""
+    """Submit ``photos`` (1:1), render it in this process and move its state into the bucket; returns the batch id."""
     store_dir, out_dir = tmp_path / "staging.store", tmp_path / "staging.out"
-    done = cli("submit", photos, "--out", out_dir, "--store", store_dir, "-r", "1:1", "-w", "1", "--json")
+    done = cli("submit", photos, "--out", out_dir, "--store", store_dir, "-r", "1:1", "-w", "1", "--detach", "--json")
     assert done.exit_code == 0, done.stdout
+    batch_id = json.loads(done.stdout)["batch_id"]
+    render_here(ledger_url, batch_id)
+    assert cli("sheet", batch_id).exit_code == 0  # the page a foreground run's end writes
     move_to_bucket(ledger_url, store_dir, out_dir, store, out)
-    return json.loads(done.stdout)["batch_id"]
+    return batch_id
 
 
 @pytest.fixture
