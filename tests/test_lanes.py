@@ -1,7 +1,9 @@
 """Names stay in their lane: thumbnails never land among the batch documents or take a non-image
 extension, what thumbctl wrote is never read back as a source, and a copy a user puts back at a
-name is never adopted as thumbctl's. Real processes (``python -m thumbctl``), a local OUT and, where
-storage matters, an S3 OUT on the test process's SeaweedFS."""
+name is never adopted as thumbctl's. A local OUT and, where storage matters, an S3 OUT on the test
+process's SeaweedFS. Batches are recorded and rendered in the test's process (tests/inprocess), but
+a replay's and a mirror's (``--delete``) summaries come from real foreground runs (``python -m
+thumbctl``)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness import Thumbctl
-from inprocess import json_here, submit_here
+from inprocess import json_here, render_here, submit_here
 from s3 import BUCKET, get_raw, put_raw, raw_store
 from support import make_image
 
@@ -45,14 +47,16 @@ def test_a_source_folder_named_batches_fails_only_its_items_bad_name(cli: Thumbc
     src, out = tmp_path / "src", tmp_path / "out"
     photo(src / "batches" / "x.jpg")
     photo(src / "a.jpg", seed=2)
-    doc = cli.json("submit", src, "--out", out, *ONE_RATIO, codes=(1,))
+    doc = submit_here(cli, src, "--out", out, *ONE_RATIO, states=("partial",))
     assert (doc["state"], doc["counts"]["succeeded"], doc["counts"]["failed"]) == ("partial", 1, 1)
     failure = failures_by_id(doc)["batches/x.jpg"]
     assert failure["error_code"] == "bad_name"
     assert "batches/x.1x1.jpg lies in OUT/batches/" in failure["detail"] and "--name" in failure["detail"]
     batch = doc["batch_id"]
+    assert cli.invoke("sheet", batch).returncode == 0  # the page a foreground run's end writes
     assert documents_and_names(out) == ["a.1x1.jpg", f"batches/{batch}.html", f"batches/{batch}.json"]
-    retried = cli.run("retry", batch, "-w", "1")
+    retried = cli.invoke("retry", batch, "--detach")
+    render_here(cli.db, batch)
     assert not (out / "batches" / "x.1x1.jpg").exists(), retried.stderr  # nothing sends it to a worker
 
 
@@ -71,7 +75,7 @@ def test_a_template_giving_every_name_a_non_image_extension_is_a_usage_error(
     cli: Thumbctl, tmp_path: Path, template: str
 ) -> None:
     photo(tmp_path / "src" / "a.jpg")
-    done = cli.run("submit", tmp_path / "src", "--out", tmp_path / "out", *ONE_RATIO, "--name", template)
+    done = cli.invoke("submit", tmp_path / "src", "--out", tmp_path / "out", *ONE_RATIO, "--name", template, "--detach")
     assert done.returncode == 2, done.stderr
     extension = template.rsplit(".", 1)[1]
     assert done.stderr.strip().splitlines() == [
@@ -98,7 +102,7 @@ def test_an_s3_names_content_type_follows_the_image_format(
     cli = Thumbctl(tmp_path / "ledger.db", env={"THUMBCTL_STORE": f"{s3_url}/store"})
     photo(tmp_path / "src" / "a.jpg")
     out = f"{s3_url}/out"
-    cli.json("submit", tmp_path / "src", "--out", out, *ONE_RATIO, "--format", "webp", "--name", "{path}.{ratio}")
+    submit_here(cli, tmp_path / "src", "--out", out, *ONE_RATIO, "--format", "webp", "--name", "{path}.{ratio}")
     found = get_raw(raw, f"{out}/a.1x1"[len(HEAD) :])
     assert found is not None and found[0][8:12] == b"WEBP"
     assert found[1]["Content-Type"] == "image/webp"
@@ -110,11 +114,13 @@ def test_an_s3_names_content_type_follows_the_image_format(
 def test_a_scan_of_an_earlier_out_leaves_its_thumbnails_and_documents_out(cli: Thumbctl, tmp_path: Path) -> None:
     site = tmp_path / "site"
     photo(site / "src" / "a.jpg")
-    first = cli.json("submit", site / "src", "--out", site, *ONE_RATIO)
+    first = submit_here(cli, site / "src", "--out", site, *ONE_RATIO)
     assert (site / "a.1x1.jpg").is_file() and first["state"] == "succeeded"
 
-    done = cli.run("submit", site, "--out", site / "out3", *ONE_RATIO, "--include", "*.jpg", "--include", "*.json")
+    included = ("--include", "*.jpg", "--include", "*.json")
+    done = cli.invoke("submit", site, "--out", site / "out3", *ONE_RATIO, *included, "--detach")
     assert done.returncode == 0, done.stderr
+    render_here(cli.db, done.stdout.split("Accepted batch ", 1)[1].split(":", 1)[0])
     assert "left out: 1 thumbnail, 1 batch document thumbctl wrote (what thumbctl publishes is never a source)" in (
         done.stderr + done.stdout
     )
