@@ -1,11 +1,13 @@
 """``thumbctl submit`` into an S3 store and an S3 OUT, and the two mixed cases, end to end.
 
-Real processes (``python -m thumbctl``) against the test process's SeaweedFS (``s3_server``, one per
-test process), each test under a fresh prefix of the bucket. What a user sees is checked: the
-objects and names in the bucket with the right bytes, the batch's manifest and contact sheet in OUT,
-``s3://`` locations in the JSON and the printed summary, a re-submit that publishes nothing new, a
-user's object at a name (``name_taken``, then ``--overwrite``), a crop fix republished over the
-recorded version, and a bucket that is missing refused before any batch is recorded.
+Against the test process's SeaweedFS (``s3_server``, one per test process), each test under a fresh
+prefix of the bucket. A submit and its re-submit run as real processes (``python -m thumbctl``), for
+the summary a foreground run prints; the other cases record and render in the test's process
+(tests/inprocess). What a user sees is checked: the objects and names in the bucket with the right
+bytes, the batch's manifest and contact sheet in OUT, ``s3://`` locations in the JSON and the printed
+summary, a re-submit that publishes nothing new, a user's object at a name (``name_taken``, then
+``--overwrite``), a crop fix republished over the recorded version, and a bucket that is missing
+refused before any batch is recorded.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pytest
 from thumbctl.config.s3location import S3Options
 
 from harness import Thumbctl
-from inprocess import json_here
+from inprocess import json_here, submit_here
 from s3 import BUCKET, WeedServer, free_ports, get_raw, put_raw, raw_store, weed_binary
 
 ONE_RATIO = ("-r", "1:1", "-w", "1")
@@ -119,7 +121,7 @@ def test_a_users_object_at_a_name_is_name_taken_until_overwrite_and_a_crop_fix_r
     name = f"{out}/coffee.1x1.jpg"
     put_raw(raw, name[len(HEAD) :], b"the seller's own picture", "image/jpeg")
 
-    taken = cli.json("submit", photos, "--out", out, *ONE_RATIO, codes=(1,))
+    taken = submit_here(cli, photos, "--out", out, *ONE_RATIO, states=("partial",))
     assert (taken["state"], taken["counts"]["succeeded"], taken["counts"]["failed"]) == ("partial", 3, 1)
     assert taken["failures"] == [
         {
@@ -133,14 +135,14 @@ def test_a_users_object_at_a_name_is_name_taken_until_overwrite_and_a_crop_fix_r
     ]
     assert read(raw, name) == b"the seller's own picture"
 
-    overwritten = cli.json("submit", photos, "--out", out, *ONE_RATIO, "--overwrite")
+    overwritten = submit_here(cli, photos, "--out", out, *ONE_RATIO, "--overwrite")
     assert (overwritten["state"], overwritten["overwritten"]) == ("succeeded", 1)
     names = published(raw, overwritten)
     assert names[name] != b"the seller's own picture"
 
-    fixed = cli.json("focus", photos / "coffee.png", "--ratio", "1:1", "--at", "0.05,0.95")
+    fixed = json_here(cli, "focus", photos / "coffee.png", "--ratio", "1:1", "--at", "0.05,0.95")
     assert fixed["set"] == ["1:1"]
-    after = cli.json("submit", photos, "--out", out, *ONE_RATIO)
+    after = submit_here(cli, photos, "--out", out, *ONE_RATIO)
     assert (after["state"], after["replaced"]) == ("succeeded", 1)
     republished = published(raw, after)
     assert republished[name] != names[name]
@@ -154,10 +156,10 @@ def test_a_missing_bucket_is_refused_before_any_batch_is_recorded(
     missing = f"s3://no-bucket-{uuid.uuid4().hex[:8]}/x"
     cli = Thumbctl(tmp_path / "ledger.db")
     args = ["--out", str(tmp_path / "out"), flag, missing] if flag == "--store" else ["--out", missing]
-    refused = cli.json("submit", photos, *args, *ONE_RATIO, codes=(2,))
+    refused = json_here(cli, "submit", photos, *args, *ONE_RATIO, "--detach", codes=(2,))
     assert refused["error"]["code"] == "bucket_missing" and refused["error"]["exit_code"] == 2
     assert missing.split("/")[2] in refused["error"]["message"]
-    assert cli.json("status") == {"batches": []}
+    assert json_here(cli, "status") == {"batches": []}
 
 
 def test_config_shows_the_s3_endpoint_and_region_and_never_a_credential(tmp_path: Path) -> None:
@@ -208,9 +210,9 @@ def test_an_unreachable_endpoint_is_storage_unreachable_within_the_retry_window_
     args = ["--out", str(tmp_path / "out"), "--store", location] if flag == "--store" else ["--out", location]
     cli = Thumbctl(tmp_path / "ledger.db", env=unreachable)
     started = time.monotonic()
-    refused = cli.json("submit", photos, *args, *ONE_RATIO, codes=None)
+    refused = json_here(cli, "submit", photos, *args, *ONE_RATIO, "--detach", codes=(75,))
     elapsed = time.monotonic() - started
     assert refused["error"]["code"] == "storage_unreachable" and refused["error"]["exit_code"] == 75, refused
     assert "cannot be reached" in refused["error"]["message"]
     assert elapsed < UNREACHABLE_WITHIN, elapsed
-    assert cli.json("status") == {"batches": []}
+    assert json_here(cli, "status") == {"batches": []}
