@@ -278,7 +278,7 @@ def main() -> int:
         print(json.dumps(observe(args.observe, args.db, args.seconds, args.rate)))
         return 0
     if args.smoke:
-        args.items, args.seconds, args.runs, args.cases = 3000, 2.0, 1, "submit,watch"
+        args.items, args.seconds, args.runs, args.cases = 3000, 0.5, 1, "submit,watch"
     cases = args.cases.split(",")
     with tempfile.TemporaryDirectory(prefix="supervisor-cpu-") as tmp:
         trees = {"after": REPO}
