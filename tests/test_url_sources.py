@@ -13,6 +13,7 @@ import pytest
 
 from harness import Thumbctl
 from httpserver import NETWORK, Answer, HttpServer, gzip_bomb, redirect
+from inprocess import json_here, render_here, submit_here
 from s3 import BUCKET, WeedServer, put_raw, raw_store
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_images" / "public-domain"
@@ -70,14 +71,12 @@ def test_a_manifest_of_url_sources_renders_the_good_ones_and_fails_each_hostile_
     ]
     manifest = write_manifest(tmp_path / "m", items)
     cli = Thumbctl(ledger_url, store=tmp_path / "store")
-    done = cli.run("submit", manifest, "--out", tmp_path / "out", "--json", *URL_FLAGS)
-    assert done.returncode == 1, done.stderr
-    doc = json.loads(done.stdout)
+    doc = submit_here(cli, manifest, "--out", tmp_path / "out", *URL_FLAGS, states=("partial",))
     assert doc["state"] == "partial" and doc["counts"]["succeeded"] == len(good)
     assert {f["item_id"]: f["error_code"] for f in doc["failures"]} == {i: code for i, (_, code) in hostile.items()}
     names = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").glob("*.jpg"))
     assert names == ["busy.1x1.jpg", "flaky.1x1.jpg", "plain.1x1.jpg"]
-    plain = json.loads(cli.run("status", doc["batch_id"], "--items", "--json").stdout)
+    plain = json_here(cli, "status", doc["batch_id"], "--items")
     sources = {item["item_id"]: item["source"] for item in plain["items"]}
     assert sources["plain"] == good["plain"]
 
@@ -87,17 +86,14 @@ def test_a_source_whose_bytes_change_before_the_worker_reads_it_fails_source_cha
 ) -> None:
     url, route = http_server.route("coffee.png", Answer(body=COFFEE))
     manifest = write_manifest(tmp_path / "m", [{"source": url}])
-    cli = Thumbctl(tmp_path / "ledger.db", faults=tmp_path / "faults")
-    run = cli.start("submit", manifest, "--out", tmp_path / "out", "--json", *URL_FLAGS, fault="pause:before_decode")
-    cli.paused("before_decode", process=run)
+    cli = Thumbctl(tmp_path / "ledger.db")
+    recorded = json_here(cli, "submit", manifest, "--out", tmp_path / "out", *URL_FLAGS, "--detach")
     route.answers = [Answer(body=(SAMPLES.parent / "orientation" / "Landscape_6.jpg").read_bytes())]
-    cli.release()
-    out, _ = run.communicate()
-    assert run.returncode == 1
-    assert json.loads(out)["failures"][0]["error_code"] == "source_changed"
-    status = json.loads(cli.run("status", "--json").stdout)["batches"][0]
+    render_here(cli.db, recorded["batch_id"])
+    assert json_here(cli, "status", recorded["batch_id"])["failures"][0]["error_code"] == "source_changed"
+    status = json_here(cli, "status")["batches"][0]
     assert status["state"] == "failed"
-    items = json.loads(cli.run("status", status["batch_id"], "--items", "--json").stdout)["items"]
+    items = json_here(cli, "status", status["batch_id"], "--items")["items"]
     assert [item["error_code"] for item in items] == ["source_changed"]
     assert route.requests == 2
 
@@ -111,14 +107,14 @@ def test_a_resubmit_asks_again_and_reads_no_body_while_the_validators_match(
     url, route = http_server.route("coffee.png", same, Answer(body=COFFEE, headers=validators, drip=0.01))
     manifest = write_manifest(tmp_path / "m", [{"id": "coffee.png", "source": url}])
     cli = Thumbctl(tmp_path / "ledger.db")
-    first = cli.run("submit", manifest, "--out", tmp_path / "out", "--detach", *URL_FLAGS)
+    first = cli.invoke("submit", manifest, "--out", tmp_path / "out", "--detach", *URL_FLAGS)
     assert first.returncode == 0, first.stderr
-    again = cli.run("submit", manifest, "--out", tmp_path / "out", "--detach", *URL_FLAGS)
+    again = cli.invoke("submit", manifest, "--out", tmp_path / "out", "--detach", *URL_FLAGS)
     assert again.returncode == 0, again.stderr
     assert "Replayed existing batch" in again.stdout and "sources read 0, unchanged (stat cache) 1" in again.stdout
     assert route.requests == 2
     route.answers = [Answer(body=COFFEE + b"\0", headers=validators)]
-    changed = cli.run("submit", manifest, "--out", tmp_path / "out", "--detach", *URL_FLAGS)
+    changed = cli.invoke("submit", manifest, "--out", tmp_path / "out", "--detach", *URL_FLAGS)
     assert changed.returncode == 0 and "Accepted batch" in changed.stdout, changed.stdout
     assert "sources read 1, unchanged (stat cache) 0" in changed.stdout
 
@@ -138,13 +134,11 @@ def test_s3_sources_of_a_manifest_are_read_from_the_bucket_and_cached_by_etag(
     manifest = write_manifest(tmp_path / "m", items)
     cli = Thumbctl(tmp_path / "ledger.db")
     limit = str(len(COFFEE) + 1)
-    done = cli.run("submit", manifest, "--out", tmp_path / "out", "--json", *URL_FLAGS, "--max-bytes", limit)
-    assert done.returncode == 1, done.stderr
-    doc = json.loads(done.stdout)
+    doc = submit_here(cli, manifest, "--out", tmp_path / "out", *URL_FLAGS, "--max-bytes", limit, states=("partial",))
     assert {f["item_id"]: f["error_code"] for f in doc["failures"]} == {"gone": "source_missing", "big": "too_large"}
     coffee_id = f"{BUCKET}/{prefix}/photos/coffee.png"
     assert (tmp_path / "out" / BUCKET / prefix / "photos" / "coffee.1x1.jpg").is_file(), coffee_id
-    again = cli.run("submit", manifest, "--out", tmp_path / "out", "--detach", *URL_FLAGS, "--max-bytes", limit)
+    again = cli.invoke("submit", manifest, "--out", tmp_path / "out", "--detach", *URL_FLAGS, "--max-bytes", limit)
     assert "Replayed existing batch" in again.stdout and "sources read 0, unchanged (stat cache) 1" in again.stdout
 
 
@@ -157,15 +151,14 @@ def test_submit_of_an_s3_prefix_scans_it_as_a_folder(s3_server: WeedServer, s3_u
     put_raw(store, f"{prefix}/shop/.cache/x.png", COFFEE)
     put_raw(store, f"{prefix}/elsewhere.png", COFFEE)
     cli = Thumbctl(tmp_path / "ledger.db")
-    done = cli.run("submit", f"{s3_url}/shop/", "--out", tmp_path / "out", "--json", *URL_FLAGS)
-    assert done.returncode == 0, done.stderr
-    doc = json.loads(done.stdout)
+    doc = submit_here(cli, f"{s3_url}/shop/", "--out", tmp_path / "out", *URL_FLAGS)
     assert (doc["state"], doc["total"]) == ("succeeded", 2)
     names = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.jpg"))
     assert names == ["coffee.1x1.jpg", "rooms/living.1x1.jpg"]
-    items = json.loads(cli.run("status", doc["batch_id"], "--items", "--json").stdout)["items"]
+    items = json_here(cli, "status", doc["batch_id"], "--items")["items"]
     assert sorted(item["source"] for item in items) == [f"{s3_url}/shop/coffee.png", f"{s3_url}/shop/rooms/living.JPG"]
-    missing = cli.run("submit", "s3://no-such-bucket-here/x/", "--out", tmp_path / "out", "--json", *URL_FLAGS)
+    missing = cli.invoke("submit", "s3://no-such-bucket-here/x/", "--out", tmp_path / "out", "--json", *URL_FLAGS,
+                         "--detach")  # fmt: skip
     assert missing.returncode == 2 and json.loads(missing.stdout)["error"]["code"] == "bucket_missing", missing.stdout
 
 
@@ -202,7 +195,7 @@ def every_output(cli: Thumbctl, batch_id: str, out: Path, tmp_path: Path) -> dic
         "stats --json": ("stats", "--json"),
         "sheet": ("sheet", batch_id, "--output", tmp_path / "sheet.html"),
     }.items():
-        done = cli.run(*args)
+        done = cli.invoke(*args)
         shown[name] = done.stdout + done.stderr
     shown["manifest"] = (out / "batches" / f"{batch_id}.json").read_text()
     shown["sheet page"] = (tmp_path / "sheet.html").read_text()
@@ -260,17 +253,15 @@ def test_download_timeout_bounds_a_header_drip_at_submit_and_in_the_worker(
     cli = Thumbctl(tmp_path / "ledger.db")
     flags = (*URL_FLAGS, "--download-timeout", "2s", "--item-timeout", "60s", "--attempts", "1")
     started = time.monotonic()
-    done = cli.run("submit", write_manifest(tmp_path / "m", items), "--out", tmp_path / "out", "--json", *flags,
-                   timeout=100)  # fmt: skip
+    doc = submit_here(cli, write_manifest(tmp_path / "m", items), "--out", tmp_path / "out", *flags, states=("failed",))
     elapsed = time.monotonic() - started
-    assert done.returncode == 1, done.stderr
-    failures = {f["item_id"]: (f["error_code"], f["detail"]) for f in json.loads(done.stdout)["failures"]}
+    failures = {f["item_id"]: (f["error_code"], f["detail"]) for f in doc["failures"]}
     assert failures["intake"][0] == "source_timeout", failures
     worker_code, worker_detail = failures["worker"]
     assert worker_code == "attempts_exhausted" and worker_detail.startswith("source_timeout"), failures
     assert route.requests == 2
     assert elapsed < 12, elapsed
-    events = json.loads(cli.run("events", json.loads(done.stdout)["batch_id"], "--item", "worker", "--json").stdout)
+    events = json_here(cli, "events", doc["batch_id"], "--item", "worker")
     at = {e["to_state"]: datetime.fromisoformat(e["at"].replace("Z", "+00:00")) for e in events["events"]}
     assert (at["failed"] - at["running"]).total_seconds() < 2 + 1, at  # the claim, then the deadline plus a second
 
