@@ -5,18 +5,22 @@ conditional removal, coded errors, and where the settings come from. Against the
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
+import http.client
 import os
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
+import obstore
 import pytest
 
 from thumbctl.config.s3location import S3Options
@@ -81,8 +85,7 @@ def test_the_test_server_refuses_an_unsigned_request(s3_server: WeedServer, s3_u
     with pytest.raises(PermissionDeniedError):
         put_raw(anonymous, parse_s3(s3_url).key("anonymous.jpg"), b"x")
     url = f"{s3_server.endpoint}/{BUCKET}/{parse_s3(s3_url).key(f'objects/01/{key(1)}.jpg')}"
-    plain = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", url], capture_output=True, text=True)
-    assert plain.stdout == "403"
+    assert http_answer(url).status == 403
     assert keys(raw_store(s3_server), parse_s3(s3_url).prefix) == [parse_s3(s3_url).key(f"objects/01/{key(1)}.jpg")]
 
 
@@ -115,27 +118,26 @@ def test_paths_are_the_local_arithmetic_under_the_url(s3_url: str) -> None:
 # -- headers, as a standard client sees them --------------------------------------------------------
 
 
-def curl_headers(server: WeedServer, key: str) -> dict[str, str]:
-    """The response headers of a signed HEAD by curl (SigV4), lower-cased names."""
-    done = subprocess.run(
-        [
-            "curl",
-            "-sS",
-            "-I",
-            "--aws-sigv4",
-            "aws:amz:us-east-1:s3",
-            "--user",
-            f"{ACCESS_KEY}:{SECRET_KEY}",
-            f"{server.endpoint}/{BUCKET}/{key}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert " 200 " in lines[0] + " ", done.stdout
-    return {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if ":" in line)}
+def http_answer(url: str, method: str = "GET") -> http.client.HTTPResponse:
+    """The answer of one plain HTTP request to ``url`` (no signature of its own), its body read."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.netloc, timeout=30)
+    try:
+        connection.request(method, f"{parts.path}?{parts.query}" if parts.query else parts.path)
+        answer = connection.getresponse()
+        answer.read()
+        return answer
+    finally:
+        connection.close()
+
+
+def signed_headers(server: WeedServer, key: str) -> dict[str, str]:
+    """The response headers of a HEAD by a standard HTTP client through a presigned URL (SigV4),
+    lower-cased names."""
+    url = obstore.sign(raw_store(server), "HEAD", key, datetime.timedelta(seconds=60))
+    answer = http_answer(url, "HEAD")
+    assert answer.status == 200, (answer.status, answer.reason)
+    return {name.lower(): value.strip() for name, value in answer.getheaders()}
 
 
 def test_every_object_carries_its_content_type_and_cache_control(s3_server: WeedServer, s3_url: str) -> None:
@@ -157,7 +159,7 @@ def test_every_object_carries_its_content_type_and_cache_control(s3_server: Weed
     expected[location.key("out/batches/b_1.json")] = ("application/json", NAME_CC)
     expected[location.key("out/batches/b_1.html")] = ("text/html", NAME_CC)
     for each, (media, cache) in expected.items():
-        headers = curl_headers(s3_server, each)
+        headers = signed_headers(s3_server, each)
         assert (headers["content-type"], headers["cache-control"]) == (media, cache), each
 
 
@@ -166,8 +168,8 @@ def test_cache_control_follows_the_options(s3_server: WeedServer, s3_url: str) -
     object_store_at(s3_url, options).put(f"{key(1)}.jpg", b"x", verify=sound)
     output_target_at(s3_url, options).publish("a.jpg", b"x")
     location = parse_s3(s3_url)
-    assert curl_headers(s3_server, location.key(f"objects/01/{key(1)}.jpg"))["cache-control"] == "max-age=60"
-    assert curl_headers(s3_server, location.key("a.jpg"))["cache-control"] == "no-cache"
+    assert signed_headers(s3_server, location.key(f"objects/01/{key(1)}.jpg"))["cache-control"] == "max-age=60"
+    assert signed_headers(s3_server, location.key("a.jpg"))["cache-control"] == "no-cache"
 
 
 def test_an_object_keeps_the_sha256_of_its_bytes_in_its_metadata_and_stat_gives_it(
