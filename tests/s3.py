@@ -184,7 +184,10 @@ class WeedServer:
                 self.process.wait()
 
     def stop(self) -> None:
-        self._end()
+        """Kill the server (its graceful shutdown takes seconds, for data removed right after)."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
         self.log.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
