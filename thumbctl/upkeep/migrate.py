@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from ..config.s3location import is_s3
 from ..core.errors import StoreRequired, UsageError
-from ..publishing.stores import Location, store_for_ledger
-from ..storage.objects import LocalObjectStore
+from ..publishing.stores import Location, bind_store, chosen_store, store_for_ledger
 
 if TYPE_CHECKING:
     from ..ledger import Ledger
@@ -56,8 +56,9 @@ def settle_store(ledger: Ledger, store: Location | None) -> MigrationReport | No
             "output folders of this ledger still hold objects/ (the old layout): a PostgreSQL ledger needs "
             "--store DIR (or THUMBCTL_STORE, config key store) to move them into, once"
         )
-    bound = store_for_ledger(ledger, store, move=False)  # another ledger's: refused before any move
-    if not isinstance(bound, LocalObjectStore):
+    where = chosen_store(ledger, store)
+    bind_store(ledger, where, move=False)  # another ledger's: refused before any move
+    if isinstance(where, str) and is_s3(where):
         raise UsageError(
             "output folders of this ledger still hold objects/ (the old layout): they move once into a local "
             "--store folder; give one for that first command, then --store s3://...",
@@ -65,4 +66,4 @@ def settle_store(ledger: Ledger, store: Location | None) -> MigrationReport | No
         )
     from .legacy_layout import migrate_legacy_layout
 
-    return migrate_legacy_layout(ledger, bound.root)
+    return migrate_legacy_layout(ledger, where)
