@@ -23,6 +23,7 @@ from thumbctl.upkeep.gc import collect_garbage
 from thumbctl.upkeep.reconcile import find_problems, reconcile
 
 from harness import Thumbctl, all_gone
+from inprocess import json_here, submit_here
 from support import accept, is_copy_of
 
 HOUR = 3600.0
@@ -82,11 +83,11 @@ def test_the_cron_line_reports_an_edit_and_names_the_command_that_restores_it(
     tmp_path: Path, photos: Path, out_dir: Path
 ) -> None:
     th = Thumbctl(tmp_path / "ledger.db")
-    assert th.run("submit", photos, "--out", out_dir, "--workers", "1", "-q").returncode == 0
+    submit_here(th, photos, "--out", out_dir)
     edited = next(out_dir.rglob("*.jpg"))
     edited.write_bytes(b"my own picture")
     for _ in range(2):  # every 15 minutes: the same finding, the file untouched
-        cron = th.run("reconcile", "--repair", "-q")
+        cron = th.invoke("reconcile", "--repair", "-q")
         assert cron.returncode == 1, cron.stderr
         assert "thumbnail_modified" in cron.stdout and "--restore-modified" in cron.stdout
         assert edited.read_bytes() == b"my own picture"
@@ -126,16 +127,16 @@ def test_a_released_name_is_never_reported_restored_replaced_or_removed(
 
 def test_release_from_the_command_line_is_dry_runnable(tmp_path: Path, photos: Path, out_dir: Path) -> None:
     th = Thumbctl(tmp_path / "ledger.db")
-    assert th.run("submit", photos, "--out", out_dir, "--workers", "1", "-q").returncode == 0
+    submit_here(th, photos, "--out", out_dir)
     name = next(out_dir.rglob("*.jpg"))
     name.write_bytes(b"retouched by hand")
-    dry = th.json("release", name, "--dry-run")
+    dry = json_here(th, "release", name, "--dry-run")
     assert [(n["name"], n["state"]) for n in dry["names"]] == [(str(name), "released")]
-    assert th.run("reconcile", "-q").returncode == 1
-    assert th.run("release", name).returncode == 0
-    assert th.run("reconcile", "--repair", "-q").returncode == 0
+    assert th.invoke("reconcile", "-q").returncode == 1
+    assert th.invoke("release", name).returncode == 0
+    assert th.invoke("reconcile", "--repair", "-q").returncode == 0
     assert name.read_bytes() == b"retouched by hand"
-    assert th.run("release", out_dir / "never.jpg").returncode == 1
+    assert th.invoke("release", out_dir / "never.jpg").returncode == 1
 
 
 # -- temp folders ------------------------------------------------------------------------------------
@@ -172,13 +173,13 @@ def thumbctl_temp_files(*folders: Path) -> list[Path]:
 
 def test_a_name_a_crash_left_before_its_commit_is_not_a_users_edit(tmp_path: Path, photos: Path, out_dir: Path) -> None:
     th = Thumbctl(tmp_path / "ledger.db", faults=tmp_path / "faults")
-    assert th.run("submit", photos, "--out", out_dir, "--workers", "1", "-q").returncode == 0
-    assert th.run("submit", photos, "--out", out_dir, "--quality", "60", "--detach", "-q").returncode == 0
+    submit_here(th, photos, "--out", out_dir)
+    assert th.invoke("submit", photos, "--out", out_dir, "--quality", "60", "--detach", "-q").returncode == 0
     crashed_in(th, "name_published")  # a newer render's bytes at a name the ledger still gives the first batch
     with Ledger(tmp_path / "ledger.db") as ledger:
         found = kinds(find_problems(ledger))
     assert "thumbnail_modified" not in found and set(found) == {"dead_worker_lease"}
-    assert th.run("reconcile", "--repair", "-q").returncode == 0
+    assert th.invoke("reconcile", "--repair", "-q").returncode == 0
     assert th.run("work", "--until-idle", "-q").returncode == 0
     with Ledger(tmp_path / "ledger.db") as ledger:
         newest = ledger.views.batches(1)[0]
@@ -194,7 +195,7 @@ def test_the_next_run_removes_the_temp_files_of_a_crashed_one(
     store = tmp_path / "ledger.store"
     th = Thumbctl(tmp_path / "ledger.db", faults=tmp_path / "faults")
     submit = ("submit", photos, "--out", out_dir, "--workers", "1", "-q")
-    assert th.run(*submit, "--detach").returncode == 0
+    assert th.invoke(*submit, "--detach").returncode == 0
     crashed_in(th, "before_publish")  # the object staged in STORE/.tmp, the thumbnail's copy in OUT/.tmp
     left = thumbctl_temp_files(out_dir / ".tmp", store / ".tmp")
     assert {p.parent.parent for p in left} == {out_dir, store}
