@@ -2,7 +2,7 @@
 errors on stderr; plain text without control codes on a pipe, whichever stream a terminal is on.
 
 Every command runs as a real process against a real ledger: stdout and stderr are separate
-pipes, or one of them is a pseudo-terminal.
+pipes, or one of them is a pseudo-terminal (the empty ledger's hint is read in this process).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, SAMPLE_IMAGES
+from harness import Thumbctl
 from support import make_image
 
 ANSI = "\x1b["
@@ -270,7 +271,7 @@ def test_a_foreground_submit_with_stderr_discarded_prints_only_the_run_summary(m
 
 
 def test_an_empty_ledger_lists_nothing_on_stdout_and_says_how_to_start_on_stderr(tmp_path: Path) -> None:
-    env = clean_env(tmp_path, tmp_path / "ledger.db")
-    done = piped(env, ["status"])
+    """Run in this process: which stream says what, with neither a terminal (as on pipes)."""
+    done = Thumbctl(tmp_path / "ledger.db", base=clean_env(tmp_path, tmp_path / "ledger.db")).invoke("status")
     assert (done.returncode, done.stdout) == (0, "")
     assert done.stderr.startswith("No batches yet.")
