@@ -317,7 +317,7 @@ def test_poll_is_used_when_asked_and_a_service_manager_s_sigterm_stops_it_as_ctr
 
 def test_a_watch_of_no_folder_is_a_one_line_usage_error(tmp_path: Path) -> None:
     env = Watch(tmp_path)
-    missing = env.run("watch", tmp_path / "nowhere", "--out", env.out)
+    missing = env.invoke("watch", tmp_path / "nowhere", "--out", env.out)
     assert (missing.returncode, missing.stderr) == (
         2,
         f"error [source_not_found] DIR {tmp_path}/nowhere does not exist\n",
