@@ -19,6 +19,7 @@ import pytest
 from thumbctl import Ledger, Limits
 
 from harness import Thumbctl
+from inprocess import json_here, submit_here
 from support import check_invariants, raw_rows, request
 
 RESUMING = "resuming cancelled batch"
@@ -173,8 +174,8 @@ def test_two_resumes_at_once_end_in_one_batch(env: Thumbctl, photos: Path, out_d
 
 
 def test_an_explicit_key_keeps_strict_replay(env: Thumbctl, photos: Path, out_dir: Path) -> None:
-    first = env.json(*submit_args(photos, out_dir, "--key", "mine", "--detach"))
-    assert env.run("cancel", first["batch_id"], "-q").returncode == 0
+    first = json_here(env, *submit_args(photos, out_dir, "--key", "mine", "--detach"))
+    assert env.invoke("cancel", first["batch_id"], "-q").returncode == 0
     replay = env.run(*submit_args(photos, out_dir, "--key", "mine"))
     assert replay.returncode == 4 and RESUMING not in replay.stderr
     assert "this batch was cancelled at" in replay.stderr and "submit again with a new --key" in replay.stderr
@@ -195,12 +196,12 @@ def test_retry_of_a_cancelled_batch_resumes_it(env: Thumbctl, photos: Path, out_
 
 
 def test_retry_of_a_cancelled_resume_resumes_the_chain(env: Thumbctl, photos: Path, out_dir: Path) -> None:
-    first = env.json(*submit_args(photos, out_dir, "--key", "mine", "--detach"))["batch_id"]
-    env.run("cancel", first, "-q")
-    second = env.json("retry", first, "--detach")
+    first = json_here(env, *submit_args(photos, out_dir, "--key", "mine", "--detach"))["batch_id"]
+    env.invoke("cancel", first, "-q")
+    second = json_here(env, "retry", first, "--detach")
     assert (second["resumed_from"], second["counts"]["queued"], second["idempotency_key"]) == (first, 4, "mine")
-    env.run("cancel", second["batch_id"], "-q")
-    third = env.json("retry", first, "--detach")  # by the first id: the newest of the chain is resumed
+    env.invoke("cancel", second["batch_id"], "-q")
+    third = json_here(env, "retry", first, "--detach")  # by the first id: the newest of the chain is resumed
     assert third["resumed_from"] == second["batch_id"] and third["batch_id"] not in (first, second["batch_id"])
-    replay = env.run(*submit_args(photos, out_dir, "--key", "mine", "--json"))
-    assert replay.returncode == 0 and json.loads(replay.stdout)["batch_id"] == third["batch_id"]
+    replay = submit_here(env, photos, "--out", out_dir, "-r", "1:1", "-w", "1", "--key", "mine")
+    assert replay["batch_id"] == third["batch_id"]
