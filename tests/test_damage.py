@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from thumbctl import Ledger
 
 from harness import Thumbctl
-from inprocess import submit_here
+from inprocess import render_here, submit_here
 from support import raw_rows, raw_write
 
 #: The stored JSON documents, ratios and locations thumbctl parses (thumbctl.ledger.damage.PARSED_COLUMNS).
@@ -258,7 +258,7 @@ def test_a_listing_shows_the_other_items_and_marks_the_damaged_one(ledger_url: s
 
 def test_repair_fails_the_damaged_item_and_retry_renders_it_again(ledger_url: str, photos: Path, tmp_path: Path):
     thumbctl = Thumbctl(ledger_url, store=tmp_path / "store")
-    batch_id = thumbctl.json("submit", photos, "--out", tmp_path / "out", "--ratio", "1:1")["batch_id"]
+    batch_id = submit_here(thumbctl, photos, "--out", tmp_path / "out", "--ratio", "1:1")["batch_id"]
     with Ledger(ledger_url) as ledger:
         row, item_id = raw_rows(ledger, "SELECT id, item_id FROM items ORDER BY id")[2]
         raw_write(ledger, "UPDATE items SET result = substr(result, 1, 40) WHERE id = ?", (row,))
@@ -273,16 +273,18 @@ def test_repair_fails_the_damaged_item_and_retry_renders_it_again(ledger_url: st
         assert (last.to_state, last.error_code) == ("failed", "ledger_corrupt")
         assert f"items row {row} has a damaged result" in (last.detail or "")
     assert json.loads(run(thumbctl, ("reconcile", "--json"), batch_id, tmp_path)[1])["findings"] == []
-    retried = thumbctl.run("retry", batch_id, "--json")
+    retried = thumbctl.invoke("retry", batch_id, "--detach", "--json")
     assert retried.returncode == 0, retried.stderr
+    render_here(ledger_url, batch_id)  # what the foreground retry renders
     with Ledger(ledger_url) as ledger:
+        assert ledger.views.batch(batch_id).state == "succeeded"  # the foreground retry's exit 0
         item = next(i for i in ledger.views.items(batch_id) if i.item_id == item_id)
         assert item.state == "succeeded" and item.result and item.result["width"]
 
 
 def test_a_run_that_needs_a_damaged_batch_document_exits_74_naming_it(ledger_url: str, photos: Path, tmp_path: Path):
     thumbctl = Thumbctl(ledger_url, store=tmp_path / "store")
-    batch_id = thumbctl.json("submit", photos, "--out", tmp_path / "out", "--ratio", "1:1")["batch_id"]
+    batch_id = submit_here(thumbctl, photos, "--out", tmp_path / "out", "--ratio", "1:1")["batch_id"]
     with Ledger(ledger_url) as ledger:
         raw_write(ledger, "UPDATE batches SET profile = substr(profile, 1, 30)")
         raw_write(ledger, "UPDATE items SET state = 'failed', error_code = 'worker_crashed' WHERE id = 1")
