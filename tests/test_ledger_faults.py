@@ -200,8 +200,8 @@ def test_a_lock_held_past_busy_timeout_is_waited_out_within_the_bound(tmp_path: 
         batch_id = ledger.intake.accept_batch(request(), Limits()).batch_id
         holder = hold_write_lock(db)
         waiter = threading.get_native_id()
-        releaser = threading.Thread(target=release_once_waited_on, args=(holder, waiter, 1.0))
-        releaser.start()  # the lock is held 20 busy_timeouts of this thread's wait, far inside the bound
+        releaser = threading.Thread(target=release_once_waited_on, args=(holder, waiter, 0.5))
+        releaser.start()  # the lock is held 10 busy_timeouts of this thread's wait, far inside the bound
         assert ledger.intake.request_cancel(batch_id).state == "cancelled"
         releaser.join()
         holder.close()
@@ -475,7 +475,7 @@ def test_a_write_lock_held_past_busy_timeout_fails_no_item(tmp_path: Path) -> No
     workers = cli.paused("before_publish", count=2, process=submit)
     holder = hold_write_lock(cli.db)
     cli.release()
-    waited_on_the_lock(cli, workers, "before_publish", seconds=1.0)  # 10 busy timeouts, each worker at its publish
+    waited_on_the_lock(cli, workers, "before_publish", seconds=0.5)  # 5 busy timeouts, each worker at its publish
     holder.rollback()
     holder.close()
     _, stderr = submit.communicate(timeout=100)
