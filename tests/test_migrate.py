@@ -404,19 +404,9 @@ def test_after_migration_reconcile_is_clean_and_the_old_batch_replays(case: Lega
     assert reconciled.exit_code == 0, reconciled.stdout
     out, ratios = case.runs[0]
     ratio_args = [arg for ratio in ratios for arg in ("--ratio", ratio)]
-    again = writing(
-        case,
-        "submit",
-        str(case.root / "src"),
-        "--out",
-        str(case.root / out),
-        *ratio_args,
-        "--size",
-        str(case.size),
-        "--json",
+    doc = render(
+        case, case.root / "src", "--out", case.root / out, *ratio_args, "--size", case.size, states=("succeeded",)
     )
-    assert again.exit_code == 0, again.stderr
-    doc = json.loads(again.stdout)
     assert (doc["batch_id"], doc["replayed"]) == (first.batch_id, True)
     assert thumbnails(case) == pictures
 
