@@ -8,8 +8,6 @@ import os
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from test_crash import Env
+from test_ledger_contract import dead_owner
 
 from thumbctl import Ledger
 from thumbctl.core.errors import UsageError
@@ -65,14 +64,6 @@ def led(ledger_url: str, clock: Clock):
 def work(ledger: Ledger) -> None:
     config = WorkerConfig(str(ledger.path), backoff=Backoff(base=0.001, cap=0.001), poll_seconds=0.01)
     run_worker(config, threading.Event(), Faults(""))
-
-
-def dead_owner() -> str:
-    """The owner id of a real process of this host that has exited."""
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-    owner = owner_id(child.pid)
-    child.communicate(b"")
-    return owner
 
 
 def kinds(findings) -> list[str]:
