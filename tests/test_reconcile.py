@@ -31,6 +31,7 @@ from thumbctl.upkeep.gc import collect_garbage
 from thumbctl.upkeep.reconcile import find_problems, reconcile
 
 from harness import Thumbctl
+from inprocess import json_here
 from support import accept, check_invariants, is_copy_of, make_image, objects_in, tree_snapshot
 
 DAY = 86400.0
@@ -535,7 +536,7 @@ def live_rows(db: Path) -> tuple[list[tuple], int]:
 
 
 def test_a_crash_between_link_and_commit_is_found_repaired_and_finished(env: Env) -> None:
-    assert env.run("submit", str(env.photos), "--out", str(env.out), "--detach").returncode == 0
+    assert env.invoke("submit", str(env.photos), "--out", str(env.out), "--detach").returncode == 0
     proc = env.start("work", "-w", "1", fault="pause:after_link")
     env.paused("after_link")
     os.killpg(proc.pid, signal.SIGKILL)
@@ -543,7 +544,7 @@ def test_a_crash_between_link_and_commit_is_found_repaired_and_finished(env: Env
     batch_id = env.batch()["batch_id"]
     assert env.batch()["counts"]["running"] == 3 and len(objects_in(env.store)) == 1  # stored, never committed
 
-    found = env.run("reconcile", "--json")
+    found = env.invoke("reconcile", "--json")
     assert found.returncode == 1, found.stderr
     doc = json.loads(found.stdout)
     assert doc["clean"] is False and all(set(f) == FINDING_FIELDS for f in doc["findings"])
@@ -551,13 +552,13 @@ def test_a_crash_between_link_and_commit_is_found_repaired_and_finished(env: Env
     assert [(f["kind"], f["batch_id"], f["repaired"]) for f in doc["findings"]] == [
         ("dead_worker_lease", batch_id, False)
     ] * 3 + [("stale_temp_file", batch_id, False)]
-    fixed = env.run("reconcile", "--repair", "--json")
+    fixed = env.invoke("reconcile", "--repair", "--json")
     assert fixed.returncode == 0, fixed.stderr
     assert [(f["kind"], f["repaired"]) for f in json.loads(fixed.stdout)["findings"]] == [
         ("dead_worker_lease", True)
     ] * 3 + [("stale_temp_file", True)]
     assert not (env.out / ".tmp").exists() or list((env.out / ".tmp").iterdir()) == []
-    again = env.run("reconcile", "--json")
+    again = env.invoke("reconcile", "--json")
     assert (again.returncode, json.loads(again.stdout)["findings"]) == (0, [])
     rescued = [e for e in env.events(batch_id) if e["error_code"] == "worker_crashed"]
     assert len(rescued) == 3 and all(e["to_state"] == "queued" for e in rescued)
@@ -566,19 +567,19 @@ def test_a_crash_between_link_and_commit_is_found_repaired_and_finished(env: Env
     batch = env.batch()
     assert batch["state"] == "succeeded" and batch["counts"]["succeeded"] == 9
     assert len(objects_in(env.store)) == 9
-    assert env.run("reconcile").returncode == 0
+    assert env.invoke("reconcile").returncode == 0
     env.check()
 
 
 def test_reconcile_beside_a_live_worker_pool_changes_nothing_live(env: Env) -> None:
-    assert env.run("submit", str(env.photos), "--out", str(env.out), "--detach").returncode == 0
+    assert env.invoke("submit", str(env.photos), "--out", str(env.out), "--detach").returncode == 0
     proc = env.start("work", "--until-idle", "-w", "2", fault="pause:before_publish")
     env.paused("before_publish", count=2)
     before = live_rows(env.db)
     temps = sorted((env.store / ".tmp").iterdir())  # the objects being staged
     assert len(temps) == 2 and sum(row[1] == "running" for row in before[0]) == 6
 
-    result = env.run("reconcile", "--repair", "--json")
+    result = env.invoke("reconcile", "--repair", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "findings": [],
@@ -591,7 +592,7 @@ def test_reconcile_beside_a_live_worker_pool_changes_nothing_live(env: Env) -> N
     env.release()
     assert proc.wait(timeout=60) == 0
     assert env.batch()["state"] == "succeeded"
-    assert env.run("reconcile").returncode == 0
+    assert env.invoke("reconcile").returncode == 0
     env.check()
 
 
@@ -763,14 +764,14 @@ def test_a_thumbnail_published_before_a_crash_lost_the_commit_is_found_and_recor
     assert is_copy_of(thumbnail, item["object_path"])
     before = thumbnail.read_bytes()
 
-    found = cli.json("reconcile", codes=(1,))
+    found = json_here(cli, "reconcile", codes=(1,))
     assert [(f["kind"], f["item_id"], f["path"], f["repaired"]) for f in found["findings"]] == [
         ("unrecorded_thumbnail", "p.png", str(thumbnail), False)
     ]
-    repaired = cli.json("reconcile", "--repair", codes=(0,))
+    repaired = json_here(cli, "reconcile", "--repair")
     assert [(f["kind"], f["repaired"]) for f in repaired["findings"]] == [("unrecorded_thumbnail", True)]
     worked = cli.run("work", "--until-idle", "-q")
     assert worked.returncode == 0, worked.stderr
     assert cli.json("status", batch_id)["state"] == "succeeded"
     assert thumbnail.read_bytes() == before and is_copy_of(thumbnail, item["object_path"])
-    assert cli.json("reconcile")["findings"] == []
+    assert json_here(cli, "reconcile")["findings"] == []
