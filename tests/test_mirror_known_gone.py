@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness import Lines, Thumbctl
+from inprocess import submit_here
 from support import make_image
 
 pytestmark = pytest.mark.timeout(180)
@@ -124,7 +125,8 @@ def test_a_folder_that_vanishes_during_the_scan_is_a_scan_error_not_an_absence(
     for folder in ("gone", "raw"):
         shutil.rmtree(src / folder)
     env = Thumbctl(tmp_path / "ledger.db", faults=tmp_path / "faults")
-    assert submit(env, src, out)[0] == 0 and thumbnails(out) == ["a.1x1.jpg", "sub/b.1x1.jpg", "sub/c.1x1.jpg"]
+    submit_here(env, src, "--out", out, "-r", "1:1")
+    assert thumbnails(out) == ["a.1x1.jpg", "sub/b.1x1.jpg", "sub/c.1x1.jpg"]
     run = env.start(
         "submit", src, "--out", out, "-r", "1:1", "-w", "1", "--delete", "--json", fault="pause:scan_folder:once"
     )
@@ -147,7 +149,7 @@ def test_photos_left_out_by_exclude_keep_their_thumbnails_unless_delete_excluded
 ) -> None:
     src, out = shop
     env = Thumbctl(tmp_path / "ledger.db")
-    assert submit(env, src, out)[0] == 0
+    submit_here(env, src, "--out", out, "-r", "1:1")
     code, doc = submit(env, src, out, "--exclude", "raw/*", "--delete")
     assert (code, doc["mirrored"]["removed"]) == (0, [])
     assert doc["mirrored"]["kept"] == [
@@ -159,9 +161,9 @@ def test_photos_left_out_by_exclude_keep_their_thumbnails_unless_delete_excluded
     ]
     assert thumbnails(out) == ALL
 
-    alone = env.run("submit", src, "--out", out, "--exclude", "raw/*", "--delete-excluded")
+    alone = env.invoke("submit", src, "--out", out, "--exclude", "raw/*", "--delete-excluded")
     assert alone.returncode == 2 and "give it with --delete" in alone.stderr
-    dry = env.run(
+    dry = env.invoke(
         "submit", src, "--out", out, "-r", "1:1", "--exclude", "raw/*", "--delete", "--delete-excluded", "--dry-run"
     )
     assert dry.stdout.splitlines() == [
@@ -179,7 +181,7 @@ def test_a_sub_folder_now_a_symlink_is_not_scanned_and_keeps_its_thumbnails(
 ) -> None:
     src, out = shop
     env = Thumbctl(tmp_path / "ledger.db")
-    assert submit(env, src, out)[0] == 0
+    submit_here(env, src, "--out", out, "-r", "1:1")
     moved = tmp_path / "elsewhere"
     os.rename(src / "sub", moved)
     os.unlink(moved / "c.jpg")  # even a photo gone from behind the link is not known to be gone
