@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_ledger_contract import dead_owner as exited_thread_owner
 
 from thumbctl.core.proc import HOST_ID_ENV, host_id, host_name_of, machine_id, owner_id, owner_is_dead, owner_label
 
@@ -53,9 +54,11 @@ def test_a_dead_worker_of_this_host_is_dead(dead_owner: str) -> None:
         pytest.param(f"elsewhere~{OTHER_MACHINE}", id="other-host"),
     ],
 )
-def test_a_dead_pid_on_another_host_is_never_declared_dead(dead_owner: str, host: str) -> None:
+def test_a_dead_pid_on_another_host_is_never_declared_dead(host: str) -> None:
     """A same-named machine's worker may be alive there: only its lease expiry frees its items."""
-    assert not owner_is_dead(with_host(dead_owner, host))
+    gone = exited_thread_owner()  # dead here, by its task id
+    assert owner_is_dead(gone)
+    assert not owner_is_dead(with_host(gone, host))
 
 
 def test_a_live_worker_is_alive_and_a_reused_pid_is_not_it() -> None:
@@ -64,13 +67,13 @@ def test_a_live_worker_is_alive_and_a_reused_pid_is_not_it() -> None:
     assert owner_is_dead(f"{host_id()}:{os.getpid()}:{int(ticks) + 1}")
 
 
-def test_the_host_id_override_replaces_the_whole_identity(monkeypatch: pytest.MonkeyPatch, dead_owner: str) -> None:
-    real = host_id()
+def test_the_host_id_override_replaces_the_whole_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    real, gone = host_id(), exited_thread_owner()
     monkeypatch.setenv(HOST_ID_ENV, "host-b")
     assert host_id() == "host-b" and owner_id().startswith(f"host-b:{os.getpid()}:")
-    assert owner_is_dead(with_host(dead_owner, "host-b"))
-    assert not owner_is_dead(with_host(dead_owner, "host-a"))
-    assert not owner_is_dead(with_host(dead_owner, real))
+    assert owner_is_dead(with_host(gone, "host-b"))
+    assert not owner_is_dead(with_host(gone, "host-a"))
+    assert not owner_is_dead(with_host(gone, real))
 
 
 def test_worker_processes_take_the_override_from_the_environment(dead_owner: str) -> None:
