@@ -323,12 +323,12 @@ def test_codes_json_lists_every_item_code(cli) -> None:
 def test_ctrl_c_during_retry_admission_exits_130_and_records_nothing(
     photos: Path, out_dir: Path, tmp_path: Path
 ) -> None:
-    env = {**os.environ, "THUMBCTL_DB": str(tmp_path / "ledger.db")}
-    base = [sys.executable, "-m", "thumbctl", "submit", str(photos), "--out", str(out_dir), "--detach"]
-    assert subprocess.run(base, env=env, capture_output=True).returncode == 0
-    proc = subprocess.Popen(
-        [*base, "--size", "200", "--max-runnable", "12", "--retry-admission", "--json"],
-        env=env,
+    harness = Thumbctl(tmp_path / "ledger.db")
+    base = ["submit", photos, "--out", out_dir, "--detach"]
+    assert harness.invoke(*base).returncode == 0
+    proc = subprocess.Popen(  # the Ctrl-C goes to a real process
+        harness.command(*base, "--size", "200", "--max-runnable", "12", "--retry-admission", "--json"),
+        env=harness.environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -339,10 +339,7 @@ def test_ctrl_c_during_retry_admission_exits_130_and_records_nothing(
     out, err = proc.communicate(timeout=10)
     assert proc.returncode == 130 and json.loads(out)["error"]["code"] == "interrupted"
     assert "nothing was recorded" in err and "Traceback" not in err
-    listing = subprocess.run(
-        [sys.executable, "-m", "thumbctl", "status", "--json"], env=env, capture_output=True, text=True
-    )
-    assert len(json.loads(listing.stdout)["batches"]) == 1
+    assert len(harness.json("status")["batches"]) == 1
 
 
 def test_cancel_wait_returns_once_the_batch_is_terminal(cli, photos: Path, out_dir: Path) -> None:
