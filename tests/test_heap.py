@@ -115,7 +115,7 @@ def test_a_worker_with_work_keeps_room_in_its_heap_for_the_next_source(tmp_path:
 
 def test_a_worker_that_runs_dry_gives_the_memory_it_kept_back(tmp_path: Path) -> None:
     env = Thumbctl(tmp_path / "ledger.db", faults=tmp_path / "faults", timeout=90)
-    assert env.run("submit", photos(tmp_path / "photos"), "--out", tmp_path / "out", "--detach").returncode == 0
+    assert env.invoke("submit", photos(tmp_path / "photos"), "--out", tmp_path / "out", "--detach").returncode == 0
     proc = env.start("work", "-w", "1", "-q", fault="pause:ran_dry")
     [worker] = env.paused("ran_dry", process=proc)  # both photos rendered, the next claim came back empty
     _, resident = heap_of(worker)
