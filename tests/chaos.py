@@ -33,10 +33,12 @@ from thumbctl.config.options import LEASE_ENV
 from faultproxy import FaultMix, FaultProxy
 from harness import Background, Thumbctl, all_gone, until
 from httpserver import NETWORK, Answer, HttpServer
+from inprocess import json_here
 from s3 import BUCKET, WeedServer, keys, put_raw, raw_store
 
-#: The lease of every host's workers (seconds): a dead host's items wait this long.
-LEASE = 5
+#: The lease of every host's workers (seconds): a dead host's items wait this long. Live workers
+#: beat every second (a third of it), so only a stall of two seconds would lose one.
+LEASE = 3
 TERMINAL = {"succeeded", "failed", "cancelled"}
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_images"
 
@@ -169,15 +171,16 @@ class Site:
     def submit(self, count: int, ratios: str, sizes: str = "160") -> str:
         manifest = self.tmp / "manifest.json"
         manifest.write_text(json.dumps({"items": self.sources(count)}))
-        done = self.host("admin").cli.run(
+        recorded = json_here(
+            self.host("admin").cli,
             "submit", manifest, "--out", self.out, "--ratio", ratios, "--size", sizes, "--allow-network", NETWORK,
-            "--detach", "--json",
+            "--detach",
         )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)["batch_id"]
+        return recorded["batch_id"]
 
     def json(self, *args: str) -> Any:
-        return self.host("admin").cli.json(*args, codes=(0, 1, 4))
+        """The admin's ``--json`` document of a command that starts no worker, run in this process."""
+        return json_here(self.host("admin").cli, *args, codes=(0, 1, 4))
 
     def succeeded(self, batch_id: str) -> int:
         return self.json("status", batch_id)["counts"]["succeeded"]
@@ -239,7 +242,7 @@ def run_outage_cancel_round(site: Site, *, race: bool, store_down: bool = True) 
     if store_down:
         site.weed.stop_serving()
     if not race:
-        assert admin.cli.run("cancel", batch_id).returncode == 0
+        assert admin.cli.invoke("cancel", batch_id).returncode == 0
     assert victim.proc is not None
     victim.proc.kill()  # its leases expire LEASE seconds later
     assert all_gone(held, timeout=10) == [], "the victim's workers outlived kill -9 of its group"
@@ -304,7 +307,7 @@ def judge(site: Site, batch_id: str) -> Counts:
     names = {k for k in site.listed("out") if not k.startswith("batches/")}
     counts.stray_names = len(names - wanted_names)
     counts.missing_names = len(wanted_names - names)
-    reconcile = site.host("admin").cli.run("reconcile", "--json")
+    reconcile = site.host("admin").cli.invoke("reconcile", "--json")
     if reconcile.returncode != 0:
         found = json.loads(reconcile.stdout or "{}").get("problems", [])
         counts.reconcile_findings = max(1, len(found))
