@@ -139,8 +139,10 @@ class WeedServer:
         self.serve_again()
 
     def stop_serving(self) -> None:
-        """The start of an outage: the server stops, its ports refuse connections, its data is kept."""
-        self._end()
+        """The start of an outage: the server is killed, its ports refuse connections, its data is
+        kept (what it acknowledged is in its files; a graceful shutdown would take seconds)."""
+        self.process.kill()
+        self.process.wait()
 
     def serve_again(self) -> None:
         """The end of an outage: the server serves the same data on the same ports again."""
@@ -173,15 +175,6 @@ class WeedServer:
 
     def log_tail(self) -> str:
         return (self.folder / "weed.log").read_text(errors="replace")[-2000:]
-
-    def _end(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
     def stop(self) -> None:
         """Kill the server (its graceful shutdown takes seconds, for data removed right after)."""
