@@ -155,7 +155,7 @@ def test_a_replay_never_adopts_a_copy_put_back_at_a_local_name_and_the_mirror_ke
     src, out = tmp_path / "src", tmp_path / "out"
     photo(src / "a.jpg")
     photo(src / "b.jpg", seed=2)
-    cli.json("submit", src, "--out", out, *ONE_RATIO)
+    submit_here(cli, src, "--out", out, *ONE_RATIO)
     name = out / "a.1x1.jpg"
     put_back_locally(name)
     theirs = (name.read_bytes(), name.stat().st_ino)
@@ -178,7 +178,7 @@ def test_a_replay_never_adopts_a_copy_put_back_at_an_s3_name_and_the_mirror_keep
     src, out = tmp_path / "src", f"{s3_url}/out"
     photo(src / "a.jpg")
     photo(src / "b.jpg", seed=2)
-    cli.json("submit", src, "--out", out, *ONE_RATIO)
+    submit_here(cli, src, "--out", out, *ONE_RATIO)
     key = f"{out}/a.1x1.jpg"[len(HEAD) :]
     found = get_raw(raw, key)
     assert found is not None
@@ -203,15 +203,15 @@ def test_the_cron_repair_never_adopts_a_copy_put_back_at_an_s3_name_an_earlier_b
     photo(src / "a.jpg")
     photo(src / "b.jpg", seed=2)
     photo(src / "raw" / "r.jpg", seed=3)
-    cli.json("submit", src, "--out", out, *ONE_RATIO)
-    cli.json("submit", src, "--out", out, *ONE_RATIO, "--exclude", "raw/*")  # another batch, the same objects
+    submit_here(cli, src, "--out", out, *ONE_RATIO)
+    submit_here(cli, src, "--out", out, *ONE_RATIO, "--exclude", "raw/*")  # another batch, the same objects
     key = f"{out}/a.1x1.jpg"[len(HEAD) :]
     found = get_raw(raw, key)
     assert found is not None
     put_raw(raw, key, found[0], "image/jpeg")  # the same bytes uploaded again by the user
     theirs = get_raw(raw, key)
 
-    repair = cli.run("reconcile", "--repair", "--json")
+    repair = cli.invoke("reconcile", "--repair", "--json")
     assert repair.returncode == 1, repair.stdout + repair.stderr
     assert [(f["kind"], f["repaired"]) for f in json.loads(repair.stdout)["findings"]] == [
         ("thumbnail_modified", False)
