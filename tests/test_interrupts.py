@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -31,9 +30,6 @@ pytestmark = pytest.mark.timeout(300)
 #: 20 moments from 0 to 0.5 s after exec: the interpreter starting, thumbctl's imports, Typer's
 #: parsing, the ledger's opening and migration, the scan.
 MOMENTS = tuple(n * 0.5 / 19 for n in range(20))
-#: Commands interrupted at once, each at its own moment after its own exec: two, as many as the
-#: cores of the CI machine, so a start-up is no slower than beside a test running alongside.
-LANES = 2
 #: The two ways a user starts thumbctl.
 ENTRY_POINTS = {
     "python-m": [sys.executable, "-m", "thumbctl"],
@@ -103,12 +99,10 @@ def check_ledger(db: Path) -> None:
 
 @pytest.mark.parametrize("entry", list(ENTRY_POINTS), ids=list(ENTRY_POINTS))
 def test_ctrl_c_at_any_moment_of_submit_is_one_line_and_exit_130(entry: str, photos: Path, tmp_path: Path) -> None:
-    runs = [tmp_path / f"run{n}" for n in range(len(MOMENTS))]
-    with ThreadPoolExecutor(max_workers=LANES) as lanes:
-        started = [lanes.submit(interrupted_at, ENTRY_POINTS[entry], m, photos, run) for m, run in zip(MOMENTS, runs)]
-        outcomes = [future.result() for future in started]
     codes = []
-    for moment, run, done in zip(MOMENTS, runs, outcomes, strict=True):
+    for n, moment in enumerate(MOMENTS):
+        run = tmp_path / f"run{n}"
+        done = interrupted_at(ENTRY_POINTS[entry], moment, photos, run)
         check_outcome(done, moment)
         check_ledger(run / "ledger.db")
         codes.append(done.returncode)
