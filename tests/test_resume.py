@@ -19,7 +19,7 @@ import pytest
 from thumbctl import Ledger, Limits
 
 from harness import Thumbctl
-from inprocess import json_here, submit_here
+from inprocess import json_here, render_here, submit_here
 from support import check_invariants, raw_rows, request
 
 RESUMING = "resuming cancelled batch"
@@ -100,7 +100,12 @@ def env(ledger_url: str, tmp_path: Path) -> Thumbctl:
 
 
 def submit_args(photos: Path, out_dir: Path, *more: object) -> list[object]:
-    return ["submit", photos, "--out", out_dir, "-r", "1:1", "-w", "1", *more]
+    return ["submit", *request_args(photos, out_dir, *more)]
+
+
+def request_args(photos: Path, out_dir: Path, *more: object) -> list[object]:
+    """The arguments of ``submit`` (for :func:`inprocess.submit_here`)."""
+    return [photos, "--out", out_dir, "-r", "1:1", "-w", "1", *more]
 
 
 def batches(env: Thumbctl) -> dict[str, dict]:
@@ -141,8 +146,9 @@ def test_ctrl_c_then_the_same_command_resumes_and_renders_each_derivative_once(
     env: Thumbctl, photos: Path, out_dir: Path
 ) -> None:
     cancelled = interrupted_after_one_success(env, photos, out_dir)
-    again = env.run(*submit_args(photos, out_dir))
+    again = env.invoke(*submit_args(photos, out_dir, "--detach", "--json"))
     assert again.returncode == 0, again.stderr
+    render_here(env.db, json.loads(again.stdout)["batch_id"])  # what the same command renders in the foreground
     [line] = [line for line in again.stderr.splitlines() if RESUMING in line]
     found = batches(env)
     [resumed] = [b for b in found if b != cancelled]
@@ -151,7 +157,7 @@ def test_ctrl_c_then_the_same_command_resumes_and_renders_each_derivative_once(
     assert found[cancelled]["state"] == "cancelled" and found[cancelled]["resumed_from"] is None
     assert found[cancelled]["idempotency_key"] == f"{found[resumed]['idempotency_key']}#resumed:{resumed}"
     assert set(rendered_successes(env).values()) == {1} and len(rendered_successes(env)) == 4
-    replay = env.json(*submit_args(photos, out_dir))  # the key names the newest batch of its chain
+    replay = submit_here(env, *request_args(photos, out_dir))  # the key names the newest batch of its chain
     assert (replay["batch_id"], replay["replayed"], replay["resumed_from"]) == (resumed, True, cancelled)
     assert len(list(out_dir.glob("*.jpg")) + list(out_dir.rglob("*/*.jpg"))) == 4
     with Ledger(env.db) as ledger:
@@ -184,14 +190,15 @@ def test_an_explicit_key_keeps_strict_replay(env: Thumbctl, photos: Path, out_di
 
 def test_retry_of_a_cancelled_batch_resumes_it(env: Thumbctl, photos: Path, out_dir: Path) -> None:
     cancelled = interrupted_after_one_success(env, photos, out_dir)
-    done = env.run("retry", cancelled, "-w", "1")
+    done = env.invoke("retry", cancelled, "--detach", "--json")
     assert done.returncode == 0, done.stderr
     [resumed] = [b for b in batches(env) if b != cancelled]
+    render_here(env.db, resumed)  # what the foreground retry renders
     assert f"{RESUMING} {cancelled} as {resumed}: 1 reused, 3 to render" in done.stderr
     assert set(rendered_successes(env).values()) == {1}
-    again = env.json("retry", cancelled)  # resumed already: its resuming batch, replayed
+    again = json_here(env, "retry", cancelled, "--detach")  # resumed already: its resuming batch, replayed
     assert (again["batch_id"], again["replayed"], again["state"]) == (resumed, True, "succeeded")
-    same = env.json(*submit_args(photos, out_dir))  # the submit's key moved with the resume
+    same = submit_here(env, *request_args(photos, out_dir))  # the submit's key moved with the resume
     assert (same["batch_id"], same["replayed"]) == (resumed, True)
 
 
@@ -203,5 +210,5 @@ def test_retry_of_a_cancelled_resume_resumes_the_chain(env: Thumbctl, photos: Pa
     env.invoke("cancel", second["batch_id"], "-q")
     third = json_here(env, "retry", first, "--detach")  # by the first id: the newest of the chain is resumed
     assert third["resumed_from"] == second["batch_id"] and third["batch_id"] not in (first, second["batch_id"])
-    replay = submit_here(env, photos, "--out", out_dir, "-r", "1:1", "-w", "1", "--key", "mine")
+    replay = submit_here(env, *request_args(photos, out_dir, "--key", "mine"))
     assert replay["batch_id"] == third["batch_id"]
