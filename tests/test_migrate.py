@@ -471,3 +471,13 @@ def test_a_dry_run_of_gc_does_not_migrate(case: LegacyCase) -> None:
     assert result.exit_code == 0, result.stderr
     assert "one-time layout migration" not in result.stderr
     assert all((out / "objects").is_dir() for out in case.outs)
+
+
+def test_an_s3_store_is_refused_for_the_move_and_nothing_moves(case: LegacyCase, s3_url: str) -> None:
+    refused = invoke(case, "reconcile", "--store", s3_url, "--json")
+
+    assert refused.exit_code == 2, refused.stdout
+    error = json.loads(refused.stdout)["error"]
+    assert error["code"] == "bad_store"
+    assert "local --store folder" in error["message"]
+    assert all((out / "objects").is_dir() for out in case.outs)
