@@ -510,6 +510,7 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "s3_cache_control_names": {"value": "public, max-age=300", "source": "default"},
             "busy_timeout": {"value": 5.0, "source": "default"},
             "busy_wait": {"value": 20.0, "source": "default"},
+            "s3_retry": {"value": 20.0, "source": "default"},
             "lease_seconds": {"value": 30.0, "source": "default"},
             "host_id": {"value": None, "source": "default"},
         },

@@ -113,6 +113,7 @@ class Settings:
             profile=self["s3_profile"],
             cache_control_objects=self["s3_cache_control_objects"],
             cache_control_names=self["s3_cache_control_names"],
+            retry_seconds=self["s3_retry"],
         )
 
     def render_profile(self) -> Profile:

@@ -434,6 +434,11 @@ ENVIRONMENT_KEYS: tuple[Key, ...] = (
         "How long a busy ledger is waited out, all retries together, s (at least busy_timeout).",
         doc="how long a busy ledger is waited out, all retries of one operation together, in seconds from 0 to "
             "86400 (at least `busy_timeout`)"),
+    Key("s3_retry", "", _seconds_between(0, 3600), lambda: 20.0,
+        "How long one S3 request is retried through errors and lost connections, s.",
+        doc="how long one request to an `s3://` store or OUT is retried through 5xx, 429 and lost connections "
+            "before it fails (`storage_unreachable`), in seconds from 0 to 3600; the default rides out a restart "
+            "of the S3 server"),
     Key("lease_seconds", "", _seconds_between(1, _DAY), lambda: 30.0,
         "Test only: the workers' lease, s (the heartbeat beats every third of it).",
         doc="test only: the lease of `submit`/`work` workers in seconds, from 1 to 86400 (the heartbeat beats "
@@ -456,6 +461,7 @@ DURATION_KEYS = frozenset(
         "busy_timeout",
         "busy_wait",
         "lease_seconds",
+        "s3_retry",
     }
 )
 COUNT_KEYS = frozenset({"max_pixels", "max_bytes"})
