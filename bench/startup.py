@@ -38,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -105,12 +106,17 @@ def group_members(pgid: int) -> int:
 def run_once(argv: list[str], env: dict[str, str], cwd: Path, samples: Samples | None) -> None:
     """Run ``argv`` in ``cwd`` (not the repository: ``python -m`` puts the working folder first
     on ``sys.path``, ahead of the tree ``PYTHONPATH`` names). Its stderr goes to a file, not a
-    pipe: a process it leaves behind holding the pipe would stretch the timing to that one's exit."""
+    pipe: a process it leaves behind holding the pipe would stretch the timing to that one's exit.
+    The wait blocks in ``waitpid`` (``Popen.wait`` with a timeout polls, in steps of up to 50 ms,
+    which would round every figure up to the next step); a timer kills a run that hangs."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryFile() as stderr:
         started = time.perf_counter()
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr, process_group=0)
-        proc.wait(timeout=300)
+        hung = threading.Timer(300, proc.kill)
+        hung.start()
+        proc.wait()
+        hung.cancel()
         wall = time.perf_counter() - started
         stderr.seek(0)
         err = stderr.read()

@@ -2,9 +2,21 @@
 
 Imports: anything below it, except :mod:`thumbctl.storage` and :mod:`thumbctl.imaging`: no SQL,
 pixels or storage policy here.
+
+The cyclic garbage collector is off while the command line's modules are imported: they make
+long-lived objects only (classes, functions), and the collections their many allocations would
+trigger find nothing to free (``docs/architecture.md``, "Start-up").
 """
 
-from .app import main, whole_app
+import gc
+
+_collecting = gc.isenabled()
+gc.disable()
+try:
+    from .app import main, whole_app
+finally:
+    if _collecting:
+        gc.enable()
 
 del globals()["app"]  # the submodule's name here: as before, ``thumbctl.cli.app`` read as an attribute is the Typer app
 __all__ = ["app", "main"]

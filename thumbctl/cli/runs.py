@@ -13,8 +13,8 @@ import typer
 from ..core.errors import ExitCode, Interrupted, UsageError
 from ..core.models import BatchState, ItemState
 from ..core.profile import URL_NOT_SUPPORTED, SettingError, parse_duration, refuse_url
+from ..core.display import shown
 from ..core.scanrules import ScanRules
-from ..ledger.home import shown
 from .options import BatchAlias, StatsIntervalOption, batch_argument, one_batch
 from .resolution import ledger_target, settings_from_context
 from .session import (

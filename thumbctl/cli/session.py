@@ -19,11 +19,10 @@ import typer
 from ..config.resolve import default_ledger_path, old_default_ledger_path
 from ..core.errors import ExitCode, Interrupted, LedgerMissing, StorageError, ThumbctlError
 from ..core.profile import SettingError
-from ..ledger import Ledger
-from ..ledger.home import settle_default_ledger
 
 if TYPE_CHECKING:
     from ..config.resolve import Settings
+    from ..ledger import Ledger
     from ..report.reporter import Reporter
     from ..upkeep.leftovers import CleanUp
 
@@ -174,6 +173,8 @@ def settled(path: Path | str) -> Path | str:
         return path
     command = RUNNING.get() or RunningCommand(reporter_for(False, quiet=True))
     if path not in command.ledgers:
+        from ..ledger.home import settle_default_ledger  # the ledger package loads only for a command that opens one
+
         home = settle_default_ledger(path, old_default_ledger_path())
         command.ledgers[path] = home.path
         if home.note:
@@ -185,6 +186,8 @@ def open_ledger(target: Path | str, *, existing: bool = True, read_only: bool = 
     """The ledger at ``target`` (see :func:`thumbctl.cli.resolution.ledger_target`). Commands that only read
     or act on recorded batches need it to exist: a mistyped --db must not create a new, empty ledger.
     Commands that only read open it ``read_only``, so they work on a read-only mount too."""
+    from ..ledger import Ledger  # loaded here, not at start: --version and --help never open a ledger
+
     target = settled(target)
     return Ledger(existing_ledger(target) if existing else target, read_only=read_only)
 

@@ -16,6 +16,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.display import shown
+
 #: Files that belong to a SQLite ledger beside its main file.
 _COMPANIONS = ("-wal", "-shm", "-journal")
 
@@ -113,12 +115,3 @@ def _fsync_folder(folder: Path) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def shown(path: Path) -> str:
-    """``path`` with the home folder written ``~``, as a person would type it."""
-    home = Path.home()
-    try:
-        return str(Path("~") / path.relative_to(home))
-    except ValueError:
-        return str(path)
