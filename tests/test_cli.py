@@ -1162,14 +1162,15 @@ def test_the_summary_counts_outputs_smaller_than_asked_over_the_whole_batch_reus
     assert "  2 outputs are smaller than asked " + SMALLER_HINT in again.stdout.splitlines()
     batch_id = json.loads(cli("status", "--json").stdout)["batches"][0]["batch_id"]
     small = {k[1]: v for k, v in items_of(cli, batch_id).items() if k[0] == "small.jpg"}
-    placeholder = ("dominant_colour", "lqip")  # carried on from the render that made the output
+    carried = ("dominant_colour", "lqip", "crop", "preview")  # from the render that made the output
     assert {
-        ratio: {k: v for k, v in item["result"].items() if k not in placeholder} for ratio, item in small.items()
+        ratio: {k: v for k, v in item["result"].items() if k not in carried} for ratio, item in small.items()
     } == {
         "1:1": {"width": 427, "height": 427, "source_smaller_than_target": True, "reused": True},
         "16:9": {"width": 640, "height": 360, "source_smaller_than_target": True, "reused": True},
     }
     assert all(item["result"]["lqip"].startswith("data:image/webp;base64,") for item in small.values())
+    assert all(item["result"]["crop"]["policy"] == "center" for item in small.values())
 
 
 # -- what a new user runs into ------------------------------------------------------
@@ -1315,6 +1316,21 @@ def test_the_batch_list_marks_expired_batches(cli, photos: Path, out_dir: Path) 
     assert cli("gc", "--older-than", "0s", "-q").exit_code == 0
     listed = " ".join(cli("status").stdout.split())
     assert f"{batch['batch_id']} succeeded (expired) 4/4" in listed
+
+
+def test_the_batch_list_shows_each_batchs_out(cli, photos: Path, tmp_path: Path) -> None:
+    """Two batches of one folder to two OUTs are told apart by their OUT."""
+    for out in ("shop", "site"):
+        code, _, _ = submit_json(cli, photos, tmp_path / out, "-r", "1:1", "--detach")
+        assert code == 0
+    listed = cli("status", "--json")
+    outs = {b["batch_id"]: b["out_dir"] for b in json.loads(listed.stdout)["batches"]}
+    assert sorted(Path(out).name for out in outs.values()) == ["shop", "site"]
+    table = cli("status").stdout
+    assert table.splitlines()[0].split()[-1] == "out"
+    for batch_id, out in outs.items():
+        (row,) = [line for line in table.splitlines() if batch_id in line]
+        assert row.split()[-1] == out, (row, out)
 
 
 def test_events_of_an_unknown_item_and_watch_with_items_are_usage_errors(cli, photos: Path, out_dir: Path) -> None:

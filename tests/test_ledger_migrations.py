@@ -170,3 +170,83 @@ def test_an_old_ledger_records_the_names_its_live_batches_published(v10_ledger: 
             "/src/a.jpg",
         )
         assert ledger.upkeep.referenced_object_paths(also_expiring=["b_one", "b_two"]) == {"/store/b_two.jpg"}
+
+
+# -- v17 (PostgreSQL v11): the catalogue's derivatives and when a name's bytes changed ------------------
+
+_CROP = {"box": [10, 0, 110, 100], "score": 0.61, "policy": "smart"}
+
+
+def _rendered_then_reused(execute) -> None:
+    """Batch b_made rendered key K at the name; b_reused reused it (no crop in its result) and holds
+    the name's record; key L was only ever reused (made before windows were recorded)."""
+    results = {
+        "b_made": ("K", {"width": 96, "height": 96, "crop": _CROP, "dominant_colour": "#102030"}),
+        "b_reused": ("K", {"width": 96, "height": 96, "reused": True}),
+        "b_old": ("L", {"width": 96, "height": 96, "reused": True}),
+    }
+    for day, (batch_id, (key, result)) in enumerate(results.items(), start=1):
+        at = f"2024-01-0{day}T00:00:00.000000Z"
+        name = "/out/a.1x1.jpg" if key == "K" else "/out/b.1x1.jpg"
+        execute(
+            "INSERT INTO batches (batch_id, idempotency_key, request_digest, total, source_root, out_dir, "
+            "manifest_path, profile, max_attempts, limits, created_at) "
+            "VALUES (?, ?, 'd', 1, '/src', '/out', NULL, '{}', 3, '{}', ?)",
+            (batch_id, f"k-{batch_id}", at),
+        )
+        execute(
+            "INSERT INTO items (batch_id, item_id, ratio, size, format, source, state, derivative_key, object_path, "
+            "friendly_path, name_version, result, created_at, updated_at) "
+            "VALUES (?, 'a.jpg', '1:1', 96, 'jpeg', '/src/a.jpg', 'succeeded', ?, ?, ?, 'v', ?, ?, ?)",
+            (batch_id, key, f"/store/{key}.jpg", name, json.dumps(result), at, at),
+        )
+    for batch_id, name in (("b_reused", "/out/a.1x1.jpg"), ("b_old", "/out/b.1x1.jpg")):
+        execute(
+            "INSERT INTO names (friendly_path, out_dir, object_path, derivative_key, name_version, source_root, "
+            "source, ratio, size, format, batch_id, item_row, published_at) SELECT friendly_path, '/out', "
+            "object_path, derivative_key, 'v', '/src', source, ratio, size, format, batch_id, id, updated_at "
+            "FROM items WHERE batch_id = ?",
+            (batch_id,),
+        )
+
+
+def _sqlite_v16(path: str) -> str:
+    conn = sqlite3.connect(path, isolation_level=None)
+    db = sqlite_utils.Database(conn)
+    conn.execute("BEGIN")
+    for version, migrate in MIGRATIONS:
+        if version <= 16:
+            migrate(db)
+    _rendered_then_reused(conn.execute)
+    conn.execute("PRAGMA user_version = 16")
+    conn.execute("COMMIT")
+    conn.close()
+    return path
+
+
+def _postgres_v10(url: str) -> str:
+    psycopg = pytest.importorskip("psycopg")
+    with psycopg.connect(url, autocommit=False) as conn:
+        for version, statements in PG_MIGRATIONS:
+            if version <= 10:
+                for statement in statements:
+                    conn.execute(statement)
+        conn.execute("CREATE TABLE thumbctl_schema (version integer NOT NULL)")
+        conn.execute("INSERT INTO thumbctl_schema (version) VALUES (10)")
+        _rendered_then_reused(lambda sql, params: conn.execute(sql.replace("?", "%s"), params))
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def v16_ledger(request: pytest.FixtureRequest, tmp_path) -> str:
+    if request.param == "sqlite":
+        return _sqlite_v16(str(tmp_path / "ledger.db"))
+    return _postgres_v10(request.getfixturevalue("pg_url"))
+
+
+def test_an_old_ledger_gives_reused_names_the_window_of_their_render_and_keeps_when_they_changed(v16_ledger: str):
+    with Ledger(v16_ledger) as ledger:
+        reused, never_rendered = ledger.catalogue.entries("/out")
+    assert (reused.name, reused.batch_id, reused.crop, reused.score) == ("/out/a.1x1.jpg", "b_reused", _CROP, 0.61)
+    assert reused.placeholder == {"dominant_colour": "#102030"} and reused.changed_at == "2024-01-02T00:00:00.000000Z"
+    assert (never_rendered.name, never_rendered.crop, never_rendered.score) == ("/out/b.1x1.jpg", None, None)

@@ -207,19 +207,29 @@ def test_links_keep_to_the_batchs_own_objects_after_a_later_batch_takes_the_name
     assert_every_item_shown(parser, items)
 
 
-def test_outputs_reused_at_submit_are_shown_without_a_crop(tmp_path: Path, photos: Path, out_dir: Path) -> None:
-    render(tmp_path, photos, "--out", out_dir, "-w", "1", "-r", "1:1")
+def test_outputs_reused_at_submit_show_the_crop_window_and_score_of_the_render_that_made_them(
+    tmp_path: Path, photos: Path, out_dir: Path
+) -> None:
+    first = render(tmp_path, photos, "--out", out_dir, "-w", "1", "-r", "1:1")
     again = invoke(tmp_path, "submit", photos, "--out", out_dir, "-r", "1:1", "--key", "again", "--detach", "--json")
     batch_id = json.loads(again.stdout)["batch_id"]
     with Ledger(tmp_path / "ledger.db") as ledger:
         page = Path(write_contact_sheet(ledger, batch_id).path)
+        first_page = Path(write_contact_sheet(ledger, first["batch_id"]).path)
         items = ledger.views.items(batch_id)
+        rendered = {i.item_id: i for i in ledger.views.items(first["batch_id"])}
     assert {i.state for i in items} == {"succeeded"} and all((i.result or {}).get("reused") for i in items)
+    for item in items:
+        made_it = rendered[item.item_id].result or {}
+        assert (item.result or {})["crop"] == made_it["crop"] and "score" in made_it["crop"]
     parser = parse(page.read_text(encoding="utf-8"))
-    assert parser.tags.count("img") == len(items) == 4
+    assert len(items) == 4  # drawn as the render's own sheet draws them: previews, windows, outputs
+    assert parser.tags.count("img") == parse(first_page.read_text(encoding="utf-8")).tags.count("img") > len(items)
     # the reused outputs' sizes come from intake: square, with their width and height set
     assert all(img["width"] == img["height"] for imgs in parser.images.values() for img in imgs)
-    assert all("no crop recorded" in parser.card_text[i.item_id] for i in items)
+    for item in items:
+        score = f"{rendered[item.item_id].result['crop']['score']:.2f}"
+        assert "no crop recorded" not in parser.card_text[item.item_id] and score in parser.card_text[item.item_id]
     assert_links_resolve(parser, page.parent)
 
 

@@ -19,6 +19,7 @@ import typer
 from ..config.resolve import KEYS, environment_help
 from ..core.errors import EXIT_CODE_MEANINGS, ExitCode, Interrupted, UsageError
 from ..core.version import __version__
+from .catalogue import catalogue_command
 from .focus import focus_command
 from .options import CONTEXT_SETTINGS, DbOption, JsonOption, QuietOption, VerboseOption, command
 from .params import ClickException, ClickUsageError, NoArgsIsHelpError, PlainGroup
@@ -90,6 +91,7 @@ COMMANDS: tuple[tuple[Callable[..., None], str, tuple[str, ...]], ...] = (
     (codes_command, "codes", ()),
     (config_command, "config", ALL_SETTINGS),
     (sheet, "sheet", ()),
+    (catalogue_command, "catalogue", ()),
     (focus_command, "focus", ()),
     (reconcile_command, "reconcile", ("store",)),
     (gc_command, "gc", ("store",)),

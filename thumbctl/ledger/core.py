@@ -1,16 +1,17 @@
 """The ledger: one connection, and the ports each role of thumbctl uses.
 
 Opening a :class:`Ledger` opens its backend (a SQLite file, :mod:`.sqlite`, or a PostgreSQL
-server, :mod:`.postgres`) and builds four ports on it, each the interface of one role:
+server, :mod:`.postgres`) and builds five ports on it, each the interface of one role:
 
 * ``queue`` (:class:`~.queue.QueuePort`): the workers and the pool: claims, leases, outcomes, rescue;
 * ``views`` (:class:`~.views.ViewsPort`): status, the sheet, progress, stats and the api: batch
   views, item and event listings, live following;
 * ``upkeep`` (:class:`~.upkeep.UpkeepPort`): reconcile, gc, mirror, release and the layout migration;
-* ``intake`` (:class:`~.intake.IntakePort`): submit, cancel and focus: acceptance, the stat cache.
+* ``intake`` (:class:`~.intake.IntakePort`): submit, cancel and focus: acceptance, the stat cache;
+* ``catalogue`` (:class:`~.catalogue.CataloguePort`): the live names of an OUT and what made them.
 
 Each port is a :class:`typing.Protocol`, documented once in the module carrying its name, which
-also holds its one implementation over SQL (``Queue``, ``Views``, ``Upkeep``, ``Intake``) for
+also holds its one implementation over SQL (``Queue``, ``Views``, ``Upkeep``, ``Intake``, ``Catalogue``) for
 every backend: a SQLite file, a PostgreSQL server, or an in-memory SQLite database
 (:class:`thumbctl.testing.InMemoryLedger`). Code using the ledger is typed against the protocols.
 
@@ -38,6 +39,7 @@ from ..config.settings import busy_policy
 from ..core.errors import LedgerFault
 from ..core.retries import BusyPolicy
 from .backend import Backend, Clock
+from .catalogue import Catalogue, CataloguePort
 from .intake import Intake, IntakePort
 from .queue import Queue, QueuePort
 from .retry import Retrier, with_retry
@@ -67,12 +69,13 @@ def open_backend(target: Path | str | InMemory, *, clock: Clock, busy: BusyPolic
 
 class Ledger:
     """A connection to one ledger: a file (SQLite) or a server URL (PostgreSQL), and its ports
-    (``queue``, ``views``, ``upkeep``, ``intake``). Not shared across processes or threads."""
+    (``queue``, ``views``, ``upkeep``, ``intake``, ``catalogue``). Not shared across processes or threads."""
 
     queue: QueuePort
     views: ViewsPort
     upkeep: UpkeepPort
     intake: IntakePort
+    catalogue: CataloguePort
 
     def __init__(
         self,
@@ -103,6 +106,7 @@ class Ledger:
         self.views = with_retry(views, retrier)
         self.upkeep = with_retry(Upkeep(self._db, self._log), retrier)
         self.intake = with_retry(Intake(self._db, self._log, views, retrier), retrier)
+        self.catalogue = with_retry(Catalogue(self._db), retrier)
 
     def _now(self) -> float:
         return self.clock()

@@ -28,9 +28,10 @@ from .sql import upkeep as upkeep_sql
 from .timefmt import iso, parse_iso
 from .transitions import Transitions, chunks
 
-#: The fields of a render's result that belong to its source window, not to the one output: the
-#: dominant colour and the tiny image (``imaging.placeholder``).
-PLACEHOLDER_FIELDS = ("dominant_colour", "lqip")
+#: The fields of a render's result that belong to its derivative key, not to the one output: the
+#: crop window and its score, the framing (``engine.rendering.Framing``), the placeholder's dominant
+#: colour and tiny image (``imaging.placeholder``), and the source's preview for the contact sheet.
+CARRIED_FIELDS = ("crop", "placed", "trim", "dominant_colour", "lqip", "preview")
 
 
 def _json_text(value: dict[str, object]) -> str:
@@ -189,19 +190,19 @@ class Intake(NameLocks):
             if still_present and any(item.dedup for item in new.items):
                 self.db.serialize_on(OBJECT_STORE)  # gc cannot remove a reused object meanwhile
                 new = _without_vanished_reuse(new, still_present)
-            new = self._with_earlier_placeholders(new)
+            new = self._with_recorded_renders(new)
             check_admission(self._queue_snapshot(now), new.runnable_count, limits)
             return self._insert_batch(new, now, resumes), False
 
-    def _with_earlier_placeholders(self, new: NewBatch) -> NewBatch:
-        """Reused outputs get the placeholder their derivative key's last render recorded (the same
-        window of the same source); outputs rendered before placeholders were recorded get none."""
+    def _with_recorded_renders(self, new: NewBatch) -> NewBatch:
+        """Reused outputs carry what their derivative key's render recorded (the same window of the
+        same source): the crop window and its score, the framing, the placeholder and the preview."""
         keys = sorted({item.derivative_key for item in new.items if item.dedup and item.derivative_key})
         found: dict[str, dict[str, object]] = {}
         for chunk in chunks(keys):
-            for row in self.db.execute(sql.EARLIER_PLACEHOLDERS, chunk, ids=len(chunk)).fetchall():
+            for row in self.db.execute(sql.DERIVATIVE_RENDERS, chunk, ids=len(chunk)).fetchall():
                 result = loose_object(row["result"]) or {}
-                found[row["derivative_key"]] = {name: result[name] for name in PLACEHOLDER_FIELDS if name in result}
+                found[row["derivative_key"]] = {name: result[name] for name in CARRIED_FIELDS if name in result}
         if not found:
             return new
         items = tuple(

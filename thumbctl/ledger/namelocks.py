@@ -77,6 +77,6 @@ def record_name(db: Backend, row: int, version: str | None, at: str, *, deferred
     own record, which outlives the batch's expiry, now names this item: the newest publisher at a
     name owns it. ``deferred``: written at the end of the transaction (:meth:`Backend.defer`)."""
     if deferred:
-        db.defer(sql.RECORD_NAME, (version, at, row))
+        db.defer(sql.RECORD_NAME, (version, at, at, row))
     else:
-        db.execute(sql.RECORD_NAME, (version, at, row))
+        db.execute(sql.RECORD_NAME, (version, at, at, row))

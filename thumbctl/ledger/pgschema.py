@@ -215,6 +215,22 @@ _V10 = [
     "ALTER TABLE events ENABLE TRIGGER events_append_only",
 ]
 
+#: The catalogue: when a name's bytes last changed, and the render of each derivative key (see the
+#: SQLite ledger's migration 17).
+_V11 = [
+    f"ALTER TABLE names ADD COLUMN changed_at {_TEXT}",
+    "UPDATE names SET changed_at = published_at",
+    f"""CREATE TABLE derivatives (
+        derivative_key {_TEXT} PRIMARY KEY,
+        result {_TEXT} NOT NULL,
+        rendered_at {_TEXT} NOT NULL
+    )""",
+    f"""INSERT INTO derivatives (derivative_key, result, rendered_at)
+        SELECT DISTINCT ON (derivative_key) derivative_key, result, updated_at FROM items
+        WHERE state = {SUCCEEDED} AND derivative_key IS NOT NULL AND result LIKE '%"crop"%'
+        ORDER BY derivative_key, id DESC""",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, _V1),
     (2, _V2),
@@ -226,6 +242,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (8, _V8),
     (9, _V9),
     (10, _V10),
+    (11, _V11),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -305,4 +322,6 @@ NEWEST: list[str] = [
         PRIMARY KEY (source_digest, ratio)
     )""",
     *_V9,
+    _V11[0],
+    _V11[2],
 ]

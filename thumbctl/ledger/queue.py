@@ -461,6 +461,8 @@ class Queue(NameLocks, LeaseRescue):
                 result=stored,
             )
             record_name(self.db, item.row, version, at, deferred=True)
+            if result is not None and "crop" in result:  # rendered here, not reused
+                self.db.defer(sql.RECORD_DERIVATIVE, (stored, at, item.row))
             self.db.defer(sql.STAGE_PROGRESSED, (at, claim.token))
             return ItemState.SUCCEEDED
 

@@ -392,6 +392,30 @@ def _v16_url_secrets(db: sqlite_utils.Database) -> None:
     db.execute(_EVENTS_APPEND_ONLY)
 
 
+#: What a derivative's render recorded, kept with the derivative rather than with the batch: every
+#: output reused from it carries the crop window, its score, the framing and the placeholder on.
+_DERIVATIVES = """CREATE TABLE derivatives (
+        derivative_key TEXT PRIMARY KEY,
+        result TEXT NOT NULL,
+        rendered_at TEXT NOT NULL
+    )"""
+
+
+def _v17_catalogue(db: sqlite_utils.Database) -> None:
+    """The catalogue: when the bytes at each name last changed (a reuse that publishes the same
+    object again leaves it), and the render of each derivative key, filled in from the newest render
+    the items recorded (a reused output's result has no crop; a key never rendered gets no row)."""
+    db["names"].add_column("changed_at", str)
+    db.execute("UPDATE names SET changed_at = published_at")
+    db.execute(_DERIVATIVES)
+    db.execute(
+        "INSERT INTO derivatives (derivative_key, result, rendered_at) "
+        "SELECT derivative_key, result, updated_at FROM items WHERE id IN (SELECT max(id) FROM items "
+        "WHERE state = 'succeeded' AND derivative_key IS NOT NULL AND result LIKE '%\"crop\"%' "
+        "GROUP BY derivative_key)"
+    )
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _v1_initial),
     (2, _v2_batch_expiry),
@@ -409,6 +433,7 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (14, _v14_item_alt),
     (15, _v15_released_names),
     (16, _v16_url_secrets),
+    (17, _v17_catalogue),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -536,9 +561,11 @@ NEWEST: tuple[str, ...] = (
         batch_id TEXT NOT NULL,
         item_row INTEGER,
         published_at TEXT NOT NULL,
-        released_at TEXT
+        released_at TEXT,
+        changed_at TEXT
     )""",
     "CREATE INDEX names_object ON names (object_path)",
     "CREATE INDEX names_out_root ON names (out_dir, source_root)",
     _V12_FOCUS.replace("focus_points_v12", "focus_points"),
+    _DERIVATIVES,
 )

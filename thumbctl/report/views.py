@@ -51,7 +51,7 @@ class ViewReports(Output):
             self.note("No batches yet. Start one with: thumbctl submit FOLDER --out thumbs")
             return
         table = bare_table()
-        for column in ("batch", "state", "done", "failed", "created", "source"):
+        for column in ("batch", "state", "done", "failed", "created", "source", "out"):
             table.add_column(column)
         for b in batches:
             table.add_row(
@@ -61,6 +61,7 @@ class ViewReports(Output):
                 str(b.counts[ItemState.FAILED]),
                 b.created_at[:19].replace("T", " "),
                 escape(b.source_root),
+                escape(b.out_dir),
             )
         self.table(table)
 

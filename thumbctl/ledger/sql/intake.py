@@ -63,12 +63,10 @@ CACHE_COLUMNS = (
 
 INSERT_BATCH = insert("batches", BATCH_COLUMNS)
 INSERT_ITEMS = insert("items", ITEM_COLUMNS)
-#: The newest render result of each of these derivative keys that holds a placeholder: an output
-#: reused from it carries the placeholder on (it belongs to the key's source window).
-EARLIER_PLACEHOLDERS = query(
-    "earlier_placeholders",
-    "SELECT derivative_key, result FROM items WHERE id IN (SELECT max(id) FROM items "
-    f"WHERE derivative_key IN ({{ids}}) AND state = {SUCCEEDED} AND result LIKE '%\"lqip\"%' GROUP BY derivative_key)",
+#: The recorded render of each of these derivative keys: an output reused from it carries it on.
+DERIVATIVE_RENDERS = query(
+    "derivative_renders",
+    "SELECT derivative_key, result FROM derivatives WHERE derivative_key IN ({ids})",
     lists={"ids": ("?", ",")},
 )
 #: A new batch's creation events, one per item row, in one statement.

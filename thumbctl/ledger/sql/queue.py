@@ -178,19 +178,30 @@ NAMED_ITEM = query(
     "named_item",
     f"SELECT id FROM items WHERE batch_id = ? AND friendly_path = ? AND state = {SUCCEEDED} ORDER BY id DESC LIMIT 1",
 )
-#: The name's own record, kept whatever becomes of the batch: the newest publisher at a name wins.
+#: The name's own record, kept whatever becomes of the batch: the newest publisher at a name wins;
+#: ``changed_at`` moves only when other bytes are published there.
 RECORD_NAME = query(
     "record_name",
     "INSERT INTO names (friendly_path, out_dir, object_path, derivative_key, name_version, source_root, source, "
-    "ratio, size, format, batch_id, item_row, published_at) "
+    "ratio, size, format, batch_id, item_row, published_at, changed_at) "
     "SELECT i.friendly_path, b.out_dir, i.object_path, i.derivative_key, ?, b.source_root, i.source, i.ratio, "
-    "i.size, i.format, i.batch_id, i.id, ? FROM items i JOIN batches b USING (batch_id) "
+    "i.size, i.format, i.batch_id, i.id, ?, ? FROM items i JOIN batches b USING (batch_id) "
     "WHERE i.id = ? AND i.friendly_path IS NOT NULL AND i.object_path IS NOT NULL "
     "ON CONFLICT (friendly_path) DO UPDATE SET out_dir = excluded.out_dir, object_path = excluded.object_path, "
     "derivative_key = excluded.derivative_key, name_version = excluded.name_version, "
     "source_root = excluded.source_root, source = excluded.source, ratio = excluded.ratio, size = excluded.size, "
     "format = excluded.format, batch_id = excluded.batch_id, item_row = excluded.item_row, "
-    "published_at = excluded.published_at, released_at = NULL",
+    "published_at = excluded.published_at, released_at = NULL, "
+    "changed_at = CASE WHEN names.object_path = excluded.object_path "
+    "AND coalesce(names.name_version, '') = coalesce(excluded.name_version, '') "
+    "THEN coalesce(names.changed_at, names.published_at) ELSE excluded.changed_at END",
+)
+#: The render of the item's derivative key, kept with the key: outputs reused from it carry it on.
+RECORD_DERIVATIVE = query(
+    "record_derivative",
+    "INSERT INTO derivatives (derivative_key, result, rendered_at) "
+    "SELECT derivative_key, ?, ? FROM items WHERE id = ? AND derivative_key IS NOT NULL "
+    "ON CONFLICT (derivative_key) DO UPDATE SET result = excluded.result, rendered_at = excluded.rendered_at",
 )
 CLEAR_NOTE = query("clear_note", "UPDATE items SET error_detail = NULL WHERE id = ?")
 STORE_RESULT = query("store_result", "UPDATE items SET result = ? WHERE id = ?")

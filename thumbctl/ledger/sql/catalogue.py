@@ -1,0 +1,22 @@
+"""Queries of the catalogue: the live names of an OUT joined with what made them."""
+
+from __future__ import annotations
+
+from . import query
+
+#: Every live name of an OUT with the item that published it, its derivative's render and the crop
+#: fix remembered for its content and ratio, in name order.
+ENTRIES = query(
+    "catalogue_entries",
+    "SELECT n.friendly_path, n.out_dir, n.source, n.source_root, n.ratio, n.size, n.format, n.name_version, "
+    "coalesce(n.changed_at, n.published_at) AS changed_at, n.batch_id, i.source_digest, i.fit, i.alt, i.result AS item_result, d.result AS render, "
+    "f.focus_x, f.focus_y FROM names n LEFT JOIN items i ON i.id = n.item_row "
+    "LEFT JOIN derivatives d ON d.derivative_key = n.derivative_key "
+    "LEFT JOIN focus_points f ON f.source_digest = i.source_digest AND f.ratio = n.ratio "
+    "WHERE n.out_dir = ? AND n.released_at IS NULL ORDER BY n.friendly_path",
+)
+#: Each OUT that holds live names, with how many.
+OUTS = query(
+    "catalogue_outs",
+    "SELECT out_dir, count(*) AS names FROM names WHERE released_at IS NULL GROUP BY out_dir ORDER BY out_dir",
+)

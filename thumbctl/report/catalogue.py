@@ -1,0 +1,62 @@
+"""What ``thumbctl catalogue`` shows: the live names of an OUT, one line (or JSON object) each."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..core.catalogue import CatalogueEntry
+from ..core.redact import shown_source
+from .listing import Cell
+from .output import Output
+from .styles import printable
+
+CATALOGUE_COLUMNS = ("name", "ratio", "size", "format", "crop", "fix", "changed", "source")
+
+
+def window_text(entry: CatalogueEntry) -> str:
+    """``smart 0.81 @ 310,0 1200x1200``, ``contain`` for a contained output, ``unknown`` when no
+    render recorded its window."""
+    crop = entry.crop
+    if entry.fit == "contain":
+        return "contain"
+    if crop is None or entry.score is None:
+        return "unknown"
+    left, top, right, bottom = crop["box"]  # type: ignore[misc]
+    return f"{crop.get('policy', 'smart')} {entry.score:.2f} @ {left},{top} {right - left}x{bottom - top}"
+
+
+def catalogue_cells(entry: CatalogueEntry) -> Sequence[Cell]:
+    fix = f"{entry.focus[0]:.3f},{entry.focus[1]:.3f}" if entry.focus else ""
+    low = entry.score is not None and entry.score < 0.5
+    return (
+        (printable(entry.relative_name), None),
+        (entry.ratio, None),
+        (str(entry.size), None),
+        (entry.format, None),
+        (window_text(entry), "yellow" if low or entry.crop is None else None),
+        (fix, "cyan" if fix else None),
+        (entry.changed_at[:19].replace("T", " "), None),
+        (printable(shown_source(entry.source)), None),
+    )
+
+
+class CatalogueReports(Output):
+    """The report of ``catalogue``."""
+
+    def catalogue(self, out_dir: str, entries: list[CatalogueEntry]) -> None:
+        if self.json_lines:
+            self.emit_json_lines(entry.to_json() for entry in entries)
+        elif self.json_mode:
+            self.emit_json_list({"out": out_dir}, "entries", (entry.to_json() for entry in entries))
+        elif self.quiet:
+            return
+        elif not entries:
+            self.note(f"No live thumbnails in {out_dir} (nothing matched).")
+        else:
+            self.listing(CATALOGUE_COLUMNS, (catalogue_cells(entry) for entry in entries))
+            unknown = sum(entry.crop is None and entry.fit != "contain" for entry in entries)
+            fixed = sum(entry.focus is not None for entry in entries)
+            self.note(
+                f"{len(entries)} live thumbnails in {out_dir}; {fixed} with a crop fix"
+                + (f"; {unknown} whose crop window no render recorded (unknown)" if unknown else "")
+            )

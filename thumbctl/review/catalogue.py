@@ -1,0 +1,90 @@
+"""The catalogue of an OUT as a person reviews it: which OUT, in which order, changed since when.
+
+The records come from the ledger's catalogue port (:class:`~thumbctl.ledger.catalogue.CataloguePort`);
+this module chooses the OUT a command means and orders and filters its entries.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+from ..config.s3location import BadLocation, is_s3, parse_s3
+from ..core.catalogue import CatalogueEntry
+from ..core.errors import BatchNotFound, UsageError
+from ..core.profile import SettingError, parse_duration
+from ..ledger import Ledger
+from ..ledger.timefmt import iso
+
+
+class CatalogueOrder(StrEnum):
+    """How a catalogue is listed: by name, or the worst crop first (unknown scores first of all)."""
+
+    NAME = "name"
+    SCORE = "score"
+
+
+def recorded_out(out: Path | str) -> str:
+    """``out`` as the ledger records an OUT: an ``s3://`` location normalized, a folder absolute
+    with its links resolved."""
+    text = str(out)
+    if is_s3(text):
+        try:
+            return parse_s3(text).url
+        except BadLocation as exc:
+            raise UsageError(str(exc), code="bad_out_dir") from None
+    return os.path.realpath(os.path.expanduser(text))
+
+
+def chosen_out(ledger: Ledger, given: Path | str | None, configured: Path | str | None = None) -> str:
+    """The OUT a command means: the one given, else the configured one, else the only OUT the ledger
+    holds live names in; a usage error (exit 2) listing them when that leaves a choice."""
+    if given is not None or configured is not None:
+        return recorded_out(given if given is not None else str(configured))
+    outs = ledger.catalogue.outs()
+    if len(outs) == 1:
+        return outs[0][0]
+    if not outs:
+        raise UsageError("no thumbnails are recorded in this ledger yet: submit a folder first", code="no_catalogue")
+    listed = ", ".join(out for out, _ in outs)
+    raise UsageError(f"this ledger publishes to {len(outs)} OUTs; name one: {listed}", code="out_required")
+
+
+def ordered(entries: Iterable[CatalogueEntry], order: CatalogueOrder) -> list[CatalogueEntry]:
+    """``entries`` in ``order``; by score, unknown scores first, then the lowest, then by name."""
+    listed = list(entries)
+    if order == CatalogueOrder.SCORE:
+        listed.sort(key=lambda e: (e.score is not None, e.score or 0.0, e.name))
+    return listed
+
+
+def changed_since(entries: Iterable[CatalogueEntry], since: str) -> list[CatalogueEntry]:
+    """The entries whose name was published after ``since`` (a time as the ledger records times)."""
+    return [entry for entry in entries if entry.changed_at > since]
+
+
+def since_of(ledger: Ledger, text: str) -> str:
+    """The time ``--changed`` means, as the ledger records times: after a batch (its id or a unique
+    prefix: when it last changed), a while ago (``2h``, ``7d``), or a date or time (``2026-12-01``,
+    ``2026-12-01T09:30``, UTC unless it says otherwise)."""
+    try:
+        return iso(ledger.clock() - parse_duration(text))
+    except SettingError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        pass
+    else:
+        return iso((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp())
+    try:
+        batch = ledger.views.batch(ledger.views.resolve_batch_id(text.strip()), with_failures=False)
+    except BatchNotFound:
+        raise UsageError(
+            f"--changed {text!r} is neither a batch, a duration (2h, 7d) nor a date or time (2026-12-01T09:30)",
+            code="bad_since",
+        ) from None
+    return batch.finished_at or batch.updated_at
