@@ -285,6 +285,9 @@ def test_results_go_to_stdout_and_the_notice_before_a_run_to_stderr(cli, photos:
     assert result.exit_code == 0 and result.stderr.startswith("created ledger ")
     assert len(result.stderr.splitlines()) == 1
     assert "Accepted batch" in result.stdout
+    batch_id = json.loads(cli("status", "--json").stdout)["batches"][0]["batch_id"]
+    db = os.environ["THUMBCTL_DB"]  # not the default ledger: the command names it
+    assert result.stdout.splitlines()[-1] == f"  next: thumbctl work {batch_id} --until-idle --db {db} renders it"
     assert "Replayed existing batch" in cli("submit", photos, "--out", out_dir, "--detach").stdout
     listed = cli("status")
     assert listed.stderr == "" and "queued 0/12" in " ".join(listed.stdout.split())
@@ -1316,6 +1319,23 @@ def test_the_batch_list_marks_expired_batches(cli, photos: Path, out_dir: Path) 
     assert cli("gc", "--older-than", "0s", "-q").exit_code == 0
     listed = " ".join(cli("status").stdout.split())
     assert f"{batch['batch_id']} succeeded (expired) 4/4" in listed
+
+
+def test_the_command_a_detached_submit_suggests_renders_it_and_says_what_this_host_did(
+    photos: Path, out_dir: Path, tmp_path: Path
+) -> None:
+    cli = Thumbctl(tmp_path / "ledger.db")
+    detached = cli.invoke("submit", photos, "--out", out_dir, "-r", "1:1", "--detach")
+    assert detached.returncode == 0
+    suggested = detached.stdout.splitlines()[-1].removeprefix("  next: ").removesuffix(" renders it")
+    assert suggested.startswith("thumbctl work b_") and f"--db {tmp_path / 'ledger.db'}" in suggested
+    done = cli.run(*suggested.split()[1:], "-w", "1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        "Workers finished: 4 items done on this host (succeeded 4, failed 0, cancelled 0)."
+    )
+    again = cli.json(*suggested.split()[1:], "-w", "1")
+    assert again["finished"] == {"succeeded": 0, "failed": 0, "cancelled": 0}  # nothing left: nothing done
 
 
 def test_the_batch_list_shows_each_batchs_out(cli, photos: Path, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
@@ -10,10 +11,11 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from ..config.resolve import default_ledger_path
+from ..core.display import shown
 from ..core.errors import ExitCode, Interrupted, UsageError
 from ..core.models import BatchState, ItemState
 from ..core.profile import URL_NOT_SUPPORTED, SettingError, parse_duration, refuse_url
-from ..core.display import shown
 from ..core.scanrules import ScanRules
 from .options import BatchAlias, StatsIntervalOption, batch_argument, one_batch
 from .resolution import ledger_target, settings_from_context
@@ -110,9 +112,11 @@ class SessionReporter:
     """A submit session (:class:`thumbctl.engine.session.SubmitSession`) as the command line says it:
     through the reporter, with Ctrl-C counted from the submission on."""
 
-    def __init__(self, reporter: Reporter, max_failures: int = 0) -> None:
+    def __init__(self, reporter: Reporter, max_failures: int = 0, db_flag: str = "") -> None:
         self.reporter = reporter
         self.max_failures = max_failures
+        #: `` --db LEDGER`` when the ledger is not the default one, for the commands it suggests.
+        self.db_flag = db_flag
 
     def layout_migrated(self, report: MigrationReport) -> None:
         self.reporter.layout_migrated(report)
@@ -142,6 +146,8 @@ class SessionReporter:
 
     def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool) -> None:
         self.reporter.submitted(batch, report, final=final)
+        if final and not batch.is_terminal:  # --detach: say what renders it
+            self.reporter.next_step(f"thumbctl work {batch.batch_id} --until-idle{self.db_flag}", "renders it")
 
     def requeued(self, batch_id: str, count: int, *, final: bool) -> None:
         self.reporter.requeued(batch_id, count, final=final)
@@ -178,7 +184,9 @@ def submit_session(
     """The session a command runs, told through ``reporter``."""
     from ..engine.session import SubmitSession
 
-    return SubmitSession(db, options, run_options, SessionReporter(reporter, settings.max_failures), **choices)
+    db_flag = "" if db == default_ledger_path() else f" --db {shlex.quote(str(db))}"
+    observer = SessionReporter(reporter, settings.max_failures, db_flag)
+    return SubmitSession(db, options, run_options, observer, **choices)
 
 
 def mirror_wanted(
@@ -356,7 +364,7 @@ def work(
                 observer=progress,
             )
         reporter.manifest_errors(result.manifest_errors)
-        reporter.work_done(result.supervision)
+        reporter.work_done(result.supervision, result.finished)
         budget = settings.work_max_failures
         if budget is not None and result.failed > budget:
             reporter.work_failures(result.failed, budget, batch)

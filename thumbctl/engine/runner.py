@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..config.options import RunOptions, lease_seconds
 from ..core.errors import CannotWrite, Interrupted
-from ..core.models import BatchView, EventView, ItemView
-from ..core.proc import owner_is_dead
+from ..core.models import BatchView, EventView, ItemState, ItemView
+from ..core.proc import host_id, owner_is_dead
 from ..core.retries import Backoff
 from ..ledger import Ledger, iso
 from ..review.markup import manifest_present
@@ -69,8 +69,10 @@ class RunResult:
     sheet_path: str | None = None
     #: Why the contact sheet could not be written.
     sheet_error: str | None = None
-    #: ``work``: items (in its scope) that failed while it ran.
+    #: ``work``: items (in its scope) that failed while it ran, on any host.
     failed: int = 0
+    #: ``work``: what this host's workers finished while it ran, per final state.
+    finished: dict[ItemState, int] = field(default_factory=dict)
 
 
 def prepare_workers(count: int) -> Standby:
@@ -173,7 +175,9 @@ def run_work(
             if view.is_terminal:
                 errors += _manifest_error(ledger, view)
         failed = ledger.views.failed_since(started, batch_id)
-        return RunResult(ledger.views.batch(batch_id) if batch_id else None, supervision, tuple(errors), failed=failed)
+        finished = ledger.views.finished_by_host(host_id(), started, batch_id)
+        batch = ledger.views.batch(batch_id) if batch_id else None
+        return RunResult(batch, supervision, tuple(errors), failed=failed, finished=finished)
 
 
 def wait_until_terminal(

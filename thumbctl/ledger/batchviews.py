@@ -132,6 +132,13 @@ class BatchViews:
         scope = [batch_id] if batch_id else []
         return int(self.db.scalar(sql.FAILED_SINCE, [at, *scope], scope=len(scope)))
 
+    def finished_by_host(self, host: str, at: str, batch_id: str | None) -> dict[ItemState, int]:
+        scope = [batch_id] if batch_id else []
+        prefix = f"{host}:"
+        rows = self.db.execute(sql.FINISHED_BY_HOST, [at, len(prefix), prefix, *scope], scope=len(scope)).fetchall()
+        found = {ItemState(row["to_state"]): int(row["n"]) for row in rows}
+        return {state: found.get(state, 0) for state in (ItemState.SUCCEEDED, ItemState.FAILED, ItemState.CANCELLED)}
+
     def batches_touched_since(self, at: str) -> list[str]:
         rows = self.db.execute(sql.BATCHES_TOUCHED_SINCE, (at,)).fetchall()
         return [r["batch_id"] for r in rows]

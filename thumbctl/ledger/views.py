@@ -134,6 +134,10 @@ class ViewsPort(Protocol):
     def failed_since(self, at: str, batch_id: str | None) -> int:
         """How many items (of one batch, or of any) moved to ``failed`` at or after ``at``."""
 
+    def finished_by_host(self, host: str, at: str, batch_id: str | None) -> dict[ItemState, int]:
+        """How many items (of one batch, or of any) the workers of ``host`` (a host identity, see
+        :func:`thumbctl.core.proc.host_id`) moved to each final state at or after ``at``."""
+
     def oldest_runnable(self, batch_id: str, at: str) -> str | None:
         """When the batch's longest-waiting runnable item was queued (not waiting out a backoff at
         ``at``): the first such row of the queued-age index, past only the delayed ones before it."""

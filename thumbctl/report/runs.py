@@ -96,6 +96,10 @@ class RunReports(MirrorReports):
                 f"To render the rest, {again} (finished outputs are reused)."
             )
 
+    def next_step(self, command: str, what: str) -> None:
+        """The command to run next, as a line of the result (``--detach``: what renders the batch)."""
+        self.say(f"  next: [bold]{escape(command)}[/] {what}")
+
     def renders_again_json(self) -> dict[str, object]:
         """``{"renders_again": [...]}`` when outputs render again for changed encoder settings."""
         return {"renders_again": list(self.renders_again)} if self.renders_again else {}
@@ -242,13 +246,18 @@ class RunReports(MirrorReports):
         over = f"more than --max-failures {max_failures}"
         self.diagnostics.print(escape(f"{plural(failed, 'item')} failed while it ran, {over} (exit 1); {status}"))
 
-    def work_done(self, supervision: Supervision) -> None:
+    def work_done(self, supervision: Supervision, finished: dict[ItemState, int]) -> None:
+        """``work``'s end: how it stopped, and what this host's workers finished while it ran."""
         if self.json_mode:
-            self.emit_json({"interrupted": supervision.interrupted, "crashes": supervision.crashes})
+            done = {str(state): count for state, count in finished.items()}
+            self.emit_json({"interrupted": supervision.interrupted, "crashes": supervision.crashes, "finished": done})
             return
         note = " (stopped on request)" if supervision.interrupted else ""
         crashes = f", {replaced_workers(supervision.crashes)}" if supervision.crashes else ""
-        self.say(f"Workers finished{note}{crashes}.")
+        counts = ", ".join(f"{styled(state)} {count}" for state, count in finished.items())
+        done = sum(finished.values())
+        what = f"{plural(done, 'item')} done on this host" + (f" ({counts})" if done else "")
+        self.say(f"Workers finished{note}{crashes}: {what}.")
 
     def admission_retry(self, error: UnavailableError, delay: float) -> None:
         """Shown even with --json (on stderr): the user is waiting and should know why."""

@@ -54,6 +54,13 @@ FAILED_SINCE = query(
     f"SELECT count(DISTINCT item_row) FROM events WHERE at >= ? AND to_state = {FAILED}{{scope}}",
     lists=scoped(" AND batch_id = ?"),
 )
+#: The items a host's workers finished (succeeded, failed, or cancelled at publish) at or after a time.
+FINISHED_BY_HOST = query(
+    "finished_by_host",
+    f"SELECT to_state, count(DISTINCT item_row) AS n FROM events WHERE at >= ? AND to_state IN {TERMINAL} "
+    "AND substr(worker, 1, ?) = ?{scope} GROUP BY to_state",
+    lists=scoped(" AND batch_id = ?"),
+)
 BATCHES_TOUCHED_SINCE = query("batches_touched_since", "SELECT DISTINCT batch_id FROM events WHERE at >= ?")
 
 # -- listings ------------------------------------------------------------------------------------------
