@@ -573,6 +573,31 @@ def test_a_number_of_5000_digits_in_the_file_is_a_config_error(run, tmp_path: Pa
     assert result.stderr == f"error [config_error] {tmp_path / 'thumbctl.toml'}: not valid TOML: a number is too long\n"
 
 
+def test_config_shows_the_s3_endpoint_in_effect_and_where_it_comes_from(
+    run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "THUMBCTL_S3_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+
+    def endpoint() -> dict:
+        return json.loads(run("config", "--json").stdout)["settings"]["s3_endpoint"]
+
+    assert endpoint() == {"value": None, "source": "default"}
+    (tmp_path / "aws-config").write_text("[profile shop]\nendpoint_url = http://minio.shop:9000\n")
+    monkeypatch.setenv("AWS_PROFILE", "shop")
+    assert endpoint() == {"value": "http://minio.shop:9000", "source": "AWS profile shop"}
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:8333")
+    assert endpoint() == {"value": "http://127.0.0.1:8333", "source": "env AWS_ENDPOINT_URL"}
+    rows = {line.split()[0]: line.split()[1:] for line in run("config").stdout.splitlines()[3:]}
+    assert rows["s3_endpoint"] == ["http://127.0.0.1:8333", "env", "AWS_ENDPOINT_URL"]
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://s3.local:8333")
+    assert endpoint() == {"value": "http://s3.local:8333", "source": "env AWS_ENDPOINT_URL_S3"}
+    monkeypatch.setenv("THUMBCTL_S3_ENDPOINT", "http://own:9000")
+    assert endpoint() == {"value": "http://own:9000", "source": "env THUMBCTL_S3_ENDPOINT"}
+
+
 def test_the_environment_only_settings_are_shown_with_their_source(run, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THUMBCTL_BUSY_WAIT", "45")
     monkeypatch.setenv("THUMBCTL_LEASE_SECONDS", "  ")  # blank: unset, as it always was

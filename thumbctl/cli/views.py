@@ -3,13 +3,14 @@ and ``config``."""
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..config.resolve import with_recorded_store
+from ..config.resolve import with_recorded_store, with_s3_endpoint
 from ..core.profile import parse_duration
 from .options import COMMON, BatchAlias, batch_argument, one_batch
 from .resolution import ledger_target, settings_from_context
@@ -102,7 +103,8 @@ def config_command(ctx: typer.Context, json_out: bool = False, quiet: bool = Fal
         settings = settings_from_context(ctx)
         from ..publishing.stores import recorded_store_of
 
-        reporter.settings(with_recorded_store(settings, recorded_store_of(settings.ledger_path)))
+        shown = with_s3_endpoint(with_recorded_store(settings, recorded_store_of(settings.ledger_path)), os.environ)
+        reporter.settings(shown)
 
 
 class SheetOrder(StrEnum):

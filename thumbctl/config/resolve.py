@@ -23,7 +23,7 @@ from ..core.errors import UsageError
 from ..core.profile import Limits, Profile, Ratio, SettingError, UrlRules
 from .file import LOCAL_FILE_NAME, USER_FILE_NAME, FileLayer, file_layer, find_config_file, load_config_file
 from .options import RunOptions, SubmitOptions, default_workers, lease_seconds
-from .s3location import S3Options, is_s3
+from .s3location import S3Options, endpoint_of, is_s3
 from .settings import (
     ALL_KEYS,
     CONFIG_ENV,
@@ -260,6 +260,17 @@ def with_recorded_store(settings: Settings, recorded: str | None) -> Settings:
     else:
         return settings
     return replace(settings, values={**settings.values, "store": store})
+
+
+def with_s3_endpoint(settings: Settings, env: Mapping[str, str]) -> Settings:
+    """``settings`` with the S3 endpoint in effect when thumbctl's own is unset: the one the AWS
+    variables or the profile give, and which (see :func:`~.s3location.endpoint_of`)."""
+    if settings.values["s3_endpoint"].source != DEFAULT_SOURCE:
+        return settings
+    endpoint, source = endpoint_of(settings.s3_options(), env)
+    if endpoint is None:
+        return settings
+    return replace(settings, values={**settings.values, "s3_endpoint": Setting(endpoint, source)})
 
 
 def _is_server(target: Path | str) -> bool:

@@ -1,4 +1,5 @@
-"""An ``s3://bucket/prefix`` location: parsed and checked, and thumbctl's own S3 settings.
+"""An ``s3://bucket/prefix`` location: parsed and checked, thumbctl's own S3 settings, and the
+standard AWS variables and files they fall back to (read as text: no S3 client is imported here).
 
 Apart from :mod:`.locations` (which re-exports it) so that the S3 implementations can use it
 without importing the factory that imports them.
@@ -6,7 +7,11 @@ without importing the factory that imports them.
 
 from __future__ import annotations
 
+import configparser
+import contextlib
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..core.errors import UsageError
@@ -92,3 +97,41 @@ def parse_s3(location: str) -> S3Location:
     if any(ord(ch) < 0x20 or ch in "\\\x7f" for ch in prefix):
         raise BadLocation(f"{location!r}: the prefix has a control character or a backslash")
     return S3Location(bucket, prefix)
+
+
+def profile_name_of(options: S3Options, env: Mapping[str, str]) -> str:
+    """The AWS profile in effect: thumbctl's setting, else ``AWS_PROFILE``, ``AWS_DEFAULT_PROFILE``, ``default``."""
+    return options.profile or env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE") or "default"
+
+
+def aws_profile(env: Mapping[str, str], name: str) -> dict[str, str]:
+    """The profile's settings: ``[name]`` of the credentials file over ``[profile name]`` (or
+    ``[default]``) of the config file. Unreadable files count as empty."""
+    home = os.path.expanduser("~")
+    credentials = env.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.join(home, ".aws", "credentials")
+    config = env.get("AWS_CONFIG_FILE") or os.path.join(home, ".aws", "config")
+    found: dict[str, str] = {}
+    section = name if name == "default" else f"profile {name}"
+    for path, wanted in ((config, section), (credentials, name)):
+        parser = configparser.ConfigParser(interpolation=None)
+        with contextlib.suppress(OSError, configparser.Error):
+            parser.read(path, encoding="utf-8")
+            if parser.has_section(wanted):
+                found |= {key: value.strip() for key, value in parser.items(wanted)}
+    return found
+
+
+def endpoint_of(
+    options: S3Options, env: Mapping[str, str], profile: Mapping[str, str] | None = None
+) -> tuple[str | None, str]:
+    """The S3 endpoint in effect (as given, unchecked) and where it comes from: thumbctl's setting,
+    ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, the profile's ``endpoint_url``; (None, "") for
+    the AWS default. ``profile``: the profile's settings, when read already."""
+    if options.endpoint:
+        return options.endpoint, "setting"
+    for variable in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        if env.get(variable):
+            return env[variable], f"env {variable}"
+    name = profile_name_of(options, env)
+    found = (aws_profile(env, name) if profile is None else profile).get("endpoint_url")
+    return (found, f"AWS profile {name}") if found else (None, "")

@@ -22,7 +22,6 @@ an earlier try may have been applied: a 412 after such a try may be the caller's
 
 from __future__ import annotations
 
-import configparser
 import contextlib
 import datetime
 import errno
@@ -55,7 +54,7 @@ from tenacity import (
     wait_random,
 )
 
-from ..config.s3location import S3Location, S3Options
+from ..config.s3location import S3Location, S3Options, aws_profile, endpoint_of, profile_name_of
 from ..core.errors import BadS3Settings, BucketForbidden, BucketMissing, StorageUnreachable
 
 T = TypeVar("T")
@@ -122,17 +121,14 @@ class Settings:
 def settings_of(options: S3Options, env: Mapping[str, str] | None = None) -> Settings:
     """The endpoint, region and credentials of ``options``, the AWS variables and the shared files."""
     env = os.environ if env is None else env
-    profile_name = options.profile or env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE") or "default"
-    profile = _profile(env, profile_name)
+    profile = aws_profile(env, profile_name_of(options, env))
     from_env = not options.profile and env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY")
     keys = (
         (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env.get("AWS_SESSION_TOKEN"))
         if from_env
         else (profile.get("aws_access_key_id"), profile.get("aws_secret_access_key"), profile.get("aws_session_token"))
     )
-    endpoint = (
-        options.endpoint or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or profile.get("endpoint_url")
-    )
+    endpoint, _ = endpoint_of(options, env, profile)
     region = (
         options.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or profile.get("region")
     ) or _DEFAULT_REGION
@@ -165,23 +161,6 @@ def _checked_endpoint(endpoint: str) -> str:
             "(from thumbctl's S3 settings, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the profile's endpoint_url)"
         )
     return endpoint.rstrip("/")
-
-
-def _profile(env: Mapping[str, str], name: str) -> dict[str, str]:
-    """The profile's settings: ``[name]`` of the credentials file over ``[profile name]`` (or
-    ``[default]``) of the config file. Unreadable files count as empty."""
-    home = os.path.expanduser("~")
-    credentials = env.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.join(home, ".aws", "credentials")
-    config = env.get("AWS_CONFIG_FILE") or os.path.join(home, ".aws", "config")
-    found: dict[str, str] = {}
-    section = name if name == "default" else f"profile {name}"
-    for path, wanted in ((config, section), (credentials, name)):
-        parser = configparser.ConfigParser(interpolation=None)
-        with contextlib.suppress(OSError, configparser.Error):
-            parser.read(path, encoding="utf-8")
-            if parser.has_section(wanted):
-                found |= {key: value.strip() for key, value in parser.items(wanted)}
-    return found
 
 
 # -- clients ----------------------------------------------------------------------------------------
