@@ -90,7 +90,7 @@ COMMANDS: tuple[tuple[Callable[..., None], str, tuple[str, ...]], ...] = (
     (stats, "stats", ()),
     (codes_command, "codes", ()),
     (config_command, "config", ALL_SETTINGS),
-    (sheet, "sheet", ()),
+    (sheet, "sheet", ("out",)),
     (catalogue_command, "catalogue", ()),
     (focus_command, "focus", ()),
     (reconcile_command, "reconcile", ("store",)),

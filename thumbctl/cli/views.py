@@ -11,6 +11,8 @@ from typing import Annotated
 import typer
 
 from ..config.resolve import with_recorded_store, with_s3_endpoint
+from ..config.settings import DEFAULT_SOURCE
+from ..core.errors import UsageError
 from ..core.profile import parse_duration
 from .options import COMMON, BatchAlias, batch_argument, one_batch
 from .resolution import ledger_target, settings_from_context
@@ -116,36 +118,65 @@ class SheetOrder(StrEnum):
 
 def sheet(
     ctx: typer.Context,
-    batch: Annotated[str, batch_argument()],
+    batch: Annotated[
+        str | None,
+        batch_argument("Batch id (or a unique prefix). Omit: the whole catalogue of OUT, whichever batch made each name."),
+    ] = None,
     output: Annotated[
         Path | None,
         typer.Option(
             "--output",
             "-o",
             metavar="FILE.html",
-            help="Where to write the page; its folder must exist. Default: OUT/batches/<batch_id>.html.",
+            help="Where to write the page; its folder must exist. Default: OUT/batches/<batch_id>.html, "
+            "or OUT/batches/catalogue.html without a batch.",
         ),
     ] = None,
     sort: Annotated[
         SheetOrder,
         typer.Option(
             "--sort",
-            help="Source order: ledger (as submitted) or score (lowest crop score first). "
-            "Sources with a crop missing come first either way.",
+            help="Source order: ledger (as submitted; by name without a batch) or score (lowest crop score "
+            "first). Sources with a crop missing come first either way.",
         ),
     ] = SheetOrder.ledger,
+    changed: Annotated[
+        str | None,
+        typer.Option(
+            "--changed",
+            metavar="SINCE",
+            help="Without a batch: only names published after SINCE, a batch id, a duration (2h, 7d) or a "
+            "date or time (UTC).",
+        ),
+    ] = None,
     json_out: bool = False,
     quiet: bool = False,
 ) -> None:
     """Write a contact sheet: every source with its crops drawn on a small copy of it, the crops
     side by side, each with the command that fixes it; failures as one row with their reason.
 
+    Of a batch, or (without BATCH) of every live thumbnail of OUT (--out, else the configured out,
+    else the only OUT the ledger publishes to), reused outputs with the window of their render.
     One self-contained HTML page (no network, no JavaScript) with relative links to the
     outputs; open it in a browser to review the crops. Exit 0 once written, whatever the batch's state.
     """
-    from ..review.sheet import write_contact_sheet
-
     reporter = reporter_for(json_out, quiet)
     with handled(reporter), open_ledger(ledger_target(ctx), read_only=True) as ledger:
-        settings_from_context(ctx)  # the S3 settings, for a batch whose OUT or store is in a bucket
-        reporter.sheet_written(write_contact_sheet(ledger, batch, output, sort=sort.value))
+        settings = settings_from_context(ctx)  # the S3 settings, for an OUT or a store in a bucket
+        if batch is not None:
+            from ..review.sheet import write_contact_sheet
+
+            if changed is not None:
+                raise UsageError("--changed narrows the catalogue's sheet: give it without a batch")
+            reporter.sheet_written(write_contact_sheet(ledger, batch, output, sort=sort.value))
+            return
+        from ..review.catalogue import changed_since, chosen_out, since_of
+        from ..review.cataloguesheet import write_catalogue_sheet
+
+        configured = settings.values["out"]
+        out_dir = chosen_out(ledger, None, None if configured.source == DEFAULT_SOURCE else configured.value)
+        entries = ledger.catalogue.entries(out_dir)
+        since = since_of(ledger, changed) if changed is not None else None
+        if since is not None:
+            entries = changed_since(entries, since)
+        reporter.catalogue_sheet_written(write_catalogue_sheet(out_dir, entries, output, sort=sort.value, since=since))

@@ -28,21 +28,40 @@ class CatalogueEntry:
     size: int
     format: str
     fit: str
-    #: The window of the source the output shows, its score and policy (``{"box", "score", "policy"}``);
-    #: None when no render of it recorded one.
-    crop: dict[str, object] | None
+    #: What the render of the name's bytes recorded (the item's result, with the crop window, the
+    #: framing, the placeholder and the preview of its derivative key's render).
+    result: dict[str, object]
     #: The remembered crop fix for this content and ratio (None: the smart crop).
     focus: tuple[float, float] | None
-    #: The placeholder: ``dominant_colour`` and ``lqip`` (empty when none was recorded).
-    placeholder: dict[str, str]
-    #: The output's width and height, when recorded.
-    width: int | None
-    height: int | None
+    #: The object the name holds (a path in the store, or an ``s3://`` key).
+    object_path: str
+    #: The source's width and height (upright), when known.
+    source_size: tuple[int, int] | None
     alt: str
     #: The version of the bytes at the name (what the mirror and gc compare), and when it was published.
     version: str | None
     changed_at: str
     batch_id: str
+
+    @property
+    def crop(self) -> dict[str, object] | None:
+        """The window of the source the output shows, its score and policy (``{"box", "score",
+        "policy"}``); None when no render of it recorded one."""
+        crop = self.result.get("crop")
+        return crop if isinstance(crop, dict) else None
+
+    @property
+    def placeholder(self) -> dict[str, str]:
+        """The placeholder: ``dominant_colour`` and ``lqip`` (empty when none was recorded)."""
+        return {name: str(self.result[name]) for name in ("dominant_colour", "lqip") if name in self.result}
+
+    @property
+    def width(self) -> int | None:
+        return _whole(self.result.get("width"))
+
+    @property
+    def height(self) -> int | None:
+        return _whole(self.result.get("height"))
 
     @property
     def score(self) -> float | None:
@@ -78,3 +97,7 @@ class CatalogueEntry:
             "changed_at": self.changed_at,
             "batch_id": self.batch_id,
         }
+
+
+def _whole(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

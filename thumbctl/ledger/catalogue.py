@@ -14,10 +14,9 @@ from typing import Protocol
 from ..core.catalogue import CatalogueEntry
 from .backend import Backend, Row
 from .damage import loose_object
+from .intake import CARRIED_FIELDS
 from .sql import catalogue as sql
 
-#: The fields of a render's result that make a name's placeholder.
-_PLACEHOLDER_FIELDS = ("dominant_colour", "lqip")
 
 
 class CataloguePort(Protocol):
@@ -48,9 +47,9 @@ def _entries(rows: list[Row]) -> Iterator[CatalogueEntry]:
     for row in rows:
         item = loose_object(row["item_result"]) or {}
         render = loose_object(row["render"]) or {}
-        recorded = render if "crop" in render else item  # a reused output's own result has no window
-        crop = recorded.get("crop")
+        carried = {name: render[name] for name in CARRIED_FIELDS if name in render}
         focus = None if row["focus_x"] is None else (float(row["focus_x"]), float(row["focus_y"]))
+        width, height = row["source_width"], row["source_height"]
         yield CatalogueEntry(
             name=row["friendly_path"],
             out_dir=row["out_dir"],
@@ -61,17 +60,12 @@ def _entries(rows: list[Row]) -> Iterator[CatalogueEntry]:
             size=int(row["size"]),
             format=row["format"],
             fit=row["fit"] or "cover",
-            crop=crop if isinstance(crop, dict) else None,
+            result=item | carried,  # a reused output's own result has no window: its render's has
             focus=focus,
-            placeholder={name: str(recorded[name]) for name in _PLACEHOLDER_FIELDS if name in recorded},
-            width=_whole(item.get("width", recorded.get("width"))),
-            height=_whole(item.get("height", recorded.get("height"))),
+            object_path=row["object_path"],
+            source_size=(int(width), int(height)) if width and height else None,
             alt=row["alt"] or "",
             version=row["name_version"],
             changed_at=row["changed_at"],
             batch_id=row["batch_id"],
         )
-
-
-def _whole(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

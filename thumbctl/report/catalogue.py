@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..core.catalogue import CatalogueEntry
 from ..core.redact import shown_source
 from .listing import Cell
 from .output import Output
-from .styles import printable
+from .styles import escape, printable
+
+if TYPE_CHECKING:
+    from ..review.cataloguesheet import CatalogueSheetSummary
 
 CATALOGUE_COLUMNS = ("name", "ratio", "size", "format", "crop", "fix", "changed", "source")
 
@@ -41,7 +45,20 @@ def catalogue_cells(entry: CatalogueEntry) -> Sequence[Cell]:
 
 
 class CatalogueReports(Output):
-    """The report of ``catalogue``."""
+    """The reports of ``catalogue`` and of ``sheet`` without a batch."""
+
+    def catalogue_sheet_written(self, summary: CatalogueSheetSummary) -> None:
+        if self.json_mode:
+            self.emit_json(summary.to_json())
+            return
+        self.say(f"Contact sheet of the catalogue of [bold]{escape(summary.out)}[/]: {escape(summary.path)}")
+        unknown = f", {summary.unknown} with no crop window recorded" if summary.unknown else ""
+        self.say(f"  {summary.sources} photos, {summary.names} thumbnails{unknown}")
+        if summary.missing:
+            self.note(
+                f"[yellow]warning[/] [red]{summary.missing} thumbnails are missing[/] "
+                "(shown as placeholders; see thumbctl reconcile)"
+            )
 
     def catalogue(self, out_dir: str, entries: list[CatalogueEntry]) -> None:
         if self.json_lines:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -104,7 +105,7 @@ def write_contact_sheet(
     listed = items
     damaged = tuple(i.damage for i in items if isinstance(i, DamagedItemView) and i.damage is not None)
     items = [shown_as_failure(i) for i in items] if damaged else items
-    outputs = [(item, _shown(item, out)) for item in items]
+    outputs = [(item, linked_output(item, out)) for item in items]
     shown = {item_key(i): p for i, p in outputs if p}
     sizes = ledger.views.source_sizes(view.batch_id)
     page = render_sheet(view, items, sizes, shown, os.path.dirname(target), previews(items), sort=sort)
@@ -126,7 +127,7 @@ def write_contact_sheet(
     )
 
 
-def _shown(item: ItemView, out: OutputTarget) -> str | None:
+def linked_output(item: ItemView, out: OutputTarget) -> str | None:
     """The output a tile links to (see :meth:`~thumbctl.storage.outputs.OutputTarget.shown`)."""
     if item.state != ItemState.SUCCEEDED or not item.object_path or not item.friendly_path:
         return None
@@ -166,25 +167,44 @@ def render_sheet(
     *,
     sort: str = "ledger",
 ) -> str:
-    """The whole page.
+    """The whole page of a batch.
 
     ``shown`` maps each derivative (:func:`item_key`) to its output file, where there is one to show;
     links are relative to ``page_dir``.
     ``photos`` maps item ids to their JPEG previews.
     """
+
+    def header(sources: int, ratios: list[str], colours: dict[str, str]) -> str:
+        return sheet_header(batch, sources, ratios, colours, page_dir)
+
+    return render_page(f"Contact sheet · {batch.batch_id}", header, items, sizes, shown, page_dir, photos, sort=sort)
+
+
+def render_page(
+    title: str,
+    header: Callable[[int, list[str], dict[str, str]], str],
+    items: list[ItemView],
+    sizes: dict[str, tuple[int, int]],
+    shown: dict[ItemKey, str],
+    page_dir: str,
+    photos: dict[str, bytes] | None = None,
+    *,
+    sort: str = "ledger",
+) -> str:
+    """A contact sheet page: ``header`` (given the number of sources, the ratios and their colours)
+    over one card per source (see :func:`render_sheet`)."""
     ratios = list(dict.fromkeys(i.ratio for i in items))
     colours = {r: RATIO_COLOURS[n % len(RATIO_COLOURS)] for n, r in enumerate(ratios)}
     groups = group_by_source(items, shown, sort)
     card = SourceCard(shown, page_dir, colours, photos or {})
     cards = "\n".join(card.render(item_id, group, sizes.get(item_id)) for item_id, group in groups.items())
-    title = f"Contact sheet · {batch.batch_id}"
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
         f"<title>{escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
-        f"{sheet_header(batch, len(groups), ratios, colours, page_dir)}\n"
+        f"{header(len(groups), ratios, colours)}\n"
         f'<main class="sheet">\n{cards}\n</main>\n</body>\n</html>\n'
     )
 
@@ -487,7 +507,7 @@ ul { list-style: none; margin: 0; padding: 0; }
 .tile { display: flex; flex-direction: column; } .tile .recrop { order: 1; }
 .recrop { display: block; width: 0; min-width: calc(100% - 8px); margin: 6px 4px 0; padding: 3px 6px;
   background: #f5f5f4; border: 1px solid var(--line); border-radius: 4px; font-size: 10.5px; color: #57534e;
-  overflow-wrap: anywhere; user-select: all; -webkit-user-select: all; }
+  white-space: pre-wrap; overflow-wrap: normal; overflow-x: auto; user-select: all; -webkit-user-select: all; }
 .source.compact { display: flex; flex-wrap: wrap; align-items: baseline; gap: 4px 14px; padding: 8px 16px; }
 .compact h2 { font-size: 14px; font-weight: 600; margin: 0; overflow-wrap: anywhere; } .compact .dims { margin: 0; }
 .outcomes { display: flex; flex-direction: column; gap: 2px; flex: 1 1 320px; font-size: 13px; }

@@ -8,7 +8,8 @@ from . import query
 #: fix remembered for its content and ratio, in name order.
 ENTRIES = query(
     "catalogue_entries",
-    "SELECT n.friendly_path, n.out_dir, n.source, n.source_root, n.ratio, n.size, n.format, n.name_version, "
+    "SELECT n.friendly_path, n.out_dir, n.object_path, n.source, n.source_root, n.ratio, n.size, n.format, "
+    "n.name_version, i.source_width, i.source_height, "
     "coalesce(n.changed_at, n.published_at) AS changed_at, n.batch_id, i.source_digest, i.fit, i.alt, i.result AS item_result, d.result AS render, "
     "f.focus_x, f.focus_y FROM names n LEFT JOIN items i ON i.id = n.item_row "
     "LEFT JOIN derivatives d ON d.derivative_key = n.derivative_key "

@@ -1,0 +1,154 @@
+"""The contact sheet of an OUT: every live photo of the catalogue with its current crop windows,
+scores and fix lines, whichever batch made each name (a reused output's window is its render's).
+
+It is the batch sheet's page (:func:`.sheet.render_page`) over the catalogue's entries, written to
+``OUT/batches/catalogue.html`` unless ``-o`` names a file; its header says which OUT, how many
+photos and names, how many carry a crop fix, and since when the page lists changes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path, PurePosixPath
+
+from ..core.catalogue import CatalogueEntry
+from ..core.display import shown
+from ..core.errors import CannotWrite
+from ..core.models import ItemState, ItemView
+from ..core.redact import shown_source
+from ..storage.locations import is_s3, output_target_at
+from .sheet import item_key, linked_output, previews, render_page, timestamp
+
+#: The page's name in OUT/batches/ (a batch sheet is ``<batch_id>.html``; no batch id is this).
+CATALOGUE_PAGE = "catalogue"
+
+
+@dataclass(frozen=True)
+class CatalogueSheetSummary:
+    """What ``thumbctl sheet`` (without a batch) wrote."""
+
+    out: str
+    path: str
+    sources: int
+    names: int
+    #: Names whose output file is gone (shown as placeholders).
+    missing: int
+    #: Names whose render recorded no crop window (shown without one).
+    unknown: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "out": self.out,
+            "path": self.path,
+            "sources": self.sources,
+            "names": self.names,
+            "missing": self.missing,
+            "unknown": self.unknown,
+        }
+
+
+def write_catalogue_sheet(
+    out_dir: str,
+    entries: list[CatalogueEntry],
+    path: Path | None = None,
+    *,
+    sort: str = "ledger",
+    since: str | None = None,
+) -> CatalogueSheetSummary:
+    """Write the contact sheet of ``entries``, the live names of ``out_dir`` (all, or those changed
+    after ``since``), to ``path`` (default ``OUT/batches/catalogue.html``; its folder must exist).
+    ``sort``: ``ledger`` (by name) or ``score`` (the lowest crop score first)."""
+    out = output_target_at(out_dir)
+    target = out.page_path(CATALOGUE_PAGE, path)
+    items = [item_of(entry) for entry in entries]
+    linked = {item_key(item): link for item in items if (link := linked_output(item, out))}
+    sizes = {item.item_id: entry.source_size for item, entry in zip(items, entries, strict=True) if entry.source_size}
+    page_dir = os.path.dirname(target)
+
+    def header(sources: int, ratios: list[str], colours: dict[str, str]) -> str:
+        return catalogue_header(out_dir, entries, sources, ratios, colours, since)
+
+    page = render_page("Catalogue · " + shown_out(out_dir), header, items, sizes, linked, page_dir, previews(items), sort=sort)
+    try:
+        out.write_page(target, page, create_folder=path is None)
+    except OSError as exc:
+        raise CannotWrite(f"cannot write the contact sheet to {target}: {exc.strerror or exc}") from exc
+    return CatalogueSheetSummary(
+        out=out_dir,
+        path=target,
+        sources=len({item.item_id for item in items}),
+        names=len(items),
+        missing=sum(1 for item in items if item_key(item) not in linked),
+        unknown=sum(1 for entry in entries if entry.crop is None and entry.fit == "cover"),
+    )
+
+
+def item_of(entry: CatalogueEntry) -> ItemView:
+    """A live name as the sheet draws an item: its source by its path under its root."""
+    return ItemView(
+        item_id=source_id(entry),
+        source=entry.source,
+        ratio=entry.ratio,
+        state=ItemState.SUCCEEDED,
+        attempt=1,
+        error_code=None,
+        error_detail=None,
+        derivative_key=None,
+        object_path=entry.object_path,
+        friendly_path=entry.name,
+        updated_at=entry.changed_at,
+        result=entry.result,
+        size=entry.size,
+        format=entry.format,
+        alt=entry.alt,
+    )
+
+
+def source_id(entry: CatalogueEntry) -> str:
+    """How a card names its photo: the path under its source root, else the source as shown."""
+    root = entry.source_root
+    if root and not is_s3(entry.source) and entry.source.startswith(root.rstrip("/") + "/"):
+        return str(PurePosixPath(entry.source).relative_to(root))
+    return shown_source(entry.source)
+
+
+def shown_out(out_dir: str) -> str:
+    """OUT as the page names it: an ``s3://`` location, ``~/…`` under the home folder, else its own name
+    (the page lives in it: no absolute local path is written into OUT)."""
+    if is_s3(out_dir):
+        return out_dir
+    named = shown(Path(out_dir))
+    return named if named.startswith("~") else Path(out_dir).name
+
+
+def catalogue_header(
+    out_dir: str,
+    entries: list[CatalogueEntry],
+    sources: int,
+    ratios: list[str],
+    colours: dict[str, str],
+    since: str | None,
+) -> str:
+    fixed = sum(1 for entry in entries if entry.focus is not None)
+    unknown = sum(1 for entry in entries if entry.crop is None and entry.fit == "cover")
+    counts = [(sources, "photos"), (len(entries), "thumbnails"), (fixed, "with a crop fix")]
+    if unknown:
+        counts.append((unknown, "crop window unknown"))
+    listed = "".join(f'<li class="count"><b>{n}</b> {escape(what)}</li>' for n, what in counts)
+    legend = "".join(f'<li><i style="--c:{colours[r]}"></i>{escape(r)}</li>' for r in ratios)
+    newest = max((entry.changed_at for entry in entries), default=None)
+    facts = [("out", escape(shown_out(out_dir))), ("last change", timestamp(newest))]
+    if since is not None:
+        facts.append(("changed after", timestamp(since)))
+    dl = "".join(f"<div><dt>{escape(k)}</dt><dd>{v}</dd></div>" for k, v in facts)
+    return (
+        '<header class="batch">\n'
+        '<div class="title"><h1>Catalogue</h1>'
+        f'<code class="batch-id">{escape(shown_out(out_dir))}</code></div>\n'
+        f'<ul class="counts">{listed}</ul>\n'
+        f'<dl class="facts">{dl}</dl>\n'
+        f'<ul class="legend" aria-label="crop windows">{legend}</ul>\n'
+        "</header>"
+    )
