@@ -1339,7 +1339,8 @@ def test_the_command_a_detached_submit_suggests_renders_it_and_says_what_this_ho
 
 
 def test_the_batch_list_shows_each_batchs_out(cli, photos: Path, tmp_path: Path) -> None:
-    """Two batches of one folder to two OUTs are told apart by their OUT."""
+    """Two batches of one folder to two OUTs are told apart by their OUT, written whole to a pipe
+    however long the paths (a terminal cuts the table to its width)."""
     for out in ("shop", "site"):
         code, _, _ = submit_json(cli, photos, tmp_path / out, "-r", "1:1", "--detach")
         assert code == 0

@@ -207,16 +207,18 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     return lambda *args: runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
-def test_submit_delete_dry_run_lists_what_delete_then_removes(cli, photos: Path, out_dir: Path) -> None:
+def test_submit_delete_dry_run_lists_what_delete_then_renders_and_removes(cli, photos: Path, out_dir: Path) -> None:
     assert cli("submit", photos, "--out", out_dir, "-r", "1:1", "-w", "1", "-q").exit_code == 0
     os.unlink(photos / "coffee.png")
+    make_image(photos / "new.jpg", (320, 240), "JPEG", seed=7)
     before = files_in(out_dir)
     dry = cli("submit", photos, "--out", out_dir, "-r", "1:1", "--delete", "--dry-run", "--json")
     assert dry.exit_code == 0, dry.stdout
-    gone = str(out_dir / "coffee.1x1.jpg")
+    gone, new = str(out_dir / "coffee.1x1.jpg"), str(out_dir / "new.1x1.jpg")
     assert json.loads(dry.stdout) == {
         "mirrored": {
             "dry_run": True,
+            "rendered": [new],  # the three photos still there reuse their outputs
             "removed": [gone],
             "kept_edited": [],
             "kept_dropped": [],
@@ -228,12 +230,17 @@ def test_submit_delete_dry_run_lists_what_delete_then_removes(cli, photos: Path,
     }
     assert files_in(out_dir) == before
     human = cli("submit", photos, "--out", out_dir, "-r", "1:1", "--delete", "--dry-run")
-    assert human.stdout == f"mirror (--dry-run) would remove 1 thumbnail\n  would remove {gone}\n"
+    assert human.stdout == (
+        f"submit (--dry-run) would render 1 thumbnail\n  would render {new}\n"
+        f"mirror (--dry-run) would remove 1 thumbnail\n  would remove {gone}\n"
+    )
     done = cli("submit", photos, "--out", out_dir, "-r", "1:1", "--delete", "-w", "1", "--json")
     assert done.exit_code == 0
     doc = json.loads(done.stdout)
     assert doc["state"] == "succeeded" and doc["mirrored"]["removed"] == [gone] and not doc["mirrored"]["dry_run"]
-    assert not os.path.exists(gone) and len(files_in(out_dir)) == 3
+    assert not os.path.exists(gone) and os.path.exists(new) and len(files_in(out_dir)) == 4
+    again = cli("submit", photos, "--out", out_dir, "-r", "1:1", "--delete", "--dry-run", "--json")
+    assert json.loads(again.stdout)["mirrored"]["rendered"] == []  # a replay renders nothing
 
 
 def test_mirror_usage_errors_exit_2(cli, photos: Path, out_dir: Path) -> None:

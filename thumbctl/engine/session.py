@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..config.options import RunOptions, SubmitOptions
 from ..core.errors import Interrupted
-from ..core.models import BatchView
+from ..core.models import BatchView, ItemState
 from ..intake import acceptance, submission
+from ..intake.carryover import carried_over
 from ..intake.prepared import IntakeReport, PreparedSubmission
 from ..ledger import Ledger
 from .runner import RunObserver, RunResult, SilentObserver, run_batch
@@ -192,8 +193,8 @@ class SubmitSession:
         return acceptance.submit(ledger, self.read(ledger, source), self.options.limits)
 
     def plan(self, source: Path | str) -> tuple[IntakeReport, MirrorReport]:
-        """``--dry-run``: what the mirror would remove once the batch of ``source`` succeeded; nothing
-        is recorded."""
+        """``--dry-run``: what the batch of ``source`` would render, and what the mirror would remove
+        once it succeeded; nothing is recorded."""
         from ..upkeep.mirror import plan_mirror
 
         mirror = self.mirror or Mirror()
@@ -202,7 +203,10 @@ class SubmitSession:
             prepared = self.read(ledger, source)
             folder = self._folder(prepared)
             plan = plan_mirror(ledger, prepared.batch, folder, dropped=mirror.dropped, excluded=mirror.excluded)
-            return prepared.report, plan
+            new, resume = carried_over(ledger, prepared)  # the outputs earlier runs made are reused
+            replayed = not resume and ledger.intake.batch_for_key(new.idempotency_key) is not None
+            queued = [item.friendly_path or item.item_id for item in new.items if item.state == ItemState.QUEUED]
+            return prepared.report, replace(plan, rendered=() if replayed else tuple(queued))
 
     def retry(self, batch: str, *, detach: bool = False) -> Outcome:
         """``retry``: a cancelled batch resumed as its submit again would (a new batch of its key,

@@ -48,6 +48,9 @@ class MirrorReports(Output):
             self.say(f"  mirror: nothing removed, {escape(report.skipped)}")
             return
         if report.dry_run:
+            self.say(f"submit (--dry-run) would render {plural(len(report.rendered), 'thumbnail')}")
+            for path in report.rendered:
+                self.say(f"  would render {escape(path)}")
             self.say(f"mirror (--dry-run) would remove {plural(len(report.removed), 'thumbnail')}")
             for path in report.removed:
                 self.say(f"  would remove {escape(path)}")

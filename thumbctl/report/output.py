@@ -224,8 +224,22 @@ class Output:
     # -- pieces ---------------------------------------------------------------
 
     def table(self, table: Table) -> None:
-        if not (self.quiet or self.json_mode):
-            self.results.print(table)
+        """A result table: on a terminal cut to its width; elsewhere as wide as its cells, so a pipe
+        gets every path whole."""
+        if self.quiet or self.json_mode:
+            return
+        console = self.results
+        if console.is_terminal:
+            console.print(table)
+            return
+        from rich.measure import Measurement
+
+        kept = console.width
+        console.width = max(kept, Measurement.get(console, console.options.update_width(1 << 16), table).maximum)
+        try:
+            console.print(table)
+        finally:
+            console.width = kept
 
     def counts_line(self, batch: BatchView, line: Callable[[str], None] | None = None) -> None:
         parts = [f"{styled(s)} {batch.counts[s]}" for s in ITEM_STATES if batch.counts[s]]

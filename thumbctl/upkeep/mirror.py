@@ -161,10 +161,13 @@ class MirrorReport:
     errors: tuple[str, ...] = ()
     #: Names whose source is not in the batch but not known to be gone either, with why.
     kept: tuple[KeptName, ...] = ()
+    #: With ``dry_run``: the names the batch would render (new or changed photos; reused outputs are not).
+    rendered: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
             "dry_run": self.dry_run,
+            "rendered": list(self.rendered),
             "removed": list(self.removed),
             "kept_edited": list(self.kept_edited),
             "kept_dropped": list(self.kept_dropped),
