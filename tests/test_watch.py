@@ -151,9 +151,26 @@ def test_a_file_that_never_stops_growing_holds_the_round_back_and_is_named_every
         assert watcher.check() is None
         clock.now += 1.0
     [waiting] = watcher.settling.unsettled(clock())
-    assert (waiting.path, waiting.changing_for) == ("upload.jpg", 40.0)
+    # there at the first scan, so settled until seen changing: from the second scan, 39 s ago
+    assert (waiting.path, waiting.changing_for) == ("upload.jpg", 39.0)
     assert recorder.waits == [["upload.jpg"]] * 8  # at the start, then every 5 s
     assert recorder.rounds == [] and not db.exists()
+
+
+def test_files_there_before_the_watch_are_not_named_as_settling_unless_they_change(tmp_path: Path) -> None:
+    photos = tmp_path / "photos"
+    for n in range(14):
+        make_image(photos / f"p{n}.jpg", (64, 48), "JPEG", seed=n)
+    clock, recorder = Clock(), Recorder()
+    options = SubmitOptions(out_dir=tmp_path / "out", store_dir=tmp_path / "store", profile=SQUARE)
+    db = tmp_path / "ledger.db"
+    watcher = Watcher(photos, db, options, RunOptions(workers=1), WatchOptions(settle=2.0), recorder, clock=clock)
+    assert watcher.check() is None  # the first round waits for a quiet folder...
+    assert recorder.waits == [] and watcher.settling.unsettled(clock()) == []  # ...naming none of the 14
+    make_image(photos / "p3.jpg", (64, 48), "JPEG", seed=99)  # touched after the watch started
+    clock.now += 1.0
+    assert watcher.check() is None
+    assert recorder.waits == [["p3.jpg"]]
 
 
 # -- the command, in real processes -------------------------------------------------------------
@@ -253,11 +270,8 @@ def test_dropped_changed_renamed_and_deleted_photos_are_followed_and_mirrored(
 def test_a_file_still_being_written_is_held_back_until_it_is_whole_and_settled(tmp_path: Path) -> None:
     env = Watch(tmp_path)
     whole = make_image(tmp_path / "new.jpg", (320, 240), "JPEG", seed=7).read_bytes()
-    proc, out, err = env.watch(fault="pause:watch_unsettled")
-    env.paused("watch_unsettled", process=proc)  # the first scan: every photo is new
-    env.release()
-    out.wait_for("round 1:")
-    (env.faults / "release").unlink()  # from here on, the watcher pauses whenever a file is settling
+    proc, out, err = env.watch(fault="pause:watch_unsettled")  # it pauses whenever a file is settling
+    out.wait_for("round 1:")  # the photos there before it started were not: the first round never paused
 
     with frozen(proc):
         (env.photos / "new.jpg").write_bytes(whole[: len(whole) // 2])
@@ -337,9 +351,11 @@ def test_out_inside_the_folder_is_left_out_of_the_scan_as_submit_does(tmp_path: 
     proc = env.start("watch", env.photos, "--out", inside, "--settle", "0.3s", "--ratio", "1:1", "-w", "1")
     out = Lines(proc.proc.stdout)  # type: ignore[arg-type]
     assert "3 sources submitted" in out.wait_for("round 1:")
+    assert out.wait_for("contact sheet").strip().startswith(f"contact sheet {(inside / 'batches').resolve().as_uri()}/b_")
     with frozen(proc):
         make_image(env.photos / "porch.jpg", (400, 300), "JPEG", seed=4)
     assert "4 sources submitted, 1 new or changed, 3 unchanged" in out.wait_for("round 2:")
+    assert "contact sheet file://" in out.wait_for("contact sheet")  # each round links its page
     proc.interrupt()
     assert proc.wait(timeout=60) == 130
     assert (inside / "porch.1x1.jpg").exists()

@@ -144,10 +144,13 @@ class Settling:
     submitted: dict[str, Stat] | None = None
 
     def observe(self, stats: dict[str, Stat], now: float) -> None:
+        """Take a scan of the folder at ``now``. The files of the first scan were there before the
+        watch: settled unless they change (the first round still waits for a quiet folder)."""
+        first = not self.seen and not self.since
         if set(stats) != set(self.seen):
             self.listing_changed = now
         for path, current in stats.items():
-            if self.seen.get(path) == current:
+            if self.seen.get(path) == current or first:
                 continue
             if path not in self.seen or path not in self.changing_since or self._settled(path, now):
                 self.changing_since[path] = now  # a new run of changes starts

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..core.errors import ExitCode, Interrupted, UnavailableError
 from ..core.models import BatchState, BatchView, ItemState
 from .mirror import MirrorReports
-from .styles import escape, plural, printable, styled
+from .styles import escape, page_link, plural, printable, styled
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
     from collections.abc import Sequence
@@ -198,8 +198,7 @@ class RunReports(MirrorReports):
             )
             self.say(f"  thumbnails in {escape(batch.out_dir)}, {manifest}")
         if sheet:
-            shown = sheet if sheet.startswith("s3://") else Path(sheet).as_uri()  # a bucket's sheet is no file
-            self.say(f"  contact sheet {escape(shown)}")
+            self.say(f"  contact sheet {escape(page_link(sheet))}")
         for error in scan_errors:
             where = f"{escape(error.path)} ({escape(error.detail)})"
             self.say(f"  [yellow]not read[/] {where}: its photos are not in this batch")

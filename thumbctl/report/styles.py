@@ -79,3 +79,10 @@ def bare_table(**options: Any) -> Table:
     from rich.table import Table
 
     return Table(box=None, pad_edge=False, **options)
+
+
+def page_link(page: str) -> str:
+    """A page thumbctl wrote, as a link to open: ``file://`` for a file, the ``s3://`` location of one in a bucket."""
+    from pathlib import Path
+
+    return page if page.startswith("s3://") else Path(page).as_uri()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..core.models import ItemState
 from .mirror import MirrorReports
-from .styles import escape, format_age, plural, styled
+from .styles import escape, format_age, page_link, plural, styled
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -63,6 +63,8 @@ class WatchReports(MirrorReports):
             }
             if done.mirrored is not None:
                 doc["mirrored"] = done.mirrored.to_json()
+            if done.run is not None and done.run.sheet_path:
+                doc["sheet"] = done.run.sheet_path
             self.emit_json(doc)
             return
         replayed = " (replayed)" if batch.replayed else ""
@@ -73,6 +75,8 @@ class WatchReports(MirrorReports):
         )
         if failed:
             self.failure_summary(batch)
+        if done.run is not None and done.run.sheet_path:
+            self.say(f"  contact sheet {escape(page_link(done.run.sheet_path))}")
         mirrored = done.mirrored
         said = mirrored is not None and (mirrored.removed or mirrored.kept_edited or mirrored.errors or mirrored.kept)
         if mirrored is not None and (said or mirrored.skipped):
