@@ -560,7 +560,7 @@ def test_reconcile_and_gc_on_an_empty_ledger_are_clean(cli, tmp_path: Path) -> N
     result = cli("reconcile", "--json")
     assert (result.exit_code, json.loads(result.stdout)) == (
         0,
-        {"findings": [], "clean": True, "objects": {"checked": 0, "decoded": 0, "unchanged": 0}},
+        {"findings": [], "clean": True, "objects": {"checked": 0, "decoded": 0, "unchanged": 0, "matched": 0}},
     )
     result = cli("gc", "--older-than", "30d", "--json")
     assert result.exit_code == 0
@@ -593,19 +593,23 @@ def test_reconcile_exits_1_while_findings_remain_and_0_once_repaired(cli, photos
     found = cli("reconcile", "--json")
     assert (found.exit_code, json.loads(found.stdout)) == (
         1,
-        {"findings": [finding], "clean": False, "objects": {"checked": 4, "decoded": 3, "unchanged": 0}},
+        {
+            "findings": [finding],
+            "clean": False,
+            "objects": {"checked": 4, "decoded": 3, "unchanged": 0, "matched": 0},
+        },
     )
     human = cli("reconcile")
     assert human.exit_code == 1 and human.stderr == ""
     assert f"object_missing {batch['batch_id']} {item['item_id']} 1:1: the object is missing" in human.stdout
-    assert "4 objects checked: 0 decoded, 3 unchanged since they last decoded (--deep decodes all)" in human.stdout
+    assert "4 objects checked: 3 unchanged since they last decoded, 1 found wrong without decoding" in human.stdout
     fixed = cli("reconcile", "--repair", "--json")
     assert (fixed.exit_code, json.loads(fixed.stdout)) == (
         0,
         {
             "findings": [{**finding, "repaired": True}],
             "clean": True,
-            "objects": {"checked": 4, "decoded": 0, "unchanged": 3},
+            "objects": {"checked": 4, "decoded": 0, "unchanged": 3, "matched": 0},
         },
     )
     assert cli("reconcile").exit_code == 0
@@ -906,7 +910,7 @@ def test_a_submit_that_reuses_outputs_takes_their_friendly_names_back(cli, tmp_p
     clean = cli("reconcile", "--json")
     assert (clean.exit_code, json.loads(clean.stdout)) == (
         0,
-        {"findings": [], "clean": True, "objects": {"checked": 2, "decoded": 2, "unchanged": 0}},
+        {"findings": [], "clean": True, "objects": {"checked": 2, "decoded": 2, "unchanged": 0, "matched": 0}},
     )
 
 

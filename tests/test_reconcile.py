@@ -584,7 +584,7 @@ def test_reconcile_beside_a_live_worker_pool_changes_nothing_live(env: Env) -> N
     assert json.loads(result.stdout) == {
         "findings": [],
         "clean": True,
-        "objects": {"checked": 0, "decoded": 0, "unchanged": 0},
+        "objects": {"checked": 0, "decoded": 0, "unchanged": 0, "matched": 0},
     }
     assert live_rows(env.db) == before
     assert sorted((env.store / ".tmp").iterdir()) == temps

@@ -143,9 +143,10 @@ def test_reconcile_of_a_batch_in_a_bucket_is_clean_by_head_alone_and_a_deleted_o
         f"batches/{s3_batch.batch_id}.json",
         *THUMBNAILS,
     ]
-    clean = {"findings": [], "clean": True, "objects": {"checked": 4, "decoded": 0, "unchanged": 0}}
+    clean = {"findings": [], "clean": True, "objects": {"checked": 4, "decoded": 0, "unchanged": 0, "matched": 4}}
     assert reconciled(s3_batch) == (0, clean)
-    assert reconciled(s3_batch, "--deep") == (0, {**clean, "objects": {"checked": 4, "decoded": 4, "unchanged": 0}})
+    deep = {"checked": 4, "decoded": 4, "unchanged": 0, "matched": 0}
+    assert reconciled(s3_batch, "--deep") == (0, {**clean, "objects": deep})
     item = next(i for i in s3_batch.status_items() if i["item_id"] == "garden.jpeg")
     obstore.delete(s3_batch.bucket, s3_batch.key(item["object_path"]))
     finding = {
@@ -157,7 +158,7 @@ def test_reconcile_of_a_batch_in_a_bucket_is_clean_by_head_alone_and_a_deleted_o
         "detail": "the object is missing",
         "repaired": False,
     }
-    checked = {"checked": 4, "decoded": 0, "unchanged": 0}
+    checked = {"checked": 4, "decoded": 0, "unchanged": 0, "matched": 3}  # and 1 found missing
     assert reconciled(s3_batch) == (1, {"findings": [finding], "clean": False, "objects": checked})
     assert reconciled(s3_batch, "--repair") == (
         0,
@@ -196,7 +197,10 @@ def test_a_damaged_object_in_a_bucket_is_found_by_head_or_only_by_deep(s3_batch:
     code, deep = reconciled(s3_batch, "--deep")
     damaged = ("garden.jpeg", "the object holds bytes that no longer match the checksum kept with it (damaged)")
     assert code == 1 and sorted((f["item_id"], f["detail"]) for f in deep["findings"]) == sorted([*by_head, damaged])
-    assert deep["objects"] == {"checked": 4, "decoded": 1, "unchanged": 0}
+    assert deep["objects"] == {"checked": 4, "decoded": 1, "unchanged": 0, "matched": 0}  # and 3 wrong by head
+    summary = s3_batch.cli("reconcile")
+    said = "4 objects checked: 1 matched by the size and checksum kept with them, 3 found wrong without decoding"
+    assert summary.exit_code == 1 and said in summary.stdout  # parts that add up to what was checked
 
 
 @SQLITE_ONLY
@@ -282,6 +286,7 @@ def test_the_mirror_on_an_s3_out_removes_a_gone_sources_name_and_leaves_an_edite
         report = mirror_batch(ledger, later, FolderView(os.path.realpath(photos), ScanRules()))
     assert report.to_json() == {
         "dry_run": False,
+        "rendered": [],
         "removed": [f"{s3_batch.out}/coffee.1x1.jpg"],
         "kept_edited": [f"{s3_batch.out}/garden.1x1.jpg"],
         "kept_dropped": [],

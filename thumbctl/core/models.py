@@ -545,11 +545,11 @@ class ObjectStamp:
 @dataclass(frozen=True)
 class ReconcileReport:
     findings: tuple[Finding, ...]
-    #: Objects of succeeded items checked; of them, how many were decoded and how many were
-    #: unchanged since they last decoded without fault (so not decoded again).
+    #: Objects checked: decoded, unchanged since last decoded, or matched by a bucket's kept checksum; else wrong.
     objects_checked: int = 0
     objects_decoded: int = 0
     objects_unchanged: int = 0
+    objects_matched: int = 0
 
     @property
     def remaining(self) -> tuple[Finding, ...]:
@@ -568,6 +568,7 @@ class ReconcileReport:
                 "checked": self.objects_checked,
                 "decoded": self.objects_decoded,
                 "unchanged": self.objects_unchanged,
+                "matched": self.objects_matched,
             },
         }
 

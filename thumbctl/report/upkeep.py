@@ -74,10 +74,17 @@ class UpkeepReports(Output):
 
 
 def objects_line(report: ReconcileReport) -> str:
-    return (
-        f"{plural(report.objects_checked, 'object')} checked: {report.objects_decoded} decoded, "
-        f"{report.objects_unchanged} unchanged since they last decoded (--deep decodes all)"
-    )
+    """How the objects were checked, in parts that add up to how many were."""
+    wrong = report.objects_checked - report.objects_decoded - report.objects_unchanged - report.objects_matched
+    parts = [
+        (report.objects_decoded, "decoded"),
+        (report.objects_unchanged, "unchanged since they last decoded"),
+        (report.objects_matched, "matched by the size and checksum kept with them"),
+        (wrong, "found wrong without decoding"),
+    ]
+    how = ", ".join(f"{count} {what}" for count, what in parts if count) or "none"
+    deep = " (--deep decodes all)" if report.objects_unchanged or report.objects_matched else ""
+    return f"{plural(report.objects_checked, 'object')} checked: {how}{deep}"
 
 
 def finding_line(finding: Finding) -> str:

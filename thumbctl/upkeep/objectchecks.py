@@ -27,11 +27,13 @@ DEEP_READ_LIMIT = COMPARE_READ_LIMIT
 
 class ObjectCheck(NamedTuple):
     """Why an object is not what it must be (None: sound), its file's stamp when sound (a local
-    file), and whether it had to be decoded to know."""
+    file), whether it had to be decoded to know, and whether the size and checksum kept with it (a
+    bucket's object) vouched for it instead."""
 
     problem: str | None
     stamp: ObjectStamp | None = None
     decoded: bool = False
+    matched: bool = False
 
 
 def _expected_size(item: PublishedItem) -> tuple[int, int]:
@@ -72,7 +74,7 @@ def object_problem(
     if item.output_sha256 is not None and peek.checksum != item.output_sha256:
         return ObjectCheck("holds other bytes than were published (its checksum differs)")
     if not deep:
-        return ObjectCheck(None)
+        return ObjectCheck(None, matched=True)
     try:
         data = store.read(name, DEEP_READ_LIMIT)
     except FileNotFoundError:
@@ -96,6 +98,7 @@ class ObjectChecks:
     sound: dict[str, ObjectStamp] = field(default_factory=dict)
     decoded: int = 0
     unchanged: int = 0
+    matched: int = 0
 
     def check(self, item: PublishedItem) -> str | None:
         path = item.object_path
@@ -104,6 +107,7 @@ class ObjectChecks:
             checked = self._checked(item, known)
             self.decoded += checked.decoded
             self.unchanged += checked.stamp is not None and checked.stamp == known
+            self.matched += checked.matched
             self.verdicts[path] = checked.problem
             if checked.stamp is not None:
                 self.sound[path] = checked.stamp

@@ -71,7 +71,7 @@ def reconcile(
     findings = tuple(repaired(p) for p in problems) if repair else tuple(p.finding for p in problems)
     if repair:
         remove_empty_temp_folders(ledger, scope)
-    return ReconcileReport(findings, len(checks.verdicts), checks.decoded, checks.unchanged)
+    return ReconcileReport(findings, len(checks.verdicts), checks.decoded, checks.unchanged, checks.matched)
 
 
 def _problems(
