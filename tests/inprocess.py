@@ -3,7 +3,8 @@ ledger's records), not about how a run of processes behaves.
 
 A ``submit --detach`` records the batch as a foreground ``submit`` does; :func:`render_here` then
 renders it with one worker in this process (the worker of :mod:`thumbctl.engine.worker`, as a
-pool's process runs it) and writes the batch's manifest as the foreground run does at its end.
+pool's process runs it) and writes the batch's manifest and OUT's site manifest as the foreground
+run does at its end.
 The contact sheet is not written (a foreground run's ``--no-sheet``). Runs of real processes, their
 signals, crashes and exit codes stay with :class:`harness.Thumbctl`.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from thumbctl import Ledger
 from thumbctl.core.faults import Faults
 from thumbctl.core.retries import Backoff
-from thumbctl.engine.runner import write_batch_manifest
+from thumbctl.engine.runner import site_manifests, write_batch_manifest
 from thumbctl.engine.worker import WorkerConfig, run_worker
 from thumbctl.review.markup import manifest_present
 
@@ -35,6 +36,8 @@ def render_here(db: str | Path, batch_id: str) -> None:
         assert batch.is_terminal, batch
         if processed or not manifest_present(batch):
             write_batch_manifest(ledger, batch)
+        if processed:
+            site_manifests(ledger, [batch.out_dir])
 
 
 def submit_here(cli: Thumbctl, *args: object, states: tuple[str, ...] = ("succeeded",)) -> dict:

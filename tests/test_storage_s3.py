@@ -8,12 +8,14 @@ import contextlib
 import datetime
 import hashlib
 import http.client
+import json
 import os
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +66,10 @@ def store_at(url: str) -> S3ObjectStore:
     store = object_store_at(url)
     assert isinstance(store, S3ObjectStore)
     return store
+
+
+#: Writers of one swapped document racing in the swap test: each conflict is one more try (at most 5).
+SWAP_WRITERS = 5
 
 
 def target_at(url: str) -> S3OutputTarget:
@@ -204,6 +210,27 @@ def test_concurrent_puts_of_one_key_create_it_exactly_once(s3_server: WeedServer
     assert {n: outcomes[(n, "duplicate")] for n in range(KEYS)} == dict.fromkeys(range(KEYS), WRITERS - 1)
     for n in range(KEYS):
         assert store.read(f"{key(n)}.jpg", 1 << 20) == f"object {n}".encode() * 100
+
+
+def test_a_swapped_document_ends_at_the_newest_generation_whatever_the_order_of_its_writers(s3_url: str) -> None:
+    """Five writers of generations 1-5 released at once (the site manifest's swap, ``If-Match``):
+    the newest stands, whichever wrote last; a document thumbctl did not write is never replaced."""
+    from thumbctl.review.sitemanifest import TAKEN, kept_for
+
+    out = target_at(f"{s3_url}/swap-{uuid.uuid4().hex[:8]}")
+    start = threading.Barrier(SWAP_WRITERS)
+
+    def write(generation: int) -> str | None:
+        doc = json.dumps({"generator": "thumbctl", "generation": generation}).encode()
+        start.wait()
+        return out.swap_document("thumbctl.json", doc, lambda held: kept_for(generation, held), 1 << 20)
+
+    with ThreadPoolExecutor(SWAP_WRITERS) as pool:
+        list(pool.map(write, range(1, SWAP_WRITERS + 1)))
+    assert json.loads(out.read_document("thumbctl.json", 1 << 20) or b"")["generation"] == SWAP_WRITERS
+    out.write_document("thumbctl.json", b"a user's own file")
+    assert out.swap_document("thumbctl.json", b"{}", lambda held: kept_for(99, held), 1 << 20) == TAKEN
+    assert out.read_document("thumbctl.json", 1 << 20) == b"a user's own file"
 
 
 # -- retries ----------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ..core.models import BatchView
     from ..engine.runner import RunObserver, RunResult
     from ..engine.session import Admission, Mirror, Outcome, SubmitSession
+    from ..review.sitemanifest import SiteManifestWrite
     from ..intake.prepared import IntakeReport
     from ..report.reporter import Reporter
     from ..sources.scan import ScanError
@@ -104,8 +105,15 @@ def outcome_exit_code(
 
 
 def rendered_exit_code(outcome: Outcome, max_failures: int) -> ExitCode:
-    """Exit code of a session that rendered its batch here."""
-    return outcome_exit_code(outcome.batch, outcome.interrupted, max_failures, outcome.report.scan_errors)
+    """Exit code of a session that rendered its batch here; 1 also when a ``thumbctl.json`` that
+    thumbctl did not write kept the site manifest from being written."""
+    code = outcome_exit_code(outcome.batch, outcome.interrupted, max_failures, outcome.report.scan_errors)
+    return ExitCode.PARTIAL if code == ExitCode.OK and site_taken(outcome.site_manifests) else code
+
+
+def site_taken(written: Sequence[SiteManifestWrite]) -> bool:
+    """Whether a ``thumbctl.json`` thumbctl did not write stood in the way of a site manifest."""
+    return any(site.taken for site in written)
 
 
 class SessionReporter:
@@ -160,6 +168,8 @@ class SessionReporter:
         budget, scan_errors = self.max_failures, outcome.report.scan_errors
         final = replace(outcome.batch, replayed=outcome.submitted.replayed)
         self.reporter.manifest_errors(run.manifest_errors)
+        self.reporter.manifest_errors(outcome.site_errors, "site manifest")
+        self.reporter.site_manifests_kept(outcome.site_manifests)
         self.reporter.sheet_error(run.sheet_error)
         self.reporter.finished(
             final,
@@ -318,8 +328,9 @@ def admission_wanted(retry: bool, wait: str) -> Admission | None:
 def submit_exit(outcome: Outcome, max_failures: int) -> NoReturn:
     """Exit as a submit's session ended (its run reported already): a scan that could not read some
     folder exits 1, also with ``--detach``."""
-    if outcome.run is None:  # --detach: recorded, rendered by `thumbctl work`
-        raise typer.Exit(int(ExitCode.PARTIAL if outcome.report.scan_errors else ExitCode.OK))
+    if outcome.run is None:  # --detach (rendered by `thumbctl work`), or nothing to render
+        taken = site_taken(outcome.site_manifests)
+        raise typer.Exit(int(ExitCode.PARTIAL if outcome.report.scan_errors or taken else ExitCode.OK))
     raise typer.Exit(int(rendered_exit_code(outcome, max_failures)))
 
 
@@ -364,10 +375,14 @@ def work(
                 observer=progress,
             )
         reporter.manifest_errors(result.manifest_errors)
+        reporter.manifest_errors(result.site_errors, "site manifest")
+        reporter.site_manifests_kept(result.site_manifests)
         reporter.work_done(result.supervision, result.finished)
         budget = settings.work_max_failures
         if budget is not None and result.failed > budget:
             reporter.work_failures(result.failed, budget, batch)
+            raise typer.Exit(int(ExitCode.PARTIAL))
+        if site_taken(result.site_manifests):
             raise typer.Exit(int(ExitCode.PARTIAL))
 
 

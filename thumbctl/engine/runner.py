@@ -21,6 +21,7 @@ from ..core.retries import Backoff
 from ..ledger import Ledger, iso
 from ..review.markup import manifest_present
 from ..review.markup import write_batch_manifest as write_manifest
+from ..review.sitemanifest import SITE_MANIFEST, SiteManifestWrite, write_site_manifest
 from ..storage.hosts import out_on_host
 
 if TYPE_CHECKING:  # imported where a run starts: reading commands need neither multiprocessing nor Pillow
@@ -73,6 +74,10 @@ class RunResult:
     failed: int = 0
     #: ``work``: what this host's workers finished while it ran, per final state.
     finished: dict[ItemState, int] = field(default_factory=dict)
+    #: ``work``: the site manifests (``OUT/thumbctl.json``) it wrote or kept at its end, and why any
+    #: could not be written.
+    site_manifests: tuple[SiteManifestWrite, ...] = ()
+    site_errors: tuple[str, ...] = ()
 
 
 def prepare_workers(count: int) -> Standby:
@@ -169,15 +174,20 @@ def run_work(
             on_worker_died=observer.worker_died,
         )
         observer.finish(ledger)
-        errors = []
+        errors, outs = [], []
         for touched in ledger.views.batches_touched_since(started):
             view = ledger.views.batch(touched)
             if view.is_terminal:
                 errors += _manifest_error(ledger, view)
+                outs.append(view.out_dir)
+        site, site_errors = site_manifests(ledger, outs)
         failed = ledger.views.failed_since(started, batch_id)
         finished = ledger.views.finished_by_host(host_id(), started, batch_id)
         batch = ledger.views.batch(batch_id) if batch_id else None
-        return RunResult(batch, supervision, tuple(errors), failed=failed, finished=finished)
+        return RunResult(
+            batch, supervision, tuple(errors), failed=failed, finished=finished, site_manifests=site,
+            site_errors=tuple(site_errors),
+        )
 
 
 def wait_until_terminal(
@@ -236,6 +246,20 @@ def _manifest_error(ledger: Ledger, batch: BatchView, items: list[ItemView] | No
     except OSError as exc:
         return [f"{batch.manifest_path}: {exc.strerror or exc}"]
     return []
+
+
+def site_manifests(ledger: Ledger, outs: list[str]) -> tuple[tuple[SiteManifestWrite, ...], list[str]]:
+    """Write the site manifest of each OUT (once each, those on this host); a filesystem or bucket
+    refusal is returned, not raised, as for a batch manifest."""
+    written, errors = [], []
+    for out_dir in dict.fromkeys(outs):
+        if not out_on_host(out_dir, ledger.backend):
+            continue
+        try:
+            written.append(write_site_manifest(ledger, out_dir))
+        except OSError as exc:
+            errors.append(f"{out_dir}/{SITE_MANIFEST}: {exc.strerror or exc}")
+    return tuple(written), errors
 
 
 def _write_sheet(ledger: Ledger, batch: BatchView, items: list[ItemView]) -> tuple[str | None, str | None]:

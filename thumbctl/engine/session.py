@@ -23,7 +23,8 @@ from ..intake import acceptance, submission
 from ..intake.carryover import carried_over
 from ..intake.prepared import IntakeReport, PreparedSubmission
 from ..ledger import Ledger
-from .runner import RunObserver, RunResult, SilentObserver, run_batch
+from ..review.sitemanifest import SiteManifestWrite
+from .runner import RunObserver, RunResult, SilentObserver, run_batch, site_manifests
 
 if TYPE_CHECKING:
     from ..core.errors import UnavailableError
@@ -66,6 +67,10 @@ class Outcome:
     mirrored: MirrorReport | None = None
     #: ``retry`` of a batch not cancelled: how many failed items were queued again (None: a submission).
     requeued: int | None = None
+    #: The site manifest of the batch's OUT, written (or kept) once the batch and its mirror were done.
+    site_manifests: tuple[SiteManifestWrite, ...] = ()
+    #: Why it could not be written (a filesystem or bucket refusal), as for a batch manifest.
+    site_errors: tuple[str, ...] = ()
 
     @property
     def batch(self) -> BatchView:
@@ -286,9 +291,22 @@ class SubmitSession:
         outcome = Outcome(batch, prepared.report, run)
         if self.mirror is not None and not detach and not outcome.interrupted:
             outcome = replace(outcome, mirrored=self._mirror(ledger, self.mirror, prepared, batch.batch_id))
+        if self._changed_out(outcome, renders):
+            site, errors = site_manifests(ledger, [batch.out_dir])
+            outcome = replace(outcome, site_manifests=site, site_errors=tuple(errors))
         if run is not None:
             self.observer.rendered(outcome, run)
         return outcome
+
+    @staticmethod
+    def _changed_out(outcome: Outcome, renders: bool) -> bool:
+        """Whether this session changed OUT's live names, so its site manifest is written: a run
+        here that was not interrupted, a batch finished at submit (every output reused), or a
+        mirror's removals; not a replay, nor a batch left for ``thumbctl work``."""
+        removed = outcome.mirrored is not None and bool(outcome.mirrored.removed)
+        if renders:
+            return not outcome.interrupted or removed
+        return removed or (outcome.submitted.is_terminal and not outcome.submitted.replayed)
 
     def _requeue(self, ledger: Ledger, batch_id: str, *, detach: bool) -> Outcome:
         count = ledger.queue.retry_failed(batch_id)

@@ -1,9 +1,10 @@
 """The catalogue port of the ledger: the live names of an OUT, one record each, whichever batch
-published them (:class:`~thumbctl.core.catalogue.CatalogueEntry`).
+published them (:class:`~thumbctl.core.catalogue.CatalogueEntry`), and the generation of its site
+manifest (``OUT/thumbctl.json``).
 
 :class:`CataloguePort` is the protocol its readers (``thumbctl catalogue``, the sheet, the site
 manifest) are typed against, documented there once; :class:`Catalogue` implements it over SQL for
-every backend. It only reads.
+every backend. It only reads, but for the generation it counts.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ class CataloguePort(Protocol):
     def outs(self) -> list[tuple[str, int]]:
         """Each OUT holding live names, with how many, in order."""
 
+    def snapshot(self, out_dir: str) -> tuple[int, list[CatalogueEntry]]:
+        """The entries of ``out_dir`` with the next generation of its site manifest, taken in one
+        write: a later generation never holds an older catalogue than an earlier one."""
+
 
 class Catalogue:
     """:class:`CataloguePort` over SQL."""
@@ -41,6 +46,14 @@ class Catalogue:
 
     def outs(self) -> list[tuple[str, int]]:
         return [(row["out_dir"], int(row["names"])) for row in self.db.execute(sql.OUTS).fetchall()]
+
+    def snapshot(self, out_dir: str) -> tuple[int, list[CatalogueEntry]]:
+        name = f"site_generation:{out_dir}"
+        with self.db.write():
+            self.db.execute(sql.NEXT_GENERATION, (name,))
+            generation = int(self.db.scalar(sql.GENERATION, (name,)))
+            entries = list(_entries(self.db.execute(sql.ENTRIES, (out_dir,)).fetchall()))
+        return generation, entries
 
 
 def _entries(rows: list[Row]) -> Iterator[CatalogueEntry]:

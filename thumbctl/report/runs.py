@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the commands that print these import them; reading commands
 
     from ..engine.pool import Supervision
     from ..intake.prepared import IntakeReport
+    from ..review.sitemanifest import SiteManifestWrite
     from ..sources.scan import ScanError
     from ..upkeep.legacy_layout import MigrationReport
     from ..upkeep.mirror import MirrorReport
@@ -210,12 +211,17 @@ class RunReports(MirrorReports):
         if error:
             self.diagnostics.print(f"[yellow]warning[/] [dim]\\[cannot_write][/] {escape(error)}")
 
-    def manifest_errors(self, errors: tuple[str, ...]) -> None:
+    def manifest_errors(self, errors: tuple[str, ...], what: str = "batch manifest") -> None:
         """Shown even with -q or --json (on stderr): an output the user expects is missing."""
         for error in errors:
-            self.diagnostics.print(
-                f"[yellow]warning[/] [dim]\\[io_error][/] batch manifest not written: {escape(error)}"
-            )
+            self.diagnostics.print(f"[yellow]warning[/] [dim]\\[io_error][/] {what} not written: {escape(error)}")
+
+    def site_manifests_kept(self, written: Sequence[SiteManifestWrite]) -> None:
+        """Shown even with -q or --json (on stderr): a ``thumbctl.json`` thumbctl did not write was
+        left where the site manifest goes (the command exits 1)."""
+        for site in written:
+            if problem := site.problem():
+                self.diagnostics.print(f"[yellow]warning[/] [dim]\\[document_name_taken][/] {escape(problem)}")
 
     def exit_summary(self, batch: BatchView, code: int, max_failures: int = 0, scan_errors: int = 0) -> None:
         """With -q, the one line a run ending with a non-zero exit prints (on stderr), so a quiet

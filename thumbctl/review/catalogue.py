@@ -10,12 +10,14 @@ import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..config.s3location import BadLocation, is_s3, parse_s3
 from ..core.catalogue import CatalogueEntry
 from ..core.errors import BatchNotFound, UsageError
+from ..core.models import ItemState, ItemView
 from ..core.profile import SettingError, parse_duration
+from ..core.redact import shown_source
 from ..ledger import Ledger
 from ..ledger.timefmt import iso
 
@@ -88,3 +90,32 @@ def since_of(ledger: Ledger, text: str) -> str:
             code="bad_since",
         ) from None
     return batch.finished_at or batch.updated_at
+
+
+def item_of(entry: CatalogueEntry) -> ItemView:
+    """A live name as the sheet draws an item: its source by its path under its root."""
+    return ItemView(
+        item_id=source_id(entry),
+        source=entry.source,
+        ratio=entry.ratio,
+        state=ItemState.SUCCEEDED,
+        attempt=1,
+        error_code=None,
+        error_detail=None,
+        derivative_key=None,
+        object_path=entry.object_path,
+        friendly_path=entry.name,
+        updated_at=entry.changed_at,
+        result=entry.result,
+        size=entry.size,
+        format=entry.format,
+        alt=entry.alt,
+    )
+
+
+def source_id(entry: CatalogueEntry) -> str:
+    """How a card names its photo: the path under its source root, else the source as shown."""
+    root = entry.source_root
+    if root and not is_s3(entry.source) and entry.source.startswith(root.rstrip("/") + "/"):
+        return str(PurePosixPath(entry.source).relative_to(root))
+    return shown_source(entry.source)

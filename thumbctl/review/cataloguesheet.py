@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from html import escape
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ..core.catalogue import CatalogueEntry
 from ..core.display import shown
 from ..core.errors import CannotWrite
-from ..core.models import ItemState, ItemView
-from ..core.redact import shown_source
 from ..storage.locations import is_s3, output_target_at
+from .catalogue import item_of
 from .sheet import item_key, linked_output, previews, render_page, timestamp
 
 #: The page's name in OUT/batches/ (a batch sheet is ``<batch_id>.html``; no batch id is this).
@@ -83,35 +82,6 @@ def write_catalogue_sheet(
         missing=sum(1 for item in items if item_key(item) not in linked),
         unknown=sum(1 for entry in entries if entry.crop is None and entry.fit == "cover"),
     )
-
-
-def item_of(entry: CatalogueEntry) -> ItemView:
-    """A live name as the sheet draws an item: its source by its path under its root."""
-    return ItemView(
-        item_id=source_id(entry),
-        source=entry.source,
-        ratio=entry.ratio,
-        state=ItemState.SUCCEEDED,
-        attempt=1,
-        error_code=None,
-        error_detail=None,
-        derivative_key=None,
-        object_path=entry.object_path,
-        friendly_path=entry.name,
-        updated_at=entry.changed_at,
-        result=entry.result,
-        size=entry.size,
-        format=entry.format,
-        alt=entry.alt,
-    )
-
-
-def source_id(entry: CatalogueEntry) -> str:
-    """How a card names its photo: the path under its source root, else the source as shown."""
-    root = entry.source_root
-    if root and not is_s3(entry.source) and entry.source.startswith(root.rstrip("/") + "/"):
-        return str(PurePosixPath(entry.source).relative_to(root))
-    return shown_source(entry.source)
 
 
 def shown_out(out_dir: str) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import re
@@ -36,6 +37,9 @@ from .localslot import LocalSlot, StagedThumbnail
 from .objects import Source
 from .thumbnails import shown_file, thumbnail_problem
 from .versions import NameState, Recorded, StaleVersion, is_ours, version_at
+
+#: What decides a swapped document's fate: the bytes there now (None: none) -> why to keep them, or None.
+Keep = Callable[[bytes | None], str | None]
 
 
 class CopyAhead(Protocol):
@@ -135,6 +139,13 @@ class OutputTarget(Protocol):
 
     def read_document(self, name: str, limit: int) -> bytes | None:
         """A batch document's bytes (see :meth:`read`)."""
+        ...
+
+    def swap_document(self, name: str, data: bytes, keep: Keep, limit: int) -> str | None:
+        """Write the document ``name`` atomically unless what it holds now says to keep that: ``keep``
+        gets the bytes there (read up to ``limit``; None when there are none) and returns why to keep
+        them, or None to write. Two writers never both act on one stale read (a lock on the folder;
+        ``If-Match``/``If-None-Match`` in a bucket). Returns why it kept the document, else None."""
         ...
 
     def document_size(self, name: str) -> int | None:
@@ -258,6 +269,17 @@ class InterfaceSlot:
 RESERVED_FOLDERS = ("objects", "batches", ".tmp")
 
 
+@contextlib.contextmanager
+def _locked(folder: int) -> Iterator[None]:
+    """An exclusive lock on an open folder (``flock``), held while the block runs: one writer of a
+    swapped document at a time among this host's processes (a local OUT is one host's)."""
+    fcntl.flock(folder, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(folder, fcntl.LOCK_UN)
+
+
 @dataclass(frozen=True)
 class LocalOutputTarget(OutLayout):
     """The local output folder: :class:`OutputTarget`, and OUT's layout (paths are absolute strings)."""
@@ -354,6 +376,16 @@ class LocalOutputTarget(OutLayout):
 
     def read_document(self, name: str, limit: int) -> bytes | None:
         return self.read(name, limit)
+
+    def swap_document(self, name: str, data: bytes, keep: Keep, limit: int) -> str | None:
+        with fsafe.open_folder(self.root, self.root, create=True) as root, _locked(root):
+            held = self.read(name, limit)
+            if held is None and os.path.lexists(self.path_of(name)):
+                held = b""  # there, but too large or no regular file: not ours
+            why = keep(held)
+            if why is None:
+                self.write_document(name, data)
+            return why
 
     def document_size(self, name: str) -> int | None:
         path = self.path_of(name)

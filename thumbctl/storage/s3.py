@@ -24,6 +24,7 @@ Each object carries ``Content-Type`` by its extension and ``Cache-Control`` from
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import io
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import obstore
 from obstore.exceptions import PreconditionError
+from tenacity import Retrying, retry_if_result, stop_after_attempt
 
 from ..config.s3location import S3Location, S3Options, is_s3, parse_s3
 from ..core.errors import CannotWrite
@@ -56,7 +58,7 @@ from .objects import (
     Verifier,
     open_object,
 )
-from .outputs import RESERVED_FOLDERS, InterfaceSlot, NameState, Recorded, StaleVersion
+from .outputs import RESERVED_FOLDERS, InterfaceSlot, Keep, NameState, Recorded, StaleVersion
 
 if TYPE_CHECKING:
     from obstore.store import S3Store
@@ -233,6 +235,12 @@ class _S3Place:
         key = self._key(name)
         with s3client.translated(self.location, key, writing=True):
             obstore.delete(self._client, key)
+
+
+#: Tries of a swapped document's read-then-conditional-write when other writers keep coming between.
+SWAP_TRIES = 5
+#: :meth:`S3OutputTarget.swap_document`'s mark of a conditional write another writer beat.
+_SWAP_CONFLICT = "another writer came between"
 
 
 @dataclass(frozen=True)
@@ -488,6 +496,32 @@ class S3OutputTarget(OutLayout, _S3Place):
 
     def read_document(self, name: str, limit: int) -> bytes | None:
         return self.read(name, limit)
+
+    def swap_document(self, name: str, data: bytes, keep: Keep, limit: int) -> str | None:
+        attributes = _attributes(name, self.options.cache_control_names, data)
+
+        def once() -> str | None:
+            found = self._head(name)
+            held = None if found is None else self.read(name, limit) or b""  # b"": too large to be ours
+            why = keep(held)
+            if why is not None:
+                return why
+            written, _ = (
+                self._create(name, data, attributes)
+                if found is None
+                else self._update(name, data, attributes, found[1])
+            )
+            return None if written is not None else _SWAP_CONFLICT
+
+        retrying = Retrying(
+            stop=stop_after_attempt(SWAP_TRIES),
+            retry=retry_if_result(lambda why: why is _SWAP_CONFLICT),
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else _SWAP_CONFLICT,
+        )
+        why = retrying(once)
+        if why is _SWAP_CONFLICT:
+            raise OSError(errno.EBUSY, f"{name} kept changing while it was written ({SWAP_TRIES} tries)")
+        return why
 
     def document_size(self, name: str) -> int | None:
         found = self._head(name)

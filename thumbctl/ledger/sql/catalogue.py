@@ -21,3 +21,10 @@ OUTS = query(
     "catalogue_outs",
     "SELECT out_dir, count(*) AS names FROM names WHERE released_at IS NULL GROUP BY out_dir ORDER BY out_dir",
 )
+#: The site manifest's generation of an OUT, one more on each write (``meta`` row ``site_generation:OUT``).
+NEXT_GENERATION = query(
+    "next_generation",
+    "INSERT INTO meta (name, value) VALUES (?, '1') "
+    "ON CONFLICT (name) DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)",
+)
+GENERATION = query("generation", "SELECT value FROM meta WHERE name = ?")
