@@ -304,7 +304,7 @@ def judge(site: Site, batch_id: str) -> Counts:
     counts.missing_objects = len(wanted_objects - objects)
     out_head = f"{site.out}/"
     wanted_names = {i["friendly_path"][len(out_head) :] for i in succeeded}
-    names = {k for k in site.listed("out") if not k.startswith("batches/")}
+    names = {k for k in site.listed("out") if not k.startswith("batches/") and k != "thumbctl.json"}
     counts.stray_names = len(names - wanted_names)
     counts.missing_names = len(wanted_names - names)
     reconcile = site.host("admin").cli.invoke("reconcile", "--json")

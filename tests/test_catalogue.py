@@ -72,7 +72,8 @@ def test_sort_by_score_puts_the_worst_crop_first_and_the_table_names_each_thumbn
     assert lines[0].split()[:5] == ["name", "ratio", "size", "format", "crop"] and len(lines) == 9
     assert f"{scores[0]:.2f}" in lines[1] and "8 live thumbnails" in table.stderr
     streamed = cli.invoke("catalogue", out_dir, "--jsonl")
-    assert [json.loads(line) for line in streamed.stdout.splitlines()] == json_here(cli, "catalogue", out_dir)["entries"]
+    listed = json_here(cli, "catalogue", out_dir)["entries"]
+    assert [json.loads(line) for line in streamed.stdout.splitlines()] == listed
     assert cli.invoke("catalogue", out_dir, "-q").stdout == ""
 
 

@@ -620,7 +620,8 @@ def test_reconcile_exits_1_while_findings_remain_and_0_once_repaired(cli, photos
 def test_gc_expires_batches_and_keeps_every_thumbnail_byte_for_byte(cli, photos: Path, out_dir: Path) -> None:
     _, batch, _ = submit_json(cli, photos, out_dir, "-r", "1:1")
     work_here(batch["batch_id"])
-    thumbnails = {p: p.read_bytes() for p in out_dir.rglob("*") if p.is_file() and "batches" not in p.parts}
+    files = [p for p in out_dir.rglob("*") if p.is_file() and "batches" not in p.parts]
+    thumbnails = {p: p.read_bytes() for p in files if p.name != "thumbctl.json"}
     manifest = out_dir / "batches" / f"{batch['batch_id']}.json"
     assert len(thumbnails) == 4 and manifest.is_file()
     dry = cli("gc", "--older-than", "0s", "--dry-run", "--json")
@@ -635,7 +636,9 @@ def test_gc_expires_batches_and_keeps_every_thumbnail_byte_for_byte(cli, photos:
     assert f"expired 1 batch: {batch['batch_id']}" in done.stdout
     assert "removed 0 objects, 0 temp files, 1 manifest, 0 contact sheets (thumbnails are kept)" in done.stdout
     assert not manifest.exists()
-    assert {p: p.read_bytes() for p in out_dir.rglob("*") if p.is_file()} == thumbnails
+    site = out_dir / "thumbctl.json"  # the site manifest stays too
+    assert {p: p.read_bytes() for p in out_dir.rglob("*") if p.is_file() and p != site} == thumbnails
+    assert site.is_file()
 
 
 @pytest.mark.parametrize(
@@ -701,7 +704,7 @@ def test_every_json_command_prints_one_document_of_its_documented_shape(cli, pho
     assert set(doc("sheet", bid)) >= {"batch_id", "path"}
     reconciled = doc("reconcile")
     assert set(reconciled) == {"findings", "clean", "objects"} and reconciled["findings"] == [] and reconciled["clean"]
-    assert set(reconciled["objects"]) == {"checked", "decoded", "unchanged"}
+    assert set(reconciled["objects"]) == {"checked", "decoded", "unchanged", "matched"}
     assert set(doc("gc", "--older-than", "30d", "--dry-run")) >= {"dry_run", "expired_batches", "bytes_reclaimed"}
     assert set(doc("codes")) == {"item_error_codes", "exit_codes"}
 
@@ -847,7 +850,8 @@ def test_odd_file_names_fail_alone_and_the_rest_of_the_folder_renders(cli, photo
         ]
     ]
     names = sorted(p.name for p in out_dir.iterdir() if p.is_file())
-    assert names == ["coffee.1x1.jpg", "garden.1x1.jpg"] and len(list((out_dir / "rooms").iterdir())) == 2
+    assert names == ["coffee.1x1.jpg", "garden.1x1.jpg", "thumbctl.json"]
+    assert len(list((out_dir / "rooms").iterdir())) == 2
     assert cli("reconcile").exit_code == 0
 
 
@@ -1643,8 +1647,8 @@ def test_cp_r_of_out_copies_each_thumbnail_once(cli, photos: Path, out_dir: Path
     shutil.copytree(out_dir, copy, symlinks=True)  # as `cp -r` copies: a symlink as a symlink, a hard link twice
     copied = sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file())
     thumbnails = sorted(Path(i["friendly_path"]).relative_to(out_dir) for i in items)
-    assert [p for p in copied if p.parts[0] != "batches"] == thumbnails  # each thumbnail once, nothing else
-    assert {p.parts[0] for p in copied if p not in thumbnails} == {"batches"}
+    assert [p for p in copied if p.parts[0] not in ("batches", "thumbctl.json")] == thumbnails  # each once
+    assert {p.parts[0] for p in copied if p not in thumbnails} == {"batches", "thumbctl.json"}
 
 
 def test_an_edited_thumbnail_leaves_the_store_intact_and_reconcile_restores_it(

@@ -282,11 +282,11 @@ def run_scenario(thumbctl: Thumbctl, pictures: Path, out: Path, tmp_path: Path) 
 
 
 def thumbnails_in(out: Path) -> dict[str, str]:
-    """Every thumbnail in OUT (not its batch documents) with the sha256 of its bytes."""
+    """Every thumbnail in OUT (not its batch documents nor the site manifest) with the sha256 of its bytes."""
     return {
         str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in out.rglob("*")
-        if p.is_file() and p.relative_to(out).parts[0] not in ("batches", ".tmp")
+        if p.is_file() and p.relative_to(out).parts[0] not in ("batches", ".tmp", "thumbctl.json")
     }
 
 

@@ -150,7 +150,8 @@ def test_a_root_db_is_a_flag_in_config_and_wins_over_the_environment(invoke, tmp
 def test_work_json_prints_one_document(invoke, rendered: tuple[Path, str]) -> None:
     db, _ = rendered
     result = invoke("work", "--until-idle", "-w", "1", "--db", db, "--json")
-    assert result.exit_code == 0 and json.loads(result.stdout) == {"interrupted": False, "crashes": 0}
+    finished = {"succeeded": 0, "failed": 0, "cancelled": 0}
+    assert result.exit_code == 0 and json.loads(result.stdout) == {"interrupted": False, "crashes": 0, "finished": finished}
 
 
 # -- BATCH positional, --batch kept ---------------------------------------------------------------
@@ -309,8 +310,8 @@ def test_submit_help_groups_its_options_in_panels(invoke) -> None:
 
 
 # submit: +5 for per-format --quality and --effort, whose help names each format's range and default, +1 for
-# --delete-excluded; the command list: +1 for release
-@pytest.mark.parametrize(("command", "most"), [(None, 90), ("submit", 115), ("events", 21), ("status", 35)])
+# --delete-excluded; the command list: +1 for release, +1 for catalogue
+@pytest.mark.parametrize(("command", "most"), [(None, 91), ("submit", 115), ("events", 21), ("status", 35)])
 def test_help_length_is_bounded(command: str | None, most: int) -> None:
     result = CliRunner().invoke(app, [*filter(None, [command]), "--help"], env={"COLUMNS": "100"})
     lines = result.stdout.splitlines()
@@ -323,7 +324,7 @@ def test_help_length_is_bounded(command: str | None, most: int) -> None:
 
 HUGE = "1" * 5000
 #: Options parsed by their command rather than by the settings table or Typer: each is a duration.
-DURATION_OPTIONS = {"older_than", "grace", "window", "admission_wait", "settle", "poll_interval"}
+DURATION_OPTIONS = {"older_than", "grace", "window", "admission_wait", "settle", "poll_interval", "changed"}
 #: Options parsed by their command that hold two numbers, ``X,Y``.
 POINT_OPTIONS = {"at"}
 #: Options whose value is text, never a number.

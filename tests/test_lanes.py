@@ -54,7 +54,7 @@ def test_a_source_folder_named_batches_fails_only_its_items_bad_name(cli: Thumbc
     assert "batches/x.1x1.jpg lies in OUT/batches/" in failure["detail"] and "--name" in failure["detail"]
     batch = doc["batch_id"]
     assert cli.invoke("sheet", batch).returncode == 0  # the page a foreground run's end writes
-    assert documents_and_names(out) == ["a.1x1.jpg", f"batches/{batch}.html", f"batches/{batch}.json"]
+    assert documents_and_names(out) == ["a.1x1.jpg", f"batches/{batch}.html", f"batches/{batch}.json", "thumbctl.json"]
     retried = cli.invoke("retry", batch, "--detach")
     render_here(cli.db, batch)
     assert not (out / "batches" / "x.1x1.jpg").exists(), retried.stderr  # nothing sends it to a worker
@@ -125,7 +125,7 @@ def test_a_scan_of_an_earlier_out_leaves_its_thumbnails_and_documents_out(cli: T
         done.stderr + done.stdout
     )
     assert documents_and_names(site / "out3") == sorted(
-        ["src/a.1x1.jpg", *(f"batches/{p.name}" for p in (site / "out3" / "batches").iterdir())]
+        ["src/a.1x1.jpg", "thumbctl.json", *(f"batches/{p.name}" for p in (site / "out3" / "batches").iterdir())]
     )
     assert not (site / "out3" / "a.1x1.1x1.jpg").exists()
 

@@ -54,8 +54,12 @@ def seen(source: Path) -> FolderView:
 
 
 def files_in(folder: Path) -> dict[str, str]:
-    """The files under ``folder`` but batch documents, with their bytes' digests."""
-    return {k: v for k, v in tree_snapshot(folder).items() if not k.startswith(("batches", ".")) and " " not in v}
+    """The files under ``folder`` but batch documents and the site manifest, with their bytes' digests."""
+    return {
+        k: v
+        for k, v in tree_snapshot(folder).items()
+        if not k.startswith(("batches", ".")) and k != "thumbctl.json" and " " not in v
+    }
 
 
 def removal_events(ledger: Ledger, batch_id: str) -> list[tuple[str | None, str | None]]:

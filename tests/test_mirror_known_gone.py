@@ -90,6 +90,7 @@ def test_a_folder_the_scan_cannot_read_keeps_its_thumbnails_and_the_command_exit
 
     dry = env.run("submit", src, "--out", out, "-r", "1:1", "--delete", "--dry-run")
     assert dry.stdout.splitlines() == [
+        "submit (--dry-run) would render 0 thumbnails",
         "mirror (--dry-run) would remove 1 thumbnail",
         f"  would remove {out}/gone/d.1x1.jpg",
         f"  would keep {out}/sub/b.1x1.jpg: {src}/sub could not be read (Permission denied)",
@@ -167,6 +168,7 @@ def test_photos_left_out_by_exclude_keep_their_thumbnails_unless_delete_excluded
         "submit", src, "--out", out, "-r", "1:1", "--exclude", "raw/*", "--delete", "--delete-excluded", "--dry-run"
     )
     assert dry.stdout.splitlines() == [
+        "submit (--dry-run) would render 0 thumbnails",
         "mirror (--dry-run) would remove 1 thumbnail",
         f"  would remove {out}/raw/r.1x1.jpg",
     ]

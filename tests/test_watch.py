@@ -196,7 +196,9 @@ class Watch(Thumbctl):
         return proc, Lines(proc.proc.stdout), proc.follow_stderr()  # type: ignore[arg-type]
 
     def names(self) -> set[str]:
-        return {str(p.relative_to(self.out)) for p in self.out.rglob("*.*") if "batches" not in p.parts}
+        """The thumbnails in OUT (not its batch documents nor the site manifest)."""
+        documents = {"batches", "thumbctl.json"}
+        return {str(p.relative_to(self.out)) for p in self.out.rglob("*.*") if not documents & set(p.parts)}
 
     def check(self) -> None:
         with Ledger(self.db) as ledger:
@@ -351,7 +353,8 @@ def test_out_inside_the_folder_is_left_out_of_the_scan_as_submit_does(tmp_path: 
     proc = env.start("watch", env.photos, "--out", inside, "--settle", "0.3s", "--ratio", "1:1", "-w", "1")
     out = Lines(proc.proc.stdout)  # type: ignore[arg-type]
     assert "3 sources submitted" in out.wait_for("round 1:")
-    assert out.wait_for("contact sheet").strip().startswith(f"contact sheet {(inside / 'batches').resolve().as_uri()}/b_")
+    sheets = (inside / "batches").resolve().as_uri()
+    assert out.wait_for("contact sheet").strip().startswith(f"contact sheet {sheets}/b_")
     with frozen(proc):
         make_image(env.photos / "porch.jpg", (400, 300), "JPEG", seed=4)
     assert "4 sources submitted, 1 new or changed, 3 unchanged" in out.wait_for("round 2:")

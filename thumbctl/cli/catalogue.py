@@ -50,13 +50,15 @@ def catalogue_command(
 ) -> None:
     """List every live thumbnail of an OUT, one line each, whichever batch made it: its source,
     ratio, size and format, the crop window with its score, the crop fix, and when it last changed."""
-    from ..review.catalogue import CatalogueOrder, changed_since, chosen_out, ordered, since_of
+    from ..review.catalogue import CatalogueOrder, Since, changed_since, chosen_out, ordered
 
     reporter = reporter_for(json_out, quiet, json_lines=json_lines)
-    with handled(reporter), open_ledger(ledger_target(ctx), read_only=True) as ledger:
-        configured = settings_from_context(ctx).values["out"]  # THUMBCTL_OUT or the file's out
-        out_dir = chosen_out(ledger, location, None if configured.source == DEFAULT_SOURCE else configured.value)
-        entries = ledger.catalogue.entries(out_dir)
-        if changed is not None:
-            entries = changed_since(entries, since_of(ledger, changed))
+    with handled(reporter):
+        since = None if changed is None else Since.parse(changed)
+        with open_ledger(ledger_target(ctx), read_only=True) as ledger:
+            configured = settings_from_context(ctx).values["out"]  # THUMBCTL_OUT or the file's out
+            out_dir = chosen_out(ledger, location, None if configured.source == DEFAULT_SOURCE else configured.value)
+            entries = ledger.catalogue.entries(out_dir)
+            if since is not None:
+                entries = changed_since(entries, since.resolve(ledger))
         reporter.catalogue(out_dir, ordered(entries, CatalogueOrder(sort.value)))

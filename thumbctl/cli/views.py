@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,12 @@ from ..core.profile import parse_duration
 from .options import COMMON, BatchAlias, batch_argument, one_batch
 from .resolution import ledger_target, settings_from_context
 from .session import Interrupts, handled, open_ledger, parsed, reporter_for
+
+if TYPE_CHECKING:
+    from ..config.resolve import Settings
+    from ..ledger import Ledger
+    from ..review.catalogue import Since
+    from ..review.cataloguesheet import CatalogueSheetSummary
 
 
 def events(
@@ -120,7 +126,7 @@ def sheet(
     ctx: typer.Context,
     batch: Annotated[
         str | None,
-        batch_argument("Batch id (or a unique prefix). Omit: the whole catalogue of OUT, whichever batch made each name."),
+        batch_argument("Batch id (or a unique prefix). Omit: the live catalogue of OUT, whichever batch made it."),
     ] = None,
     output: Annotated[
         Path | None,
@@ -160,23 +166,34 @@ def sheet(
     One self-contained HTML page (no network, no JavaScript) with relative links to the
     outputs; open it in a browser to review the crops. Exit 0 once written, whatever the batch's state.
     """
+    from ..review.catalogue import Since
+
     reporter = reporter_for(json_out, quiet)
-    with handled(reporter), open_ledger(ledger_target(ctx), read_only=True) as ledger:
-        settings = settings_from_context(ctx)  # the S3 settings, for an OUT or a store in a bucket
-        if batch is not None:
-            from ..review.sheet import write_contact_sheet
+    with handled(reporter):
+        if batch is not None and changed is not None:
+            raise UsageError("--changed narrows the catalogue's sheet: give it without a batch")
+        since = None if changed is None else Since.parse(changed)
+        with open_ledger(ledger_target(ctx), read_only=True) as ledger:
+            settings = settings_from_context(ctx)  # the S3 settings, for an OUT or a store in a bucket
+            if batch is not None:
+                from ..review.sheet import write_contact_sheet
 
-            if changed is not None:
-                raise UsageError("--changed narrows the catalogue's sheet: give it without a batch")
-            reporter.sheet_written(write_contact_sheet(ledger, batch, output, sort=sort.value))
-            return
-        from ..review.catalogue import changed_since, chosen_out, since_of
-        from ..review.cataloguesheet import write_catalogue_sheet
+                reporter.sheet_written(write_contact_sheet(ledger, batch, output, sort=sort.value))
+                return
+            reporter.catalogue_sheet_written(catalogue_sheet(ledger, settings, output, sort.value, since))
 
-        configured = settings.values["out"]
-        out_dir = chosen_out(ledger, None, None if configured.source == DEFAULT_SOURCE else configured.value)
-        entries = ledger.catalogue.entries(out_dir)
-        since = since_of(ledger, changed) if changed is not None else None
-        if since is not None:
-            entries = changed_since(entries, since)
-        reporter.catalogue_sheet_written(write_catalogue_sheet(out_dir, entries, output, sort=sort.value, since=since))
+
+def catalogue_sheet(
+    ledger: Ledger, settings: Settings, output: Path | None, sort: str, since: Since | None
+) -> CatalogueSheetSummary:
+    """``sheet`` without a batch: the catalogue's sheet of the OUT meant (configured, or the only one)."""
+    from ..review.catalogue import changed_since, chosen_out
+    from ..review.cataloguesheet import write_catalogue_sheet
+
+    configured = settings.values["out"]
+    out_dir = chosen_out(ledger, None, None if configured.source == DEFAULT_SOURCE else configured.value)
+    entries = ledger.catalogue.entries(out_dir)
+    after = since.resolve(ledger) if since is not None else None
+    if after is not None:
+        entries = changed_since(entries, after)
+    return write_catalogue_sheet(out_dir, entries, output, sort=sort, since=after)

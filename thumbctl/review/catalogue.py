@@ -7,7 +7,9 @@ this module chooses the OUT a command means and orders and filters its entries.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
@@ -68,28 +70,54 @@ def changed_since(entries: Iterable[CatalogueEntry], since: str) -> list[Catalog
     return [entry for entry in entries if entry.changed_at > since]
 
 
-def since_of(ledger: Ledger, text: str) -> str:
-    """The time ``--changed`` means, as the ledger records times: after a batch (its id or a unique
-    prefix: when it last changed), a while ago (``2h``, ``7d``), or a date or time (``2026-12-01``,
-    ``2026-12-01T09:30``, UTC unless it says otherwise)."""
-    try:
-        return iso(ledger.clock() - parse_duration(text))
-    except SettingError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        pass
-    else:
-        return iso((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp())
-    try:
-        batch = ledger.views.batch(ledger.views.resolve_batch_id(text.strip()), with_failures=False)
-    except BatchNotFound:
-        raise UsageError(
-            f"--changed {text!r} is neither a batch, a duration (2h, 7d) nor a date or time (2026-12-01T09:30)",
-            code="bad_since",
-        ) from None
-    return batch.finished_at or batch.updated_at
+@dataclass(frozen=True)
+class Since:
+    """What ``--changed`` was given, parsed before any ledger is opened: a while ago (seconds), a
+    moment, or a batch (an id or a unique prefix, looked up in the ledger)."""
+
+    seconds: float | None = None
+    moment: datetime | None = None
+    batch: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Since:
+        """``2h``, ``7d``, ``90`` (a while ago), ``2026-12-01`` or ``2026-12-01T09:30`` (UTC unless it
+        says otherwise), else a batch; a number or duration out of range is a usage error."""
+        stripped = text.strip()
+        if _DURATION_LIKE.fullmatch(stripped):
+            try:
+                return cls(seconds=parse_duration(stripped))
+            except SettingError as exc:
+                raise UsageError(f"--changed {_short(stripped)}: {exc}", code="bad_since") from None
+        try:
+            moment = datetime.fromisoformat(stripped)
+        except ValueError:
+            return cls(batch=stripped)
+        return cls(moment=moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+
+    def resolve(self, ledger: Ledger) -> str:
+        """The time it means, as the ledger records times (a batch: when it last changed)."""
+        if self.seconds is not None:
+            return iso(ledger.clock() - self.seconds)
+        if self.moment is not None:
+            return iso(self.moment.timestamp())
+        try:
+            batch = ledger.views.batch(ledger.views.resolve_batch_id(self.batch or ""), with_failures=False)
+        except BatchNotFound:
+            raise UsageError(
+                f"--changed {_short(self.batch or '')!r} is neither a batch, a duration (2h, 7d) nor a date or "
+                "time (2026-12-01T09:30)",
+                code="bad_since",
+            ) from None
+        return batch.finished_at or batch.updated_at
+
+
+#: What ``--changed`` reads as a while ago: a number, with or without a sign or duration units.
+_DURATION_LIKE = re.compile(r"[-+]?[0-9][0-9.]*(?:[a-zA-Z]+[0-9.]*)*")
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:20]}…{text[-8:]}"
 
 
 def item_of(entry: CatalogueEntry) -> ItemView:

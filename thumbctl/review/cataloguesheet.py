@@ -69,7 +69,8 @@ def write_catalogue_sheet(
     def header(sources: int, ratios: list[str], colours: dict[str, str]) -> str:
         return catalogue_header(out_dir, entries, sources, ratios, colours, since)
 
-    page = render_page("Catalogue · " + shown_out(out_dir), header, items, sizes, linked, page_dir, previews(items), sort=sort)
+    title = "Catalogue · " + shown_out(out_dir)
+    page = render_page(title, header, items, sizes, linked, page_dir, previews(items), sort=sort)
     try:
         out.write_page(target, page, create_folder=path is None)
     except OSError as exc:
