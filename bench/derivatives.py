@@ -415,6 +415,10 @@ def bench_e2e(folder: Path, sources: list[Source], repeat: int) -> Timings:
 
 
 def geometric_mean(values: list[float]) -> float:
+    """The geometric mean; NaN when a value is not positive (vips' own time, a difference of two
+    medians, can come out at or below zero on a busy machine: no ratio to average then)."""
+    if any(v <= 0 for v in values):
+        return math.nan
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 

@@ -81,6 +81,8 @@ PRECEDENCE = [
     ("trim_tolerance", "trim_tolerance", 5, "10", "40", 5, 10, 40, 24),
     ("name", "name", "{stem}.{ext}", "{path}-{size}.{ext}", '"{ratio}/{path}.{ext}"')
     + ("{stem}.{ext}", "{path}-{size}.{ext}", "{ratio}/{path}.{ext}", None),
+    ("markup_sizes", "sizes", "50vw", "33vw", '"25vw"', "50vw", "33vw", "25vw", None),
+    ("base_url", "base_url", "/a", "https://cdn.example.com/b", '"/c/"', "/a/", "https://cdn.example.com/b/", "/c/", None),
     ("attempts", "attempts", 5, "6", "7", 5, 6, 7, 3),
     ("deadline", "deadline", "30m", "1h", '"2h"', 1800.0, 3600.0, 7200.0, None),
     ("workers", "workers", 1, "2", "3", 1, 2, 3, 0),
@@ -335,7 +337,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 ALLOWED = (
     "out, ratios, size, format, quality, effort, crop, upscale, background, fit, trim, trim_tolerance, name, "
-    "attempts, deadline, workers, item_timeout, sheet, max_failures, max_pixels, max_bytes, allow_urls, "
+    "markup_sizes, base_url, attempts, deadline, workers, item_timeout, sheet, max_failures, max_pixels, max_bytes, allow_urls, "
     "allow_networks, download_timeout, max_items, max_runnable, queue_age_objective"
 )
 
@@ -487,6 +489,8 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "trim": {"value": False, "source": "default"},
             "trim_tolerance": {"value": 24, "source": "default"},
             "name": {"value": None, "source": "default"},
+            "markup_sizes": {"value": None, "source": "default"},
+            "base_url": {"value": None, "source": "default"},
             "attempts": {"value": 3, "source": "default"},
             "deadline": {"value": None, "source": "default"},
             "workers": {"value": 2, "source": defaults},

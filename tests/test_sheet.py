@@ -543,8 +543,9 @@ def test_each_tile_offers_the_focus_command_that_fixes_it_where_it_is(
     wide = []
     for item_id, recrops in parser.recrops.items():
         for line in recrops:
-            program, command, source, ratio_flag, ratio, at_flag, at = shlex.split(line)
+            program, command, source, ratio_flag, ratio, at_flag, at, db_flag, db = shlex.split(line)
             assert (program, command, ratio_flag, at_flag) == ("thumbctl", "focus", "--ratio", "--at")
+            assert (db_flag, db) == ("--db", str(tmp_path / "ledger.db"))  # not the default ledger: named
             item = items[item_id, ratio]
             left, top, right, bottom = item.result["crop"]["box"]
             width, height = sizes[item_id]
@@ -554,8 +555,8 @@ def test_each_tile_offers_the_focus_command_that_fixes_it_where_it_is(
             )
             assert source == item.source and Path(source).is_file()
             wide += [shlex.split(line)[1:]] if ratio == "16:9" else []
-    for args in wide:  # run as they are: each fix is remembered
-        assert invoke(tmp_path, *args).exit_code == 0
+    for args in wide:  # run as they are (with the --db they name): each fix is remembered
+        assert CliRunner().invoke(app, args, catch_exceptions=False).exit_code == 0
     args = ("--out", tmp_path / "again", "-w", "1", "-r", "1:1,16:9")
     again = render(tmp_path, photos, *args, states=("partial",))  # notes.jpg still fails
     with Ledger(tmp_path / "ledger.db") as ledger:

@@ -99,3 +99,39 @@ def test_generations_are_counted_per_out_in_the_ledger(
     assert (first.generation, again.generation, other.generation) == (1, 2, 1)
     assert (first.kept, again.kept) == (None, None)
     assert json.loads((tmp_path / "a" / "thumbctl.json").read_text())["pictures"] == []
+
+
+def test_sizes_and_base_url_change_the_documents_only_and_a_replay_rewrites_them(
+    tmp_path: Path, photos: Path, out_dir: Path
+) -> None:
+    cli = Thumbctl(tmp_path / "ledger.db")
+    markup = ("--sizes", "(min-width: 900px) 33vw, 100vw", "--base-url", "https://cdn.example.com/img")
+    first = submit_here(cli, photos, "--out", out_dir, *RUN, *markup)
+    picture = next(p for p in site(out_dir)["pictures"] if p["item_id"] == "coffee.png" and p["ratio"] == "1:1")
+    assert picture["srcset"] == {"jpeg": "https://cdn.example.com/img/coffee.1x1.jpg 96w"}
+    assert 'sizes="(min-width: 900px) 33vw, 100vw"' in picture["picture"]
+    assert picture["files"][0]["path"] == "coffee.1x1.jpg"  # the file's own place stays relative to OUT
+    manifest = json.loads((out_dir / "batches" / f"{first['batch_id']}.json").read_text(encoding="utf-8"))
+    assert manifest["pictures"][0]["files"][0]["url"].startswith("https://cdn.example.com/img/")
+    html = cli.invoke("status", first["batch_id"], "--html").stdout
+    assert 'src="https://cdn.example.com/img/' in html and "33vw" in html
+    keys = {i["derivative_key"] for i in json_here(cli, "status", first["batch_id"], "--items")["items"]}
+    generation = site(out_dir)["generation"]
+    again = json_here(cli, "submit", photos, "--out", out_dir, *RUN, "--detach")  # the defaults again
+    assert again["replayed"] is True and again["batch_id"] == first["batch_id"]  # the same request: nothing renders
+    assert {i["derivative_key"] for i in json_here(cli, "status", first["batch_id"], "--items")["items"]} == keys
+    plain = next(p for p in site(out_dir)["pictures"] if p["item_id"] == "coffee.png" and p["ratio"] == "1:1")
+    assert plain["srcset"] == {"jpeg": "coffee.1x1.jpg 96w"} and 'sizes="auto, ' in plain["picture"]
+    assert site(out_dir)["generation"] == generation + 1
+    manifest = json.loads((out_dir / "batches" / f"{first['batch_id']}.json").read_text(encoding="utf-8"))
+    assert manifest["pictures"][0]["files"][0]["url"] == manifest["pictures"][0]["files"][0]["path"]
+
+
+def test_a_bad_sizes_or_base_url_is_a_config_error_before_anything_is_recorded(
+    tmp_path: Path, photos: Path, out_dir: Path
+) -> None:
+    cli = Thumbctl(tmp_path / "ledger.db")
+    for flag, value in (("--sizes", '100vw" onload="x'), ("--base-url", "ftp://cdn.example.com/")):
+        refused = cli.invoke("submit", photos, "--out", out_dir, flag, value, "--json")
+        assert refused.returncode == 2, refused.stderr
+    assert not (tmp_path / "ledger.db").exists()

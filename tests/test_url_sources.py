@@ -3,7 +3,9 @@ server (tests/httpserver.py), the good ones rendered, each hostile one failed wi
 
 from __future__ import annotations
 
+import html
 import json
+import shlex
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -387,3 +389,26 @@ def test_a_detail_is_recorded_without_a_urls_secrets(ledger_url: str) -> None:
         details = [d for (d,) in raw_rows(ledger, "SELECT error_detail FROM items ORDER BY id")]
         events = [d for (d,) in raw_rows(ledger, "SELECT detail FROM events WHERE detail IS NOT NULL")]
     assert details == [shown, shown] and events and set(events) == {shown}
+
+
+def test_a_fix_line_copied_from_the_sheet_works_as_pasted_for_a_url_source(
+    http_server: HttpServer, tmp_path: Path
+) -> None:
+    """The sheet's ``thumbctl focus URL … --db LEDGER`` line, run as it is, remembers the fix for the
+    content the batch read (nothing is downloaded again); a URL no batch read is a clear error."""
+    url, route = http_server.route("coffee.png", Answer(body=COFFEE))
+    manifest = write_manifest(tmp_path / "m", [{"source": url}])
+    cli = Thumbctl(tmp_path / "ledger.db")
+    done = submit_here(cli, manifest, "--out", tmp_path / "out", *URL_FLAGS)
+    json_here(cli, "sheet", done["batch_id"])
+    page = (tmp_path / "out" / "batches" / f"{done['batch_id']}.html").read_text(encoding="utf-8")
+    (line,) = {part.split(">", 1)[1].split("</code>")[0] for part in page.split('class="recrop"')[1:]}
+    pasted = shlex.split(html.unescape(line))
+    assert pasted[:2] == ["thumbctl", "focus"] and pasted[2] == url and pasted[-2:] == ["--db", str(cli.db)]
+    requests = route.requests
+    fixed = json_here(Thumbctl(tmp_path / "elsewhere.db"), *pasted[1:])  # the line names its ledger itself
+    assert fixed["set"] == ["1:1"] and route.requests == requests
+    (entry,) = json_here(cli, "catalogue", tmp_path / "out")["entries"]
+    assert entry["focus"] == [float(v) for v in pasted[pasted.index("--at") + 1].split(",")]
+    unknown = cli.invoke("focus", http_server.url("/never.png"), "--ratio", "1:1", "--at", "0.5,0.5", "--json")
+    assert unknown.returncode == 2 and json.loads(unknown.stdout)["error"]["code"] == "source_not_found"

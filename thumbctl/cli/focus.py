@@ -7,13 +7,22 @@ from typing import Annotated
 
 import typer
 
+from ..config.s3location import is_s3
+from ..sources.downloads import is_url
 from .resolution import settings_from_context
 from .session import handled, open_ledger, reporter_for
 
 
 def focus_command(
     ctx: typer.Context,
-    source: Annotated[Path, typer.Argument(help="The photo (its content is what the fix is remembered for).")],
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="PHOTO",
+            help="The photo: a file, or the URL or s3:// key of one a batch has read (its content is what the fix "
+            "is remembered for).",
+        ),
+    ],
     ratio: Annotated[
         str | None,
         typer.Option(
@@ -36,14 +45,15 @@ def focus_command(
 ) -> None:
     """Show, set (--at) or clear (--clear) a photo's remembered crop fixes. Every later submit that renders
     the same content at that ratio, from a folder or a manifest, centres the crop there."""
-    from ..intake.focus import apply_focus, focus_request, read_photo
+    from ..intake.focus import apply_focus, focus_request, read_photo, recorded_photo
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):
         request = focus_request(ratio, at, clear)
         settings = settings_from_context(ctx)
-        photo = read_photo(source, settings.limits())
+        remote = is_s3(source) or is_url(source)
+        photo = None if remote else read_photo(Path(source), settings.limits())
         changing = request.point is not None or request.clear
-        with open_ledger(settings.ledger_path, existing=not changing, read_only=not changing) as ledger:
-            shown = apply_focus(ledger, photo, request)
+        with open_ledger(settings.ledger_path, existing=remote or not changing, read_only=not changing) as ledger:
+            shown = apply_focus(ledger, photo or recorded_photo(ledger, source), request)
         reporter.focus_points(shown)

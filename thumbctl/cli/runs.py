@@ -168,7 +168,7 @@ class SessionReporter:
         budget, scan_errors = self.max_failures, outcome.report.scan_errors
         final = replace(outcome.batch, replayed=outcome.submitted.replayed)
         self.reporter.manifest_errors(run.manifest_errors)
-        self.reporter.manifest_errors(outcome.site_errors, "site manifest")
+        self.reporter.manifest_errors(outcome.site_errors, "manifest")
         self.reporter.site_manifests_kept(outcome.site_manifests)
         self.reporter.sheet_error(run.sheet_error)
         self.reporter.finished(

@@ -61,7 +61,7 @@ def status(
             elif html:
                 from ..review.markup import batch_snippets
 
-                reporter.text(batch_snippets(ledger.views, batch))
+                reporter.text(batch_snippets(ledger.views, batch, ledger.catalogue.markup))
             elif watch:
                 watch_live(ledger, reporter, batch)
             else:

@@ -189,6 +189,7 @@ def catalogue_sheet(
     """``sheet`` without a batch: the catalogue's sheet of the OUT meant (configured, or the only one)."""
     from ..review.catalogue import changed_since, chosen_out
     from ..review.cataloguesheet import write_catalogue_sheet
+    from ..review.sheet import db_flag_of
 
     configured = settings.values["out"]
     out_dir = chosen_out(ledger, None, None if configured.source == DEFAULT_SOURCE else configured.value)
@@ -196,4 +197,5 @@ def catalogue_sheet(
     after = since.resolve(ledger) if since is not None else None
     if after is not None:
         entries = changed_since(entries, after)
-    return write_catalogue_sheet(out_dir, entries, output, sort=sort, since=after)
+    db_flag = db_flag_of(str(ledger.path))
+    return write_catalogue_sheet(out_dir, entries, output, sort=sort, since=after, db_flag=db_flag)

@@ -22,6 +22,28 @@ DEFAULT_GRACE = 3600.0
 
 
 @dataclass(frozen=True)
+class SiteMarkup:
+    """How the markup and the manifests of an OUT refer to its thumbnails (``--sizes``,
+    ``--base-url``): documents only, so neither is part of a derivative's key or of the request."""
+
+    #: The ``sizes`` attribute; None: ``auto``, then the widest file's width.
+    sizes: str | None = None
+    #: What every URL starts with (ends in ``/``); "": paths relative to OUT.
+    base_url: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"sizes": self.sizes, "base_url": self.base_url}
+
+    @classmethod
+    def from_json(cls, doc: object) -> SiteMarkup:
+        """The markup recorded as ``doc`` (anything else: the defaults)."""
+        if not isinstance(doc, dict):
+            return cls()
+        sizes, base_url = doc.get("sizes"), doc.get("base_url")
+        return cls(sizes if isinstance(sizes, str) else None, base_url if isinstance(base_url, str) else "")
+
+
+@dataclass(frozen=True)
 class SubmitOptions:
     """Everything a submission needs besides its source."""
 
@@ -41,6 +63,8 @@ class SubmitOptions:
     store_dir: Path | str | None = None
     #: What URL sources may reach, and the deadline of each download.
     url_rules: UrlRules = field(default_factory=UrlRules)
+    #: How OUT's markup and manifests refer to the thumbnails (recorded for the OUT at each submit).
+    markup: SiteMarkup = field(default_factory=SiteMarkup)
 
     def recorded_limits(self, *, urls: bool) -> dict[str, object]:
         """The limits a batch records for its workers to read its sources under; with URL sources

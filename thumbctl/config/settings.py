@@ -91,6 +91,28 @@ def _text(raw: object) -> str:
     return raw
 
 
+def _sizes(raw: object) -> str:
+    """The ``sizes`` attribute of the markup: a media-condition list (``(min-width: 900px) 33vw,
+    100vw``), written into the HTML as it is, so no quote, angle bracket or control character."""
+    text = _text(raw).strip()
+    if not text or any(ch in text for ch in "\"'<>&") or not text.isprintable():
+        raise SettingError("must be a sizes list such as '(min-width: 900px) 33vw, 100vw' (no quotes or < >)")
+    return text
+
+
+def _base_url(raw: object) -> str:
+    """The prefix of every thumbnail URL in the markup and manifests: an ``http(s)://`` URL or a path
+    from the site's root (``/img/``), kept with one trailing ``/``."""
+    text = _text(raw).strip()
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    web = parts.scheme in ("http", "https") and bool(parts.netloc) and "@" not in parts.netloc
+    if not (web or text.startswith("/")) or parts.query or parts.fragment or not text.isprintable() or " " in text:
+        raise SettingError("must be an http:// or https:// URL or a path from the site's root, e.g. /img/")
+    return text.rstrip("/") + "/"
+
+
 def _switch(raw: object) -> bool:
     if isinstance(raw, bool):
         return raw
@@ -356,6 +378,15 @@ KEYS: tuple[Key, ...] = (
     Key("name", "--name", _name_template, lambda: None,
         "Thumbnail names in OUT, from {path} {stem} {ratio} {size} {width} {height} {ext}.", OUTPUT, "TEMPLATE",
         doc="thumbnail names ([sellers.md](sellers.md#names))"),
+    Key("markup_sizes", "--sizes", _sizes, lambda: None, "The sizes attribute of the markup (default: auto, then "
+        "the widest file).", OUTPUT, "SIZES", param="sizes",
+        doc="the `sizes` attribute of every `<picture>` (markup and manifests only: changing it renders nothing); "
+            "default `auto` (a lazy image is chosen by its laid-out width), then the widest file's width",
+        doc_default="`auto, (max-width: Wpx) 100vw, Wpx`"),
+    Key("base_url", "--base-url", _base_url, lambda: None, "URL prefix of the thumbnails in the markup (a CDN).",
+        OUTPUT, "URL",
+        doc="what every thumbnail URL in the markup and manifests starts with (`https://cdn.example.com/img/` or "
+            "`/img/`; markup and manifests only: changing it renders nothing); none: paths relative to OUT"),
     Key("attempts", "--attempts", _whole_in(1, 100), lambda: 3, "Attempts per item before it fails.",
         WORKERS, "1-100", doc="attempts per item before it fails (transient errors only)"),
     Key("deadline", "--deadline", _seconds, lambda: None,

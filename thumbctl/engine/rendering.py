@@ -172,8 +172,8 @@ class Rendering:
         """What a page shows while a derivative loads: the placeholder of the part of the source it
         shows (a cover output's window; a contained one's whole, or trimmed, photo, without the
         padding), made once per box from the analysis copy, so every size and format shares it."""
-        if self.analysis is None or self.renderer is not None:
-            return {}
+        if self.analysis is None or self.renderer is not None or self.profile["background"] == TRANSPARENT:
+            return {}  # transparent pixels would show the placeholder behind the loaded file
         box = framing.choice.box
         if box not in self.placeholders:
             w, h = self.claim.source_width, self.claim.source_height

@@ -133,7 +133,7 @@ def run_batch(
         items = ledger.views.items(batch_id) if manifest_due or options.sheet else []  # read once for both
         errors = []
         if manifest_due:
-            errors += _manifest_error(ledger, view, items)
+            errors += manifest_error(ledger, view, items)
         sheet_path, sheet_error = _write_sheet(ledger, view, items) if options.sheet else (None, None)
         return RunResult(view, supervision, tuple(errors), sheet_path, sheet_error)
 
@@ -178,7 +178,7 @@ def run_work(
         for touched in ledger.views.batches_touched_since(started):
             view = ledger.views.batch(touched)
             if view.is_terminal:
-                errors += _manifest_error(ledger, view)
+                errors += manifest_error(ledger, view)
                 outs.append(view.out_dir)
         site, site_errors = site_manifests(ledger, outs)
         failed = ledger.views.failed_since(started, batch_id)
@@ -235,14 +235,15 @@ def watch_batch(
         time.sleep(poll)
 
 
-def _manifest_error(ledger: Ledger, batch: BatchView, items: list[ItemView] | None = None) -> list[str]:
+def manifest_error(ledger: Ledger, batch: BatchView, items: list[ItemView] | None = None) -> list[str]:
     """Write the batch's manifest (of ``items`` when the caller read them); a filesystem refusal is
     returned, not raised: the batch is finished either way, and ``reconcile`` and the next run can
     write it later."""
     if not out_on_host(batch.out_dir, ledger.backend):  # never a fresh local folder of that name
         return [f"{batch.manifest_path}: this host has no output folder {batch.out_dir}"]
     try:
-        write_manifest(batch, ledger.views.items(batch.batch_id) if items is None else items)
+        listed = ledger.views.items(batch.batch_id) if items is None else items
+        write_manifest(batch, listed, ledger.catalogue.markup(batch.out_dir))
     except OSError as exc:
         return [f"{batch.manifest_path}: {exc.strerror or exc}"]
     return []
@@ -278,7 +279,7 @@ def _write_sheet(ledger: Ledger, batch: BatchView, items: list[ItemView]) -> tup
 
 def write_batch_manifest(ledger: Ledger, batch: BatchView) -> str:
     """Write OUT/batches/<batch_id>.json for a batch (see :func:`thumbctl.review.markup.write_batch_manifest`)."""
-    return write_manifest(batch, ledger.views.items(batch.batch_id))
+    return write_manifest(batch, ledger.views.items(batch.batch_id), ledger.catalogue.markup(batch.out_dir))
 
 
 def _config(db_path: Path | str, options: RunOptions, batch_id: str | None, *, until_idle: bool) -> WorkerConfig:

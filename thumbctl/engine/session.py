@@ -24,7 +24,7 @@ from ..intake.carryover import carried_over
 from ..intake.prepared import IntakeReport, PreparedSubmission
 from ..ledger import Ledger
 from ..review.sitemanifest import SiteManifestWrite
-from .runner import RunObserver, RunResult, SilentObserver, run_batch, site_manifests
+from .runner import RunObserver, RunResult, SilentObserver, manifest_error, run_batch, site_manifests
 
 if TYPE_CHECKING:
     from ..core.errors import UnavailableError
@@ -69,7 +69,7 @@ class Outcome:
     requeued: int | None = None
     #: The site manifest of the batch's OUT, written (or kept) once the batch and its mirror were done.
     site_manifests: tuple[SiteManifestWrite, ...] = ()
-    #: Why it could not be written (a filesystem or bucket refusal), as for a batch manifest.
+    #: Why it (or the batch manifest a new ``--sizes``/``--base-url`` rewrote) could not be written.
     site_errors: tuple[str, ...] = ()
 
     @property
@@ -285,15 +285,18 @@ class SubmitSession:
         )
         if first:
             self.observer.ledger_created(self.db if isinstance(self.db, Path) else ledger.path)
+        restyled = ledger.catalogue.record_markup(batch.out_dir, self.options.markup)  # --sizes, --base-url
         renders = not detach and (self.finish_terminal or not batch.is_terminal)
         self.observer.submitted(batch, prepared.report, final=not renders)
         run = self._render(batch.batch_id, presses, standby) if renders else None
         outcome = Outcome(batch, prepared.report, run)
         if self.mirror is not None and not detach and not outcome.interrupted:
             outcome = replace(outcome, mirrored=self._mirror(ledger, self.mirror, prepared, batch.batch_id))
-        if self._changed_out(outcome, renders):
+        if restyled and batch.is_terminal and not renders:  # the documents only: nothing renders again
+            outcome = replace(outcome, site_errors=tuple(manifest_error(ledger, batch)))
+        if self._changed_out(outcome, renders) or restyled:
             site, errors = site_manifests(ledger, [batch.out_dir])
-            outcome = replace(outcome, site_manifests=site, site_errors=tuple(errors))
+            outcome = replace(outcome, site_manifests=site, site_errors=outcome.site_errors + tuple(errors))
         if run is not None:
             self.observer.rendered(outcome, run)
         return outcome

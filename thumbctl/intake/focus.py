@@ -19,6 +19,7 @@ from pathlib import Path
 from ..core.errors import ItemFailure, RowDamaged, UsageError
 from ..core.models import FocusChange, FocusPoint
 from ..core.profile import Limits, Ratio, SettingError, parse_ratios
+from ..core.redact import shown_source
 from ..imaging import SNIFF_BYTES, probe
 from ..ledger import Ledger
 from ..sources.entries import SourceEntry
@@ -148,6 +149,19 @@ def read_photo(source: Path, limits: Limits) -> Photo:
     """The photo at ``source``: a regular file under the byte limit in a format thumbctl reads.
     Refusals are usage errors with the code a submit would give the item."""
     return Photo(*_digest_of(source, limits))
+
+
+def recorded_photo(ledger: Ledger, source: str) -> Photo:
+    """A photo given by URL or ``s3://`` key: the content a batch read from it last (nothing is
+    downloaded; its recorded digest is what the fix is remembered for)."""
+    digest = ledger.intake.recorded_digest(source)
+    if digest is None:
+        raise UsageError(
+            f"no batch has read {shown_source(source)}: submit a manifest naming it first; a fix is remembered "
+            "for the content a batch read",
+            code="source_not_found",
+        )
+    return Photo(shown_source(source), digest)
 
 
 def apply_focus(ledger: Ledger, photo: Photo, request: FocusRequest) -> SourceFocus:

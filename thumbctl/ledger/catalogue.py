@@ -9,9 +9,11 @@ every backend. It only reads, but for the generation it counts.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Protocol
 
+from ..config.options import SiteMarkup
 from ..core.catalogue import CatalogueEntry
 from .backend import Backend, Row
 from .damage import loose_object
@@ -34,6 +36,13 @@ class CataloguePort(Protocol):
         """The entries of ``out_dir`` with the next generation of its site manifest, taken in one
         write: a later generation never holds an older catalogue than an earlier one."""
 
+    def markup(self, out_dir: str) -> SiteMarkup:
+        """How the documents of ``out_dir`` refer to its thumbnails (the newest submit's ``--sizes``
+        and ``--base-url``; the defaults before any)."""
+
+    def record_markup(self, out_dir: str, markup: SiteMarkup) -> bool:
+        """Record the markup of ``out_dir``'s documents; whether it differs from what was recorded."""
+
 
 class Catalogue:
     """:class:`CataloguePort` over SQL."""
@@ -47,6 +56,18 @@ class Catalogue:
     def outs(self) -> list[tuple[str, int]]:
         return [(row["out_dir"], int(row["names"])) for row in self.db.execute(sql.OUTS).fetchall()]
 
+    def markup(self, out_dir: str) -> SiteMarkup:
+        return SiteMarkup.from_json(loose_value(self.db.scalar(sql.META_VALUE, (f"markup:{out_dir}",))))
+
+    def record_markup(self, out_dir: str, markup: SiteMarkup) -> bool:
+        name = f"markup:{out_dir}"
+        with self.db.write():
+            recorded = SiteMarkup.from_json(loose_value(self.db.scalar(sql.META_VALUE, (name,))))
+            if recorded == markup:
+                return False
+            self.db.execute(sql.SET_META, (name, json.dumps(markup.to_json(), sort_keys=True)))
+        return True
+
     def snapshot(self, out_dir: str) -> tuple[int, list[CatalogueEntry]]:
         name = f"site_generation:{out_dir}"
         with self.db.write():
@@ -54,6 +75,14 @@ class Catalogue:
             generation = int(self.db.scalar(sql.GENERATION, (name,)))
             entries = list(_entries(self.db.execute(sql.ENTRIES, (out_dir,)).fetchall()))
         return generation, entries
+
+
+def loose_value(text: str | None) -> object:
+    """A JSON value kept as text, or None when there is none or it does not parse."""
+    try:
+        return None if text is None else json.loads(text)
+    except ValueError:
+        return None
 
 
 def _entries(rows: list[Row]) -> Iterator[CatalogueEntry]:

@@ -102,6 +102,10 @@ class IntakePort(Protocol):
     def cached_sources(self, paths: Iterable[str]) -> dict[str, CachedSource]:
         """Stat-cache rows for ``paths`` (those that have one)."""
 
+    def recorded_digest(self, source: str) -> str | None:
+        """The content digest the newest batch read for the URL or ``s3://`` source ``source`` (as
+        recorded, or as shown: without its query), None when no batch read it."""
+
     def published_keys(self, paths: Iterable[str]) -> dict[str, tuple[str | None, dict[str, object] | None]]:
         """For each of ``paths`` published before: the derivative key of its recorded object and the
         recorded profile of the batch that published it (None once that batch's record is gone)."""
@@ -295,6 +299,10 @@ class Intake(NameLocks):
 
     def _oldest_waiting_batch(self, at: str) -> str | None:
         return self.db.scalar(sql.OLDEST_WAITING_BATCH, (at,))
+
+    def recorded_digest(self, source: str) -> str | None:
+        base = source.split("?", 1)[0].split("#", 1)[0]
+        return self.db.scalar(sql.RECORDED_DIGEST, (source, base, len(base) + 1, base + "?"))
 
     def cached_sources(self, paths: Iterable[str]) -> dict[str, CachedSource]:
         paths = list(paths)

@@ -55,10 +55,12 @@ def write_catalogue_sheet(
     *,
     sort: str = "ledger",
     since: str | None = None,
+    db_flag: str = "",
 ) -> CatalogueSheetSummary:
     """Write the contact sheet of ``entries``, the live names of ``out_dir`` (all, or those changed
     after ``since``), to ``path`` (default ``OUT/batches/catalogue.html``; its folder must exist).
-    ``sort``: ``ledger`` (by name) or ``score`` (the lowest crop score first)."""
+    ``sort``: ``ledger`` (by name) or ``score`` (the lowest crop score first); ``db_flag``: what the
+    fix lines add to name the ledger (:func:`.sheet.db_flag_of`)."""
     out = output_target_at(out_dir)
     target = out.page_path(CATALOGUE_PAGE, path)
     items = [item_of(entry) for entry in entries]
@@ -70,7 +72,7 @@ def write_catalogue_sheet(
         return catalogue_header(out_dir, entries, sources, ratios, colours, since)
 
     title = "Catalogue · " + shown_out(out_dir)
-    page = render_page(title, header, items, sizes, linked, page_dir, previews(items), sort=sort)
+    page = render_page(title, header, items, sizes, linked, page_dir, previews(items), sort=sort, db_flag=db_flag)
     try:
         out.write_page(target, page, create_folder=path is None)
     except OSError as exc:

@@ -65,16 +65,32 @@ def source_frame(
     )
 
 
-def recrop_line(item: ItemView, size: tuple[int, int] | None) -> str | None:
+def recrop_line(item: ItemView, size: tuple[int, int] | None, db_flag: str = "") -> str | None:
     """The ``thumbctl focus`` command that fixes this crop centred where it is now (``--at``, to edit):
     remembered for the photo's content at this ratio, so every later submit renders it so. None when no
-    window was recorded."""
+    window was recorded. ``db_flag``: `` --db LEDGER`` when the ledger is not the default one."""
     box = crop_box(item)
     if box is None or not size or fit_of(item) != "cover":
         return None
     left, top, right, bottom = box
     x, y = round((left + right) / 2 / size[0], 3), round((top + bottom) / 2 / size[1], 3)
-    return f"thumbctl focus {shlex.quote(shown_source(item.source))} --ratio {item.ratio} --at {x:g},{y:g}"
+    return f"thumbctl focus {shell_source(item.source)} --ratio {item.ratio} --at {x:g},{y:g}{db_flag}"
+
+
+def shell_source(source: str) -> str:
+    """A source as a pasted command line names it: a URL or ``s3://`` key as shown (no secret in it),
+    a local path as ``~/…`` under the home folder (the shell expands it), else in full; quoted."""
+    if "://" in source:
+        return shlex.quote(shown_source(source))
+    return shell_path(source)
+
+
+def shell_path(path: str) -> str:
+    """A local path for a command line, quoted: ``~/…`` under the home folder, else as it is."""
+    home = os.path.expanduser("~").rstrip("/")
+    if path.startswith(home + "/"):
+        return "~/" + shlex.quote(path[len(home) + 1 :])
+    return shlex.quote(path)
 
 
 def crop_window(item: ItemView, size: tuple[int, int], colour: str) -> str:

@@ -14,8 +14,9 @@ Rules (README, "Paste-ready markup"):
   one format have the same width (sizes that collapse on a small source), the one asked for
   the smaller size is used.
 - The ``<img>`` is the JPEG set, else the PNG set, else the most widely supported modern one.
-  Its ``src``, ``width`` and ``height`` are those of its widest file; ``sizes`` says the image
-  is shown at that width, or the viewport's when narrower (edit it to the page's layout).
+  Its ``src``, ``width`` and ``height`` are those of its widest file; ``sizes`` starts with
+  ``auto`` (a lazy image is then chosen by the width the page lays it out at), then, for browsers
+  without it, the image shown at that width, or the viewport's when narrower.
 - An AVIF or WebP set is offered as a ``<source>`` only when its files (one per width, as its
   ``srcset`` lists them) total fewer bytes than the ``<img>``'s set: a browser takes the first
   ``<source>`` it supports, so a larger modern file would cost the page bytes. The offered
@@ -27,7 +28,8 @@ Rules (README, "Paste-ready markup"):
   no script: its dominant colour (``background-color``) under its tiny image, a 16 px WebP
   ``data:`` URI scaled to cover the box (see ``imaging.placeholder``). Both are absent when the
   ledger has none for the pair (outputs rendered before placeholders were recorded, and only
-  reused since).
+  reused since; outputs with a transparent background, whose placeholder would stay visible
+  through the transparent pixels once the file has loaded).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from ..config.options import SiteMarkup
 from ..core.models import BatchView, ItemState, ItemView
 
 if TYPE_CHECKING:
@@ -72,10 +75,12 @@ class OutputFile:
     bytes: int | None
     #: The size asked for, when the ledger records it per item.
     size: int | None = None
+    #: What the URL starts with (``--base-url``); "": relative to OUT.
+    base_url: str = ""
 
     @property
     def url(self) -> str:
-        return quote(self.path, safe="/")
+        return self.base_url + quote(self.path, safe="/")
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -127,6 +132,8 @@ class PictureSet:
     files: tuple[OutputFile, ...]
     alt: str = ""
     placeholder: Placeholder | None = None
+    #: The ``sizes`` attribute (``--sizes``); None: ``auto``, then the widest file's width.
+    sizes: str | None = None
 
     def srcsets(self) -> dict[str, str]:
         """Format -> its ``srcset`` string (formats in the order of :meth:`by_format`)."""
@@ -141,7 +148,7 @@ class PictureSet:
 
     def picture(self) -> str | None:
         """The ``<picture>`` element, or None when the pair published nothing."""
-        return picture_html(self.by_format(), self.alt, self.placeholder) if self.files else None
+        return picture_html(self.by_format(), self.alt, self.placeholder, self.sizes) if self.files else None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -162,9 +169,15 @@ def _file_order(file: OutputFile) -> tuple[int, int, int, str]:
     return order, file.width, file.size or 0, file.path
 
 
-def picture_sets(out_dir: str, items: Iterable[ItemView], header_size: HeaderSize | None = None) -> list[PictureSet]:
+def picture_sets(
+    out_dir: str,
+    items: Iterable[ItemView],
+    header_size: HeaderSize | None = None,
+    markup: SiteMarkup = SiteMarkup(),
+) -> list[PictureSet]:
     """One :class:`PictureSet` per (item id, ratio) in ledger order, with its succeeded items' files,
-    its ``alt`` text and the placeholder the first of its items that has one recorded."""
+    its ``alt`` text and the placeholder the first of its items that has one recorded; ``markup``: the
+    OUT's ``--sizes`` and ``--base-url``."""
     grouped: dict[tuple[str, str], list[OutputFile]] = {}
     alts: dict[tuple[str, str], str] = {}
     placeholders: dict[tuple[str, str], Placeholder] = {}
@@ -172,18 +185,20 @@ def picture_sets(out_dir: str, items: Iterable[ItemView], header_size: HeaderSiz
         pair = (item.item_id, item.ratio)
         files = grouped.setdefault(pair, [])
         alts.setdefault(pair, item.alt)
-        file = output_file(out_dir, item, header_size)
+        file = output_file(out_dir, item, header_size, markup.base_url)
         if file is not None:
             files.append(file)
             if pair not in placeholders and (placeholder := Placeholder.from_result(item.result)):
                 placeholders[pair] = placeholder
     return [
-        PictureSet(item_id, ratio, tuple(files), alts[item_id, ratio], placeholders.get((item_id, ratio)))
+        PictureSet(item_id, ratio, tuple(files), alts[item_id, ratio], placeholders.get((item_id, ratio)), markup.sizes)
         for (item_id, ratio), files in grouped.items()
     ]
 
 
-def output_file(out_dir: str, item: ItemView, header_size: HeaderSize | None = None) -> OutputFile | None:
+def output_file(
+    out_dir: str, item: ItemView, header_size: HeaderSize | None = None, base_url: str = ""
+) -> OutputFile | None:
     """The file a succeeded item published, with its facts from the render result; an item
     reused from an earlier batch (no result) is measured from its file's header."""
     path = item.friendly_path or item.object_path
@@ -204,6 +219,7 @@ def output_file(out_dir: str, item: ItemView, header_size: HeaderSize | None = N
         format=fmt,
         bytes=_output_bytes(result, path),
         size=_asked_size(item),
+        base_url=base_url,
     )
 
 
@@ -250,11 +266,17 @@ def fallback_format(formats: Iterable[str]) -> str:
     return next(fmt for fmt in (*FALLBACK_FORMATS, *sorted(present)) if fmt in present)
 
 
-def picture_html(by_format: dict[str, list[OutputFile]], alt: str = "", placeholder: Placeholder | None = None) -> str:
-    """The ``<picture>``: a ``<source>`` per modern format worth offering, then the fallback ``<img>``."""
+def picture_html(
+    by_format: dict[str, list[OutputFile]],
+    alt: str = "",
+    placeholder: Placeholder | None = None,
+    sizes: str | None = None,
+) -> str:
+    """The ``<picture>``: a ``<source>`` per modern format worth offering, then the fallback ``<img>``;
+    ``sizes`` as given, else ``auto`` (lazy images only) then the widest file's width."""
     img_format = fallback_format(by_format)
     largest = by_format[img_format][-1]
-    sizes = f"(max-width: {largest.width}px) 100vw, {largest.width}px"
+    sizes = escape(sizes) if sizes else f"auto, (max-width: {largest.width}px) 100vw, {largest.width}px"
     lines = ["<picture>"]
     for fmt in offered_sources(by_format, img_format):
         lines.append(f'  <source type="{MEDIA_TYPES[fmt]}" srcset="{escape(srcset(by_format[fmt]))}" sizes="{sizes}">')
@@ -306,13 +328,14 @@ def comment_text(text: str) -> str:
     return escape(text, quote=False)
 
 
-def batch_snippets(views: ViewsPort, batch: str) -> str:
-    """The snippets of ``batch`` (an id or a unique prefix), read from the ledger's views."""
+def batch_snippets(views: ViewsPort, batch: str, markup: Callable[[str], SiteMarkup] = lambda out: SiteMarkup()) -> str:
+    """The snippets of ``batch`` (an id or a unique prefix), read from the ledger's views; ``markup``
+    gives its OUT's ``--sizes`` and ``--base-url``."""
     view = views.batch(batch, with_failures=False)
-    return snippets(picture_sets(view.out_dir, views.items(view.batch_id)))
+    return snippets(picture_sets(view.out_dir, views.items(view.batch_id), markup=markup(view.out_dir)))
 
 
-def batch_manifest(batch: BatchView, items: list[ItemView]) -> dict[str, object]:
+def batch_manifest(batch: BatchView, items: list[ItemView], markup: SiteMarkup = SiteMarkup()) -> dict[str, object]:
     """The document of OUT/batches/<batch_id>.json: every item with its object and friendly path, and
     per source and ratio its published files with a ``srcset`` per format and a ``<picture>``."""
     entries = [
@@ -329,7 +352,7 @@ def batch_manifest(batch: BatchView, items: list[ItemView]) -> dict[str, object]
         }
         for item in items
     ]
-    pictures = [group.to_json() for group in picture_sets(batch.out_dir, items)]
+    pictures = [group.to_json() for group in picture_sets(batch.out_dir, items, markup=markup)]
     doc = {**batch.to_json(with_failures=False), "items": entries, "pictures": pictures}
     doc.pop("replayed", None)
     doc.pop("queue_age_seconds", None)
@@ -343,9 +366,10 @@ def manifest_present(batch: BatchView) -> bool:
     return output_target_at(batch.out_dir).document_size(name_in(batch.out_dir, batch.manifest_path)) is not None
 
 
-def write_batch_manifest(batch: BatchView, items: list[ItemView]) -> str:
+def write_batch_manifest(batch: BatchView, items: list[ItemView], markup: SiteMarkup = SiteMarkup()) -> str:
     """Write the batch's manifest (see :func:`batch_manifest`) into its output target, atomically;
     returns its path."""
     target = output_target_at(batch.out_dir)
-    target.write_document(name_in(batch.out_dir, batch.manifest_path), json_document(batch_manifest(batch, items)))
+    document = json_document(batch_manifest(batch, items, markup))
+    target.write_document(name_in(batch.out_dir, batch.manifest_path), document)
     return batch.manifest_path

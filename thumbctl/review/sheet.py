@@ -18,12 +18,15 @@ for each of those.
 from __future__ import annotations
 
 import os
+import shlex
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
+from ..config.userdirs import default_ledger_path
 from ..core.errors import CannotWrite
 from ..core.models import ITEM_STATES, BatchState, BatchView, ItemState, ItemView
 from ..ledger import Ledger
@@ -38,7 +41,16 @@ from ..storage.locations import (
 )
 from ..storage.objects import LocalObjectStore, read_preview
 from ..storage.outputs import OutputTarget
-from .crops import crop_caption, crop_figure, crop_text, output_size, ratio_css, recrop_line, source_frame
+from .crops import (
+    crop_caption,
+    crop_figure,
+    crop_text,
+    output_size,
+    ratio_css,
+    recrop_line,
+    shell_path,
+    source_frame,
+)
 from .markup import FALLBACK_FORMATS
 
 #: Outline colours of the ratios, in the order the batch lists them.
@@ -108,7 +120,9 @@ def write_contact_sheet(
     outputs = [(item, linked_output(item, out)) for item in items]
     shown = {item_key(i): p for i, p in outputs if p}
     sizes = ledger.views.source_sizes(view.batch_id)
-    page = render_sheet(view, items, sizes, shown, os.path.dirname(target), previews(items), sort=sort)
+    page_dir = os.path.dirname(target)
+    db_flag = db_flag_of(str(ledger.path))
+    page = render_sheet(view, items, sizes, shown, page_dir, previews(items), sort=sort, db_flag=db_flag)
     try:
         out.write_page(target, page, create_folder=path is None)
     except OSError as exc:
@@ -125,6 +139,26 @@ def write_contact_sheet(
         missing=sum(1 for i, p in outputs if i.state == ItemState.SUCCEEDED and p is None),
         damaged=damaged,
     )
+
+
+def db_flag_of(ledger: str) -> str:
+    """`` --db LEDGER`` for a command pasted from a page, or "" for the default ledger: a file as
+    ``~/…`` or in full, a server URL without its password (libpq finds it in PGPASSWORD or ~/.pgpass)."""
+    if "://" in ledger:
+        return f" --db {shlex.quote(without_password(ledger))}"
+    if Path(ledger) == default_ledger_path():
+        return ""
+    return f" --db {shell_path(ledger)}"
+
+
+def without_password(url: str) -> str:
+    """A server URL without the password of its user part (``postgresql://shop@db/thumbs``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit(parts._replace(netloc=user + host))
 
 
 def linked_output(item: ItemView, out: OutputTarget) -> str | None:
@@ -166,6 +200,7 @@ def render_sheet(
     photos: dict[str, bytes] | None = None,
     *,
     sort: str = "ledger",
+    db_flag: str = "",
 ) -> str:
     """The whole page of a batch.
 
@@ -177,7 +212,8 @@ def render_sheet(
     def header(sources: int, ratios: list[str], colours: dict[str, str]) -> str:
         return sheet_header(batch, sources, ratios, colours, page_dir)
 
-    return render_page(f"Contact sheet · {batch.batch_id}", header, items, sizes, shown, page_dir, photos, sort=sort)
+    title = f"Contact sheet · {batch.batch_id}"
+    return render_page(title, header, items, sizes, shown, page_dir, photos, sort=sort, db_flag=db_flag)
 
 
 def render_page(
@@ -190,13 +226,14 @@ def render_page(
     photos: dict[str, bytes] | None = None,
     *,
     sort: str = "ledger",
+    db_flag: str = "",
 ) -> str:
     """A contact sheet page: ``header`` (given the number of sources, the ratios and their colours)
     over one card per source (see :func:`render_sheet`)."""
     ratios = list(dict.fromkeys(i.ratio for i in items))
     colours = {r: RATIO_COLOURS[n % len(RATIO_COLOURS)] for n, r in enumerate(ratios)}
     groups = group_by_source(items, shown, sort)
-    card = SourceCard(shown, page_dir, colours, photos or {})
+    card = SourceCard(shown, page_dir, colours, photos or {}, db_flag)
     cards = "\n".join(card.render(item_id, group, sizes.get(item_id)) for item_id, group in groups.items())
     return (
         "<!DOCTYPE html>\n"
@@ -297,11 +334,13 @@ class SourceCard:
         page_dir: str,
         colours: dict[str, str],
         photos: dict[str, bytes],
+        db_flag: str = "",
     ) -> None:
         self.shown = shown
         self.page_dir = page_dir
         self.colours = colours
         self.photos = photos
+        self.db_flag = db_flag
 
     def render(self, item_id: str, items: list[ItemView], size: tuple[int, int] | None) -> str:
         """Its id, size and photo with the crop windows, then one tile per ratio; a compact row
@@ -326,7 +365,7 @@ class SourceCard:
             return placeholder_figure(derivatives, colour)
         path = self.shown[item_key(item)]
         caption = crop_caption(item) if len(derivatives) == 1 else derivatives_caption(item, derivatives, self.shown)
-        return crop_figure(item, path, self.page_dir, colour, recrop_line(item, size), caption)
+        return crop_figure(item, path, self.page_dir, colour, recrop_line(item, size, self.db_flag), caption)
 
 
 def group_by_ratio(items: list[ItemView]) -> dict[str, list[ItemView]]:

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from functools import partial
 
+from ..config.options import SiteMarkup
 from ..core.catalogue import CatalogueEntry
 from ..core.errors import ExitCode
 from ..ledger import Ledger
@@ -61,11 +62,13 @@ class SiteManifestWrite:
         )
 
 
-def site_document(generation: int, written_at: str, entries: list[CatalogueEntry]) -> dict[str, object]:
-    """The site manifest of a catalogue's entries."""
+def site_document(
+    generation: int, written_at: str, entries: list[CatalogueEntry], markup: SiteMarkup = SiteMarkup()
+) -> dict[str, object]:
+    """The site manifest of a catalogue's entries, its URLs and ``sizes`` as ``markup`` says."""
     items = [item_of(entry) for entry in entries]
     out_dir = entries[0].out_dir if entries else ""
-    pictures = [group.to_json() for group in picture_sets(out_dir, items)] if entries else []
+    pictures = [group.to_json() for group in picture_sets(out_dir, items, markup=markup)] if entries else []
     return {"generator": GENERATOR, "generation": generation, "written_at": written_at, "pictures": pictures}
 
 
@@ -73,7 +76,8 @@ def write_site_manifest(ledger: Ledger, out_dir: str) -> SiteManifestWrite:
     """Write ``OUT/thumbctl.json`` from the live catalogue of ``out_dir`` (see the module)."""
     generation, entries = ledger.catalogue.snapshot(out_dir)
     target = output_target_at(out_dir)
-    document = json_document(site_document(generation, iso(ledger.clock()), entries))
+    markup = ledger.catalogue.markup(out_dir)
+    document = json_document(site_document(generation, iso(ledger.clock()), entries, markup))
     kept = target.swap_document(SITE_MANIFEST, document, partial(kept_for, generation), READ_LIMIT)
     return SiteManifestWrite(out_dir, target.path_of(SITE_MANIFEST), generation, kept)
 

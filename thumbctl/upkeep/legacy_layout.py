@@ -172,7 +172,7 @@ def _rewrite_manifests(ledger: Ledger, out: str) -> None:
     for batch_id in ledger.upkeep.live_batches_in(out):
         batch = ledger.views.batch(batch_id, with_failures=False)
         if os.path.lexists(batch.manifest_path):
-            write_batch_manifest(batch, ledger.views.items(batch_id))
+            write_batch_manifest(batch, ledger.views.items(batch_id), ledger.catalogue.markup(batch.out_dir))
 
 
 def _legacy_files(folder: _Folder) -> Iterator[tuple[str, str]]:

@@ -28,3 +28,8 @@ NEXT_GENERATION = query(
     "ON CONFLICT (name) DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)",
 )
 GENERATION = query("generation", "SELECT value FROM meta WHERE name = ?")
+#: A value kept in ``meta`` (the markup an OUT's documents use), and its upsert.
+META_VALUE = query("meta_value", "SELECT value FROM meta WHERE name = ?")
+SET_META = query(
+    "set_meta", "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)

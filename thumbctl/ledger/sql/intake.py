@@ -124,6 +124,13 @@ PUBLISHED_KEYS = query(
     "WHERE n.friendly_path IN ({paths})",
     lists={"paths": ("?", ",")},
 )
+#: The content digest a batch read for a source (a URL or an ``s3://`` key), newest first: the source as
+#: recorded, or its address before the query (a signed URL is shown with its secrets redacted).
+RECORDED_DIGEST = query(
+    "recorded_digest",
+    "SELECT source_digest FROM items WHERE source_digest IS NOT NULL AND (source = ? OR source = ? "
+    "OR substr(source, 1, ?) = ?) ORDER BY id DESC LIMIT 1",
+)
 CACHED_SOURCES = query(
     "cached_sources",
     f"SELECT {', '.join(CACHE_COLUMNS)} FROM stat_cache WHERE path IN ({{ids}})",
