@@ -321,6 +321,8 @@ _VOLATILE = {
     "request_digest": lambda v: "<digest>" if v else v,
     "queue_age_seconds": lambda v: v if v is None else "<age>",
     "timings": lambda v: sorted(v) if isinstance(v, dict) else v,
+    # the documents gc reclaims name their ledger (a contact sheet's fix lines give its --db)
+    "bytes_reclaimed": lambda v: "<bytes>" if isinstance(v, int) and v > 0 else v,
 }
 
 

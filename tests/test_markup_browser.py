@@ -25,8 +25,8 @@ body {{ margin: 0; background: {background}; }}
 </style></head><body><div class="grid">{picture}</div>
 <script>
 const img = document.querySelector("img");
-const seen = () => img.complete && img.currentSrc ? (document.title = "src:" + img.currentSrc) : setTimeout(seen, 20);
-seen();
+const loaded = () => {{ document.title = "src:" + img.currentSrc; }};
+if (img.complete && img.currentSrc) loaded(); else img.addEventListener("load", loaded);
 </script></body></html>
 """
 
@@ -48,7 +48,7 @@ def browser(chromium: str, page: Path, *flags: str) -> subprocess.CompletedProce
 
 def loaded_file(chromium: str, page: Path) -> str:  # noqa: F811
     """The file Chromium chose for the page's first image (its ``currentSrc``), once loaded."""
-    dom = browser(chromium, page, "--virtual-time-budget=10000", "--dump-dom").stdout
+    dom = browser(chromium, page, "--virtual-time-budget=30000", "--dump-dom").stdout  # no timer in the page
     found = re.search(r"<title>src:([^<]*)</title>", dom)
     assert found, dom[-2000:]
     return found.group(1).rsplit("/", 1)[-1]
