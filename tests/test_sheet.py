@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from PIL import Image, ImageChops, ImageOps, ImageStat
+from PIL import Image, ImageChops, ImageDraw, ImageOps, ImageStat
 from typer.testing import CliRunner
 
 from thumbctl import Ledger
@@ -637,3 +637,18 @@ def test_headless_chromium_draws_the_whole_sheet_with_every_photo(
     for left in (270, 500, 760):
         assert patch_spread(shot, (left, 210, left + 150, 380)) > 15, f"the crop at x={left} is blank"
     assert patch_spread(shot, (0, SCREEN[1] - 40, SCREEN[0], SCREEN[1])) < 1  # the page ended above the bottom
+
+
+def test_a_transparent_crop_sits_on_a_checkerboard(tmp_path: Path, out_dir: Path, chromium: str) -> None:
+    photos = tmp_path / "bottles"
+    photos.mkdir()
+    bottle = Image.new("RGBA", (600, 900), (0, 0, 0, 0))
+    ImageDraw.Draw(bottle).ellipse((200, 100, 400, 800), fill=(20, 60, 200, 255))
+    bottle.save(photos / "bottle.png")
+    args = ("--out", out_dir, "-r", "16:9", "--size", "320", "--fit", "contain", "--background", "transparent")
+    result = invoke(tmp_path, "submit", photos, *args, "--format", "png", "-w", "1", "--json")
+    assert result.exit_code == 0, result.stderr
+    shot = screenshot(chromium, Path(json.loads(result.stdout)["sheet"]), tmp_path / "sheet.png")
+    padding = shot.crop((280, 220, 330, 300))  # the tile's left padding: transparent in the file
+    colours = {colour for _, colour in padding.getcolors(1 << 16) or []}
+    assert {(212, 212, 212), (255, 255, 255)} <= colours, sorted(colours)[:8]

@@ -537,6 +537,7 @@ ul { list-style: none; margin: 0; padding: 0; }
 .tile { margin: 0; min-width: 150px; max-width: 100%; }
 .tile img, .tile .box { display: block; height: 196px; width: auto; max-width: 100%; object-fit: contain;
   border-radius: 3px; outline: 2px solid var(--c); outline-offset: 2px; }
+.tile img { background: repeating-conic-gradient(#d4d4d4 0% 25%, #fff 0% 50%) 0 0 / 16px 16px; }
 .tile a { display: block; margin: 4px; position: relative; width: fit-content; }
 .window.contain { border-style: dashed; } .trimmed { position: absolute; border: 1px dotted var(--c); }
 .placed { position: absolute; outline: 1px dashed var(--c); pointer-events: none; }
