@@ -287,7 +287,7 @@ def test_results_go_to_stdout_and_the_notice_before_a_run_to_stderr(cli, photos:
     assert "Accepted batch" in result.stdout
     batch_id = json.loads(cli("status", "--json").stdout)["batches"][0]["batch_id"]
     db = os.environ["THUMBCTL_DB"]  # not the default ledger: the command names it
-    assert result.stdout.splitlines()[-1] == f"  next: thumbctl work {batch_id} --until-idle --db {db} renders it"
+    assert result.stdout.splitlines()[-1] == f"  render it with: thumbctl work {batch_id} --until-idle --db {db}"
     assert "Replayed existing batch" in cli("submit", photos, "--out", out_dir, "--detach").stdout
     listed = cli("status")
     assert listed.stderr == "" and "queued 0/12" in " ".join(listed.stdout.split())
@@ -1335,7 +1335,7 @@ def test_the_command_a_detached_submit_suggests_renders_it_and_says_what_this_ho
     cli = Thumbctl(tmp_path / "ledger.db")
     detached = cli.invoke("submit", photos, "--out", out_dir, "-r", "1:1", "--detach")
     assert detached.returncode == 0
-    suggested = detached.stdout.splitlines()[-1].removeprefix("  next: ").removesuffix(" renders it")
+    suggested = detached.stdout.splitlines()[-1].removeprefix("  render it with: ")
     assert suggested.startswith("thumbctl work b_") and f"--db {tmp_path / 'ledger.db'}" in suggested
     done = cli.run(*suggested.split()[1:], "-w", "1")
     assert done.returncode == 0, done.stderr

@@ -652,3 +652,16 @@ def test_a_transparent_crop_sits_on_a_checkerboard(tmp_path: Path, out_dir: Path
     padding = shot.crop((280, 220, 330, 300))  # the tile's left padding: transparent in the file
     colours = {colour for _, colour in padding.getcolors(1 << 16) or []}
     assert {(212, 212, 212), (255, 255, 255)} <= colours, sorted(colours)[:8]
+
+
+def test_a_fix_line_names_its_ledger_in_full_wherever_it_is_pasted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from thumbctl.review.sheet import db_flag_of
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the ledger lies outside it: written in full
+    assert db_flag_of("shop.db") == f" --db {tmp_path / 'shop.db'}"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert db_flag_of("shop.db") == " --db ~/shop.db"  # under the home folder: as the shell expands it
+    assert db_flag_of("postgresql://shop:secret@db/thumbs") == " --db postgresql://shop@db/thumbs"

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from thumbctl import Ledger
-from thumbctl.review.sitemanifest import NEWER, TAKEN, kept_for, write_site_manifest
+from thumbctl.review.sitemanifest import NEWER, TAKEN, Decision, write_site_manifest
 from thumbctl.storage.outputs import LocalOutputTarget
 
 from conftest import SAMPLE_IMAGES
@@ -44,16 +45,22 @@ def test_a_run_writes_every_live_name_with_its_markup_and_the_next_change_a_high
     assert second["generation"] == 2 and len({(p["item_id"], p["ratio"]) for p in second["pictures"]}) == 10
 
 
+def document(ledger: str) -> Callable[[int], dict]:
+    return lambda generation: {"generator": "thumbctl", "generation": generation, "ledger": ledger}
+
+
 def test_an_older_generation_never_replaces_a_newer_one_nor_a_users_file(tmp_path: Path) -> None:
     out = LocalOutputTarget(str(tmp_path))
-    newer = json.dumps({"generator": "thumbctl", "generation": 5}).encode()
-    assert out.swap_document("thumbctl.json", newer, lambda held: kept_for(5, held), 1 << 20) is None
-    older = json.dumps({"generator": "thumbctl", "generation": 3}).encode()
-    assert out.swap_document("thumbctl.json", older, lambda held: kept_for(3, held), 1 << 20) == NEWER
-    assert (tmp_path / "thumbctl.json").read_bytes() == newer
-    (tmp_path / "thumbctl.json").write_text('{"my": "site config"}')
-    assert out.swap_document("thumbctl.json", older, lambda held: kept_for(9, held), 1 << 20) == TAKEN
-    assert (tmp_path / "thumbctl.json").read_text() == '{"my": "site config"}'
+    held = tmp_path / "thumbctl.json"
+    assert out.swap_document("thumbctl.json", Decision(5, "L", document("L")), 1 << 20) is None
+    assert out.swap_document("thumbctl.json", Decision(3, "L", document("L")), 1 << 20) == NEWER  # this ledger's
+    assert json.loads(held.read_text())["generation"] == 5
+    other = Decision(2, "M", document("M"))  # another ledger's (the first one lost): its count goes on
+    assert out.swap_document("thumbctl.json", other, 1 << 20) is None and other.written == 6
+    assert json.loads(held.read_text()) == {"generator": "thumbctl", "generation": 6, "ledger": "M"}
+    held.write_text('{"my": "site config"}')
+    assert out.swap_document("thumbctl.json", Decision(9, "M", document("M")), 1 << 20) == TAKEN
+    assert held.read_text() == '{"my": "site config"}'
 
 
 def test_a_users_own_thumbctl_json_is_left_with_a_warning_and_exit_1(
@@ -117,7 +124,9 @@ def test_sizes_and_base_url_change_the_documents_only_and_a_replay_rewrites_them
     assert 'src="https://cdn.example.com/img/' in html and "33vw" in html
     keys = {i["derivative_key"] for i in json_here(cli, "status", first["batch_id"], "--items")["items"]}
     generation = site(out_dir)["generation"]
-    again = json_here(cli, "submit", photos, "--out", out_dir, *RUN, "--detach")  # the defaults again
+    same = cli.invoke("submit", photos, "--out", out_dir, *RUN, *markup, "-w", "1", "--json")  # a plain replay
+    assert json.loads(same.stdout)["replayed"] is True and site(out_dir)["generation"] == generation
+    again = json.loads(cli.invoke("submit", photos, "--out", out_dir, *RUN, "-w", "1", "--json").stdout)  # defaults
     assert again["replayed"] is True and again["batch_id"] == first["batch_id"]  # the same request: nothing renders
     assert {i["derivative_key"] for i in json_here(cli, "status", first["batch_id"], "--items")["items"]} == keys
     plain = next(p for p in site(out_dir)["pictures"] if p["item_id"] == "coffee.png" and p["ratio"] == "1:1")

@@ -215,21 +215,23 @@ def test_concurrent_puts_of_one_key_create_it_exactly_once(s3_server: WeedServer
 def test_a_swapped_document_ends_at_the_newest_generation_whatever_the_order_of_its_writers(s3_url: str) -> None:
     """Five writers of generations 1-5 released at once (the site manifest's swap, ``If-Match``):
     the newest stands, whichever wrote last; a document thumbctl did not write is never replaced."""
-    from thumbctl.review.sitemanifest import TAKEN, kept_for
+    from thumbctl.review.sitemanifest import TAKEN, Decision
 
     out = target_at(f"{s3_url}/swap-{uuid.uuid4().hex[:8]}")
     start = threading.Barrier(SWAP_WRITERS)
 
+    def document(generation: int) -> dict[str, object]:
+        return {"generator": "thumbctl", "generation": generation, "ledger": "L"}
+
     def write(generation: int) -> str | None:
-        doc = json.dumps({"generator": "thumbctl", "generation": generation}).encode()
         start.wait()
-        return out.swap_document("thumbctl.json", doc, lambda held: kept_for(generation, held), 1 << 20)
+        return out.swap_document("thumbctl.json", Decision(generation, "L", document), 1 << 20)
 
     with ThreadPoolExecutor(SWAP_WRITERS) as pool:
         list(pool.map(write, range(1, SWAP_WRITERS + 1)))
     assert json.loads(out.read_document("thumbctl.json", 1 << 20) or b"")["generation"] == SWAP_WRITERS
     out.write_document("thumbctl.json", b"a user's own file")
-    assert out.swap_document("thumbctl.json", b"{}", lambda held: kept_for(99, held), 1 << 20) == TAKEN
+    assert out.swap_document("thumbctl.json", Decision(99, "L", document), 1 << 20) == TAKEN
     assert out.read_document("thumbctl.json", 1 << 20) == b"a user's own file"
 
 

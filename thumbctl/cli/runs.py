@@ -155,7 +155,7 @@ class SessionReporter:
     def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool) -> None:
         self.reporter.submitted(batch, report, final=final)
         if final and not batch.is_terminal:  # --detach: say what renders it
-            self.reporter.next_step(f"thumbctl work {batch.batch_id} --until-idle{self.db_flag}", "renders it")
+            self.reporter.next_step(f"thumbctl work {batch.batch_id} --until-idle{self.db_flag}", "render it with")
 
     def requeued(self, batch_id: str, count: int, *, final: bool) -> None:
         self.reporter.requeued(batch_id, count, final=final)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import UsageError
+from ..core.redact import without_userinfo
 from ..core.profile import Limits, Profile, Ratio, SettingError, UrlRules
 from .file import LOCAL_FILE_NAME, USER_FILE_NAME, FileLayer, file_layer, find_config_file, load_config_file
 from .options import RunOptions, SiteMarkup, SubmitOptions, default_workers, lease_seconds
@@ -271,7 +272,8 @@ def with_s3_endpoint(settings: Settings, env: Mapping[str, str]) -> Settings:
     endpoint, source = endpoint_of(settings.s3_options(), env)
     if endpoint is None:
         return settings
-    return replace(settings, values={**settings.values, "s3_endpoint": Setting(endpoint, source)})
+    shown = Setting(without_userinfo(endpoint), source)  # never a password in what is printed
+    return replace(settings, values={**settings.values, "s3_endpoint": shown})
 
 
 def _is_server(target: Path | str) -> bool:

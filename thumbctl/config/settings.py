@@ -95,9 +95,10 @@ def _sizes(raw: object) -> str:
     """The ``sizes`` attribute of the markup: a media-condition list (``(min-width: 900px) 33vw,
     100vw``), written into the HTML as it is, so no quote, angle bracket or control character."""
     text = _text(raw).strip()
-    if not text or any(ch in text for ch in "\"'<>&") or not text.isprintable():
-        raise SettingError("must be a sizes list such as '(min-width: 900px) 33vw, 100vw' (no quotes or < >)")
-    return text
+    parts = [part.strip() for part in text.split(",")]
+    if any(ch in text for ch in "\"'<>&;\\`") or not text.isprintable() or not all(parts):
+        raise SettingError("must be a sizes list such as '(min-width: 900px) 33vw, 100vw' (no quotes, < >, ;)")
+    return ", ".join(parts)
 
 
 def _base_url(raw: object) -> str:
@@ -108,7 +109,8 @@ def _base_url(raw: object) -> str:
 
     parts = urlsplit(text)
     web = parts.scheme in ("http", "https") and bool(parts.netloc) and "@" not in parts.netloc
-    if not (web or text.startswith("/")) or parts.query or parts.fragment or not text.isprintable() or " " in text:
+    unsafe = any(ch in text for ch in "\"'<>\\` ") or not text.isprintable()  # written into HTML and JSON as it is
+    if not (web or text.startswith("/")) or parts.query or parts.fragment or unsafe:
         raise SettingError("must be an http:// or https:// URL or a path from the site's root, e.g. /img/")
     return text.rstrip("/") + "/"
 

@@ -292,8 +292,8 @@ class SubmitSession:
         outcome = Outcome(batch, prepared.report, run)
         if self.mirror is not None and not detach and not outcome.interrupted:
             outcome = replace(outcome, mirrored=self._mirror(ledger, self.mirror, prepared, batch.batch_id))
-        if restyled and batch.is_terminal and not renders:  # the documents only: nothing renders again
-            outcome = replace(outcome, site_errors=tuple(manifest_error(ledger, batch)))
+        if restyled and batch.replayed and batch.is_terminal:  # the documents only: nothing renders again
+            outcome = replace(outcome, site_errors=tuple(manifest_error(ledger, ledger.views.batch(batch.batch_id))))
         if self._changed_out(outcome, renders) or restyled:
             site, errors = site_manifests(ledger, [batch.out_dir])
             outcome = replace(outcome, site_manifests=site, site_errors=outcome.site_errors + tuple(errors))
@@ -307,9 +307,11 @@ class SubmitSession:
         here that was not interrupted, a batch finished at submit (every output reused), or a
         mirror's removals; not a replay, nor a batch left for ``thumbctl work``."""
         removed = outcome.mirrored is not None and bool(outcome.mirrored.removed)
+        if outcome.submitted.replayed and not outcome.report.restored_outputs:
+            return removed  # a replay changes no name, unless it had gone outputs rendered again
         if renders:
             return not outcome.interrupted or removed
-        return removed or (outcome.submitted.is_terminal and not outcome.submitted.replayed)
+        return removed or outcome.submitted.is_terminal
 
     def _requeue(self, ledger: Ledger, batch_id: str, *, detach: bool) -> Outcome:
         count = ledger.queue.retry_failed(batch_id)

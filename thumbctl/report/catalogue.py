@@ -9,7 +9,7 @@ from ..core.catalogue import CatalogueEntry
 from ..core.redact import shown_source
 from .listing import Cell
 from .output import Output
-from .styles import escape, printable
+from .styles import escape, plural, printable
 
 if TYPE_CHECKING:
     from ..review.cataloguesheet import CatalogueSheetSummary
@@ -74,6 +74,6 @@ class CatalogueReports(Output):
             unknown = sum(entry.crop is None and entry.fit != "contain" for entry in entries)
             fixed = sum(entry.focus is not None for entry in entries)
             self.note(
-                f"{len(entries)} live thumbnails in {out_dir}; {fixed} with a crop fix"
+                f"{plural(len(entries), 'live thumbnail')} in {escape(out_dir)}; {fixed} with a crop fix"
                 + (f"; {unknown} whose crop window no render recorded (unknown)" if unknown else "")
             )

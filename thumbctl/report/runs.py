@@ -98,8 +98,9 @@ class RunReports(MirrorReports):
             )
 
     def next_step(self, command: str, what: str) -> None:
-        """The command to run next, as a line of the result (``--detach``: what renders the batch)."""
-        self.say(f"  next: [bold]{escape(command)}[/] {what}")
+        """The command to run next, as a line of the result (``--detach``: what renders the batch),
+        the command alone at its end so it can be pasted whole."""
+        self.say(f"  {what}: [bold]{escape(command)}[/]")
 
     def renders_again_json(self) -> dict[str, object]:
         """``{"renders_again": [...]}`` when outputs render again for changed encoder settings."""

@@ -46,15 +46,23 @@ def recorded_out(out: Path | str) -> str:
 def chosen_out(ledger: Ledger, given: Path | str | None, configured: Path | str | None = None) -> str:
     """The OUT a command means: the one given, else the configured one, else the only OUT the ledger
     holds live names in; a usage error (exit 2) listing them when that leaves a choice."""
-    if given is not None or configured is not None:
-        return recorded_out(given if given is not None else str(configured))
     outs = ledger.catalogue.outs()
+    if given is not None or configured is not None:
+        wanted = recorded_out(given if given is not None else str(configured))
+        if wanted not in {out for out, _ in outs}:
+            listed = ", ".join(out for out, _ in outs) or "none yet"
+            raise UsageError(
+                f"this ledger has no live thumbnails in {wanted}; it publishes to: {listed}", code="no_catalogue"
+            )
+        return wanted
     if len(outs) == 1:
         return outs[0][0]
     if not outs:
         raise UsageError("no thumbnails are recorded in this ledger yet: submit a folder first", code="no_catalogue")
     listed = ", ".join(out for out, _ in outs)
-    raise UsageError(f"this ledger publishes to {len(outs)} OUTs; name one: {listed}", code="out_required")
+    raise UsageError(
+        f"this ledger publishes to {len(outs)} OUTs; name one (OUT, or --out for sheet): {listed}", code="out_required"
+    )
 
 
 def ordered(entries: Iterable[CatalogueEntry], order: CatalogueOrder) -> list[CatalogueEntry]:
@@ -96,20 +104,22 @@ class Since:
         return cls(moment=moment if moment.tzinfo else moment.replace(tzinfo=UTC))
 
     def resolve(self, ledger: Ledger) -> str:
-        """The time it means, as the ledger records times (a batch: when it last changed)."""
+        """The time it means, as the ledger records times (a batch: when its last item moved)."""
         if self.seconds is not None:
             return iso(ledger.clock() - self.seconds)
         if self.moment is not None:
             return iso(self.moment.timestamp())
         try:
-            batch = ledger.views.batch(ledger.views.resolve_batch_id(self.batch or ""), with_failures=False)
+            batch_id = ledger.views.resolve_batch_id(self.batch or "")
         except BatchNotFound:
             raise UsageError(
                 f"--changed {_short(self.batch or '')!r} is neither a batch, a duration (2h, 7d) nor a date or "
                 "time (2026-12-01T09:30)",
                 code="bad_since",
             ) from None
-        return batch.finished_at or batch.updated_at
+        with ledger.views.streamed_items(batch_id) as items:  # its items' last moves: gc's expiry is none of them
+            last = max((item.updated_at for item in items), default=None)
+        return last or ledger.views.batch(batch_id, with_failures=False).created_at
 
 
 #: What ``--changed`` reads as a while ago: a number, with or without a sign or duration units.

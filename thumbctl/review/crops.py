@@ -149,7 +149,7 @@ def crop_figure(
     alt = escape(f"{item.item_id} {item.ratio}")
     line = (
         f'<code class="recrop" title="the command that fixes this crop: edit --at (x,y in 0..1), run it, '
-        f'submit the folder again (add your --db if you give one)">'
+        f'submit the folder again">'
         f"{escape(recrop)}</code>"
         if recrop
         else ""

@@ -148,7 +148,7 @@ def db_flag_of(ledger: str) -> str:
         return f" --db {shlex.quote(without_password(ledger))}"
     if Path(ledger) == default_ledger_path():
         return ""
-    return f" --db {shell_path(ledger)}"
+    return f" --db {shell_path(os.path.abspath(ledger))}"  # pasted in any folder
 
 
 def without_password(url: str) -> str:

@@ -14,8 +14,8 @@ as it is (``document_name_taken``). gc never expires it; the batch manifests sta
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
 from ..config.options import SiteMarkup
 from ..core.catalogue import CatalogueEntry
@@ -63,33 +63,66 @@ class SiteManifestWrite:
 
 
 def site_document(
-    generation: int, written_at: str, entries: list[CatalogueEntry], markup: SiteMarkup = SiteMarkup()
+    generation: int,
+    written_at: str,
+    entries: list[CatalogueEntry],
+    markup: SiteMarkup = SiteMarkup(),
+    ledger_id: str | None = None,
 ) -> dict[str, object]:
     """The site manifest of a catalogue's entries, its URLs and ``sizes`` as ``markup`` says."""
     items = [item_of(entry) for entry in entries]
     out_dir = entries[0].out_dir if entries else ""
     pictures = [group.to_json() for group in picture_sets(out_dir, items, markup=markup)] if entries else []
-    return {"generator": GENERATOR, "generation": generation, "written_at": written_at, "pictures": pictures}
+    head = {"generator": GENERATOR, "generation": generation, "ledger": ledger_id, "written_at": written_at}
+    return {**head, "pictures": pictures}
 
 
 def write_site_manifest(ledger: Ledger, out_dir: str) -> SiteManifestWrite:
     """Write ``OUT/thumbctl.json`` from the live catalogue of ``out_dir`` (see the module)."""
     generation, entries = ledger.catalogue.snapshot(out_dir)
     target = output_target_at(out_dir)
-    markup = ledger.catalogue.markup(out_dir)
-    document = json_document(site_document(generation, iso(ledger.clock()), entries, markup))
-    kept = target.swap_document(SITE_MANIFEST, document, partial(kept_for, generation), READ_LIMIT)
-    return SiteManifestWrite(out_dir, target.path_of(SITE_MANIFEST), generation, kept)
+    markup, written_at, ledger_id = ledger.catalogue.markup(out_dir), iso(ledger.clock()), ledger.upkeep.ledger_id()
+    decision = Decision(generation, ledger_id, lambda at: site_document(at, written_at, entries, markup, ledger_id))
+    kept = target.swap_document(SITE_MANIFEST, decision, READ_LIMIT)
+    return SiteManifestWrite(out_dir, target.path_of(SITE_MANIFEST), decision.written, kept)
 
 
-def kept_for(generation: int, held: bytes | None) -> str | None:
-    """Why the document ``held`` there stays instead of generation ``generation``, or None to write."""
-    if held is None:
-        return None
+@dataclass
+class Decision:
+    """What a site manifest write does with the document there (:meth:`OutputTarget.swap_document`):
+    none there, or thumbctl's of an older generation of this ledger: write ours; thumbctl's of a newer
+    generation of this ledger: keep it (another host was ahead); another ledger's (a ledger lost, as a
+    CI cache can be): write ours, counting on from its generation, so the count never goes back; a
+    document thumbctl did not write: keep it (:data:`TAKEN`)."""
+
+    generation: int
+    ledger_id: str
+    build: Callable[[int], dict[str, object]]
+    #: The generation written (the one asked for, or more after another ledger's).
+    written: int = 0
+
+    def __call__(self, held: bytes | None) -> bytes | str:
+        theirs = None if held is None else _thumbctls(held)
+        if held is not None and theirs is None:
+            return TAKEN
+        generation = self.generation
+        if theirs is not None:
+            their_generation, their_ledger = theirs
+            if their_ledger == self.ledger_id and their_generation >= generation:
+                return NEWER
+            if their_ledger != self.ledger_id:
+                generation = max(generation, their_generation + 1)
+        self.written = generation
+        return json_document(self.build(generation))
+
+
+def _thumbctls(held: bytes) -> tuple[int, str | None] | None:
+    """The generation and ledger of a document thumbctl wrote, else None."""
     try:
         doc = json.loads(held)
     except ValueError:
-        return TAKEN
+        return None
     if not isinstance(doc, dict) or doc.get("generator") != GENERATOR or not isinstance(doc.get("generation"), int):
-        return TAKEN
-    return NEWER if doc["generation"] >= generation else None
+        return None
+    ledger = doc.get("ledger")
+    return doc["generation"], ledger if isinstance(ledger, str) else None

@@ -38,8 +38,9 @@ from .objects import Source
 from .thumbnails import shown_file, thumbnail_problem
 from .versions import NameState, Recorded, StaleVersion, is_ours, version_at
 
-#: What decides a swapped document's fate: the bytes there now (None: none) -> why to keep them, or None.
-Keep = Callable[[bytes | None], str | None]
+#: What decides a swapped document's fate: the bytes there now (None: none) -> the bytes to write, or
+#: why to keep those there (text).
+Decide = Callable[[bytes | None], bytes | str]
 
 
 class CopyAhead(Protocol):
@@ -141,11 +142,11 @@ class OutputTarget(Protocol):
         """A batch document's bytes (see :meth:`read`)."""
         ...
 
-    def swap_document(self, name: str, data: bytes, keep: Keep, limit: int) -> str | None:
-        """Write the document ``name`` atomically unless what it holds now says to keep that: ``keep``
-        gets the bytes there (read up to ``limit``; None when there are none) and returns why to keep
-        them, or None to write. Two writers never both act on one stale read (a lock on the folder;
-        ``If-Match``/``If-None-Match`` in a bucket). Returns why it kept the document, else None."""
+    def swap_document(self, name: str, decide: Decide, limit: int) -> str | None:
+        """Replace the document ``name`` atomically with what ``decide`` makes of the bytes there now
+        (read up to ``limit``; None when there are none), unless it says why to keep them. Two
+        writers never both act on one stale read (a lock on the folder; ``If-Match``/``If-None-Match``
+        in a bucket). Returns why it kept the document, else None."""
         ...
 
     def document_size(self, name: str) -> int | None:
@@ -377,15 +378,16 @@ class LocalOutputTarget(OutLayout):
     def read_document(self, name: str, limit: int) -> bytes | None:
         return self.read(name, limit)
 
-    def swap_document(self, name: str, data: bytes, keep: Keep, limit: int) -> str | None:
+    def swap_document(self, name: str, decide: Decide, limit: int) -> str | None:
         with fsafe.open_folder(self.root, self.root, create=True) as root, _locked(root):
             held = self.read(name, limit)
             if held is None and os.path.lexists(self.path_of(name)):
                 held = b""  # there, but too large or no regular file: not ours
-            why = keep(held)
-            if why is None:
-                self.write_document(name, data)
-            return why
+            made = decide(held)
+            if isinstance(made, str):
+                return made
+            self.write_document(name, made)
+            return None
 
     def document_size(self, name: str) -> int | None:
         path = self.path_of(name)

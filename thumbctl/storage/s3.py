@@ -58,7 +58,7 @@ from .objects import (
     Verifier,
     open_object,
 )
-from .outputs import RESERVED_FOLDERS, InterfaceSlot, Keep, NameState, Recorded, StaleVersion
+from .outputs import RESERVED_FOLDERS, Decide, InterfaceSlot, NameState, Recorded, StaleVersion
 
 if TYPE_CHECKING:
     from obstore.store import S3Store
@@ -497,15 +497,14 @@ class S3OutputTarget(OutLayout, _S3Place):
     def read_document(self, name: str, limit: int) -> bytes | None:
         return self.read(name, limit)
 
-    def swap_document(self, name: str, data: bytes, keep: Keep, limit: int) -> str | None:
-        attributes = _attributes(name, self.options.cache_control_names, data)
-
+    def swap_document(self, name: str, decide: Decide, limit: int) -> str | None:
         def once() -> str | None:
             found = self._head(name)
             held = None if found is None else self.read(name, limit) or b""  # b"": too large to be ours
-            why = keep(held)
-            if why is not None:
-                return why
+            data = decide(held)
+            if isinstance(data, str):
+                return data
+            attributes = _attributes(name, self.options.cache_control_names, data)
             written, _ = (
                 self._create(name, data, attributes)
                 if found is None
