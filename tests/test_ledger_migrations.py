@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -124,38 +125,40 @@ def _published_rows(execute) -> None:
         )
 
 
-def _sqlite_v10(path: str) -> str:
+def _sqlite_at(path: str, version: int, rows: Callable[[Callable[..., object]], None]) -> str:
+    """A SQLite ledger migrated to ``version`` and holding ``rows`` (written through ``execute``)."""
     conn = sqlite3.connect(path, isolation_level=None)
     db = sqlite_utils.Database(conn)
     conn.execute("BEGIN")
-    for version, migrate in MIGRATIONS:
-        if version <= 10:
+    for number, migrate in MIGRATIONS:
+        if number <= version:
             migrate(db)
-    _published_rows(conn.execute)
-    conn.execute("PRAGMA user_version = 10")
+    rows(conn.execute)
+    conn.execute(f"PRAGMA user_version = {version}")
     conn.execute("COMMIT")
     conn.close()
     return path
 
 
-def _postgres_v4(url: str) -> str:
+def _postgres_at(url: str, version: int, rows: Callable[[Callable[..., object]], None]) -> str:
+    """A PostgreSQL ledger migrated to ``version`` and holding ``rows`` (written through ``execute``)."""
     psycopg = pytest.importorskip("psycopg")
     with psycopg.connect(url, autocommit=False) as conn:
-        for version, statements in PG_MIGRATIONS:
-            if version <= 4:
+        for number, statements in PG_MIGRATIONS:
+            if number <= version:
                 for statement in statements:
                     conn.execute(statement)
         conn.execute("CREATE TABLE thumbctl_schema (version integer NOT NULL)")
-        conn.execute("INSERT INTO thumbctl_schema (version) VALUES (4)")
-        _published_rows(lambda sql, params: conn.execute(sql.replace("?", "%s"), params))
+        conn.execute(f"INSERT INTO thumbctl_schema (version) VALUES ({version})")
+        rows(lambda sql, params: conn.execute(sql.replace("?", "%s"), params))
     return url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def v10_ledger(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "sqlite":
-        return _sqlite_v10(str(tmp_path / "ledger.db"))
-    return _postgres_v4(request.getfixturevalue("pg_url"))
+        return _sqlite_at(str(tmp_path / "ledger.db"), 10, _published_rows)
+    return _postgres_at(request.getfixturevalue("pg_url"), 4, _published_rows)
 
 
 def test_an_old_ledger_records_the_names_its_live_batches_published(v10_ledger: str):
@@ -210,38 +213,11 @@ def _rendered_then_reused(execute) -> None:
         )
 
 
-def _sqlite_v16(path: str) -> str:
-    conn = sqlite3.connect(path, isolation_level=None)
-    db = sqlite_utils.Database(conn)
-    conn.execute("BEGIN")
-    for version, migrate in MIGRATIONS:
-        if version <= 16:
-            migrate(db)
-    _rendered_then_reused(conn.execute)
-    conn.execute("PRAGMA user_version = 16")
-    conn.execute("COMMIT")
-    conn.close()
-    return path
-
-
-def _postgres_v10(url: str) -> str:
-    psycopg = pytest.importorskip("psycopg")
-    with psycopg.connect(url, autocommit=False) as conn:
-        for version, statements in PG_MIGRATIONS:
-            if version <= 10:
-                for statement in statements:
-                    conn.execute(statement)
-        conn.execute("CREATE TABLE thumbctl_schema (version integer NOT NULL)")
-        conn.execute("INSERT INTO thumbctl_schema (version) VALUES (10)")
-        _rendered_then_reused(lambda sql, params: conn.execute(sql.replace("?", "%s"), params))
-    return url
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def v16_ledger(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "sqlite":
-        return _sqlite_v16(str(tmp_path / "ledger.db"))
-    return _postgres_v10(request.getfixturevalue("pg_url"))
+        return _sqlite_at(str(tmp_path / "ledger.db"), 16, _rendered_then_reused)
+    return _postgres_at(request.getfixturevalue("pg_url"), 10, _rendered_then_reused)
 
 
 def test_an_old_ledger_gives_reused_names_the_window_of_their_render_and_keeps_when_they_changed(v16_ledger: str):
