@@ -20,13 +20,18 @@ def entries_by_name(document: dict) -> dict[str, dict]:
     return {entry["name"]: entry for entry in document["entries"]}
 
 
-def test_every_live_name_has_one_record_with_the_window_and_score_of_the_render_that_made_it(
-    tmp_path: Path, photos: Path, out_dir: Path
-) -> None:
+def two_runs(tmp_path: Path, photos: Path, out_dir: Path) -> tuple[Thumbctl, dict, dict]:
+    """A first batch over the photos, then one more photo: the second batch reuses every old output."""
     cli = Thumbctl(tmp_path / "ledger.db")
     first = submit_here(cli, photos, "--out", out_dir, *ONE_RATIO)
     shutil.copy(SAMPLE_IMAGES / "orientation" / "Portrait_8.jpg", photos / "new.jpg")
-    second = submit_here(cli, photos, "--out", out_dir, *ONE_RATIO)
+    return cli, first, submit_here(cli, photos, "--out", out_dir, *ONE_RATIO)
+
+
+def test_every_live_name_has_one_record_with_the_window_and_score_of_the_render_that_made_it(
+    tmp_path: Path, photos: Path, out_dir: Path
+) -> None:
+    cli, first, second = two_runs(tmp_path, photos, out_dir)
     with Ledger(tmp_path / "ledger.db") as ledger:
         made = {i.friendly_path: i for i in ledger.views.items(first["batch_id"])}
         reused = ledger.views.items(second["batch_id"])
@@ -47,10 +52,7 @@ def test_every_live_name_has_one_record_with_the_window_and_score_of_the_render_
 def test_changed_lists_only_the_names_whose_bytes_changed_after_a_batch_or_a_time(
     tmp_path: Path, photos: Path, out_dir: Path
 ) -> None:
-    cli = Thumbctl(tmp_path / "ledger.db")
-    first = submit_here(cli, photos, "--out", out_dir, *ONE_RATIO)
-    shutil.copy(SAMPLE_IMAGES / "orientation" / "Portrait_8.jpg", photos / "new.jpg")
-    submit_here(cli, photos, "--out", out_dir, *ONE_RATIO)
+    cli, first, _ = two_runs(tmp_path, photos, out_dir)
     since_first = json_here(cli, "catalogue", out_dir, "--changed", first["batch_id"])
     assert sorted(entries_by_name(since_first)) == ["new.1x1.jpg", "new.4x3.jpg"]
     json_here(cli, "gc", "--older-than", "0s")  # expiring the batches does not move when they changed OUT

@@ -3,7 +3,6 @@ notices on the way (a store moved, names not linked, the layout migrated, admiss
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.errors import ExitCode, Interrupted, UnavailableError

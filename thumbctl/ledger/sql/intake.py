@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..states import QUEUED, RUNNING, SUCCEEDED, runnable
+from ..states import QUEUED, RUNNING, runnable
 from . import insert, query
 
 BATCH_COLUMNS = (
