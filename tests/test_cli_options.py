@@ -329,7 +329,7 @@ DURATION_OPTIONS = {"older_than", "grace", "window", "admission_wait", "settle",
 #: Options parsed by their command that hold two numbers, ``X,Y``.
 POINT_OPTIONS = {"at"}
 #: Options whose value is text, never a number.
-TEXT_OPTIONS = {"key", "include", "exclude", "profile", "batch_option", "item", "output", "prometheus", "sort", "state"}
+TEXT_OPTIONS = {"key", "include", "exclude", "profile", "batch_option", "item", "output", "prometheus", "sort", "state", "root"}
 
 
 def _numeric_key(key) -> bool:  # noqa: ANN001 - a settings table Key

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from thumbctl import Ledger, Limits
 from thumbctl.core.errors import UsageError
-from thumbctl.core.models import FocusChange
+from thumbctl.core.fixes import FocusChange
 from thumbctl.intake.focus import parse_point, plan_focus
 from thumbctl.sources.manifest import parse_manifest_text
 
@@ -213,7 +213,7 @@ def test_a_manifest_tells_a_focus_from_null_from_none() -> None:
 
 
 def test_a_manifest_that_sets_and_clears_one_fix_records_the_last_in_item_order() -> None:
-    from thumbctl.core.models import FocusPoint
+    from thumbctl.core.fixes import FocusPoint
     from thumbctl.core.profile import Ratio
     from thumbctl.sources.entries import SourceEntry
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from .fixes import FixFileState, FocusChange
+
 
 class _State(StrEnum):
     """A state that prints as its JSON value everywhere, a ``repr`` included, so a printed dict of
@@ -95,6 +97,8 @@ class NewBatch:
     manifest_folder: str = ""
     #: The crop fixes the batch's manifest sets or clears, recorded with the batch.
     focus_changes: tuple[FocusChange, ...] = ()
+    #: The source root's fix file as this batch read it (root, state), recorded with the batch.
+    fix_file: tuple[str, FixFileState] | None = None
 
     @property
     def manifest_dir(self) -> str:
@@ -296,32 +300,6 @@ class EventView:
             "detail": self.detail,
             "dedup": self.dedup,
         }
-
-
-@dataclass(frozen=True)
-class FocusChange:
-    """A crop fix to remember for (source content, ratio), or (``focus`` None) to forget."""
-
-    source_digest: str
-    ratio: str
-    focus: tuple[float, float] | None
-
-
-@dataclass(frozen=True)
-class FocusPoint:
-    """A remembered crop fix: every later render of the content at the ratio is centred on ``focus``
-    (None: the fix was cleared at ``set_at``); ``batch_id`` is the batch whose manifest set or
-    cleared it (None: ``thumbctl focus``)."""
-
-    source_digest: str
-    ratio: str
-    focus: tuple[float, float] | None
-    set_at: str | None
-    batch_id: str | None = None
-
-    def to_json(self) -> dict[str, object]:
-        focus = list(self.focus) if self.focus else None
-        return {"ratio": self.ratio, "focus": focus, "set_at": self.set_at, "batch_id": self.batch_id}
 
 
 @dataclass(frozen=True)

@@ -10,20 +10,28 @@ and no object rendered with another framing is reused for it.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..config.s3location import is_s3
 from ..core.errors import ItemFailure, RowDamaged, UsageError
-from ..core.models import FocusChange, FocusPoint
+from ..core.fixes import FIX_FILE, FocusChange, FocusPoint, path_key
+from ..core.models import CachedSource
 from ..core.profile import Limits, Ratio, SettingError, parse_ratios
 from ..core.redact import shown_source
 from ..imaging import SNIFF_BYTES, probe
 from ..ledger import Ledger
+from ..sources.downloads import is_url
 from ..sources.entries import SourceEntry
-from ..sources.scan import SourceFolder, check_size, digest_bounded
+from ..sources.scan import SourceFolder, check_size
+from .fixfile import FixEntry
+from .fixplan import FileFixes, phash_of_bytes
+from .fixwrite import FileWrite, photo_update, write_entries
 
 Point = tuple[float, float]
 
@@ -34,36 +42,53 @@ Point = tuple[float, float]
 @dataclass(frozen=True)
 class FocusPlan:
     """What a submission renders with: the fix remembered for each (digest, ratio) before it, cleared
-    ones included (focus None); and the changes its manifest makes, recorded with the batch (they
-    apply from the next batch on: within a manifest, an item without ``focus`` keeps the fix remembered
-    before, as another item of the same photo with its own focus is another derivative)."""
+    ones included (focus None); what the root's fix file says (over the ledger, see
+    :mod:`.fixplan`); and the changes to record with the batch: the file's, applied now, and the
+    manifest's (they apply from the next batch on: within a manifest, an item without ``focus``
+    keeps the fix remembered before, as another item of the same photo with its own focus is
+    another derivative)."""
 
     memory: Mapping[tuple[str, str], FocusPoint] = field(default_factory=dict)
     changes: tuple[FocusChange, ...] = ()
+    file: FileFixes = field(default_factory=FileFixes)
 
     def focus_of(self, entry: SourceEntry, digest: str | None, ratio: Ratio) -> Point | None:
-        """The item's focus: the manifest's, none when the manifest clears it, else the remembered one."""
+        """The item's focus: the manifest's, none when the manifest clears it, else the fix file's,
+        else the remembered one."""
         if entry.focus is not None or entry.clear_focus or digest is None:
             return entry.focus
+        if (digest, str(ratio)) in self.file.points:
+            return self.file.points[digest, str(ratio)]
         point = self.memory.get((digest, str(ratio)))
         return point.focus if point else None
 
     def remembered_for(self, entry: SourceEntry, digest: str | None) -> dict[str, object]:
-        """The remembered fixes (set or cleared, with when) ``entry`` renders with, for the canonical
-        request: a fix set, cleared or set again since makes the next submit a new request."""
+        """The remembered fixes (set or cleared, with when, or from the fix file) ``entry`` renders
+        with, for the canonical request: a fix set, cleared or set again since makes the next submit
+        a new request."""
         if entry.focus is not None or entry.clear_focus or digest is None:
             return {}
-        points = (self.memory.get((digest, str(r))) for r in entry.ratios)
-        return {p.ratio: {"focus": list(p.focus) if p.focus else None, "set_at": p.set_at} for p in points if p}
+        found: dict[str, object] = {}
+        for ratio in map(str, entry.ratios):
+            known = self.memory.get((digest, ratio))
+            if (digest, ratio) in self.file.points and (known is None or known.focus != self.file.points[digest, ratio]):
+                point = self.file.points[digest, ratio]  # recorded with the batch: "set_at" from the next submit on
+                found[ratio] = {"focus": list(point) if point else None, "from": FIX_FILE}
+            elif known is not None:
+                found[ratio] = {"focus": list(known.focus) if known.focus else None, "set_at": known.set_at}
+        return found
 
 
-def plan_focus(entries: Iterable[tuple[SourceEntry, str | None]], remembered: Iterable[FocusPoint]) -> FocusPlan:
+def plan_focus(
+    entries: Iterable[tuple[SourceEntry, str | None]], remembered: Iterable[FocusPoint], file: FileFixes | None = None
+) -> FocusPlan:
     """The plan of the entries (each with its source's digest, None when it could not be read), given
-    the fixes remembered for those digests. Where several items of a manifest set or clear one fix,
-    the last in item-id order stands; only what changes the remembered fix is recorded (a fix set
-    again as it is keeps its time, clearing none changes nothing)."""
+    the fixes remembered for those digests and what the root's fix file says. Where several items
+    of a manifest set or clear one fix, the last in item-id order stands; only what changes the
+    remembered fix is recorded (a fix set again as it is keeps its time, clearing none changes nothing)."""
+    file = file or FileFixes()
     memory = {(p.source_digest, p.ratio): p for p in remembered}
-    wanted: dict[tuple[str, str], Point | None] = {}
+    wanted: dict[tuple[str, str], Point | None] = dict(file.points)
     for entry, digest in sorted(entries, key=lambda pair: pair[0].item_id):
         if digest is not None and (entry.focus is not None or entry.clear_focus):
             wanted.update({(digest, str(ratio)): entry.focus for ratio in entry.ratios})
@@ -72,7 +97,7 @@ def plan_focus(entries: Iterable[tuple[SourceEntry, str | None]], remembered: It
         for (digest, ratio), focus in wanted.items()
         if (memory[digest, ratio].focus if (digest, ratio) in memory else None) != focus
     )
-    return FocusPlan(memory, changes)
+    return FocusPlan(memory, changes, file)
 
 
 # -- thumbctl focus -------------------------------------------------------------------------------
@@ -87,6 +112,8 @@ class SourceFocus:
     points: tuple[FocusPoint, ...]
     set: tuple[str, ...] = ()
     cleared: tuple[str, ...] = ()
+    #: Where the change was written besides the ledger (the root's fix file), or why it was not.
+    file: FileWrite | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -95,7 +122,7 @@ class SourceFocus:
             "focus_points": [p.to_json() for p in self.points],
             "set": list(self.set),
             "cleared": list(self.cleared),
-        }
+        } | ({"fix_file": self.file.to_json()} if self.file else {})
 
 
 def parse_point(text: str) -> Point:
@@ -139,16 +166,25 @@ def focus_request(ratio: str | None, at: str | None, clear: bool) -> FocusReques
 
 @dataclass(frozen=True)
 class Photo:
-    """A photo's real path and content digest, read as a submit reads it."""
+    """A photo's real path (or URL) and content digest, read as a submit reads it, with its upright
+    dimensions and perceptual hash where its bytes were read (for the fix file)."""
 
     path: str
     digest: str
+    width: int | None = None
+    height: int | None = None
+    phash: str | None = None
+
+    def entry(self, root: str, points: Iterable[FocusPoint]) -> FixEntry:
+        """This photo's entry in the fix file of ``root``, with ``points``."""
+        focus = {p.ratio: p.focus for p in points if p.focus is not None}
+        return FixEntry(path_key(root, self.path), self.digest, self.width, self.height, self.phash, focus)
 
 
 def read_photo(source: Path, limits: Limits) -> Photo:
     """The photo at ``source``: a regular file under the byte limit in a format thumbctl reads.
     Refusals are usage errors with the code a submit would give the item."""
-    return Photo(*_digest_of(source, limits))
+    return _read(source, limits)
 
 
 def recorded_photo(ledger: Ledger, source: str) -> Photo:
@@ -164,9 +200,23 @@ def recorded_photo(ledger: Ledger, source: str) -> Photo:
     return Photo(shown_source(source), digest)
 
 
-def apply_focus(ledger: Ledger, photo: Photo, request: FocusRequest) -> SourceFocus:
+def apply_focus(ledger: Ledger, photo: Photo, request: FocusRequest, root: str | None = None) -> SourceFocus:
     """Carry out ``request`` for ``photo`` and return what is remembered for it afterwards. Setting a
-    fix as it already is, or clearing one that is not set, changes nothing."""
+    fix as it already is, or clearing one that is not set, changes nothing in the ledger. A change is
+    also written to the fix file at ``root`` (see :mod:`.fixwrite`), when there is one."""
+    shown = _applied(ledger, photo, request)
+    if request.point is None and not request.clear:
+        return shown
+    if root is None:
+        why = f"no batch has read {photo.path} yet: the fix is kept in the ledger only (--root names the fix file's root)"
+        return replace(shown, file=FileWrite(note=why))
+    cleared = [str(r) for r in request.ratios] if request.ratios or not request.clear else None
+    make = photo_update(photo.entry(root, shown.points), cleared if request.clear else ())
+    return replace(shown, file=write_entries(ledger, root, make, [photo.digest]))
+
+
+def _applied(ledger: Ledger, photo: Photo, request: FocusRequest) -> SourceFocus:
+    """:func:`apply_focus` in the ledger alone."""
     wanted = [str(r) for r in request.ratios]
     try:
         known = {p.ratio: p.focus for p in ledger.intake.focus_points([photo.digest]) if p.focus is not None}
@@ -189,15 +239,30 @@ def apply_focus(ledger: Ledger, photo: Photo, request: FocusRequest) -> SourceFo
     return replace(shown, points=tuple(p for p in shown.points if p.ratio in wanted))
 
 
+def described_photo(source: str, digest: str, limits: Limits) -> FixEntry:
+    """A live photo's entry for ``--export`` (its fixes and path are filled in there): with its
+    dimensions and hash when the file at ``source`` still holds ``digest``, else by digest alone."""
+    if is_url(source) or is_s3(source):
+        return FixEntry(source, digest)
+    try:
+        photo = read_photo(Path(source), limits)
+    except UsageError:
+        return FixEntry(source, digest)
+    if photo.digest != digest:
+        return FixEntry(source, digest)
+    return FixEntry(source, digest, photo.width, photo.height, photo.phash)
+
+
 def _current(ledger: Ledger, photo: Photo, *, set_: tuple[str, ...] = (), cleared: tuple[str, ...] = ()) -> SourceFocus:
     """The fixes set for ``photo`` now (cleared ones are not shown)."""
     points = tuple(p for p in ledger.intake.focus_points([photo.digest]) if p.focus is not None)
     return SourceFocus(photo.path, photo.digest, points, set_, cleared)
 
 
-def _digest_of(source: Path, limits: Limits) -> tuple[str, str]:
-    """The real path of the image file ``source`` and its content digest (read as a submit reads it:
-    a regular file, under the byte limit, in a format thumbctl reads). Refusals are usage errors."""
+def _read(source: Path, limits: Limits) -> Photo:
+    """The image file ``source`` by its real path, content digest, dimensions and hash (read as a
+    submit reads it: a regular file, under the byte limit, in a format thumbctl reads). Refusals are
+    usage errors."""
     if not source.exists():
         raise UsageError(f"source {source} does not exist", code="source_not_found")
     path = os.path.realpath(source)
@@ -206,13 +271,13 @@ def _digest_of(source: Path, limits: Limits) -> tuple[str, str]:
     try:
         with SourceFolder(os.path.dirname(path)) as folder, folder.open(path) as stream:
             check_size(os.fstat(stream.fileno()).st_size, limits.max_bytes, path)
-            head = stream.read(SNIFF_BYTES)
-            stream.seek(0)
-            digest = digest_bounded(stream, limits.max_bytes, path)
-            stream.seek(0)
-            probe(stream, head, limits.max_pixels)
+            data = stream.read(limits.max_bytes + 1)
+            check_size(len(data), limits.max_bytes, path)
+            info = probe(io.BytesIO(data), data[:SNIFF_BYTES], limits.max_pixels)
     except ItemFailure as failure:
         raise UsageError(f"source {source}: {failure.detail}", code=failure.code) from None
     except OSError as exc:
         raise UsageError(f"source {source} cannot be read: {exc.strerror or exc}", code="io_error") from None
-    return path, digest
+    cached = CachedSource(path, 0, 0, len(data), 0, 0, "", info.format, info.width, info.height, info.orientation)
+    phash = phash_of_bytes(data, cached, limits)
+    return Photo(path, hashlib.sha256(data).hexdigest(), info.width, info.height, phash)

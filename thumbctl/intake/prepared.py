@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..core.models import NewBatch
 from ..core.profile import Profile
 from ..sources.scan import ScanError
+from .fixplan import FixFileOutcome
 from .lanes import LeftOut
 from .rerender import EncoderChange
 
@@ -43,6 +44,8 @@ class IntakeReport:
     from_ledger: bool = False
     #: Formats whose published outputs render again only because their encoder settings changed.
     encoder_changes: list[EncoderChange] = field(default_factory=list)
+    #: What the source root's fix file (``thumbctl-focus.json``) did, None when there is none.
+    fix_file: FixFileOutcome | None = None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ def build_batch(
         limits=options.recorded_limits(urls=any(is_url(entry.given) for entry in entries)),
         manifest_folder=f"{out}/batches",
         focus_changes=focus.changes,
+        fix_file=(str(root), focus.file.state) if focus.file.state is not None else None,
     )
 
 

@@ -16,6 +16,8 @@ from ..config.options import SubmitOptions
 from ..ledger import Ledger
 from ..sources.entries import SourceEntry, check_limits, collect_entries
 from .destinations import bound_destinations, refusing_symlinks
+from ..config.s3location import is_s3
+from .fixplan import PhotoSeen, file_fixes, local_phash
 from .focus import FocusPlan, plan_focus
 from .inspection import Inspection, inspect_all
 from .lanes import without_outputs
@@ -45,7 +47,8 @@ def prepare_submission(source: Path | str, options: SubmitOptions, ledger: Ledge
     check_limits(entries, options.limits, options.profile)
     inspections = inspect_all(root, entries, options.limits, options.url_rules, ledger)
     report.read, report.cached, report.failed_sources = inspections.read, inspections.cached, inspections.failed
-    focus = _focus_plan(entries, inspections.by_item, ledger)
+    focus = _focus_plan(str(root), entries, inspections.by_item, ledger, options)
+    report.fix_file = focus.file.outcome
     batch = build_batch(
         root,
         destinations.out_dir,
@@ -59,8 +62,14 @@ def prepare_submission(source: Path | str, options: SubmitOptions, ledger: Ledge
     return PreparedSubmission(refusing_symlinks(batch, destinations.store), report, options.profile)
 
 
-def _focus_plan(entries: list[SourceEntry], inspections: dict[str, Inspection], ledger: Ledger) -> FocusPlan:
-    """The crop fixes remembered for the sources' contents, with the manifest's own changes."""
+def _focus_plan(
+    root: str, entries: list[SourceEntry], inspections: dict[str, Inspection], ledger: Ledger, options: SubmitOptions
+) -> FocusPlan:
+    """The crop fixes remembered for the sources' contents, what the root's fix file says, and the
+    manifest's own changes."""
     digests = {entry.item_id: inspections[entry.item_id].digest for entry in entries}
     remembered = ledger.intake.focus_points([d for d in digests.values() if d])
-    return plan_focus(((entry, digests[entry.item_id]) for entry in entries), remembered)
+    photos = [PhotoSeen(i.source, i.info) for i in inspections.values() if i.info is not None]
+    phash_of = local_phash(root, options.limits) if not is_s3(root) else lambda _photo: None
+    file = file_fixes(root, photos, ledger.intake.fix_file_state(root), phash_of)
+    return plan_focus(((entry, digests[entry.item_id]) for entry in entries), remembered, file)

@@ -14,8 +14,9 @@ from dataclasses import asdict, replace
 from typing import Protocol
 
 from ..core.admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
+from ..core.fixes import FixFileState, FocusChange, FocusPoint
 from ..core.errors import IdempotencyConflict, LedgerUnavailable, RowDamaged, UsageError
-from ..core.models import BatchView, CachedSource, FocusChange, FocusPoint, ItemState, KeyedBatch, NewBatch, NewItem
+from ..core.models import BatchView, CachedSource, ItemState, KeyedBatch, NewBatch, NewItem
 from ..core.profile import Limits
 from ..core.redact import redacted_text
 from .backend import Backend, Row, record
@@ -98,6 +99,15 @@ class IntakePort(Protocol):
 
     def change_focus(self, changes: Sequence[FocusChange]) -> None:
         """Remember or forget crop fixes at once (``thumbctl focus``), in one transaction."""
+
+    def fix_file_state(self, root: str) -> FixFileState:
+        """What the fix file of the source root ``root`` gave its last submits (see :mod:`thumbctl.core.fixes`)."""
+
+    def record_fix_file_state(self, root: str, state: FixFileState) -> None:
+        """Record ``state`` for ``root`` (``thumbctl focus``, after writing the file)."""
+
+    def source_roots(self, source: str) -> list[str]:
+        """The source roots of the batches that read ``source`` (a real path or a URL), newest first."""
 
     def cached_sources(self, paths: Iterable[str]) -> dict[str, CachedSource]:
         """Stat-cache rows for ``paths`` (those that have one)."""
@@ -251,9 +261,11 @@ class Intake(NameLocks):
         return batch_id
 
     def _record_focus(self, new: NewBatch, batch_id: str | None, at: str) -> None:
-        """The crop fixes ``new`` sets or clears, in its acceptance's transaction."""
+        """The crop fixes ``new`` sets or clears, and its root's fix-file state, in its acceptance's transaction."""
         for change in sorted(new.focus_changes, key=lambda c: (c.source_digest, c.ratio)):
             self._change_focus(change, batch_id, at)
+        if new.fix_file is not None:
+            self.db.execute(sql.SET_FIX_FILE_STATE, (f"fix_file:{new.fix_file[0]}", new.fix_file[1].to_text()))
 
     def _change_focus(self, change: FocusChange, batch_id: str | None, at: str) -> None:
         """Set a fix, or clear it (kept without a point, so the next submit is a new request)."""
@@ -269,6 +281,16 @@ class Intake(NameLocks):
                 focus = _stored_focus(row) if row["focus_x"] is not None else None
                 found.append(FocusPoint(row["source_digest"], row["ratio"], focus, row["set_at"], row["batch_id"]))
         return found
+
+    def fix_file_state(self, root: str) -> FixFileState:
+        return FixFileState.from_text(self.db.scalar(sql.FIX_FILE_STATE, (f"fix_file:{root}",)))
+
+    def record_fix_file_state(self, root: str, state: FixFileState) -> None:
+        with self.db.write(durable=True):
+            self.db.execute(sql.SET_FIX_FILE_STATE, (f"fix_file:{root}", state.to_text()))
+
+    def source_roots(self, source: str) -> list[str]:
+        return [row["source_root"] for row in self.db.execute(sql.SOURCE_ROOTS, (source,)).fetchall()]
 
     def change_focus(self, changes: Sequence[FocusChange]) -> None:
         if not changes:

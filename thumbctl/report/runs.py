@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # the commands that print these import them; reading commands
     from collections.abc import Sequence
 
     from ..engine.pool import Supervision
+    from ..intake.fixplan import FixFileOutcome
     from ..intake.prepared import IntakeReport
     from ..review.sitemanifest import SiteManifestWrite
     from ..sources.scan import ScanError
@@ -32,6 +33,8 @@ class RunReports(MirrorReports):
     #: The submission's outputs that render again because a format's encoder settings changed,
     #: kept for the JSON of the run's end (``"renders_again"``).
     renders_again: tuple[dict[str, object], ...] = ()
+    #: What the source root's fix file did (``"fix_file"`` in the JSON of the submit and the run's end).
+    fix_file: dict[str, object] | None = None
 
     def submitted(self, batch: BatchView, report: IntakeReport, *, final: bool = True) -> None:
         """``final``: nothing is rendered after this (``--detach``), so this summary is the
@@ -44,6 +47,9 @@ class RunReports(MirrorReports):
             self.store_moved(*report.store_moved)
         self.replay_notes(batch, report, rendering=not final)
         self.renders_again = tuple(change.to_json() for change in report.encoder_changes)
+        self.fix_file = report.fix_file.to_json() if report.fix_file else None
+        if report.fix_file is not None:
+            self.fix_file_warnings(report.fix_file)
         if self.json_mode:
             if batch.resumed_from and not batch.replayed and not self.quiet:
                 self.diagnostics.print(self.resuming_line(batch))
@@ -79,6 +85,8 @@ class RunReports(MirrorReports):
         reused = batch.counts[ItemState.SUCCEEDED]
         if reused and not batch.replayed:
             line(f"  {plural(reused, 'output')} already existed and {'was' if reused == 1 else 'were'} reused")
+        if report.fix_file is not None and not report.fix_file.problem:
+            line(self.fix_file_line(report.fix_file))
         for change in report.encoder_changes:
             why = "defaults changed" if change.defaults else "settings changed"
             again = f"{plural(change.outputs, 'output')} {'renders' if change.outputs == 1 else 'render'} again"
@@ -102,8 +110,34 @@ class RunReports(MirrorReports):
         self.say(f"  {what}: [bold]{escape(command)}[/]")
 
     def renders_again_json(self) -> dict[str, object]:
-        """``{"renders_again": [...]}`` when outputs render again for changed encoder settings."""
-        return {"renders_again": list(self.renders_again)} if self.renders_again else {}
+        """``{"renders_again": [...]}`` when outputs render again for changed encoder settings, and
+        ``{"fix_file": {...}}`` when the source root has a fix file."""
+        fixes = {"fix_file": self.fix_file} if self.fix_file else {}
+        return ({"renders_again": list(self.renders_again)} if self.renders_again else {}) | fixes
+
+    @staticmethod
+    def fix_file_line(outcome: FixFileOutcome) -> str:
+        """``crop fixes from …/thumbctl-focus.json: 3 photos, carried over to 1 retouched photo (a.jpg)``."""
+        parts = [plural(outcome.applied, "photo")]
+        if outcome.carried:
+            retouched = plural(len(outcome.carried), "retouched photo")
+            parts.append(f"carried over to {retouched} ({', '.join(outcome.carried)}; focus --export records them)")
+        if outcome.cleared:
+            parts.append(f"{plural(outcome.cleared, 'fix')} removed from the file cleared")
+        return f"  crop fixes from {escape(outcome.where)}: {escape(', '.join(parts))}"
+
+    def fix_file_warnings(self, outcome: FixFileOutcome) -> None:
+        """A fix file thumbctl did not write, and each fix not applied because the picture changed:
+        warnings on stderr, never dropped silently (the JSON has them too)."""
+        if outcome.problem:
+            self.diagnostics.print(f"[yellow]warning[/] [dim]\\[focus_file_taken][/] {escape(outcome.problem)}")
+        for note in outcome.stale:
+            why = "another picture" if note.reason == "picture_changed" else "not compared (no hash to compare)"
+            self.diagnostics.print(
+                f"[yellow]warning[/] [dim]\\[focus_not_applied][/] {escape(note.path)} "
+                f"({', '.join(note.ratios)}): fix for the previous content not applied: {why}; "
+                "set it again with [bold]thumbctl focus PHOTO --ratio R --at X,Y[/]"
+            )
 
     @staticmethod
     def resuming_line(batch: BatchView) -> str:

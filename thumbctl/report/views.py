@@ -16,6 +16,7 @@ from .output import Output
 from .styles import bare_table, escape, format_age, format_bytes, format_ms, styled
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
+    from ..intake.fixwrite import FileWrite
     from ..intake.focus import SourceFocus
     from ..review.sheet import SheetSummary
     from ..review.stats import StatsReport
@@ -214,7 +215,8 @@ class ViewReports(Output):
             )
 
     def focus_points(self, shown: SourceFocus) -> None:
-        """``thumbctl focus``: what it changed, then the fixes remembered for the photo's content."""
+        """``thumbctl focus``: what it changed, where it wrote it, then the fixes remembered for the
+        photo's content."""
         if self.json_mode:
             self.emit_json(shown.to_json())
             return
@@ -223,6 +225,8 @@ class ViewReports(Output):
             self.say(f"remembered for {', '.join(shown.set)}; the next submit of {source} renders it")
         if shown.cleared:
             self.say(f"forgot the fix for {', '.join(shown.cleared)}; the next submit frames it by the crop policy")
+        if shown.file is not None:
+            self.fix_file_written(shown.file)
         if not shown.points:
             self.say(f"no crop fix remembered for {source}")
             return
@@ -231,3 +235,27 @@ class ViewReports(Output):
             by = f"batch {point.batch_id}" if point.batch_id else "thumbctl focus"
             x, y = point.focus
             self.say(f"  {point.ratio:<6} --at {x:g},{y:g}   set {point.set_at} by {by}")
+
+    def fix_file_written(self, write: FileWrite) -> None:
+        """Where the fix file was written (commit it), or the warning of why it was not."""
+        if write.problem:
+            self.diagnostics.print(f"[yellow]warning[/] [dim]\\[focus_file_unwritten][/] {escape(write.problem)}")
+        elif write.where:
+            self.say(f"written to {escape(write.where)} (commit it with the photos)")
+        elif write.note:
+            self.note(escape(write.note))
+
+    def fixes_moved(self, moved: FileWrite, how: str) -> None:
+        """``focus --export`` / ``--import``: how many photos' fixes went where."""
+        if self.json_mode:
+            self.emit_json(moved.to_json())
+            return
+        if moved.problem:
+            self.fix_file_written(moved)
+            return
+        if moved.where is None:
+            self.say("nothing to export: no live photo of the root has a crop fix remembered for its content")
+        elif how == "export":
+            self.say(f"exported the fixes of {moved.photos} photos to {escape(moved.where or '')}")
+        else:
+            self.say(f"imported the fixes of {moved.photos} photos from {escape(moved.where or '')} into the ledger")

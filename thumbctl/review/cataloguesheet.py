@@ -56,11 +56,12 @@ def write_catalogue_sheet(
     sort: str = "ledger",
     since: str | None = None,
     db_flag: str = "",
+    notes: dict[str, str] | None = None,
 ) -> CatalogueSheetSummary:
     """Write the contact sheet of ``entries``, the live names of ``out_dir`` (all, or those changed
     after ``since``), to ``path`` (default ``OUT/batches/catalogue.html``; its folder must exist).
     ``sort``: ``ledger`` (by name) or ``score`` (the lowest crop score first); ``db_flag``: what the
-    fix lines add to name the ledger (:func:`.sheet.db_flag_of`)."""
+    fix lines add to name the ledger (:func:`.sheet.db_flag_of`); ``notes``: :func:`.sheet.fix_notes`."""
     out = output_target_at(out_dir)
     target = out.page_path(CATALOGUE_PAGE, path)
     items = [item_of(entry) for entry in entries]
@@ -72,7 +73,8 @@ def write_catalogue_sheet(
         return catalogue_header(out_dir, entries, sources, ratios, colours, since)
 
     title = "Catalogue · " + shown_out(out_dir)
-    page = render_page(title, header, items, sizes, linked, page_dir, previews(items), sort=sort, db_flag=db_flag)
+    photos = previews(items)
+    page = render_page(title, header, items, sizes, linked, page_dir, photos, sort=sort, db_flag=db_flag, notes=notes)
     try:
         out.write_page(target, page, create_folder=path is None)
     except OSError as exc:

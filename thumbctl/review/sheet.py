@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..config.userdirs import default_ledger_path
 from ..core.errors import CannotWrite
+from ..core.fixes import StaleFix, path_key
 from ..core.models import ITEM_STATES, BatchState, BatchView, ItemState, ItemView
 from ..ledger import Ledger
 from ..ledger.damage import Damage, DamagedItemView, needed_location, shown_as_failure
@@ -122,7 +123,8 @@ def write_contact_sheet(
     sizes = ledger.views.source_sizes(view.batch_id)
     page_dir = os.path.dirname(target)
     db_flag = db_flag_of(str(ledger.path))
-    page = render_sheet(view, items, sizes, shown, page_dir, previews(items), sort=sort, db_flag=db_flag)
+    notes = fix_notes(ledger, ((i.item_id, view.source_root, i.source) for i in items))
+    page = render_sheet(view, items, sizes, shown, page_dir, previews(items), sort=sort, db_flag=db_flag, notes=notes)
     try:
         out.write_page(target, page, create_folder=path is None)
     except OSError as exc:
@@ -149,6 +151,22 @@ def db_flag_of(ledger: str) -> str:
     if Path(ledger) == default_ledger_path():
         return ""
     return f" --db {shell_path(os.path.abspath(ledger))}"  # pasted in any folder
+
+
+def fix_notes(ledger: Ledger, photos: Iterable[tuple[str, str | None, str]]) -> dict[str, str]:
+    """The note of each photo (item id, source root, source) whose fix file holds a fix for its
+    previous content that was not applied (see :mod:`thumbctl.intake.fixplan`), by item id."""
+    states: dict[str, dict[str, StaleFix]] = {}
+    notes = {}
+    for item_id, root, source in photos:
+        if root is None:
+            continue
+        if root not in states:
+            states[root] = {note.path: note for note in ledger.intake.fix_file_state(root).stale.values()}
+        if (stale := states[root].get(path_key(root, source))) is not None:
+            why = "another picture" if stale.reason == "picture_changed" else "not compared"
+            notes[item_id] = f"fix for the previous content not applied ({', '.join(stale.ratios)}): {why}"
+    return notes
 
 
 def without_password(url: str) -> str:
@@ -201,6 +219,7 @@ def render_sheet(
     *,
     sort: str = "ledger",
     db_flag: str = "",
+    notes: dict[str, str] | None = None,
 ) -> str:
     """The whole page of a batch.
 
@@ -213,7 +232,7 @@ def render_sheet(
         return sheet_header(batch, sources, ratios, colours, page_dir)
 
     title = f"Contact sheet · {batch.batch_id}"
-    return render_page(title, header, items, sizes, shown, page_dir, photos, sort=sort, db_flag=db_flag)
+    return render_page(title, header, items, sizes, shown, page_dir, photos, sort=sort, db_flag=db_flag, notes=notes)
 
 
 def render_page(
@@ -227,13 +246,15 @@ def render_page(
     *,
     sort: str = "ledger",
     db_flag: str = "",
+    notes: dict[str, str] | None = None,
 ) -> str:
     """A contact sheet page: ``header`` (given the number of sources, the ratios and their colours)
-    over one card per source (see :func:`render_sheet`)."""
+    over one card per source (see :func:`render_sheet`); ``notes``: a line for some sources' cards,
+    by item id (a crop fix not applied)."""
     ratios = list(dict.fromkeys(i.ratio for i in items))
     colours = {r: RATIO_COLOURS[n % len(RATIO_COLOURS)] for n, r in enumerate(ratios)}
     groups = group_by_source(items, shown, sort)
-    card = SourceCard(shown, page_dir, colours, photos or {}, db_flag)
+    card = SourceCard(shown, page_dir, colours, photos or {}, db_flag, notes or {})
     cards = "\n".join(card.render(item_id, group, sizes.get(item_id)) for item_id, group in groups.items())
     return (
         "<!DOCTYPE html>\n"
@@ -335,12 +356,14 @@ class SourceCard:
         colours: dict[str, str],
         photos: dict[str, bytes],
         db_flag: str = "",
+        notes: dict[str, str] | None = None,
     ) -> None:
         self.shown = shown
         self.page_dir = page_dir
         self.colours = colours
         self.photos = photos
         self.db_flag = db_flag
+        self.notes = notes or {}
 
     def render(self, item_id: str, items: list[ItemView], size: tuple[int, int] | None) -> str:
         """Its id, size and photo with the crop windows, then one tile per ratio; a compact row
@@ -351,9 +374,10 @@ class SourceCard:
         tiles = "".join(self.tile(derivatives, size) for derivatives in group_by_ratio(items).values())
         flagged = " has-problem" if any(item_key(i) not in self.shown for i in items) else ""
         frame = source_frame(size, items, self.colours, self.photos.get(item_id))
+        note = f'<p class="fix-note">{escape(self.notes[item_id])}</p>' if item_id in self.notes else ""
         return (
             f'<section class="source{flagged}" data-item-id="{escape(item_id)}">\n'
-            f'<div class="about"><h2>{breakable(item_id)}</h2><p class="dims">{dimensions}</p>{frame}</div>\n'
+            f'<div class="about"><h2>{breakable(item_id)}</h2><p class="dims">{dimensions}</p>{note}{frame}</div>\n'
             f'<div class="crops">{tiles}</div>\n</section>'
         )
 
@@ -527,6 +551,7 @@ ul { list-style: none; margin: 0; padding: 0; }
 .source.has-problem { border-left: 4px solid var(--bad); }
 .about h2 { font-size: 14px; font-weight: 600; margin: 0; overflow-wrap: break-word; }
 .dims { margin: 2px 0 10px; color: var(--muted); font-size: 13px; }
+.fix-note { margin: 0 0 10px; padding: 6px 8px; border-left: 3px solid #b45309; background: #fff7ed; font-size: 13px; }
 .frame { position: relative; background: repeating-linear-gradient(45deg, #f5f5f4 0 6px, #ecebea 6px 12px);
   border: 1px solid #d6d3d1; }
 .frame.photo { border-color: #a8a29e; background: #d6d3d1; }

@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from ..config.options import SubmitOptions
 from ..config.s3location import S3Location, parse_s3
 from ..core.errors import ItemFailure, RejectedError, UsageError
+from ..core.fixes import FIX_FILE
 from ..core.profile import Limits, Profile, Ratio
 from ..core.redact import has_userinfo, without_userinfo
 from ..storage.outputs import looks_like_output_folder
@@ -116,6 +117,8 @@ def _entries_from_prefix(
         output = next((o for o in outputs if url.startswith(o.rstrip("/") + "/")), None)
         if output is not None:
             skipped.add(output)
+        elif name == FIX_FILE:  # the prefix's fix file, thumbctl's own
+            continue
         elif any(part.startswith(".") for part in name.split("/")) or not options.rules.is_candidate(
             name, name.rsplit("/", 1)[-1]
         ):

@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 from ..core.errors import ItemFailure
 from ..core.faults import Faults
+from ..core.fixes import FIX_FILE
 from ..core.scanrules import ScanRules
 from .itemids import UnsafeItemId, check_item_id, unsafe_name_id
 
@@ -133,7 +134,7 @@ def _visit(
         return
     if plausible and rules.is_candidate(rel, entry.name):
         result.candidates.append(_candidate(rel, entry.path, is_link))
-    else:
+    elif rel != FIX_FILE:  # the root's fix file is thumbctl's own, read by every submit
         result.ignored += 1
 
 

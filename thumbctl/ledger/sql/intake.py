@@ -159,6 +159,18 @@ FOCUS_POINTS = query(
     "ORDER BY source_digest, ratio",
     lists={"ids": ("?", ",")},
 )
+#: A source root's fix-file state (``meta`` row ``fix_file:ROOT``), and its upsert.
+FIX_FILE_STATE = query("fix_file_state", "SELECT value FROM meta WHERE name = ?")
+SET_FIX_FILE_STATE = query(
+    "set_fix_file_state",
+    "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+)
+#: The source roots of the batches that read a source, newest first.
+SOURCE_ROOTS = query(
+    "source_roots",
+    "SELECT b.source_root, MAX(i.id) AS newest FROM items i JOIN batches b ON b.batch_id = i.batch_id "
+    "WHERE i.source = ? AND b.source_root IS NOT NULL GROUP BY b.source_root ORDER BY newest DESC",
+)
 #: An upsert, like the stat cache's; a cleared fix is kept without a point.
 SET_FOCUS = query(
     "set_focus",
