@@ -69,3 +69,20 @@ def test_the_out_is_the_only_one_or_must_be_named_and_changed_needs_no_batch(
     assert ambiguous.returncode == 2 and json.loads(ambiguous.stdout)["error"]["code"] == "out_required"
     mixed = cli.invoke("sheet", first["batch_id"], "--changed", "1h", "--json")
     assert mixed.returncode == 2 and "--changed" in json.loads(mixed.stdout)["error"]["message"]
+
+
+def test_a_submit_links_the_catalogues_sheet_with_the_photos_it_changed_first(
+    tmp_path: Path, photos: Path, out_dir: Path
+) -> None:
+    cli = Thumbctl(tmp_path / "ledger.db")
+    submit_here(cli, photos, "--out", out_dir, *RUN)
+    shutil.copy(SAMPLE_IMAGES / "orientation" / "Portrait_8.jpg", photos / "zz-new.jpg")  # last by name
+    done = cli.invoke("submit", photos, "--out", out_dir, *RUN, "-w", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    page = out_dir.resolve() / "batches" / "catalogue.html"
+    assert doc["sheet"] == str(page) and (page.parent / f"{doc['batch_id']}.html").is_file()
+    text = page.read_text(encoding="utf-8")
+    cards = parse(text).cards
+    assert cards[0] == "zz-new.jpg" and len(cards) == 5  # the change first, then every other live photo
+    assert "<b>1</b> changed by this run, shown first" in text

@@ -68,18 +68,19 @@ def submit_and_resubmit(cli: Thumbctl, raw: object, photos: Path, store: str, ou
     batch = first["batch_id"]
     assert (first["state"], first["counts"]["succeeded"], first["out_dir"]) == ("succeeded", 4, out)
     assert first["manifest_path"] == f"{out}/batches/{batch}.json"
-    assert first["sheet"] == f"{out}/batches/{batch}.html"
+    assert first["sheet"] == f"{out}/batches/catalogue.html"  # the catalogue, this batch's changes first
+    assert read(raw, f"{out}/batches/{batch}.html") is not None  # and the batch's own, its history
     names = published(raw, first)
     assert len(names) == 4 and all(name.startswith(f"{out}/") for name in names)
     assert all(item.startswith(f"{store}/objects/") for item in _object_paths(raw, first))
     sheet = read(raw, first["sheet"])
-    assert sheet is not None and b"Contact sheet" in sheet and b"s3://" not in sheet.split(b"<main", 1)[-1]
+    assert sheet is not None and b"Catalogue" in sheet and b"s3://" not in sheet.split(b"<main", 1)[-1]
 
     before = listing(raw, out[len(HEAD) :]) if out.startswith(HEAD) else None
     again = cli.run("submit", photos, "--out", out, *ONE_RATIO)
     assert again.returncode == 0, again.stderr
     shown = out if out.startswith(HEAD) else Path(out).as_uri()
-    assert f"contact sheet {shown}/batches/{batch}.html" in again.stdout
+    assert f"contact sheet {shown}/batches/catalogue.html" in again.stdout
     assert f"thumbnails in {out}, manifest {out}/batches/{batch}.json" in again.stdout
     assert published(raw, first) == names
     if before is not None:

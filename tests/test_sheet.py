@@ -460,8 +460,9 @@ def test_a_foreground_run_writes_the_sheet_unless_turned_off(
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     page = Path(os.path.realpath(out_dir)) / "batches" / f"{doc['batch_id']}.html"
-    assert page.is_file() == written
-    assert doc.get("sheet", "absent") == (str(page) if written else "absent")
+    catalogue = page.with_name("catalogue.html")
+    assert page.is_file() == written and catalogue.is_file() == written
+    assert doc.get("sheet", "absent") == (str(catalogue) if written else "absent")
 
 
 def test_the_summary_ends_with_the_thumbnails_folder_and_the_sheets_link(
@@ -469,7 +470,7 @@ def test_the_summary_ends_with_the_thumbnails_folder_and_the_sheets_link(
 ) -> None:
     result = invoke(tmp_path, "submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1")
     assert result.exit_code == 0, result.stderr
-    (page,) = (out_dir / "batches").glob("*.html")
+    page = out_dir / "batches" / "catalogue.html"  # the catalogue, this batch's changes first
     lines = result.stdout.splitlines()
     assert lines[-2].strip().startswith(f"thumbnails in {os.path.realpath(out_dir)}, manifest ")
     assert lines[-1].strip() == f"contact sheet {Path(os.path.realpath(page)).as_uri()}"

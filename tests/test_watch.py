@@ -354,7 +354,7 @@ def test_out_inside_the_folder_is_left_out_of_the_scan_as_submit_does(tmp_path: 
     out = Lines(proc.proc.stdout)  # type: ignore[arg-type]
     assert "3 sources submitted" in out.wait_for("round 1:")
     sheets = (inside / "batches").resolve().as_uri()
-    assert out.wait_for("contact sheet").strip().startswith(f"contact sheet {sheets}/b_")
+    assert out.wait_for("contact sheet").strip() == f"contact sheet {sheets}/catalogue.html"
     with frozen(proc):
         make_image(env.photos / "porch.jpg", (400, 300), "JPEG", seed=4)
     assert "4 sources submitted, 1 new or changed, 3 unchanged" in out.wait_for("round 2:")

@@ -187,16 +187,10 @@ def catalogue_sheet(
     ledger: Ledger, settings: Settings, output: Path | None, sort: str, since: Since | None
 ) -> CatalogueSheetSummary:
     """``sheet`` without a batch: the catalogue's sheet of the OUT meant (configured, or the only one)."""
-    from ..review.catalogue import changed_since, chosen_out, source_id
-    from ..review.cataloguesheet import write_catalogue_sheet
-    from ..review.sheet import db_flag_of, fix_notes
+    from ..review.catalogue import chosen_out
+    from ..review.cataloguesheet import write_ledger_catalogue_sheet
 
     configured = settings.values["out"]
     out_dir = chosen_out(ledger, None, None if configured.source == DEFAULT_SOURCE else configured.value)
-    entries = ledger.catalogue.entries(out_dir)
     after = since.resolve(ledger) if since is not None else None
-    if after is not None:
-        entries = changed_since(entries, after)
-    db_flag = db_flag_of(str(ledger.path))
-    notes = fix_notes(ledger, ((source_id(e), e.source_root, e.source) for e in entries))
-    return write_catalogue_sheet(out_dir, entries, output, sort=sort, since=after, db_flag=db_flag, notes=notes)
+    return write_ledger_catalogue_sheet(ledger, out_dir, output, sort=sort, since=after)

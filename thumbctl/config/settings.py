@@ -399,8 +399,9 @@ KEYS: tuple[Key, ...] = (
         doc="time limit for each stage of a claim: the decode of the source, and each render (restarted by each "
             "publish); over it the stage's items fail `timeout`"),
     Key("sheet", "--sheet", _switch, lambda: True,
-        "Write the contact sheet (OUT/batches/<batch_id>.html) when the run ends.", OUTPUT, switch=True,
-        doc="write the contact sheet (`OUT/batches/<batch_id>.html`) at the end of a foreground run"),
+        "Write the contact sheets (catalogue, batch) when the run ends.", OUTPUT,
+        switch=True, doc="write the contact sheets (`OUT/batches/catalogue.html`, this run's changes first, "
+        "and `OUT/batches/<batch_id>.html`) at the end of a foreground run"),
     Key("max_failures", "--max-failures", _whole_in(0), lambda: 0,
         "Exit 1 only when more than N items failed (work: only when set).", WORKERS, "N",
         doc="exit 1 only when more than N items failed (`work`: only when set)"),

@@ -264,15 +264,18 @@ def site_manifests(ledger: Ledger, outs: list[str]) -> tuple[tuple[SiteManifestW
 
 
 def _write_sheet(ledger: Ledger, batch: BatchView, items: list[ItemView]) -> tuple[str | None, str | None]:
-    """Write the batch's contact sheet (of ``batch`` and ``items`` as just read) at its default place:
-    (path, None), or (None, why not). Like the manifest, a sheet that cannot be written leaves the
-    run's outcome alone."""
-    from ..review.sheet import write_contact_sheet  # Pillow-free, but only a foreground run needs it
+    """Write the batch's contact sheet (of ``batch`` and ``items`` as just read: its history) and the
+    catalogue's sheet of its OUT, this batch's changes first (what the run links to), at their
+    default places: (the catalogue's path, None), or (None, why not). Like the manifest, a sheet that
+    cannot be written leaves the run's outcome alone."""
+    from ..review.cataloguesheet import write_ledger_catalogue_sheet  # Pillow-free; only a foreground run
+    from ..review.sheet import write_contact_sheet
 
     if not out_on_host(batch.out_dir, ledger.backend):
         return None, f"this host has no output folder {batch.out_dir}"
     try:
-        return write_contact_sheet(ledger, batch.batch_id, read=(batch, items)).path, None
+        write_contact_sheet(ledger, batch.batch_id, read=(batch, items))
+        return write_ledger_catalogue_sheet(ledger, batch.out_dir, changed_by=batch).path, None
     except CannotWrite as exc:
         return None, exc.message
 

@@ -16,9 +16,11 @@ from pathlib import Path
 from ..core.catalogue import CatalogueEntry
 from ..core.display import shown
 from ..core.errors import CannotWrite
+from ..core.models import BatchView
+from ..ledger import Ledger
 from ..storage.locations import is_s3, output_target_at
-from .catalogue import item_of
-from .sheet import item_key, linked_output, previews, render_page, timestamp
+from .catalogue import changed_since, item_of, source_id
+from .sheet import db_flag_of, fix_notes, item_key, linked_output, previews, render_page, timestamp
 
 #: The page's name in OUT/batches/ (a batch sheet is ``<batch_id>.html``; no batch id is this).
 CATALOGUE_PAGE = "catalogue"
@@ -57,11 +59,13 @@ def write_catalogue_sheet(
     since: str | None = None,
     db_flag: str = "",
     notes: dict[str, str] | None = None,
+    first: frozenset[str] = frozenset(),
 ) -> CatalogueSheetSummary:
     """Write the contact sheet of ``entries``, the live names of ``out_dir`` (all, or those changed
     after ``since``), to ``path`` (default ``OUT/batches/catalogue.html``; its folder must exist).
     ``sort``: ``ledger`` (by name) or ``score`` (the lowest crop score first); ``db_flag``: what the
-    fix lines add to name the ledger (:func:`.sheet.db_flag_of`); ``notes``: :func:`.sheet.fix_notes`."""
+    fix lines add to name the ledger (:func:`.sheet.db_flag_of`); ``notes``: :func:`.sheet.fix_notes`;
+    ``first``: the names whose photos come first (a submit's changes)."""
     out = output_target_at(out_dir)
     target = out.page_path(CATALOGUE_PAGE, path)
     items = [item_of(entry) for entry in entries]
@@ -69,12 +73,16 @@ def write_catalogue_sheet(
     sizes = {item.item_id: entry.source_size for item, entry in zip(items, entries, strict=True) if entry.source_size}
     page_dir = os.path.dirname(target)
 
+    leading = frozenset(item.item_id for item in items if item.friendly_path in first)
+
     def header(sources: int, ratios: list[str], colours: dict[str, str]) -> str:
-        return catalogue_header(out_dir, entries, sources, ratios, colours, since)
+        return catalogue_header(out_dir, entries, sources, ratios, colours, since, len(leading))
 
     title = "Catalogue · " + shown_out(out_dir)
     photos = previews(items)
-    page = render_page(title, header, items, sizes, linked, page_dir, photos, sort=sort, db_flag=db_flag, notes=notes)
+    page = render_page(
+        title, header, items, sizes, linked, page_dir, photos, sort=sort, db_flag=db_flag, notes=notes, first=leading
+    )
     try:
         out.write_page(target, page, create_folder=path is None)
     except OSError as exc:
@@ -105,10 +113,14 @@ def catalogue_header(
     ratios: list[str],
     colours: dict[str, str],
     since: str | None,
+    changed: int = 0,
 ) -> str:
+    """The page's header; ``changed``: the photos a submit just changed, shown first."""
     fixed = sum(1 for entry in entries if entry.focus is not None)
     unknown = sum(1 for entry in entries if entry.crop is None and entry.fit == "cover")
     counts = [(sources, "photos"), (len(entries), "thumbnails"), (fixed, "with a crop fix")]
+    if changed:
+        counts.insert(0, (changed, "changed by this run, shown first"))
     if unknown:
         counts.append((unknown, "crop window unknown"))
     listed = "".join(f'<li class="count"><b>{n}</b> {escape(what)}</li>' for n, what in counts)
@@ -127,3 +139,24 @@ def catalogue_header(
         f'<ul class="legend" aria-label="crop windows">{legend}</ul>\n'
         "</header>"
     )
+
+
+def write_ledger_catalogue_sheet(
+    ledger: Ledger,
+    out_dir: str,
+    path: Path | None = None,
+    *,
+    sort: str = "ledger",
+    since: str | None = None,
+    changed_by: BatchView | None = None,
+) -> CatalogueSheetSummary:
+    """The catalogue sheet of ``out_dir`` as the ledger holds it now (see :func:`write_catalogue_sheet`):
+    every live name, or those changed after ``since``; with ``changed_by`` (a submit's batch), the
+    photos whose names changed since it began come first."""
+    entries = ledger.catalogue.entries(out_dir)
+    if since is not None:
+        entries = changed_since(entries, since)
+    first = frozenset(e.name for e in entries if changed_by is not None and e.changed_at >= changed_by.created_at)
+    notes = fix_notes(ledger, ((source_id(e), e.source_root, e.source) for e in entries))
+    db_flag = db_flag_of(str(ledger.path))
+    return write_catalogue_sheet(out_dir, entries, path, sort=sort, since=since, db_flag=db_flag, notes=notes, first=first)

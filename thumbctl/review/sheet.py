@@ -247,13 +247,14 @@ def render_page(
     sort: str = "ledger",
     db_flag: str = "",
     notes: dict[str, str] | None = None,
+    first: frozenset[str] = frozenset(),
 ) -> str:
     """A contact sheet page: ``header`` (given the number of sources, the ratios and their colours)
     over one card per source (see :func:`render_sheet`); ``notes``: a line for some sources' cards,
-    by item id (a crop fix not applied)."""
+    by item id (a crop fix not applied); ``first``: the sources whose cards come first."""
     ratios = list(dict.fromkeys(i.ratio for i in items))
     colours = {r: RATIO_COLOURS[n % len(RATIO_COLOURS)] for n, r in enumerate(ratios)}
-    groups = group_by_source(items, shown, sort)
+    groups = group_by_source(items, shown, sort, first)
     card = SourceCard(shown, page_dir, colours, photos or {}, db_flag, notes or {})
     cards = "\n".join(card.render(item_id, group, sizes.get(item_id)) for item_id, group in groups.items())
     return (
@@ -268,10 +269,11 @@ def render_page(
 
 
 def group_by_source(
-    items: list[ItemView], shown: dict[ItemKey, str], sort: str = "ledger"
+    items: list[ItemView], shown: dict[ItemKey, str], sort: str = "ledger", first: frozenset[str] = frozenset()
 ) -> dict[str, list[ItemView]]:
-    """Items by item id (one source each), sources with an item not shown first, then in ledger
-    order or (``score``) by their lowest crop score, those with no score recorded last.
+    """Items by item id (one source each): the sources of ``first`` first (what a submit changed),
+    then sources with an item not shown, then in ledger order or (``score``) by their lowest crop
+    score, those with no score recorded last.
 
     On a sheet of thousands of sources, the ones that need attention must not hide at the bottom.
     """
@@ -281,9 +283,9 @@ def group_by_source(
     for item in items:
         groups.setdefault(item.item_id, []).append(item)
 
-    def key(pair: tuple[str, list[ItemView]]) -> tuple[bool, float]:
+    def key(pair: tuple[str, list[ItemView]]) -> tuple[bool, bool, float]:
         complete = all(item_key(i) in shown for i in pair[1])
-        return complete, lowest_score(pair[1]) if sort == "score" else 0.0
+        return pair[0] not in first, complete, lowest_score(pair[1]) if sort == "score" else 0.0
 
     return dict(sorted(groups.items(), key=key))
 
