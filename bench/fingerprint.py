@@ -12,10 +12,10 @@ that keep the dimensions:
   sharpening.
 
 and reports the distance (bits of 64) of each to the original; then the distance of every
-pair of different photos of the folder. The threshold must sit above every retouch and below
-every different pair (pairs that are copies of one picture, by a mean grey difference under 3 %
-at 64×64, such as EXIF orientation variants or resizes, are left out): the summary prints the largest retouch distance, the smallest different
-one, and what a threshold of ``SAME_PICTURE_BITS`` keeps and separates.
+pair of different photos of the folder (pairs that are copies of one picture, by a mean grey
+difference under 3 % at 64×64, such as EXIF orientation variants or resizes, are left out). The
+summary prints the largest retouch distance and share of set bits, the smallest different-photo
+distance, and how many of each ``same_picture`` keeps and tells apart.
 
     python bench/fingerprint.py sample_images
     python bench/fingerprint.py FOLDER [FOLDER ...]
@@ -37,7 +37,7 @@ from PIL import Image, ImageEnhance, ImageFilter, ImageOps
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from thumbctl.imaging import probe, sniff_format  # noqa: E402
-from thumbctl.imaging.fingerprint import SAME_PICTURE_BITS, hash_distance, picture_hash  # noqa: E402
+from thumbctl.imaging.fingerprint import SAME_PICTURE_BITS, hash_distance, picture_hash, same_picture  # noqa: E402
 
 MAX_PIXELS = 100_000_000
 EXTENSIONS = {".jpg", ".jpeg", ".png", ".webp"}
@@ -116,6 +116,8 @@ def main() -> None:
     sizes: dict[Path, tuple[int, int]] = {}
     greys: dict[Path, Image.Image] = {}
     retouch: dict[str, list[int]] = {name: [] for name in RETOUCHES}
+    shares: list[float] = []
+    kept = 0
     for path in photos:
         data = path.read_bytes()
         originals[path], size = _hash(data)
@@ -126,23 +128,26 @@ def main() -> None:
             changed, changed_size = _hash(make(upright))
             assert changed_size == size, f"{name} changed the size of {path}"
             retouch[name].append(hash_distance(originals[path], changed))
+            either = (int(originals[path], 16) | int(changed, 16)).bit_count()
+            shares.append(retouch[name][-1] / either if either else 0.0)
+            kept += same_picture(originals[path], changed)
     pairs = [(a, b) for a, b in itertools.combinations(photos, 2) if not _same_picture(greys[a], greys[b])]
     different = [hash_distance(originals[a], originals[b]) for a, b in pairs]
+    apart = sum(not same_picture(originals[a], originals[b]) for a, b in pairs)
     same_size = [hash_distance(originals[a], originals[b]) for a, b in pairs if sizes[a] == sizes[b]]
     print(f"{len(photos)} distinct photos, {len(photos) * len(RETOUCHES)} retouches, {len(different)} different pairs")
     print(f"{'retouch':<18} {'median':>6} {'max':>4}")
     for name, distances in retouch.items():
         print(f"{name:<18} {statistics.median(distances):>6} {max(distances):>4}")
     all_retouches = [d for ds in retouch.values() for d in ds]
-    kept = sum(d <= SAME_PICTURE_BITS for d in all_retouches)
-    apart = sum(d > SAME_PICTURE_BITS for d in different)
     print(f"largest retouch distance: {max(all_retouches)}; smallest different-photo distance: {min(different)}")
+    print(f"largest share of the set bits a retouch changed: {max(shares):.3f}")
     print(f"different photos, median distance: {statistics.median(different)}")
     if same_size:
         closest = min(same_size)
         print(f"{len(same_size)} different pairs of one size (the only ones a fix could follow): smallest {closest}")
     print(
-        f"threshold {SAME_PICTURE_BITS} bits: {kept} of {len(all_retouches)} retouches kept, "
+        f"same_picture ({SAME_PICTURE_BITS} bits, share): {kept} of {len(all_retouches)} retouches kept, "
         f"{apart} of {len(different)} different pairs told apart"
     )
 

@@ -9,10 +9,11 @@ import shutil
 from pathlib import Path
 from urllib.parse import unquote
 
+from test_sheet import parse
+
 from conftest import SAMPLE_IMAGES
 from harness import Thumbctl
 from inprocess import json_here, submit_here
-from test_sheet import parse
 
 RUN = ("-r", "1:1", "-r", "16:9", "--size", "96")
 
@@ -86,3 +87,14 @@ def test_a_submit_links_the_catalogues_sheet_with_the_photos_it_changed_first(
     cards = parse(text).cards
     assert cards[0] == "zz-new.jpg" and len(cards) == 5  # the change first, then every other live photo
     assert "<b>1</b> changed by this run, shown first" in text
+
+
+def test_a_sheet_narrowed_by_changed_never_replaces_the_whole_catalogues(
+    tmp_path: Path, photos: Path, out_dir: Path
+) -> None:
+    cli, first, _ = two_runs(tmp_path, photos, out_dir)
+    whole = json_here(cli, "sheet", "--out", out_dir)
+    narrowed = json_here(cli, "sheet", "--out", out_dir, "--changed", first["batch_id"])
+    assert narrowed["path"] == str(out_dir.resolve() / "batches" / "catalogue-changed.html")
+    assert (narrowed["sources"], whole["sources"]) == (1, 5)
+    assert len(parse(Path(whole["path"]).read_text(encoding="utf-8")).cards) == 5

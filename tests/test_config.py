@@ -82,7 +82,18 @@ PRECEDENCE = [
     ("name", "name", "{stem}.{ext}", "{path}-{size}.{ext}", '"{ratio}/{path}.{ext}"')
     + ("{stem}.{ext}", "{path}-{size}.{ext}", "{ratio}/{path}.{ext}", None),
     ("markup_sizes", "sizes", "50vw", "33vw", '"25vw"', "50vw", "33vw", "25vw", None),
-    ("base_url", "base_url", "/a", "https://cdn.example.com/b", '"/c/"', "/a/", "https://cdn.example.com/b/", "/c/", None),
+    (
+        "base_url",
+        "base_url",
+        "/a",
+        "https://cdn.example.com/b",
+        '"/c/"',
+        "/a/",
+        "https://cdn.example.com/b/",
+        "/c/",
+        None,
+    ),  # noqa: E501
+    ("documents", "documents", Path("f"), "e", '"t"', Path("f"), Path("e"), Path("t"), None),
     ("attempts", "attempts", 5, "6", "7", 5, 6, 7, 3),
     ("deadline", "deadline", "30m", "1h", '"2h"', 1800.0, 3600.0, 7200.0, None),
     ("workers", "workers", 1, "2", "3", 1, 2, 3, 0),
@@ -337,8 +348,8 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 ALLOWED = (
     "out, ratios, size, format, quality, effort, crop, upscale, background, fit, trim, trim_tolerance, name, "
-    "markup_sizes, base_url, attempts, deadline, workers, item_timeout, sheet, max_failures, max_pixels, max_bytes, allow_urls, "
-    "allow_networks, download_timeout, max_items, max_runnable, queue_age_objective"
+    "markup_sizes, base_url, documents, attempts, deadline, workers, item_timeout, sheet, max_failures, max_pixels, "
+    "max_bytes, allow_urls, allow_networks, download_timeout, max_items, max_runnable, queue_age_objective"
 )
 
 
@@ -491,6 +502,7 @@ def test_config_json_shape(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             "name": {"value": None, "source": "default"},
             "markup_sizes": {"value": None, "source": "default"},
             "base_url": {"value": None, "source": "default"},
+            "documents": {"value": None, "source": "default"},
             "attempts": {"value": 3, "source": "default"},
             "deadline": {"value": None, "source": "default"},
             "workers": {"value": 2, "source": defaults},
@@ -580,7 +592,8 @@ def test_a_number_of_5000_digits_in_the_file_is_a_config_error(run, tmp_path: Pa
 def test_config_shows_the_s3_endpoint_in_effect_and_where_it_comes_from(
     run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "THUMBCTL_S3_ENDPOINT"):
+    names = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "THUMBCTL_S3_ENDPOINT")
+    for name in names:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))

@@ -69,3 +69,23 @@ def test_different_photos_are_not() -> None:
 def test_the_hash_is_64_bits_in_16_hex_digits_and_the_same_each_time() -> None:
     data = PHOTOS[0].read_bytes()
     assert phash(data) == phash(data) and len(phash(data)) == 16 and int(phash(data), 16) >= 0
+
+
+def product_on_white(shape: str, box: tuple[int, int, int, int], colour: str) -> Image.Image:
+    from PIL import ImageDraw
+
+    image = Image.new("RGB", (1600, 1067), "white")
+    draw = ImageDraw.Draw(image)
+    (draw.ellipse if shape == "circle" else draw.rectangle)(box, fill=colour)
+    return image
+
+
+def test_two_small_products_on_white_are_not_one_picture_but_a_retouch_of_one_is() -> None:
+    """Few bits are set in such a hash, so two such photos differ by few bits: the share decides."""
+    cup = product_on_white("circle", (150, 150, 230, 230), "red")
+    box = product_on_white("square", (1300, 800, 1380, 880), "blue")
+    assert hash_distance(phash(jpeg(cup)), phash(jpeg(box))) <= SAME_PICTURE_BITS  # the bits alone say "same"
+    assert not same_picture(phash(jpeg(cup)), phash(jpeg(box)))
+    assert same_picture(phash(jpeg(cup)), phash(jpeg(ImageEnhance.Brightness(cup).enhance(0.9))))
+    white, black = Image.new("RGB", (800, 600), "white"), Image.new("RGB", (800, 600), "black")
+    assert not same_picture(phash(jpeg(white)), phash(jpeg(black)))  # flat: nothing to compare

@@ -75,7 +75,8 @@ GOOD = {"path": "a.jpg", "digest": "ab" * 32, "width": 10, "height": 20, "focus"
         ({**GOOD, "width": -3}, "whole numbers of pixels"),
         ({**GOOD, "width": True}, "whole numbers of pixels"),
         ({**GOOD, "phash": "xyz"}, "16 hex digits"),
-        ({key: v for key, v in GOOD.items() if key != "digest"}, 'needs "path" and "digest"'),
+        ({key: v for key, v in GOOD.items() if key != "digest"}, 'needs "path" (text) and "digest"'),
+        ({**GOOD, "digest": "not-a-digest"}, "64 hex digits"),
         ("a.jpg", "must be an object"),
     ],
 )
@@ -115,7 +116,9 @@ def test_a_file_that_is_not_a_fix_file_of_thumbctl_is_refused(data: bytes, code:
         ("/shop", "https://u:secret@cdn.example/a.jpg", "https://cdn.example/a.jpg"),
     ],
 )
-def test_a_photo_is_named_by_its_path_below_the_root_or_its_url_without_secrets(root: str, source: str, key: str) -> None:
+def test_a_photo_is_named_by_its_path_below_the_root_or_its_url_without_secrets(
+    root: str, source: str, key: str
+) -> None:
     assert path_key(root, source) == key
 
 
@@ -135,3 +138,30 @@ def test_the_ledger_reads_back_the_state_it_kept_of_a_fix_file(applied: frozense
 @pytest.mark.parametrize("text", [None, "", "{", "[]", '{"applied": 3}', '{"stale": {"d": {}}}'])
 def test_a_state_that_does_not_read_is_empty_never_an_error(text: str | None) -> None:
     assert FixFileState.from_text(text) == FixFileState()
+
+
+def test_removing_the_last_photos_line_leaves_a_file_that_still_reads() -> None:
+    file = file_of([FixEntry(p, str(n) * 64, focus={"1:1": (0.5, 0.5)}) for n, p in enumerate(["a.jpg", "b.jpg"])])
+    lines = file.render().decode().splitlines()
+    edited = "\n".join(line for line in lines if '"b.jpg"' not in line)  # "a.jpg"'s line keeps its comma
+    assert edited.count('{"path"') == 1 and "},\n  ]" in edited
+    assert [e.path for e in parse_fix_file(edited.encode(), "f").entries] == ["a.jpg"]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[" * 5000,
+        b"[" * 1000 + b"]" * 1000,
+        b'{"generator": "thumbctl", "version": 1, "photos": [{"path": "a", "width": ' + b"1" * 5000 + b"}]}",
+        b'{"generator": "thumbctl", "version": ' + b"[0," * 300 + b"0" + b"]" * 300 + b', "photos": []}',
+        b'{"generator": "thumbctl", "version": true, "photos": []}',
+        b'{"generator": "thumbctl", "version": 1.0, "photos": []}',
+    ],
+    ids=["unclosed", "deep", "huge number", "long version", "version true", "version 1.0"],
+)
+def test_a_hostile_file_is_refused_in_one_short_line(data: bytes) -> None:
+    with pytest.raises(UsageError) as raised:
+        parse_fix_file(data, "f")
+    assert raised.value.code in ("bad_focus_file", "focus_file_taken")
+    assert len(str(raised.value)) < 400 and "\n" not in str(raised.value)

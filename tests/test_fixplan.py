@@ -71,7 +71,12 @@ def test_focus_writes_the_fix_file_and_a_new_ledger_applies_it(cli: Thumbctl, sh
     shown = json_here(cli, "focus", shop / "sofa.jpg", "--ratio", "4:3", "--at", FIXED)
     assert shown["fix_file"]["file"] == str(shop / "thumbctl-focus.json")
     (photo,) = fix_file(shop)["photos"]
-    assert (photo["path"], photo["focus"], photo["width"], photo["height"]) == ("sofa.jpg", {"4:3": [0.05, 0.95]}, 1800, 1200)
+    assert (photo["path"], photo["focus"], photo["width"], photo["height"]) == (
+        "sofa.jpg",
+        {"4:3": [0.05, 0.95]},
+        1800,
+        1200,
+    )
     assert len(photo["phash"]) == 16
     submitted(cli, shop, out)
     fixed = window(cli, out, "sofa.4x3.jpg")
@@ -126,7 +131,9 @@ def retouched(path: Path, how: str) -> None:
     image.save(path, "JPEG", quality=88, exif=exif)
 
 
-def test_a_retouched_photo_keeps_its_fix_and_another_picture_does_not(cli: Thumbctl, shop: Path, tmp_path: Path) -> None:
+def test_a_retouched_photo_keeps_its_fix_and_another_picture_does_not(
+    cli: Thumbctl, shop: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     submitted(cli, shop, out)
     json_here(cli, "focus", shop / "sofa.jpg", "--ratio", "4:3", "--at", FIXED)
@@ -193,8 +200,14 @@ def test_a_file_thumbctl_did_not_write_is_left_alone(cli: Thumbctl, shop: Path, 
     assert json_here(cli, "focus", shop / "sofa.jpg")["focus_points"][0]["focus"] == [0.05, 0.95]  # kept in the ledger
 
 
-def test_a_damaged_fix_file_stops_the_submit_with_the_line_that_is_wrong(cli: Thumbctl, shop: Path, tmp_path: Path) -> None:
-    doc = {"generator": "thumbctl", "version": 1, "photos": [{"path": "sofa.jpg", "digest": "x", "focus": {"4:3": [2, 0]}}]}
+def test_a_damaged_fix_file_stops_the_submit_with_the_line_that_is_wrong(
+    cli: Thumbctl, shop: Path, tmp_path: Path
+) -> None:
+    doc = {
+        "generator": "thumbctl",
+        "version": 1,
+        "photos": [{"path": "sofa.jpg", "digest": "x", "focus": {"4:3": [2, 0]}}],
+    }
     (shop / "thumbctl-focus.json").write_text(json.dumps(doc))
     _, stderr = submitted(cli, shop, tmp_path / "out", code=2)
     assert "[bad_focus_file]" in stderr and "photo 1" in stderr and "Traceback" not in stderr
@@ -254,7 +267,9 @@ def test_export_and_import_move_every_fix_between_the_ledger_and_the_file(
     assert both.returncode == 2 and "give one" in both.stderr
 
 
-def test_the_fix_file_of_an_s3_prefix_sits_at_the_prefix(cli: Thumbctl, shop: Path, tmp_path: Path, s3_url: str, s3_server) -> None:
+def test_the_fix_file_of_an_s3_prefix_sits_at_the_prefix(
+    cli: Thumbctl, shop: Path, tmp_path: Path, s3_url: str, s3_server
+) -> None:
     bucket = raw_store(s3_server)
     photos = f"{s3_url}/photos"
     for photo in shop.iterdir():

@@ -11,11 +11,11 @@ import tempfile
 from pathlib import Path
 
 from PIL import Image, ImageDraw
+from test_sheet import chromium  # noqa: F401 - the fixture: Debian's chromium, required in CI
 
 from harness import Thumbctl
 from inprocess import submit_here
 from support import make_image
-from test_sheet import chromium  # noqa: F401 - the fixture: Debian's chromium, required in CI
 
 #: A three-column grid of 387 px tiles in a 1200 px wide page, as a shop's listing lays photos out.
 GRID_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><style>

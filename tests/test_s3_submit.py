@@ -20,7 +20,6 @@ from pathlib import Path
 import obstore
 import pytest
 
-
 from harness import Thumbctl
 from inprocess import json_here, submit_here
 from s3 import BUCKET, WeedServer, free_ports, get_raw, put_raw, raw_store, weed_binary
@@ -85,6 +84,7 @@ def submit_and_resubmit(cli: Thumbctl, raw: object, photos: Path, store: str, ou
     assert published(raw, first) == names
     if before is not None:
         after = listing(raw, out[len(HEAD) :])
+
         def thumbnails(listed: dict) -> dict:  # not the batch documents nor the site manifest
             return {k: v for k, v in listed.items() if "/batches/" not in k and not k.endswith("/thumbctl.json")}
 

@@ -66,8 +66,8 @@ def focus_command(
     """Show, set (--at) or clear (--clear) a photo's remembered crop fixes. A change is written to the
     ledger and to thumbctl-focus.json at the photo's source root (commit it with the photos): every
     later submit that renders the same content at that ratio centres the crop there."""
-    from ..intake.focus import apply_focus, focus_request, read_photo, recorded_photo
     from ..intake.fixwrite import given_root, root_of
+    from ..intake.focus import apply_focus, focus_request, read_photo, recorded_photo
 
     reporter = reporter_for(json_out, quiet)
     with handled(reporter):

@@ -40,9 +40,9 @@ if TYPE_CHECKING:
     from ..core.models import BatchView
     from ..engine.runner import RunObserver, RunResult
     from ..engine.session import Admission, Mirror, Outcome, SubmitSession
-    from ..review.sitemanifest import SiteManifestWrite
     from ..intake.prepared import IntakeReport
     from ..report.reporter import Reporter
+    from ..review.sitemanifest import SiteManifestWrite
     from ..sources.scan import ScanError
     from ..upkeep.leftovers import CleanUp
     from ..upkeep.legacy_layout import MigrationReport

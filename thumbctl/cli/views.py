@@ -135,7 +135,7 @@ def sheet(
             "-o",
             metavar="FILE.html",
             help="Where to write the page; its folder must exist. Default: OUT/batches/<batch_id>.html, "
-            "or OUT/batches/catalogue.html without a batch.",
+            "or OUT/batches/catalogue.html without a batch (catalogue-changed.html with --changed).",
         ),
     ] = None,
     sort: Annotated[

@@ -30,17 +30,27 @@ class SiteMarkup:
     sizes: str | None = None
     #: What every URL starts with (ends in ``/``); "": paths relative to OUT.
     base_url: str = ""
+    #: Where the batch documents and the catalogue's sheet go (``--documents``, as recorded); "": OUT.
+    documents: str = ""
 
     def to_json(self) -> dict[str, object]:
-        return {"sizes": self.sizes, "base_url": self.base_url}
+        return {"sizes": self.sizes, "base_url": self.base_url, "documents": self.documents}
 
     @classmethod
     def from_json(cls, doc: object) -> SiteMarkup:
         """The markup recorded as ``doc`` (anything else: the defaults)."""
         if not isinstance(doc, dict):
             return cls()
-        sizes, base_url = doc.get("sizes"), doc.get("base_url")
-        return cls(sizes if isinstance(sizes, str) else None, base_url if isinstance(base_url, str) else "")
+        sizes, base_url, documents = doc.get("sizes"), doc.get("base_url"), doc.get("documents")
+        return cls(
+            sizes if isinstance(sizes, str) else None,
+            base_url if isinstance(base_url, str) else "",
+            documents if isinstance(documents, str) else "",
+        )
+
+
+#: The markup of an OUT no submit gave ``--sizes``, ``--base-url`` or ``--documents``.
+DEFAULT_MARKUP = SiteMarkup()
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,8 @@ class SubmitOptions:
     overwrite: bool = False
     #: ``--store``: where the objects are kept; None: beside the SQLite ledger (required for PostgreSQL).
     store_dir: Path | str | None = None
+    #: ``--documents``: where the batch documents go (a folder or ``s3://``); None: OUT.
+    documents_dir: Path | str | None = None
     #: What URL sources may reach, and the deadline of each download.
     url_rules: UrlRules = field(default_factory=UrlRules)
     #: How OUT's markup and manifests refer to the thumbnails (recorded for the OUT at each submit).

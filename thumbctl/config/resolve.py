@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import UsageError
-from ..core.redact import without_userinfo
 from ..core.profile import Limits, Profile, Ratio, SettingError, UrlRules
+from ..core.redact import without_userinfo
 from .file import LOCAL_FILE_NAME, USER_FILE_NAME, FileLayer, file_layer, find_config_file, load_config_file
 from .options import RunOptions, SiteMarkup, SubmitOptions, default_workers, lease_seconds
 from .s3location import S3Options, endpoint_of, is_s3
@@ -144,6 +144,7 @@ class Settings:
             name_template=self["name"],
             overwrite=overwrite,
             store_dir=self["store"],
+            documents_dir=self["documents"],
             url_rules=self.url_rules(),
             markup=SiteMarkup(self["markup_sizes"], self["base_url"] or ""),
         )

@@ -389,6 +389,11 @@ KEYS: tuple[Key, ...] = (
         OUTPUT, "URL",
         doc="what every thumbnail URL in the markup and manifests starts with (`https://cdn.example.com/img/` or "
             "`/img/`; markup and manifests only: changing it renders nothing); none: paths relative to OUT"),
+    Key("documents", "--documents", _location, lambda: None, "Where batch manifests and sheets go. Default: OUT.",
+        OUTPUT, "DIR|S3",
+        doc="where the batch manifests and contact sheets go (`batches/` there): a folder or `s3://bucket/prefix`, "
+            "for example a private one beside a public site bucket; default OUT ([scaling-out.md]"
+            "(scaling-out.md#a-public-site-bucket))"),
     Key("attempts", "--attempts", _whole_in(1, 100), lambda: 3, "Attempts per item before it fails.",
         WORKERS, "1-100", doc="attempts per item before it fails (transient errors only)"),
     Key("deadline", "--deadline", _seconds, lambda: None,

@@ -62,6 +62,23 @@ class StaleFix:
 
 
 @dataclass(frozen=True)
+class FixFileUpdate:
+    """What a submit or ``focus`` learnt of a root's fix file for some photos (``digests``): the
+    fixes it gave them (``applied``) and the fixes it holds for their previous content (``stale``).
+    The ledger applies it to its record in one transaction, so two commands never lose each other's."""
+
+    digests: frozenset[str]
+    applied: frozenset[tuple[str, str]] = frozenset()
+    stale: dict[str, StaleFix] = field(default_factory=dict)
+
+    def applied_to(self, state: FixFileState) -> FixFileState:
+        """``state`` with what it said of these photos replaced by this."""
+        applied = frozenset({p for p in state.applied if p[0] not in self.digests} | self.applied)
+        stale = {d: note for d, note in state.stale.items() if d not in self.digests} | self.stale
+        return FixFileState(applied, stale)
+
+
+@dataclass(frozen=True)
 class FixFileState:
     """The ledger's record of a root's fix file (see the module notes)."""
 

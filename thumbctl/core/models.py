@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .fixes import FixFileState, FocusChange
+from .fixes import FixFileUpdate, FocusChange
 
 
 class _State(StrEnum):
@@ -97,8 +97,8 @@ class NewBatch:
     manifest_folder: str = ""
     #: The crop fixes the batch's manifest sets or clears, recorded with the batch.
     focus_changes: tuple[FocusChange, ...] = ()
-    #: The source root's fix file as this batch read it (root, state), recorded with the batch.
-    fix_file: tuple[str, FixFileState] | None = None
+    #: What this batch read of its source root's fix file (root, update), recorded with the batch.
+    fix_file: tuple[str, FixFileUpdate] | None = None
 
     @property
     def manifest_dir(self) -> str:

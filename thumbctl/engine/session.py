@@ -23,6 +23,7 @@ from ..intake import acceptance, submission
 from ..intake.carryover import carried_over
 from ..intake.prepared import IntakeReport, PreparedSubmission
 from ..ledger import Ledger
+from ..review.markup import documents_root
 from ..review.sitemanifest import SiteManifestWrite
 from .runner import RunObserver, RunResult, SilentObserver, manifest_error, run_batch, site_manifests
 
@@ -285,7 +286,9 @@ class SubmitSession:
         )
         if first:
             self.observer.ledger_created(self.db if isinstance(self.db, Path) else ledger.path)
-        restyled = ledger.catalogue.record_markup(batch.out_dir, self.options.markup)  # --sizes, --base-url
+        documents = documents_root(batch)  # --documents, as the batch recorded it
+        markup = replace(self.options.markup, documents="" if documents == batch.out_dir else documents)
+        restyled = ledger.catalogue.record_markup(batch.out_dir, markup)  # --sizes, --base-url, --documents
         renders = not detach and (self.finish_terminal or not batch.is_terminal)
         self.observer.submitted(batch, prepared.report, final=not renders)
         run = self._render(batch.batch_id, presses, standby) if renders else None

@@ -12,6 +12,7 @@ from functools import cache, partial
 from pathlib import Path
 
 from ..config.options import SubmitOptions
+from ..core.errors import UsageError
 from ..core.models import ItemState, NewBatch, NewItem
 from ..ledger import Ledger
 from ..publishing.stores import Location, bind_store, check_store_apart, chosen_store, location_text
@@ -34,6 +35,8 @@ class Destinations:
     outputs: frozenset[str]
     #: The store the ledger used before this submission (None before it used one).
     previous_store: str | None
+    #: Where the batch documents go (``--documents``, as recorded); "": OUT.
+    documents: str = ""
 
     @property
     def store_moved(self) -> tuple[str, str] | None:
@@ -56,8 +59,29 @@ def bound_destinations(source: Path | str, options: SubmitOptions, ledger: Ledge
     out = location_text(out_dir)
     if not is_s3(out) and ledger.backend != "sqlite":
         os.makedirs(out, exist_ok=True)  # so each worker host can tell whether it sees this folder
-    outputs = frozenset([out, store_at, *(folder for folder, _ in ledger.upkeep.output_folders())])
-    return Destinations(out_dir, out, store_at, outputs, previous_store)
+    documents = _documents(options.documents_dir, out, store_at)
+    outputs = frozenset(
+        [out, store_at, *([documents] if documents else []), *(f for f, _ in ledger.upkeep.output_folders())]
+    )
+    return Destinations(out_dir, out, store_at, outputs, previous_store, documents)
+
+
+def _documents(given: Path | str | None, out: str, store: str) -> str:
+    """``--documents`` checked as OUT is (a writable folder, a reachable bucket prefix) and apart
+    from OUT and the store: "" when not given or OUT itself."""
+    if given is None:
+        return ""
+    documents = location_text(resolve_out_dir_or_fail(given))
+    if documents == out:
+        return ""
+    for other, what in ((out, "OUT"), (store, "the store")):
+        head, inner = other.rstrip("/") + "/", documents.rstrip("/") + "/"
+        if inner.startswith(head) or head.startswith(inner):
+            raise UsageError(
+                f"--documents {documents} must lie apart from {what} ({other}): pick another folder or prefix",
+                code="bad_out_dir",
+            )
+    return documents
 
 
 def refusing_symlinks(batch: NewBatch, store: str) -> NewBatch:

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..core.errors import UsageError
-from ..core.fixes import FIX_FILE
 from ..core.profile import SettingError, parse_ratios
 
 #: What marks the file as thumbctl's (never written over a file without it).
@@ -31,6 +30,7 @@ ABOUT = (
     "applies them. Commit it with the photos. Remove a photo's line to forget its fixes."
 )
 _HEX = re.compile(r"^[0-9a-f]{16}$")
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 Point = tuple[float, float]
 
@@ -86,17 +86,24 @@ def parse_fix_file(data: bytes, where: str) -> FixFile:
     """The entries of the fix file ``data`` read at ``where``; a :class:`UsageError` (``bad_focus_file``)
     naming the first problem for anything else, and (``focus_file_taken``) for a file thumbctl did not write."""
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _bad(where, f"not JSON ({exc})") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _bad(where, f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        doc = _without_trailing_commas(text, exc, where)
+    except (RecursionError, ValueError) as exc:  # nested too deep; a number of thousands of digits
+        raise _bad(where, f"not a fix file ({_shown(str(exc))})") from None
     if not isinstance(doc, dict) or doc.get("generator") != GENERATOR:
         raise UsageError(
-            f"{where} was not written by thumbctl (no \"generator\": \"thumbctl\"); it is left as it is: "
+            f'{where} was not written by thumbctl (no "generator": "thumbctl"); it is left as it is: '
             "move it away to keep crop fixes there",
             code="focus_file_taken",
         )
-    if doc.get("version") != FORMAT_VERSION:
-        raise _bad(where, f"version {doc.get('version')!r} is not {FORMAT_VERSION}: written by another thumbctl")
+    version = doc.get("version")
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise _bad(where, f"version {_shown(repr(version))} is not {FORMAT_VERSION}: written by another thumbctl")
     photos = doc.get("photos")
     if not isinstance(photos, list):
         raise _bad(where, '"photos" must be a list')
@@ -107,12 +114,25 @@ def parse_fix_file(data: bytes, where: str) -> FixFile:
     return FixFile(tuple(sorted(entries.values(), key=lambda e: e.path)))
 
 
+#: A comma before a closing bracket: what removing the last photo's line leaves behind.
+_TRAILING_COMMA = re.compile(r",(\s*[\]}])")
+
+
+def _without_trailing_commas(text: str, error: json.JSONDecodeError, where: str) -> object:
+    """The document read as a person edited it: a line removed may leave a comma before a closing
+    bracket, which is taken as if it were not there. Anything else that does not parse is refused."""
+    try:
+        return json.loads(_TRAILING_COMMA.sub(r"\1", text))
+    except (json.JSONDecodeError, RecursionError, ValueError):
+        raise _bad(where, f"not JSON ({error})") from None
+
+
 def _entry(photo: object, where: str) -> FixEntry:
     if not isinstance(photo, dict):
         raise _bad(where, "must be an object")
     path, digest = photo.get("path"), photo.get("digest")
-    if not isinstance(path, str) or not path or not isinstance(digest, str) or not digest:
-        raise _bad(where, 'needs "path" and "digest" (text)')
+    if not isinstance(path, str) or not path or not isinstance(digest, str) or not _DIGEST.match(digest):
+        raise _bad(where, 'needs "path" (text) and "digest" (64 hex digits: the photo\'s sha256)')
     width, height, phash = photo.get("width"), photo.get("height"), photo.get("phash")
     if any(v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1) for v in (width, height)):
         raise _bad(where, '"width" and "height" must be whole numbers of pixels')
@@ -128,8 +148,13 @@ def _ratio(text: str, where: str) -> str:
     try:
         (ratio,) = parse_ratios(text)
     except (SettingError, ValueError):
-        raise _bad(where, f"{text!r} is not one ratio such as 4:3") from None
+        raise _bad(where, f"{_shown(repr(text))} is not one ratio such as 4:3") from None
     return str(ratio)
+
+
+def _shown(text: str) -> str:
+    """``text`` as an error message quotes it: at most 40 characters, and how long it was."""
+    return text if len(text) <= 40 else f"{text[:30]}… ({len(text)} characters)"
 
 
 def _point(value: object, where: str) -> Point:
@@ -140,8 +165,11 @@ def _point(value: object, where: str) -> Point:
         and all(0.0 <= v <= 1.0 for v in value)
     ):
         return (float(value[0]), float(value[1]))
-    raise _bad(where, f"focus {json.dumps(value)[:40]} must be [x, y] with both in 0..1")
+    raise _bad(where, f"focus {_shown(json.dumps(value))} must be [x, y] with both in 0..1")
 
 
 def _bad(where: str, why: str) -> UsageError:
-    return UsageError(f"{where}: {why}; fix or remove it (thumbctl focus --export writes it again)", code="bad_focus_file")
+    return UsageError(
+        f"{where}: {why}; fix it, or move it away and run thumbctl focus --export to write it again from the ledger",
+        code="bad_focus_file",
+    )

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..core.errors import ItemFailure, UsageError
-from ..core.fixes import FIX_FILE, FixFileState, StaleFix, path_key
+from ..core.fixes import FIX_FILE, FixFileState, FixFileUpdate, StaleFix, path_key
 from ..core.models import CachedSource
 from ..core.profile import Limits
 from ..imaging.fingerprint import picture_hash, same_picture
@@ -51,6 +51,8 @@ class FixFileOutcome:
     cleared: int = 0
     #: Why the file was not read (a file of that name thumbctl did not write), else None.
     problem: str | None = None
+    #: Photos with a fix the ledger holds and the file does not (a fresh ledger would lose it).
+    ledger_only: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -60,6 +62,7 @@ class FixFileOutcome:
             "not_applied": [note.to_json() for note in self.stale],
             "cleared": self.cleared,
             "problem": self.problem,
+            "ledger_only": list(self.ledger_only),
         }
 
 
@@ -70,7 +73,7 @@ class FileFixes:
 
     points: Mapping[tuple[str, str], Point | None] = field(default_factory=dict)
     outcome: FixFileOutcome | None = None
-    state: FixFileState | None = None
+    state: FixFileUpdate | None = None
 
 
 def read_fix_file(root: str) -> FixFile | None:
@@ -118,8 +121,9 @@ def file_fixes(
     photos = list({p.digest: p for p in photos}.values())
     for photo in photos:
         key = path_key(root, photo.source)
-        entry = by_digest.get(photo.digest)
-        if entry is None and (before := by_path.get(key)) is not None:
+        at_path = by_path.get(key)
+        entry = at_path if at_path is not None and at_path.digest == photo.digest else by_digest.get(photo.digest)
+        if entry is None and (before := at_path) is not None:
             if _same_picture(before, photo, phash_of):
                 entry = before
                 carried.append(key)
@@ -131,10 +135,7 @@ def file_fixes(
     digests = {p.digest for p in photos}
     cleared = {pair for pair in recorded.applied if pair[0] in digests and pair not in applied}
     points.update(dict.fromkeys(cleared))
-    state = FixFileState(
-        frozenset({p for p in recorded.applied if p[0] not in digests} | applied),
-        {d: n for d, n in recorded.stale.items() if d not in digests} | stale,
-    )
+    state = FixFileUpdate(frozenset(digests), frozenset(applied), stale)
     outcome = FixFileOutcome(
         where,
         applied=len({digest for digest, _ in applied}),
@@ -186,3 +187,13 @@ def phash_of_bytes(data: bytes, info: CachedSource, limits: Limits) -> str | Non
     except ItemFailure:
         return None
 
+
+def with_ledger_only(file: FileFixes, root: str, photos: Iterable[PhotoSeen], fixed: set[str]) -> FileFixes:
+    """``file`` noting the photos whose content has a fix in the ledger (``fixed``, by digest) that
+    the fix file does not hold: ``focus --export`` writes them there."""
+    from_file = {digest for digest, _ in file.points}
+    only = sorted({path_key(root, p.source) for p in photos if p.digest in fixed and p.digest not in from_file})
+    if not only:
+        return file
+    outcome = file.outcome or FixFileOutcome(f"{root.rstrip('/')}/{FIX_FILE}")
+    return replace(file, outcome=replace(outcome, ledger_only=tuple(only)))

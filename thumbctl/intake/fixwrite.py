@@ -10,13 +10,13 @@ holds (:class:`~thumbctl.core.fixes.FixFileState`), so removing an entry from th
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..config.s3location import is_s3
 from ..core.errors import UsageError
-from ..core.fixes import FIX_FILE, FixFileState, FocusChange, path_key
+from ..core.fixes import FIX_FILE, FixFileUpdate, FocusChange, path_key
 from ..ledger import Ledger
 from ..sources.manifest import is_manifest_path
 from ..storage.rootfiles import root_file_at
@@ -40,6 +40,8 @@ class FileWrite:
 
 def given_root(text: str) -> str:
     """``--root``: a folder (its real path), a manifest (its folder) or an ``s3://`` prefix."""
+    if not text.strip():
+        raise UsageError("--root needs a folder, a manifest or an s3:// prefix", code="source_not_found")
     if is_s3(text):
         return text.rstrip("/")
     path = os.path.realpath(text)
@@ -97,7 +99,8 @@ def write_entries(
     except OSError as exc:
         problem = f"{where} cannot be written: {exc.strerror or exc}"
     if problem is not None:
-        return FileWrite(problem=f"{problem}; the fixes are kept in the ledger")
+        why = "the fixes are kept in the ledger, but a fix the file holds for the photo still wins at the next submit"
+        return FileWrite(problem=f"{problem}; {why}")
     file, photos = kept[-1]
     _record_file(ledger, root, file, set(digests))
     return FileWrite(where=where, photos=photos)
@@ -121,11 +124,8 @@ def photo_update(entry: FixEntry, cleared: Iterable[str] | None) -> Callable[[Fi
 
 def _record_file(ledger: Ledger, root: str, file: FixFile, digests: set[str]) -> None:
     """The ledger's record: the file now holds exactly its pairs for ``digests``."""
-    state = ledger.intake.fix_file_state(root)
-    held = {pair for pair in file.pairs() if pair[0] in digests}
-    applied = frozenset({p for p in state.applied if p[0] not in digests} | held)
-    stale = {d: note for d, note in state.stale.items() if d not in digests}
-    ledger.intake.record_fix_file_state(root, FixFileState(applied, stale))
+    held = frozenset(pair for pair in file.pairs() if pair[0] in digests)
+    ledger.intake.update_fix_file_state(root, FixFileUpdate(frozenset(digests), held))
 
 
 def export_fixes(ledger: Ledger, root: str, entry_of: Callable[[str, str], FixEntry | None]) -> FileWrite:

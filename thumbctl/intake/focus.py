@@ -71,7 +71,9 @@ class FocusPlan:
         found: dict[str, object] = {}
         for ratio in map(str, entry.ratios):
             known = self.memory.get((digest, ratio))
-            if (digest, ratio) in self.file.points and (known is None or known.focus != self.file.points[digest, ratio]):
+            if (digest, ratio) in self.file.points and (
+                known is None or known.focus != self.file.points[digest, ratio]
+            ):
                 point = self.file.points[digest, ratio]  # recorded with the batch: "set_at" from the next submit on
                 found[ratio] = {"focus": list(point) if point else None, "from": FIX_FILE}
             elif known is not None:
@@ -208,7 +210,9 @@ def apply_focus(ledger: Ledger, photo: Photo, request: FocusRequest, root: str |
     if request.point is None and not request.clear:
         return shown
     if root is None:
-        why = f"no batch has read {photo.path} yet: the fix is kept in the ledger only (--root names the fix file's root)"
+        why = (
+            f"no batch has read {photo.path} yet: the fix is kept in the ledger only (--root names the fix file's root)"
+        )
         return replace(shown, file=FileWrite(note=why))
     cleared = [str(r) for r in request.ratios] if request.ratios or not request.clear else None
     make = photo_update(photo.entry(root, shown.points), cleared if request.clear else ())

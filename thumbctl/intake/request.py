@@ -22,14 +22,15 @@ def build_batch(
     out_dir: Path | str,
     out: str,
     store: str,
+    documents: str,
     options: SubmitOptions,
     entries: list[SourceEntry],
     inspections: dict[str, Inspection],
     focus: FocusPlan,
 ) -> NewBatch:
     """The batch of ``entries`` written to OUT (``out_dir`` as given, ``out`` as recorded): one item
-    per (source, ratio, size, format), their objects in ``store``, keyed by the digest of the request
-    unless ``--key`` names a key."""
+    per (source, ratio, size, format), their objects in ``store``, its documents in ``documents``
+    ("": OUT), keyed by the digest of the request unless ``--key`` names a key."""
     template = options.name_template or default_template(len(options.profile.sizes))
     items = build_items(entries, inspections, options.profile, out, store, template, focus)
     request = canonical_request(root, out_dir, options, entries, inspections, focus)
@@ -44,7 +45,7 @@ def build_batch(
         max_attempts=options.max_attempts,
         deadline_seconds=options.deadline_seconds,
         limits=options.recorded_limits(urls=any(is_url(entry.given) for entry in entries)),
-        manifest_folder=f"{out}/batches",
+        manifest_folder=f"{documents or out}/batches",
         focus_changes=focus.changes,
         fix_file=(str(root), focus.file.state) if focus.file.state is not None else None,
     )

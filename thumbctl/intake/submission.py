@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config.options import SubmitOptions
+from ..config.s3location import is_s3
 from ..ledger import Ledger
 from ..sources.entries import SourceEntry, check_limits, collect_entries
 from .destinations import bound_destinations, refusing_symlinks
-from ..config.s3location import is_s3
-from .fixplan import PhotoSeen, file_fixes, local_phash
+from .fixplan import PhotoSeen, file_fixes, local_phash, with_ledger_only
 from .focus import FocusPlan, plan_focus
 from .inspection import Inspection, inspect_all
 from .lanes import without_outputs
@@ -54,6 +54,7 @@ def prepare_submission(source: Path | str, options: SubmitOptions, ledger: Ledge
         destinations.out_dir,
         destinations.out,
         destinations.store,
+        destinations.documents,
         options,
         entries,
         inspections.by_item,
@@ -72,4 +73,5 @@ def _focus_plan(
     photos = [PhotoSeen(i.source, i.info) for i in inspections.values() if i.info is not None]
     phash_of = local_phash(root, options.limits) if not is_s3(root) else lambda _photo: None
     file = file_fixes(root, photos, ledger.intake.fix_file_state(root), phash_of)
+    file = with_ledger_only(file, root, photos, {p.source_digest for p in remembered if p.focus is not None})
     return plan_focus(((entry, digests[entry.item_id]) for entry in entries), remembered, file)

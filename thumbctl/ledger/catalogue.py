@@ -21,7 +21,6 @@ from .intake import CARRIED_FIELDS
 from .sql import catalogue as sql
 
 
-
 class CataloguePort(Protocol):
     """The catalogue port: what is live in an OUT now, and what made it."""
 

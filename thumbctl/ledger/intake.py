@@ -14,8 +14,8 @@ from dataclasses import asdict, replace
 from typing import Protocol
 
 from ..core.admission import WORKER_SEEN_WINDOW, QueueSnapshot, check_admission
-from ..core.fixes import FixFileState, FocusChange, FocusPoint
 from ..core.errors import IdempotencyConflict, LedgerUnavailable, RowDamaged, UsageError
+from ..core.fixes import FixFileState, FixFileUpdate, FocusChange, FocusPoint
 from ..core.models import BatchView, CachedSource, ItemState, KeyedBatch, NewBatch, NewItem
 from ..core.profile import Limits
 from ..core.redact import redacted_text
@@ -103,8 +103,9 @@ class IntakePort(Protocol):
     def fix_file_state(self, root: str) -> FixFileState:
         """What the fix file of the source root ``root`` gave its last submits (see :mod:`thumbctl.core.fixes`)."""
 
-    def record_fix_file_state(self, root: str, state: FixFileState) -> None:
-        """Record ``state`` for ``root`` (``thumbctl focus``, after writing the file)."""
+    def update_fix_file_state(self, root: str, update: FixFileUpdate) -> None:
+        """Apply ``update`` to the record of ``root`` in one transaction (``thumbctl focus``, after
+        writing the file)."""
 
     def source_roots(self, source: str) -> list[str]:
         """The source roots of the batches that read ``source`` (a real path or a URL), newest first."""
@@ -265,7 +266,7 @@ class Intake(NameLocks):
         for change in sorted(new.focus_changes, key=lambda c: (c.source_digest, c.ratio)):
             self._change_focus(change, batch_id, at)
         if new.fix_file is not None:
-            self.db.execute(sql.SET_FIX_FILE_STATE, (f"fix_file:{new.fix_file[0]}", new.fix_file[1].to_text()))
+            self._update_fix_file_state(*new.fix_file)
 
     def _change_focus(self, change: FocusChange, batch_id: str | None, at: str) -> None:
         """Set a fix, or clear it (kept without a point, so the next submit is a new request)."""
@@ -285,9 +286,16 @@ class Intake(NameLocks):
     def fix_file_state(self, root: str) -> FixFileState:
         return FixFileState.from_text(self.db.scalar(sql.FIX_FILE_STATE, (f"fix_file:{root}",)))
 
-    def record_fix_file_state(self, root: str, state: FixFileState) -> None:
+    def update_fix_file_state(self, root: str, update: FixFileUpdate) -> None:
         with self.db.write(durable=True):
-            self.db.execute(sql.SET_FIX_FILE_STATE, (f"fix_file:{root}", state.to_text()))
+            self._update_fix_file_state(root, update)
+
+    def _update_fix_file_state(self, root: str, update: FixFileUpdate) -> None:
+        """Read, update and write the record of ``root`` inside the caller's write transaction."""
+        name = f"fix_file:{root}"
+        self.db.serialize_on(name)  # PostgreSQL: one writer of the row at a time (SQLite's lock does it)
+        state = FixFileState.from_text(self.db.scalar(sql.FIX_FILE_STATE, (name,)))
+        self.db.execute(sql.SET_FIX_FILE_STATE, (name, update.applied_to(state).to_text()))
 
     def source_roots(self, source: str) -> list[str]:
         return [row["source_root"] for row in self.db.execute(sql.SOURCE_ROOTS, (source,)).fetchall()]

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Self, TextIO
 from ..core.errors import ThumbctlError
 from ..core.models import ITEM_STATES, BatchView
 from .listing import WIDTH_SAMPLE, Cell, chunked, column_widths, markup_line, plain_line
-from .styles import escape, styled
+from .styles import escape, printable, styled
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -219,7 +219,7 @@ class Output:
 
     def error_line(self, err: ThumbctlError) -> None:
         """The error's one line on stderr, always shown; no document on stdout."""
-        self.diagnostics.print(f"[bold red]error[/] [dim]\\[{err.code}][/] {escape(err.message)}")
+        self.diagnostics.print(f"[bold red]error[/] [dim]\\[{err.code}][/] {escape(printable(err.message))}")
 
     # -- pieces ---------------------------------------------------------------
 

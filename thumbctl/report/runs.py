@@ -87,6 +87,11 @@ class RunReports(MirrorReports):
             line(f"  {plural(reused, 'output')} already existed and {'was' if reused == 1 else 'were'} reused")
         if report.fix_file is not None and not report.fix_file.problem:
             line(self.fix_file_line(report.fix_file))
+        if report.fix_file is not None and report.fix_file.ledger_only:
+            only = plural(len(report.fix_file.ledger_only), "photo")
+            root = report.fix_file.where.rsplit("/", 1)[0]
+            export = f"thumbctl focus --export --root {escape(printable(root))}"
+            line(f"  crop fixes only in the ledger: {only} ({export} writes them to the file)")
         for change in report.encoder_changes:
             why = "defaults changed" if change.defaults else "settings changed"
             again = f"{plural(change.outputs, 'output')} {'renders' if change.outputs == 1 else 'render'} again"
@@ -118,23 +123,26 @@ class RunReports(MirrorReports):
     @staticmethod
     def fix_file_line(outcome: FixFileOutcome) -> str:
         """``crop fixes from …/thumbctl-focus.json: 3 photos, carried over to 1 retouched photo (a.jpg)``."""
+        if not (outcome.applied or outcome.carried or outcome.cleared or outcome.stale):
+            return f"  crop fixes from {escape(outcome.where)}: none apply to these photos"
         parts = [plural(outcome.applied, "photo")]
         if outcome.carried:
             retouched = plural(len(outcome.carried), "retouched photo")
             parts.append(f"carried over to {retouched} ({', '.join(outcome.carried)}; focus --export records them)")
         if outcome.cleared:
             parts.append(f"{plural(outcome.cleared, 'fix')} removed from the file cleared")
-        return f"  crop fixes from {escape(outcome.where)}: {escape(', '.join(parts))}"
+        return f"  crop fixes from {escape(printable(outcome.where))}: {escape(printable(', '.join(parts)))}"
 
     def fix_file_warnings(self, outcome: FixFileOutcome) -> None:
         """A fix file thumbctl did not write, and each fix not applied because the picture changed:
         warnings on stderr, never dropped silently (the JSON has them too)."""
         if outcome.problem:
-            self.diagnostics.print(f"[yellow]warning[/] [dim]\\[focus_file_taken][/] {escape(outcome.problem)}")
+            problem = escape(printable(outcome.problem))
+            self.diagnostics.print(f"[yellow]warning[/] [dim]\\[focus_file_taken][/] {problem}")
         for note in outcome.stale:
             why = "another picture" if note.reason == "picture_changed" else "not compared (no hash to compare)"
             self.diagnostics.print(
-                f"[yellow]warning[/] [dim]\\[focus_not_applied][/] {escape(note.path)} "
+                f"[yellow]warning[/] [dim]\\[focus_not_applied][/] {escape(printable(note.path))} "
                 f"({', '.join(note.ratios)}): fix for the previous content not applied: {why}; "
                 "set it again with [bold]thumbctl focus PHOTO --ratio R --at X,Y[/]"
             )

@@ -13,7 +13,7 @@ from ..core.redact import shown_source
 from ..ledger.damage import Damage, noting_damage
 from .listing import EVENT_COLUMNS, ITEM_COLUMNS, event_cells, item_cells
 from .output import Output
-from .styles import bare_table, escape, format_age, format_bytes, format_ms, styled
+from .styles import bare_table, escape, format_age, format_bytes, format_ms, printable, styled
 
 if TYPE_CHECKING:  # the commands that print these import them; reading commands stay light
     from ..intake.fixwrite import FileWrite
@@ -220,7 +220,7 @@ class ViewReports(Output):
         if self.json_mode:
             self.emit_json(shown.to_json())
             return
-        source = escape(shown.source)
+        source = escape(printable(shown.source))
         if shown.set:
             self.say(f"remembered for {', '.join(shown.set)}; the next submit of {source} renders it")
         if shown.cleared:
@@ -239,11 +239,12 @@ class ViewReports(Output):
     def fix_file_written(self, write: FileWrite) -> None:
         """Where the fix file was written (commit it), or the warning of why it was not."""
         if write.problem:
-            self.diagnostics.print(f"[yellow]warning[/] [dim]\\[focus_file_unwritten][/] {escape(write.problem)}")
+            warning = escape(printable(write.problem))
+            self.diagnostics.print(f"[yellow]warning[/] [dim]\\[focus_file_unwritten][/] {warning}")
         elif write.where:
-            self.say(f"written to {escape(write.where)} (commit it with the photos)")
+            self.say(f"written to {escape(printable(write.where))} (commit it with the photos)")
         elif write.note:
-            self.note(escape(write.note))
+            self.note(escape(printable(write.note)))
 
     def fixes_moved(self, moved: FileWrite, how: str) -> None:
         """``focus --export`` / ``--import``: how many photos' fixes went where."""
@@ -256,6 +257,7 @@ class ViewReports(Output):
         if moved.where is None:
             self.say("nothing to export: no live photo of the root has a crop fix remembered for its content")
         elif how == "export":
-            self.say(f"exported the fixes of {moved.photos} photos to {escape(moved.where or '')}")
+            self.say(f"exported the fixes of {moved.photos} photos to {escape(printable(moved.where or ''))}")
         else:
-            self.say(f"imported the fixes of {moved.photos} photos from {escape(moved.where or '')} into the ledger")
+            where = escape(printable(moved.where or ""))
+            self.say(f"imported the fixes of {moved.photos} photos from {where} into the ledger")

@@ -1,7 +1,8 @@
 """The catalogue of an OUT as a person reviews it: which OUT, in which order, changed since when.
 
 The records come from the ledger's catalogue port (:class:`~thumbctl.ledger.catalogue.CataloguePort`);
-this module chooses the OUT a command means and orders and filters its entries.
+this module chooses the OUT a command means and orders and filters its entries, and says what a
+sheet notes of them (a crop fix not applied) and how a page kept apart from OUT links to them.
 """
 
 from __future__ import annotations
@@ -13,15 +14,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 from ..config.s3location import BadLocation, is_s3, parse_s3
 from ..core.catalogue import CatalogueEntry
 from ..core.errors import BatchNotFound, UsageError
+from ..core.fixes import StaleFix, path_key
 from ..core.models import ItemState, ItemView
 from ..core.profile import SettingError, parse_duration
 from ..core.redact import shown_source
 from ..ledger import Ledger
 from ..ledger.timefmt import iso
+from ..storage.locations import name_in
+
+K = TypeVar("K")
 
 
 class CatalogueOrder(StrEnum):
@@ -157,3 +163,27 @@ def source_id(entry: CatalogueEntry) -> str:
     if root and not is_s3(entry.source) and entry.source.startswith(root.rstrip("/") + "/"):
         return str(PurePosixPath(entry.source).relative_to(root))
     return shown_source(entry.source)
+
+
+def public_links(out_dir: str, page_root: str, base_url: str, shown: dict[K, str]) -> dict[K, str]:
+    """The thumbnails a page links to: as they are (relative links from the page), or, for a page
+    written apart from OUT (``--documents``) when OUT has a ``--base-url``, by their public URLs."""
+    if page_root == out_dir or not base_url.startswith(("http://", "https://")):
+        return shown
+    return {key: base_url + name_in(out_dir, path) for key, path in shown.items() if path.startswith(out_dir)}
+
+
+def fix_notes(ledger: Ledger, photos: Iterable[tuple[str, str | None, str]]) -> dict[str, str]:
+    """The note of each photo (item id, source root, source) whose fix file holds a fix for its
+    previous content that was not applied (see :mod:`thumbctl.intake.fixplan`), by item id."""
+    states: dict[str, dict[str, StaleFix]] = {}
+    notes = {}
+    for item_id, root, source in photos:
+        if root is None:
+            continue
+        if root not in states:
+            states[root] = {note.path: note for note in ledger.intake.fix_file_state(root).stale.values()}
+        if (stale := states[root].get(path_key(root, source))) is not None:
+            why = "another picture" if stale.reason == "picture_changed" else "not compared"
+            notes[item_id] = f"fix for the previous content not applied ({', '.join(stale.ratios)}): {why}"
+    return notes

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from ..config.options import DEFAULT_MARKUP, SiteMarkup
 from ..core.catalogue import CatalogueEntry
 from ..core.display import shown
 from ..core.errors import CannotWrite
@@ -20,10 +21,12 @@ from ..core.models import BatchView
 from ..ledger import Ledger
 from ..storage.locations import is_s3, output_target_at
 from .catalogue import changed_since, item_of, source_id
-from .sheet import db_flag_of, fix_notes, item_key, linked_output, previews, render_page, timestamp
+from .sheet import db_flag_of, fix_notes, item_key, linked_output, previews, public_links, render_page, timestamp
 
-#: The page's name in OUT/batches/ (a batch sheet is ``<batch_id>.html``; no batch id is this).
+#: The page's name in OUT/batches/ (a batch sheet is ``<batch_id>.html``; no batch id is this), and
+#: that of a page narrowed by ``--changed``, so it never replaces the whole catalogue's.
 CATALOGUE_PAGE = "catalogue"
+CHANGED_PAGE = "catalogue-changed"
 
 
 @dataclass(frozen=True)
@@ -60,16 +63,21 @@ def write_catalogue_sheet(
     db_flag: str = "",
     notes: dict[str, str] | None = None,
     first: frozenset[str] = frozenset(),
+    markup: SiteMarkup = DEFAULT_MARKUP,
 ) -> CatalogueSheetSummary:
     """Write the contact sheet of ``entries``, the live names of ``out_dir`` (all, or those changed
-    after ``since``), to ``path`` (default ``OUT/batches/catalogue.html``; its folder must exist).
+    after ``since``), to ``path`` (default ``OUT/batches/catalogue.html``, ``catalogue-changed.html``
+    with ``since``; its folder must exist).
     ``sort``: ``ledger`` (by name) or ``score`` (the lowest crop score first); ``db_flag``: what the
     fix lines add to name the ledger (:func:`.sheet.db_flag_of`); ``notes``: :func:`.sheet.fix_notes`;
-    ``first``: the names whose photos come first (a submit's changes)."""
+    ``first``: the names whose photos come first (a submit's changes); ``markup``: OUT's, for where
+    its documents go (``--documents``) and its public URLs."""
     out = output_target_at(out_dir)
-    target = out.page_path(CATALOGUE_PAGE, path)
+    pages = out if path is not None or not markup.documents else output_target_at(markup.documents)
+    target = pages.page_path(CATALOGUE_PAGE if since is None else CHANGED_PAGE, path)
     items = [item_of(entry) for entry in entries]
     linked = {item_key(item): link for item in items if (link := linked_output(item, out))}
+    linked = public_links(out_dir, pages.root, markup.base_url, linked)
     sizes = {item.item_id: entry.source_size for item, entry in zip(items, entries, strict=True) if entry.source_size}
     page_dir = os.path.dirname(target)
 
@@ -84,7 +92,7 @@ def write_catalogue_sheet(
         title, header, items, sizes, linked, page_dir, photos, sort=sort, db_flag=db_flag, notes=notes, first=leading
     )
     try:
-        out.write_page(target, page, create_folder=path is None)
+        pages.write_page(target, page, create_folder=path is None)
     except OSError as exc:
         raise CannotWrite(f"cannot write the contact sheet to {target}: {exc.strerror or exc}") from exc
     return CatalogueSheetSummary(
@@ -159,4 +167,7 @@ def write_ledger_catalogue_sheet(
     first = frozenset(e.name for e in entries if changed_by is not None and e.changed_at >= changed_by.created_at)
     notes = fix_notes(ledger, ((source_id(e), e.source_root, e.source) for e in entries))
     db_flag = db_flag_of(str(ledger.path))
-    return write_catalogue_sheet(out_dir, entries, path, sort=sort, since=since, db_flag=db_flag, notes=notes, first=first)
+    markup = ledger.catalogue.markup(out_dir)
+    return write_catalogue_sheet(
+        out_dir, entries, path, sort=sort, since=since, db_flag=db_flag, notes=notes, first=first, markup=markup
+    )

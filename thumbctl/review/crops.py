@@ -21,7 +21,10 @@ FRAME_BOX = (196, 160)  # the source's preview fits in this many CSS px
 
 
 def relative_href(path: str, page_dir: str) -> str:
-    """A URL to ``path`` relative to the page, percent-encoded (names may hold ``#``, ``?``, ``%``)."""
+    """A URL to ``path`` relative to the page, percent-encoded (names may hold ``#``, ``?``, ``%``);
+    a public ``http(s)://`` URL as it is."""
+    if path.startswith(("http://", "https://")):
+        return path
     folder, name = os.path.split(path)
     if not (os.path.isabs(folder) and os.path.isabs(page_dir)):  # relative to the working folder: not cached
         return quote(os.path.relpath(path, page_dir), safe="/")

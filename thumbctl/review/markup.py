@@ -42,13 +42,13 @@ from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from ..config.options import SiteMarkup
+from ..config.options import DEFAULT_MARKUP, SiteMarkup
 from ..core.models import BatchView, ItemState, ItemView
 
 if TYPE_CHECKING:
     from ..ledger import ViewsPort
 from ..core.profile import OUTPUT_FORMATS
-from ..storage.locations import is_s3, name_in, output_target_at
+from ..storage.locations import documents_of, is_s3, name_in, output_target_at
 from ..storage.outputs import json_document
 
 #: Formats that may be offered as ``<source>`` elements when they are not the ``<img>``'s (ordered by
@@ -173,7 +173,7 @@ def picture_sets(
     out_dir: str,
     items: Iterable[ItemView],
     header_size: HeaderSize | None = None,
-    markup: SiteMarkup = SiteMarkup(),
+    markup: SiteMarkup = DEFAULT_MARKUP,
 ) -> list[PictureSet]:
     """One :class:`PictureSet` per (item id, ratio) in ledger order, with its succeeded items' files,
     its ``alt`` text and the placeholder the first of its items that has one recorded; ``markup``: the
@@ -335,7 +335,7 @@ def batch_snippets(views: ViewsPort, batch: str, markup: Callable[[str], SiteMar
     return snippets(picture_sets(view.out_dir, views.items(view.batch_id), markup=markup(view.out_dir)))
 
 
-def batch_manifest(batch: BatchView, items: list[ItemView], markup: SiteMarkup = SiteMarkup()) -> dict[str, object]:
+def batch_manifest(batch: BatchView, items: list[ItemView], markup: SiteMarkup = DEFAULT_MARKUP) -> dict[str, object]:
     """The document of OUT/batches/<batch_id>.json: every item with its object and friendly path, and
     per source and ratio its published files with a ``srcset`` per format and a ``<picture>``."""
     entries = [
@@ -363,13 +363,23 @@ def manifest_present(batch: BatchView) -> bool:
     """Whether the batch's manifest is in its OUT already (a file, or a document in a bucket)."""
     if not is_s3(batch.manifest_path):
         return os.path.exists(batch.manifest_path)
-    return output_target_at(batch.out_dir).document_size(name_in(batch.out_dir, batch.manifest_path)) is not None
+    root = documents_root(batch)
+    return output_target_at(root).document_size(name_in(root, batch.manifest_path)) is not None
 
 
-def write_batch_manifest(batch: BatchView, items: list[ItemView], markup: SiteMarkup = SiteMarkup()) -> str:
-    """Write the batch's manifest (see :func:`batch_manifest`) into its output target, atomically;
-    returns its path."""
-    target = output_target_at(batch.out_dir)
+def write_batch_manifest(batch: BatchView, items: list[ItemView], markup: SiteMarkup = DEFAULT_MARKUP) -> str:
+    """Write the batch's manifest (see :func:`batch_manifest`) where its documents go (OUT, or
+    ``--documents``), atomically; returns its path."""
+    root = documents_root(batch)
     document = json_document(batch_manifest(batch, items, markup))
-    target.write_document(name_in(batch.out_dir, batch.manifest_path), document)
+    output_target_at(root).write_document(name_in(root, batch.manifest_path), document)
     return batch.manifest_path
+
+
+def documents_root(batch: BatchView) -> str:
+    """Where the batch's documents live: the folder or prefix above its manifest's ``batches/``
+    (OUT unless ``--documents`` named another); OUT for a manifest path of another shape."""
+    try:
+        return documents_of(batch.manifest_path or "")
+    except ValueError:
+        return batch.out_dir

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -28,7 +28,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..config.userdirs import default_ledger_path
 from ..core.errors import CannotWrite
-from ..core.fixes import StaleFix, path_key
 from ..core.models import ITEM_STATES, BatchState, BatchView, ItemState, ItemView
 from ..ledger import Ledger
 from ..ledger.damage import Damage, DamagedItemView, needed_location, shown_as_failure
@@ -42,6 +41,7 @@ from ..storage.locations import (
 )
 from ..storage.objects import LocalObjectStore, read_preview
 from ..storage.outputs import OutputTarget
+from .catalogue import fix_notes, public_links
 from .crops import (
     crop_caption,
     crop_figure,
@@ -52,7 +52,7 @@ from .crops import (
     shell_path,
     source_frame,
 )
-from .markup import FALLBACK_FORMATS
+from .markup import FALLBACK_FORMATS, documents_root
 
 #: Outline colours of the ratios, in the order the batch lists them.
 RATIO_COLOURS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2")
@@ -113,20 +113,23 @@ def write_contact_sheet(
     """
     view, items = read if read is not None else (ledger.views.batch(batch), None)
     items = ledger.views.items(view.batch_id) if items is None else items
-    out = output_target_at(needed_location("batches", view.batch_id, "out_dir", view.out_dir))
-    target = out.page_path(view.batch_id, path)
+    out_dir = needed_location("batches", view.batch_id, "out_dir", view.out_dir)
+    out = output_target_at(out_dir)
+    pages = out if path is not None else output_target_at(documents_root(view))
+    target = pages.page_path(view.batch_id, path)
     listed = items
     damaged = tuple(i.damage for i in items if isinstance(i, DamagedItemView) and i.damage is not None)
     items = [shown_as_failure(i) for i in items] if damaged else items
     outputs = [(item, linked_output(item, out)) for item in items]
-    shown = {item_key(i): p for i, p in outputs if p}
+    base_url = ledger.catalogue.markup(out_dir).base_url
+    shown = public_links(out_dir, pages.root, base_url, {item_key(i): p for i, p in outputs if p})
     sizes = ledger.views.source_sizes(view.batch_id)
     page_dir = os.path.dirname(target)
     db_flag = db_flag_of(str(ledger.path))
     notes = fix_notes(ledger, ((i.item_id, view.source_root, i.source) for i in items))
     page = render_sheet(view, items, sizes, shown, page_dir, previews(items), sort=sort, db_flag=db_flag, notes=notes)
     try:
-        out.write_page(target, page, create_folder=path is None)
+        pages.write_page(target, page, create_folder=path is None)
     except OSError as exc:
         raise CannotWrite(f"cannot write the contact sheet to {target}: {exc.strerror or exc}") from exc
     succeeded = sum(1 for i in listed if i.state == ItemState.SUCCEEDED)
@@ -151,22 +154,6 @@ def db_flag_of(ledger: str) -> str:
     if Path(ledger) == default_ledger_path():
         return ""
     return f" --db {shell_path(os.path.abspath(ledger))}"  # pasted in any folder
-
-
-def fix_notes(ledger: Ledger, photos: Iterable[tuple[str, str | None, str]]) -> dict[str, str]:
-    """The note of each photo (item id, source root, source) whose fix file holds a fix for its
-    previous content that was not applied (see :mod:`thumbctl.intake.fixplan`), by item id."""
-    states: dict[str, dict[str, StaleFix]] = {}
-    notes = {}
-    for item_id, root, source in photos:
-        if root is None:
-            continue
-        if root not in states:
-            states[root] = {note.path: note for note in ledger.intake.fix_file_state(root).stale.values()}
-        if (stale := states[root].get(path_key(root, source))) is not None:
-            why = "another picture" if stale.reason == "picture_changed" else "not compared"
-            notes[item_id] = f"fix for the previous content not applied ({', '.join(stale.ratios)}): {why}"
-    return notes
 
 
 def without_password(url: str) -> str:

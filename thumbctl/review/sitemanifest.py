@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..config.options import SiteMarkup
+from ..config.options import DEFAULT_MARKUP, SiteMarkup
 from ..core.catalogue import CatalogueEntry
 from ..core.errors import ExitCode
 from ..ledger import Ledger
@@ -66,7 +66,7 @@ def site_document(
     generation: int,
     written_at: str,
     entries: list[CatalogueEntry],
-    markup: SiteMarkup = SiteMarkup(),
+    markup: SiteMarkup = DEFAULT_MARKUP,
     ledger_id: str | None = None,
 ) -> dict[str, object]:
     """The site manifest of a catalogue's entries, its URLs and ``sizes`` as ``markup`` says."""

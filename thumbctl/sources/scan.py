@@ -132,9 +132,11 @@ def _visit(
     if is_link and _links_to_folder(entry):
         result.symlinked.append(rel)
         return
+    if rel == FIX_FILE:  # the root's fix file is thumbctl's own, read by every submit: never a photo
+        return
     if plausible and rules.is_candidate(rel, entry.name):
         result.candidates.append(_candidate(rel, entry.path, is_link))
-    elif rel != FIX_FILE:  # the root's fix file is thumbctl's own, read by every submit
+    else:
         result.ignored += 1
 
 

@@ -107,6 +107,15 @@ def name_in(location: str, path: str) -> str:
     return path[len(head) :]
 
 
+def documents_of(manifest_path: str) -> str:
+    """Where a batch's documents live (``--documents``, by default OUT), from its manifest's path
+    ``<documents>/batches/<batch_id>.json``. ValueError for a path of another shape."""
+    parts = manifest_path.rsplit("/", 2)
+    if len(parts) != 3 or parts[1] != "batches" or not parts[0]:
+        raise ValueError(f"{manifest_path} is not a batch document (<documents>/batches/<batch_id>.json)")
+    return parts[0]
+
+
 def object_store_of(object_path: str, options: S3Options | None = None) -> ObjectStore:
     """The store an object path lies in (see :func:`store_location_of`)."""
     return object_store_at(store_location_of(object_path), options)

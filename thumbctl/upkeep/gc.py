@@ -18,7 +18,7 @@ from ..config.s3location import S3Options
 from ..core.models import GcReport
 from ..core.proc import owner_is_dead
 from ..ledger import Ledger, iso
-from ..storage.locations import is_s3, name_in
+from ..storage.locations import documents_of, is_s3, name_in
 from ..storage.objects import ObjectStore
 from ..storage.outputs import OutputTarget
 from .inventory import listed_objects, object_stores
@@ -128,22 +128,31 @@ def _collect_temps(
 def _collect_batch_documents(
     ledger: Ledger, pending: list[str], dry_run: bool, errors: list[str], scope: Scope
 ) -> tuple[tuple[int, int], int]:
-    """Expired batches' manifests and contact sheets (at their default place in OUT):
-    ((manifests, sheets), bytes)."""
+    """Expired batches' manifests and contact sheets (at their default place in OUT, or where
+    ``--documents`` put them): ((manifests, sheets), bytes)."""
     manifests = sheets = freed = 0
     for out_dir, batch_id, manifest in ledger.upkeep.expired_manifests(also_expiring=pending):
-        target = scope.target_at(out_dir)
-        for name, is_sheet in ((_document_name(out_dir, manifest), False), (f"batches/{batch_id}.html", True)):
+        documents = _documents_of(out_dir, manifest)
+        target = scope.target_at(documents)
+        for name, is_sheet in ((_document_name(documents, manifest), False), (f"batches/{batch_id}.html", True)):
             size = target.document_size(name) if name is not None else None
             if size is None:
                 continue
             if not dry_run:
-                size = _removing(f"{out_dir}/{name}", errors, partial(target.remove_document, name))
+                size = _removing(f"{documents}/{name}", errors, partial(target.remove_document, name))
             if size < 0:
                 continue
             sheets, manifests = (sheets + 1, manifests) if is_sheet else (sheets, manifests + 1)
             freed += size
     return (manifests, sheets), freed
+
+
+def _documents_of(out_dir: str, manifest: str) -> str:
+    """Where a batch's documents live: above its manifest's ``batches/`` (OUT by default)."""
+    try:
+        return documents_of(manifest)
+    except ValueError:
+        return out_dir
 
 
 def _document_name(out_dir: str, path: str) -> str | None:

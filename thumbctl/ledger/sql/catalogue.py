@@ -10,7 +10,8 @@ ENTRIES = query(
     "catalogue_entries",
     "SELECT n.friendly_path, n.out_dir, n.object_path, n.source, n.source_root, n.ratio, n.size, n.format, "
     "n.name_version, i.source_width, i.source_height, "
-    "coalesce(n.changed_at, n.published_at) AS changed_at, n.batch_id, i.source_digest, i.fit, i.alt, i.result AS item_result, d.result AS render, "
+    "coalesce(n.changed_at, n.published_at) AS changed_at, n.batch_id, i.source_digest, i.fit, i.alt, "
+    "i.result AS item_result, d.result AS render, "
     "f.focus_x, f.focus_y FROM names n LEFT JOIN items i ON i.id = n.item_row "
     "LEFT JOIN derivatives d ON d.derivative_key = n.derivative_key "
     "LEFT JOIN focus_points f ON f.source_digest = i.source_digest AND f.ratio = n.ratio "

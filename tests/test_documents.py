@@ -1,0 +1,77 @@
+"""``--documents``: the batch manifests and contact sheets go to a folder or bucket prefix of the
+user's choosing (a private one beside a public site bucket), never into OUT; OUT keeps the
+thumbnails and the site manifest; the sheets there link to the thumbnails, by the site's URL when
+OUT has a ``--base-url``; gc expires them where they are."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from thumbctl.config.s3location import parse_s3
+
+from harness import Thumbctl
+from s3 import keys, raw_store
+
+RUN = ("-r", "1:1", "--size", "96", "-w", "1")
+
+
+def listed(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def test_the_documents_go_where_asked_and_out_keeps_only_what_the_site_needs(
+    tmp_path: Path, photos: Path, out_dir: Path
+) -> None:
+    cli = Thumbctl(tmp_path / "ledger.db")
+    private = tmp_path / "private"
+    done = cli.invoke("submit", photos, "--out", out_dir, "--documents", private, *RUN, "--json")
+    assert done.returncode == 0, done.stderr
+    batch = json.loads(done.stdout)
+    assert batch["manifest_path"] == f"{private.resolve()}/batches/{batch['batch_id']}.json"
+    assert batch["sheet"] == f"{private.resolve()}/batches/catalogue.html"
+    assert not (out_dir / "batches").exists() and "thumbctl.json" in listed(out_dir)
+    assert listed(private) == sorted(
+        [f"batches/{batch['batch_id']}.json", f"batches/{batch['batch_id']}.html", "batches/catalogue.html"]
+    )
+    page = (private / "batches" / "catalogue.html").read_text(encoding="utf-8")
+    for src in re.findall(r'<img[^>]+src="(\.\.[^"]+)"', page):
+        assert (private / "batches" / src).resolve().is_file(), src  # every tile's link reaches its thumbnail
+
+    again = cli.invoke("submit", photos, "--out", out_dir, "--documents", private, *RUN, "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["replayed"], again.stderr  # its manifest found there
+    sheet = cli.invoke("sheet", "--out", out_dir)  # the catalogue's sheet of OUT goes where its documents go
+    assert sheet.returncode == 0 and str(private) in sheet.stdout, sheet.stdout
+    gc = cli.invoke("gc", "--older-than", "0s", "--json")
+    assert gc.returncode == 0, gc.stderr
+    assert listed(private) == ["batches/catalogue.html"]  # the expired batch's manifest and sheet
+
+
+def test_documents_inside_out_or_the_store_are_refused(tmp_path: Path, photos: Path, out_dir: Path) -> None:
+    cli = Thumbctl(tmp_path / "ledger.db", store=tmp_path / "store")
+    for inside in (out_dir / "docs", tmp_path / "store" / "docs"):
+        done = cli.invoke("submit", photos, "--out", out_dir, "--documents", inside, *RUN)
+        assert done.returncode == 2 and "error [bad_out_dir] --documents" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    assert not list(out_dir.rglob("*.jpg")), "nothing rendered"
+
+
+def test_a_public_site_bucket_gets_no_batch_document(tmp_path: Path, photos: Path, s3_url: str, s3_server) -> None:
+    site, private = f"{s3_url}/site", f"{s3_url}/private"
+    cli = Thumbctl(tmp_path / "ledger.db", store=tmp_path / "store")
+    base = "https://cdn.example/img/"
+    done = cli.run("submit", photos, "--out", site, "--documents", private, "--base-url", base, *RUN, "--json")
+    assert done.returncode == 0, done.stderr
+    batch = json.loads(done.stdout)
+    bucket = raw_store(s3_server)
+    site_keys = keys(bucket, parse_s3(site).key(""))
+    assert site_keys and not [k for k in site_keys if "/batches/" in k]
+    assert any(k.endswith("/thumbctl.json") for k in site_keys)
+    private_keys = keys(bucket, parse_s3(private).key(""))
+    assert sorted(k.rsplit("/", 1)[-1] for k in private_keys) == sorted(
+        [f"{batch['batch_id']}.json", f"{batch['batch_id']}.html", "catalogue.html"]
+    )
+    page = bucket.get(parse_s3(private).key("batches/catalogue.html")).bytes().to_bytes().decode()
+    tiles = re.findall(r'<img[^>]+src="(https://[^"]+)"', page)
+    assert tiles and all(t.startswith(base) for t in tiles)  # a private page shows the public thumbnails
