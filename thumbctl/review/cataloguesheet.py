@@ -126,7 +126,7 @@ def catalogue_header(
     """The page's header; ``changed``: the photos a submit just changed, shown first."""
     fixed = sum(1 for entry in entries if entry.focus is not None)
     unknown = sum(1 for entry in entries if entry.crop is None and entry.fit == "cover")
-    counts = [(sources, "photos"), (len(entries), "thumbnails"), (fixed, "with a crop fix")]
+    counts = [(sources, "photos"), (len(entries), "thumbnails"), (fixed, "thumbnails with a crop fix")]
     if changed:
         counts.insert(0, (changed, "changed by this run, shown first"))
     if unknown:
