@@ -58,7 +58,21 @@ def catalogue_command(
         with open_ledger(ledger_target(ctx), read_only=True) as ledger:
             configured = settings_from_context(ctx).values["out"]  # THUMBCTL_OUT or the file's out
             out_dir = chosen_out(ledger, location, None if configured.source == DEFAULT_SOURCE else configured.value)
+        fill_windows(ctx, out_dir)
+        with open_ledger(ledger_target(ctx), read_only=True) as ledger:
             entries = ledger.catalogue.entries(out_dir)
             if since is not None:
                 entries = changed_since(entries, since.resolve(ledger))
         reporter.catalogue(out_dir, ordered(entries, CatalogueOrder(sort.value)))
+
+
+def fill_windows(ctx: typer.Context, out_dir: str) -> None:
+    """Before a listing or a sheet of ``out_dir``: choose again the crop windows the catalogue does not
+    know (see :mod:`thumbctl.engine.windows`), in the ledger opened for writing only when there are some."""
+    from ..engine.windows import fill_unknown_windows, unknown_windows
+
+    with open_ledger(ledger_target(ctx), read_only=True) as ledger:
+        if not unknown_windows(ledger.catalogue.entries(out_dir)):
+            return
+    with open_ledger(ledger_target(ctx)) as ledger:
+        fill_unknown_windows(ledger, out_dir, ledger.catalogue.entries(out_dir))

@@ -20,7 +20,6 @@ from .session import Interrupts, handled, open_ledger, parsed, reporter_for
 
 if TYPE_CHECKING:
     from ..config.resolve import Settings
-    from ..ledger import Ledger
     from ..review.catalogue import Since
     from ..review.cataloguesheet import CatalogueSheetSummary
 
@@ -173,24 +172,29 @@ def sheet(
         if batch is not None and changed is not None:
             raise UsageError("--changed narrows the catalogue's sheet: give it without a batch")
         since = None if changed is None else Since.parse(changed)
-        with open_ledger(ledger_target(ctx), read_only=True) as ledger:
-            settings = settings_from_context(ctx)  # the S3 settings, for an OUT or a store in a bucket
-            if batch is not None:
-                from ..review.sheet import write_contact_sheet
+        settings = settings_from_context(ctx)  # the S3 settings, for an OUT or a store in a bucket
+        if batch is not None:
+            from ..review.sheet import write_contact_sheet
 
+            with open_ledger(ledger_target(ctx), read_only=True) as ledger:
                 reporter.sheet_written(write_contact_sheet(ledger, batch, output, sort=sort.value))
-                return
-            reporter.catalogue_sheet_written(catalogue_sheet(ledger, settings, output, sort.value, since))
+            return
+        reporter.catalogue_sheet_written(catalogue_sheet(ctx, settings, output, sort.value, since))
 
 
 def catalogue_sheet(
-    ledger: Ledger, settings: Settings, output: Path | None, sort: str, since: Since | None
+    ctx: typer.Context, settings: Settings, output: Path | None, sort: str, since: Since | None
 ) -> CatalogueSheetSummary:
-    """``sheet`` without a batch: the catalogue's sheet of the OUT meant (configured, or the only one)."""
+    """``sheet`` without a batch: the catalogue's sheet of the OUT meant (configured, or the only one),
+    its unknown windows chosen again first (see :func:`.catalogue.fill_windows`)."""
     from ..review.catalogue import chosen_out
     from ..review.cataloguesheet import write_ledger_catalogue_sheet
+    from .catalogue import fill_windows
 
     configured = settings.values["out"]
-    out_dir = chosen_out(ledger, None, None if configured.source == DEFAULT_SOURCE else configured.value)
-    after = since.resolve(ledger) if since is not None else None
-    return write_ledger_catalogue_sheet(ledger, out_dir, output, sort=sort, since=after)
+    with open_ledger(ledger_target(ctx), read_only=True) as ledger:
+        out_dir = chosen_out(ledger, None, None if configured.source == DEFAULT_SOURCE else configured.value)
+    fill_windows(ctx, out_dir)
+    with open_ledger(ledger_target(ctx), read_only=True) as ledger:
+        after = since.resolve(ledger) if since is not None else None
+        return write_ledger_catalogue_sheet(ledger, out_dir, output, sort=sort, since=after)

@@ -168,6 +168,10 @@ class Rendering:
             self.choices[key] = self._choose(item, geometry)
         return Framing(self.choices[key], trim=self.trim)
 
+    def window_of(self, item: ClaimedItem) -> Framing:
+        """The framing of a cover item, chosen as its render chooses it (after :meth:`analyse`)."""
+        return self._window(item, self.geometries[item.row])
+
     def placeholder(self, framing: Framing) -> dict[str, str]:
         """What a page shows while a derivative loads: the placeholder of the part of the source it
         shows (a cover output's window; a contained one's whole, or trimmed, photo, without the

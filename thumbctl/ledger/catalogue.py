@@ -18,7 +18,10 @@ from ..core.catalogue import CatalogueEntry
 from .backend import Backend, Row
 from .damage import loose_object
 from .intake import CARRIED_FIELDS
+from .queue import Claim, claimed_item
 from .sql import catalogue as sql
+from .timefmt import iso
+from .transitions import chunks
 
 
 class CataloguePort(Protocol):
@@ -41,6 +44,13 @@ class CataloguePort(Protocol):
 
     def record_markup(self, out_dir: str, markup: SiteMarkup) -> bool:
         """Record the markup of ``out_dir``'s documents; whether it differs from what was recorded."""
+
+    def name_claims(self, out_dir: str, names: list[str]) -> list[Claim]:
+        """The items that published ``names`` of ``out_dir``, as claims (one per batch and source;
+        no lease): what choosing their windows again needs."""
+
+    def record_windows(self, renders: list[tuple[str, dict[str, object]]]) -> None:
+        """Record each (derivative key, render result) in one transaction: a window chosen again."""
 
 
 class Catalogue:
@@ -66,6 +76,20 @@ class Catalogue:
                 return False
             self.db.execute(sql.SET_META, (name, json.dumps(markup.to_json(), sort_keys=True)))
         return True
+
+    def name_claims(self, out_dir: str, names: list[str]) -> list[Claim]:
+        claims: dict[tuple[str, str], list[Row]] = {}
+        for chunk in chunks(names):
+            for row in self.db.execute(sql.NAME_CLAIMS, (out_dir, *chunk), names=len(chunk)).fetchall():
+                claims.setdefault((row["batch_id"], row["source"]), []).append(row)
+        return [_claim_of(rows) for rows in claims.values()]
+
+    def record_windows(self, renders: list[tuple[str, dict[str, object]]]) -> None:
+        if not renders:
+            return
+        with self.db.write() as now:
+            for key, result in renders:
+                self.db.execute(sql.RECORD_WINDOW, (key, json.dumps(result, sort_keys=True), iso(now)))
 
     def snapshot(self, out_dir: str) -> tuple[int, list[CatalogueEntry]]:
         name = f"site_generation:{out_dir}"
@@ -110,3 +134,23 @@ def _entries(rows: list[Row]) -> Iterator[CatalogueEntry]:
             changed_at=row["changed_at"],
             batch_id=row["batch_id"],
         )
+
+
+def _claim_of(rows: list[Row]) -> Claim:
+    """One batch's items of one source as a claim without a lease."""
+    first = rows[0]
+    return Claim(
+        token="",
+        owner="catalogue",
+        batch_id=first["batch_id"],
+        out_dir=first["out_dir"],
+        source_root=first["source_root"],
+        source=first["source"],
+        source_digest=first["source_digest"],
+        source_format=first["source_format"],
+        source_width=int(first["source_width"]),
+        source_height=int(first["source_height"]),
+        profile=loose_object(first["profile"]) or {},
+        limits=loose_object(first["limits"]) or {},
+        items=tuple(claimed_item(row) for row in rows),
+    )

@@ -82,7 +82,8 @@ class Claim:
     items: tuple[ClaimedItem, ...]
 
 
-def _claimed_item(r: Row) -> ClaimedItem:
+def claimed_item(r: Row) -> ClaimedItem:
+    """A claimed item from its row (the items' columns a claim reads)."""
     focus = (r["focus_x"], r["focus_y"]) if r["focus_x"] is not None else None
     return ClaimedItem(
         r["id"],
@@ -356,7 +357,7 @@ class Queue(NameLocks, LeaseRescue):
             source_height=first["source_height"],
             profile=needed_batch_document(first["batch_id"], "profile", batch["profile"]) or {},
             limits=needed_batch_document(first["batch_id"], "limits", batch["limits"]) or {},
-            items=tuple(_claimed_item(r) for r in items),
+            items=tuple(claimed_item(r) for r in items),
         )
 
     def _batch(self, batch_id: str) -> Row:

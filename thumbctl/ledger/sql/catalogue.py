@@ -34,3 +34,21 @@ META_VALUE = query("meta_value", "SELECT value FROM meta WHERE name = ?")
 SET_META = query(
     "set_meta", "INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
 )
+#: The items that published some live names of an OUT, with their batch's profile and limits: what a
+#: claim of them holds, to choose their windows again (``names`` listed).
+NAME_CLAIMS = query(
+    "name_claims",
+    "SELECT i.id, i.item_id, i.ratio, i.attempt, i.derivative_key, i.object_path, i.friendly_path, i.focus_x, "
+    "i.focus_y, i.size, i.format, i.fit, b.batch_id, b.out_dir, b.source_root, i.source, i.source_digest, "
+    "i.source_format, i.source_width, i.source_height, b.profile, b.limits "
+    "FROM names n JOIN items i ON i.id = n.item_row JOIN batches b ON b.batch_id = i.batch_id "
+    "WHERE n.out_dir = ? AND n.released_at IS NULL AND i.source_digest IS NOT NULL AND n.friendly_path IN ({names}) "
+    "ORDER BY b.batch_id, i.source, i.id",
+    lists={"names": ("?", ",")},
+)
+#: A derivative's render as chosen again by analysis (its window), over what was recorded.
+RECORD_WINDOW = query(
+    "record_window",
+    "INSERT INTO derivatives (derivative_key, result, rendered_at) VALUES (?, ?, ?) "
+    "ON CONFLICT (derivative_key) DO UPDATE SET result = excluded.result",
+)
