@@ -1324,9 +1324,12 @@ def test_the_batch_list_marks_expired_batches(cli, photos: Path, out_dir: Path) 
     assert code == 0
     work_here(batch["batch_id"])
     assert f"{batch['batch_id']} succeeded 4/4" in " ".join(cli("status").stdout.split())
+    finished = json.loads(cli("status", batch["batch_id"], "--json").stdout)["finished_at"]
     assert cli("gc", "--older-than", "0s", "-q").exit_code == 0
     listed = " ".join(cli("status").stdout.split())
     assert f"{batch['batch_id']} succeeded (expired) 4/4" in listed
+    expired = json.loads(cli("status", batch["batch_id"], "--json").stdout)
+    assert expired["finished_at"] == finished and expired["expired_at"] > finished  # gc does not move when it finished
 
 
 def test_the_command_a_detached_submit_suggests_renders_it_and_says_what_this_host_did(

@@ -83,7 +83,7 @@ class BatchViews:
             state=state,
             counts=counts,
             updated_at=updated,
-            finished_at=updated if terminal else None,
+            finished_at=(self.db.scalar(sql.LAST_ITEM_EVENT_AT, (batch_id,)) or created) if terminal else None,
             queue_age_seconds=age,
             failures=tuple(self._failures(batch_id)) if with_failures else (),
             smaller_than_target=self._flagged(batch_id, "source_smaller_than_target") if with_failures else 0,

@@ -24,6 +24,11 @@ RECENT_BATCHES = query(
     "recent_batches", f"SELECT {_BATCH_COLUMNS} FROM batches ORDER BY created_at DESC, batch_id LIMIT ?"
 )
 LAST_EVENT_AT = query("last_event_at", "SELECT at FROM events WHERE batch_id = ? ORDER BY seq DESC LIMIT 1")
+#: The last event of one of the batch's items: when it finished (not gc's ``expired``, nor a name removed later).
+LAST_ITEM_EVENT_AT = query(
+    "last_item_event_at",
+    "SELECT at FROM events WHERE batch_id = ? AND item_row IS NOT NULL ORDER BY seq DESC LIMIT 1",
+)
 STATE_COUNTS = query("state_counts", "SELECT state, count(*) AS n FROM items WHERE batch_id = ? GROUP BY state")
 OLDEST_RUNNABLE = query(
     "oldest_runnable",
