@@ -25,8 +25,11 @@ body {{ margin: 0; background: {background}; }}
 </style></head><body><div class="grid">{picture}</div>
 <script>
 const img = document.querySelector("img");
-const loaded = () => {{ document.title = "src:" + img.currentSrc; }};
-if (img.complete && img.currentSrc) loaded(); else img.addEventListener("load", loaded);
+const chosen = () => {{
+  if (img.currentSrc) document.title = "src:" + img.currentSrc; else requestAnimationFrame(chosen);
+}};
+img.addEventListener("load", chosen);
+requestAnimationFrame(chosen);
 </script></body></html>
 """
 
@@ -47,8 +50,9 @@ def browser(chromium: str, page: Path, *flags: str) -> subprocess.CompletedProce
 
 
 def loaded_file(chromium: str, page: Path) -> str:  # noqa: F811
-    """The file Chromium chose for the page's first image (its ``currentSrc``), once loaded."""
-    dom = browser(chromium, page, "--virtual-time-budget=30000", "--dump-dom").stdout  # no timer in the page
+    """The file Chromium chose for the page's first image (its ``currentSrc``): the page names it in
+    its title once its load starts (looked for each frame) or ends, whichever comes first."""
+    dom = browser(chromium, page, "--virtual-time-budget=60000", "--dump-dom").stdout
     found = re.search(r"<title>src:([^<]*)</title>", dom)
     assert found, dom[-2000:]
     return found.group(1).rsplit("/", 1)[-1]
