@@ -364,7 +364,9 @@ def test_foreground_submit_renders_and_exits_by_outcome(cli, photos: Path, out_d
         "rooms/kitchen.webp",
         "rooms/living.jpg",
     }
-    assert all(Path(i["friendly_path"]).exists() for i in manifest["items"] if i["state"] == "succeeded")
+    assert manifest["paths"] == "out" and not Path(manifest["source_root"]).is_absolute()  # no local path in OUT
+    succeeded = [i for i in manifest["items"] if i["state"] == "succeeded"]
+    assert all((Path(doc["out_dir"]) / i["friendly_path"]).exists() for i in succeeded)
     again = cli("submit", photos, "--out", out_dir, "-w", "1", "-r", "1:1", "--json")
     assert again.exit_code == 1 and json.loads(again.stdout)["replayed"] is True
 

@@ -75,3 +75,22 @@ def test_a_public_site_bucket_gets_no_batch_document(tmp_path: Path, photos: Pat
     page = bucket.get(parse_s3(private).key("batches/catalogue.html")).bytes().to_bytes().decode()
     tiles = re.findall(r'<img[^>]+src="(https://[^"]+)"', page)
     assert tiles and all(t.startswith(base) for t in tiles)  # a private page shows the public thumbnails
+
+
+def test_nothing_written_into_out_names_a_folder_of_the_machine(tmp_path: Path, photos: Path, out_dir: Path) -> None:
+    """The batch manifest, both sheets and the site manifest: local paths relative to OUT, or ``~/…``
+    under the home folder (the fix lines, pasted anywhere), never in full."""
+    cli = Thumbctl(tmp_path / "ledger.db", env={"HOME": str(tmp_path)})
+    done = cli.invoke("submit", photos, "--out", out_dir, *RUN, "--json")
+    assert done.returncode == 0, done.stderr
+    documents = [p for p in out_dir.rglob("*") if p.is_file() and p.suffix in (".json", ".html")]
+    assert {p.name for p in documents} >= {
+        "thumbctl.json",
+        "catalogue.html",
+        f"{json.loads(done.stdout)['batch_id']}.json",
+    }
+    for document in documents:
+        text = document.read_text(encoding="utf-8")
+        assert str(tmp_path) not in text, (document.name, text[text.find(str(tmp_path)) - 80 :][:200])
+    manifest = json.loads(next(p for p in documents if p.parent.name == "batches" and p.suffix == ".json").read_text())
+    assert manifest["paths"] == "out" and (out_dir / manifest["items"][0]["friendly_path"]).is_file()

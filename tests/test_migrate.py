@@ -114,8 +114,9 @@ def assert_migrated(case: LegacyCase, before: dict[str, object], pictures: dict[
         batch_files = {p.name for p in (out / "batches").iterdir()}
         assert all(name.endswith((".json", ".html")) for name in batch_files)
         for manifest in (out / "batches").glob("*.json"):
-            paths = [item["object_path"] for item in json.loads(manifest.read_text())["items"]]
-            assert paths and all(p.startswith(f"{store_of(case)}/objects/") for p in paths)
+            paths = [item["object_path"] for item in json.loads(manifest.read_text())["items"]]  # relative to OUT
+            objects = [os.path.normpath(os.path.join(out, p)) for p in paths]
+            assert paths and all(p.startswith(f"{store_of(case)}/objects/") for p in objects)
     with Ledger(case.db) as ledger:
         assert not needs_migration(ledger)
         for batch in ledger.views.batches(limit=100):

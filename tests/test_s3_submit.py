@@ -13,6 +13,7 @@ refused before any batch is recorded.
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from pathlib import Path
@@ -49,10 +50,16 @@ def published(raw: object, doc: dict) -> dict[str, bytes]:
     names = {}
     for item in manifest["items"]:
         assert item["state"] == "succeeded", item
-        data = read(raw, item["friendly_path"])
-        assert data is not None and data == read(raw, item["object_path"]), item["friendly_path"]
-        names[item["friendly_path"]] = data
+        name, obj = (located(doc["out_dir"], item[key]) for key in ("friendly_path", "object_path"))
+        data = read(raw, name)
+        assert data is not None and data == read(raw, obj), name
+        names[name] = data
     return names
+
+
+def located(out: str, path: str) -> str:
+    """A path of a batch manifest as it is: an ``s3://`` location, or a local one relative to OUT."""
+    return path if path.startswith(HEAD) else os.path.normpath(os.path.join(out, path))
 
 
 def locations(layout: str, s3_url: str, tmp_path: Path) -> tuple[str, str]:
@@ -93,7 +100,7 @@ def submit_and_resubmit(cli: Thumbctl, raw: object, photos: Path, store: str, ou
 
 def _object_paths(raw: object, doc: dict) -> list[str]:
     manifest = json.loads(read(raw, doc["manifest_path"]) or b"{}")
-    return [item["object_path"] for item in manifest["items"]]
+    return [located(doc["out_dir"], item["object_path"]) for item in manifest["items"]]
 
 
 def test_a_submit_into_an_s3_store_and_out_publishes_there_and_a_resubmit_publishes_nothing(

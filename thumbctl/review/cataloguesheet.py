@@ -15,13 +15,22 @@ from pathlib import Path
 
 from ..config.options import DEFAULT_MARKUP, SiteMarkup
 from ..core.catalogue import CatalogueEntry
-from ..core.display import shown
 from ..core.errors import CannotWrite
 from ..core.models import BatchView
 from ..ledger import Ledger
-from ..storage.locations import is_s3, output_target_at
+from ..storage.locations import output_target_at
 from .catalogue import changed_since, item_of, source_id
-from .sheet import db_flag_of, fix_notes, item_key, linked_output, previews, public_links, render_page, timestamp
+from .sheet import (
+    db_flag_of,
+    fix_notes,
+    item_key,
+    linked_output,
+    named_folder,
+    previews,
+    public_links,
+    render_page,
+    timestamp,
+)
 
 #: The page's name in OUT/batches/ (a batch sheet is ``<batch_id>.html``; no batch id is this), and
 #: that of a page narrowed by ``--changed``, so it never replaces the whole catalogue's.
@@ -86,7 +95,7 @@ def write_catalogue_sheet(
     def header(sources: int, ratios: list[str], colours: dict[str, str]) -> str:
         return catalogue_header(out_dir, entries, sources, ratios, colours, since, len(leading))
 
-    title = "Catalogue · " + shown_out(out_dir)
+    title = "Catalogue · " + named_folder(out_dir)
     photos = previews(items)
     page = render_page(
         title, header, items, sizes, linked, page_dir, photos, sort=sort, db_flag=db_flag, notes=notes, first=leading
@@ -103,15 +112,6 @@ def write_catalogue_sheet(
         missing=sum(1 for item in items if item_key(item) not in linked),
         unknown=sum(1 for entry in entries if entry.crop is None and entry.fit == "cover"),
     )
-
-
-def shown_out(out_dir: str) -> str:
-    """OUT as the page names it: an ``s3://`` location, ``~/…`` under the home folder, else its own name
-    (the page lives in it: no absolute local path is written into OUT)."""
-    if is_s3(out_dir):
-        return out_dir
-    named = shown(Path(out_dir))
-    return named if named.startswith("~") else Path(out_dir).name
 
 
 def catalogue_header(
@@ -134,14 +134,14 @@ def catalogue_header(
     listed = "".join(f'<li class="count"><b>{n}</b> {escape(what)}</li>' for n, what in counts)
     legend = "".join(f'<li><i style="--c:{colours[r]}"></i>{escape(r)}</li>' for r in ratios)
     newest = max((entry.changed_at for entry in entries), default=None)
-    facts = [("out", escape(shown_out(out_dir))), ("last change", timestamp(newest))]
+    facts = [("out", escape(named_folder(out_dir))), ("last change", timestamp(newest))]
     if since is not None:
         facts.append(("changed after", timestamp(since)))
     dl = "".join(f"<div><dt>{escape(k)}</dt><dd>{v}</dd></div>" for k, v in facts)
     return (
         '<header class="batch">\n'
         '<div class="title"><h1>Catalogue</h1>'
-        f'<code class="batch-id">{escape(shown_out(out_dir))}</code></div>\n'
+        f'<code class="batch-id">{escape(named_folder(out_dir))}</code></div>\n'
         f'<ul class="counts">{listed}</ul>\n'
         f'<dl class="facts">{dl}</dl>\n'
         f'<ul class="legend" aria-label="crop windows">{legend}</ul>\n'

@@ -356,7 +356,28 @@ def batch_manifest(batch: BatchView, items: list[ItemView], markup: SiteMarkup =
     doc = {**batch.to_json(with_failures=False), "items": entries, "pictures": pictures}
     doc.pop("replayed", None)
     doc.pop("queue_age_seconds", None)
-    return doc
+    return without_local_paths(doc, batch.out_dir)
+
+
+#: What the local paths of a batch manifest are relative to (its ``paths`` field).
+PATHS_RELATIVE_TO = "out"
+
+
+def without_local_paths(doc: dict[str, object], out_dir: str) -> dict[str, object]:
+    """``doc`` as a document in OUT holds it: every local path relative to OUT (``..`` leading out of
+    it), so nothing written into OUT names the machine's folders; ``s3://`` locations as they are."""
+    if is_s3(out_dir):
+        return doc
+
+    def relative(path: object) -> object:
+        return os.path.relpath(path, out_dir) if isinstance(path, str) and os.path.isabs(path) else path
+
+    found = {key: relative(doc[key]) for key in ("out_dir", "manifest_path", "source_root") if key in doc}
+    items = [
+        {**item, "object_path": relative(item["object_path"]), "friendly_path": relative(item["friendly_path"])}
+        for item in doc["items"]  # type: ignore[attr-defined]
+    ]
+    return {**doc, **found, "items": items, "paths": PATHS_RELATIVE_TO}
 
 
 def manifest_present(batch: BatchView) -> bool:

@@ -27,6 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from ..config.userdirs import default_ledger_path
+from ..core.display import shown
 from ..core.errors import CannotWrite
 from ..core.models import ITEM_STATES, BatchState, BatchView, ItemState, ItemView
 from ..ledger import Ledger
@@ -154,6 +155,22 @@ def db_flag_of(ledger: str) -> str:
     if Path(ledger) == default_ledger_path():
         return ""
     return f" --db {shell_path(os.path.abspath(ledger))}"  # pasted in any folder
+
+
+def shown_root(root: str, page_dir: str) -> str:
+    """A source root as a page names it: beside a local page, relative to it; else :func:`named_folder`."""
+    if is_s3(root) or is_s3(page_dir):
+        return named_folder(root)
+    return os.path.relpath(root, page_dir)
+
+
+def named_folder(location: str) -> str:
+    """A location as a page in OUT names it, never by a folder of the machine: an ``s3://`` location
+    as it is, ``~/…`` under the home folder, else its own name."""
+    if is_s3(location):
+        return location
+    named = shown(Path(location))
+    return named if named.startswith("~") else Path(location).name
 
 
 def without_password(url: str) -> str:
@@ -297,8 +314,7 @@ def sheet_header(batch: BatchView, sources: int, ratios: list[str], colours: dic
     facts = [("created", timestamp(batch.created_at)), ("finished", timestamp(batch.finished_at))]
     if batch.cancel_requested_at:
         facts.append(("cancel requested", timestamp(batch.cancel_requested_at)))
-    source = batch.source_root if is_s3(page_dir) else os.path.relpath(batch.source_root, page_dir)
-    facts.append(("source", f'<span title="{escape(batch.source_root)}">{escape(source)}</span>'))
+    facts.append(("source", escape(shown_root(batch.source_root, page_dir))))
     dl = "".join(f"<div><dt>{escape(k)}</dt><dd>{v}</dd></div>" for k, v in facts)
     return (
         '<header class="batch">\n'
