@@ -5,13 +5,17 @@ OUT has a ``--base-url``; gc expires them where they are."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from thumbctl.config.s3location import parse_s3
 
 from harness import Thumbctl
+from inprocess import json_here
 from s3 import keys, raw_store
 
 RUN = ("-r", "1:1", "--size", "96", "-w", "1")
@@ -94,3 +98,31 @@ def test_nothing_written_into_out_names_a_folder_of_the_machine(tmp_path: Path, 
         assert str(tmp_path) not in text, (document.name, text[text.find(str(tmp_path)) - 80 :][:200])
     manifest = json.loads(next(p for p in documents if p.parent.name == "batches" and p.suffix == ".json").read_text())
     assert manifest["paths"] == "out" and (out_dir / manifest["items"][0]["friendly_path"]).is_file()
+
+
+def test_fix_lines_of_photos_outside_home_run_in_the_folder_that_holds_the_root(
+    tmp_path: Path, photos: Path, out_dir: Path
+) -> None:
+    """Outside the home folder, a page in OUT names the photo and the ledger from the folder that holds
+    the source root, and says so; pasted there, the line works."""
+    home = tmp_path / "home"
+    home.mkdir()
+    cli = Thumbctl(tmp_path / "ledger.db", env={"HOME": str(home)})
+    done = cli.invoke("submit", photos, "--out", out_dir, *RUN, "--json")
+    assert done.returncode == 0, done.stderr
+    for document in (p for p in out_dir.rglob("*") if p.suffix in (".json", ".html")):
+        assert str(tmp_path) not in document.read_text(encoding="utf-8"), document.name
+    page = (out_dir / "batches" / "catalogue.html").read_text(encoding="utf-8")
+    assert "run them in the folder that holds photos/" in page
+    line = html.unescape(re.search(r"thumbctl focus photos/garden\.jpeg [^<]*", page).group(0))
+    assert line.endswith(" --db ledger.db")
+    pasted = subprocess.run(
+        ["bash", "-c", line.replace("thumbctl ", f"{sys.executable} -m thumbctl ", 1)],
+        cwd=tmp_path,
+        env=cli.environment(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pasted.returncode == 0, pasted.stderr
+    assert json_here(cli, "focus", photos / "garden.jpeg")["focus_points"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
@@ -546,7 +547,9 @@ def test_each_tile_offers_the_focus_command_that_fixes_it_where_it_is(
         for line in recrops:
             program, command, source, ratio_flag, ratio, at_flag, at, db_flag, db = shlex.split(line)
             assert (program, command, ratio_flag, at_flag) == ("thumbctl", "focus", "--ratio", "--at")
-            assert (db_flag, db) == ("--db", str(tmp_path / "ledger.db"))  # not the default ledger: named
+            # not the default ledger: named, like the photo, from the folder that holds the source root
+            # (outside the home folder: no folder of the machine is written into OUT)
+            assert (db_flag, db) == ("--db", os.path.relpath(tmp_path / "ledger.db", photos.parent))
             item = items[item_id, ratio]
             left, top, right, bottom = item.result["crop"]["box"]
             width, height = sizes[item_id]
@@ -554,10 +557,11 @@ def test_each_tile_offers_the_focus_command_that_fixes_it_where_it_is(
                 round((left + right) / 2 / width, 3),
                 round((top + bottom) / 2 / height, 3),
             )
-            assert source == item.source and Path(source).is_file()
+            assert photos.parent / source == Path(item.source) and (photos.parent / source).is_file()
             wide += [shlex.split(line)[1:]] if ratio == "16:9" else []
-    for args in wide:  # run as they are (with the --db they name): each fix is remembered
-        assert CliRunner().invoke(app, args, catch_exceptions=False).exit_code == 0
+    with contextlib.chdir(photos.parent):  # run as they are, where the page says (with the --db they name)
+        for args in wide:
+            assert CliRunner().invoke(app, args, catch_exceptions=False).exit_code == 0
     args = ("--out", tmp_path / "again", "-w", "1", "-r", "1:1,16:9")
     again = render(tmp_path, photos, *args, states=("partial",))  # notes.jpg still fails
     with Ledger(tmp_path / "ledger.db") as ledger:
@@ -658,7 +662,7 @@ def test_a_transparent_crop_sits_on_a_checkerboard(tmp_path: Path, out_dir: Path
 def test_a_fix_line_names_its_ledger_in_full_wherever_it_is_pasted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from thumbctl.review.sheet import db_flag_of
+    from thumbctl.review.crops import db_flag_of
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the ledger lies outside it: written in full

@@ -3,6 +3,7 @@ server (tests/httpserver.py), the good ones rendered, each hostile one failed wi
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import shlex
@@ -404,9 +405,12 @@ def test_a_fix_line_copied_from_the_sheet_works_as_pasted_for_a_url_source(
     page = (tmp_path / "out" / "batches" / f"{done['batch_id']}.html").read_text(encoding="utf-8")
     (line,) = {part.split(">", 1)[1].split("</code>")[0] for part in page.split('class="recrop"')[1:]}
     pasted = shlex.split(html.unescape(line))
-    assert pasted[:2] == ["thumbctl", "focus"] and pasted[2] == url and pasted[-2:] == ["--db", str(cli.db)]
+    # the ledger named from the folder that holds the manifest's folder, as the page says
+    assert pasted[:2] == ["thumbctl", "focus"] and pasted[2] == url and pasted[-2:] == ["--db", "ledger.db"]
+    assert "run them in the folder that holds m/" in page
     requests = route.requests
-    fixed = json_here(Thumbctl(tmp_path / "elsewhere.db"), *pasted[1:])  # the line names its ledger itself
+    with contextlib.chdir(tmp_path):
+        fixed = json_here(Thumbctl(tmp_path / "elsewhere.db"), *pasted[1:])  # the line names its ledger itself
     assert fixed["set"] == ["1:1"] and route.requests == requests
     (entry,) = json_here(cli, "catalogue", tmp_path / "out")["entries"]
     assert entry["focus"] == [float(v) for v in pasted[pasted.index("--at") + 1].split(",")]

@@ -20,8 +20,8 @@ from ..core.models import BatchView
 from ..ledger import Ledger
 from ..storage.locations import output_target_at
 from .catalogue import changed_since, item_of, source_id
+from .crops import FixLines, paste_base, paste_note
 from .sheet import (
-    db_flag_of,
     fix_notes,
     item_key,
     linked_output,
@@ -69,7 +69,7 @@ def write_catalogue_sheet(
     *,
     sort: str = "ledger",
     since: str | None = None,
-    db_flag: str = "",
+    ledger: str = "",
     notes: dict[str, str] | None = None,
     first: frozenset[str] = frozenset(),
     markup: SiteMarkup = DEFAULT_MARKUP,
@@ -77,8 +77,8 @@ def write_catalogue_sheet(
     """Write the contact sheet of ``entries``, the live names of ``out_dir`` (all, or those changed
     after ``since``), to ``path`` (default ``OUT/batches/catalogue.html``, ``catalogue-changed.html``
     with ``since``; its folder must exist).
-    ``sort``: ``ledger`` (by name) or ``score`` (the lowest crop score first); ``db_flag``: what the
-    fix lines add to name the ledger (:func:`.sheet.db_flag_of`); ``notes``: :func:`.sheet.fix_notes`;
+    ``sort``: ``ledger`` (by name) or ``score`` (the lowest crop score first); ``ledger``: the ledger
+    the fix lines name (:class:`.sheet.FixLines`); ``notes``: :func:`.sheet.fix_notes`;
     ``first``: the names whose photos come first (a submit's changes); ``markup``: OUT's, for where
     its documents go (``--documents``) and its public URLs."""
     out = output_target_at(out_dir)
@@ -97,8 +97,10 @@ def write_catalogue_sheet(
 
     title = "Catalogue · " + named_folder(out_dir)
     photos = previews(items)
+    bases = {source_id(entry): paste_base(entry.source_root) for entry in entries}
+    fixes = FixLines(ledger, bases)
     page = render_page(
-        title, header, items, sizes, linked, page_dir, photos, sort=sort, db_flag=db_flag, notes=notes, first=leading
+        title, header, items, sizes, linked, page_dir, photos, sort=sort, fixes=fixes, notes=notes, first=leading
     )
     try:
         pages.write_page(target, page, create_folder=path is None)
@@ -137,6 +139,8 @@ def catalogue_header(
     facts = [("out", escape(named_folder(out_dir))), ("last change", timestamp(newest))]
     if since is not None:
         facts.append(("changed after", timestamp(since)))
+    if (where := paste_note(entry.source_root for entry in entries)) is not None:
+        facts.append(("fix lines", escape(where)))
     dl = "".join(f"<div><dt>{escape(k)}</dt><dd>{v}</dd></div>" for k, v in facts)
     return (
         '<header class="batch">\n'
@@ -166,8 +170,7 @@ def write_ledger_catalogue_sheet(
         entries = changed_since(entries, since)
     first = frozenset(e.name for e in entries if changed_by is not None and e.changed_at >= changed_by.created_at)
     notes = fix_notes(ledger, ((source_id(e), e.source_root, e.source) for e in entries))
-    db_flag = db_flag_of(str(ledger.path))
     markup = ledger.catalogue.markup(out_dir)
     return write_catalogue_sheet(
-        out_dir, entries, path, sort=sort, since=since, db_flag=db_flag, notes=notes, first=first, markup=markup
+        out_dir, entries, path, sort=sort, since=since, ledger=str(ledger.path), notes=notes, first=first, markup=markup
     )

@@ -1,5 +1,7 @@
 """The crops on a contact sheet: the windows drawn on the source's frame, one tile per crop
-at its true aspect ratio with its caption, and the command that fixes it.
+at its true aspect ratio with its caption, and the command that fixes it (:class:`FixLines`: no
+folder of the machine is written into OUT, so a photo outside the home folder is named from the
+folder that holds its source root, and the page says so: :func:`paste_note`).
 
 What each fit kept is drawn: a cover output's window (solid), a contain output's whole photo area
 (dashed) with its padding shaded on the tile, and a trimmed source's box (dotted, once per source).
@@ -11,9 +13,14 @@ import base64
 import functools
 import os
 import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from html import escape
-from urllib.parse import quote
+from pathlib import Path
+from urllib.parse import quote, urlsplit, urlunsplit
 
+from ..config.s3location import is_s3
+from ..config.userdirs import default_ledger_path
 from ..core.models import ItemView
 from ..core.redact import shown_source
 
@@ -68,32 +75,54 @@ def source_frame(
     )
 
 
-def recrop_line(item: ItemView, size: tuple[int, int] | None, db_flag: str = "") -> str | None:
+def recrop_line(item: ItemView, size: tuple[int, int] | None, db_flag: str = "", base: str | None = None) -> str | None:
     """The ``thumbctl focus`` command that fixes this crop centred where it is now (``--at``, to edit):
     remembered for the photo's content at this ratio, so every later submit renders it so. None when no
-    window was recorded. ``db_flag``: `` --db LEDGER`` when the ledger is not the default one."""
+    window was recorded. ``db_flag``: `` --db LEDGER`` when the ledger is not the default one;
+    ``base``: the folder the line runs in, for a photo outside the home folder (see :func:`shell_path`)."""
     box = crop_box(item)
     if box is None or not size or fit_of(item) != "cover":
         return None
     left, top, right, bottom = box
     x, y = round((left + right) / 2 / size[0], 3), round((top + bottom) / 2 / size[1], 3)
-    return f"thumbctl focus {shell_source(item.source)} --ratio {item.ratio} --at {x:g},{y:g}{db_flag}"
+    return f"thumbctl focus {shell_source(item.source, base)} --ratio {item.ratio} --at {x:g},{y:g}{db_flag}"
 
 
-def shell_source(source: str) -> str:
+def shell_source(source: str, base: str | None = None) -> str:
     """A source as a pasted command line names it: a URL or ``s3://`` key as shown (no secret in it),
-    a local path as ``~/…`` under the home folder (the shell expands it), else in full; quoted."""
+    a local path as :func:`shell_path` writes it; quoted."""
     if "://" in source:
         return shlex.quote(shown_source(source))
-    return shell_path(source)
+    return shell_path(source, base)
 
 
-def shell_path(path: str) -> str:
-    """A local path for a command line, quoted: ``~/…`` under the home folder, else as it is."""
+def shell_path(path: str, base: str | None = None) -> str:
+    """A local path for a command line, quoted: ``~/…`` under the home folder (the shell expands it),
+    else relative to ``base`` (the folder a line from a page in OUT runs in: no folder of the machine
+    is written into OUT), else as it is."""
     home = os.path.expanduser("~").rstrip("/")
     if path.startswith(home + "/"):
         return "~/" + shlex.quote(path[len(home) + 1 :])
+    if base is not None and not is_s3(base):
+        return shlex.quote(os.path.relpath(path, base))
     return shlex.quote(path)
+
+
+def paste_note(roots: Iterable[str | None]) -> str | None:
+    """What a page says of its fix lines when some name photos from the folder that holds their
+    root (:func:`paste_base`): where to run them. None when every line works pasted anywhere."""
+    names = sorted({os.path.basename(root.rstrip("/")) + "/" for root in roots if root and paste_base(root)})
+    return f"run them in the folder that holds {', '.join(names)}" if names else None
+
+
+def paste_base(root: str | None) -> str | None:
+    """The folder a pasted fix line of a photo under ``root`` runs in: the one that holds the root
+    (where a seller runs ``thumbctl submit photos``); None for a root under the home folder, a
+    bucket's, or none (the lines then work pasted anywhere)."""
+    if root is None or is_s3(root) or "://" in root:
+        return None
+    home = os.path.expanduser("~").rstrip("/")
+    return None if root.startswith(home + "/") else os.path.dirname(root.rstrip("/"))
 
 
 def crop_window(item: ItemView, size: tuple[int, int], colour: str) -> str:
@@ -209,3 +238,38 @@ def ratio_css(ratio: str) -> str:
     """``16:9`` -> ``16 / 9`` for CSS ``aspect-ratio``; anything unexpected -> a square."""
     w, _, h = ratio.partition(":")
     return f"{int(w)} / {int(h)}" if w.isdigit() and h.isdigit() and int(w) and int(h) else "1 / 1"
+
+
+@dataclass(frozen=True)
+class FixLines:
+    """How a page writes its fix lines: the ledger they name (``--db``, see :func:`db_flag_of`; ""
+    names none) and, per source (by item id), the folder a line runs in when its photo lies outside
+    the home folder (:func:`paste_base`)."""
+
+    ledger: str = ""
+    bases: dict[str, str | None] = field(default_factory=dict)
+
+    def line(self, item: ItemView, size: tuple[int, int] | None) -> str | None:
+        base = self.bases.get(item.item_id)
+        return recrop_line(item, size, db_flag_of(self.ledger, base) if self.ledger else "", base)
+
+
+def db_flag_of(ledger: str, base: str | None = None) -> str:
+    """`` --db LEDGER`` for a command pasted from a page, or "" for the default ledger: a file as
+    ``~/…``, relative to ``base`` (see :func:`shell_path`) or in full, a server URL without its
+    password (libpq finds it in PGPASSWORD or ~/.pgpass)."""
+    if "://" in ledger:
+        return f" --db {shlex.quote(without_password(ledger))}"
+    if Path(ledger) == default_ledger_path():
+        return ""
+    return f" --db {shell_path(os.path.abspath(ledger), base)}"
+
+
+def without_password(url: str) -> str:
+    """A server URL without the password of its user part (``postgresql://shop@db/thumbs``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit(parts._replace(netloc=user + host))

@@ -18,15 +18,12 @@ for each of those.
 from __future__ import annotations
 
 import os
-import shlex
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-from ..config.userdirs import default_ledger_path
 from ..core.display import shown
 from ..core.errors import CannotWrite
 from ..core.models import ITEM_STATES, BatchState, BatchView, ItemState, ItemView
@@ -44,13 +41,14 @@ from ..storage.objects import LocalObjectStore, read_preview
 from ..storage.outputs import OutputTarget
 from .catalogue import fix_notes, public_links
 from .crops import (
+    FixLines,
     crop_caption,
     crop_figure,
     crop_text,
     output_size,
+    paste_base,
+    paste_note,
     ratio_css,
-    recrop_line,
-    shell_path,
     source_frame,
 )
 from .markup import FALLBACK_FORMATS, documents_root
@@ -126,9 +124,9 @@ def write_contact_sheet(
     shown = public_links(out_dir, pages.root, base_url, {item_key(i): p for i, p in outputs if p})
     sizes = ledger.views.source_sizes(view.batch_id)
     page_dir = os.path.dirname(target)
-    db_flag = db_flag_of(str(ledger.path))
+    fixes = FixLines(str(ledger.path), dict.fromkeys((i.item_id for i in items), paste_base(view.source_root)))
     notes = fix_notes(ledger, ((i.item_id, view.source_root, i.source) for i in items))
-    page = render_sheet(view, items, sizes, shown, page_dir, previews(items), sort=sort, db_flag=db_flag, notes=notes)
+    page = render_sheet(view, items, sizes, shown, page_dir, previews(items), sort=sort, fixes=fixes, notes=notes)
     try:
         pages.write_page(target, page, create_folder=path is None)
     except OSError as exc:
@@ -147,16 +145,6 @@ def write_contact_sheet(
     )
 
 
-def db_flag_of(ledger: str) -> str:
-    """`` --db LEDGER`` for a command pasted from a page, or "" for the default ledger: a file as
-    ``~/…`` or in full, a server URL without its password (libpq finds it in PGPASSWORD or ~/.pgpass)."""
-    if "://" in ledger:
-        return f" --db {shlex.quote(without_password(ledger))}"
-    if Path(ledger) == default_ledger_path():
-        return ""
-    return f" --db {shell_path(os.path.abspath(ledger))}"  # pasted in any folder
-
-
 def shown_root(root: str, page_dir: str) -> str:
     """A source root as a page names it: beside a local page, relative to it; else :func:`named_folder`."""
     if is_s3(root) or is_s3(page_dir):
@@ -171,16 +159,6 @@ def named_folder(location: str) -> str:
         return location
     named = shown(Path(location))
     return named if named.startswith("~") else Path(location).name
-
-
-def without_password(url: str) -> str:
-    """A server URL without the password of its user part (``postgresql://shop@db/thumbs``)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}@" if parts.username else ""
-    return urlunsplit(parts._replace(netloc=user + host))
 
 
 def linked_output(item: ItemView, out: OutputTarget) -> str | None:
@@ -222,7 +200,7 @@ def render_sheet(
     photos: dict[str, bytes] | None = None,
     *,
     sort: str = "ledger",
-    db_flag: str = "",
+    fixes: FixLines | None = None,
     notes: dict[str, str] | None = None,
 ) -> str:
     """The whole page of a batch.
@@ -236,7 +214,7 @@ def render_sheet(
         return sheet_header(batch, sources, ratios, colours, page_dir)
 
     title = f"Contact sheet · {batch.batch_id}"
-    return render_page(title, header, items, sizes, shown, page_dir, photos, sort=sort, db_flag=db_flag, notes=notes)
+    return render_page(title, header, items, sizes, shown, page_dir, photos, sort=sort, fixes=fixes, notes=notes)
 
 
 def render_page(
@@ -249,7 +227,7 @@ def render_page(
     photos: dict[str, bytes] | None = None,
     *,
     sort: str = "ledger",
-    db_flag: str = "",
+    fixes: FixLines | None = None,
     notes: dict[str, str] | None = None,
     first: frozenset[str] = frozenset(),
 ) -> str:
@@ -259,7 +237,7 @@ def render_page(
     ratios = list(dict.fromkeys(i.ratio for i in items))
     colours = {r: RATIO_COLOURS[n % len(RATIO_COLOURS)] for n, r in enumerate(ratios)}
     groups = group_by_source(items, shown, sort, first)
-    card = SourceCard(shown, page_dir, colours, photos or {}, db_flag, notes or {})
+    card = SourceCard(shown, page_dir, colours, photos or {}, fixes or FixLines(), notes or {})
     cards = "\n".join(card.render(item_id, group, sizes.get(item_id)) for item_id, group in groups.items())
     return (
         "<!DOCTYPE html>\n"
@@ -315,6 +293,8 @@ def sheet_header(batch: BatchView, sources: int, ratios: list[str], colours: dic
     if batch.cancel_requested_at:
         facts.append(("cancel requested", timestamp(batch.cancel_requested_at)))
     facts.append(("source", escape(shown_root(batch.source_root, page_dir))))
+    if (where := paste_note([batch.source_root])) is not None:
+        facts.append(("fix lines", escape(where)))
     dl = "".join(f"<div><dt>{escape(k)}</dt><dd>{v}</dd></div>" for k, v in facts)
     return (
         '<header class="batch">\n'
@@ -360,14 +340,14 @@ class SourceCard:
         page_dir: str,
         colours: dict[str, str],
         photos: dict[str, bytes],
-        db_flag: str = "",
+        fixes: FixLines,
         notes: dict[str, str] | None = None,
     ) -> None:
         self.shown = shown
         self.page_dir = page_dir
         self.colours = colours
         self.photos = photos
-        self.db_flag = db_flag
+        self.fixes = fixes
         self.notes = notes or {}
 
     def render(self, item_id: str, items: list[ItemView], size: tuple[int, int] | None) -> str:
@@ -394,7 +374,7 @@ class SourceCard:
             return placeholder_figure(derivatives, colour)
         path = self.shown[item_key(item)]
         caption = crop_caption(item) if len(derivatives) == 1 else derivatives_caption(item, derivatives, self.shown)
-        return crop_figure(item, path, self.page_dir, colour, recrop_line(item, size, self.db_flag), caption)
+        return crop_figure(item, path, self.page_dir, colour, self.fixes.line(item, size), caption)
 
 
 def group_by_ratio(items: list[ItemView]) -> dict[str, list[ItemView]]:
