@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +11,9 @@ from ..config.settings import DEFAULT_SOURCE
 from .options import COMMON
 from .resolution import ledger_target, settings_from_context
 from .session import handled, open_ledger, reporter_for
+
+if TYPE_CHECKING:
+    from ..core.catalogue import CatalogueEntry
 
 
 class CatalogueSort(StrEnum):
@@ -58,21 +61,23 @@ def catalogue_command(
         with open_ledger(ledger_target(ctx), read_only=True) as ledger:
             configured = settings_from_context(ctx).values["out"]  # THUMBCTL_OUT or the file's out
             out_dir = chosen_out(ledger, location, None if configured.source == DEFAULT_SOURCE else configured.value)
-        fill_windows(ctx, out_dir)
-        with open_ledger(ledger_target(ctx), read_only=True) as ledger:
             entries = ledger.catalogue.entries(out_dir)
-            if since is not None:
-                entries = changed_since(entries, since.resolve(ledger))
+            after = since.resolve(ledger) if since is not None else None
+        if fill_windows(ctx, out_dir, entries):
+            with open_ledger(ledger_target(ctx), read_only=True) as ledger:
+                entries = ledger.catalogue.entries(out_dir)
+        if after is not None:
+            entries = changed_since(entries, after)
         reporter.catalogue(out_dir, ordered(entries, CatalogueOrder(sort.value)))
 
 
-def fill_windows(ctx: typer.Context, out_dir: str) -> None:
-    """Before a listing or a sheet of ``out_dir``: choose again the crop windows the catalogue does not
-    know (see :mod:`thumbctl.engine.windows`), in the ledger opened for writing only when there are some."""
+def fill_windows(ctx: typer.Context, out_dir: str, entries: list[CatalogueEntry]) -> bool:
+    """Before a listing or a sheet of ``out_dir`` (its ``entries`` as just read): choose again the crop
+    windows the catalogue does not know (see :mod:`thumbctl.engine.windows`), in the ledger opened
+    for writing only when there are some; whether any was recorded."""
     from ..engine.windows import fill_unknown_windows, unknown_windows
 
-    with open_ledger(ledger_target(ctx), read_only=True) as ledger:
-        if not unknown_windows(ledger.catalogue.entries(out_dir)):
-            return
+    if not unknown_windows(entries):
+        return False
     with open_ledger(ledger_target(ctx)) as ledger:
-        fill_unknown_windows(ledger, out_dir, ledger.catalogue.entries(out_dir))
+        return fill_unknown_windows(ledger, out_dir, ledger.catalogue.entries(out_dir)) > 0

@@ -194,7 +194,8 @@ def catalogue_sheet(
     configured = settings.values["out"]
     with open_ledger(ledger_target(ctx), read_only=True) as ledger:
         out_dir = chosen_out(ledger, None, None if configured.source == DEFAULT_SOURCE else configured.value)
-    fill_windows(ctx, out_dir)
+        entries = ledger.catalogue.entries(out_dir)
+    fill_windows(ctx, out_dir, entries)
     with open_ledger(ledger_target(ctx), read_only=True) as ledger:
         after = since.resolve(ledger) if since is not None else None
         return write_ledger_catalogue_sheet(ledger, out_dir, output, sort=sort, since=after)
