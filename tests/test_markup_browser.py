@@ -34,6 +34,12 @@ requestAnimationFrame(chosen);
 """
 
 
+#: Headless Chromium runs of one page before the test gives up on it. In a full parallel suite a run
+#: sometimes ends its virtual-time budget before the lazy image's load begins (no file chosen at all,
+#: seen in 3 of about 10 full runs, never alone); a run that chooses one is what the test checks.
+BROWSER_TRIES = 3
+
+
 def browser(chromium: str, page: Path, *flags: str) -> subprocess.CompletedProcess[str]:  # noqa: F811
     """Headless Chromium on ``page`` as a visitor's browser loads it: a fresh profile each run (a file
     already in the cache could be chosen over the one the layout asks for), and lazy loading on, as in
@@ -52,10 +58,12 @@ def browser(chromium: str, page: Path, *flags: str) -> subprocess.CompletedProce
 def loaded_file(chromium: str, page: Path) -> str:  # noqa: F811
     """The file Chromium chose for the page's first image (its ``currentSrc``): the page names it in
     its title once its load starts (looked for each frame) or ends, whichever comes first."""
-    dom = browser(chromium, page, "--virtual-time-budget=60000", "--dump-dom").stdout
-    found = re.search(r"<title>src:([^<]*)</title>", dom)
-    assert found, dom[-2000:]
-    return found.group(1).rsplit("/", 1)[-1]
+    dom = ""
+    for _ in range(BROWSER_TRIES):  # see BROWSER_TRIES: a run whose lazy image never started says nothing
+        dom = browser(chromium, page, "--virtual-time-budget=60000", "--dump-dom").stdout
+        if found := re.search(r"<title>src:([^<]*)</title>", dom):
+            return found.group(1).rsplit("/", 1)[-1]
+    raise AssertionError(f"no image was chosen in {BROWSER_TRIES} runs:\n{dom[-2000:]}")
 
 
 def site_picture(out: Path, ratio: str) -> str:
