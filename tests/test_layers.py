@@ -37,18 +37,21 @@ RANKS = {
     "intake": 6,  # a submission recorded and admitted
     "upkeep": 7,  # reconcile, gc, mirror, release, leftovers, the old-layout migration
     "engine": 8,  # the pool, workers, the foreground run, watch
+    "cropreview": 8,  # the review page's library session: photos, Apply as a batch, Approve
     "report": 9,  # what a command says
     "testing": 9,  # in-memory ports for callers' unit tests
+    "web": 9,  # the review page over HTTP (Starlette, uvicorn)
     "api": 10,  # the one-call Python API
     "cli": 10,  # the command line
     "thumbctl": 11,  # the package itself: the library's public names, imported on first use
     "__main__": 11,
 }
-INTERFACES = {"report", "cli", "api", "thumbctl", "__main__"}
+INTERFACES = {"report", "web", "cli", "api", "thumbctl", "__main__"}
 
 #: Packages a package never imports, whatever their ranks.
 FORBIDDEN = {
     "cli": ({"storage", "imaging"}, "no SQL, pixels or storage policy in the command line: it calls the library"),
+    "web": ({"ledger", "storage", "imaging", "intake"}, "the review page's web layer calls the review session"),
 }
 
 

@@ -23,6 +23,7 @@ from .catalogue import catalogue_command
 from .focus import focus_command
 from .options import CONTEXT_SETTINGS, DbOption, JsonOption, QuietOption, VerboseOption, command
 from .params import ClickException, ClickUsageError, NoArgsIsHelpError, PlainGroup
+from .review import review_command
 from .runs import cancel, retry, submit_command, work
 from .session import held_press, reporter_for, runs_one_command
 from .status import status
@@ -93,6 +94,7 @@ COMMANDS: tuple[tuple[Callable[..., None], str, tuple[str, ...]], ...] = (
     (sheet, "sheet", ("out",)),
     (catalogue_command, "catalogue", ()),
     (focus_command, "focus", ()),
+    (review_command, "review", ()),
     (reconcile_command, "reconcile", ("store",)),
     (gc_command, "gc", ("store",)),
     (release_command, "release", ()),

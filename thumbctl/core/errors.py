@@ -98,6 +98,12 @@ class ItemNotFound(UsageError):
     code = "item_not_found"
 
 
+class ReviewConflict(UsageError):
+    """The review page applied to a photo that changed since it was shown (another tab, a submit)."""
+
+    code = "review_conflict"
+
+
 class LedgerMissing(UsageError):
     """The ledger file named (by --db, THUMBCTL_DB or the config) does not exist."""
 

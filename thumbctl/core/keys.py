@@ -13,6 +13,10 @@ import json
 
 from .profile import ANALYSIS_REFERENCE_SIZE, Profile, Ratio
 
+#: The idempotency key of a batch the review page made (``review:`` and a random part): no submit
+#: replays or resumes it.
+REVIEW_KEY_PREFIX = "review:"
+
 
 def canonical_json(value: object) -> str:
     """JSON with sorted keys and no insignificant whitespace."""

@@ -32,6 +32,7 @@ from ..imaging import (
     resample,
 )
 from ..imaging.fit import Box, Placement, analysis_region, canvas_size, fit_geometry, pad, place, trim_box
+from ..imaging.window import fixed_window
 from ..ledger import Claim, ClaimedItem
 
 #: Stands in for the crop, resample and encode of a render: the encoded bytes of an output of
@@ -186,6 +187,11 @@ class Rendering:
 
     def _choose(self, item: ClaimedItem, geometry: Geometry) -> CropChoice:
         assert self.analysis is not None
+        if item.focus is not None:
+            w, h = self.claim.source_width, self.claim.source_height
+            return CropChoice(
+                fixed_window(w, h, parse_ratio(item.ratio), item.fit, self.trim, item.focus), 1.0, "focus"
+            )
         if self.trim is None or self.trimmed_analysis is None:
             return self.analysis.choose(geometry, item.focus)
         left, top, right, bottom = self.trim

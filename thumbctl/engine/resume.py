@@ -8,6 +8,7 @@ submission itself is :class:`~thumbctl.engine.session.SubmitSession`'s.
 
 from __future__ import annotations
 
+from ..core.keys import REVIEW_KEY_PREFIX
 from ..core.profile import Profile
 from ..intake.prepared import IntakeReport, PreparedSubmission
 from ..ledger import Ledger
@@ -22,6 +23,8 @@ def resumption(ledger: Ledger, batch_id: str) -> PreparedSubmission | None:
         return None
     newest = ledger.intake.newest_of_chain(batch_id)
     request = ledger.intake.recorded_request(newest)
+    if request.idempotency_key.startswith(REVIEW_KEY_PREFIX):
+        return None  # a review's Apply is made again in the page, never resumed
     sources = len({item.item_id for item in request.items})
     report = IntakeReport(sources=sources, derived_key=True, from_ledger=True)
     profile = Profile(upscale=bool(request.profile.get("upscale", False)))

@@ -185,7 +185,12 @@ def run_work(
         finished = ledger.views.finished_by_host(host_id(), started, batch_id)
         batch = ledger.views.batch(batch_id) if batch_id else None
         return RunResult(
-            batch, supervision, tuple(errors), failed=failed, finished=finished, site_manifests=site,
+            batch,
+            supervision,
+            tuple(errors),
+            failed=failed,
+            finished=finished,
+            site_manifests=site,
             site_errors=tuple(site_errors),
         )
 

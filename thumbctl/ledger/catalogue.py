@@ -52,6 +52,12 @@ class CataloguePort(Protocol):
     def record_windows(self, renders: list[tuple[str, dict[str, object]]]) -> None:
         """Record each (derivative key, render result) in one transaction: a window chosen again."""
 
+    def reviews(self, out_dir: str) -> dict[str, str]:
+        """When each photo of ``out_dir`` was last approved in the review page, by content digest."""
+
+    def record_review(self, out_dir: str, source_digest: str) -> str:
+        """Record that the photo of ``source_digest`` in ``out_dir`` was approved now; returns when."""
+
 
 class Catalogue:
     """:class:`CataloguePort` over SQL."""
@@ -91,6 +97,17 @@ class Catalogue:
             for key, result in renders:
                 self.db.execute(sql.RECORD_WINDOW, (key, json.dumps(result, sort_keys=True), iso(now)))
 
+    def reviews(self, out_dir: str) -> dict[str, str]:
+        prefix = _review_prefix(out_dir)
+        rows = self.db.execute(sql.REVIEWS, (len(prefix), prefix)).fetchall()
+        return {row["name"][len(prefix) :]: row["value"] for row in rows}
+
+    def record_review(self, out_dir: str, source_digest: str) -> str:
+        with self.db.write() as now:
+            at = iso(now)
+            self.db.execute(sql.SET_META, (_review_prefix(out_dir) + source_digest, at))
+        return at
+
     def snapshot(self, out_dir: str) -> tuple[int, list[CatalogueEntry]]:
         name = f"site_generation:{out_dir}"
         with self.db.write():
@@ -98,6 +115,10 @@ class Catalogue:
             generation = int(self.db.scalar(sql.GENERATION, (name,)))
             entries = list(_entries(self.db.execute(sql.ENTRIES, (out_dir,)).fetchall()))
         return generation, entries
+
+
+def _review_prefix(out_dir: str) -> str:
+    return f"reviewed:{out_dir}|"
 
 
 def loose_value(text: str | None) -> object:

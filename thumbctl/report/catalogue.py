@@ -12,6 +12,7 @@ from .output import Output
 from .styles import escape, plural, printable
 
 if TYPE_CHECKING:
+    from ..core.models import BatchView
     from ..review.cataloguesheet import CatalogueSheetSummary
 
 CATALOGUE_COLUMNS = ("name", "ratio", "size", "format", "crop", "fix", "changed", "source")
@@ -77,3 +78,22 @@ class CatalogueReports(Output):
                 f"{plural(len(entries), 'live thumbnail')} in {escape(out_dir)}; {fixed} with a crop fix"
                 + (f"; {unknown} whose crop window no render recorded (unknown)" if unknown else "")
             )
+
+    def review_ready(self, url: str, out_dir: str, *, opened: bool) -> None:
+        if self.json_mode:
+            self.emit_json({"url": url, "out": out_dir, "browser": opened})
+            return
+        self.say(f"Review of [bold]{escape(out_dir)}[/]: {escape(url)}")
+        where = "opened in your browser" if opened else "open it in a browser on this machine"
+        self.note(f"  {where}; Ctrl-C stops it")
+
+    def review_stopped(self, pending: list[BatchView]) -> None:
+        """Ctrl-C: the review stopped; Apply batches not finished stay queued in the ledger."""
+        if pending:
+            queued = sum(batch.total - batch.done for batch in pending)
+            self.note(
+                f"[yellow]stopped[/]: {plural(len(pending), 'Apply batch')} not finished "
+                f"({plural(queued, 'render')} left) stay queued in the ledger: thumbctl work --until-idle renders them"
+            )
+        else:
+            self.note("stopped: every Apply was rendered")

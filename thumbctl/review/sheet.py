@@ -175,12 +175,13 @@ def previews(items: list[ItemView]) -> dict[str, bytes]:
     found: dict[str, bytes] = {}
     for item in items:
         path = (item.result or {}).get("preview")
-        if item.item_id not in found and isinstance(path, str) and (data := _preview(path)):
+        if item.item_id not in found and isinstance(path, str) and (data := preview_at(path)):
             found[item.item_id] = data
     return found
 
 
-def _preview(path: str) -> bytes | None:
+def preview_at(path: str) -> bytes | None:
+    """The preview kept at ``path`` (in a folder store or a bucket) when it is a whole JPEG, else None."""
     try:
         if is_s3(path):
             obj = object_of_preview(path)

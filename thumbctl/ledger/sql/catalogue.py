@@ -52,3 +52,5 @@ RECORD_WINDOW = query(
     "INSERT INTO derivatives (derivative_key, result, rendered_at) VALUES (?, ?, ?) "
     "ON CONFLICT (derivative_key) DO UPDATE SET result = excluded.result",
 )
+#: When each photo of an OUT was last approved in the review page (``meta`` rows ``reviewed:OUT|DIGEST``).
+REVIEWS = query("reviews", "SELECT name, value FROM meta WHERE substr(name, 1, ?) = ?")

@@ -1,0 +1,278 @@
+"""``thumbctl review`` over plain HTTP: what it refuses (token, Host, Origin, paths, bad requests, a
+stale version) changes nothing; an Apply records the fix in the ledger and the fix file and renders
+the photo's names again through a batch; Approve feeds the "changed" listing; Ctrl-C exits 130."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLE_IMAGES
+from harness import Thumbctl, until
+from inprocess import submit_here
+from reviewing import Answer, Review, reviewing
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> tuple[Thumbctl, Path, Path]:
+    """A shop folder of three photos rendered at 1:1 and 16:9 into OUT."""
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for name in ("orientation/Landscape_6.jpg", "orientation/Portrait_3.jpg", "public-domain/sk-coffee.png"):
+        (photos / Path(name).name).write_bytes((SAMPLE_IMAGES / name).read_bytes())
+    cli = Thumbctl(tmp_path / "ledger.db", faults=tmp_path / "faults")
+    out = tmp_path / "out"
+    submit_here(cli, photos, "--out", out, "--ratio", "1:1,16:9")
+    return cli, photos, out
+
+
+def focus_rows(cli: Thumbctl) -> list[tuple]:
+    with sqlite3.connect(cli.db) as db:
+        return db.execute("SELECT source_digest, ratio, focus_x, focus_y FROM focus_points").fetchall()
+
+
+def batch_count(cli: Thumbctl) -> int:
+    with sqlite3.connect(cli.db) as db:
+        return db.execute("SELECT count(*) FROM batches").fetchone()[0]
+
+
+def applying(review: Review, photo: dict, changes: dict) -> Answer:
+    """An Apply of ``changes`` to ``photo`` as the page shown it (its version)."""
+    return review.post(f"api/photos/{photo['id']}/apply", {"version": photo["version"], "changes": changes})
+
+
+def first_photo(review: Review) -> dict:
+    return review.photos()["photos"][0]
+
+
+def wait_rendered(review: Review, batches: list[str]) -> None:
+    def finished() -> bool:
+        return all(review.get(f"api/batches/{b}").json()["state"] == "succeeded" for b in batches)
+
+    until(finished, "the Apply's batch to succeed", timeout=90, every=0.1)
+
+
+def test_requests_without_the_token_or_from_elsewhere_are_refused_and_change_nothing(shop) -> None:
+    cli, photos, out = shop
+    with reviewing(cli, out) as review:
+        photo = first_photo(review)
+        apply = f"api/photos/{photo['id']}/apply"
+        change = {"version": photo["version"], "changes": {"1:1": [0.1, 0.1]}}
+        refused = {
+            "no token": review.get("/api/photos"),
+            "another token": review.get("/" + "x" * len(review.token) + "/api/photos"),
+            "the token's prefix": review.get("/" + review.token[:-1] + "/api/photos"),
+            "a rebinding host": review.get("api/photos", Host=f"attacker.example:{review.host.split(':')[1]}"),
+            "another port": review.get("api/photos", Host="127.0.0.1:1"),
+            "a cross-site post": review.post(apply, change, Origin="http://attacker.example"),
+            "a post without origin": review.post(apply, change, Origin=None),
+            "a cross-site read": review.get("api/photos", Origin="http://attacker.example"),
+            "no token, post": review.request("POST", "/api/photos/" + photo["id"] + "/apply", change),
+        }
+        for what, answer in refused.items():
+            assert answer.status == 403, (what, answer.status, answer.body)
+            assert b'"forbidden"' in answer.body, what
+        no_host = review.get("api/photos", Host=None)  # HTTP/1.1 without Host: refused by the server itself
+        assert no_host.status == 400 and b"photos" not in no_host.body
+        assert review.get("api/photos", Host=f"localhost:{review.host.split(':')[1]}").status == 200
+    assert focus_rows(cli) == []
+    assert not (photos / "thumbctl-focus.json").exists()
+    assert batch_count(cli) == 1
+
+
+def test_no_path_from_a_request_reaches_the_file_system(shop, tmp_path: Path) -> None:
+    cli, _, out = shop
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not serve me")
+    with reviewing(cli, out) as review:
+        photos = review.photos()["photos"]
+        one, other = photos[0], photos[1]
+        other_name = other["ratios"][0]["names"][0]["name"]
+        attempts = [
+            "static/..%2f..%2f..%2fpyproject.toml",
+            "static/../../pyproject.toml",
+            "static/review.html",  # the page is served at the root only, not by name
+            "static/%2e%2e/app.py",
+            f"img/{one['id']}/thumbnail?name=../../secret.txt",
+            f"img/{one['id']}/thumbnail?name={secret}",
+            f"img/{one['id']}/thumbnail?name={other_name}",  # another photo's name
+            "img/" + "0" * 64 + "/preview",
+            f"img/{one['id']}/thumbnail?name=batches/catalogue.html",
+        ]
+        for path in attempts:
+            answer = review.get(path)
+            assert answer.status == 404, (path, answer.status)
+            assert b"do not serve me" not in answer.body and b"[build-system]" not in answer.body
+        name = one["ratios"][0]["names"][0]["name"]
+        served = review.get(f"img/{one['id']}/thumbnail?name={name}")
+        assert served.status == 200 and served.body == (out / name).read_bytes()
+        assert served.headers["content-type"] == "image/jpeg"
+        assert review.get("static/geometry.js").headers["content-type"].startswith("text/javascript")
+        page = review.get("")
+        assert page.status == 200 and b"thumbctl review" in page.body
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert page.headers["referrer-policy"] == "no-referrer"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [
+        ({"changes": {"1:1": [1.5, 0.2]}}, 400, "0..1"),
+        ({"changes": {"1:1": ["a", 0.2]}}, 400, "0..1"),
+        ({"changes": {"1:1": [0.2]}}, 400, "0..1"),
+        ({"changes": {"1:1": [True, 0.2]}}, 400, "0..1"),
+        ({"changes": {"3:2": [0.2, 0.2]}}, 400, "no thumbnail at 3:2"),
+        ({"changes": {}}, 400, "nothing to apply"),
+        ({"changes": [0.2, 0.2]}, 400, "changes"),
+        ({"version": "0000000000000000", "changes": {"1:1": [0.2, 0.2]}}, 409, "changed since"),
+    ],
+)
+def test_bad_requests_get_a_clear_error_and_change_nothing(shop, body: dict, status: int, says: str) -> None:
+    cli, photos, out = shop
+    before = sorted(p.read_bytes() for p in out.rglob("*.jpg"))
+    with reviewing(cli, out) as review:
+        photo = first_photo(review)
+        sent = {"version": photo["version"], **body}
+        answer = review.post(f"api/photos/{photo['id']}/apply", sent)
+        assert answer.status == status, answer.body
+        assert says in answer.json()["error"]["message"]
+        unknown = {"version": photo["version"], "changes": {"1:1": [0.5, 0.5]}}
+        assert review.post("api/photos/" + "f" * 64 + "/apply", unknown).status == 404
+        assert review.request("POST", f"api/photos/{photo['id']}/apply", raw=b"{not json").status == 400
+        big = {"version": photo["version"], "changes": {"1:1": [0.5, 0.5]}, "pad": "x" * 70_000}
+        assert review.post(f"api/photos/{photo['id']}/apply", big).status == 413
+        plain = review.post(f"api/photos/{photo['id']}/apply", sent, **{"Content-Type": "text/plain"})
+        assert plain.status == 415
+        assert review.get("api/photos?below=2").status == 400
+        assert review.get("api/photos?shown=everything").status == 400
+        assert review.get("api/batches/b_0000").status == 404
+    assert focus_rows(cli) == []
+    assert not (photos / "thumbctl-focus.json").exists()
+    assert batch_count(cli) == 1
+    assert sorted(p.read_bytes() for p in out.rglob("*.jpg")) == before
+
+
+def test_apply_fixes_the_crop_in_the_ledger_and_fix_file_and_renders_only_that_ratio(shop) -> None:
+    cli, photos, out = shop
+    with reviewing(cli, out) as review:
+        photo = next(p for p in review.photos()["photos"] if p["source"] == "Landscape_6.jpg")
+        names = {r["ratio"]: r["names"][0]["name"] for r in photo["ratios"]}
+        before = {ratio: (out / name).read_bytes() for ratio, name in names.items()}
+        answer = review.post(
+            f"api/photos/{photo['id']}/apply", {"version": photo["version"], "changes": {"1:1": [0.1, 0.5]}}
+        )
+        assert answer.status == 200, answer.body
+        applied = answer.json()
+        assert applied["names"] == 1 and applied["fix_file"]["problem"] is None
+        wait_rendered(review, applied["batches"])
+        after = review.get(f"api/photos/{photo['id']}").json()
+        square = next(r for r in after["ratios"] if r["ratio"] == "1:1")
+        assert square["focus"] == [0.1, 0.5] and square["policy"] == "focus"
+        assert square["window"][0] == 0  # centred at 10% of the width: pushed to the left edge
+        assert (out / names["1:1"]).read_bytes() != before["1:1"]
+        assert (out / names["16:9"]).read_bytes() == before["16:9"]
+    fixes = json.loads((photos / "thumbctl-focus.json").read_text())["photos"]
+    assert [(f["path"], f["focus"]) for f in fixes] == [("Landscape_6.jpg", {"1:1": [0.1, 0.5]})]
+    assert focus_rows(cli) == [(photo["id"], "1:1", 0.1, 0.5)]
+    again = submit_here(cli, photos, "--out", out, "--ratio", "1:1,16:9")
+    assert again["counts"].get("succeeded") == 6 and again["replayed"] is False
+    catalogue = cli.json("catalogue", out)["entries"]
+    assert {e["name"]: e["focus"] for e in catalogue}[names["1:1"]] == [0.1, 0.5]
+
+
+def test_two_tabs_applying_to_one_photo_the_second_sees_a_conflict(shop) -> None:
+    cli, photos, out = shop
+    with reviewing(cli, out) as review:
+        first_tab = first_photo(review)
+        second_tab = dict(first_tab)
+        url = f"api/photos/{first_tab['id']}/apply"
+        won = review.post(url, {"version": first_tab["version"], "changes": {"1:1": [0.2, 0.3]}})
+        assert won.status == 200
+        lost = review.post(url, {"version": second_tab["version"], "changes": {"1:1": [0.9, 0.9]}})
+        assert lost.status == 409 and lost.json()["error"]["code"] == "review_conflict"
+        wait_rendered(review, won.json()["batches"])
+    assert focus_rows(cli) == [(first_tab["id"], "1:1", 0.2, 0.3)]
+    assert json.loads((photos / "thumbctl-focus.json").read_text())["photos"][0]["focus"] == {"1:1": [0.2, 0.3]}
+
+
+def test_approve_leaves_a_photo_out_of_the_changed_listing_until_it_changes(shop) -> None:
+    cli, _, out = shop
+    with reviewing(cli, out) as review:
+        assert review.photos("?shown=changed")["total"] == 3
+        photo = first_photo(review)
+        approved = review.post(f"api/photos/{photo['id']}/approve", {"version": photo["version"]})
+        assert approved.status == 200 and approved.json()["changed"] is False
+        listed = review.photos("?shown=changed")
+        assert listed["total"] == 2 and photo["id"] not in {p["id"] for p in listed["photos"]}
+        applied = review.post(
+            f"api/photos/{photo['id']}/apply", {"version": photo["version"], "changes": {"16:9": [0.5, 0.1]}}
+        )
+        wait_rendered(review, applied.json()["batches"])
+        assert photo["id"] in {p["id"] for p in review.photos("?shown=changed")["photos"]}
+    with reviewing(cli, out) as review:  # the next review starts from what changed since
+        assert review.photos("?shown=changed")["total"] == 3
+
+
+def test_listing_is_paged_filtered_and_worst_first(shop) -> None:
+    cli, _, out = shop
+    with reviewing(cli, out) as review:
+        whole = review.photos()
+        scores = [p["score"] for p in whole["photos"]]
+        assert scores == sorted(scores) and whole["ratios"] == ["16:9", "1:1"]
+        pages = [review.photos(f"?limit=1&offset={n}")["photos"][0]["id"] for n in range(3)]
+        assert pages == [p["id"] for p in whole["photos"]]
+        low = review.photos(f"?shown=low&below={scores[1]}")
+        assert [p["id"] for p in low["photos"]] == [whole["photos"][0]["id"]]
+
+
+def test_ctrl_c_exits_130_and_says_which_apply_batches_stay_queued(shop) -> None:
+    cli, _, out = shop
+    with reviewing(cli, out, THUMBCTL_FAULT="pause:before_encode") as review:
+        photo = first_photo(review)
+        applied = review.post(
+            f"api/photos/{photo['id']}/apply", {"version": photo["version"], "changes": {"1:1": [0.3, 0.3]}}
+        )
+        batch = applied.json()["batches"][0]
+        cli.paused("before_encode")
+        review.process.interrupt()
+        code = review.process.wait(30)
+        _, stderr = review.process.communicate(10)
+        said = review.out.rest() + stderr
+        assert code == 130, said
+        assert "Traceback" not in said
+        assert "1 Apply batch not finished" in said and "thumbctl work --until-idle" in said
+    cli.release()
+    done = cli.run("work", "--until-idle", "-w", "1")
+    assert done.returncode == 0, done.stderr
+    assert cli.json("status", batch)["state"] == "succeeded"
+
+
+def test_ctrl_c_with_nothing_pending_exits_130_without_a_traceback(shop) -> None:
+    cli, _, out = shop
+    with reviewing(cli, out) as review:
+        review.process.interrupt()
+        assert review.process.wait(30) == 130
+        _, stderr = review.process.communicate(10)
+        assert "Traceback" not in stderr and "stopped" in review.out.rest() + stderr
+
+
+def test_review_without_out_names_the_outs_to_choose_from(shop, tmp_path: Path) -> None:
+    cli, photos, out = shop
+    submit_here(cli, photos, "--out", tmp_path / "other")
+    done = cli.run("review", "--no-browser")
+    assert done.returncode == 2
+    assert str(out) in done.stderr and str(tmp_path / "other") in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_missing_review_extra_gives_a_one_line_hint(shop, tmp_path: Path) -> None:
+    cli, _, out = shop
+    hidden = tmp_path / "hidden"
+    (hidden / "starlette").mkdir(parents=True)
+    (hidden / "starlette" / "__init__.py").write_text("raise ImportError('No module named starlette')\n")
+    done = cli.run("review", out, "--no-browser", PYTHONPATH=str(hidden))
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert "pip install 'thumbctl[review]'" in done.stderr and "review_unavailable" in done.stderr

@@ -1,0 +1,225 @@
+"""The review page's photos: an OUT's catalogue entries grouped by the photo they show.
+
+A photo is a source content (its digest): every live name rendered from it, at every ratio, size and
+format, with the window each ratio shows, its score and its fix. Its ``version`` changes whenever a
+fix or a name of it changes, so an Apply made on an older view is refused as a conflict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ..core.catalogue import CatalogueEntry
+from ..review.catalogue import source_id
+
+Box = tuple[int, int, int, int]
+Point = tuple[float, float]
+
+#: Photos a page of the listing holds (the page asks for the next ones as it is scrolled).
+PAGE_SIZE = 40
+
+
+@dataclass(frozen=True)
+class NameView:
+    """One live name of a photo: where it is under OUT, its size and format, the version of its bytes."""
+
+    name: str
+    size: int
+    format: str
+    width: int | None
+    height: int | None
+    version: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "size": self.size,
+            "format": self.format,
+            "width": self.width,
+            "height": self.height,
+            "version": self.version,
+        }
+
+
+@dataclass(frozen=True)
+class RatioView:
+    """What a photo shows at one ratio: its window as rendered (None: unknown), its score, its fix."""
+
+    ratio: str
+    fit: str
+    window: Box | None
+    score: float | None
+    policy: str | None
+    focus: Point | None
+    names: tuple[NameView, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "ratio": self.ratio,
+            "fit": self.fit,
+            "window": list(self.window) if self.window else None,
+            "score": self.score,
+            "policy": self.policy,
+            "focus": list(self.focus) if self.focus else None,
+            "names": [name.to_json() for name in self.names],
+        }
+
+
+@dataclass(frozen=True)
+class PhotoView:
+    """One photo of an OUT as the review page shows it."""
+
+    digest: str
+    source: str
+    shown: str
+    root: str | None
+    width: int
+    height: int
+    trim: Box | None
+    ratios: tuple[RatioView, ...]
+    changed_at: str
+    reviewed_at: str | None = None
+    #: Where the source's preview is kept (in the store), when a render saved one.
+    preview: str | None = field(default=None, compare=False)
+
+    @property
+    def score(self) -> float | None:
+        """The worst known score of its ratios (None: none is known)."""
+        scores = [ratio.score for ratio in self.ratios if ratio.score is not None]
+        return min(scores) if scores else None
+
+    @property
+    def version(self) -> str:
+        """Changes whenever a fix or a name's bytes of the photo change."""
+        state = [(r.ratio, r.focus, [(n.name, n.version) for n in r.names]) for r in self.ratios]
+        return hashlib.sha256(json.dumps(state).encode()).hexdigest()[:16]
+
+    @property
+    def changed_since_review(self) -> bool:
+        return self.reviewed_at is None or self.changed_at > self.reviewed_at
+
+    def ratio(self, ratio: str) -> RatioView | None:
+        return next((view for view in self.ratios if view.ratio == ratio), None)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.digest,
+            "source": self.shown,
+            "width": self.width,
+            "height": self.height,
+            "trim": list(self.trim) if self.trim else None,
+            "score": self.score,
+            "ratios": [ratio.to_json() for ratio in self.ratios],
+            "changed_at": self.changed_at,
+            "reviewed_at": self.reviewed_at,
+            "changed": self.changed_since_review,
+            "version": self.version,
+            "preview": self.preview is not None,
+        }
+
+
+def photos_of(entries: Iterable[CatalogueEntry], reviews: dict[str, str]) -> list[PhotoView]:
+    """The photos of ``entries`` (names whose source was read and whose size is known), each with when
+    it was last approved (``reviews``, by digest), worst score first (unknown ones before all)."""
+    grouped: dict[str, list[CatalogueEntry]] = {}
+    for entry in entries:
+        if entry.source_digest is not None and entry.source_size is not None:
+            grouped.setdefault(entry.source_digest, []).append(entry)
+    photos = [_photo(digest, named, reviews.get(digest)) for digest, named in grouped.items()]
+    photos.sort(key=lambda p: (p.score is not None, p.score or 0.0, p.shown))
+    return photos
+
+
+def _photo(digest: str, entries: list[CatalogueEntry], reviewed_at: str | None) -> PhotoView:
+    first = entries[0]
+    width, height = first.source_size or (0, 0)
+    by_ratio: dict[str, list[CatalogueEntry]] = {}
+    for entry in entries:
+        by_ratio.setdefault(entry.ratio, []).append(entry)
+    trim = next((_box(e.result.get("trim")) for e in entries if _box(e.result.get("trim"))), None)
+    preview = next((p for e in entries if isinstance(p := e.result.get("preview"), str)), None)
+    return PhotoView(
+        digest=digest,
+        source=first.source,
+        shown=source_id(first),
+        root=first.source_root,
+        width=width,
+        height=height,
+        trim=trim,
+        ratios=tuple(_ratio(ratio, named) for ratio, named in sorted(by_ratio.items(), key=_ratio_order)),
+        changed_at=max(entry.changed_at for entry in entries),
+        reviewed_at=reviewed_at,
+        preview=preview,
+    )
+
+
+def _ratio_order(pair: tuple[str, list[CatalogueEntry]]) -> tuple[float, str]:
+    ratio = pair[0]
+    w, _, h = ratio.partition(":")
+    try:
+        return -float(w) / float(h), ratio
+    except (ValueError, ZeroDivisionError):
+        return 0.0, ratio
+
+
+def _ratio(ratio: str, entries: list[CatalogueEntry]) -> RatioView:
+    framed = next((entry for entry in entries if entry.crop is not None), entries[0])
+    crop = framed.crop or {}
+    names = tuple(
+        NameView(e.relative_name, e.size, e.format, e.width, e.height, e.version)
+        for e in sorted(entries, key=lambda e: (e.size, e.format, e.name))
+    )
+    policy = crop.get("policy")
+    return RatioView(
+        ratio=ratio,
+        fit=framed.fit,
+        window=_box(crop.get("box")),
+        score=framed.score,
+        policy=policy if isinstance(policy, str) else None,
+        focus=framed.focus,
+        names=names,
+    )
+
+
+def _box(value: object) -> Box | None:
+    if isinstance(value, list) and len(value) == 4 and all(isinstance(v, int) for v in value):
+        return value[0], value[1], value[2], value[3]
+    return None
+
+
+class Shown(StrEnum):
+    """Which photos the page lists."""
+
+    ALL = "all"
+    CHANGED = "changed"  # changed since the last approval (or never approved)
+    LOW = "low"  # a ratio's score below the threshold
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What the page asked to see: which photos, at which ratio (empty: any), from where on."""
+
+    shown: Shown = Shown.ALL
+    ratio: str = ""
+    below: float = 0.5
+    offset: int = 0
+    limit: int = PAGE_SIZE
+
+    def keeps(self, photo: PhotoView) -> bool:
+        ratios = [r for r in photo.ratios if not self.ratio or r.ratio == self.ratio]
+        if not ratios:
+            return False
+        if self.shown == Shown.CHANGED:
+            return photo.changed_since_review
+        if self.shown == Shown.LOW:
+            return any(r.score is not None and r.score < self.below for r in ratios)
+        return True
+
+    def page(self, photos: list[PhotoView]) -> tuple[int, list[PhotoView]]:
+        """How many photos the listing keeps, and those of the page asked for."""
+        kept = [photo for photo in photos if self.keeps(photo)]
+        return len(kept), kept[self.offset : self.offset + self.limit]

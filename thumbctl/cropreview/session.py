@@ -1,0 +1,224 @@
+"""One review of an OUT: what the page lists and shows, and what it changes (Apply, Reset, Approve).
+
+:class:`ReviewSession` is the library behind ``thumbctl review``; the web layer only turns requests
+into its calls and its answers into JSON. Every call opens the ledger for itself (a ledger is not
+shared across threads) and the changes are serialized by one lock, so two tabs of one page cannot
+interleave an Apply: the second one, made on a view the first changed, is refused as a conflict.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config.s3location import is_s3
+from ..core.errors import ItemNotFound, ReviewConflict, UsageError
+from ..core.models import BatchView
+from ..core.profile import Limits
+from ..ledger import Ledger
+from ..review.sheet import preview_at
+from ..sources.downloads import is_url
+from ..storage.locations import object_name_of, object_store_of
+from .photos import Listing, PhotoView, photos_of
+from .rebatch import apply_fixes
+from .renders import RenderStarter
+
+Point = tuple[float, float]
+
+#: The most bytes a thumbnail shown on the page is read with (a thumbnail is far smaller).
+THUMBNAIL_LIMIT = 32 * 1024 * 1024
+#: Media types of the output formats.
+MEDIA_TYPES = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp", "avif": "image/avif"}
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What an Apply did: the batches rendering the photo's names again, and the fix file's fate."""
+
+    photo: PhotoView
+    batches: tuple[BatchView, ...]
+    fix_file: dict[str, object] | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "photo": self.photo.to_json(),
+            "batches": [batch.batch_id for batch in self.batches],
+            "names": sum(batch.total for batch in self.batches),
+            "fix_file": self.fix_file,
+        }
+
+
+@dataclass
+class ReviewSession:
+    """The review of ``out_dir`` over the ledger ``db``; Apply's renders are started by ``renders``."""
+
+    db: Path | str
+    out_dir: str
+    limits: Limits
+    renders: RenderStarter
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: The batches this session's Applies made, in order.
+    batches: list[str] = field(default_factory=list)
+
+    def listing(self, listing: Listing) -> dict[str, object]:
+        """The page of photos ``listing`` asks for, with how many it keeps and the OUT's ratios."""
+        photos = self._photos()
+        total, page = listing.page(photos)
+        ratios = sorted({r.ratio for p in photos for r in p.ratios}, key=_ratio_value, reverse=True)
+        return {
+            "out": self.out_dir,
+            "total": total,
+            "photos_in_out": len(photos),
+            "offset": listing.offset,
+            "ratios": ratios,
+            "photos": [photo.to_json() for photo in page],
+        }
+
+    def photo(self, digest: str) -> PhotoView:
+        """The photo of content ``digest``; ItemNotFound when no live name shows it."""
+        return self._photo(digest, self._photos(digest))
+
+    def apply(self, digest: str, version: str, changes: Mapping[str, Point | None]) -> Applied:
+        """Fix the photo's crops at the ratios of ``changes`` (a focus, or None: the smart crop again),
+        in the ledger and its fix file, and render its names at those ratios again; refused when the
+        photo is no longer at ``version``."""
+        if not changes:
+            raise UsageError("nothing to apply: click the photo or drag a window first", code="bad_request")
+        for point in changes.values():
+            _check_point(point)
+        with self._lock, Ledger(self.db) as ledger:
+            photo = self._current(ledger, digest, version)
+            for ratio in changes:
+                view = photo.ratio(ratio)
+                if view is None:
+                    raise UsageError(f"the photo has no thumbnail at {ratio}", code="bad_ratio")
+                if view.fit != "cover":
+                    raise UsageError(
+                        f"{ratio} shows the whole photo (fit contain): it has no crop to move", code="bad_ratio"
+                    )
+            entries = [e for e in ledger.catalogue.entries(self.out_dir) if e.source_digest == digest]
+            done = apply_fixes(ledger, self.out_dir, entries, changes, self.limits)
+            fix_file = self._write_fix_file(ledger, photo, changes)
+            self.batches.extend(batch.batch_id for batch in done.batches)
+            after = self._photo(digest, photos_of(ledger.catalogue.entries(self.out_dir), self._reviews(ledger)))
+        for batch in done.batches:
+            if not batch.is_terminal:
+                self.renders.start(batch.batch_id)
+        return Applied(after, done.batches, fix_file)
+
+    def approve(self, digest: str, version: str) -> PhotoView:
+        """Mark the photo reviewed as it is now (at ``version``): the "changed" listing leaves it out
+        until one of its names changes again."""
+        with self._lock, Ledger(self.db) as ledger:
+            self._current(ledger, digest, version)
+            ledger.catalogue.record_review(self.out_dir, digest)
+            return self._photo(digest, photos_of(ledger.catalogue.entries(self.out_dir), self._reviews(ledger)))
+
+    def batch(self, batch_id: str) -> BatchView:
+        """A batch this session's Applies made, as it stands."""
+        self._own(batch_id)
+        with Ledger(self.db) as ledger:
+            return ledger.views.batch(batch_id, with_failures=False)
+
+    def cancel(self, batch_id: str) -> BatchView:
+        """Cancel a batch this session's Applies made: its queued renders are cancelled at once."""
+        self._own(batch_id)
+        with Ledger(self.db) as ledger:
+            return ledger.intake.request_cancel(batch_id)
+
+    def pending(self) -> list[BatchView]:
+        """This session's batches that are not finished (their renders stay queued for ``thumbctl work``)."""
+        if not self.batches:
+            return []
+        with Ledger(self.db) as ledger:
+            views = [ledger.views.batch(batch_id, with_failures=False) for batch_id in self.batches]
+        return [view for view in views if not view.is_terminal]
+
+    def preview(self, digest: str) -> bytes:
+        """The JPEG preview of the photo (the render's analysis copy); ItemNotFound when none was kept."""
+        photo = self.photo(digest)
+        data = preview_at(photo.preview) if photo.preview else None
+        if data is None:
+            raise ItemNotFound(f"no preview of {photo.shown} is kept: submit it again to make one")
+        return data
+
+    def thumbnail(self, digest: str, name: str) -> tuple[bytes, str]:
+        """The bytes of the live name ``name`` (relative to OUT) of the photo, and their media type."""
+        with Ledger(self.db) as ledger:
+            entries = [e for e in ledger.catalogue.entries(self.out_dir) if e.source_digest == digest]
+        entry = next((e for e in entries if e.relative_name == name), None)
+        if entry is None:
+            raise ItemNotFound(f"{name!r} is not a live thumbnail of this photo")
+        try:
+            data = object_store_of(entry.object_path).read(object_name_of(entry.object_path), THUMBNAIL_LIMIT)
+        except (FileNotFoundError, ValueError):
+            raise ItemNotFound(f"the thumbnail {name} is gone from the store: thumbctl reconcile restores it") from None
+        return data, MEDIA_TYPES.get(entry.format, "application/octet-stream")
+
+    def _photos(self, digest: str | None = None) -> list[PhotoView]:
+        with Ledger(self.db) as ledger:
+            entries = ledger.catalogue.entries(self.out_dir)
+            if digest is not None:
+                entries = [entry for entry in entries if entry.source_digest == digest]
+            return photos_of(entries, self._reviews(ledger))
+
+    def _reviews(self, ledger: Ledger) -> dict[str, str]:
+        return ledger.catalogue.reviews(self.out_dir)
+
+    def _current(self, ledger: Ledger, digest: str, version: str) -> PhotoView:
+        entries = [e for e in ledger.catalogue.entries(self.out_dir) if e.source_digest == digest]
+        photo = self._photo(digest, photos_of(entries, self._reviews(ledger)))
+        if photo.version != version:
+            raise ReviewConflict(
+                f"{photo.shown} changed since this page showed it (another tab, or a submit): "
+                "it is shown again as it is now; nothing was changed"
+            )
+        return photo
+
+    @staticmethod
+    def _photo(digest: str, photos: list[PhotoView]) -> PhotoView:
+        found = next((photo for photo in photos if photo.digest == digest), None)
+        if found is None:
+            raise ItemNotFound("no live thumbnail of this OUT shows that photo")
+        return found
+
+    def _own(self, batch_id: str) -> None:
+        if batch_id not in self.batches:
+            raise ItemNotFound(f"batch {batch_id!r} is not one this review made")
+
+    def _write_fix_file(
+        self, ledger: Ledger, photo: PhotoView, changes: Mapping[str, Point | None]
+    ) -> dict[str, object] | None:
+        """The photo's fixes written to the fix file at its root, as ``thumbctl focus`` writes them."""
+        from ..intake.fixwrite import photo_update, root_of, write_entries
+        from ..intake.focus import Photo, described_photo
+
+        remote = is_s3(photo.source) or is_url(photo.source)
+        root = root_of(ledger, photo.source, None)
+        if root is None:
+            return None
+        described = described_photo(photo.source, photo.digest, self.limits)
+        held = Photo(photo.source, photo.digest, described.width, described.height, described.phash)
+        points = [p for p in ledger.intake.focus_points([photo.digest]) if p.focus is not None]
+        cleared = [ratio for ratio, point in changes.items() if point is None]
+        make = photo_update(held.entry(root, points), cleared)
+        written = write_entries(ledger, root, make, [photo.digest])
+        return written.to_json() | {"remote": remote}
+
+
+def _check_point(point: Point | None) -> None:
+    if point is None:
+        return
+    if len(point) != 2 or not all(isinstance(v, int | float) and math.isfinite(v) and 0 <= v <= 1 for v in point):
+        raise UsageError(f"a focus point is two numbers in 0..1, not {point!r}"[:200], code="bad_focus")
+
+
+def _ratio_value(ratio: str) -> float:
+    w, _, h = ratio.partition(":")
+    try:
+        return float(w) / float(h)
+    except (ValueError, ZeroDivisionError):
+        return 0.0

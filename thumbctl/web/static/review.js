@@ -1,0 +1,482 @@
+// The review page: the photos of an OUT, worst crop first; click or drag to fix a crop, Apply to
+// render it again, Approve what is right. Every address is relative to the page's own (its token).
+import { fixedWindow, focusAt } from "./geometry.js";
+
+const COLOURS = ["#e11d48", "#2563eb", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#65a30d"];
+const PAGE = 40;
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  photos: [], total: 0, ratios: [], index: -1, photo: null,
+  pending: new Map(), undo: [], running: null, loading: false,
+};
+
+function colour(ratio) {
+  const at = state.ratios.indexOf(ratio);
+  return COLOURS[(at < 0 ? 0 : at) % COLOURS.length];
+}
+
+function say(message, kind = "error") {
+  const alert = $("alert");
+  alert.textContent = message;
+  alert.className = kind === "error" ? "" : "info";
+  alert.hidden = !message;
+}
+
+async function api(path, body) {
+  const options = body === undefined ? {} : {
+    method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
+  };
+  const answer = await fetch(path, options);
+  const data = await answer.json().catch(() => ({}));
+  if (!answer.ok) {
+    const error = new Error((data.error && data.error.message) || `the server answered ${answer.status}`);
+    error.status = answer.status;
+    throw error;
+  }
+  return data;
+}
+
+function query(offset) {
+  const below = Number($("below").value);
+  const params = new URLSearchParams({
+    shown: $("shown").value, ratio: $("ratio-filter").value, below: String(Number.isFinite(below) ? below : 0.5),
+    offset: String(offset), limit: String(PAGE),
+  });
+  return `api/photos?${params}`;
+}
+
+async function loadList() {
+  state.photos = []; state.total = 0; state.index = -1;
+  $("photos").replaceChildren();
+  await loadMore();
+  if (state.photos.length) await select(0); else showNothing();
+}
+
+async function loadMore() {
+  if (state.loading || (state.photos.length && state.photos.length >= state.total)) return;
+  state.loading = true;
+  try {
+    const page = await api(query(state.photos.length));
+    $("out").textContent = page.out;
+    if (!state.ratios.length) fillRatios(page.ratios);
+    state.total = page.total;
+    for (const photo of page.photos) addToList(photo);
+    $("count").textContent = `${page.total} of ${page.photos_in_out} photos`;
+  } catch (error) {
+    say(error.message);
+  } finally {
+    state.loading = false;
+  }
+}
+
+function fillRatios(ratios) {
+  state.ratios = ratios;
+  for (const ratio of ratios) $("ratio-filter").append(new Option(ratio, ratio));
+}
+
+function scoreText(score) {
+  return score === null ? "unknown" : score.toFixed(2);
+}
+
+function low(score) {
+  return score !== null && score < Number($("below").value || 0.5);
+}
+
+function addToList(photo) {
+  const at = state.photos.push(photo) - 1;
+  const item = document.createElement("li");
+  item.dataset.id = photo.id;
+  const image = document.createElement("img");
+  image.loading = "lazy"; image.alt = "";
+  if (photo.preview) image.src = `img/${photo.id}/preview`;
+  const name = document.createElement("span");
+  name.className = "name"; name.textContent = photo.source; name.title = photo.source;
+  const score = document.createElement("span");
+  item.append(image, name, score);
+  item.addEventListener("click", () => select(at));
+  $("photos").append(item);
+  markListItem(at);
+}
+
+function markListItem(at) {
+  const photo = state.photos[at];
+  const item = $("photos").children[at];
+  if (!item) return;
+  const score = item.lastChild;
+  score.textContent = photo.changed ? scoreText(photo.score) : `✓ ${scoreText(photo.score)}`;
+  score.className = `score${low(photo.score) ? " low" : ""}${photo.changed ? "" : " reviewed"}`;
+  item.classList.toggle("current", at === state.index);
+}
+
+function showNothing() {
+  $("photo").hidden = true;
+  $("empty").hidden = false;
+  $("empty").textContent = "No photo matches these filters.";
+}
+
+async function select(at) {
+  if (at < 0 || at >= state.total) return;
+  while (at >= state.photos.length && state.photos.length < state.total) await loadMore();
+  if (!state.photos[at]) return;
+  if (state.pending.size && at !== state.index) say("Changes not applied were discarded", "info");
+  const before = state.index;
+  state.index = at; state.pending.clear();
+  markListItem(before); markListItem(at);
+  $("photos").children[at].scrollIntoView({ block: "nearest" });
+  show(state.photos[at]);
+  await refresh();
+}
+
+async function refresh() {
+  const wanted = state.photos[state.index];
+  try {
+    const photo = await api(`api/photos/${wanted.id}`);
+    if (state.photos[state.index] === wanted) update(photo);
+  } catch (error) {
+    say(error.message);
+  }
+}
+
+function update(photo) {
+  state.photos[state.index] = photo;
+  markListItem(state.index);
+  show(photo);
+}
+
+function show(photo) {
+  state.photo = photo;
+  $("empty").hidden = true;
+  $("photo").hidden = false;
+  $("title").textContent = photo.source;
+  const reviewed = photo.reviewed_at ? `approved ${photo.reviewed_at.slice(0, 16).replace("T", " ")}` : "not approved yet";
+  $("facts").textContent = `${photo.width}×${photo.height} px · worst score ${scoreText(photo.score)} · ${reviewed}` +
+    (photo.changed && photo.reviewed_at ? " · changed since" : "");
+  const source = $("source");
+  source.hidden = false;
+  if (photo.preview) source.src = `img/${photo.id}/preview`; else source.removeAttribute("src");
+  sizeStage();
+  const targets = $("targets");
+  const chosen = document.querySelector("input[name=target]:checked").value;
+  targets.replaceChildren();
+  for (const ratio of photo.ratios.filter((r) => r.fit === "cover")) {
+    const label = document.createElement("label");
+    const input = document.createElement("input");
+    input.type = "radio"; input.name = "target"; input.value = ratio.ratio; input.checked = chosen === ratio.ratio;
+    label.append(input, ` ${ratio.ratio}`);
+    targets.append(label);
+  }
+  if (!document.querySelector("input[name=target]:checked")) document.querySelector("input[name=target]").checked = true;
+  draw();
+}
+
+// The photo as large as the page lets it be, beside its crops.
+function sizeStage() {
+  const photo = state.photo;
+  const wide = Math.max(240, Math.min(560, $("detail").clientWidth - 420));
+  const high = Math.max(240, window.innerHeight - 250);
+  const fit = Math.min(wide / photo.width, high / photo.height);
+  $("source").style.width = `${Math.round(photo.width * fit)}px`;
+  $("source").style.height = `${Math.round(photo.height * fit)}px`;
+}
+
+// The window each ratio shows: the pending fix's (computed here, as the render will), else the rendered one.
+function windowOf(ratio) {
+  const photo = state.photo;
+  if (state.pending.has(ratio.ratio)) {
+    const focus = state.pending.get(ratio.ratio);
+    if (focus === null) return ratio.policy === "focus" ? null : ratio.window;
+    return fixedWindow(photo.width, photo.height, ratio.ratio, ratio.fit, photo.trim, focus);
+  }
+  return ratio.window;
+}
+
+function scale() {
+  const shown = $("source").getBoundingClientRect();
+  return shown.width / state.photo.width;
+}
+
+function draw() {
+  const photo = state.photo;
+  const by = scale() || 560 / photo.width;
+  const windows = $("windows");
+  windows.replaceChildren();
+  for (const ratio of photo.ratios) {
+    if (ratio.fit !== "cover") continue;
+    const box = windowOf(ratio);
+    if (!box) continue;
+    const div = document.createElement("div");
+    div.className = `window${state.pending.has(ratio.ratio) ? " pending" : ""}`;
+    div.dataset.ratio = ratio.ratio;
+    div.dataset.box = box.join(",");
+    Object.assign(div.style, {
+      left: `${box[0] * by}px`, top: `${box[1] * by}px`,
+      width: `${(box[2] - box[0]) * by}px`, height: `${(box[3] - box[1]) * by}px`, borderColor: colour(ratio.ratio),
+    });
+    const label = document.createElement("span");
+    label.style.background = colour(ratio.ratio);
+    label.textContent = ratio.ratio;
+    div.append(label);
+    div.addEventListener("pointerdown", (event) => startDrag(event, ratio, box));
+    windows.append(div);
+  }
+  drawMark(by);
+  drawCrops();
+  const changed = state.pending.size > 0;
+  $("apply").disabled = !changed || state.running !== null;
+  $("discard").disabled = !changed;
+  $("undo").disabled = !state.undo.length || state.running !== null;
+}
+
+function drawMark(by) {
+  const target = document.querySelector("input[name=target]:checked").value;
+  const ratio = state.photo.ratios.find((r) => r.ratio === target && r.fit === "cover")
+    || state.photo.ratios.find((r) => r.fit === "cover");
+  const box = ratio && windowOf(ratio);
+  const mark = $("mark");
+  mark.hidden = !box || !(state.pending.get(ratio.ratio) || ratio.focus);
+  if (mark.hidden) return;
+  mark.style.left = `${((box[0] + box[2]) / 2) * by}px`;
+  mark.style.top = `${((box[1] + box[3]) / 2) * by}px`;
+}
+
+function largestName(ratio) {
+  const names = ratio.names.filter((n) => n.width && n.height);
+  const fitting = names.filter((n) => Math.max(n.width, n.height) <= 320);
+  return (fitting.length ? fitting[fitting.length - 1] : names[0]) || ratio.names[0];
+}
+
+function drawCrops() {
+  const photo = state.photo;
+  const crops = $("crops");
+  crops.replaceChildren();
+  for (const ratio of photo.ratios) {
+    const card = document.createElement("div");
+    card.className = "crop";
+    card.dataset.ratio = ratio.ratio;
+    const head = document.createElement("h3");
+    const swatch = document.createElement("i");
+    swatch.style.background = colour(ratio.ratio);
+    const fix = ratio.focus ? `fix ${ratio.focus.map((v) => v.toFixed(3)).join(",")}` : ratio.fit === "cover" ? "smart crop" : "whole photo";
+    head.append(swatch, `${ratio.ratio} · ${ratio.policy || ratio.fit} ${scoreText(ratio.score)} · ${fix}`);
+    const pair = document.createElement("div");
+    pair.className = "pair";
+    const name = largestName(ratio);
+    const rendered = document.createElement("figure");
+    const image = document.createElement("img");
+    image.className = "rendered";
+    image.alt = `${ratio.ratio} thumbnail as rendered`;
+    image.src = `img/${photo.id}/thumbnail?${new URLSearchParams({ name: name.name, v: name.version || "" })}`;
+    const [w, h] = [name.width || 160, name.height || 160];
+    const fit = 160 / Math.max(w, h);
+    image.width = Math.round(w * fit); image.height = Math.round(h * fit);
+    rendered.append(image, caption(`as rendered · ${name.name}`));
+    pair.append(rendered);
+    if (ratio.fit === "cover" && state.pending.has(ratio.ratio)) pair.append(previewFigure(ratio, image.width, image.height));
+    card.append(head, pair);
+    crops.append(card);
+  }
+}
+
+function caption(text) {
+  const figcaption = document.createElement("figcaption");
+  figcaption.textContent = text;
+  return figcaption;
+}
+
+// The crop the pending fix gives, drawn from the photo's preview before anything is rendered.
+function previewFigure(ratio, width, height) {
+  const photo = state.photo;
+  const figure = document.createElement("figure");
+  const box = windowOf(ratio);
+  const div = document.createElement("div");
+  div.className = "preview";
+  div.setAttribute("role", "img");
+  div.setAttribute("aria-label", `${ratio.ratio} preview of the fix`);
+  div.style.width = `${width}px`; div.style.height = `${height}px`;
+  if (box) {
+    div.dataset.box = box.join(",");
+    const by = width / (box[2] - box[0]);
+    if (photo.preview) {
+      div.style.backgroundImage = `url("img/${photo.id}/preview")`;
+      div.style.backgroundSize = `${photo.width * by}px ${photo.height * by}px`;
+      div.style.backgroundPosition = `${-box[0] * by}px ${-box[1] * by}px`;
+    }
+    figure.append(div, caption("after Apply"));
+  } else {
+    figure.append(div, caption("smart crop, chosen at Apply"));
+  }
+  return figure;
+}
+
+function targets() {
+  const target = document.querySelector("input[name=target]:checked").value;
+  const covers = state.photo.ratios.filter((r) => r.fit === "cover");
+  return target ? covers.filter((r) => r.ratio === target) : covers;
+}
+
+let dragged = false;
+
+function pointOf(event) {
+  const shown = $("source").getBoundingClientRect();
+  return [(event.clientX - shown.left) / shown.width, (event.clientY - shown.top) / shown.height];
+}
+
+function onStageClick(event) {
+  if (dragged) { dragged = false; return; }
+  if (!state.photo || state.running) return;
+  const point = pointOf(event);
+  if (point.some((v) => v < 0 || v > 1)) return;
+  const photo = state.photo;
+  for (const ratio of targets()) state.pending.set(ratio.ratio, focusAt(point, photo.width, photo.height, photo.trim));
+  say("");
+  draw();
+}
+
+function startDrag(event, ratio, box) {
+  if (state.running) return;
+  event.preventDefault();
+  event.stopPropagation();
+  const photo = state.photo;
+  const by = scale();
+  const start = [event.clientX, event.clientY];
+  const centre = [(box[0] + box[2]) / 2, (box[1] + box[3]) / 2];
+  const move = (moved) => {
+    const dx = (moved.clientX - start[0]) / by;
+    const dy = (moved.clientY - start[1]) / by;
+    if (Math.abs(dx) + Math.abs(dy) < 1) return;
+    dragged = true;
+    const point = [(centre[0] + dx) / photo.width, (centre[1] + dy) / photo.height];
+    state.pending.set(ratio.ratio, focusAt(point, photo.width, photo.height, photo.trim));
+    draw();
+  };
+  const stop = () => {
+    window.removeEventListener("pointermove", move);
+    window.removeEventListener("pointerup", stop);
+    setTimeout(() => { dragged = false; }, 0);
+  };
+  window.addEventListener("pointermove", move);
+  window.addEventListener("pointerup", stop);
+}
+
+async function apply(changes = Object.fromEntries(state.pending), photo = state.photo, remember = true) {
+  if (!Object.keys(changes).length || state.running) return;
+  const previous = Object.fromEntries(Object.keys(changes).map((r) => [r, (photo.ratios.find((x) => x.ratio === r) || {}).focus || null]));
+  try {
+    const done = await api(`api/photos/${photo.id}/apply`, { version: photo.version, changes });
+    if (remember) state.undo.push({ id: photo.id, changes: previous });
+    state.pending.clear();
+    if (state.photo && state.photo.id === photo.id) update(done.photo);
+    const file = done.fix_file;
+    const note = file && file.problem ? ` (fix file: ${file.problem})` : "";
+    await follow(done.batches, done.names, photo.id, note);
+  } catch (error) {
+    if (error.status === 409) {
+      state.pending.clear();
+      await refresh();
+    }
+    say(error.message);
+    draw();
+  }
+}
+
+async function follow(batches, names, id, note) {
+  state.running = { batches, id };
+  $("cancel").hidden = false;
+  draw();
+  let views = [];
+  for (;;) {
+    try {
+      views = await Promise.all(batches.map((b) => api(`api/batches/${b}`)));
+    } catch (error) {
+      say(error.message);
+      break;
+    }
+    const done = views.reduce((n, v) => n + v.done, 0);
+    $("progress").textContent = `Rendering ${done} of ${names} thumbnails…`;
+    if (views.every((v) => ["succeeded", "partial", "failed", "cancelled"].includes(v.state))) break;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+  state.running = null;
+  $("cancel").hidden = true;
+  const failed = views.filter((v) => v.state !== "succeeded");
+  $("progress").textContent = failed.length
+    ? `Render ${failed.map((v) => v.state).join(", ")}: see thumbctl status ${failed[0].batch_id}`
+    : `Rendered ${names} thumbnails${note}`;
+  if (state.photo && state.photo.id === id) await refresh(); else draw();
+}
+
+async function cancelRender() {
+  if (!state.running) return;
+  for (const batch of state.running.batches) {
+    try { await api(`api/batches/${batch}/cancel`, {}); } catch (error) { say(error.message); }
+  }
+}
+
+function reset() {
+  if (!state.photo || state.running) return;
+  let changed = false;
+  for (const ratio of targets()) {
+    if (ratio.focus) {
+      state.pending.set(ratio.ratio, null);
+      changed = true;
+    } else if (state.pending.has(ratio.ratio)) {
+      state.pending.delete(ratio.ratio);
+      changed = true;
+    }
+  }
+  say(changed ? "" : "Already the smart crop", "info");
+  draw();
+}
+
+async function approve() {
+  if (!state.photo) return;
+  try {
+    update(await api(`api/photos/${state.photo.id}/approve`, { version: state.photo.version }));
+    say(`Approved ${state.photo.source}`, "info");
+    if (state.index + 1 < state.total) await select(state.index + 1);
+  } catch (error) {
+    if (error.status === 409) await refresh();
+    say(error.message);
+  }
+}
+
+async function undo() {
+  const last = state.undo.pop();
+  if (!last || state.running) return;
+  let at = state.photos.findIndex((p) => p.id === last.id);
+  if (at < 0) { say("The photo of the last apply is not in this listing"); return; }
+  if (at !== state.index) await select(at);
+  await refresh();
+  await apply(last.changes, state.photo, false);
+}
+
+function onKey(event) {
+  if (event.target.closest("input, select, textarea") || event.metaKey || event.ctrlKey || event.altKey) return;
+  const keys = {
+    j: () => select(state.index + 1), ArrowRight: () => select(state.index + 1),
+    k: () => select(state.index - 1), ArrowLeft: () => select(state.index - 1),
+    Enter: () => apply(), a: () => approve(), u: () => undo(), r: () => reset(),
+  };
+  const action = keys[event.key];
+  if (action) { event.preventDefault(); action(); }
+}
+
+function start() {
+  $("stage").addEventListener("click", onStageClick);
+  $("apply").addEventListener("click", () => apply());
+  $("reset").addEventListener("click", reset);
+  $("discard").addEventListener("click", () => { state.pending.clear(); draw(); });
+  $("approve").addEventListener("click", approve);
+  $("undo").addEventListener("click", undo);
+  $("cancel").addEventListener("click", cancelRender);
+  $("target").addEventListener("change", () => draw());
+  $("source").addEventListener("load", () => state.photo && draw());
+  for (const id of ["shown", "ratio-filter", "below"]) $(id).addEventListener("change", loadList);
+  window.addEventListener("resize", () => { if (state.photo) { sizeStage(); draw(); } });
+  document.addEventListener("keydown", onKey);
+  new IntersectionObserver((seen) => { if (seen.some((e) => e.isIntersecting)) loadMore(); }).observe($("more"));
+  loadList();
+}
+
+start();
