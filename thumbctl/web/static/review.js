@@ -362,6 +362,7 @@ function startDrag(event, ratio, box) {
 async function apply(changes = Object.fromEntries(state.pending), photo = state.photo, remember = true) {
   if (!Object.keys(changes).length || state.running) return;
   const previous = Object.fromEntries(Object.keys(changes).map((r) => [r, (photo.ratios.find((x) => x.ratio === r) || {}).focus || null]));
+  $("progress").textContent = "Applying…";
   try {
     const done = await api(`api/photos/${photo.id}/apply`, { version: photo.version, changes });
     if (remember) state.undo.push({ id: photo.id, changes: previous });
@@ -371,6 +372,7 @@ async function apply(changes = Object.fromEntries(state.pending), photo = state.
     const note = file && file.problem ? ` (fix file: ${file.problem})` : "";
     await follow(done.batches, done.names, photo.id, note);
   } catch (error) {
+    $("progress").textContent = "";
     if (error.status === 409) {
       state.pending.clear();
       await refresh();

@@ -1,0 +1,139 @@
+"""The review page in the system's Chromium, as a seller uses it: click a focus point and see the
+preview move before anything renders, Apply and wait for the render, then find the new thumbnail at
+its name and the point in the fix file; drag a window; approve and undo from the keyboard.
+
+``THUMBCTL_DOCS_SCREENSHOT=1`` also writes the screenshot docs/sellers.md shows (docs/images/review.png).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from thumbctl.core.profile import Ratio
+from thumbctl.imaging.window import fixed_window, focus_at
+
+from conftest import REPO, SAMPLE_IMAGES
+from harness import Thumbctl, until
+from inprocess import submit_here
+from reviewing import browser, reviewing
+
+SCREENSHOT = REPO / "docs" / "images" / "review.png"
+PHOTOS = ("orientation/Landscape_6.jpg", "unsplash/brendon-van-zyl-O9vNYbNVtpM.jpg", "public-domain/sk-coffee.png")
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> tuple[Thumbctl, Path, Path]:
+    photos = tmp_path / "shop"
+    photos.mkdir()
+    for name in PHOTOS:
+        shutil.copy(SAMPLE_IMAGES / name, photos / Path(name).name)
+    cli = Thumbctl(tmp_path / "ledger.db")
+    out = tmp_path / "thumbs"
+    submit_here(cli, photos, "--out", out, "--ratio", "1:1,4:3,16:9")
+    return cli, photos, out
+
+
+def box_of(page, selector: str) -> list[int]:
+    return [int(v) for v in page.locator(selector).get_attribute("data-box").split(",")]
+
+
+def click_photo_at(page, x: float, y: float) -> None:
+    shown = page.locator("#source").bounding_box()
+    page.mouse.click(shown["x"] + shown["width"] * x, shown["y"] + shown["height"] * y)
+
+
+def test_click_a_focus_point_preview_apply_and_the_thumbnail_and_fix_file_follow(shop, tmp_path: Path) -> None:
+    cli, photos, out = shop
+    with reviewing(cli, out) as review, browser(tmp_path / "home") as chromium:
+        page = chromium.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(review.url)
+        page.wait_for_selector("#windows .window")
+        page.locator("#photos li", has_text="Landscape_6.jpg").click()
+        expect(page.locator("#title")).to_have_text("Landscape_6.jpg")
+        photo = review.get(f"api/photos/{page.locator('#photos li.current').get_attribute('data-id')}").json()
+        square = next(r for r in photo["ratios"] if r["ratio"] == "1:1")
+        name = square["names"][0]["name"]
+        before = (out / name).read_bytes()
+
+        page.check("input[name=target][value='1:1']")
+        click_photo_at(page, 0.12, 0.5)
+        preview = ".crop[data-ratio='1:1'] .preview"
+        page.wait_for_selector(preview)
+        moved = box_of(page, preview)
+        assert moved != square["window"], "the preview shows the window the click gives, before any render"
+        assert moved == box_of(page, "#windows .window[data-ratio='1:1']")
+        size = photo["width"], photo["height"]
+        wanted = fixed_window(*size, Ratio(1, 1), "cover", None, focus_at((0.12, 0.5), *size, None))
+        assert abs(moved[0] - wanted[0]) <= 0.01 * photo["width"] and moved[1] == wanted[1]
+        assert page.locator(".crop[data-ratio='16:9'] .preview").count() == 0  # only the target ratio
+
+        rendered = page.locator(".crop[data-ratio='1:1'] img.rendered").get_attribute("src")
+        page.click("#apply")
+        expect(page.locator("#progress")).to_have_text(re.compile("^Rendered"), timeout=90_000)
+        assert (out / name).read_bytes() != before, "the thumbnail at the name was rendered again"
+        assert page.locator(".crop[data-ratio='1:1'] img.rendered").get_attribute("src") != rendered
+        held = json.loads((photos / "thumbctl-focus.json").read_text())["photos"]
+        (entry,) = [e for e in held if e["path"] == "Landscape_6.jpg"]
+        x, y = entry["focus"]["1:1"]
+        assert abs(x - 0.12) < 0.01 and abs(y - 0.5) < 0.01 and set(entry["focus"]) == {"1:1"}
+        after = review.get(f"api/photos/{photo['id']}").json()
+        assert next(r for r in after["ratios"] if r["ratio"] == "1:1")["window"] == moved
+
+        if os.environ.get("THUMBCTL_DOCS_SCREENSHOT"):
+            page.check("input[name=target][value='16:9']")
+            click_photo_at(page, 0.5, 0.3)
+            page.wait_for_timeout(300)
+            SCREENSHOT.parent.mkdir(exist_ok=True)
+            page.screenshot(path=str(SCREENSHOT))
+            page.click("#discard")
+
+        page.keyboard.press("u")  # undo the last apply: the smart crop again
+        expect(page.locator("#progress")).to_have_text(re.compile("^Rendered"), timeout=90_000)
+        until(lambda: (out / name).read_bytes() == before, "the smart crop's thumbnail back at the name")
+        held = json.loads((photos / "thumbctl-focus.json").read_text())["photos"]
+        assert all("1:1" not in e["focus"] for e in held)
+        assert errors == []
+
+
+def test_drag_a_window_approve_and_filter_what_changed_from_the_keyboard(shop, tmp_path: Path) -> None:
+    cli, _, out = shop
+    with reviewing(cli, out) as review, browser(tmp_path / "home") as chromium:
+        page = chromium.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(review.url)
+        page.wait_for_selector("#windows .window")
+        first = page.locator("#title").text_content()
+        topmost = page.locator("#windows .window").last  # drawn last: on top of the others
+        ratio = topmost.get_attribute("data-ratio")
+        start = box_of(page, f"#windows .window[data-ratio='{ratio}']")
+        handle = topmost.bounding_box()
+        page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2)
+        page.mouse.down()
+        page.mouse.move(handle["x"] + handle["width"] / 2 + 400, handle["y"] + handle["height"] / 2 + 400, steps=5)
+        page.mouse.up()
+        dragged = box_of(page, f"#windows .window[data-ratio='{ratio}']")
+        assert dragged != start
+        assert dragged[2] - dragged[0] == start[2] - start[0] and dragged[3] - dragged[1] == start[3] - start[1]
+        assert box_of(page, f".crop[data-ratio='{ratio}'] .preview") == dragged
+        page.click("#discard")
+        assert page.locator(".preview").count() == 0
+
+        assert page.locator("#count").text_content().startswith("3 of 3")
+        page.keyboard.press("a")  # approve: the next photo comes up
+        expect(page.locator("#title")).not_to_have_text(first)
+        page.select_option("#shown", "changed")
+        expect(page.locator("#count")).to_have_text(re.compile("^2 of 3"))
+        titles = page.locator("#photos li .name").all_text_contents()
+        assert first not in titles
+        page.keyboard.press("j")
+        expect(page.locator("#title")).to_have_text(titles[1])
+        page.keyboard.press("k")
+        expect(page.locator("#title")).to_have_text(titles[0])
