@@ -17,7 +17,7 @@ HOME and the XDG folders inside the workspace, so the default ledger is new):
   Ctrl-C and must exit 130 (or the code of a ``# exit N`` comment). It runs with ``--settle
   0.1s`` added unless the line sets ``--settle``: the files of the workspace are not being written,
   so the first round only waits out the settle time (2 s by default; ``tests/test_watch.py`` tests
-  the rule).
+  the rule). ``thumbctl review`` likewise runs until its address on stdout, with ``--no-browser``.
 - ```` ```yaml ```` blocks (the CI job) are parsed by :func:`parse_yaml`, a small parser of the
   block-style subset the docs use (no PyYAML dependency); the job's structure is checked and each
   ``run:`` line starting with ``thumbctl`` runs with the job's ``env``.
@@ -278,8 +278,8 @@ class Workspace:
         if re.search(r"\bBATCH\b", line):
             line = re.sub(r"\bBATCH\b", self.newest_batch(line, extra_env), line)
         env = {**self.env, **(extra_env or {})}
-        if re.match(r"^([A-Z_][A-Z0-9_]*=\S*\s+)*thumbctl\s+watch\s", line):
-            self.run_watch(line, env, where)
+        if re.match(r"^([A-Z_][A-Z0-9_]*=\S*\s+)*thumbctl\s+(watch|review)\b", line):
+            self.run_until_stopped(line, env, where)
             return
         done = subprocess.run(
             ["bash", "-o", "pipefail", "-c", line],
@@ -298,12 +298,17 @@ class Workspace:
         self.ran += 1
         self.last = (line, done.stdout) if "--json" in line.split("#")[0] else None
 
-    def run_watch(self, line: str, env: dict[str, str], where: str) -> None:
-        """``thumbctl watch`` runs until stopped: here until its first round's line on stdout, then
-        Ctrl-C, after which it exits 130 (or the code the docs name)."""
-        if "--settle" not in line:
-            command, _, comment = line.partition(" #")
-            line = f"{command} --settle {WATCH_SETTLE}" + (f" #{comment}" if comment else "")
+    def run_until_stopped(self, line: str, env: dict[str, str], where: str) -> None:
+        """``thumbctl watch`` and ``thumbctl review`` run until stopped: here until their first line
+        on stdout (a watch's first round, the review's address), then Ctrl-C, after which they exit
+        130 (or the code the docs name). A review opens no browser here."""
+        command, _, comment = line.partition(" #")
+        review = re.search(r"\bthumbctl\s+review\b", command) is not None
+        if review and "--no-browser" not in command:
+            command += " --no-browser"
+        if not review and "--settle" not in command:
+            command += f" --settle {WATCH_SETTLE}"
+        line = command + (f" #{comment}" if comment else "")
         proc = subprocess.Popen(
             ["bash", "-o", "pipefail", "-c", f"exec {line}"],
             cwd=self.root,
@@ -322,8 +327,9 @@ class Workspace:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         want = expected_exit(line) or 130
-        assert re.match(r'^(round 1:|\{"round": 1,)', first) and proc.returncode == want, (
-            f"{where}: `{line}` exited {proc.returncode} after {first!r}, the docs say a round, then {want}\n"
+        started = r'^(Review of |\{"url": )' if review else r'^(round 1:|\{"round": 1,)'
+        assert re.match(started, first) and proc.returncode == want, (
+            f"{where}: `{line}` exited {proc.returncode} after {first!r}, the docs say it starts, then {want}\n"
             f"stdout: {stdout[-2000:]}\nstderr: {stderr[-2000:]}"
         )
         self.ran += 1

@@ -1,6 +1,6 @@
 """The catalogue port on every backend (``[sqlite]``, ``[postgres]``, ``[memory]``): a render's window
-is kept with its derivative key, reused outputs carry it, and a name's ``changed_at`` moves only when
-other bytes are published there."""
+is kept with its derivative key, reused outputs carry it, a name's ``changed_at`` moves only when
+other bytes are published there, and the review page's approvals are kept per OUT and photo."""
 
 from __future__ import annotations
 
@@ -76,3 +76,15 @@ def test_changed_at_moves_when_other_bytes_are_published_at_the_name(ledger: Led
     render_all(ledger, "v2")
     entry = entries(ledger)["/out/f01:1"]
     assert entry.version == "v2" and entry.changed_at > made_at
+
+
+def test_approvals_are_kept_per_out_and_photo(ledger: Ledger, clock: Clock) -> None:
+    assert ledger.catalogue.reviews("/out") == {}
+    first = ledger.catalogue.record_review("/out", "a" * 64)
+    clock.now += 60
+    ledger.catalogue.record_review("/out|b", "c" * 64)  # an OUT whose name holds the separator
+    again = ledger.catalogue.record_review("/out", "a" * 64)
+    assert again > first
+    assert ledger.catalogue.reviews("/out") == {"a" * 64: again}
+    assert ledger.catalogue.reviews("/out|b") == {"c" * 64: again}
+    assert ledger.catalogue.reviews("/ou") == {}

@@ -276,3 +276,27 @@ def test_a_missing_review_extra_gives_a_one_line_hint(shop, tmp_path: Path) -> N
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0, done.stderr
     assert "pip install 'thumbctl[review]'" in done.stderr and "review_unavailable" in done.stderr
+
+
+def test_an_apply_is_cancellable_and_its_batch_is_never_resumed_nor_a_mirror_s_baseline(shop) -> None:
+    cli, photos, out = shop
+    name = out / "Landscape_6.1x1.jpg"
+    before = name.read_bytes()
+    with reviewing(cli, out, THUMBCTL_FAULT="pause:before_encode") as review:
+        photo = next(p for p in review.photos()["photos"] if p["source"] == "Landscape_6.jpg")
+        batch = applying(review, photo, {"1:1": [0.2, 0.5]}).json()["batches"][0]
+        cli.paused("before_encode")
+        cancelled = review.post(f"api/batches/{batch}/cancel", {})
+        assert cancelled.status == 200 and cancelled.json()["cancel_requested_at"] is not None
+        cli.release()
+        until(lambda: review.get(f"api/batches/{batch}").json()["state"] == "cancelled", "the cancel to settle")
+    assert name.read_bytes() == before, "a cancelled Apply publishes nothing"
+    retried = cli.run("retry", batch)
+    assert retried.returncode == 2 and "apply the fix again in thumbctl review" in retried.stderr
+    assert batch_count(cli) == 2, "retry of a review batch resumes nothing"
+    mirrored = cli.run("submit", photos, "--out", out, "--ratio", "1:1,16:9", "--delete", "--json")
+    assert mirrored.returncode == 0, mirrored.stderr
+    assert json.loads(mirrored.stdout)["mirrored"]["removed"] == []
+    assert sorted(p.name for p in out.glob("*.jpg")) == sorted(
+        f"{stem}.{ratio}.jpg" for stem in ("Landscape_6", "Portrait_3", "sk-coffee") for ratio in ("1x1", "16x9")
+    )

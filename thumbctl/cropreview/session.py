@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config.s3location import is_s3
+from ..core.display import shown
 from ..core.errors import ItemNotFound, ReviewConflict, UsageError
 from ..core.models import BatchView
 from ..core.profile import Limits
@@ -69,7 +70,7 @@ class ReviewSession:
         total, page = listing.page(photos)
         ratios = sorted({r.ratio for p in photos for r in p.ratios}, key=_ratio_value, reverse=True)
         return {
-            "out": self.out_dir,
+            "out": self.out_dir if is_s3(self.out_dir) else shown(Path(self.out_dir)),
             "total": total,
             "photos_in_out": len(photos),
             "offset": listing.offset,

@@ -100,7 +100,8 @@ class Catalogue:
     def reviews(self, out_dir: str) -> dict[str, str]:
         prefix = _review_prefix(out_dir)
         rows = self.db.execute(sql.REVIEWS, (len(prefix), prefix)).fetchall()
-        return {row["name"][len(prefix) :]: row["value"] for row in rows}
+        found = {row["name"][len(prefix) :]: row["value"] for row in rows}
+        return {digest: at for digest, at in found.items() if "|" not in digest}  # not another OUT's
 
     def record_review(self, out_dir: str, source_digest: str) -> str:
         with self.db.write() as now:

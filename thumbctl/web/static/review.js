@@ -201,7 +201,7 @@ function draw() {
   const by = scale() || 560 / photo.width;
   const windows = $("windows");
   windows.replaceChildren();
-  for (const ratio of photo.ratios) {
+  for (const [index, ratio] of photo.ratios.entries()) {
     if (ratio.fit !== "cover") continue;
     const box = windowOf(ratio);
     if (!box) continue;
@@ -215,6 +215,7 @@ function draw() {
     });
     const label = document.createElement("span");
     label.style.background = colour(ratio.ratio);
+    label.style.top = `${index * 18}px`; // windows that share an edge keep their labels apart
     label.textContent = ratio.ratio;
     div.append(label);
     div.addEventListener("pointerdown", (event) => startDrag(event, ratio, box));
@@ -404,7 +405,7 @@ async function follow(batches, names, id, note) {
   const failed = views.filter((v) => v.state !== "succeeded");
   $("progress").textContent = failed.length
     ? `Render ${failed.map((v) => v.state).join(", ")}: see thumbctl status ${failed[0].batch_id}`
-    : `Rendered ${names} thumbnails${note}`;
+    : `Rendered ${names} thumbnail${names === 1 ? "" : "s"}${note}`;
   if (state.photo && state.photo.id === id) await refresh(); else draw();
 }
 
