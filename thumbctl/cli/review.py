@@ -56,6 +56,7 @@ def review_command(
         store = settings.store_path
         renders = WorkProcesses(settings.ledger_path, None if store is None else str(store))
         session = ReviewSession(settings.ledger_path, out_dir, settings.limits(), renders)
+        session.warm()
 
         def ready(url: str) -> None:
             opened = not no_browser and _open(url)

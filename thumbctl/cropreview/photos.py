@@ -33,6 +33,8 @@ class NameView:
     width: int | None
     height: int | None
     version: str | None
+    #: The object the name holds (in the store): what the page is sent when it asks for the name.
+    object_path: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -170,7 +172,7 @@ def _ratio(ratio: str, entries: list[CatalogueEntry]) -> RatioView:
     framed = next((entry for entry in entries if entry.crop is not None), entries[0])
     crop = framed.crop or {}
     names = tuple(
-        NameView(e.relative_name, e.size, e.format, e.width, e.height, e.version)
+        NameView(e.relative_name, e.size, e.format, e.width, e.height, e.version, e.object_path)
         for e in sorted(entries, key=lambda e: (e.size, e.format, e.name))
     )
     policy = crop.get("policy")

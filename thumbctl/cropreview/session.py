@@ -63,6 +63,13 @@ class ReviewSession:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     #: The batches this session's Applies made, in order.
     batches: list[str] = field(default_factory=list)
+    #: The photos as last read, with the catalogue's stamp then: read again only once it changed.
+    _cache: tuple[str, list[PhotoView]] | None = field(default=None, repr=False)
+    _cache_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def warm(self) -> int:
+        """Read the photos once, before the first page asks; how many there are."""
+        return len(self._photos())
 
     def listing(self, listing: Listing) -> dict[str, object]:
         """The page of photos ``listing`` asks for, with how many it keeps and the OUT's ratios."""
@@ -104,7 +111,7 @@ class ReviewSession:
             done = apply_fixes(ledger, self.out_dir, entries, changes, self.limits)
             fix_file = self._write_fix_file(ledger, photo, changes)
             self.batches.extend(batch.batch_id for batch in done.batches)
-            after = self._photo(digest, photos_of(ledger.catalogue.entries(self.out_dir), self._reviews(ledger)))
+        after = self.photo(digest)
         for batch in done.batches:
             if not batch.is_terminal:
                 self.renders.start(batch.batch_id)
@@ -116,7 +123,7 @@ class ReviewSession:
         with self._lock, Ledger(self.db) as ledger:
             self._current(ledger, digest, version)
             ledger.catalogue.record_review(self.out_dir, digest)
-            return self._photo(digest, photos_of(ledger.catalogue.entries(self.out_dir), self._reviews(ledger)))
+        return self.photo(digest)
 
     def batch(self, batch_id: str) -> BatchView:
         """A batch this session's Applies made, as it stands."""
@@ -148,23 +155,25 @@ class ReviewSession:
 
     def thumbnail(self, digest: str, name: str) -> tuple[bytes, str]:
         """The bytes of the live name ``name`` (relative to OUT) of the photo, and their media type."""
-        with Ledger(self.db) as ledger:
-            entries = [e for e in ledger.catalogue.entries(self.out_dir) if e.source_digest == digest]
-        entry = next((e for e in entries if e.relative_name == name), None)
-        if entry is None:
-            raise ItemNotFound(f"{name!r} is not a live thumbnail of this photo")
+        named = [n for ratio in self.photo(digest).ratios for n in ratio.names if n.name == name]
+        if not named:
+            raise ItemNotFound(f"{name[:200]!r} is not a live thumbnail of this photo")
+        path = named[0].object_path
         try:
-            data = object_store_of(entry.object_path).read(object_name_of(entry.object_path), THUMBNAIL_LIMIT)
+            data = object_store_of(path).read(object_name_of(path), THUMBNAIL_LIMIT)
         except (FileNotFoundError, ValueError):
             raise ItemNotFound(f"the thumbnail {name} is gone from the store: thumbctl reconcile restores it") from None
-        return data, MEDIA_TYPES.get(entry.format, "application/octet-stream")
+        return data, MEDIA_TYPES.get(named[0].format, "application/octet-stream")
 
     def _photos(self, digest: str | None = None) -> list[PhotoView]:
-        with Ledger(self.db) as ledger:
-            entries = ledger.catalogue.entries(self.out_dir)
-            if digest is not None:
-                entries = [entry for entry in entries if entry.source_digest == digest]
-            return photos_of(entries, self._reviews(ledger))
+        """The photos of OUT (those of content ``digest``), from the cache while the catalogue's stamp
+        is the same (reading 5,000 entries again for each page would cost a third of a second)."""
+        with self._cache_lock, Ledger(self.db) as ledger:
+            stamp = ledger.catalogue.stamp(self.out_dir)
+            if self._cache is None or self._cache[0] != stamp:
+                self._cache = stamp, photos_of(ledger.catalogue.entries(self.out_dir), self._reviews(ledger))
+            photos = self._cache[1]
+        return photos if digest is None else [photo for photo in photos if photo.digest == digest]
 
     def _reviews(self, ledger: Ledger) -> dict[str, str]:
         return ledger.catalogue.reviews(self.out_dir)

@@ -52,6 +52,10 @@ class CataloguePort(Protocol):
     def record_windows(self, renders: list[tuple[str, dict[str, object]]]) -> None:
         """Record each (derivative key, render result) in one transaction: a window chosen again."""
 
+    def stamp(self, out_dir: str) -> str:
+        """A short text that changes whenever the entries of ``out_dir``, a crop fix or an approval
+        there changes (a cache of them is current while it is the same)."""
+
     def reviews(self, out_dir: str) -> dict[str, str]:
         """When each photo of ``out_dir`` was last approved in the review page, by content digest."""
 
@@ -96,6 +100,11 @@ class Catalogue:
         with self.db.write() as now:
             for key, result in renders:
                 self.db.execute(sql.RECORD_WINDOW, (key, json.dumps(result, sort_keys=True), iso(now)))
+
+    def stamp(self, out_dir: str) -> str:
+        prefix = _review_prefix(out_dir)
+        row = self.db.execute(sql.STAMP, (out_dir, out_dir, len(prefix), prefix, len(prefix), prefix)).fetchone()
+        return "|".join(str(row[column]) for column in ("names", "changed", "fixes", "fixed", "reviews", "reviewed"))
 
     def reviews(self, out_dir: str) -> dict[str, str]:
         prefix = _review_prefix(out_dir)

@@ -54,3 +54,13 @@ RECORD_WINDOW = query(
 )
 #: When each photo of an OUT was last approved in the review page (``meta`` rows ``reviewed:OUT|DIGEST``).
 REVIEWS = query("reviews", "SELECT name, value FROM meta WHERE substr(name, 1, ?) = ?")
+#: What changes whenever the catalogue of an OUT does: its live names (how many, the newest change),
+#: every crop fix (how many, the newest set or cleared) and its approvals in the review page.
+STAMP = query(
+    "catalogue_stamp",
+    "SELECT (SELECT count(*) FROM names WHERE out_dir = ? AND released_at IS NULL) AS names, "
+    "(SELECT max(coalesce(changed_at, published_at)) FROM names WHERE out_dir = ? AND released_at IS NULL) AS changed, "
+    "(SELECT count(*) FROM focus_points) AS fixes, (SELECT max(set_at) FROM focus_points) AS fixed, "
+    "(SELECT count(*) FROM meta WHERE substr(name, 1, ?) = ?) AS reviews, "
+    "(SELECT max(value) FROM meta WHERE substr(name, 1, ?) = ?) AS reviewed",
+)
