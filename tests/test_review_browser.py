@@ -78,7 +78,7 @@ def test_click_a_focus_point_preview_apply_and_the_thumbnail_and_fix_file_follow
         assert page.locator(".crop[data-ratio='16:9'] .preview").count() == 0  # only the target ratio
 
         rendered = page.locator(".crop[data-ratio='1:1'] img.rendered").get_attribute("src")
-        page.click("#apply")
+        page.keyboard.press("Enter")  # Apply, though the ratio was just chosen with the mouse
         expect(page.locator("#progress")).to_have_text(re.compile("^Rendered"), timeout=90_000)
         assert (out / name).read_bytes() != before, "the thumbnail at the name was rendered again"
         assert page.locator(".crop[data-ratio='1:1'] img.rendered").get_attribute("src") != rendered
@@ -99,6 +99,12 @@ def test_click_a_focus_point_preview_apply_and_the_thumbnail_and_fix_file_follow
             page.screenshot(path=str(SCREENSHOT))
             page.click("#discard")
 
+        page.keyboard.press("j")  # each photo undoes only its own applies
+        expect(page.locator("#title")).not_to_have_text("Landscape_6.jpg")
+        expect(page.locator("#undo")).to_be_disabled()
+        page.keyboard.press("k")
+        expect(page.locator("#title")).to_have_text("Landscape_6.jpg")
+        expect(page.locator("#undo")).to_be_enabled()
         page.keyboard.press("u")  # undo the last apply: the smart crop again
 
         def fixes_held() -> list[dict]:
@@ -118,10 +124,9 @@ def test_drag_a_window_approve_and_filter_what_changed_from_the_keyboard(shop, t
         page.goto(review.url)
         page.wait_for_selector("#windows .window")
         first = page.locator("#title").text_content()
-        topmost = page.locator("#windows .window").last  # drawn last: on top of the others
-        ratio = topmost.get_attribute("data-ratio")
+        ratio = page.locator("#windows .window").last.get_attribute("data-ratio")  # drawn last: on top
         start = box_of(page, f"#windows .window[data-ratio='{ratio}']")
-        handle = topmost.bounding_box()
+        handle = page.locator(f"#windows .window[data-ratio='{ratio}']").bounding_box()
         page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2)
         page.mouse.down()
         page.mouse.move(handle["x"] + handle["width"] / 2 + 400, handle["y"] + handle["height"] / 2 + 400, steps=5)

@@ -5,6 +5,7 @@ the photo's names again through a batch; Approve feeds the "changed" listing; Ct
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 from pathlib import Path
 
@@ -105,6 +106,7 @@ def test_no_path_from_a_request_reaches_the_file_system(shop, tmp_path: Path) ->
         for path in attempts:
             answer = review.get(path)
             assert answer.status == 404, (path, answer.status)
+            assert answer.headers["content-type"] == "application/json", path
             assert b"do not serve me" not in answer.body and b"[build-system]" not in answer.body
         name = one["ratios"][0]["names"][0]["name"]
         served = review.get(f"img/{one['id']}/thumbnail?name={name}")
@@ -128,6 +130,7 @@ def test_no_path_from_a_request_reaches_the_file_system(shop, tmp_path: Path) ->
         ({"changes": {}}, 400, "nothing to apply"),
         ({"changes": [0.2, 0.2]}, 400, "changes"),
         ({"version": "0000000000000000", "changes": {"1:1": [0.2, 0.2]}}, 409, "changed since"),
+        ({"changes": {"\ud800": [0.2, 0.2]}}, 400, "no thumbnail at"),
     ],
 )
 def test_bad_requests_get_a_clear_error_and_change_nothing(shop, body: dict, status: int, says: str) -> None:
@@ -256,7 +259,8 @@ def test_ctrl_c_with_nothing_pending_exits_130_without_a_traceback(shop) -> None
         review.process.interrupt()
         assert review.process.wait(30) == 130
         _, stderr = review.process.communicate(10)
-        assert "Traceback" not in stderr and "stopped" in review.out.rest() + stderr
+        said = review.out.rest() + stderr
+        assert "Traceback" not in said and "error" not in said and "stopped: every Apply was rendered" in said
 
 
 def test_review_without_out_names_the_outs_to_choose_from(shop, tmp_path: Path) -> None:
@@ -286,6 +290,9 @@ def test_an_apply_is_cancellable_and_its_batch_is_never_resumed_nor_a_mirror_s_b
         photo = next(p for p in review.photos()["photos"] if p["source"] == "Landscape_6.jpg")
         batch = applying(review, photo, {"1:1": [0.2, 0.5]}).json()["batches"][0]
         cli.paused("before_encode")
+        shown = review.get(f"api/photos/{photo['id']}").json()
+        again = applying(review, shown, {"1:1": [0.9, 0.5]})  # two renders of one name in flight: refused
+        assert again.status == 409 and "still rendering" in again.json()["error"]["message"]
         cancelled = review.post(f"api/batches/{batch}/cancel", {})
         assert cancelled.status == 200 and cancelled.json()["cancel_requested_at"] is not None
         cli.release()
@@ -300,3 +307,27 @@ def test_an_apply_is_cancellable_and_its_batch_is_never_resumed_nor_a_mirror_s_b
     assert sorted(p.name for p in out.glob("*.jpg")) == sorted(
         f"{stem}.{ratio}.jpg" for stem in ("Landscape_6", "Portrait_3", "sk-coffee") for ratio in ("1x1", "16x9")
     )
+
+
+def test_a_request_cut_short_or_a_ledger_gone_gets_an_answer_never_a_traceback(shop, tmp_path: Path) -> None:
+    cli, _, out = shop
+    with reviewing(cli, out) as review:
+        photo = first_photo(review)
+        with socket.create_connection((review.host.split(":")[0], int(review.host.split(":")[1]))) as cut:
+            cut.sendall(
+                f"POST /{review.token}/api/photos/{photo['id']}/apply HTTP/1.1\r\nHost: {review.host}\r\n"
+                f"Origin: {review.origin}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{".encode()
+            )
+        assert review.photos()["total"] == 3  # the server goes on
+        assert review.request("PUT", "api/photos", headers={"Origin": review.origin}).status == 405
+        moved = tmp_path / "moved.db"
+        Path(cli.db).rename(moved)
+        gone = review.get("api/photos")
+        assert gone.status == 400 and gone.json()["error"]["code"] == "no_ledger"
+        assert not Path(cli.db).exists(), "no new, empty ledger is made"
+        moved.rename(cli.db)
+        review.process.interrupt()
+        assert review.process.wait(30) == 130
+        _, stderr = review.process.communicate(10)
+    said = review.out.rest() + stderr
+    assert "Traceback" not in said and "Exception" not in said and "ERROR" not in said, said

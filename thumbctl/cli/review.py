@@ -11,7 +11,7 @@ from ..config.settings import DEFAULT_SOURCE
 from ..core.errors import ExitCode, UsageError
 from .catalogue import fill_windows
 from .resolution import ledger_target, settings_from_context
-from .session import handled, open_ledger, reporter_for
+from .session import Interrupts, handled, open_ledger, reporter_for
 
 #: What a missing ``review`` extra is told.
 REVIEW_EXTRA = "thumbctl review needs its web server: pip install 'thumbctl[review]'"
@@ -51,22 +51,21 @@ def review_command(
         with open_ledger(ledger_target(ctx), read_only=True) as ledger:
             configured = settings.values["out"]
             out_dir = chosen_out(ledger, location, None if configured.source == DEFAULT_SOURCE else configured.value)
-            entries = ledger.catalogue.entries(out_dir)
-        fill_windows(ctx, out_dir, entries)
         store = settings.store_path
         renders = WorkProcesses(settings.ledger_path, None if store is None else str(store))
         session = ReviewSession(settings.ledger_path, out_dir, settings.limits(), renders)
-        session.warm()
+        if fill_windows(ctx, out_dir, session.warm()):  # windows no render recorded: chosen, then read again
+            session.warm()
 
         def ready(url: str) -> None:
             opened = not no_browser and _open(url)
             reporter.review_ready(url, out_dir, opened=opened)
 
-        try:
-            serve(session, port, ready)
-        except KeyboardInterrupt:
-            reporter.review_stopped(session.pending())
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        with Interrupts().on_sigint() as interrupts:  # uvicorn stops at Ctrl-C, then raises it again: counted here
+            serve(session, port, ready, lambda: interrupts.count() > 0)
+        reporter.review_stopped(session.pending())
+        if interrupts.count():
+            raise typer.Exit(int(ExitCode.INTERRUPTED))
 
 
 def _server():  # type: ignore[no-untyped-def]

@@ -15,16 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config.s3location import is_s3
+from ..core.catalogue import CatalogueEntry
 from ..core.display import shown
-from ..core.errors import ItemNotFound, ReviewConflict, UsageError
+from ..core.errors import ItemNotFound, LedgerMissing, ReviewConflict, UsageError
 from ..core.models import BatchView
 from ..core.profile import Limits
 from ..ledger import Ledger
-from ..review.sheet import preview_at
 from ..sources.downloads import is_url
 from ..storage.locations import object_name_of, object_store_of
 from .photos import Listing, PhotoView, photos_of
-from .rebatch import apply_fixes
 from .renders import RenderStarter
 
 Point = tuple[float, float]
@@ -66,10 +65,13 @@ class ReviewSession:
     #: The photos as last read, with the catalogue's stamp then: read again only once it changed.
     _cache: tuple[str, list[PhotoView]] | None = field(default=None, repr=False)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: The batches of each photo's last Apply: a new Apply waits until they are finished.
+    _rendering: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
-    def warm(self) -> int:
-        """Read the photos once, before the first page asks; how many there are."""
-        return len(self._photos())
+    def warm(self) -> list[CatalogueEntry]:
+        """Read the photos once, before the first page asks; the entries of OUT they were made of."""
+        with self._cache_lock, self._ledger() as ledger:
+            return self._load(ledger)
 
     def listing(self, listing: Listing) -> dict[str, object]:
         """The page of photos ``listing`` asks for, with how many it keeps and the OUT's ratios."""
@@ -97,8 +99,9 @@ class ReviewSession:
             raise UsageError("nothing to apply: click the photo or drag a window first", code="bad_request")
         for point in changes.values():
             _check_point(point)
-        with self._lock, Ledger(self.db) as ledger:
+        with self._lock, self._ledger() as ledger:
             photo = self._current(ledger, digest, version)
+            self._check_not_rendering(ledger, photo)
             for ratio in changes:
                 view = photo.ratio(ratio)
                 if view is None:
@@ -107,10 +110,13 @@ class ReviewSession:
                     raise UsageError(
                         f"{ratio} shows the whole photo (fit contain): it has no crop to move", code="bad_ratio"
                     )
+            from .rebatch import apply_fixes  # intake and imaging: loaded by the first Apply, not at start
+
             entries = [e for e in ledger.catalogue.entries(self.out_dir) if e.source_digest == digest]
             done = apply_fixes(ledger, self.out_dir, entries, changes, self.limits)
             fix_file = self._write_fix_file(ledger, photo, changes)
             self.batches.extend(batch.batch_id for batch in done.batches)
+            self._rendering[digest] = [batch.batch_id for batch in done.batches]
         after = self.photo(digest)
         for batch in done.batches:
             if not batch.is_terminal:
@@ -120,7 +126,7 @@ class ReviewSession:
     def approve(self, digest: str, version: str) -> PhotoView:
         """Mark the photo reviewed as it is now (at ``version``): the "changed" listing leaves it out
         until one of its names changes again."""
-        with self._lock, Ledger(self.db) as ledger:
+        with self._lock, self._ledger() as ledger:
             self._current(ledger, digest, version)
             ledger.catalogue.record_review(self.out_dir, digest)
         return self.photo(digest)
@@ -128,25 +134,27 @@ class ReviewSession:
     def batch(self, batch_id: str) -> BatchView:
         """A batch this session's Applies made, as it stands."""
         self._own(batch_id)
-        with Ledger(self.db) as ledger:
+        with self._ledger() as ledger:
             return ledger.views.batch(batch_id, with_failures=False)
 
     def cancel(self, batch_id: str) -> BatchView:
         """Cancel a batch this session's Applies made: its queued renders are cancelled at once."""
         self._own(batch_id)
-        with Ledger(self.db) as ledger:
+        with self._ledger() as ledger:
             return ledger.intake.request_cancel(batch_id)
 
     def pending(self) -> list[BatchView]:
         """This session's batches that are not finished (their renders stay queued for ``thumbctl work``)."""
         if not self.batches:
             return []
-        with Ledger(self.db) as ledger:
+        with self._ledger() as ledger:
             views = [ledger.views.batch(batch_id, with_failures=False) for batch_id in self.batches]
         return [view for view in views if not view.is_terminal]
 
     def preview(self, digest: str) -> bytes:
         """The JPEG preview of the photo (the render's analysis copy); ItemNotFound when none was kept."""
+        from ..review.sheet import preview_at
+
         photo = self.photo(digest)
         data = preview_at(photo.preview) if photo.preview else None
         if data is None:
@@ -168,12 +176,26 @@ class ReviewSession:
     def _photos(self, digest: str | None = None) -> list[PhotoView]:
         """The photos of OUT (those of content ``digest``), from the cache while the catalogue's stamp
         is the same (reading 5,000 entries again for each page would cost a third of a second)."""
-        with self._cache_lock, Ledger(self.db) as ledger:
-            stamp = ledger.catalogue.stamp(self.out_dir)
-            if self._cache is None or self._cache[0] != stamp:
-                self._cache = stamp, photos_of(ledger.catalogue.entries(self.out_dir), self._reviews(ledger))
+        with self._cache_lock, self._ledger() as ledger:
+            if self._cache is None or self._cache[0] != ledger.catalogue.stamp(self.out_dir):
+                self._load(ledger)
+            assert self._cache is not None
             photos = self._cache[1]
         return photos if digest is None else [photo for photo in photos if photo.digest == digest]
+
+    def _load(self, ledger: Ledger) -> list[CatalogueEntry]:
+        """Read the entries of OUT into the cache (under its lock); the entries read."""
+        stamp = ledger.catalogue.stamp(self.out_dir)
+        entries = ledger.catalogue.entries(self.out_dir)
+        self._cache = stamp, photos_of(entries, self._reviews(ledger))
+        return entries
+
+    def _ledger(self) -> Ledger:
+        """The ledger, opened for one call; a ledger file gone since the review started is an error,
+        never a new, empty ledger."""
+        if isinstance(self.db, Path) and not self.db.exists():
+            raise LedgerMissing(f"the ledger {self.db} is gone: the review cannot go on; nothing was changed")
+        return Ledger(self.db)
 
     def _reviews(self, ledger: Ledger) -> dict[str, str]:
         return ledger.catalogue.reviews(self.out_dir)
@@ -187,6 +209,15 @@ class ReviewSession:
                 "it is shown again as it is now; nothing was changed"
             )
         return photo
+
+    def _check_not_rendering(self, ledger: Ledger, photo: PhotoView) -> None:
+        """Refuse an Apply while the photo's previous one still renders: two batches of one name in
+        flight could publish in either order, and the older crop would win."""
+        for batch_id in self._rendering.get(photo.digest, []):
+            if not ledger.views.batch(batch_id, with_failures=False).is_terminal:
+                raise ReviewConflict(
+                    f"{photo.shown} is still rendering its last Apply: wait for it (or cancel it), then apply again"
+                )
 
     @staticmethod
     def _photo(digest: str, photos: list[PhotoView]) -> PhotoView:

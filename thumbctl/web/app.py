@@ -9,6 +9,7 @@ thumbnails (looked up in the ledger by photo and name, never by a path) and the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import secrets
@@ -18,12 +19,14 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..core.errors import ItemNotFound, ReviewConflict, ThumbctlError, UsageError
+from ..core.models import BatchView
 from ..cropreview.photos import Listing, Shown
 from ..cropreview.session import ReviewSession
 
@@ -62,7 +65,10 @@ def review_app(session: ReviewSession, token: str, port: int) -> ASGIApp:
         Route("/img/{digest}/preview", preview),
         Route("/img/{digest}/thumbnail", thumbnail),
     ]
-    app = Starlette(routes=[Mount(f"/{token}", routes=routes)])
+    app = Starlette(
+        routes=[Mount(f"/{token}", routes=routes)],
+        exception_handlers={HTTPException: _http_error, ClientDisconnect: _gone},
+    )
     app.state.session = session
     return Guard(app, token, port)
 
@@ -78,13 +84,15 @@ class Guard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return  # no WebSocket, no lifespan: nothing else is served
         refusal = self.refusal(scope)
         if refusal is not None:
             await _error(403, "forbidden", refusal)(scope, receive, send)
             return
-        await self.app(scope, receive, _with_headers(send))
+        try:
+            await self.app(scope, receive, _with_headers(send))
+        except asyncio.CancelledError:
+            return  # the server stops (Ctrl-C) while a request is open: it ends unanswered, quietly
 
     def refusal(self, scope: Scope) -> str | None:
         """Why the request is refused, or None."""
@@ -114,8 +122,27 @@ def _with_headers(send: Send) -> Send:
     return sending
 
 
+class Json(JSONResponse):
+    """JSON with every character outside ASCII escaped: a name with bytes that are not UTF-8 (a lone
+    surrogate in Python) is sent as it is, never a failed encoding."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def _error(status: int, code: str, message: str) -> Response:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+    return Json({"error": {"code": code, "message": message}}, status_code=status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """A path that names nothing, or a method a route does not take: a JSON error like the others."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 400
+    return _error(status, "not_found" if status == 404 else "bad_request", str(getattr(exc, "detail", exc)))
+
+
+async def _gone(request: Request, exc: Exception) -> Response:
+    """The browser went away in the middle of its request: nothing to answer, nothing changed."""
+    return Response(status_code=400)
 
 
 def _session(request: Request) -> ReviewSession:
@@ -128,7 +155,9 @@ async def _answer(work: Callable[[], object]) -> Response:
         result = await run_in_threadpool(work)
     except ThumbctlError as exc:
         return _error(_status(exc), exc.code, exc.message)
-    return result if isinstance(result, Response) else JSONResponse(result, headers={"cache-control": "no-store"})
+    except Exception as exc:  # noqa: BLE001 - a fault of thumbctl's: one line on the page, not a traceback
+        return _error(500, "internal_error", f"thumbctl failed: {type(exc).__name__}: {str(exc)[:300]}")
+    return result if isinstance(result, Response) else Json(result, headers={"cache-control": "no-store"})
 
 
 def _status(exc: ThumbctlError) -> int:
@@ -221,12 +250,17 @@ async def approve(request: Request) -> Response:
 
 async def batch(request: Request) -> Response:
     session, batch_id = _session(request), request.path_params["batch_id"]
-    return await _answer(lambda: session.batch(batch_id).to_json(with_failures=False))
+    return await _answer(lambda: _progress(session.batch(batch_id)))
 
 
 async def cancel(request: Request) -> Response:
     session, batch_id = _session(request), request.path_params["batch_id"]
-    return await _answer(lambda: session.cancel(batch_id).to_json(with_failures=False))
+    return await _answer(lambda: _progress(session.cancel(batch_id)))
+
+
+def _progress(batch: BatchView) -> dict[str, object]:
+    """A batch as the page follows it: its state, counts and how many of its items are done."""
+    return batch.to_json(with_failures=False) | {"done": batch.done}
 
 
 async def preview(request: Request) -> Response:

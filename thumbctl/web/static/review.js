@@ -8,7 +8,7 @@ const $ = (id) => document.getElementById(id);
 
 const state = {
   photos: [], total: 0, ratios: [], index: -1, photo: null,
-  pending: new Map(), undo: [], running: null, loading: false,
+  pending: new Map(), undo: new Map(), running: null, loading: false,
 };
 
 function colour(ratio) {
@@ -27,7 +27,12 @@ async function api(path, body) {
   const options = body === undefined ? {} : {
     method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
   };
-  const answer = await fetch(path, options);
+  let answer;
+  try {
+    answer = await fetch(path, options);
+  } catch {
+    throw new Error("The review server is not answering: is thumbctl review still running?");
+  }
   const data = await answer.json().catch(() => ({}));
   if (!answer.ok) {
     const error = new Error((data.error && data.error.message) || `the server answered ${answer.status}`);
@@ -122,6 +127,8 @@ async function select(at) {
   if (state.pending.size && at !== state.index) say("Changes not applied were discarded", "info");
   const before = state.index;
   state.index = at; state.pending.clear();
+  if (!state.pending.size) say("");
+  if (!state.running) $("progress").textContent = "";
   markListItem(before); markListItem(at);
   $("photos").children[at].scrollIntoView({ block: "nearest" });
   show(state.photos[at]);
@@ -132,7 +139,9 @@ async function refresh() {
   const wanted = state.photos[state.index];
   try {
     const photo = await api(`api/photos/${wanted.id}`);
-    if (state.photos[state.index] === wanted) update(photo);
+    const shown = state.photos[state.index];
+    // still the photo shown (another refresh may have replaced it meanwhile); redrawn only when it changed
+    if (shown && shown.id === photo.id && JSON.stringify(photo) !== JSON.stringify(shown)) update(photo);
   } catch (error) {
     say(error.message);
   }
@@ -188,6 +197,10 @@ function windowOf(ratio) {
     if (focus === null) return ratio.policy === "focus" ? null : ratio.window;
     return fixedWindow(photo.width, photo.height, ratio.ratio, ratio.fit, photo.trim, focus);
   }
+  if (ratio.focus && ratio.policy !== "focus") {
+    // a fix applied, its render not finished: the window it will have
+    return fixedWindow(photo.width, photo.height, ratio.ratio, ratio.fit, photo.trim, ratio.focus);
+  }
   return ratio.window;
 }
 
@@ -226,7 +239,7 @@ function draw() {
   const changed = state.pending.size > 0;
   $("apply").disabled = !changed || state.running !== null;
   $("discard").disabled = !changed;
-  $("undo").disabled = !state.undo.length || state.running !== null;
+  $("undo").disabled = !(state.undo.get(photo.id) || []).length || state.running !== null;
 }
 
 function drawMark(by) {
@@ -258,8 +271,7 @@ function drawCrops() {
     const head = document.createElement("h3");
     const swatch = document.createElement("i");
     swatch.style.background = colour(ratio.ratio);
-    const fix = ratio.focus ? `fix ${ratio.focus.map((v) => v.toFixed(3)).join(",")}` : ratio.fit === "cover" ? "smart crop" : "whole photo";
-    head.append(swatch, `${ratio.ratio} · ${ratio.policy || ratio.fit} ${scoreText(ratio.score)} · ${fix}`);
+    head.append(swatch, `${ratio.ratio} · ${framing(ratio)}`);
     const pair = document.createElement("div");
     pair.className = "pair";
     const name = largestName(ratio);
@@ -277,6 +289,18 @@ function drawCrops() {
     card.append(head, pair);
     crops.append(card);
   }
+}
+
+// How a ratio is framed now: the smart crop and its score, the fix, or the whole photo.
+function framing(ratio) {
+  if (ratio.fit !== "cover") return "the whole photo (contain)";
+  if (ratio.focus) {
+    const at = ratio.focus.map((v) => v.toFixed(3)).join(", ");
+    if (ratio.policy === "focus") return `your fix at ${at}`;
+    if (state.running && state.running.id === state.photo.id) return `your fix at ${at}, rendering…`;
+    return `your fix at ${at}, not rendered (its render was cancelled or failed; thumbctl submit renders it)`;
+  }
+  return `${ratio.policy === "focus" ? "smart crop, rendering…" : `${ratio.policy || "smart"} crop, score ${scoreText(ratio.score)}`}`;
 }
 
 function caption(text) {
@@ -366,7 +390,7 @@ async function apply(changes = Object.fromEntries(state.pending), photo = state.
   $("progress").textContent = "Applying…";
   try {
     const done = await api(`api/photos/${photo.id}/apply`, { version: photo.version, changes });
-    if (remember) state.undo.push({ id: photo.id, changes: previous });
+    if (remember) state.undo.set(photo.id, [...(state.undo.get(photo.id) || []), previous]);
     state.pending.clear();
     if (state.photo && state.photo.id === photo.id) update(done.photo);
     const file = done.fix_file;
@@ -403,10 +427,10 @@ async function follow(batches, names, id, note) {
   state.running = null;
   $("cancel").hidden = true;
   const failed = views.filter((v) => v.state !== "succeeded");
+  if (state.photo && state.photo.id === id) await refresh(); else draw();
   $("progress").textContent = failed.length
     ? `Render ${failed.map((v) => v.state).join(", ")}: see thumbctl status ${failed[0].batch_id}`
     : `Rendered ${names} thumbnail${names === 1 ? "" : "s"}${note}`;
-  if (state.photo && state.photo.id === id) await refresh(); else draw();
 }
 
 async function cancelRender() {
@@ -444,18 +468,19 @@ async function approve() {
   }
 }
 
+// Undo the last Apply of the photo shown (each photo keeps its own).
 async function undo() {
-  const last = state.undo.pop();
-  if (!last || state.running) return;
-  let at = state.photos.findIndex((p) => p.id === last.id);
-  if (at < 0) { say("The photo of the last apply is not in this listing"); return; }
-  if (at !== state.index) await select(at);
+  if (!state.photo || state.running) return;
+  const applied = state.undo.get(state.photo.id) || [];
+  const last = applied.pop();
+  if (!last) return;
   await refresh();
-  await apply(last.changes, state.photo, false);
+  await apply(last, state.photo, false);
 }
 
 function onKey(event) {
-  if (event.target.closest("input, select, textarea") || event.metaKey || event.ctrlKey || event.altKey) return;
+  const typing = event.target.closest("select, textarea, input:not([type=radio])");
+  if (typing || event.metaKey || event.ctrlKey || event.altKey) return;
   const keys = {
     j: () => select(state.index + 1), ArrowRight: () => select(state.index + 1),
     k: () => select(state.index - 1), ArrowLeft: () => select(state.index - 1),
@@ -473,8 +498,7 @@ function start() {
   $("approve").addEventListener("click", approve);
   $("undo").addEventListener("click", undo);
   $("cancel").addEventListener("click", cancelRender);
-  $("target").addEventListener("change", () => draw());
-  $("source").addEventListener("load", () => state.photo && draw());
+  $("target").addEventListener("change", (event) => { event.target.blur(); draw(); });
   for (const id of ["shown", "ratio-filter", "below"]) $(id).addEventListener("change", loadList);
   window.addEventListener("resize", () => { if (state.photo) { sizeStage(); draw(); } });
   document.addEventListener("keydown", onKey);
