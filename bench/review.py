@@ -44,12 +44,16 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 
 def make_photos(folder: Path, count: int) -> None:
-    """``count`` distinct tiny JPEGs in 50 folders (each a different colour, so a different digest)."""
+    """``count`` distinct tiny JPEGs in 50 folders (each with its number drawn in black and white
+    squares, so each has a digest of its own)."""
     for n in range(count):
         where = folder / f"d{n % 50:02d}"
         where.mkdir(parents=True, exist_ok=True)
-        colour = (n % 256, (n // 256) % 256, (n // 65536) % 256)
-        Image.new("RGB", (48, 36), colour).save(where / f"p{n:05d}.jpg", "JPEG", quality=90)
+        image = Image.new("RGB", (64, 48), (n % 256, 128, 200))
+        for bit in range(16):
+            square = Image.new("RGB", (8, 8), (255, 255, 255) if n >> bit & 1 else (0, 0, 0))
+            image.paste(square, (8 * (bit % 8), 8 * (bit // 8)))
+        image.save(where / f"p{n:05d}.jpg", "JPEG", quality=90)
 
 
 def worker(db: str, batch_id: str) -> None:
@@ -73,7 +77,8 @@ def build(work: Path, photos: int) -> tuple[str, Path]:
         process.join()
     with Ledger(db) as ledger:
         names = ledger.catalogue.entries(str(out.resolve()))
-    assert len(names) == photos, f"{len(names)} catalogue entries, wanted {photos}"
+    distinct = len({entry.source_digest for entry in names})
+    assert len(names) == distinct == photos, f"{len(names)} catalogue entries of {distinct} photos, wanted {photos}"
     return db, out
 
 

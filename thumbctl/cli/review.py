@@ -54,8 +54,7 @@ def review_command(
         store = settings.store_path
         renders = WorkProcesses(settings.ledger_path, None if store is None else str(store))
         session = ReviewSession(settings.ledger_path, out_dir, settings.limits(), renders)
-        if fill_windows(ctx, out_dir, session.warm()):  # windows no render recorded: chosen, then read again
-            session.warm()
+        session.warm_in_background(lambda entries: fill_windows(ctx, out_dir, entries))
 
         def ready(url: str) -> None:
             opened = not no_browser and _open(url)

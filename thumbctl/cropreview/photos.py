@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 
 from ..core.catalogue import CatalogueEntry
 from ..review.catalogue import source_id
@@ -88,7 +89,7 @@ class PhotoView:
     #: Where the source's preview is kept (in the store), when a render saved one.
     preview: str | None = field(default=None, compare=False)
 
-    @property
+    @cached_property
     def score(self) -> float | None:
         """The worst known score of its ratios (None: none is known)."""
         scores = [ratio.score for ratio in self.ratios if ratio.score is not None]
@@ -132,8 +133,13 @@ def photos_of(entries: Iterable[CatalogueEntry], reviews: dict[str, str]) -> lis
         if entry.source_digest is not None and entry.source_size is not None:
             grouped.setdefault(entry.source_digest, []).append(entry)
     photos = [_photo(digest, named, reviews.get(digest)) for digest, named in grouped.items()]
-    photos.sort(key=lambda p: (p.score is not None, p.score or 0.0, p.shown))
+    photos.sort(key=_worst_first)
     return photos
+
+
+def _worst_first(photo: PhotoView) -> tuple[bool, float, str]:
+    score = photo.score
+    return score is not None, score or 0.0, photo.shown
 
 
 def _photo(digest: str, entries: list[CatalogueEntry], reviewed_at: str | None) -> PhotoView:
@@ -142,8 +148,11 @@ def _photo(digest: str, entries: list[CatalogueEntry], reviewed_at: str | None) 
     by_ratio: dict[str, list[CatalogueEntry]] = {}
     for entry in entries:
         by_ratio.setdefault(entry.ratio, []).append(entry)
-    trim = next((_box(e.result.get("trim")) for e in entries if _box(e.result.get("trim"))), None)
-    preview = next((p for e in entries if isinstance(p := e.result.get("preview"), str)), None)
+    trim = preview = None
+    for entry in entries:
+        trim = trim or _box(entry.result.get("trim"))
+        found = entry.result.get("preview")
+        preview = preview or (found if isinstance(found, str) else None)
     return PhotoView(
         digest=digest,
         source=first.source,
@@ -171,9 +180,9 @@ def _ratio_order(pair: tuple[str, list[CatalogueEntry]]) -> tuple[float, str]:
 def _ratio(ratio: str, entries: list[CatalogueEntry]) -> RatioView:
     framed = next((entry for entry in entries if entry.crop is not None), entries[0])
     crop = framed.crop or {}
+    ordered = entries if len(entries) == 1 else sorted(entries, key=lambda e: (e.size, e.format, e.name))
     names = tuple(
-        NameView(e.relative_name, e.size, e.format, e.width, e.height, e.version, e.object_path)
-        for e in sorted(entries, key=lambda e: (e.size, e.format, e.name))
+        NameView(e.relative_name, e.size, e.format, e.width, e.height, e.version, e.object_path) for e in ordered
     )
     policy = crop.get("policy")
     return RatioView(

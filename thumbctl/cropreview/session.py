@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,10 +68,28 @@ class ReviewSession:
     #: The batches of each photo's last Apply: a new Apply waits until they are finished.
     _rendering: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
-    def warm(self) -> list[CatalogueEntry]:
-        """Read the photos once, before the first page asks; the entries of OUT they were made of."""
-        with self._cache_lock, self._ledger() as ledger:
-            return self._load(ledger)
+    def warm_in_background(self, fill: Callable[[list[CatalogueEntry]], bool]) -> threading.Thread:
+        """Read the photos in a thread of their own while the server starts and the browser loads the
+        page (its first request waits for them). ``fill(entries)`` first chooses the windows no
+        render recorded (:mod:`thumbctl.engine.windows`); when it recorded some, they are read again.
+        A failure here is left for the first request to meet and report."""
+        self._cache_lock.acquire()  # taken here, so no request can come before it
+
+        def warm() -> None:
+            try:
+                with self._ledger() as ledger:
+                    entries = self._load(ledger)
+                if fill(entries):
+                    with self._ledger() as ledger:
+                        self._load(ledger)
+            except Exception:  # noqa: BLE001 - reported by the first request, which reads them itself
+                self._cache = None
+            finally:
+                self._cache_lock.release()
+
+        thread = threading.Thread(target=warm, name="thumbctl-review-warm", daemon=True)
+        thread.start()
+        return thread
 
     def listing(self, listing: Listing) -> dict[str, object]:
         """The page of photos ``listing`` asks for, with how many it keeps and the OUT's ratios."""

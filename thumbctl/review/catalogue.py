@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TypeVar
 
 from ..config.s3location import BadLocation, is_s3, parse_s3
@@ -160,8 +160,8 @@ def item_of(entry: CatalogueEntry) -> ItemView:
 def source_id(entry: CatalogueEntry) -> str:
     """How a card names its photo: the path under its source root, else the source as shown."""
     root = entry.source_root
-    if root and not is_s3(entry.source) and entry.source.startswith(root.rstrip("/") + "/"):
-        return str(PurePosixPath(entry.source).relative_to(root))
+    if root and not is_s3(entry.source) and entry.source.startswith(under := root.rstrip("/") + "/"):
+        return entry.source[len(under) :]
     return shown_source(entry.source)
 
 

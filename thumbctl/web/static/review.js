@@ -55,7 +55,7 @@ async function loadList() {
   state.photos = []; state.total = 0; state.index = -1;
   $("photos").replaceChildren();
   await loadMore();
-  if (state.photos.length) await select(0); else showNothing();
+  if (state.photos.length) await select(0, false); else showNothing();
 }
 
 async function loadMore() {
@@ -120,7 +120,7 @@ function showNothing() {
   $("empty").textContent = "No photo matches these filters.";
 }
 
-async function select(at) {
+async function select(at, again = true) { // again: ask for the photo as it is now (not just listed)
   if (at < 0 || at >= state.total) return;
   while (at >= state.photos.length && state.photos.length < state.total) await loadMore();
   if (!state.photos[at]) return;
@@ -132,7 +132,7 @@ async function select(at) {
   markListItem(before); markListItem(at);
   $("photos").children[at].scrollIntoView({ block: "nearest" });
   show(state.photos[at]);
-  await refresh();
+  if (again) await refresh();
 }
 
 async function refresh() {
