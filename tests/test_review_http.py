@@ -331,3 +331,20 @@ def test_a_request_cut_short_or_a_ledger_gone_gets_an_answer_never_a_traceback(s
         _, stderr = review.process.communicate(10)
     said = review.out.rest() + stderr
     assert "Traceback" not in said and "Exception" not in said and "ERROR" not in said, said
+
+
+def test_reset_returns_a_ratio_to_the_smart_crop(shop) -> None:
+    cli, photos, out = shop
+    name = out / "Portrait_3.1x1.jpg"
+    smart = name.read_bytes()
+    with reviewing(cli, out) as review:
+        photo = next(p for p in review.photos()["photos"] if p["source"] == "Portrait_3.jpg")
+        wait_rendered(review, applying(review, photo, {"1:1": [0.5, 0.02]}).json()["batches"])
+        assert name.read_bytes() != smart
+        fixed = review.get(f"api/photos/{photo['id']}").json()
+        wait_rendered(review, applying(review, fixed, {"1:1": None}).json()["batches"])
+        square = next(r for r in review.get(f"api/photos/{photo['id']}").json()["ratios"] if r["ratio"] == "1:1")
+        assert square["focus"] is None and square["policy"] == "smart"
+    assert name.read_bytes() == smart
+    assert all(row[2] is None for row in focus_rows(cli))  # kept as cleared, so the next submit is a new request
+    assert json.loads((photos / "thumbctl-focus.json").read_text())["photos"] == []

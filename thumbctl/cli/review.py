@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import webbrowser
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -67,7 +68,7 @@ def review_command(
             raise typer.Exit(int(ExitCode.INTERRUPTED))
 
 
-def _server():  # type: ignore[no-untyped-def]
+def _server() -> Callable[..., None]:
     """The server's entry point, or a one-line hint when the ``review`` extra is not installed."""
     try:
         from ..web.server import serve

@@ -40,11 +40,3 @@ class WorkProcesses:
         self.children.append(
             subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         )
-
-    def wait(self, timeout: float) -> None:
-        """Wait up to ``timeout`` seconds for the processes started (after a Ctrl-C reached them)."""
-        for child in self.children:
-            try:
-                child.wait(timeout)
-            except subprocess.TimeoutExpired:
-                continue
