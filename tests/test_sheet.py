@@ -29,6 +29,7 @@ from thumbctl.storage.objects import LocalObjectStore
 from conftest import SAMPLE_IMAGES
 from harness import Thumbctl
 from inprocess import submit_here
+from reviewing import chromium_path
 from support import CENTRED_WINDOWS, PHOTO_SIZES, window_size
 
 #: A file name that is also an HTML injection attempt and a URL with a fragment and a query.
@@ -600,12 +601,7 @@ def test_sort_score_lists_the_lowest_crop_scores_first(tmp_path: Path, rendered:
 def chromium() -> str:
     """Debian's chromium. Required in CI (the env var CI set: .ci/run installs it); elsewhere a
     machine without it skips the screenshot test."""
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is required in CI: .ci/run installs it (apt-get install -y chromium)")
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
-    return found
+    return chromium_path()
 
 
 SCREEN = (1200, 2000)

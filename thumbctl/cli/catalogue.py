@@ -23,17 +23,21 @@ class CatalogueSort(StrEnum):
     score = "score"
 
 
+#: The OUT a command over the catalogue reads (``catalogue``, ``review``).
+OutArgument = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="OUT",
+        help="The output folder or s3://bucket/prefix. Default: the configured out, else the only OUT "
+        "this ledger publishes to.",
+        show_default=False,
+    ),
+]
+
+
 def catalogue_command(
     ctx: typer.Context,
-    location: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="OUT",
-            help="The output folder or s3://bucket/prefix. Default: the configured out, else the only OUT "
-            "this ledger publishes to.",
-            show_default=False,
-        ),
-    ] = None,
+    location: OutArgument = None,
     sort: Annotated[
         CatalogueSort, typer.Option("--sort", help="name, or score: the worst crops first (unknown ones before all).")
     ] = CatalogueSort.name,

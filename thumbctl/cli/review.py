@@ -10,7 +10,7 @@ import typer
 
 from ..config.settings import DEFAULT_SOURCE
 from ..core.errors import ExitCode, UsageError
-from .catalogue import fill_windows
+from .catalogue import OutArgument, fill_windows
 from .resolution import ledger_target, settings_from_context
 from .session import Interrupts, handled, open_ledger, reporter_for
 
@@ -20,15 +20,7 @@ REVIEW_EXTRA = "thumbctl review needs its web server: pip install 'thumbctl[revi
 
 def review_command(
     ctx: typer.Context,
-    location: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="OUT",
-            help="The output folder or s3://bucket/prefix. Default: the configured out, else the only OUT "
-            "this ledger publishes to.",
-            show_default=False,
-        ),
-    ] = None,
+    location: OutArgument = None,
     port: Annotated[
         int, typer.Option("--port", min=0, max=65535, help="The loopback port to listen on (0: a free one).")
     ] = 0,
