@@ -118,7 +118,7 @@ class ReviewSession:
         for point in changes.values():
             _check_point(point)
         with self._lock, self._ledger() as ledger:
-            photo = self._current(ledger, digest, version)
+            photo, entries = self._current(ledger, digest, version)
             self._check_not_rendering(ledger, photo)
             for ratio in changes:
                 view = photo.ratio(ratio)
@@ -130,7 +130,6 @@ class ReviewSession:
                     )
             from .rebatch import apply_fixes  # intake and imaging: loaded by the first Apply, not at start
 
-            entries = [e for e in ledger.catalogue.entries(self.out_dir) if e.source_digest == digest]
             done = apply_fixes(ledger, self.out_dir, entries, changes, self.limits)
             fix_file = self._write_fix_file(ledger, photo, changes)
             self.batches.extend(batch.batch_id for batch in done.batches)
@@ -218,7 +217,8 @@ class ReviewSession:
     def _reviews(self, ledger: Ledger) -> dict[str, str]:
         return ledger.catalogue.reviews(self.out_dir)
 
-    def _current(self, ledger: Ledger, digest: str, version: str) -> PhotoView:
+    def _current(self, ledger: Ledger, digest: str, version: str) -> tuple[PhotoView, list[CatalogueEntry]]:
+        """The photo as the ledger holds it now, and its live names; a conflict unless at ``version``."""
         entries = [e for e in ledger.catalogue.entries(self.out_dir) if e.source_digest == digest]
         photo = self._photo(digest, photos_of(entries, self._reviews(ledger)))
         if photo.version != version:
@@ -226,7 +226,7 @@ class ReviewSession:
                 f"{photo.shown} changed since this page showed it (another tab, or a submit): "
                 "it is shown again as it is now; nothing was changed"
             )
-        return photo
+        return photo, entries
 
     def _check_not_rendering(self, ledger: Ledger, photo: PhotoView) -> None:
         """Refuse an Apply while the photo's previous one still renders: two batches of one name in
