@@ -348,3 +348,21 @@ def test_reset_returns_a_ratio_to_the_smart_crop(shop) -> None:
     assert name.read_bytes() == smart
     assert all(row[2] is None for row in focus_rows(cli))  # kept as cleared, so the next submit is a new request
     assert json.loads((photos / "thumbctl-focus.json").read_text())["photos"] == []
+
+
+def test_the_page_carries_its_first_listing_with_every_name_escaped(tmp_path: Path) -> None:
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    hostile = "<script>x</script>'\"&.jpg".replace("/", "∕")
+    (photos / hostile).write_bytes((SAMPLE_IMAGES / "orientation" / "Landscape_6.jpg").read_bytes())
+    cli = Thumbctl(tmp_path / "ledger.db")
+    submit_here(cli, photos, "--out", tmp_path / "out", "--ratio", "1:1")
+    with reviewing(cli, tmp_path / "out") as review:
+        page = review.get("").body.decode()
+    start = page.index('<script type="application/json" id="first">') + len(
+        '<script type="application/json" id="first">'
+    )
+    block = page[start : page.index("</script>", start)]
+    assert "<" not in block and ">" not in block
+    first = json.loads(block)
+    assert first["total"] == 1 and first["photos"][0]["source"] == hostile

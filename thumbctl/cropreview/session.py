@@ -23,7 +23,7 @@ from ..core.profile import Limits
 from ..ledger import Ledger
 from ..sources.downloads import is_url
 from ..storage.locations import object_name_of, object_store_of
-from .photos import Listing, PhotoView, photos_of
+from .photos import Listing, PhotoGroup, PhotoView, groups_of, photos_of
 from .renders import RenderStarter
 
 Point = tuple[float, float]
@@ -63,7 +63,7 @@ class ReviewSession:
     #: The batches this session's Applies made, in order.
     batches: list[str] = field(default_factory=list)
     #: The photos as last read, with the catalogue's stamp then: read again only once it changed.
-    _cache: tuple[str, list[PhotoView]] | None = field(default=None, repr=False)
+    _cache: tuple[str, list[PhotoGroup], dict[str, PhotoGroup]] | None = field(default=None, repr=False)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     #: The batches of each photo's last Apply: a new Apply waits until they are finished.
     _rendering: dict[str, list[str]] = field(default_factory=dict, repr=False)
@@ -93,9 +93,9 @@ class ReviewSession:
 
     def listing(self, listing: Listing) -> dict[str, object]:
         """The page of photos ``listing`` asks for, with how many it keeps and the OUT's ratios."""
-        photos = self._photos()
+        photos = self._groups()
         total, page = listing.page(photos)
-        ratios = sorted({r.ratio for p in photos for r in p.ratios}, key=_ratio_value, reverse=True)
+        ratios = sorted({e.ratio for p in photos for e in p.entries}, key=_ratio_value, reverse=True)
         return {
             "out": self.out_dir if is_s3(self.out_dir) else shown(Path(self.out_dir)),
             "total": total,
@@ -107,7 +107,12 @@ class ReviewSession:
 
     def photo(self, digest: str) -> PhotoView:
         """The photo of content ``digest``; ItemNotFound when no live name shows it."""
-        return self._photo(digest, self._photos(digest))
+        self._groups()
+        assert self._cache is not None
+        found = self._cache[2].get(digest)
+        if found is None:
+            raise ItemNotFound("no live thumbnail of this OUT shows that photo")
+        return found.view()
 
     def apply(self, digest: str, version: str, changes: Mapping[str, Point | None]) -> Applied:
         """Fix the photo's crops at the ratios of ``changes`` (a focus, or None: the smart crop again),
@@ -190,21 +195,21 @@ class ReviewSession:
             raise ItemNotFound(f"the thumbnail {name} is gone from the store: thumbctl reconcile restores it") from None
         return data, MEDIA_TYPES.get(named[0].format, "application/octet-stream")
 
-    def _photos(self, digest: str | None = None) -> list[PhotoView]:
-        """The photos of OUT (those of content ``digest``), from the cache while the catalogue's stamp
-        is the same (reading 5,000 entries again for each page would cost a third of a second)."""
+    def _groups(self) -> list[PhotoGroup]:
+        """The photos of OUT, from the cache while the catalogue's stamp is the same (reading 5,000
+        entries again for each page would cost half a second)."""
         with self._cache_lock, self._ledger() as ledger:
             if self._cache is None or self._cache[0] != ledger.catalogue.stamp(self.out_dir):
                 self._load(ledger)
             assert self._cache is not None
-            photos = self._cache[1]
-        return photos if digest is None else [photo for photo in photos if photo.digest == digest]
+            return self._cache[1]
 
     def _load(self, ledger: Ledger) -> list[CatalogueEntry]:
         """Read the entries of OUT into the cache (under its lock); the entries read."""
         stamp = ledger.catalogue.stamp(self.out_dir)
         entries = ledger.catalogue.entries(self.out_dir)
-        self._cache = stamp, photos_of(entries, self._reviews(ledger))
+        groups = groups_of(entries, self._reviews(ledger))
+        self._cache = stamp, groups, {group.digest: group for group in groups}
         return entries
 
     def _ledger(self) -> Ledger:

@@ -169,7 +169,17 @@ def _status(exc: ThumbctlError) -> int:
 
 
 async def page(request: Request) -> Response:
+    """The page, with the first page of the listing in it (a JSON data block, which no CSP blocks: it
+    is never run), so the first screen needs no request of its own."""
     html = resources.files(__package__).joinpath("static/review.html").read_text(encoding="utf-8")
+    session = _session(request)
+    try:
+        first = await run_in_threadpool(session.listing, Listing())
+    except ThumbctlError:
+        first = None  # the page asks again and shows the error
+    if first is not None:
+        data = json.dumps(first, ensure_ascii=True).replace("<", "\\u003c").replace(">", "\\u003e")
+        html = html.replace("<!--first-page-->", f'<script type="application/json" id="first">{data}</script>')
     return Response(html, media_type="text/html; charset=utf-8", headers={"cache-control": "no-store"})
 
 

@@ -51,18 +51,19 @@ function query(offset) {
   return `api/photos?${params}`;
 }
 
-async function loadList() {
+async function loadList(first = null) {
   state.photos = []; state.total = 0; state.index = -1;
   $("photos").replaceChildren();
-  await loadMore();
+  await loadMore(first);
   if (state.photos.length) await select(0, false); else showNothing();
 }
 
-async function loadMore() {
+// The next page of the listing; `given`: the first page, sent with the page itself.
+async function loadMore(given = null) {
   if (state.loading || (state.photos.length && state.photos.length >= state.total)) return;
   state.loading = true;
   try {
-    const page = await api(query(state.photos.length));
+    const page = given || await api(query(state.photos.length));
     $("out").textContent = page.out;
     if (!state.ratios.length) fillRatios(page.ratios);
     state.total = page.total;
@@ -499,11 +500,12 @@ function start() {
   $("undo").addEventListener("click", undo);
   $("cancel").addEventListener("click", cancelRender);
   $("target").addEventListener("change", (event) => { event.target.blur(); draw(); });
-  for (const id of ["shown", "ratio-filter", "below"]) $(id).addEventListener("change", loadList);
+  for (const id of ["shown", "ratio-filter", "below"]) $(id).addEventListener("change", () => loadList());
   window.addEventListener("resize", () => { if (state.photo) { sizeStage(); draw(); } });
   document.addEventListener("keydown", onKey);
   new IntersectionObserver((seen) => { if (seen.some((e) => e.isIntersecting)) loadMore(); }).observe($("more"));
-  loadList();
+  const first = $("first");
+  loadList(first ? JSON.parse(first.textContent) : null);
 }
 
 start();
