@@ -23,6 +23,7 @@ from conftest import REPO, SAMPLE_IMAGES
 from harness import Thumbctl, until
 from inprocess import submit_here
 from reviewing import browser, reviewing
+from support import make_image
 
 SCREENSHOT = REPO / "docs" / "review.png"
 expect.set_options(timeout=20_000)  # a page's answer, on a machine busy with the rest of the suite
@@ -149,3 +150,22 @@ def test_drag_a_window_approve_and_filter_what_changed_from_the_keyboard(shop, t
         expect(page.locator("#title")).to_have_text(titles[1])
         page.keyboard.press("k")
         expect(page.locator("#title")).to_have_text(titles[0])
+
+
+def test_the_list_loads_its_next_page_as_it_is_scrolled(tmp_path: Path) -> None:
+    photos = tmp_path / "many"
+    photos.mkdir()
+    for n in range(45):
+        make_image(photos / f"p{n:02d}.png", (64, 48), "PNG", seed=n)
+    cli = Thumbctl(tmp_path / "ledger.db")
+    out = tmp_path / "thumbs"
+    submit_here(cli, photos, "--out", out, "--ratio", "1:1")
+    with reviewing(cli, out) as review, browser(tmp_path / "home") as chromium:
+        page = chromium.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(review.url)
+        expect(page.locator("#count")).to_have_text("45 of 45 photos")
+        expect(page.locator("#photos li")).to_have_count(40)  # the first page
+        page.locator("#more").scroll_into_view_if_needed()
+        expect(page.locator("#photos li")).to_have_count(45)
+        page.locator("#photos li").last.click()
+        expect(page.locator("#title")).to_have_text(page.locator("#photos li .name").last.text_content() or "")
