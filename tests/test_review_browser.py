@@ -165,7 +165,10 @@ def test_the_list_loads_its_next_page_as_it_is_scrolled(tmp_path: Path) -> None:
         page.goto(review.url)
         expect(page.locator("#count")).to_have_text("45 of 45 photos")
         expect(page.locator("#photos li")).to_have_count(40)  # the first page
-        page.locator("#more").scroll_into_view_if_needed()
+        expect(page.locator("#more")).to_have_text("More photos load as you scroll…")
+        page.locator("#photos li").first.hover()
+        page.mouse.wheel(0, 10_000)  # the list scrolled to its end, as a person scrolls it
         expect(page.locator("#photos li")).to_have_count(45)
+        expect(page.locator("#more")).to_have_text("")
         page.locator("#photos li").last.click()
         expect(page.locator("#title")).to_have_text(page.locator("#photos li .name").last.text_content() or "")

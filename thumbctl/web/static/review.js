@@ -69,11 +69,18 @@ async function loadMore(given = null) {
     state.total = page.total;
     for (const photo of page.photos) addToList(photo);
     $("count").textContent = `${page.total} of ${page.photos_in_out} photos`;
+    $("more").textContent = state.photos.length < state.total ? "More photos load as you scroll…" : "";
   } catch (error) {
     say(error.message);
   } finally {
     state.loading = false;
   }
+  if (moreInSight()) loadMore(); // a tall list shows the end of this page already: the observer says nothing
+}
+
+function moreInSight() {
+  const more = $("more").getBoundingClientRect();
+  return state.photos.length < state.total && more.top <= $("list").getBoundingClientRect().bottom;
 }
 
 function fillRatios(ratios) {
