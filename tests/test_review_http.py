@@ -366,3 +366,41 @@ def test_the_page_carries_its_first_listing_with_every_name_escaped(tmp_path: Pa
     assert "<" not in block and ">" not in block
     first = json.loads(block)
     assert first["total"] == 1 and first["photos"][0]["source"] == hostile
+
+
+def test_an_apply_renders_every_size_and_format_of_the_ratio_again(tmp_path: Path) -> None:
+    """Names of a set (sizes × formats, efforts and qualities per format): each key rebuilt as submit
+    builds it, each rendered again with the fix."""
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    (photos / "wide.jpg").write_bytes((SAMPLE_IMAGES / "orientation" / "Landscape_6.jpg").read_bytes())
+    cli = Thumbctl(tmp_path / "ledger.db")
+    out = tmp_path / "out"
+    flags = ("--ratio", "1:1", "--size", "160,320", "--format", "webp,png,avif,jpeg", "--quality", "webp:70")
+    submit_here(cli, photos, "--out", out, *flags)
+    before = {p.name: p.read_bytes() for p in out.glob("wide.*")}
+    assert len(before) == 8
+    with reviewing(cli, out) as review:
+        (photo,) = review.photos()["photos"]
+        answer = applying(review, photo, {"1:1": [0.05, 0.5]})
+        assert answer.status == 200, answer.body
+        assert answer.json()["names"] == 8
+        wait_rendered(review, answer.json()["batches"])
+    after = {p.name: p.read_bytes() for p in out.glob("wide.*")}
+    assert sorted(after) == sorted(before) and all(after[name] != before[name] for name in before)
+    again = submit_here(cli, photos, "--out", out, *flags)  # the fixed outputs are reused: nothing renders
+    assert {p.name: p.read_bytes() for p in out.glob("wide.*")} == after and again["state"] == "succeeded"
+
+
+def test_a_name_whose_key_cannot_be_rebuilt_is_refused_and_nothing_changes(shop) -> None:
+    cli, photos, out = shop
+    with sqlite3.connect(cli.db) as db:  # as a name rendered by another version of thumbctl leaves it
+        tampered = "UPDATE items SET derivative_key = 'f' || substr(derivative_key, 2) WHERE friendly_path LIKE ?"
+        db.execute(tampered, ("%Landscape_6.1x1%",))
+    with reviewing(cli, out) as review:
+        photo = next(p for p in review.photos()["photos"] if p["source"] == "Landscape_6.jpg")
+        answer = applying(review, photo, {"1:1": [0.1, 0.5]})
+        assert answer.status == 400 and answer.json()["error"]["code"] == "name_not_rebuilt"
+        assert "submit its folder again" in answer.json()["error"]["message"]
+    assert focus_rows(cli) == [] and batch_count(cli) == 1
+    assert not (photos / "thumbctl-focus.json").exists()

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..core.catalogue import CatalogueEntry
-from ..core.encoders import EFFORT_RANGES, recorded_encoder
+from ..core.encoders import EFFORT_RANGES, QUALITY_FORMATS, recorded_encoder
 from ..core.errors import UsageError
 from ..core.fixes import FocusChange
 from ..core.keys import REVIEW_KEY_PREFIX, derivative_key, digest_json
@@ -118,7 +118,7 @@ def _variant(profile: Mapping[str, object], size: int, fmt: str, fit: str) -> Pr
     return Profile(
         size=size,
         format=fmt,
-        quality={fmt: quality},
+        quality={fmt: quality} if fmt in QUALITY_FORMATS else None,  # a PNG has none
         effort={fmt: effort} if fmt in EFFORT_RANGES and effort is not None else None,
         crop=str(profile.get("crop", "smart")),
         upscale=bool(profile.get("upscale", False)),
