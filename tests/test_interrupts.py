@@ -132,3 +132,43 @@ def test_a_press_python_swallows_in_a_finalizer_still_ends_the_command(monkeypat
     assert reached_the_end and unraisable == []  # ended interrupted, with no "Exception ignored" text
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert sys.unraisablehook == unraisable.append
+
+
+class PressedWhileNamed:
+    """A class attribute whose ``__set_name__`` gets a Ctrl-C, as a dataclass field's can while a
+    module is imported lazily in a command's body."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        signal.raise_signal(signal.SIGINT)
+        sum(range(1000))  # the handler runs here, inside __set_name__
+
+
+def wrapped_press() -> None:
+    """A press Python hands on wrapped in another exception (3.11 wraps a ``__set_name__`` error in a
+    RuntimeError; the explicit wrap makes the case the same on every version)."""
+    try:
+        type("Named", (), {"field": PressedWhileNamed()})
+    except KeyboardInterrupt as press:
+        raise RuntimeError("made while a class was named") from press
+    except RuntimeError as wrapped:
+        assert isinstance(wrapped.__cause__, KeyboardInterrupt)
+        raise
+
+
+def test_a_press_python_wraps_in_another_error_still_ends_the_command_as_ctrl_c() -> None:
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with pytest.raises(KeyboardInterrupt), interruptible():
+            wrapped_press()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    assert signal.SIGINT not in signal.sigpending()
+
+
+def test_an_error_with_no_press_behind_it_is_left_as_it_is() -> None:
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with pytest.raises(RuntimeError, match="no press"), interruptible():
+            raise RuntimeError("no press")
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)

@@ -128,6 +128,10 @@ def interruptible() -> Iterator[None]:
     except typer.Exit:
         raise_if_swallowed(presses)
         raise
+    except Exception as exc:
+        if presses and caused_by_press(exc):
+            raise KeyboardInterrupt from exc
+        raise
     else:
         raise_if_swallowed(presses)
     finally:
@@ -141,6 +145,19 @@ def raise_if_swallowed(presses: list[int]) -> None:
     ``__del__``, such as an import lock's) still ends the command."""
     if presses:
         raise KeyboardInterrupt
+
+
+def caused_by_press(exc: BaseException) -> bool:
+    """Whether ``exc`` wraps a KeyboardInterrupt: Python turns a press raised while a class is made
+    (``__set_name__``, such as a dataclass field's, during a lazy import) into a RuntimeError."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def hold_ctrl_c() -> None:
