@@ -1176,9 +1176,7 @@ def test_the_summary_counts_outputs_smaller_than_asked_over_the_whole_batch_reus
     batch_id = json.loads(cli("status", "--json").stdout)["batches"][0]["batch_id"]
     small = {k[1]: v for k, v in items_of(cli, batch_id).items() if k[0] == "small.jpg"}
     carried = ("dominant_colour", "lqip", "crop", "preview")  # from the render that made the output
-    assert {
-        ratio: {k: v for k, v in item["result"].items() if k not in carried} for ratio, item in small.items()
-    } == {
+    assert {ratio: {k: v for k, v in item["result"].items() if k not in carried} for ratio, item in small.items()} == {
         "1:1": {"width": 427, "height": 427, "source_smaller_than_target": True, "reused": True},
         "16:9": {"width": 640, "height": 360, "source_smaller_than_target": True, "reused": True},
     }
