@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tenacity import retry, retry_if_exception_type, stop_after_attempt
+
 ACCESS_KEY = "testkey"
 SECRET_KEY = "testsecret"
 REGION = "us-east-1"
@@ -48,6 +50,12 @@ PORT_FLAGS = (
     "admin.port.grpc",
 )
 START_TIMEOUT = 60.0
+#: What weed mini logs when a port it was given was taken before it could bind it.
+PORT_TAKEN = "Port allocation failed"
+
+
+class PortTaken(RuntimeError):
+    """A port found free was taken before weed mini bound it."""
 
 
 def weed_binary() -> str | None:
@@ -90,13 +98,24 @@ class WeedServer:
     """``weed mini`` in a temp folder of its own, on free ports; :meth:`stop` ends it and removes the folder."""
 
     def __init__(self, weed: str) -> None:
+        self.weed = weed
         self.folder = Path(tempfile.mkdtemp(prefix="thumbctl-s3-"))
-        config = self.folder / "s3.json"
-        config.write_text(json.dumps(identities()))
+        (self.folder / "s3.json").write_text(json.dumps(identities()))
+        self.log = open(self.folder / "weed.log", "wb")  # noqa: SIM115 - closed by stop()
+        try:
+            self._start_on_free_ports()
+        except BaseException:
+            self.stop()
+            raise
+
+    @retry(retry=retry_if_exception_type(PortTaken), stop=stop_after_attempt(5), reraise=True)
+    def _start_on_free_ports(self) -> None:
+        """Start on ports free a moment ago; again on others when one was taken in between (by another
+        test process's server or a client's connection), with a fresh data folder."""
         self.ports = dict(zip(PORT_FLAGS, free_ports(len(PORT_FLAGS)), strict=True))
         self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
         self.command = [
-            weed,
+            self.weed,
             "mini",
             f"-dir={self.folder / 'data'}",
             "-ip=127.0.0.1",
@@ -110,16 +129,18 @@ class WeedServer:
             "-s3.autoCreateBucket=false",
             f"-filer.localSocket={self.folder / 'filer.sock'}",
             f"-s3.localSocket={self.folder / 's3.sock'}",
-            f"-s3.config={config}",
+            f"-s3.config={self.folder / 's3.json'}",
             f"-bucket={BUCKET}",
         ]
+        self.log.seek(0)
+        self.log.truncate()
+        shutil.rmtree(self.folder / "data", ignore_errors=True)
         (self.folder / "data").mkdir()
-        self.log = open(self.folder / "weed.log", "wb")  # noqa: SIM115 - closed by stop()
         self.process = self._launch()
         try:
             self._wait_ready()
-        except BaseException:
-            self.stop()
+        except PortTaken:
+            self._kill()
             raise
 
     def _launch(self) -> subprocess.Popen[bytes]:
@@ -137,6 +158,12 @@ class WeedServer:
         S3 server, as its clients see one (refused connections, then the same objects back)."""
         self.stop_serving()
         self.serve_again()
+
+    def _kill(self) -> None:
+        process = getattr(self, "process", None)
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
 
     def stop_serving(self) -> None:
         """The start of an outage: the server is killed, its ports refuse connections, its data is
@@ -163,7 +190,10 @@ class WeedServer:
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             if self.process.poll() is not None:
-                raise RuntimeError(f"weed mini exited ({self.process.returncode}): {self.log_tail()}")
+                tail = self.log_tail()
+                if PORT_TAKEN in tail:
+                    raise PortTaken(tail)
+                raise RuntimeError(f"weed mini exited ({self.process.returncode}): {tail}")
             try:
                 keys(store, "")
                 return
@@ -178,9 +208,7 @@ class WeedServer:
 
     def stop(self) -> None:
         """Kill the server (its graceful shutdown takes seconds, for data removed right after)."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        self._kill()
         self.log.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 

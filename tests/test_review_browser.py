@@ -172,3 +172,38 @@ def test_the_list_loads_its_next_page_as_it_is_scrolled(tmp_path: Path) -> None:
         expect(page.locator("#more")).to_have_text("")
         page.locator("#photos li").last.click()
         expect(page.locator("#title")).to_have_text(page.locator("#photos li .name").last.text_content() or "")
+
+
+def test_a_cancelled_apply_keeps_its_fix_and_the_next_apply_renders_it(tmp_path: Path) -> None:
+    photos = tmp_path / "shop"
+    photos.mkdir()
+    shutil.copy(SAMPLE_IMAGES / PHOTOS[0], photos / "Landscape_6.jpg")
+    cli = Thumbctl(tmp_path / "ledger.db", faults=tmp_path / "faults")
+    out = tmp_path / "thumbs"
+    submit_here(cli, photos, "--out", out, "--ratio", "1:1")
+    name = out / "Landscape_6.1x1.jpg"
+    before = name.read_bytes()
+    with (
+        reviewing(cli, out, THUMBCTL_FAULT="pause:before_encode") as review,
+        browser(tmp_path / "home") as chromium,
+    ):
+        page = chromium.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(review.url)
+        page.wait_for_selector("#windows .window")
+        click_photo_at(page, 0.12, 0.5)
+        page.click("#apply")
+        cli.paused("before_encode")
+        page.click("#cancel")
+        cli.release()
+        expect(page.locator("#progress")).to_have_text(re.compile("^Render cancelled"), timeout=90_000)
+        assert name.read_bytes() == before, "a cancelled Apply publishes nothing"
+        heading = page.locator(".crop[data-ratio='1:1'] h3")
+        expect(heading).to_contain_text("not rendered")
+        expect(page.locator("#apply")).to_be_enabled()  # nothing pending: Apply renders the recorded fix
+        page.keyboard.press("Enter")
+        expect(page.locator("#progress")).to_have_text(re.compile("^Rendered 1 thumbnail"), timeout=90_000)
+        expect(heading).to_contain_text("your fix at 0.1")
+        expect(heading).not_to_contain_text("not rendered")
+        expect(page.locator("#apply")).to_be_disabled()
+        expect(page.locator("#undo")).to_be_enabled()  # the first Apply's: back to the smart crop
+    assert name.read_bytes() != before

@@ -245,7 +245,7 @@ function draw() {
   drawMark(by);
   drawCrops();
   const changed = state.pending.size > 0;
-  $("apply").disabled = !changed || state.running !== null;
+  $("apply").disabled = !Object.keys(wanted()).length || state.running !== null;
   $("discard").disabled = !changed;
   $("undo").disabled = !(state.undo.get(photo.id) || []).length || state.running !== null;
 }
@@ -306,7 +306,7 @@ function framing(ratio) {
     const at = ratio.focus.map((v) => v.toFixed(3)).join(", ");
     if (ratio.policy === "focus") return `your fix at ${at}`;
     if (state.running && state.running.id === state.photo.id) return `your fix at ${at}, rendering…`;
-    return `your fix at ${at}, not rendered (its render was cancelled or failed; thumbctl submit renders it)`;
+    return `your fix at ${at}, not rendered (its render was cancelled or failed): Apply renders it`;
   }
   return `${ratio.policy === "focus" ? "smart crop, rendering…" : `${ratio.policy || "smart"} crop, score ${scoreText(ratio.score)}`}`;
 }
@@ -392,7 +392,17 @@ function startDrag(event, ratio, box) {
   window.addEventListener("pointerup", stop);
 }
 
-async function apply(changes = Object.fromEntries(state.pending), photo = state.photo, remember = true) {
+// What Apply sends: the pending changes, else the fixes recorded and not rendered (their Apply was
+// cancelled or failed), to render them now.
+function wanted(photo = state.photo) {
+  if (state.pending.size) return Object.fromEntries(state.pending);
+  if (!photo || (state.running && state.running.id === photo.id)) return {};
+  return Object.fromEntries(photo.ratios
+    .filter((r) => r.fit === "cover" && r.focus && r.policy !== "focus")
+    .map((r) => [r.ratio, r.focus]));
+}
+
+async function apply(changes = wanted(), photo = state.photo, remember = state.pending.size > 0) {
   if (!Object.keys(changes).length || state.running) return;
   const previous = Object.fromEntries(Object.keys(changes).map((r) => [r, (photo.ratios.find((x) => x.ratio === r) || {}).focus || null]));
   $("progress").textContent = "Applying…";
@@ -435,7 +445,8 @@ async function follow(batches, names, id, note) {
   state.running = null;
   $("cancel").hidden = true;
   const failed = views.filter((v) => v.state !== "succeeded");
-  if (state.photo && state.photo.id === id) await refresh(); else draw();
+  if (state.photo && state.photo.id === id) await refresh();
+  draw(); // a cancelled render changed nothing the refresh would redraw
   $("progress").textContent = failed.length
     ? `Render ${failed.map((v) => v.state).join(", ")}: see thumbctl status ${failed[0].batch_id}`
     : `Rendered ${names} thumbnail${names === 1 ? "" : "s"}${note}`;
