@@ -174,7 +174,7 @@ def test_the_list_loads_its_next_page_as_it_is_scrolled(tmp_path: Path) -> None:
         expect(page.locator("#title")).to_have_text(page.locator("#photos li .name").last.text_content() or "")
 
 
-def test_a_cancelled_apply_keeps_its_fix_and_the_next_apply_renders_it(tmp_path: Path) -> None:
+def test_a_cancelled_apply_keeps_its_fix_the_next_renders_it_and_an_edited_thumbnail_is_kept(tmp_path: Path) -> None:
     photos = tmp_path / "shop"
     photos.mkdir()
     shutil.copy(SAMPLE_IMAGES / PHOTOS[0], photos / "Landscape_6.jpg")
@@ -206,4 +206,13 @@ def test_a_cancelled_apply_keeps_its_fix_and_the_next_apply_renders_it(tmp_path:
         expect(heading).not_to_contain_text("not rendered")
         expect(page.locator("#apply")).to_be_disabled()
         expect(page.locator("#undo")).to_be_enabled()  # the first Apply's: back to the smart crop
-    assert name.read_bytes() != before
+        assert name.read_bytes() != before
+
+        edited = name.read_bytes() + b"retouched by hand"
+        name.write_bytes(edited)  # a thumbnail the seller edited is never overwritten by an Apply
+        click_photo_at(page, 0.8, 0.5)
+        page.keyboard.press("Enter")
+        expect(page.locator("#progress")).to_have_text(re.compile(r"^Render failed \(name_taken: "), timeout=90_000)
+        expect(page.locator("#progress")).to_contain_text("thumbctl did not publish")
+        expect(heading).to_contain_text("not rendered")
+    assert name.read_bytes() == edited

@@ -173,7 +173,7 @@ def test_apply_fixes_the_crop_in_the_ledger_and_fix_file_and_renders_only_that_r
         wait_rendered(review, applied["batches"])
         after = review.get(f"api/photos/{photo['id']}").json()
         square = next(r for r in after["ratios"] if r["ratio"] == "1:1")
-        assert square["focus"] == [0.1, 0.5] and square["policy"] == "focus"
+        assert square["focus"] == [0.1, 0.5] and square["policy"] == "focus" and square["rendered"] is True
         assert square["window"][0] == 0  # centred at 10% of the width: pushed to the left edge
         assert (out / names["1:1"]).read_bytes() != before["1:1"]
         assert (out / names["16:9"]).read_bytes() == before["16:9"]
@@ -297,6 +297,8 @@ def test_an_apply_is_cancellable_and_its_batch_is_never_resumed_nor_a_mirror_s_b
         assert cancelled.status == 200 and cancelled.json()["cancel_requested_at"] is not None
         cli.release()
         until(lambda: review.get(f"api/batches/{batch}").json()["state"] == "cancelled", "the cancel to settle")
+        square = next(r for r in review.get(f"api/photos/{photo['id']}").json()["ratios"] if r["ratio"] == "1:1")
+        assert square["focus"] == [0.2, 0.5] and square["rendered"] is False  # the fix kept, shown as not rendered
     assert name.read_bytes() == before, "a cancelled Apply publishes nothing"
     retried = cli.run("retry", batch)
     assert retried.returncode == 2 and "apply the fix again in thumbctl review" in retried.stderr

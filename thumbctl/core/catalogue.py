@@ -33,6 +33,9 @@ class CatalogueEntry:
     result: dict[str, object]
     #: The remembered crop fix for this content and ratio (None: the smart crop).
     focus: tuple[float, float] | None
+    #: The crop fix the name's bytes were rendered with (None: the smart crop); not ``focus`` while
+    #: the render of a fix is queued, or was cancelled or failed.
+    rendered_focus: tuple[float, float] | None
     #: The object the name holds (a path in the store, or an ``s3://`` key).
     object_path: str
     #: The source's width and height (upright), when known.

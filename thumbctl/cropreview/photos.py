@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -58,6 +59,9 @@ class RatioView:
     score: float | None
     policy: str | None
     focus: Point | None
+    #: Whether every name of the ratio shows ``focus`` (false while its render is queued, or after
+    #: it was cancelled or failed).
+    rendered: bool
     names: tuple[NameView, ...]
 
     def to_json(self) -> dict[str, object]:
@@ -68,6 +72,7 @@ class RatioView:
             "score": self.score,
             "policy": self.policy,
             "focus": list(self.focus) if self.focus else None,
+            "rendered": self.rendered,
             "names": [name.to_json() for name in self.names],
         }
 
@@ -221,8 +226,15 @@ def _ratio(ratio: str, entries: list[CatalogueEntry]) -> RatioView:
         score=framed.score,
         policy=policy if isinstance(policy, str) else None,
         focus=framed.focus,
+        rendered=all(_same_point(e.rendered_focus, e.focus) for e in entries if e.fit == "cover"),
         names=names,
     )
+
+
+def _same_point(a: Point | None, b: Point | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a[0], b[0], abs_tol=1e-9) and math.isclose(a[1], b[1], abs_tol=1e-9)
 
 
 def _box(value: object) -> Box | None:

@@ -154,10 +154,10 @@ class ReviewSession:
         return self.photo(digest)
 
     def batch(self, batch_id: str) -> BatchView:
-        """A batch this session's Applies made, as it stands."""
+        """A batch this session's Applies made, as it stands (with its failures)."""
         self._own(batch_id)
         with self._ledger() as ledger:
-            return ledger.views.batch(batch_id, with_failures=False)
+            return ledger.views.batch(batch_id)
 
     def cancel(self, batch_id: str) -> BatchView:
         """Cancel a batch this session's Applies made: its queued renders are cancelled at once."""

@@ -145,6 +145,7 @@ def _entries(rows: list[Row]) -> Iterator[CatalogueEntry]:
         render = loose_object(row["render"]) or {}
         carried = {name: render[name] for name in CARRIED_FIELDS if name in render}
         focus = None if row["focus_x"] is None else (float(row["focus_x"]), float(row["focus_y"]))
+        rendered = None if row["rendered_x"] is None else (float(row["rendered_x"]), float(row["rendered_y"]))
         width, height = row["source_width"], row["source_height"]
         yield CatalogueEntry(
             name=row["friendly_path"],
@@ -158,6 +159,7 @@ def _entries(rows: list[Row]) -> Iterator[CatalogueEntry]:
             fit=row["fit"] or "cover",
             result=item | carried,  # a reused output's own result has no window: its render's has
             focus=focus,
+            rendered_focus=rendered,
             object_path=row["object_path"],
             source_size=(int(width), int(height)) if width and height else None,
             alt=row["alt"] or "",

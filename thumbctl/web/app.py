@@ -269,8 +269,9 @@ async def cancel(request: Request) -> Response:
 
 
 def _progress(batch: BatchView) -> dict[str, object]:
-    """A batch as the page follows it: its state, counts and how many of its items are done."""
-    return batch.to_json(with_failures=False) | {"done": batch.done}
+    """A batch as the page follows it: its state, counts and how many of its items are done; once it
+    has ended, its failures (what the page says of a render that failed)."""
+    return batch.to_json(with_failures=batch.is_terminal) | {"done": batch.done}
 
 
 async def preview(request: Request) -> Response:

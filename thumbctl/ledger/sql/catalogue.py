@@ -12,7 +12,8 @@ ENTRIES = query(
     "n.name_version, i.source_width, i.source_height, "
     "coalesce(n.changed_at, n.published_at) AS changed_at, n.batch_id, i.source_digest, i.fit, i.alt, "
     "i.result AS item_result, d.result AS render, "
-    "f.focus_x, f.focus_y FROM names n LEFT JOIN items i ON i.id = n.item_row "
+    "f.focus_x, f.focus_y, i.focus_x AS rendered_x, i.focus_y AS rendered_y "
+    "FROM names n LEFT JOIN items i ON i.id = n.item_row "
     "LEFT JOIN derivatives d ON d.derivative_key = n.derivative_key "
     "LEFT JOIN focus_points f ON f.source_digest = i.source_digest AND f.ratio = n.ratio "
     "WHERE n.out_dir = ? AND n.released_at IS NULL ORDER BY n.friendly_path",

@@ -205,9 +205,10 @@ function windowOf(ratio) {
     if (focus === null) return ratio.policy === "focus" ? null : ratio.window;
     return fixedWindow(photo.width, photo.height, ratio.ratio, ratio.fit, photo.trim, focus);
   }
-  if (ratio.focus && ratio.policy !== "focus") {
-    // a fix applied, its render not finished: the window it will have
-    return fixedWindow(photo.width, photo.height, ratio.ratio, ratio.fit, photo.trim, ratio.focus);
+  if (!ratio.rendered) {
+    // a fix applied, its render not finished (or cancelled): the window it will have; the smart
+    // crop's is known only once rendered
+    return ratio.focus ? fixedWindow(photo.width, photo.height, ratio.ratio, ratio.fit, photo.trim, ratio.focus) : null;
   }
   return ratio.window;
 }
@@ -299,16 +300,16 @@ function drawCrops() {
   }
 }
 
-// How a ratio is framed now: the smart crop and its score, the fix, or the whole photo.
+// How a ratio is framed now: the smart crop and its score, the fix, or the whole photo; and whether
+// its thumbnails show it yet.
 function framing(ratio) {
   if (ratio.fit !== "cover") return "the whole photo (contain)";
-  if (ratio.focus) {
-    const at = ratio.focus.map((v) => v.toFixed(3)).join(", ");
-    if (ratio.policy === "focus") return `your fix at ${at}`;
-    if (state.running && state.running.id === state.photo.id) return `your fix at ${at}, rendering…`;
-    return `your fix at ${at}, not rendered (its render was cancelled or failed): Apply renders it`;
+  const now = ratio.focus ? `your fix at ${ratio.focus.map((v) => v.toFixed(3)).join(", ")}` : "smart crop";
+  if (!ratio.rendered) {
+    if (state.running && state.running.id === state.photo.id) return `${now}, rendering…`;
+    return `${now}, not rendered (its render was cancelled or failed): Apply renders it`;
   }
-  return `${ratio.policy === "focus" ? "smart crop, rendering…" : `${ratio.policy || "smart"} crop, score ${scoreText(ratio.score)}`}`;
+  return ratio.focus ? now : `${ratio.policy || "smart"} crop, score ${scoreText(ratio.score)}`;
 }
 
 function caption(text) {
@@ -397,9 +398,7 @@ function startDrag(event, ratio, box) {
 function wanted(photo = state.photo) {
   if (state.pending.size) return Object.fromEntries(state.pending);
   if (!photo || (state.running && state.running.id === photo.id)) return {};
-  return Object.fromEntries(photo.ratios
-    .filter((r) => r.fit === "cover" && r.focus && r.policy !== "focus")
-    .map((r) => [r.ratio, r.focus]));
+  return Object.fromEntries(photo.ratios.filter((r) => r.fit === "cover" && !r.rendered).map((r) => [r.ratio, r.focus]));
 }
 
 async function apply(changes = wanted(), photo = state.photo, remember = state.pending.size > 0) {
@@ -447,9 +446,15 @@ async function follow(batches, names, id, note) {
   const failed = views.filter((v) => v.state !== "succeeded");
   if (state.photo && state.photo.id === id) await refresh();
   draw(); // a cancelled render changed nothing the refresh would redraw
-  $("progress").textContent = failed.length
-    ? `Render ${failed.map((v) => v.state).join(", ")}: see thumbctl status ${failed[0].batch_id}`
-    : `Rendered ${names} thumbnail${names === 1 ? "" : "s"}${note}`;
+  $("progress").textContent = failed.length ? trouble(failed) : `Rendered ${names} thumbnail${names === 1 ? "" : "s"}${note}`;
+}
+
+// What went wrong with an Apply's render: its state, the first failure's code and detail, where to look.
+function trouble(batches) {
+  const failure = batches.flatMap((v) => v.failures || [])[0];
+  const why = failure ? ` (${failure.error_code}${failure.detail ? `: ${failure.detail}` : ""})` : "";
+  return `Render ${batches.map((v) => v.state).join(", ")}${why}: your fix is recorded; ` +
+    `thumbctl status ${batches[0].batch_id} says more`;
 }
 
 async function cancelRender() {
