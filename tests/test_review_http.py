@@ -260,7 +260,36 @@ def test_ctrl_c_with_nothing_pending_exits_130_without_a_traceback(shop) -> None
         assert review.process.wait(30) == 130
         _, stderr = review.process.communicate(10)
         said = review.out.rest() + stderr
-        assert "Traceback" not in said and "error" not in said and "stopped: every Apply was rendered" in said
+        assert "Traceback" not in said and "error" not in said and "stopped: nothing was applied" in said
+        assert "contact sheet" not in said
+
+
+def stopped(review: Review) -> str:
+    """What ``thumbctl review`` says once Ctrl-C stopped it (exit 130)."""
+    review.process.interrupt()
+    assert review.process.wait(30) == 130
+    _, stderr = review.process.communicate(10)
+    return review.out.rest() + stderr
+
+
+def test_after_its_applies_the_review_writes_the_catalogue_sheet_again_the_changed_photo_first(shop) -> None:
+    cli, _, out = shop
+    sheet = out / "batches" / "catalogue.html"
+    sheet.unlink(missing_ok=True)
+    with reviewing(cli, out) as review:
+        photo = next(p for p in review.photos()["photos"] if p["source"] == "Portrait_3.jpg")
+        wait_rendered(review, applying(review, photo, {"1:1": [0.5, 0.2]}).json()["batches"])
+        assert not sheet.exists(), "written once, when the review stops"
+        said = stopped(review)
+    assert "stopped: every Apply was rendered" in said and f"contact sheet {sheet.as_uri()}" in said
+    page = sheet.read_text()
+    assert "<b>1</b> changed by this run, shown first" in page and "<b>1</b> thumbnails with a crop fix" in page
+    assert page.index("Portrait_3") < min(page.index(other) for other in ("Landscape_6", "sk-coffee"))
+    with reviewing(cli, out, THUMBCTL_SHEET="false") as review:
+        photo = next(p for p in review.photos()["photos"] if p["source"] == "Portrait_3.jpg")
+        wait_rendered(review, applying(review, photo, {"1:1": [0.5, 0.8]}).json()["batches"])
+        said = stopped(review)
+    assert "contact sheet" not in said and sheet.read_text() == page
 
 
 def test_review_without_out_names_the_outs_to_choose_from(shop, tmp_path: Path) -> None:
@@ -279,7 +308,7 @@ def test_a_missing_review_extra_gives_a_one_line_hint(shop, tmp_path: Path) -> N
     done = cli.run("review", out, "--no-browser", PYTHONPATH=str(hidden))
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0, done.stderr
-    assert "pip install 'thumbctl[review]'" in done.stderr and "review_unavailable" in done.stderr
+    assert "pip install '.[review]'" in done.stderr and "review_unavailable" in done.stderr
 
 
 def test_an_apply_is_cancellable_and_its_batch_is_never_resumed_nor_a_mirror_s_baseline(shop) -> None:

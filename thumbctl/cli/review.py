@@ -15,7 +15,10 @@ from .resolution import ledger_target, settings_from_context
 from .session import Interrupts, handled, open_ledger, reporter_for
 
 #: What a missing ``review`` extra is told.
-REVIEW_EXTRA = "thumbctl review needs its web server: pip install 'thumbctl[review]'"
+REVIEW_EXTRA = (
+    "thumbctl review needs its web server: pip install 'thumbctl[review]' "
+    "(in a clone of thumbctl: pip install '.[review]')"
+)
 
 
 def review_command(
@@ -55,7 +58,9 @@ def review_command(
 
         with Interrupts().on_sigint() as interrupts:  # uvicorn stops at Ctrl-C, then raises it again: counted here
             serve(session, port, ready, lambda: interrupts.count() > 0)
-        reporter.review_stopped(session.pending())
+        sheet, sheet_error = session.write_catalogue_sheet() if settings["sheet"] else (None, None)
+        reporter.sheet_error(sheet_error)
+        reporter.review_stopped(session.pending(), bool(session.batches), sheet)
         if interrupts.count():
             raise typer.Exit(int(ExitCode.INTERRUPTED))
 

@@ -152,6 +152,16 @@ class PhotoGroup:
     def changed_since_review(self) -> bool:
         return self.reviewed_at is None or self.changed_at > self.reviewed_at
 
+    def score_at(self, ratio: str) -> float | None:
+        """The worst known score of its names at ``ratio`` (None: none is known)."""
+        scores = [score for entry in self.entries if entry.ratio == ratio and (score := entry.score) is not None]
+        return min(scores) if scores else None
+
+
+def _worst_first(score: float | None, shown: str) -> tuple[bool, float, str]:
+    """The order of the list: unknown scores first, then the worst."""
+    return score is not None, score or 0.0, shown
+
 
 def groups_of(entries: Iterable[CatalogueEntry], reviews: dict[str, str]) -> list[PhotoGroup]:
     """The photos of ``entries`` (names whose source was read and whose size is known), each with when
@@ -161,7 +171,7 @@ def groups_of(entries: Iterable[CatalogueEntry], reviews: dict[str, str]) -> lis
         if entry.source_digest is not None and entry.source_size is not None:
             grouped.setdefault(entry.source_digest, []).append(entry)
     groups = [_group(digest, named, reviews.get(digest)) for digest, named in grouped.items()]
-    groups.sort(key=lambda g: (g.score is not None, g.score or 0.0, g.shown))
+    groups.sort(key=lambda g: _worst_first(g.score, g.shown))
     return groups
 
 
@@ -272,6 +282,9 @@ class Listing:
         return True
 
     def page(self, photos: list[PhotoGroup]) -> tuple[int, list[PhotoView]]:
-        """How many photos the listing keeps, and those of the page asked for."""
+        """How many photos the listing keeps, and those of the page asked for: worst score first, at
+        the ratio asked for when there is one."""
         kept = photos if self.shown == Shown.ALL and not self.ratio else [p for p in photos if self.keeps(p)]
+        if self.ratio:
+            kept = sorted(kept, key=lambda p: _worst_first(p.score_at(self.ratio), p.shown))
         return len(kept), [photo.view() for photo in kept[self.offset : self.offset + self.limit]]

@@ -173,6 +173,22 @@ class ReviewSession:
             views = [ledger.views.batch(batch_id, with_failures=False) for batch_id in self.batches]
         return [view for view in views if not view.is_terminal]
 
+    def write_catalogue_sheet(self) -> tuple[str | None, str | None]:
+        """After this session's Applies, the OUT's catalogue sheet written again, the photos they
+        changed first: (its path, None), or (None, why it could not be written); (None, None)
+        when nothing was applied."""
+        from ..core.errors import CannotWrite
+        from ..review.cataloguesheet import write_ledger_catalogue_sheet
+
+        if not self.batches:
+            return None, None
+        with self._ledger() as ledger:
+            first = ledger.views.batch(self.batches[0], with_failures=False)
+            try:
+                return write_ledger_catalogue_sheet(ledger, self.out_dir, changed_by=first).path, None
+            except CannotWrite as exc:
+                return None, exc.message
+
     def preview(self, digest: str) -> bytes:
         """The JPEG preview of the photo (the render's analysis copy); ItemNotFound when none was kept."""
         from ..review.sheet import preview_at

@@ -9,7 +9,7 @@ from ..core.catalogue import CatalogueEntry
 from ..core.redact import shown_source
 from .listing import Cell
 from .output import Output
-from .styles import escape, plural, printable
+from .styles import escape, page_link, plural, printable
 
 if TYPE_CHECKING:
     from ..core.models import BatchView
@@ -87,13 +87,18 @@ class CatalogueReports(Output):
         where = "opened in your browser" if opened else "open it in a browser on this machine"
         self.note(f"  {where}; Ctrl-C stops it")
 
-    def review_stopped(self, pending: list[BatchView]) -> None:
-        """Ctrl-C: the review stopped; Apply batches not finished stay queued in the ledger."""
+    def review_stopped(self, pending: list[BatchView], applied: bool, sheet: str | None) -> None:
+        """Ctrl-C: the review stopped; Apply batches not finished stay queued in the ledger; the
+        catalogue sheet written again after its Applies."""
         if pending:
             queued = sum(batch.total - batch.done for batch in pending)
             self.note(
                 f"[yellow]stopped[/]: {plural(len(pending), 'Apply batch')} not finished "
                 f"({plural(queued, 'render')} left) stay queued in the ledger: thumbctl work --until-idle renders them"
             )
-        else:
+        elif applied:
             self.note("stopped: every Apply was rendered")
+        else:
+            self.note("stopped: nothing was applied")
+        if sheet is not None:
+            self.note(f"  contact sheet {escape(page_link(sheet))}")

@@ -88,8 +88,17 @@ function fillRatios(ratios) {
   for (const ratio of ratios) $("ratio-filter").append(new Option(ratio, ratio));
 }
 
+// A score to two places, rounded down: one below the threshold never reads as the threshold.
 function scoreText(score) {
-  return score === null ? "unknown" : score.toFixed(2);
+  return score === null ? "unknown" : (Math.floor(score * 100) / 100).toFixed(2);
+}
+
+// The score the list shows: the worst of the photo's ratios, or of the ratio the list filters on.
+function listedScore(photo) {
+  const only = $("ratio-filter").value;
+  if (!only) return photo.score;
+  const ratio = photo.ratios.find((r) => r.ratio === only);
+  return ratio ? ratio.score : null;
 }
 
 function low(score) {
@@ -117,8 +126,9 @@ function markListItem(at) {
   const item = $("photos").children[at];
   if (!item) return;
   const score = item.lastChild;
-  score.textContent = photo.changed ? scoreText(photo.score) : `✓ ${scoreText(photo.score)}`;
-  score.className = `score${low(photo.score) ? " low" : ""}${photo.changed ? "" : " reviewed"}`;
+  const shown = listedScore(photo);
+  score.textContent = photo.changed ? scoreText(shown) : `✓ ${scoreText(shown)}`;
+  score.className = `score${low(shown) ? " low" : ""}${photo.changed ? "" : " reviewed"}`;
   item.classList.toggle("current", at === state.index);
 }
 
@@ -213,6 +223,9 @@ function windowOf(ratio) {
   return ratio.window;
 }
 
+// Where each ratio's label sits on its window, in turn: windows that share an edge keep them apart.
+const CORNERS = ["top-left", "bottom-right", "top-right", "bottom-left"];
+
 function scale() {
   const shown = $("source").getBoundingClientRect();
   return shown.width / state.photo.width;
@@ -222,13 +235,15 @@ function draw() {
   const photo = state.photo;
   const by = scale() || 560 / photo.width;
   const windows = $("windows");
+  const moving = new Set(targets().map((ratio) => ratio.ratio));
   windows.replaceChildren();
   for (const [index, ratio] of photo.ratios.entries()) {
     if (ratio.fit !== "cover") continue;
     const box = windowOf(ratio);
     if (!box) continue;
     const div = document.createElement("div");
-    div.className = `window${state.pending.has(ratio.ratio) ? " pending" : ""}`;
+    const movable = moving.has(ratio.ratio) ? " movable" : "";
+    div.className = `window${state.pending.has(ratio.ratio) ? " pending" : ""}${movable}`;
     div.dataset.ratio = ratio.ratio;
     div.dataset.box = box.join(",");
     Object.assign(div.style, {
@@ -237,10 +252,9 @@ function draw() {
     });
     const label = document.createElement("span");
     label.style.background = colour(ratio.ratio);
-    label.style.top = `${index * 18}px`; // windows that share an edge keep their labels apart
+    label.className = CORNERS[index % CORNERS.length];
     label.textContent = ratio.ratio;
     div.append(label);
-    div.addEventListener("pointerdown", (event) => startDrag(event, ratio, box));
     windows.append(div);
   }
   drawMark(by);
@@ -292,7 +306,10 @@ function drawCrops() {
     const [w, h] = [name.width || 160, name.height || 160];
     const fit = 160 / Math.max(w, h);
     image.width = Math.round(w * fit); image.height = Math.round(h * fit);
-    rendered.append(image, caption(`as rendered · ${name.name}`));
+    const whole = document.createElement("a"); // the thumbnail at its own size, in a tab of its own
+    whole.href = image.src; whole.target = "_blank"; whole.rel = "noopener"; whole.title = "Open at full size";
+    whole.append(image);
+    rendered.append(whole, caption(`as rendered · ${name.name}`));
     pair.append(rendered);
     if (ratio.fit === "cover" && state.pending.has(ratio.ratio)) pair.append(previewFigure(ratio, image.width, image.height));
     card.append(head, pair);
@@ -367,8 +384,20 @@ function onStageClick(event) {
   draw();
 }
 
+// A press on the photo drags the window of the chosen ratio (with "all", the smallest one) under the
+// pointer; a press elsewhere is a click, which sets the focus.
+function onStagePress(event) {
+  if (!state.photo || state.running || event.button !== 0) return;
+  const point = pointOf(event);
+  const [x, y] = [point[0] * state.photo.width, point[1] * state.photo.height];
+  const under = targets()
+    .map((ratio) => [ratio, windowOf(ratio)])
+    .filter(([, box]) => box && box[0] <= x && x <= box[2] && box[1] <= y && y <= box[3])
+    .sort(([, a], [, b]) => (a[2] - a[0]) * (a[3] - a[1]) - (b[2] - b[0]) * (b[3] - b[1]));
+  if (under.length) startDrag(event, ...under[0]);
+}
+
 function startDrag(event, ratio, box) {
-  if (state.running) return;
   event.preventDefault();
   event.stopPropagation();
   const photo = state.photo;
@@ -516,6 +545,7 @@ function onKey(event) {
 
 function start() {
   $("stage").addEventListener("click", onStageClick);
+  $("stage").addEventListener("pointerdown", onStagePress);
   $("apply").addEventListener("click", () => apply());
   $("reset").addEventListener("click", reset);
   $("discard").addEventListener("click", () => { state.pending.clear(); draw(); });
