@@ -102,6 +102,7 @@ def test_click_a_focus_point_preview_apply_and_the_thumbnail_and_fix_file_follow
             SCREENSHOT.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(SCREENSHOT))
             page.click("#discard")
+            page.locator("#photos li", has_text="Landscape_6.jpg").click()
 
         page.keyboard.press("j")  # each photo undoes only its own applies
         expect(page.locator("#title")).not_to_have_text("Landscape_6.jpg")
