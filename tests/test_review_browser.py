@@ -83,7 +83,7 @@ def test_click_a_focus_point_preview_apply_and_the_thumbnail_and_fix_file_follow
         page.keyboard.press("Enter")  # Apply, though the ratio was just chosen with the mouse
         expect(page.locator("#progress")).to_have_text(re.compile("^Rendered"), timeout=90_000)
         assert (out / name).read_bytes() != before, "the thumbnail at the name was rendered again"
-        assert page.locator(".crop[data-ratio='1:1'] img.rendered").get_attribute("src") != rendered
+        expect(page.locator(".crop[data-ratio='1:1'] img.rendered")).not_to_have_attribute("src", rendered)
         whole = urlsplit(page.locator(".crop[data-ratio='1:1'] a").get_attribute("href"))  # at its own size
         assert review.get(f"{whole.path}?{whole.query}").body == (out / name).read_bytes()
         held = json.loads((photos / "thumbctl-focus.json").read_text())["photos"]

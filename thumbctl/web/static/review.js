@@ -283,6 +283,31 @@ function largestName(ratio) {
   return (fitting.length ? fitting[fitting.length - 1] : names[0]) || ratio.names[0];
 }
 
+// The thumbnails the browser has loaded, and the one each photo's ratio showed last: a thumbnail
+// rendered again is shown once it has loaded, the one before staying until then (no blank box).
+const loaded = new Set();
+const loading = new Set();
+const lastShown = new Map();
+
+function steadySrc(key, src) {
+  const before = lastShown.get(key);
+  if (!before || before === src || loaded.has(src)) {
+    lastShown.set(key, src);
+    loaded.add(src);
+    return src;
+  }
+  if (!loading.has(src)) {
+    loading.add(src);
+    const next = new Image();
+    next.src = src;
+    next.decode().catch(() => {}).then(() => {
+      loaded.add(src);
+      if (state.photo) drawCrops();
+    });
+  }
+  return before;
+}
+
 function drawCrops() {
   const photo = state.photo;
   const crops = $("crops");
@@ -302,12 +327,13 @@ function drawCrops() {
     const image = document.createElement("img");
     image.className = "rendered";
     image.alt = `${ratio.ratio} thumbnail as rendered`;
-    image.src = `img/${photo.id}/thumbnail?${new URLSearchParams({ name: name.name, v: name.version || "" })}`;
+    const src = `img/${photo.id}/thumbnail?${new URLSearchParams({ name: name.name, v: name.version || "" })}`;
+    image.src = steadySrc(`${photo.id} ${ratio.ratio}`, src);
     const [w, h] = [name.width || 160, name.height || 160];
     const fit = 160 / Math.max(w, h);
     image.width = Math.round(w * fit); image.height = Math.round(h * fit);
     const whole = document.createElement("a"); // the thumbnail at its own size, in a tab of its own
-    whole.href = image.src; whole.target = "_blank"; whole.rel = "noopener"; whole.title = "Open at full size";
+    whole.href = src; whole.target = "_blank"; whole.rel = "noopener"; whole.title = "Open at full size";
     whole.append(image);
     rendered.append(whole, caption(`as rendered · ${name.name}`));
     pair.append(rendered);
