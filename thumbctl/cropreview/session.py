@@ -17,7 +17,7 @@ from pathlib import Path
 from ..config.s3location import is_s3
 from ..core.catalogue import CatalogueEntry
 from ..core.display import shown
-from ..core.errors import ItemNotFound, LedgerMissing, ReviewConflict, UsageError
+from ..core.errors import CannotWrite, ItemNotFound, LedgerMissing, ReviewConflict, UsageError
 from ..core.models import BatchView
 from ..core.profile import Limits
 from ..ledger import Ledger
@@ -177,8 +177,7 @@ class ReviewSession:
         """After this session's Applies, the OUT's catalogue sheet written again, the photos they
         changed first: (its path, None), or (None, why it could not be written); (None, None)
         when nothing was applied."""
-        from ..core.errors import CannotWrite
-        from ..review.cataloguesheet import write_ledger_catalogue_sheet
+        from ..review.cataloguesheet import write_ledger_catalogue_sheet  # its pages: loaded at the end only
 
         if not self.batches:
             return None, None
