@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from thumbctl import Ledger
+from thumbctl.core.display import score_text
 
 from conftest import SAMPLE_IMAGES
 from harness import Thumbctl
@@ -74,7 +75,7 @@ def test_sort_by_score_puts_the_worst_crop_first_and_the_table_names_each_thumbn
     assert table.returncode == 0
     lines = table.stdout.splitlines()
     assert lines[0].split()[:5] == ["name", "ratio", "size", "format", "crop"] and len(lines) == 9
-    assert f"{scores[0]:.2f}" in lines[1] and "8 live thumbnails" in table.stderr
+    assert score_text(scores[0]) in lines[1] and "8 live thumbnails" in table.stderr
     streamed = cli.invoke("catalogue", out_dir, "--jsonl")
     listed = json_here(cli, "catalogue", out_dir)["entries"]
     assert [json.loads(line) for line in streamed.stdout.splitlines()] == listed

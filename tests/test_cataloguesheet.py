@@ -11,6 +11,8 @@ from urllib.parse import unquote
 
 from test_sheet import parse
 
+from thumbctl.core.display import score_text
+
 from conftest import SAMPLE_IMAGES
 from harness import Thumbctl
 from inprocess import json_here, submit_here
@@ -42,7 +44,7 @@ def test_the_sheet_of_an_out_draws_every_live_photo_with_its_windows_reused_or_n
     assert linked == {entry["path"] for entry in entries}
     for entry in entries:  # every name: its window's score and the line that fixes it
         card = entry["source"].removeprefix(str(photos.resolve()) + "/")
-        assert f"{entry['score']:.2f}" in parser.card_text[card] and "no crop recorded" not in parser.card_text[card]
+        assert score_text(entry["score"]) in parser.card_text[card] and "no crop recorded" not in parser.card_text[card]
         assert any(f"--ratio {entry['ratio']} --at " in line for line in parser.recrops[card])
     header = page.read_text(encoding="utf-8").split("</header>")[0]
     assert str(tmp_path) not in header  # no absolute local path in what the page says of OUT

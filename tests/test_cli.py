@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 import thumbctl
 from thumbctl import Ledger, Limits
 from thumbctl.cli import app, main
+from thumbctl.core.display import score_text
 
 from conftest import SAMPLE_IMAGES
 from harness import Thumbctl
@@ -1053,7 +1054,7 @@ def table_rows(cli, batch_id: str) -> dict[tuple[str, str], str]:
 def shown_crop(crop: dict) -> str:
     """What the items table shows for a recorded crop: policy, score to 2 places, corner, size."""
     width, height = window_size(crop["box"])
-    return f"{crop['policy']} {crop['score']:.2f} @ {crop['box'][0]},{crop['box'][1]} {width}x{height}"
+    return f"{crop['policy']} {score_text(crop['score'])} @ {crop['box'][0]},{crop['box'][1]} {width}x{height}"
 
 
 @pytest.mark.parametrize("policy", ["smart", "entropy", "center"])

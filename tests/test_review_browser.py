@@ -243,3 +243,41 @@ def test_a_cancelled_apply_keeps_its_fix_the_next_renders_it_and_an_edited_thumb
         expect(page.locator("#progress")).to_contain_text("thumbctl did not publish")
         expect(heading).to_contain_text("not rendered")
     assert name.read_bytes() == edited
+
+
+def rgb(hex_colour: str) -> str:
+    red, green, blue = (int(hex_colour[n : n + 2], 16) for n in (1, 3, 5))
+    return f"rgb({red}, {green}, {blue})"
+
+
+def test_filters_answered_late_never_replace_the_list_and_colours_match_the_contact_sheet(shop, tmp_path: Path) -> None:
+    cli, _, out = shop
+    assert cli.run("sheet", "--out", out).returncode == 0
+    legend = re.findall(
+        r'<li><i style="--c:(#[0-9a-f]{6})"></i>([0-9:]+)</li>', (out / "batches/catalogue.html").read_text()
+    )
+    assert len(legend) == 3
+    with reviewing(cli, out) as review, browser(tmp_path / "home") as chromium:
+        page = chromium.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(review.url)
+        page.wait_for_selector("#windows .window")
+        for colour, ratio in legend:  # one colour per ratio on both pages
+            style = page.locator(f"#windows .window[data-ratio='{ratio}']").get_attribute("style")
+            assert f"border-color: {rgb(colour)}" in style, (ratio, style)
+
+        held = []
+        page.route(re.compile(r"api/photos\?.*shown=low"), lambda route: held.append(route))  # answers late
+        page.select_option("#shown", "low")
+        page.select_option("#shown", "all")
+        expect(page.locator("#photos li")).to_have_count(3)
+        assert len(held) == 1
+        with page.expect_response(lambda response: "shown=low" in response.url):
+            held[0].continue_()
+        page.locator("#photos li").first.hover()  # the page has handled the late answer by now
+        expect(page.locator("#count")).to_have_text("3 of 3 photos")
+        expect(page.locator("#photos li")).to_have_count(3)
+
+        page.select_option("#ratio-filter", "4:3")  # the list on one ratio: clicks fix that ratio
+        expect(page.locator("input[name=target][value='4:3']")).to_be_checked()
+        page.locator("#photos li").nth(1).click()
+        expect(page.locator("input[name=target][value='4:3']")).to_be_checked()

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from thumbctl import Ledger
 from thumbctl.cli import app
+from thumbctl.core.display import score_text
 from thumbctl.core.models import BatchView, ItemView
 from thumbctl.review.sheet import item_key, render_sheet, write_contact_sheet
 from thumbctl.storage.objects import LocalObjectStore
@@ -230,7 +231,7 @@ def test_outputs_reused_at_submit_show_the_crop_window_and_score_of_the_render_t
     # the reused outputs' sizes come from intake: square, with their width and height set
     assert all(img["width"] == img["height"] for imgs in parser.images.values() for img in imgs)
     for item in items:
-        score = f"{rendered[item.item_id].result['crop']['score']:.2f}"
+        score = score_text(rendered[item.item_id].result["crop"]["score"])
         assert "no crop recorded" not in parser.card_text[item.item_id] and score in parser.card_text[item.item_id]
     assert_links_resolve(parser, page.parent)
 
@@ -431,7 +432,7 @@ def test_the_sheet_draws_every_recorded_window_and_captions_it_with_policy_and_s
         (window,) = [w for w in parser.windows[item.item_id] if w["title"] == item.ratio]
         assert window["style"].endswith(f";{window_style(crop['box'], PHOTO_SIZES[item.item_id])}")
         width, height = window_size(crop["box"])
-        caption = f"{policy} {crop['score']:.2f} · {width}×{height} at {crop['box'][0]},{crop['box'][1]}"
+        caption = f"{policy} {score_text(crop['score'])} · {width}×{height} at {crop['box'][0]},{crop['box'][1]}"
         assert f"{item.ratio} {item.result['width']}×{item.result['height']}{caption}" in parser.captions[item.item_id]
     assert len(parser.windows) == len(PHOTO_SIZES) and sum(map(len, parser.windows.values())) == len(items)
 

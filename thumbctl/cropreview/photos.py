@@ -16,7 +16,7 @@ from enum import StrEnum
 from functools import cached_property
 
 from ..core.catalogue import CatalogueEntry
-from ..review.catalogue import source_id
+from ..review.catalogue import source_id, widest_first
 
 Box = tuple[int, int, int, int]
 Point = tuple[float, float]
@@ -205,20 +205,11 @@ def _photo(digest: str, entries: list[CatalogueEntry], reviewed_at: str | None) 
         width=width,
         height=height,
         trim=trim,
-        ratios=tuple(_ratio(ratio, named) for ratio, named in sorted(by_ratio.items(), key=_ratio_order)),
+        ratios=tuple(_ratio(ratio, by_ratio[ratio]) for ratio in widest_first(by_ratio)),
         changed_at=max(entry.changed_at for entry in entries),
         reviewed_at=reviewed_at,
         preview=preview,
     )
-
-
-def _ratio_order(pair: tuple[str, list[CatalogueEntry]]) -> tuple[float, str]:
-    ratio = pair[0]
-    w, _, h = ratio.partition(":")
-    try:
-        return -float(w) / float(h), ratio
-    except (ValueError, ZeroDivisionError):
-        return 0.0, ratio
 
 
 def _ratio(ratio: str, entries: list[CatalogueEntry]) -> RatioView:

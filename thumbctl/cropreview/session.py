@@ -21,6 +21,7 @@ from ..core.errors import CannotWrite, ItemNotFound, LedgerMissing, ReviewConfli
 from ..core.models import BatchView
 from ..core.profile import Limits
 from ..ledger import Ledger
+from ..review.catalogue import ratio_colours, widest_first
 from ..sources.downloads import is_url
 from ..storage.locations import object_name_of, object_store_of
 from .photos import Listing, PhotoGroup, PhotoView, groups_of, photos_of
@@ -95,13 +96,14 @@ class ReviewSession:
         """The page of photos ``listing`` asks for, with how many it keeps and the OUT's ratios."""
         photos = self._groups()
         total, page = listing.page(photos)
-        ratios = sorted({e.ratio for p in photos for e in p.entries}, key=_ratio_value, reverse=True)
+        ratios = widest_first(e.ratio for p in photos for e in p.entries)
         return {
             "out": self.out_dir if is_s3(self.out_dir) else shown(Path(self.out_dir)),
             "total": total,
             "photos_in_out": len(photos),
             "offset": listing.offset,
             "ratios": ratios,
+            "colours": ratio_colours(ratios),
             "photos": [photo.to_json() for photo in page],
         }
 
@@ -294,10 +296,3 @@ def _check_point(point: Point | None) -> None:
     if len(point) != 2 or not all(isinstance(v, int | float) and math.isfinite(v) and 0 <= v <= 1 for v in point):
         raise UsageError(f"a focus point is two numbers in 0..1, not {point!r}"[:200], code="bad_focus")
 
-
-def _ratio_value(ratio: str) -> float:
-    w, _, h = ratio.partition(":")
-    try:
-        return float(w) / float(h)
-    except (ValueError, ZeroDivisionError):
-        return 0.0

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..core.catalogue import CatalogueEntry
+from ..core.display import score_text
 from ..core.redact import shown_source
 from .listing import Cell
 from .output import Output
@@ -27,7 +28,7 @@ def window_text(entry: CatalogueEntry) -> str:
     if crop is None or entry.score is None:
         return "unknown"
     left, top, right, bottom = crop["box"]  # type: ignore[misc]
-    return f"{crop.get('policy', 'smart')} {entry.score:.2f} @ {left},{top} {right - left}x{bottom - top}"
+    return f"{crop.get('policy', 'smart')} {score_text(entry.score)} @ {left},{top} {right - left}x{bottom - top}"
 
 
 def catalogue_cells(entry: CatalogueEntry) -> Sequence[Cell]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
+from ..core.display import score_text
 from ..core.models import EventView, ItemState, ItemView
 from ..core.proc import owner_label
 from ..ledger.damage import DamagedItemView
@@ -30,7 +31,7 @@ def crop_text(result: dict[str, object] | None) -> str:
     if not isinstance(crop, dict):
         return ""
     left, top, right, bottom = crop["box"]
-    text = f"{crop['policy']} {crop['score']:.2f} @ {left},{top} {right - left}x{bottom - top}"
+    text = f"{crop['policy']} {score_text(crop['score'])} @ {left},{top} {right - left}x{bottom - top}"
     if result.get("source_smaller_than_target"):
         placed = result.get("placed")  # contain: the photo on its canvas is what stayed small
         if isinstance(placed, list) and len(placed) == 4:

@@ -187,3 +187,26 @@ def fix_notes(ledger: Ledger, photos: Iterable[tuple[str, str | None, str]]) -> 
             why = "another picture" if stale.reason == "picture_changed" else "not compared"
             notes[item_id] = f"fix for the previous content not applied ({', '.join(stale.ratios)}): {why}"
     return notes
+
+
+#: The colours of the ratios' windows, in turn.
+RATIO_COLOURS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2")
+
+
+def widest_first(ratios: Iterable[str]) -> list[str]:
+    """The distinct ``ratios``, the widest first (one that does not parse last)."""
+    return sorted(set(ratios), key=lambda ratio: (-_ratio_value(ratio), ratio))
+
+
+def ratio_colours(ratios: Iterable[str]) -> dict[str, str]:
+    """Each ratio's colour, in turn from the widest: pages of one OUT's ratios (its catalogue sheet,
+    its review page) give each ratio the same colour."""
+    return {ratio: RATIO_COLOURS[n % len(RATIO_COLOURS)] for n, ratio in enumerate(widest_first(ratios))}
+
+
+def _ratio_value(ratio: str) -> float:
+    width, _, height = ratio.partition(":")
+    try:
+        return float(width) / float(height)
+    except (ValueError, ZeroDivisionError):
+        return 0.0

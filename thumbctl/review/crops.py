@@ -21,6 +21,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from ..config.s3location import is_s3
 from ..config.userdirs import default_ledger_path
+from ..core.display import score_text
 from ..core.models import ItemView
 from ..core.redact import shown_source
 
@@ -229,9 +230,9 @@ def crop_text(item: ItemView) -> str:
         at = f"{placed[2] - placed[0]}×{placed[3] - placed[1]} at {placed[0]},{placed[1]}"
         return f"contain · whole photo {right - left}×{bottom - top}, placed {at}, padded{trimmed}"
     score = crop.get("score")
-    score_text = f" {score:.2f}" if isinstance(score, int | float) else ""
+    shown_score = f" {score_text(score)}" if isinstance(score, int | float) else ""
     policy = escape(str(crop.get("policy", "")))
-    return f"{policy}{score_text} · {right - left}×{bottom - top} at {left},{top}{trimmed}"
+    return f"{policy}{shown_score} · {right - left}×{bottom - top} at {left},{top}{trimmed}"
 
 
 def ratio_css(ratio: str) -> str:

@@ -39,7 +39,7 @@ from ..storage.locations import (
 )
 from ..storage.objects import LocalObjectStore, read_preview
 from ..storage.outputs import OutputTarget
-from .catalogue import fix_notes, public_links
+from .catalogue import fix_notes, public_links, ratio_colours
 from .crops import (
     FixLines,
     crop_caption,
@@ -54,7 +54,6 @@ from .crops import (
 from .markup import FALLBACK_FORMATS, documents_root
 
 #: Outline colours of the ratios, in the order the batch lists them.
-RATIO_COLOURS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2")
 #: Source orders of ``thumbctl sheet --sort``; sources with a crop missing come first in each.
 SORT_ORDERS = ("ledger", "score")
 
@@ -236,7 +235,7 @@ def render_page(
     over one card per source (see :func:`render_sheet`); ``notes``: a line for some sources' cards,
     by item id (a crop fix not applied); ``first``: the sources whose cards come first."""
     ratios = list(dict.fromkeys(i.ratio for i in items))
-    colours = {r: RATIO_COLOURS[n % len(RATIO_COLOURS)] for n, r in enumerate(ratios)}
+    colours = ratio_colours(ratios)
     groups = group_by_source(items, shown, sort, first)
     card = SourceCard(shown, page_dir, colours, photos or {}, fixes or FixLines(), notes or {})
     cards = "\n".join(card.render(item_id, group, sizes.get(item_id)) for item_id, group in groups.items())

@@ -2,18 +2,20 @@
 // render it again, Approve what is right. Every address is relative to the page's own (its token).
 import { fixedWindow, focusAt } from "./geometry.js";
 
-const COLOURS = ["#e11d48", "#2563eb", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#65a30d"];
 const PAGE = 40;
 const $ = (id) => document.getElementById(id);
 
 const state = {
-  photos: [], total: 0, ratios: [], index: -1, photo: null,
-  pending: new Map(), undo: new Map(), running: null, loading: false,
+  photos: [], total: 0, ratios: [], colours: {}, index: -1, photo: null,
+  pending: new Map(), undo: new Map(), running: null,
+  target: "", // the ratio a click or a drag fixes ("": all), kept from photo to photo
+  listing: 0, // which listing the list shows: one more each time the filters change
+  loading: null, // the listing whose next page is being read
 };
 
+// Each ratio's colour, as the catalogue's contact sheet draws it (the listing sends them).
 function colour(ratio) {
-  const at = state.ratios.indexOf(ratio);
-  return COLOURS[(at < 0 ? 0 : at) % COLOURS.length];
+  return state.colours[ratio] || "#e11d48";
 }
 
 function say(message, kind = "error") {
@@ -52,20 +54,24 @@ function query(offset) {
 }
 
 async function loadList(first = null) {
+  const listing = ++state.listing;
   state.photos = []; state.total = 0; state.index = -1;
   $("photos").replaceChildren();
   await loadMore(first);
+  if (listing !== state.listing) return; // the filters changed again meanwhile
   if (state.photos.length) await select(0, false); else showNothing();
 }
 
 // The next page of the listing; `given`: the first page, sent with the page itself.
 async function loadMore(given = null) {
-  if (state.loading || (state.photos.length && state.photos.length >= state.total)) return;
-  state.loading = true;
+  const listing = state.listing;
+  if (state.loading === listing || (state.photos.length && state.photos.length >= state.total)) return;
+  state.loading = listing;
   try {
     const page = given || await api(query(state.photos.length));
+    if (listing !== state.listing) return; // an answer for filters no longer chosen
     $("out").textContent = page.out;
-    if (!state.ratios.length) fillRatios(page.ratios);
+    if (!state.ratios.length) fillRatios(page.ratios, page.colours);
     state.total = page.total;
     for (const photo of page.photos) addToList(photo);
     $("count").textContent = `${page.total} of ${page.photos_in_out} photos`;
@@ -73,9 +79,9 @@ async function loadMore(given = null) {
   } catch (error) {
     say(error.message);
   } finally {
-    state.loading = false;
+    if (state.loading === listing) state.loading = null;
   }
-  if (moreInSight()) loadMore(); // a tall list shows the end of this page already: the observer says nothing
+  if (listing === state.listing && moreInSight()) loadMore(); // a tall list shows the end of this page already: the observer says nothing
 }
 
 function moreInSight() {
@@ -83,14 +89,15 @@ function moreInSight() {
   return state.photos.length < state.total && more.top <= $("list").getBoundingClientRect().bottom;
 }
 
-function fillRatios(ratios) {
+function fillRatios(ratios, colours) {
   state.ratios = ratios;
+  state.colours = colours;
   for (const ratio of ratios) $("ratio-filter").append(new Option(ratio, ratio));
 }
 
 // A score to two places, rounded down: one below the threshold never reads as the threshold.
 function scoreText(score) {
-  return score === null ? "unknown" : (Math.floor(score * 100) / 100).toFixed(2);
+  return score === null ? "unknown" : (Math.floor(score * 100 + 1e-9) / 100).toFixed(2); // as core/display.py
 }
 
 // The score the list shows: the worst of the photo's ratios, or of the ratio the list filters on.
@@ -184,7 +191,7 @@ function show(photo) {
   if (photo.preview) source.src = `img/${photo.id}/preview`; else source.removeAttribute("src");
   sizeStage();
   const targets = $("targets");
-  const chosen = document.querySelector("input[name=target]:checked").value;
+  const chosen = state.target;
   targets.replaceChildren();
   for (const ratio of photo.ratios.filter((r) => r.fit === "cover")) {
     const label = document.createElement("label");
@@ -578,7 +585,8 @@ function start() {
   $("approve").addEventListener("click", approve);
   $("undo").addEventListener("click", undo);
   $("cancel").addEventListener("click", cancelRender);
-  $("target").addEventListener("change", (event) => { event.target.blur(); draw(); });
+  $("target").addEventListener("change", (event) => { state.target = event.target.value; event.target.blur(); draw(); });
+  $("ratio-filter").addEventListener("change", () => { state.target = $("ratio-filter").value || state.target; });
   for (const id of ["shown", "ratio-filter", "below"]) $(id).addEventListener("change", () => loadList());
   window.addEventListener("resize", () => { if (state.photo) { sizeStage(); draw(); } });
   document.addEventListener("keydown", onKey);
