@@ -119,6 +119,7 @@ def test_click_a_focus_point_preview_apply_and_the_thumbnail_and_fix_file_follow
         until(lambda: (out / name).read_bytes() == before, "the smart crop's thumbnail back at the name")
         expect(page.locator("#title")).to_have_text("Landscape_6.jpg")
         expect(page.locator(".crop[data-ratio='1:1'] h3")).to_contain_text("smart crop", timeout=30_000)
+        expect(page.locator("#progress")).to_have_text("Undone: rendered as before, 1 thumbnail")
         assert errors == []
 
 

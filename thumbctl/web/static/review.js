@@ -463,18 +463,18 @@ function wanted(photo = state.photo) {
   return Object.fromEntries(photo.ratios.filter((r) => r.fit === "cover" && !r.rendered).map((r) => [r.ratio, r.focus]));
 }
 
-async function apply(changes = wanted(), photo = state.photo, remember = state.pending.size > 0) {
+async function apply(changes = wanted(), photo = state.photo, remember = state.pending.size > 0, verb = "Rendered") {
   if (!Object.keys(changes).length || state.running) return;
   const previous = Object.fromEntries(Object.keys(changes).map((r) => [r, (photo.ratios.find((x) => x.ratio === r) || {}).focus || null]));
   $("progress").textContent = "Applying…";
   try {
-    const done = await api(`api/photos/${photo.id}/apply`, { version: photo.version, changes });
+    const applied = await api(`api/photos/${photo.id}/apply`, { version: photo.version, changes });
     if (remember) state.undo.set(photo.id, [...(state.undo.get(photo.id) || []), previous]);
     state.pending.clear();
-    if (state.photo && state.photo.id === photo.id) update(done.photo);
-    const file = done.fix_file;
+    if (state.photo && state.photo.id === photo.id) update(applied.photo);
+    const file = applied.fix_file;
     const note = file && file.problem ? ` (fix file: ${file.problem})` : "";
-    await follow(done.batches, done.names, photo.id, note);
+    await follow(applied.batches, applied.names, photo.id, note, verb);
   } catch (error) {
     $("progress").textContent = "";
     if (error.status === 409) {
@@ -486,7 +486,7 @@ async function apply(changes = wanted(), photo = state.photo, remember = state.p
   }
 }
 
-async function follow(batches, names, id, note) {
+async function follow(batches, names, id, note, verb) {
   state.running = { batches, id };
   $("cancel").hidden = false;
   draw();
@@ -508,7 +508,7 @@ async function follow(batches, names, id, note) {
   const failed = views.filter((v) => v.state !== "succeeded");
   if (state.photo && state.photo.id === id) await refresh();
   draw(); // a cancelled render changed nothing the refresh would redraw
-  $("progress").textContent = failed.length ? trouble(failed) : `Rendered ${names} thumbnail${names === 1 ? "" : "s"}${note}`;
+  $("progress").textContent = failed.length ? trouble(failed) : `${verb} ${names} thumbnail${names === 1 ? "" : "s"}${note}`;
 }
 
 // What went wrong with an Apply's render: its state, the first failure's code and detail, where to look.
@@ -561,7 +561,7 @@ async function undo() {
   const last = applied.pop();
   if (!last) return;
   await refresh();
-  await apply(last, state.photo, false);
+  await apply(last, state.photo, false, "Undone: rendered as before,");
 }
 
 function onKey(event) {
