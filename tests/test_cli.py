@@ -823,6 +823,21 @@ def test_the_summary_does_not_name_a_manifest_that_was_not_written(cli, photos: 
     assert f"  thumbnails in {out_dir}, the batch manifest was not written (see the warning)\n" in result.stdout
 
 
+def test_a_batch_finished_at_acceptance_whose_manifest_cannot_be_written_is_a_warning(
+    cli, photos: Path, out_dir: Path
+) -> None:
+    first = cli("submit", str(photos), "--out", str(out_dir), "-r", "1:1", "-w", "1", "--key", "first")
+    assert first.exit_code == 0, first.stderr
+    shutil.rmtree(out_dir / "batches")
+    (out_dir / "batches").write_text("a file where the manifest's folder goes")
+    again = cli("submit", str(photos), "--out", str(out_dir), "-r", "1:1", "--key", "second", "--json")
+    assert again.exit_code == 0, again.stderr  # every output reused: the batch ended as it was accepted
+    batch = json.loads(again.stdout)
+    assert batch["state"] == "succeeded" and batch["counts"]["succeeded"] == 4  # the four photos, at 1:1
+    assert f"warning [io_error] batch manifest not written: {out_dir / 'batches'}" in again.stderr
+    assert "Traceback" not in again.stderr
+
+
 # -- odd file names and reused outputs ----------------------------------------------------------
 
 

@@ -81,7 +81,10 @@ def test_click_a_focus_point_preview_apply_and_the_thumbnail_and_fix_file_follow
 
         rendered = page.locator(".crop[data-ratio='1:1'] img.rendered").get_attribute("src")
         page.keyboard.press("Enter")  # Apply, though the ratio was just chosen with the mouse
+        page.keyboard.press("Enter")  # pressed twice: one Apply, no conflict
         expect(page.locator("#progress")).to_have_text(re.compile("^Rendered"), timeout=90_000)
+        expect(page.locator("#alert")).to_be_hidden()
+        assert len(cli.json("status")["batches"]) == 2  # the submit's and one Apply
         assert (out / name).read_bytes() != before, "the thumbnail at the name was rendered again"
         expect(page.locator(".crop[data-ratio='1:1'] img.rendered")).not_to_have_attribute("src", rendered)
         whole = urlsplit(page.locator(".crop[data-ratio='1:1'] a").get_attribute("href"))  # at its own size
@@ -265,6 +268,15 @@ def test_filters_answered_late_never_replace_the_list_and_colours_match_the_cont
         for colour, ratio in legend:  # one colour per ratio on both pages
             style = page.locator(f"#windows .window[data-ratio='{ratio}']").get_attribute("style")
             assert f"border-color: {rgb(colour)}" in style, (ratio, style)
+
+        low = review.photos("?shown=low")["total"]  # below 0.5, the default
+        page.select_option("#shown", "low")
+        expect(page.locator("#count")).to_have_text(f"{low} of 3 photos")
+        page.locator("#below").fill("")
+        page.locator("#below").blur()  # an empty threshold is the default, not 0
+        expect(page.locator("#count")).to_have_text(f"{low} of 3 photos")
+        page.select_option("#shown", "all")
+        expect(page.locator("#count")).to_have_text("3 of 3 photos")
 
         held = []
         page.route(re.compile(r"api/photos\?.*shown=low"), lambda route: held.append(route))  # answers late

@@ -5,6 +5,7 @@ the photo's names again through a batch; Approve feeds the "changed" listing; Ct
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import sqlite3
 from pathlib import Path
@@ -378,6 +379,27 @@ def test_reset_returns_a_ratio_to_the_smart_crop(shop) -> None:
         assert square["focus"] is None and square["policy"] == "smart"
     assert name.read_bytes() == smart
     assert all(row[2] is None for row in focus_rows(cli))  # kept as cleared, so the next submit is a new request
+    assert json.loads((photos / "thumbctl-focus.json").read_text())["photos"] == []
+
+
+def test_an_apply_whose_batch_document_cannot_be_written_still_records_and_files_its_fix(shop, tmp_path) -> None:
+    cli, photos, out = shop
+    name = out / "Portrait_3.1x1.jpg"
+    smart = name.read_bytes()
+    with reviewing(cli, out) as review:
+        photo = next(p for p in review.photos()["photos"] if p["source"] == "Portrait_3.jpg")
+        wait_rendered(review, applying(review, photo, {"1:1": [0.5, 0.02]}).json()["batches"])
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        shutil.rmtree(out / "batches")
+        (out / "batches").symlink_to(elsewhere)  # batch documents can no longer be written in OUT
+        fixed = review.get(f"api/photos/{photo['id']}").json()
+        reset = applying(review, fixed, {"1:1": None})  # the smart crop's outputs exist: finished at once
+        assert reset.status == 200, reset.body
+        assert len(reset.json()["problems"]) == 1 and "batch manifest not written" in reset.json()["problems"][0]
+        wait_rendered(review, reset.json()["batches"])
+    assert name.read_bytes() == smart and list(elsewhere.iterdir()) == []
+    assert all(row[2] is None for row in focus_rows(cli))
     assert json.loads((photos / "thumbctl-focus.json").read_text())["photos"] == []
 
 

@@ -94,7 +94,7 @@ COMMANDS: tuple[tuple[Callable[..., None], str, tuple[str, ...]], ...] = (
     (sheet, "sheet", ("out",)),
     (catalogue_command, "catalogue", ()),
     (focus_command, "focus", ()),
-    (review_command, "review", ()),
+    (review_command, "review", ("sheet", "store")),
     (reconcile_command, "reconcile", ("store",)),
     (gc_command, "gc", ("store",)),
     (release_command, "release", ()),

@@ -37,6 +37,8 @@ class Rebatch:
 
     batches: tuple[BatchView, ...]
     names: int
+    #: What could not be written of batches finished at once (their outputs reused): their documents.
+    problems: tuple[str, ...] = ()
 
 
 def apply_fixes(
@@ -52,7 +54,7 @@ def apply_fixes(
     documents = ledger.catalogue.markup(out_dir).documents
     folder = f"{documents or out_dir}/batches"
     focus = [FocusChange(digest, ratio, point) for ratio, point in sorted(changes.items())]
-    batches = []
+    batches, problems = [], []
     for index, (profile_key, grouped) in enumerate(_by_profile(claims).items()):
         items = tuple(_item(claim, item, named[item.friendly_path], changes) for claim, item in grouped)
         first = grouped[0][0]
@@ -69,7 +71,9 @@ def apply_fixes(
         )
         prepared = PreparedSubmission(new, IntakeReport(sources=1, from_ledger=True), _profile(first.profile))
         batches.append(acceptance.submit(ledger, prepared, limits))
-    return Rebatch(tuple(batches), sum(batch.total for batch in batches))
+        if prepared.report.manifest_error:
+            problems.append(f"batch manifest not written: {prepared.report.manifest_error}")
+    return Rebatch(tuple(batches), sum(batch.total for batch in batches), tuple(problems))
 
 
 def _by_profile(claims: list[Claim]) -> dict[str, list[tuple[Claim, ClaimedItem]]]:

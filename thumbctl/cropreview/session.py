@@ -42,6 +42,8 @@ class Applied:
     photo: PhotoView
     batches: tuple[BatchView, ...]
     fix_file: dict[str, object] | None
+    #: What went wrong that leaves the Apply standing (a batch document not written).
+    problems: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -49,6 +51,7 @@ class Applied:
             "batches": [batch.batch_id for batch in self.batches],
             "names": sum(batch.total for batch in self.batches),
             "fix_file": self.fix_file,
+            "problems": list(self.problems),
         }
 
 
@@ -145,7 +148,7 @@ class ReviewSession:
         for batch in done.batches:
             if not batch.is_terminal:
                 self.renders.start(batch.batch_id)
-        return Applied(after, done.batches, fix_file)
+        return Applied(after, done.batches, fix_file, done.problems)
 
     def approve(self, digest: str, version: str) -> PhotoView:
         """Mark the photo reviewed as it is now (at ``version``): the "changed" listing leaves it out
@@ -295,4 +298,3 @@ def _check_point(point: Point | None) -> None:
         return
     if len(point) != 2 or not all(isinstance(v, int | float) and math.isfinite(v) and 0 <= v <= 1 for v in point):
         raise UsageError(f"a focus point is two numbers in 0..1, not {point!r}"[:200], code="bad_focus")
-

@@ -23,7 +23,10 @@ def completed(batch: BatchView, ledger: Ledger, report: IntakeReport, overwrite:
     if batch.counts[ItemState.SUCCEEDED]:  # the names linked may have replaced others: counted now
         batch = replace(ledger.views.batch(batch.batch_id), replayed=batch.replayed)
     if batch.is_terminal and not (batch.replayed and manifest_present(batch)):
-        write_batch_manifest(batch, ledger.views.items(batch.batch_id), ledger.catalogue.markup(batch.out_dir))
+        try:
+            write_batch_manifest(batch, ledger.views.items(batch.batch_id), ledger.catalogue.markup(batch.out_dir))
+        except OSError as exc:  # recorded already: a refusal here must not read as a failed submit
+            report.manifest_error = f"{batch.manifest_path}: {exc.strerror or exc}"
     return batch
 
 

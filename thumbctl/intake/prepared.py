@@ -24,6 +24,9 @@ class IntakeReport:
     cached: int = 0
     #: Friendly names the submit could not point at their objects, one line each.
     unlinked_names: list[str] = field(default_factory=list)
+    #: Why the document of a batch finished at acceptance could not be written (None: written, or
+    #: not due); the batch stands either way, and the next run or ``reconcile`` writes it.
+    manifest_error: str | None = None
     #: Output folders inside the source folder that the scan left out (relative paths).
     skipped_output_folders: list[str] = field(default_factory=list)
     #: Files thumbctl wrote (thumbnails it published, batch documents) the scan found, never sources.

@@ -42,6 +42,8 @@ class RunReports(MirrorReports):
         one is a notice on the way (stderr)."""
         if report.unlinked_names:
             self.unlinked_names(report.unlinked_names)
+        if report.manifest_error:
+            self.manifest_errors((report.manifest_error,))
         self.scan_errors(report.scan_errors)
         if report.store_moved and not self.quiet:
             self.store_moved(*report.store_moved)

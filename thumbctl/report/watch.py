@@ -45,6 +45,8 @@ class WatchReports(MirrorReports):
     def round_submitted(self, number: int, batch: BatchView, report: IntakeReport) -> None:
         if report.unlinked_names:
             self.unlinked_names(report.unlinked_names)
+        if report.manifest_error:
+            self.manifest_errors((report.manifest_error,))
         self.scan_errors(report.scan_errors)
         queued = batch.counts[ItemState.QUEUED]
         items = plural(batch.total, "item")

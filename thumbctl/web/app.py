@@ -34,6 +34,7 @@ from ..cropreview.session import ReviewSession
 STATIC = {
     "review.js": "text/javascript",
     "geometry.js": "text/javascript",
+    "api.js": "text/javascript",
     "review.css": "text/css",
 }
 #: The largest request body read (an Apply's JSON is a few hundred bytes).

@@ -1,9 +1,9 @@
 // The review page: the photos of an OUT, worst crop first; click or drag to fix a crop, Apply to
 // render it again, Approve what is right. Every address is relative to the page's own (its token).
+import { $, api, say } from "./api.js";
 import { fixedWindow, focusAt } from "./geometry.js";
 
 const PAGE = 40;
-const $ = (id) => document.getElementById(id);
 
 const state = {
   photos: [], total: 0, ratios: [], colours: {}, index: -1, photo: null,
@@ -18,34 +18,14 @@ function colour(ratio) {
   return state.colours[ratio] || "#e11d48";
 }
 
-function say(message, kind = "error") {
-  const alert = $("alert");
-  alert.textContent = message;
-  alert.className = kind === "error" ? "" : "info";
-  alert.hidden = !message;
-}
-
-async function api(path, body) {
-  const options = body === undefined ? {} : {
-    method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
-  };
-  let answer;
-  try {
-    answer = await fetch(path, options);
-  } catch {
-    throw new Error("The review server is not answering: is thumbctl review still running?");
-  }
-  const data = await answer.json().catch(() => ({}));
-  if (!answer.ok) {
-    const error = new Error((data.error && data.error.message) || `the server answered ${answer.status}`);
-    error.status = answer.status;
-    throw error;
-  }
-  return data;
+// The low-score threshold as typed (an empty field: the default, 0.5).
+function threshold() {
+  const typed = $("below").value.trim();
+  return typed === "" ? 0.5 : Number(typed);
 }
 
 function query(offset) {
-  const below = Number($("below").value);
+  const below = threshold();
   const params = new URLSearchParams({
     shown: $("shown").value, ratio: $("ratio-filter").value, below: String(Number.isFinite(below) ? below : 0.5),
     offset: String(offset), limit: String(PAGE),
@@ -57,8 +37,9 @@ async function loadList(first = null) {
   const listing = ++state.listing;
   state.photos = []; state.total = 0; state.index = -1;
   $("photos").replaceChildren();
-  await loadMore(first);
+  const answered = await loadMore(first);
   if (listing !== state.listing) return; // the filters changed again meanwhile
+  if (answered) say(""); // a message about the filters before is answered
   if (state.photos.length) await select(0, false); else showNothing();
 }
 
@@ -67,6 +48,7 @@ async function loadMore(given = null) {
   const listing = state.listing;
   if (state.loading === listing || (state.photos.length && state.photos.length >= state.total)) return;
   state.loading = listing;
+  let answered = false;
   try {
     const page = given || await api(query(state.photos.length));
     if (listing !== state.listing) return; // an answer for filters no longer chosen
@@ -76,12 +58,15 @@ async function loadMore(given = null) {
     for (const photo of page.photos) addToList(photo);
     $("count").textContent = `${page.total} of ${page.photos_in_out} photos`;
     $("more").textContent = state.photos.length < state.total ? "More photos load as you scroll…" : "";
+    answered = true;
   } catch (error) {
     say(error.message);
+    if (!state.photos.length) $("count").textContent = "";
   } finally {
     if (state.loading === listing) state.loading = null;
   }
-  if (listing === state.listing && moreInSight()) loadMore(); // a tall list shows the end of this page already: the observer says nothing
+  if (listing === state.listing && moreInSight()) loadMore(); // a tall list shows the end of this page already
+  return answered;
 }
 
 function moreInSight() {
@@ -109,7 +94,7 @@ function listedScore(photo) {
 }
 
 function low(score) {
-  return score !== null && score < Number($("below").value || 0.5);
+  return score !== null && score < threshold();
 }
 
 function addToList(photo) {
@@ -465,6 +450,8 @@ function wanted(photo = state.photo) {
 
 async function apply(changes = wanted(), photo = state.photo, remember = state.pending.size > 0, verb = "Rendered") {
   if (!Object.keys(changes).length || state.running) return;
+  state.running = { batches: [], id: photo.id }; // taken: a second press waits for this Apply
+  $("apply").disabled = true;
   const previous = Object.fromEntries(Object.keys(changes).map((r) => [r, (photo.ratios.find((x) => x.ratio === r) || {}).focus || null]));
   $("progress").textContent = "Applying…";
   try {
@@ -473,9 +460,11 @@ async function apply(changes = wanted(), photo = state.photo, remember = state.p
     state.pending.clear();
     if (state.photo && state.photo.id === photo.id) update(applied.photo);
     const file = applied.fix_file;
-    const note = file && file.problem ? ` (fix file: ${file.problem})` : "";
+    const problems = [...(file && file.problem ? [`fix file: ${file.problem}`] : []), ...(applied.problems || [])];
+    const note = problems.length ? ` (${problems.join("; ")})` : "";
     await follow(applied.batches, applied.names, photo.id, note, verb);
   } catch (error) {
+    state.running = null;
     $("progress").textContent = "";
     if (error.status === 409) {
       state.pending.clear();
