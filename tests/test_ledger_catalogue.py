@@ -88,3 +88,16 @@ def test_approvals_are_kept_per_out_and_photo(ledger: Ledger, clock: Clock) -> N
     assert ledger.catalogue.reviews("/out") == {"a" * 64: again}
     assert ledger.catalogue.reviews("/out|b") == {"c" * 64: again}
     assert ledger.catalogue.reviews("/ou") == {}
+
+
+def test_names_in_flight_are_those_an_unfinished_item_of_the_out_will_publish(ledger: Ledger) -> None:
+    ledger.intake.accept_batch(request("first", sources=1), Limits())
+    names = ["/out/f01:1", "/out/f04:3", "/out/not-a-name"]
+    assert ledger.catalogue.names_in_flight("/out", names) == {"/out/f01:1", "/out/f04:3"}
+    assert ledger.catalogue.names_in_flight("/elsewhere", names) == set()
+    claim = ledger.queue.claim("w")  # running is in flight too
+    assert claim is not None and ledger.catalogue.names_in_flight("/out", names) == {"/out/f01:1", "/out/f04:3"}
+    for item in claim.items:
+        ledger.queue.publish(claim, item, lambda: Publication(None, "v1"), result={"width": 4, "height": 3})
+    render_all(ledger)
+    assert ledger.catalogue.names_in_flight("/out", names) == set()

@@ -341,6 +341,26 @@ def test_an_apply_is_cancellable_and_its_batch_is_never_resumed_nor_a_mirror_s_b
     )
 
 
+def test_an_apply_waits_for_a_render_of_its_names_started_by_another_review(shop) -> None:
+    cli, _, out = shop
+    with reviewing(cli, out, THUMBCTL_FAULT="pause:before_encode") as first, reviewing(cli, out) as second:
+        photo = next(p for p in first.photos()["photos"] if p["source"] == "Landscape_6.jpg")
+        batch = applying(first, photo, {"1:1": [0.2, 0.5]}).json()["batches"]
+        cli.paused("before_encode")
+        shown = second.get(f"api/photos/{photo['id']}").json()
+        square = next(r for r in shown["ratios"] if r["ratio"] == "1:1")
+        assert square["rendering"] is True and square["rendered"] is False
+        refused = applying(second, shown, {"1:1": [0.9, 0.5]})  # the older render would publish last
+        assert refused.status == 409 and "still rendering" in refused.json()["error"]["message"]
+        assert [r for r in shown["ratios"] if r["ratio"] == "16:9"][0]["rendering"] is False
+        cli.release()
+        wait_rendered(first, batch)
+        after = second.get(f"api/photos/{photo['id']}").json()
+        square = next(r for r in after["ratios"] if r["ratio"] == "1:1")
+        assert (square["rendering"], square["rendered"], square["focus"]) == (False, True, [0.2, 0.5])
+        assert applying(second, after, {"1:1": [0.9, 0.5]}).status == 200
+
+
 def test_a_request_cut_short_or_a_ledger_gone_gets_an_answer_never_a_traceback(shop, tmp_path: Path) -> None:
     cli, _, out = shop
     with reviewing(cli, out) as review:

@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 
@@ -63,6 +63,8 @@ class RatioView:
     #: it was cancelled or failed).
     rendered: bool
     names: tuple[NameView, ...]
+    #: A render of its names (by any process) has not ended yet.
+    rendering: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -73,6 +75,7 @@ class RatioView:
             "policy": self.policy,
             "focus": list(self.focus) if self.focus else None,
             "rendered": self.rendered,
+            "rendering": self.rendering,
             "names": [name.to_json() for name in self.names],
         }
 
@@ -112,6 +115,12 @@ class PhotoView:
 
     def ratio(self, ratio: str) -> RatioView | None:
         return next((view for view in self.ratios if view.ratio == ratio), None)
+
+    def rendering(self, ratios: set[str]) -> PhotoView:
+        """The photo with ``ratios`` marked as being rendered."""
+        if not ratios:
+            return self
+        return replace(self, ratios=tuple(replace(r, rendering=r.ratio in ratios) for r in self.ratios))
 
     def to_json(self) -> dict[str, object]:
         return {

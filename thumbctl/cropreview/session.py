@@ -69,8 +69,6 @@ class ReviewSession:
     #: The photos as last read, with the catalogue's stamp then: read again only once it changed.
     _cache: tuple[str, list[PhotoGroup], dict[str, PhotoGroup]] | None = field(default=None, repr=False)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    #: The batches of each photo's last Apply: a new Apply waits until they are finished.
-    _rendering: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     def warm_in_background(self, fill: Callable[[list[CatalogueEntry]], bool]) -> threading.Thread:
         """Read the photos in a thread of their own while the server starts and the browser loads the
@@ -111,13 +109,15 @@ class ReviewSession:
         }
 
     def photo(self, digest: str) -> PhotoView:
-        """The photo of content ``digest``; ItemNotFound when no live name shows it."""
+        """The photo of content ``digest``, with the ratios a render (of any process) has yet to
+        publish; ItemNotFound when no live name shows it."""
         self._groups()
         assert self._cache is not None
         found = self._cache[2].get(digest)
         if found is None:
             raise ItemNotFound("no live thumbnail of this OUT shows that photo")
-        return found.view()
+        with self._ledger() as ledger:
+            return found.view().rendering(_ratios_in_flight(ledger, self.out_dir, found.entries))
 
     def apply(self, digest: str, version: str, changes: Mapping[str, Point | None]) -> Applied:
         """Fix the photo's crops at the ratios of ``changes`` (a focus, or None: the smart crop again),
@@ -129,7 +129,7 @@ class ReviewSession:
             _check_point(point)
         with self._lock, self._ledger() as ledger:
             photo, entries = self._current(ledger, digest, version)
-            self._check_not_rendering(ledger, photo)
+            _check_not_rendering(ledger, self.out_dir, photo, [e for e in entries if e.ratio in changes])
             for ratio in changes:
                 view = photo.ratio(ratio)
                 if view is None:
@@ -143,7 +143,6 @@ class ReviewSession:
             done = apply_fixes(ledger, self.out_dir, entries, changes, self.limits)
             fix_file = self._write_fix_file(ledger, photo, changes)
             self.batches.extend(batch.batch_id for batch in done.batches)
-            self._rendering[digest] = [batch.batch_id for batch in done.batches]
         after = self.photo(digest)
         for batch in done.batches:
             if not batch.is_terminal:
@@ -253,15 +252,6 @@ class ReviewSession:
             )
         return photo, entries
 
-    def _check_not_rendering(self, ledger: Ledger, photo: PhotoView) -> None:
-        """Refuse an Apply while the photo's previous one still renders: two batches of one name in
-        flight could publish in either order, and the older crop would win."""
-        for batch_id in self._rendering.get(photo.digest, []):
-            if not ledger.views.batch(batch_id, with_failures=False).is_terminal:
-                raise ReviewConflict(
-                    f"{photo.shown} is still rendering its last Apply: wait for it (or cancel it), then apply again"
-                )
-
     @staticmethod
     def _photo(digest: str, photos: list[PhotoView]) -> PhotoView:
         found = next((photo for photo in photos if photo.digest == digest), None)
@@ -298,3 +288,20 @@ def _check_point(point: Point | None) -> None:
         return
     if len(point) != 2 or not all(isinstance(v, int | float) and math.isfinite(v) and 0 <= v <= 1 for v in point):
         raise UsageError(f"a focus point is two numbers in 0..1, not {point!r}"[:200], code="bad_focus")
+
+
+def _ratios_in_flight(ledger: Ledger, out_dir: str, entries: list[CatalogueEntry]) -> set[str]:
+    """The ratios of ``entries`` (one photo's names) that an unfinished render will publish."""
+    in_flight = ledger.catalogue.names_in_flight(out_dir, [entry.name for entry in entries])
+    return {entry.ratio for entry in entries if entry.name in in_flight}
+
+
+def _check_not_rendering(ledger: Ledger, out_dir: str, photo: PhotoView, entries: list[CatalogueEntry]) -> None:
+    """Refuse an Apply while a render of those names has not ended, whoever started it (this page,
+    another review, a submit): two renders of one name in flight could publish in either order, and
+    the older crop would win."""
+    if _ratios_in_flight(ledger, out_dir, entries):
+        raise ReviewConflict(
+            f"{photo.shown} is still rendering (an Apply, here or in another review, or a submit): "
+            "wait for it to end (or cancel it), then apply again"
+        )

@@ -49,6 +49,10 @@ class CataloguePort(Protocol):
         """The items that published ``names`` of ``out_dir``, as claims (one per batch and source;
         no lease): what choosing their windows again needs."""
 
+    def names_in_flight(self, out_dir: str, names: list[str]) -> set[str]:
+        """Those of ``names`` (of ``out_dir``) that an unfinished item of any batch, of any process,
+        will publish: a render of them that has not ended."""
+
     def record_windows(self, renders: list[tuple[str, dict[str, object]]]) -> None:
         """Record each (derivative key, render result) in one transaction: a window chosen again."""
 
@@ -93,6 +97,13 @@ class Catalogue:
             for row in self.db.execute(sql.NAME_CLAIMS, (out_dir, *chunk), names=len(chunk)).fetchall():
                 claims.setdefault((row["batch_id"], row["source"]), []).append(row)
         return [_claim_of(rows) for rows in claims.values()]
+
+    def names_in_flight(self, out_dir: str, names: list[str]) -> set[str]:
+        found: set[str] = set()
+        for chunk in chunks(names):
+            rows = self.db.execute(sql.NAMES_IN_FLIGHT, (*chunk, out_dir), names=len(chunk)).fetchall()
+            found.update(row["friendly_path"] for row in rows)
+        return found
 
     def record_windows(self, renders: list[tuple[str, dict[str, object]]]) -> None:
         if not renders:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..states import LIVE
 from . import query
 
 #: Every live name of an OUT with the item that published it, its derivative's render and the crop
@@ -64,4 +65,11 @@ STAMP = query(
     "(SELECT count(*) FROM focus_points) AS fixes, (SELECT max(set_at) FROM focus_points) AS fixed, "
     "(SELECT count(*) FROM meta WHERE substr(name, 1, ?) = ?) AS reviews, "
     "(SELECT max(value) FROM meta WHERE substr(name, 1, ?) = ?) AS reviewed",
+)
+#: Which of some names of an OUT an unfinished item (queued or running) of any batch will publish.
+NAMES_IN_FLIGHT = query(
+    "names_in_flight",
+    "SELECT DISTINCT i.friendly_path FROM items i JOIN batches b ON b.batch_id = i.batch_id "
+    f"WHERE i.friendly_path IN ({{names}}) AND i.state IN {LIVE} AND b.out_dir = ?",
+    lists={"names": ("?", ",")},
 )

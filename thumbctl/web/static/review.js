@@ -341,7 +341,7 @@ function framing(ratio) {
   if (ratio.fit !== "cover") return "the whole photo (contain)";
   const now = ratio.focus ? `your fix at ${ratio.focus.map((v) => v.toFixed(3)).join(", ")}` : "smart crop";
   if (!ratio.rendered) {
-    if (state.running && state.running.id === state.photo.id) return `${now}, rendering…`;
+    if (ratio.rendering || (state.running && state.running.id === state.photo.id)) return `${now}, rendering…`;
     return `${now}, not rendered (its render was cancelled or failed): Apply renders it`;
   }
   return ratio.focus ? now : `${ratio.policy || "smart"} crop, score ${scoreText(ratio.score)}`;
@@ -445,7 +445,8 @@ function startDrag(event, ratio, box) {
 function wanted(photo = state.photo) {
   if (state.pending.size) return Object.fromEntries(state.pending);
   if (!photo || (state.running && state.running.id === photo.id)) return {};
-  return Object.fromEntries(photo.ratios.filter((r) => r.fit === "cover" && !r.rendered).map((r) => [r.ratio, r.focus]));
+  const waiting = photo.ratios.filter((r) => r.fit === "cover" && !r.rendered && !r.rendering);
+  return Object.fromEntries(waiting.map((r) => [r.ratio, r.focus]));
 }
 
 async function apply(changes = wanted(), photo = state.photo, remember = state.pending.size > 0, verb = "Rendered") {
