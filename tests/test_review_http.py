@@ -385,17 +385,22 @@ def test_a_request_cut_short_or_a_ledger_gone_gets_an_answer_never_a_traceback(s
     assert "Traceback" not in said and "Exception" not in said and "ERROR" not in said, said
 
 
+def portrait_with_a_fix(review: Review) -> dict:
+    """Portrait_3.jpg with its 1:1 crop fixed at the top and rendered: the photo as shown then."""
+    photo = next(p for p in review.photos()["photos"] if p["source"] == "Portrait_3.jpg")
+    wait_rendered(review, applying(review, photo, {"1:1": [0.5, 0.02]}).json()["batches"])
+    return review.get(f"api/photos/{photo['id']}").json()
+
+
 def test_reset_returns_a_ratio_to_the_smart_crop(shop) -> None:
     cli, photos, out = shop
     name = out / "Portrait_3.1x1.jpg"
     smart = name.read_bytes()
     with reviewing(cli, out) as review:
-        photo = next(p for p in review.photos()["photos"] if p["source"] == "Portrait_3.jpg")
-        wait_rendered(review, applying(review, photo, {"1:1": [0.5, 0.02]}).json()["batches"])
+        fixed = portrait_with_a_fix(review)
         assert name.read_bytes() != smart
-        fixed = review.get(f"api/photos/{photo['id']}").json()
         wait_rendered(review, applying(review, fixed, {"1:1": None}).json()["batches"])
-        square = next(r for r in review.get(f"api/photos/{photo['id']}").json()["ratios"] if r["ratio"] == "1:1")
+        square = next(r for r in review.get(f"api/photos/{fixed['id']}").json()["ratios"] if r["ratio"] == "1:1")
         assert square["focus"] is None and square["policy"] == "smart"
     assert name.read_bytes() == smart
     assert all(row[2] is None for row in focus_rows(cli))  # kept as cleared, so the next submit is a new request
@@ -407,13 +412,11 @@ def test_an_apply_whose_batch_document_cannot_be_written_still_records_and_files
     name = out / "Portrait_3.1x1.jpg"
     smart = name.read_bytes()
     with reviewing(cli, out) as review:
-        photo = next(p for p in review.photos()["photos"] if p["source"] == "Portrait_3.jpg")
-        wait_rendered(review, applying(review, photo, {"1:1": [0.5, 0.02]}).json()["batches"])
+        fixed = portrait_with_a_fix(review)
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir()
         shutil.rmtree(out / "batches")
         (out / "batches").symlink_to(elsewhere)  # batch documents can no longer be written in OUT
-        fixed = review.get(f"api/photos/{photo['id']}").json()
         reset = applying(review, fixed, {"1:1": None})  # the smart crop's outputs exist: finished at once
         assert reset.status == 200, reset.body
         assert len(reset.json()["problems"]) == 1 and "batch manifest not written" in reset.json()["problems"][0]
