@@ -111,13 +111,18 @@ class ReviewSession:
     def photo(self, digest: str) -> PhotoView:
         """The photo of content ``digest``, with the ratios a render (of any process) has yet to
         publish; ItemNotFound when no live name shows it."""
+        found = self._group(digest)
+        with self._ledger() as ledger:
+            return found.view().rendering(_ratios_in_flight(ledger, self.out_dir, found.entries))
+
+    def _group(self, digest: str) -> PhotoGroup:
+        """The photo of content ``digest`` as last read; ItemNotFound when no live name shows it."""
         self._groups()
         assert self._cache is not None
         found = self._cache[2].get(digest)
         if found is None:
             raise ItemNotFound("no live thumbnail of this OUT shows that photo")
-        with self._ledger() as ledger:
-            return found.view().rendering(_ratios_in_flight(ledger, self.out_dir, found.entries))
+        return found
 
     def apply(self, digest: str, version: str, changes: Mapping[str, Point | None]) -> Applied:
         """Fix the photo's crops at the ratios of ``changes`` (a focus, or None: the smart crop again),
@@ -196,7 +201,7 @@ class ReviewSession:
         """The JPEG preview of the photo (the render's analysis copy); ItemNotFound when none was kept."""
         from ..review.sheet import preview_at
 
-        photo = self.photo(digest)
+        photo = self._group(digest).view()
         data = preview_at(photo.preview) if photo.preview else None
         if data is None:
             raise ItemNotFound(f"no preview of {photo.shown} is kept: submit it again to make one")
@@ -204,7 +209,7 @@ class ReviewSession:
 
     def thumbnail(self, digest: str, name: str) -> tuple[bytes, str]:
         """The bytes of the live name ``name`` (relative to OUT) of the photo, and their media type."""
-        named = [n for ratio in self.photo(digest).ratios for n in ratio.names if n.name == name]
+        named = [n for ratio in self._group(digest).view().ratios for n in ratio.names if n.name == name]
         if not named:
             raise ItemNotFound(f"{name[:200]!r} is not a live thumbnail of this photo")
         path = named[0].object_path
